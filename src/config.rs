@@ -1,0 +1,1 @@
+//! Layered configuration: TOML file, GROVE_* env, flags, validated.

@@ -1,0 +1,1 @@
+//! Citation tags, quotes, grading, best span and snapping per `ground-v1`.

@@ -1,0 +1,20 @@
+//! grove: a federated peer-to-peer node daemon holding Merkle-committed book
+//! shards, a private membership mesh, and grounded two-book moots.
+//!
+//! Modules in reading order (one book, as data): `text` decodes and chunks a
+//! Gutenberg file, `merkle` commits to the chunks, `store` keeps them in
+//! SQLite shards with search and proofs; `identity` and `mesh` decide
+//! membership; `grounding` and `moot` run a conversation between books on a
+//! `model`. See docs/ARCHITECTURE.md for the code map and invariants.
+
+pub mod config;
+pub mod grounding;
+pub mod identity;
+pub mod merkle;
+pub mod mesh;
+pub mod model;
+pub mod moot;
+pub mod source;
+pub mod store;
+pub mod text;
+pub mod wire;

@@ -1,0 +1,1 @@
+//! merkle-v1 trees, proofs and shard roots (pure).

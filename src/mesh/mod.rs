@@ -1,0 +1,1 @@
+//! Mesh membership: signed roster, epochs, envelopes, invites and votes.

@@ -1,0 +1,1 @@
+//! The node's local model behind one chat-completion interface.

@@ -1,0 +1,1 @@
+//! The moot: a grounded conversation between two books, free of IO.

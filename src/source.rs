@@ -1,0 +1,1 @@
+//! Reading a book from a path or an http(s) URL, with size limits.

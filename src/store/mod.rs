@@ -1,0 +1,2 @@
+//! SQLite shards: books, chunks, Merkle levels, search and the audit chain.
+pub mod audit;

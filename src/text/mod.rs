@@ -1,0 +1,1 @@
+//! Decoding, metadata, paragraphs and chunks per books.md (pure).

@@ -1,0 +1,1 @@
+//! Wire types generated from `proto/` (the only serialized network formats).
