@@ -1,1 +1,161 @@
-//! Layered configuration: TOML file, GROVE_* env, flags, validated.
+//! Layered configuration: a TOML file, then `GROVE_*` environment variables
+//! (`__` separates nested keys), then flags; validated into [`Settings`].
+//!
+//! Raw values are deserialized with `deny_unknown_fields`, so a misspelt key
+//! is refused with its name instead of being silently ignored.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Default config file, read when present and no `--config` is given.
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/grove/grove.toml";
+
+/// Errors while loading or validating configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config: {0}")]
+    Load(String),
+    #[error("config key `{key}`: {reason}")]
+    Invalid { key: String, reason: String },
+    #[error("no state directory: pass --state, set state_dir (GROVE_STATE_DIR), or set $HOME")]
+    NoStateDir,
+}
+
+/// Size limits applied to every book (bytes).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest book file or download accepted.
+    pub max_book_bytes: u64,
+    /// Largest single chunk accepted (guards against e.g. a 20 MB line without spaces).
+    pub max_chunk_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_book_bytes: 64 << 20,
+            max_chunk_bytes: 64 << 10,
+        }
+    }
+}
+
+/// How books are fetched from http(s) URLs.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FetchSettings {
+    pub connect_timeout_secs: u64,
+    pub timeout_secs: u64,
+    pub max_redirects: usize,
+}
+
+impl Default for FetchSettings {
+    fn default() -> Self {
+        FetchSettings {
+            connect_timeout_secs: 10,
+            timeout_secs: 120,
+            max_redirects: 5,
+        }
+    }
+}
+
+/// Everything configurable, as written by the operator.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Where shards, keys and mesh state live.
+    pub state_dir: Option<PathBuf>,
+    /// Shard a book goes to when `--shard` is not given.
+    pub default_shard: Option<String>,
+    pub limits: Limits,
+    pub fetch: FetchSettings,
+}
+
+impl Settings {
+    /// Loads settings from `file` (or the default file when it exists), then
+    /// `GROVE_*` environment variables.
+    pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let mut builder = config::Config::builder();
+        match file {
+            Some(path) => {
+                if !path.is_file() {
+                    return Err(ConfigError::Load(format!(
+                        "config file {} does not exist or is not a file",
+                        path.display()
+                    )));
+                }
+                builder =
+                    builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
+            }
+            None if Path::new(DEFAULT_CONFIG_FILE).is_file() => {
+                builder = builder.add_source(
+                    config::File::with_name(DEFAULT_CONFIG_FILE).format(config::FileFormat::Toml),
+                );
+            }
+            None => {}
+        }
+        builder = builder.add_source(
+            config::Environment::with_prefix("GROVE")
+                .prefix_separator("_")
+                .separator("__")
+                .try_parsing(true),
+        );
+        let raw = builder
+            .build()
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        let settings: Settings = raw
+            .try_deserialize()
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, reason: &str| ConfigError::Invalid {
+            key: key.to_string(),
+            reason: reason.to_string(),
+        };
+        if self.limits.max_book_bytes == 0 {
+            return Err(invalid("limits.max_book_bytes", "must be greater than 0"));
+        }
+        if self.limits.max_chunk_bytes == 0 {
+            return Err(invalid("limits.max_chunk_bytes", "must be greater than 0"));
+        }
+        if self.fetch.timeout_secs == 0 || self.fetch.connect_timeout_secs == 0 {
+            return Err(invalid(
+                "fetch.timeout_secs",
+                "timeouts must be greater than 0",
+            ));
+        }
+        if let Some(shard) = &self.default_shard {
+            crate::store::validate_shard_name(shard)
+                .map_err(|e| invalid("default_shard", &e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The state directory: `flag`, else `state_dir`, else systemd's
+    /// `$STATE_DIRECTORY`, else a per-user default.
+    pub fn resolve_state_dir(&self, flag: Option<&Path>) -> Result<PathBuf, ConfigError> {
+        if let Some(dir) = flag {
+            return Ok(dir.to_path_buf());
+        }
+        if let Some(dir) = &self.state_dir {
+            return Ok(dir.clone());
+        }
+        if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
+            // systemd may pass several colon-separated directories; the first is ours.
+            let first = dir
+                .to_string_lossy()
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            return Ok(PathBuf::from(first));
+        }
+        dirs::data_local_dir()
+            .map(|d| d.join("grove"))
+            .ok_or(ConfigError::NoStateDir)
+    }
+}

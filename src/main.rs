@@ -1,1 +1,7 @@
-fn main() {}
+//! The `grove` binary: parses flags, loads settings, runs one command.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    std::process::ExitCode::SUCCESS
+}

@@ -111,7 +111,9 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, AuditError> {
             return Err(broken(format!("expected event {expected_seq} next")));
         }
         if prev != expected_prev {
-            return Err(broken("previous-hash link does not match the event before it".into()));
+            return Err(broken(
+                "previous-hash link does not match the event before it".into(),
+            ));
         }
         let computed = event_hash(&expected_prev, &canonical_bytes(seq, at_ms, &kind, &body));
         if hash != computed {
@@ -121,7 +123,10 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, AuditError> {
         expected_seq += 1;
         events += 1;
     }
-    Ok(ChainReport { events, head: (events > 0).then_some(expected_prev) })
+    Ok(ChainReport {
+        events,
+        head: (events > 0).then_some(expected_prev),
+    })
 }
 
 #[cfg(test)]
@@ -141,7 +146,8 @@ mod tests {
             append(&c, 1000 + i, "test", &serde_json::json!({ "i": i })).unwrap();
         }
         assert_eq!(verify(&c).unwrap().events, 5);
-        c.execute("UPDATE audit SET body = '{\"i\":9}' WHERE seq = 3", []).unwrap();
+        c.execute("UPDATE audit SET body = '{\"i\":9}' WHERE seq = 3", [])
+            .unwrap();
         match verify(&c) {
             Err(AuditError::Broken { seq, .. }) => assert_eq!(seq, 3),
             other => panic!("expected a broken link at 3, got {other:?}"),
