@@ -1,1 +1,16 @@
-//! Decoding, metadata, paragraphs and chunks per books.md (pure).
+//! Decoding, metadata, paragraphs and chunks per `books.md` (pure, no IO).
+//!
+//! `gutenberg` turns file bytes into metadata and paragraphs (`gutenberg-v1`);
+//! `chunk` packs paragraphs into chunks (`para-200-v1`). The output bytes are
+//! what every peer hashes, so nothing here may depend on locale or platform.
+
+pub mod chunk;
+pub mod gutenberg;
+
+pub use chunk::{Chunk, ChunkError, chunk_paragraphs, label};
+pub use gutenberg::{Metadata, ParsedBook, decode, parse};
+
+/// Name of the decoding and metadata rules, recorded with every book.
+pub const DECODING: &str = "gutenberg-v1";
+/// Name of the chunking rules, recorded with every book.
+pub const CHUNKING: &str = "para-200-v1";

@@ -1,0 +1,164 @@
+//! `gutenberg-v1`: bytes to text, header metadata, body and paragraphs.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use unicode_normalization::UnicodeNormalization;
+
+/// Header metadata. Missing text fields are empty strings (the spec's form);
+/// callers that publish JSON map empty to `null`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    pub title: String,
+    pub author: String,
+    pub language: String,
+    pub ebook: Option<u64>,
+}
+
+/// A decoded book: its metadata and its body's paragraphs, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedBook {
+    pub meta: Metadata,
+    pub paragraphs: Vec<String>,
+}
+
+/// Decodes file bytes: drop one UTF-8 BOM, UTF-8 if valid else
+/// windows-1252, then CRLF and lone CR become LF.
+pub fn decode(bytes: &[u8]) -> String {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text = match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => {
+            encoding_rs::WINDOWS_1252
+                .decode_without_bom_handling(bytes)
+                .0
+        }
+    };
+    if text.contains('\r') {
+        text.replace("\r\n", "\n").replace('\r', "\n")
+    } else {
+        text.into_owned()
+    }
+}
+
+static START: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*\*{3}$")
+        .expect("static regex")
+});
+static END: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG EBOOK.*\*{3}$")
+        .expect("static regex")
+});
+static EBOOK: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)\[EBook #([0-9]+)\]").expect("static regex"));
+
+fn is_blank(line: &str) -> bool {
+    line.chars().all(char::is_whitespace)
+}
+
+/// Splits decoded text into metadata and paragraphs.
+pub fn parse(text: &str) -> ParsedBook {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let start = lines.iter().position(|l| START.is_match(l.trim()));
+    let (header, body): (&[&str], &[&str]) = match start {
+        None => (&[], &lines),
+        Some(s) => {
+            let after = &lines[s + 1..];
+            let end = after
+                .iter()
+                .position(|l| END.is_match(l.trim()))
+                .unwrap_or(after.len());
+            (&lines[..s], &after[..end])
+        }
+    };
+    ParsedBook {
+        meta: parse_header(header),
+        paragraphs: paragraphs(body),
+    }
+}
+
+fn parse_header(lines: &[&str]) -> Metadata {
+    let field = |name: &str| -> String {
+        let Some(i) = lines.iter().position(|l| l.starts_with(name)) else {
+            return String::new();
+        };
+        let mut parts: Vec<&str> = Vec::new();
+        let first = lines[i][name.len()..].trim();
+        if !first.is_empty() {
+            parts.push(first);
+        }
+        for line in &lines[i + 1..] {
+            if is_blank(line) || !line.starts_with(char::is_whitespace) {
+                break;
+            }
+            parts.push(line.trim());
+        }
+        parts.join(" ")
+    };
+    // The first `[EBook #N]` wins; a number over 63 bits counts as missing,
+    // so a later one can still give the ebook number.
+    let ebook = lines
+        .iter()
+        .flat_map(|l| EBOOK.captures_iter(l))
+        .find_map(|c| c[1].parse::<u64>().ok().filter(|n| *n <= i64::MAX as u64));
+    Metadata {
+        title: field("Title:"),
+        author: field("Author:"),
+        language: field("Language:"),
+        ebook,
+    }
+}
+
+/// Blocks separated by blank lines, each NFC-normalized with whitespace runs
+/// collapsed to one space and trimmed; empty paragraphs dropped.
+fn paragraphs(body: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut block: Vec<&str> = Vec::new();
+    let mut flush = |block: &mut Vec<&str>| {
+        if block.is_empty() {
+            return;
+        }
+        let nfc: String = block.join("\n").nfc().collect();
+        let para = nfc
+            .split(char::is_whitespace)
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>();
+        if !para.is_empty() {
+            out.push(para.join(" "));
+        }
+        block.clear();
+    };
+    for line in body {
+        if is_blank(line) {
+            flush(&mut block);
+        } else {
+            block.push(line);
+        }
+    }
+    flush(&mut block);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_continuation_and_first_wins() {
+        let text = "Title: \n   Moby Dick;\n   or The Whale\nTitle: Other\nAuthor: Herman Melville\n[ebook #2701]\n*** START OF THE PROJECT GUTENBERG EBOOK MOBY ***\nCall me Ishmael.\n*** END OF THE PROJECT GUTENBERG EBOOK MOBY ***\nlicence";
+        let book = parse(text);
+        assert_eq!(book.meta.title, "Moby Dick; or The Whale");
+        assert_eq!(book.meta.author, "Herman Melville");
+        assert_eq!(book.meta.ebook, Some(2701));
+        assert_eq!(book.paragraphs, vec!["Call me Ishmael."]);
+    }
+
+    #[test]
+    fn overlong_ebook_number_is_missing() {
+        let start = "\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\nx";
+        let book = parse(&format!("[EBook #99999999999999999999]{start}"));
+        assert_eq!(book.meta.ebook, None);
+        let book = parse(&format!("[EBook #99999999999999999999] [eBook #5]{start}"));
+        assert_eq!(book.meta.ebook, Some(5));
+    }
+}
