@@ -1,1 +1,120 @@
 //! Reading a book from a path or an http(s) URL, with size limits.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::FetchSettings;
+
+/// Why a book's bytes could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    #[error("no such file: {0}")]
+    Missing(PathBuf),
+    #[error("{0} is a directory, not a book file")]
+    Directory(PathBuf),
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{what} is over the limit of {limit} bytes (limits.max_book_bytes)")]
+    TooLarge { what: String, limit: u64 },
+    #[error("invalid URL {url}: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("cannot fetch {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("fetching {url} failed: HTTP {status}")]
+    Status { url: String, status: u16 },
+}
+
+/// Whether the argument names an http(s) URL rather than a path.
+pub fn is_url(arg: &str) -> bool {
+    let lower = arg.get(..8).unwrap_or(arg).to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// Reads a local file, refusing directories and files over `max_bytes`
+/// before reading them.
+pub fn read_path(path: &Path, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => SourceError::Missing(path.to_path_buf()),
+        _ => SourceError::Io { path: path.to_path_buf(), source: e },
+    })?;
+    if meta.is_dir() {
+        return Err(SourceError::Directory(path.to_path_buf()));
+    }
+    let too_large = || SourceError::TooLarge { what: path.display().to_string(), limit: max_bytes };
+    if meta.len() > max_bytes {
+        return Err(too_large());
+    }
+    let file = std::fs::File::open(path)
+        .map_err(|e| SourceError::Io { path: path.to_path_buf(), source: e })?;
+    // The file may grow between stat and read: read at most one byte past the limit.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| SourceError::Io { path: path.to_path_buf(), source: e })?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// Downloads a URL with timeouts, bounded redirects and a size limit checked
+/// both against Content-Length and while streaming. `progress` gets
+/// (bytes so far, expected total if known).
+pub async fn fetch_url(
+    url: &str,
+    settings: &FetchSettings,
+    max_bytes: u64,
+    progress: &mut (dyn FnMut(u64, Option<u64>) + Send),
+) -> Result<Vec<u8>, SourceError> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| SourceError::BadUrl { url: url.to_string(), reason: e.to_string() })?;
+    // rustls needs a process-wide crypto provider; a second install is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(settings.connect_timeout_secs))
+        .timeout(Duration::from_secs(settings.timeout_secs))
+        .redirect(reqwest::redirect::Policy::limited(settings.max_redirects))
+        .user_agent(concat!("grove/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| SourceError::Unreachable { url: url.to_string(), reason: e.to_string() })?;
+    let unreachable = |e: reqwest::Error| SourceError::Unreachable {
+        url: url.to_string(),
+        reason: describe(&e),
+    };
+    let mut response = client.get(parsed).send().await.map_err(unreachable)?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(SourceError::Status { url: url.to_string(), status: status.as_u16() });
+    }
+    let too_large = || SourceError::TooLarge { what: url.to_string(), limit: max_bytes };
+    let expected = response.content_length();
+    if expected.is_some_and(|n| n > max_bytes) {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(expected.unwrap_or(0) as usize);
+    while let Some(piece) = response.chunk().await.map_err(unreachable)? {
+        if (bytes.len() + piece.len()) as u64 > max_bytes {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&piece);
+        progress(bytes.len() as u64, expected);
+    }
+    Ok(bytes)
+}
+
+/// A reqwest error with its causes, which hold the useful part (refused, DNS…).
+fn describe(e: &reqwest::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    if e.is_timeout() {
+        out.push_str(" (timed out)");
+    }
+    out
+}

@@ -1,27 +1,194 @@
 //! SQLite shards: books, chunks, Merkle levels, search and the audit chain.
+//!
+//! A [`Store`] is a state directory holding one SQLite file per shard under
+//! `shards/`. A [`Shard`] owns its connection; every change is one
+//! transaction that also appends to the shard's audit chain.
 
 pub mod audit;
+mod schema;
+mod search;
+mod shard;
+
+use std::path::{Path, PathBuf};
+
+pub use search::{SearchHit, SearchScope};
+pub use shard::{BookRecord, BookStatus, IngestStatus, ProofRecord, Shard, VerifyReport};
+
+use crate::merkle::Hash;
+
+/// The shard a book goes to when none is named.
+pub const DEFAULT_SHARD: &str = "main";
+
+/// Errors from the store, each naming what the operator should look at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error(
+        "shard file {path} is corrupted or not a grove shard ({detail}); it was not opened. Move it aside, or run `grove book verify` on its books"
+    )]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("shard file {path} was written by a newer grove ({detail})")]
+    TooNew { path: PathBuf, detail: String },
+    #[error("cannot write to the state directory {path}: {detail}")]
+    NotWritable { path: PathBuf, detail: String },
+    #[error("the disk holding {path} is full; nothing was stored")]
+    DiskFull { path: PathBuf },
+    #[error("no book with key `{0}`")]
+    NoSuchBook(String),
+    #[error("book `{key}` has no version {version}")]
+    NoSuchVersion { key: String, version: u32 },
+    #[error("book `{key}` has {count} chunks; there is no chunk {index}")]
+    NoSuchChunk { key: String, index: u64, count: u64 },
+    #[error("book `{key}` already lives in shard `{shard}`; add it there with --shard {shard}")]
+    KeyInOtherShard { key: String, shard: String },
+    #[error("book `{0}` was removed; it has no current version")]
+    Removed(String),
+    #[error("no shard named `{0}`")]
+    NoSuchShard(String),
+    #[error(transparent)]
+    BadShardName(#[from] BadShardName),
+    #[error("shard {path}: {source}")]
+    Sql { path: PathBuf, source: rusqlite::Error },
+    #[error("state directory {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
+}
+
+impl StoreError {
+    /// Classifies an SQLite error on `path`: corruption and a full disk get
+    /// their own messages.
+    pub(crate) fn sql(path: &Path, e: rusqlite::Error) -> StoreError {
+        use rusqlite::ErrorCode as C;
+        let path = path.to_path_buf();
+        match e.sqlite_error_code() {
+            Some(C::DatabaseCorrupt | C::NotADatabase) => {
+                StoreError::Corrupt { path, detail: e.to_string() }
+            }
+            Some(C::DiskFull) => StoreError::DiskFull { path },
+            Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) => {
+                StoreError::NotWritable { path, detail: e.to_string() }
+            }
+            _ => StoreError::Sql { path, source: e },
+        }
+    }
+}
 
 /// A shard name that cannot be used as one.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "invalid shard name `{0}`: use lowercase letters, digits and '-', starting with a letter or digit"
-)]
+#[error("invalid shard name `{0}`: use lowercase letters, digits and '-', starting with a letter or digit")]
 pub struct BadShardName(pub String);
 
 /// Checks a shard name: `^[a-z0-9][a-z0-9-]*$`, at most 64 bytes.
 pub fn validate_shard_name(name: &str) -> Result<(), BadShardName> {
     let ok = name.len() <= 64
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(BadShardName(name.to_string()))
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok { Ok(()) } else { Err(BadShardName(name.to_string())) }
+}
+
+/// One shard's summary: its root (per books.md section 7) and current books.
+#[derive(Debug, Clone)]
+pub struct ShardSummary {
+    pub name: String,
+    pub root: Option<Hash>,
+    pub books: Vec<BookRecord>,
+}
+
+/// The shards under one state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    pub fn new(state_dir: &Path) -> Store {
+        Store { dir: state_dir.join("shards") }
+    }
+
+    pub fn shard_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.db"))
+    }
+
+    /// Names of existing shards, sorted.
+    pub fn shard_names(&self) -> Result<Vec<String>, StoreError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::Io { path: self.dir.clone(), source: e }),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StoreError::Io { path: self.dir.clone(), source: e })?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".db") {
+                if validate_shard_name(stem).is_ok() {
+                    names.push(stem.to_string());
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// Opens an existing shard.
+    pub fn open(&self, name: &str) -> Result<Shard, StoreError> {
+        validate_shard_name(name)?;
+        let path = self.shard_path(name);
+        if !path.is_file() {
+            return Err(StoreError::NoSuchShard(name.to_string()));
+        }
+        Shard::open(name, &path)
+    }
+
+    /// Opens a shard, creating it (and the state directory) when missing.
+    pub fn open_or_create(&self, name: &str) -> Result<Shard, StoreError> {
+        validate_shard_name(name)?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| StoreError::NotWritable {
+            path: self.dir.clone(),
+            detail: e.to_string(),
+        })?;
+        Shard::open(name, &self.shard_path(name))
+    }
+
+    /// Opens every shard.
+    pub fn open_all(&self) -> Result<Vec<Shard>, StoreError> {
+        self.shard_names()?.iter().map(|n| self.open(n)).collect()
+    }
+
+    /// The shard holding `key` (any version), if any.
+    pub fn find_book(&self, key: &str) -> Result<Option<Shard>, StoreError> {
+        for shard in self.open_all()? {
+            if shard.has_key(key)? {
+                return Ok(Some(shard));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The shard holding `key`, or an error naming the key.
+    pub fn shard_of(&self, key: &str) -> Result<Shard, StoreError> {
+        self.find_book(key)?.ok_or_else(|| StoreError::NoSuchBook(key.to_string()))
+    }
+
+    /// Searches every shard (or one book when `key` is given), best first.
+    pub fn search(
+        &self,
+        query: &str,
+        key: Option<(&str, Option<u32>)>,
+        k: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        if let Some((key, version)) = key {
+            let shard = self.shard_of(key)?;
+            let book = shard.book(key, version)?;
+            return shard.search(query, SearchScope::Book(&book), k);
+        }
+        let mut hits = Vec::new();
+        for shard in self.open_all()? {
+            hits.extend(shard.search(query, SearchScope::All, k)?);
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.truncate(k);
+        Ok(hits)
     }
 }

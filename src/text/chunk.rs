@@ -37,7 +37,7 @@ pub fn chunk_paragraphs(
     let mut chunks: Vec<Chunk> = Vec::new();
     let mut current: Vec<String> = Vec::new();
     let mut current_words = 0usize;
-    let mut emit = |units: &mut Vec<String>, chunks: &mut Vec<Chunk>| -> Result<(), ChunkError> {
+    let emit = |units: &mut Vec<String>, chunks: &mut Vec<Chunk>| -> Result<(), ChunkError> {
         let text = units.join("\n\n");
         units.clear();
         let index = chunks.len() as u64;

@@ -1,0 +1,148 @@
+//! A book prepared for storage: decoded, chunked and Merkle-committed (pure).
+//!
+//! Everything a shard stores about one version of a book is computed here,
+//! before any transaction starts, so a bad input never touches the store.
+
+use crate::merkle::{self, Hash};
+use crate::text::{self, Chunk, ChunkError, Metadata};
+
+/// Why a book could not be prepared.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PrepareError {
+    #[error("the input is empty")]
+    Empty,
+    #[error("the input holds NUL bytes (at byte {0}); it is not a text file")]
+    NulByte(usize),
+    #[error("the input is {bytes} bytes, over the limit of {limit} (limits.max_book_bytes)")]
+    TooLarge { bytes: u64, limit: u64 },
+    #[error(transparent)]
+    Chunks(#[from] ChunkError),
+}
+
+/// Limits applied while preparing.
+#[derive(Debug, Clone, Copy)]
+pub struct PrepareLimits {
+    pub max_book_bytes: u64,
+    pub max_chunk_bytes: u64,
+}
+
+/// One book version, ready to insert.
+#[derive(Debug, Clone)]
+pub struct PreparedBook {
+    pub meta: Metadata,
+    pub chunks: Vec<Chunk>,
+    /// Every tree level, leaves first and the root level last.
+    pub levels: Vec<Vec<Hash>>,
+    pub root: Hash,
+    /// Size of the input in bytes.
+    pub bytes: u64,
+}
+
+impl PreparedBook {
+    pub fn count(&self) -> u64 {
+        self.chunks.len() as u64
+    }
+
+    pub fn leaves(&self) -> &[Hash] {
+        &self.levels[0]
+    }
+}
+
+/// Decodes, chunks and hashes one input file.
+pub fn prepare(input: &[u8], limits: PrepareLimits) -> Result<PreparedBook, PrepareError> {
+    if input.is_empty() {
+        return Err(PrepareError::Empty);
+    }
+    if input.len() as u64 > limits.max_book_bytes {
+        return Err(PrepareError::TooLarge { bytes: input.len() as u64, limit: limits.max_book_bytes });
+    }
+    if let Some(at) = input.iter().position(|b| *b == 0) {
+        return Err(PrepareError::NulByte(at));
+    }
+    let parsed = text::parse(&text::decode(input));
+    let max_chunk = usize::try_from(limits.max_chunk_bytes).unwrap_or(usize::MAX);
+    let chunks = text::chunk_paragraphs(&parsed.paragraphs, max_chunk)?;
+    let leaves: Vec<Hash> = chunks.iter().map(|c| merkle::leaf_hash(c.text.as_bytes())).collect();
+    let levels = merkle::levels(leaves).ok_or(PrepareError::Chunks(ChunkError::Empty))?;
+    let root = levels[levels.len() - 1][0];
+    Ok(PreparedBook { meta: parsed.meta, chunks, levels, root, bytes: input.len() as u64 })
+}
+
+/// Why a key cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KeyError {
+    #[error(
+        "invalid key `{0}`: a key is GENRE/SLUG, lowercase letters, digits and '-', each part starting with a letter or digit (e.g. fiction/moby-dick)"
+    )]
+    Invalid(String),
+    #[error("the book has no title to make a key from; pass --key GENRE/SLUG")]
+    NoTitle,
+}
+
+/// Checks a key against `^[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9-]*$` (at most 128 bytes).
+pub fn validate_key(key: &str) -> Result<(), KeyError> {
+    let part_ok = |p: &str| {
+        p.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    match key.split_once('/') {
+        Some((genre, slug)) if key.len() <= 128 && part_ok(genre) && part_ok(slug) => Ok(()),
+        _ => Err(KeyError::Invalid(key.to_string())),
+    }
+}
+
+/// The default key for a title: `books/<slug>`.
+pub fn default_key(title: &str) -> Result<String, KeyError> {
+    let slug = slug(title);
+    if slug.is_empty() {
+        return Err(KeyError::NoTitle);
+    }
+    Ok(format!("books/{slug}"))
+}
+
+/// Lowercase ASCII letters and digits of the title (diacritics dropped), other
+/// runs turned into single '-', at most 60 bytes, cut at a '-'.
+pub fn slug(title: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    let mut out = String::new();
+    for c in title.nfkd() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !unicode_normalization::char::is_combining_mark(c) && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let mut slug = out.trim_matches('-').to_string();
+    if slug.len() > 60 {
+        let cut = slug[..60].rfind('-').unwrap_or(60);
+        slug.truncate(cut);
+    }
+    slug
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: PrepareLimits = PrepareLimits { max_book_bytes: 1 << 20, max_chunk_bytes: 1 << 16 };
+
+    #[test]
+    fn slugs_and_keys() {
+        assert_eq!(slug("Moby Dick; Or, The Whale"), "moby-dick-or-the-whale");
+        assert_eq!(slug("Café Naïve"), "cafe-naive");
+        assert_eq!(default_key("  "), Err(KeyError::NoTitle));
+        assert!(validate_key("fiction/moby-dick").is_ok());
+        for bad in ["Fiction/x", "fiction", "/x", "a/-b", "a/b/c", "a/b c", ""] {
+            assert!(validate_key(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bad_inputs_are_refused() {
+        assert_eq!(prepare(b"", LIMITS).unwrap_err(), PrepareError::Empty);
+        assert_eq!(prepare(b"ab\0c", LIMITS).unwrap_err(), PrepareError::NulByte(2));
+        assert_eq!(prepare(b"\n \n\t\n", LIMITS).unwrap_err(), PrepareError::Chunks(ChunkError::Empty));
+        let small = PrepareLimits { max_book_bytes: 3, ..LIMITS };
+        assert!(matches!(prepare(b"abcd", small), Err(PrepareError::TooLarge { .. })));
+    }
+}

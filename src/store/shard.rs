@@ -1,0 +1,571 @@
+//! One shard: a SQLite file holding book versions, chunks, Merkle levels,
+//! the full-text index and the audit chain.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use serde_json::json;
+
+use super::schema::{self, SchemaError};
+use super::{StoreError, audit};
+use crate::book::PreparedBook;
+use crate::merkle::{self, Hash, ProofStep, ShardEntry};
+use crate::text;
+
+/// Where a book version stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BookStatus {
+    Current,
+    Superseded,
+    Removed,
+}
+
+impl BookStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BookStatus::Current => "current",
+            BookStatus::Superseded => "superseded",
+            BookStatus::Removed => "removed",
+        }
+    }
+
+    fn parse(s: &str) -> rusqlite::Result<BookStatus> {
+        match s {
+            "current" => Ok(BookStatus::Current),
+            "superseded" => Ok(BookStatus::Superseded),
+            "removed" => Ok(BookStatus::Removed),
+            other => Err(rusqlite::Error::InvalidColumnType(
+                0,
+                format!("book status `{other}`"),
+                rusqlite::types::Type::Text,
+            )),
+        }
+    }
+}
+
+/// What an ingest did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IngestStatus {
+    /// A key the shard did not hold.
+    Added,
+    /// Same key, same root and count: nothing changed.
+    Unchanged,
+    /// Same key, new content: the old version is kept, superseded.
+    NewVersion,
+}
+
+impl IngestStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IngestStatus::Added => "added",
+            IngestStatus::Unchanged => "unchanged",
+            IngestStatus::NewVersion => "new-version",
+        }
+    }
+}
+
+/// One stored version of a book. Missing metadata is `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BookRecord {
+    pub id: i64,
+    pub shard: String,
+    pub key: String,
+    pub version: u32,
+    pub status: BookStatus,
+    pub title: Option<String>,
+    pub author: Option<String>,
+    pub language: Option<String>,
+    pub ebook: Option<u64>,
+    pub source: String,
+    pub decoding: String,
+    pub chunking: String,
+    pub hashing: String,
+    pub root: Hash,
+    pub count: u64,
+    pub bytes: u64,
+    pub first_chunk: i64,
+    pub added_ms: i64,
+}
+
+/// A chunk with its inclusion proof, served from stored levels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProofRecord {
+    pub index: u64,
+    pub label: String,
+    pub leaf: Hash,
+    pub text: String,
+    pub proof: Vec<ProofStep>,
+}
+
+/// The outcome of `book verify`: every problem found (empty when sound).
+#[derive(Debug, Clone, Default)]
+pub struct VerifyReport {
+    pub chunks_checked: u64,
+    pub problems: Vec<String>,
+}
+
+const BOOK_COLUMNS: &str = "id, key, version, status, title, author, language, ebook, source, \
+    decoding, chunking, hashing, root, chunk_count, byte_count, first_chunk, added_ms";
+
+fn hash_from(v: Vec<u8>) -> rusqlite::Result<Hash> {
+    v.try_into().map_err(|_| {
+        rusqlite::Error::InvalidColumnType(0, "hash of 32 bytes".into(), rusqlite::types::Type::Blob)
+    })
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// A shard opened for reading and writing.
+pub struct Shard {
+    name: String,
+    path: PathBuf,
+    conn: Connection,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("name", &self.name).field("path", &self.path).finish()
+    }
+}
+
+impl Shard {
+    /// Opens (creating when missing) the shard file, checks that it is a grove
+    /// shard, and migrates it.
+    pub fn open(name: &str, path: &Path) -> Result<Shard, StoreError> {
+        let err = |e| StoreError::sql(path, e);
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(err)?;
+        // The first statement reads the header: a garbage file fails here.
+        conn.pragma_update(None, "journal_mode", "wal").map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", true).map_err(err)?;
+        schema::migrate(&mut conn).map_err(|e| match e {
+            SchemaError::Sql(e) => StoreError::sql(path, e),
+            SchemaError::TooNew { .. } => {
+                StoreError::TooNew { path: path.to_path_buf(), detail: e.to_string() }
+            }
+            SchemaError::NotAShard(_) => {
+                StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }
+            }
+        })?;
+        Ok(Shard { name: name.to_string(), path: path.to_path_buf(), conn })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::sql(&self.path, e)
+    }
+
+    pub(super) fn sql_err(&self, e: rusqlite::Error) -> StoreError {
+        self.err(e)
+    }
+
+    fn book_from_row(&self, r: &Row<'_>) -> rusqlite::Result<BookRecord> {
+        Ok(BookRecord {
+            id: r.get(0)?,
+            shard: self.name.clone(),
+            key: r.get(1)?,
+            version: r.get(2)?,
+            status: BookStatus::parse(&r.get::<_, String>(3)?)?,
+            title: r.get(4)?,
+            author: r.get(5)?,
+            language: r.get(6)?,
+            ebook: r.get::<_, Option<i64>>(7)?.map(|n| n as u64),
+            source: r.get(8)?,
+            decoding: r.get(9)?,
+            chunking: r.get(10)?,
+            hashing: r.get(11)?,
+            root: hash_from(r.get(12)?)?,
+            count: r.get::<_, i64>(13)? as u64,
+            bytes: r.get::<_, i64>(14)? as u64,
+            first_chunk: r.get(15)?,
+            added_ms: r.get(16)?,
+        })
+    }
+
+    /// Whether any version of `key` (current, superseded or removed) is here.
+    pub fn has_key(&self, key: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row("SELECT 1 FROM books WHERE key = ?1 LIMIT 1", [key], |_| Ok(()))
+            .optional()
+            .map(|o| o.is_some())
+            .map_err(|e| self.err(e))
+    }
+
+    /// The current version of `key`, or the named version.
+    pub fn book(&self, key: &str, version: Option<u32>) -> Result<BookRecord, StoreError> {
+        let found = match version {
+            Some(v) => self.conn.query_row(
+                &format!("SELECT {BOOK_COLUMNS} FROM books WHERE key = ?1 AND version = ?2"),
+                params![key, v],
+                |r| self.book_from_row(r),
+            ),
+            None => self.conn.query_row(
+                &format!("SELECT {BOOK_COLUMNS} FROM books WHERE key = ?1 AND status = 'current'"),
+                [key],
+                |r| self.book_from_row(r),
+            ),
+        }
+        .optional()
+        .map_err(|e| self.err(e))?;
+        match (found, version) {
+            (Some(b), _) => Ok(b),
+            (None, Some(version)) if self.has_key(key)? => {
+                Err(StoreError::NoSuchVersion { key: key.to_string(), version })
+            }
+            (None, None) if self.has_key(key)? => Err(StoreError::Removed(key.to_string())),
+            (None, _) => Err(StoreError::NoSuchBook(key.to_string())),
+        }
+    }
+
+    /// Current books in key order, or with `all` every version of every book.
+    pub fn books(&self, all: bool) -> Result<Vec<BookRecord>, StoreError> {
+        let filter = if all { "" } else { "WHERE status = 'current'" };
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {BOOK_COLUMNS} FROM books {filter} ORDER BY key, version"))
+            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([], |r| self.book_from_row(r)).map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// This shard's root over its current books (books.md section 7).
+    pub fn root(&self) -> Result<Option<Hash>, StoreError> {
+        let entries: Vec<ShardEntry> = self
+            .books(false)?
+            .into_iter()
+            .map(|b| ShardEntry { key: b.key, root: b.root, count: b.count })
+            .collect();
+        Ok(merkle::shard_root(&entries))
+    }
+
+    /// Stores one prepared book under `key` in one transaction. `progress` is
+    /// told how many chunks are stored so far.
+    pub fn ingest(
+        &mut self,
+        key: &str,
+        book: &PreparedBook,
+        source: &str,
+        now_ms: i64,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(IngestStatus, BookRecord), StoreError> {
+        let current = match self.book(key, None) {
+            Ok(b) => Some(b),
+            Err(StoreError::NoSuchBook(_) | StoreError::Removed(_)) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(cur) = &current {
+            if cur.root == book.root && cur.count == book.count() {
+                return Ok((IngestStatus::Unchanged, cur.clone()));
+            }
+        }
+        let path = self.path.clone();
+        let err = |e| StoreError::sql(&path, e);
+        let tx = self.conn.transaction().map_err(err)?;
+        let version: u32 = tx
+            .query_row("SELECT coalesce(max(version), 0) + 1 FROM books WHERE key = ?1", [key], |r| {
+                r.get(0)
+            })
+            .map_err(err)?;
+        let first_chunk: i64 = tx
+            .query_row("SELECT coalesce(max(id), 0) + 1 FROM chunks", [], |r| r.get(0))
+            .map_err(err)?;
+        if let Some(cur) = &current {
+            tx.execute("UPDATE books SET status = 'superseded' WHERE id = ?1", [cur.id])
+                .map_err(err)?;
+            unindex(&tx, cur).map_err(err)?;
+        }
+        let meta = &book.meta;
+        tx.execute(
+            "INSERT INTO books (key, version, status, title, author, language, ebook, source,
+                decoding, chunking, hashing, root, chunk_count, byte_count, first_chunk, added_ms)
+             VALUES (?1, ?2, 'current', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            params![
+                key,
+                version,
+                non_empty(&meta.title),
+                non_empty(&meta.author),
+                non_empty(&meta.language),
+                meta.ebook.map(|n| n as i64),
+                source,
+                text::DECODING,
+                text::CHUNKING,
+                merkle::HASHING,
+                &book.root[..],
+                book.count() as i64,
+                book.bytes as i64,
+                first_chunk,
+                now_ms,
+            ],
+        )
+        .map_err(err)?;
+        let book_id = tx.last_insert_rowid();
+        {
+            let mut chunk_stmt = tx
+                .prepare_cached(
+                    "INSERT INTO chunks (id, book_id, idx, label, leaf, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .map_err(err)?;
+            let mut fts_stmt = tx
+                .prepare_cached("INSERT INTO chunks_fts (rowid, text) VALUES (?1, ?2)")
+                .map_err(err)?;
+            for (chunk, leaf) in book.chunks.iter().zip(book.leaves()) {
+                let id = first_chunk + chunk.index as i64;
+                chunk_stmt
+                    .execute(params![
+                        id,
+                        book_id,
+                        chunk.index as i64,
+                        text::label(chunk.index),
+                        &leaf[..],
+                        chunk.text
+                    ])
+                    .map_err(err)?;
+                fts_stmt.execute(params![id, chunk.text]).map_err(err)?;
+                if chunk.index % 64 == 63 {
+                    progress(chunk.index + 1);
+                }
+            }
+            let mut level_stmt = tx
+                .prepare_cached("INSERT INTO merkle_levels (book_id, level, hashes) VALUES (?1, ?2, ?3)")
+                .map_err(err)?;
+            for (level, hashes) in book.levels.iter().enumerate() {
+                level_stmt.execute(params![book_id, level as i64, hashes.concat()]).map_err(err)?;
+            }
+        }
+        let status = if current.is_some() { IngestStatus::NewVersion } else { IngestStatus::Added };
+        audit::append(
+            &tx,
+            now_ms,
+            if current.is_some() { "book.new-version" } else { "book.add" },
+            &json!({
+                "key": key,
+                "version": version,
+                "root": hex::encode(book.root),
+                "count": book.count(),
+                "source": source,
+                "superseded_version": current.as_ref().map(|c| c.version),
+            }),
+        )?;
+        tx.commit().map_err(err)?;
+        progress(book.count());
+        Ok((status, self.book(key, Some(version))?))
+    }
+
+    /// Tombstones the current version of `key`: it leaves search and listings,
+    /// and its rows and history stay.
+    pub fn remove(&mut self, key: &str, now_ms: i64) -> Result<BookRecord, StoreError> {
+        let book = self.book(key, None)?;
+        let path = self.path.clone();
+        let err = |e| StoreError::sql(&path, e);
+        let tx = self.conn.transaction().map_err(err)?;
+        tx.execute("UPDATE books SET status = 'removed' WHERE id = ?1", [book.id]).map_err(err)?;
+        unindex(&tx, &book).map_err(err)?;
+        audit::append(
+            &tx,
+            now_ms,
+            "book.remove",
+            &json!({ "key": key, "version": book.version, "root": hex::encode(book.root) }),
+        )?;
+        tx.commit().map_err(err)?;
+        self.book(key, Some(book.version))
+    }
+
+    /// One chunk's label, leaf and text.
+    pub fn chunk(&self, book: &BookRecord, index: u64) -> Result<(String, Hash, String), StoreError> {
+        if index >= book.count {
+            return Err(StoreError::NoSuchChunk { key: book.key.clone(), index, count: book.count });
+        }
+        self.conn
+            .prepare_cached("SELECT label, leaf, text FROM chunks WHERE id = ?1 AND book_id = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![book.first_chunk + index as i64, book.id], |r| {
+                    Ok((r.get(0)?, hash_from(r.get(1)?)?, r.get(2)?))
+                })
+            })
+            .map_err(|e| self.err(e))
+    }
+
+    /// Chunk `index` of `book` with its inclusion proof, read from the stored
+    /// levels in one query (no rehashing).
+    pub fn proof(&self, book: &BookRecord, index: u64) -> Result<ProofRecord, StoreError> {
+        let (label, leaf, text) = self.chunk(book, index)?;
+        // Per level: the width, the node's pair partner (j XOR 1, which SQLite
+        // spells j + 1 - 2 * (j & 1)) and the node itself for a self-pair.
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT length(hashes) / 32,
+                        substr(hashes, ((?1 >> level) + 1 - 2 * ((?1 >> level) & 1)) * 32 + 1, 32),
+                        substr(hashes, (?1 >> level) * 32 + 1, 32)
+                 FROM merkle_levels WHERE book_id = ?2 ORDER BY level",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query(params![index as i64, book.id]).map_err(|e| self.err(e))?;
+        let mut proof = Vec::new();
+        let mut j = index;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let width: u64 = row.get::<_, i64>(0).map_err(|e| self.err(e))? as u64;
+            if width <= 1 {
+                break;
+            }
+            let is_left = j % 2 == 1;
+            let partner: Vec<u8> = row.get(if (j ^ 1) < width { 1 } else { 2 }).map_err(|e| self.err(e))?;
+            let sibling = hash_from(partner).map_err(|e| self.err(e))?;
+            proof.push(ProofStep { sibling, is_left });
+            j /= 2;
+        }
+        Ok(ProofRecord { index, label, leaf, text, proof })
+    }
+
+    /// Recomputes every leaf and the root from the stored text and checks the
+    /// stored root, the stored Merkle levels and the search index agree.
+    pub fn verify(&self, book: &BookRecord) -> Result<VerifyReport, StoreError> {
+        let mut report = VerifyReport::default();
+        let mut leaves = Vec::with_capacity(book.count as usize);
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT id, idx, label, leaf, text FROM chunks WHERE book_id = ?1 ORDER BY idx")
+                .map_err(|e| self.err(e))?;
+            let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
+            while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+                let (id, idx, label, leaf, text): (i64, i64, String, Vec<u8>, String) = (
+                    r.get(0).map_err(|e| self.err(e))?,
+                    r.get(1).map_err(|e| self.err(e))?,
+                    r.get(2).map_err(|e| self.err(e))?,
+                    r.get(3).map_err(|e| self.err(e))?,
+                    r.get(4).map_err(|e| self.err(e))?,
+                );
+                let i = leaves.len() as i64;
+                if idx != i || id != book.first_chunk + i {
+                    report.problems.push(format!("chunk row {id} has index {idx}, expected {i}"));
+                }
+                if label != text::label(i as u64) {
+                    report.problems.push(format!("chunk {i} has label `{label}`"));
+                }
+                let computed = merkle::leaf_hash(text.as_bytes());
+                if leaf != computed {
+                    report.problems.push(format!("chunk {i}: stored leaf hash does not match its text"));
+                }
+                leaves.push(computed);
+            }
+        }
+        report.chunks_checked = leaves.len() as u64;
+        if leaves.len() as u64 != book.count {
+            report.problems.push(format!("{} chunks stored, the book records {}", leaves.len(), book.count));
+        }
+        match merkle::levels(leaves.clone()) {
+            None => report.problems.push("the book has no chunks".into()),
+            Some(levels) => {
+                let root = levels[levels.len() - 1][0];
+                if root != book.root {
+                    report.problems.push(format!(
+                        "root recomputed from the text is {}, the stored root is {}",
+                        hex::encode(root),
+                        hex::encode(book.root)
+                    ));
+                }
+                let stored: Vec<Vec<u8>> = self
+                    .conn
+                    .prepare("SELECT hashes FROM merkle_levels WHERE book_id = ?1 ORDER BY level")
+                    .and_then(|mut s| s.query_map([book.id], |r| r.get(0))?.collect())
+                    .map_err(|e| self.err(e))?;
+                if stored.len() != levels.len() {
+                    report.problems.push(format!(
+                        "{} Merkle levels stored, the tree has {}",
+                        stored.len(),
+                        levels.len()
+                    ));
+                }
+                for (level, (got, want)) in stored.iter().zip(&levels).enumerate() {
+                    if *got != want.concat() {
+                        report.problems.push(format!("stored Merkle level {level} does not match the text"));
+                    }
+                }
+            }
+        }
+        self.verify_index(book, &mut report)?;
+        Ok(report)
+    }
+
+    /// The index holds exactly the current version's chunks, each findable by
+    /// its own words.
+    fn verify_index(&self, book: &BookRecord, report: &mut VerifyReport) -> Result<(), StoreError> {
+        let last = book.first_chunk + book.count as i64 - 1;
+        let indexed: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM chunks_fts WHERE rowid BETWEEN ?1 AND ?2",
+                params![book.first_chunk, last],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let want = if book.status == BookStatus::Current { book.count as i64 } else { 0 };
+        if indexed != want {
+            report.problems.push(format!(
+                "search index holds {indexed} of this version's chunks, expected {want} ({})",
+                book.status.as_str()
+            ));
+        }
+        if book.status != BookStatus::Current {
+            return Ok(());
+        }
+        let mut text_stmt = self
+            .conn
+            .prepare("SELECT id, text FROM chunks WHERE book_id = ?1 ORDER BY idx")
+            .map_err(|e| self.err(e))?;
+        let mut match_stmt = self
+            .conn
+            .prepare("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid = ?2")
+            .map_err(|e| self.err(e))?;
+        let mut rows = text_stmt.query([book.id]).map_err(|e| self.err(e))?;
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let id: i64 = r.get(0).map_err(|e| self.err(e))?;
+            let text: String = r.get(1).map_err(|e| self.err(e))?;
+            // The chunk's longest word must find it; chunks of punctuation only are skipped.
+            let Some(word) = super::search::terms(&text).into_iter().max_by_key(|t| t.len()) else {
+                continue;
+            };
+            let n: i64 = match_stmt
+                .query_row(params![super::search::quote(&word), id], |r| r.get(0))
+                .map_err(|e| self.err(e))?;
+            if n != 1 {
+                report.problems.push(format!(
+                    "chunk {} is not found in the search index by its word `{word}`",
+                    id - book.first_chunk
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks this shard's audit chain.
+    pub fn audit_verify(&self) -> Result<audit::ChainReport, StoreError> {
+        Ok(audit::verify(&self.conn)?)
+    }
+
+    pub(super) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// Removes one version's chunks from the search index.
+fn unindex(conn: &Connection, book: &BookRecord) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached("DELETE FROM chunks_fts WHERE rowid = ?1")?;
+    for i in 0..book.count as i64 {
+        stmt.execute([book.first_chunk + i])?;
+    }
+    Ok(())
+}
