@@ -54,7 +54,10 @@ pub fn prepare(input: &[u8], limits: PrepareLimits) -> Result<PreparedBook, Prep
         return Err(PrepareError::Empty);
     }
     if input.len() as u64 > limits.max_book_bytes {
-        return Err(PrepareError::TooLarge { bytes: input.len() as u64, limit: limits.max_book_bytes });
+        return Err(PrepareError::TooLarge {
+            bytes: input.len() as u64,
+            limit: limits.max_book_bytes,
+        });
     }
     if let Some(at) = input.iter().position(|b| *b == 0) {
         return Err(PrepareError::NulByte(at));
@@ -62,10 +65,19 @@ pub fn prepare(input: &[u8], limits: PrepareLimits) -> Result<PreparedBook, Prep
     let parsed = text::parse(&text::decode(input));
     let max_chunk = usize::try_from(limits.max_chunk_bytes).unwrap_or(usize::MAX);
     let chunks = text::chunk_paragraphs(&parsed.paragraphs, max_chunk)?;
-    let leaves: Vec<Hash> = chunks.iter().map(|c| merkle::leaf_hash(c.text.as_bytes())).collect();
+    let leaves: Vec<Hash> = chunks
+        .iter()
+        .map(|c| merkle::leaf_hash(c.text.as_bytes()))
+        .collect();
     let levels = merkle::levels(leaves).ok_or(PrepareError::Chunks(ChunkError::Empty))?;
     let root = levels[levels.len() - 1][0];
-    Ok(PreparedBook { meta: parsed.meta, chunks, levels, root, bytes: input.len() as u64 })
+    Ok(PreparedBook {
+        meta: parsed.meta,
+        chunks,
+        levels,
+        root,
+        bytes: input.len() as u64,
+    })
 }
 
 /// Why a key cannot be used.
@@ -82,8 +94,11 @@ pub enum KeyError {
 /// Checks a key against `^[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9-]*$` (at most 128 bytes).
 pub fn validate_key(key: &str) -> Result<(), KeyError> {
     let part_ok = |p: &str| {
-        p.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-            && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        p.bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     };
     match key.split_once('/') {
         Some((genre, slug)) if key.len() <= 128 && part_ok(genre) && part_ok(slug) => Ok(()),
@@ -124,7 +139,10 @@ pub fn slug(title: &str) -> String {
 mod tests {
     use super::*;
 
-    const LIMITS: PrepareLimits = PrepareLimits { max_book_bytes: 1 << 20, max_chunk_bytes: 1 << 16 };
+    const LIMITS: PrepareLimits = PrepareLimits {
+        max_book_bytes: 1 << 20,
+        max_chunk_bytes: 1 << 16,
+    };
 
     #[test]
     fn slugs_and_keys() {
@@ -140,9 +158,21 @@ mod tests {
     #[test]
     fn bad_inputs_are_refused() {
         assert_eq!(prepare(b"", LIMITS).unwrap_err(), PrepareError::Empty);
-        assert_eq!(prepare(b"ab\0c", LIMITS).unwrap_err(), PrepareError::NulByte(2));
-        assert_eq!(prepare(b"\n \n\t\n", LIMITS).unwrap_err(), PrepareError::Chunks(ChunkError::Empty));
-        let small = PrepareLimits { max_book_bytes: 3, ..LIMITS };
-        assert!(matches!(prepare(b"abcd", small), Err(PrepareError::TooLarge { .. })));
+        assert_eq!(
+            prepare(b"ab\0c", LIMITS).unwrap_err(),
+            PrepareError::NulByte(2)
+        );
+        assert_eq!(
+            prepare(b"\n \n\t\n", LIMITS).unwrap_err(),
+            PrepareError::Chunks(ChunkError::Empty)
+        );
+        let small = PrepareLimits {
+            max_book_bytes: 3,
+            ..LIMITS
+        };
+        assert!(matches!(
+            prepare(b"abcd", small),
+            Err(PrepareError::TooLarge { .. })
+        ));
     }
 }

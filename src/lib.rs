@@ -7,6 +7,7 @@
 //! membership; `grounding` and `moot` run a conversation between books on a
 //! `model`. See docs/ARCHITECTURE.md for the code map and invariants.
 
+pub mod api;
 pub mod book;
 pub mod config;
 pub mod grounding;

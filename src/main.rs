@@ -1,7 +1,74 @@
-//! The `grove` binary: parses flags, loads settings, runs one command.
+//! The `grove` binary: parses flags, loads settings, runs one command, and
+//! maps errors to a message on stderr and a non-zero exit.
 
 mod cli;
 
-fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "grove",
+    version,
+    about = "grove: Merkle-committed book shards, a private mesh, grounded moots"
+)]
+struct Args {
+    /// State directory (else `state_dir`, GROVE_STATE_DIR, $STATE_DIRECTORY, a per-user default).
+    #[arg(long, global = true, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Config file (TOML); default /etc/grove/grove.toml when present.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print JSON for scripting.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Ingest, list, prove, verify and search books.
+    Book {
+        #[command(subcommand)]
+        cmd: cli::book::BookCmd,
+    },
+    /// Shards and their roots.
+    Shard {
+        #[command(subcommand)]
+        cmd: cli::shard::ShardCmd,
+    },
+    /// The audit chains of every database in the state directory.
+    Audit {
+        #[command(subcommand)]
+        cmd: cli::audit::AuditCmd,
+    },
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let settings = grove::config::Settings::load(args.config.as_deref())?;
+    let state_dir = settings.resolve_state_dir(args.state.as_deref())?;
+    let ctx = cli::Ctx {
+        settings,
+        state_dir,
+        json: args.json,
+    };
+    match args.command {
+        Command::Book { cmd } => cli::book::run(cmd, &ctx),
+        Command::Shard { cmd } => cli::shard::run(cmd, &ctx),
+        Command::Audit { cmd } => cli::audit::run(cmd, &ctx),
+    }
 }

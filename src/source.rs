@@ -15,7 +15,10 @@ pub enum SourceError {
     #[error("{0} is a directory, not a book file")]
     Directory(PathBuf),
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{what} is over the limit of {limit} bytes (limits.max_book_bytes)")]
     TooLarge { what: String, limit: u64 },
     #[error("invalid URL {url}: {reason}")]
@@ -37,22 +40,33 @@ pub fn is_url(arg: &str) -> bool {
 pub fn read_path(path: &Path, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => SourceError::Missing(path.to_path_buf()),
-        _ => SourceError::Io { path: path.to_path_buf(), source: e },
+        _ => SourceError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
     })?;
     if meta.is_dir() {
         return Err(SourceError::Directory(path.to_path_buf()));
     }
-    let too_large = || SourceError::TooLarge { what: path.display().to_string(), limit: max_bytes };
+    let too_large = || SourceError::TooLarge {
+        what: path.display().to_string(),
+        limit: max_bytes,
+    };
     if meta.len() > max_bytes {
         return Err(too_large());
     }
-    let file = std::fs::File::open(path)
-        .map_err(|e| SourceError::Io { path: path.to_path_buf(), source: e })?;
+    let file = std::fs::File::open(path).map_err(|e| SourceError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
     // The file may grow between stat and read: read at most one byte past the limit.
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(max_bytes + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| SourceError::Io { path: path.to_path_buf(), source: e })?;
+        .map_err(|e| SourceError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
     if bytes.len() as u64 > max_bytes {
         return Err(too_large());
     }
@@ -68,8 +82,10 @@ pub async fn fetch_url(
     max_bytes: u64,
     progress: &mut (dyn FnMut(u64, Option<u64>) + Send),
 ) -> Result<Vec<u8>, SourceError> {
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| SourceError::BadUrl { url: url.to_string(), reason: e.to_string() })?;
+    let parsed = reqwest::Url::parse(url).map_err(|e| SourceError::BadUrl {
+        url: url.to_string(),
+        reason: e.to_string(),
+    })?;
     // rustls needs a process-wide crypto provider; a second install is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
@@ -78,7 +94,10 @@ pub async fn fetch_url(
         .redirect(reqwest::redirect::Policy::limited(settings.max_redirects))
         .user_agent(concat!("grove/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| SourceError::Unreachable { url: url.to_string(), reason: e.to_string() })?;
+        .map_err(|e| SourceError::Unreachable {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
     let unreachable = |e: reqwest::Error| SourceError::Unreachable {
         url: url.to_string(),
         reason: describe(&e),
@@ -86,9 +105,15 @@ pub async fn fetch_url(
     let mut response = client.get(parsed).send().await.map_err(unreachable)?;
     let status = response.status();
     if !status.is_success() {
-        return Err(SourceError::Status { url: url.to_string(), status: status.as_u16() });
+        return Err(SourceError::Status {
+            url: url.to_string(),
+            status: status.as_u16(),
+        });
     }
-    let too_large = || SourceError::TooLarge { what: url.to_string(), limit: max_bytes };
+    let too_large = || SourceError::TooLarge {
+        what: url.to_string(),
+        limit: max_bytes,
+    };
     let expected = response.content_length();
     if expected.is_some_and(|n| n > max_bytes) {
         return Err(too_large());

@@ -1,6 +1,8 @@
 //! grove's one integration-test crate: each module tests one area, most of
 //! them by running the real `grove` binary in a temporary state directory.
 
+mod books;
+mod corpus;
 mod proofs;
 mod support;
 mod vectors;

@@ -93,3 +93,105 @@ impl Grove {
         p
     }
 }
+
+/// A deterministic Gutenberg-style book: header, markers, `paragraphs`
+/// paragraphs of pseudo-random words (seeded), and a licence after the end.
+pub fn generated_book(
+    title: &str,
+    author: &str,
+    ebook: u64,
+    paragraphs: usize,
+    seed: u64,
+) -> String {
+    const WORDS: &[&str] = &[
+        "the",
+        "sea",
+        "ship",
+        "whale",
+        "captain",
+        "harpoon",
+        "wind",
+        "deck",
+        "sailor",
+        "night",
+        "storm",
+        "island",
+        "river",
+        "angler",
+        "trout",
+        "meadow",
+        "morning",
+        "letter",
+        "sister",
+        "fortune",
+        "marriage",
+        "estate",
+        "ball",
+        "dance",
+        "pride",
+        "devil",
+        "definition",
+        "noun",
+        "verb",
+        "a",
+        "of",
+        "and",
+        "to",
+        "in",
+        "was",
+        "his",
+        "her",
+        "with",
+        "upon",
+        "silent",
+    ];
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as usize
+    };
+    let mut out = format!(
+        "The Project Gutenberg eBook of {title}\n\nTitle: {title}\n\nAuthor: {author}\n\nRelease date: 2001 [eBook #{ebook}]\n\nLanguage: English\n\n*** START OF THE PROJECT GUTENBERG EBOOK {} ***\n\n",
+        title.to_uppercase()
+    );
+    for p in 0..paragraphs {
+        let n = 20 + next() % 120;
+        let mut words: Vec<&str> = (0..n).map(|_| WORDS[next() % WORDS.len()]).collect();
+        if p % 7 == 3 {
+            words.push("zephyrine");
+        }
+        // Wrap lines at about ten words, as Gutenberg texts do.
+        for line in words.chunks(10) {
+            out.push_str(&line.join(" "));
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "*** END OF THE PROJECT GUTENBERG EBOOK {} ***\n\nLicence text.\n",
+        title.to_uppercase()
+    ));
+    out
+}
+
+/// Runs a shell script in a private mount namespace (for read-only or full
+/// file systems); `None` when namespaces are not available here.
+pub fn in_mount_namespace(script: &str) -> Option<Output> {
+    let probe = Command::new("unshare").args(["-m", "true"]).output().ok()?;
+    if !probe.status.success() {
+        eprintln!("SKIP: unshare -m is not permitted here");
+        return None;
+    }
+    Some(
+        Command::new("unshare")
+            .args(["-m", "sh", "-c", script])
+            .env_remove("GROVE_SHARED_DIR")
+            .env("TEST_GROVE_BIN", env!("CARGO_BIN_EXE_grove"))
+            .output()
+            .expect("run unshare"),
+    )
+}

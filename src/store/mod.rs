@@ -48,9 +48,15 @@ pub enum StoreError {
     #[error(transparent)]
     BadShardName(#[from] BadShardName),
     #[error("shard {path}: {source}")]
-    Sql { path: PathBuf, source: rusqlite::Error },
+    Sql {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     #[error("state directory {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
 }
@@ -62,13 +68,15 @@ impl StoreError {
         use rusqlite::ErrorCode as C;
         let path = path.to_path_buf();
         match e.sqlite_error_code() {
-            Some(C::DatabaseCorrupt | C::NotADatabase) => {
-                StoreError::Corrupt { path, detail: e.to_string() }
-            }
+            Some(C::DatabaseCorrupt | C::NotADatabase) => StoreError::Corrupt {
+                path,
+                detail: e.to_string(),
+            },
             Some(C::DiskFull) => StoreError::DiskFull { path },
-            Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) => {
-                StoreError::NotWritable { path, detail: e.to_string() }
-            }
+            Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) => StoreError::NotWritable {
+                path,
+                detail: e.to_string(),
+            },
             _ => StoreError::Sql { path, source: e },
         }
     }
@@ -76,15 +84,26 @@ impl StoreError {
 
 /// A shard name that cannot be used as one.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid shard name `{0}`: use lowercase letters, digits and '-', starting with a letter or digit")]
+#[error(
+    "invalid shard name `{0}`: use lowercase letters, digits and '-', starting with a letter or digit"
+)]
 pub struct BadShardName(pub String);
 
 /// Checks a shard name: `^[a-z0-9][a-z0-9-]*$`, at most 64 bytes.
 pub fn validate_shard_name(name: &str) -> Result<(), BadShardName> {
     let ok = name.len() <= 64
-        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if ok { Ok(()) } else { Err(BadShardName(name.to_string())) }
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(BadShardName(name.to_string()))
+    }
 }
 
 /// One shard's summary: its root (per books.md section 7) and current books.
@@ -103,7 +122,9 @@ pub struct Store {
 
 impl Store {
     pub fn new(state_dir: &Path) -> Store {
-        Store { dir: state_dir.join("shards") }
+        Store {
+            dir: state_dir.join("shards"),
+        }
     }
 
     pub fn shard_path(&self, name: &str) -> PathBuf {
@@ -115,11 +136,19 @@ impl Store {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(StoreError::Io { path: self.dir.clone(), source: e }),
+            Err(e) => {
+                return Err(StoreError::Io {
+                    path: self.dir.clone(),
+                    source: e,
+                });
+            }
         };
         let mut names = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| StoreError::Io { path: self.dir.clone(), source: e })?;
+            let entry = entry.map_err(|e| StoreError::Io {
+                path: self.dir.clone(),
+                source: e,
+            })?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if let Some(stem) = name.strip_suffix(".db") {
                 if validate_shard_name(stem).is_ok() {
@@ -168,7 +197,8 @@ impl Store {
 
     /// The shard holding `key`, or an error naming the key.
     pub fn shard_of(&self, key: &str) -> Result<Shard, StoreError> {
-        self.find_book(key)?.ok_or_else(|| StoreError::NoSuchBook(key.to_string()))
+        self.find_book(key)?
+            .ok_or_else(|| StoreError::NoSuchBook(key.to_string()))
     }
 
     /// Searches every shard (or one book when `key` is given), best first.

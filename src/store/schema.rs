@@ -76,8 +76,7 @@ pub fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
     let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version == 0 && app == 0 {
-        let tables: i64 =
-            conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
         if tables > 0 {
             return Err(SchemaError::NotAShard(app));
         }
@@ -85,7 +84,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
         return Err(SchemaError::NotAShard(app));
     }
     if version > latest_version() {
-        return Err(SchemaError::TooNew { found: version, known: latest_version() });
+        return Err(SchemaError::TooNew {
+            found: version,
+            known: latest_version(),
+        });
     }
     for (step, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let tx = conn.transaction()?;

@@ -6,8 +6,8 @@
 
 use rusqlite::params;
 
-use super::shard::{BookRecord, Shard};
 use super::StoreError;
+use super::shard::{BookRecord, Shard};
 use crate::merkle::Hash;
 
 /// How many of the query's words the fallback keeps (the rarest).
@@ -44,7 +44,10 @@ pub struct SearchHit {
 /// first occurrence kept.
 pub(crate) fn terms(query: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for word in query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+    for word in query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
         let word = word.to_lowercase();
         if !out.contains(&word) {
             out.push(word);
@@ -83,7 +86,11 @@ impl Shard {
                 return Ok(Vec::new());
             }
         }
-        let all_words = words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" AND ");
+        let all_words = words
+            .iter()
+            .map(|w| quote(w))
+            .collect::<Vec<_>>()
+            .join(" AND ");
         let hits = self.ranked(&all_words, lo, hi, k)?;
         if hits.len() >= k || words.len() == 1 {
             return Ok(hits);
@@ -92,12 +99,22 @@ impl Shard {
         if rare.is_empty() {
             return Ok(hits);
         }
-        let mut any = rare.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" OR ");
+        let mut any = rare
+            .iter()
+            .map(|w| quote(w))
+            .collect::<Vec<_>>()
+            .join(" OR ");
         any.push_str(&format!(" OR ({all_words})"));
         self.ranked(&any, lo, hi, k)
     }
 
-    fn ranked(&self, fts_query: &str, lo: i64, hi: i64, k: usize) -> Result<Vec<SearchHit>, StoreError> {
+    fn ranked(
+        &self,
+        fts_query: &str,
+        lo: i64,
+        hi: i64,
+        k: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
         let mut stmt = self
             .conn()
             .prepare_cached(
@@ -126,7 +143,11 @@ impl Shard {
                     score: r.get(0)?,
                     content: r.get(4)?,
                     leaf: leaf.try_into().map_err(|_| {
-                        rusqlite::Error::InvalidColumnType(3, "leaf".into(), rusqlite::types::Type::Blob)
+                        rusqlite::Error::InvalidColumnType(
+                            3,
+                            "leaf".into(),
+                            rusqlite::types::Type::Blob,
+                        )
                     })?,
                 })
             })
@@ -155,6 +176,10 @@ impl Shard {
             }
         }
         counted.sort();
-        Ok(counted.into_iter().take(FALLBACK_TERMS).map(|(_, w)| w).collect())
+        Ok(counted
+            .into_iter()
+            .take(FALLBACK_TERMS)
+            .map(|(_, w)| w)
+            .collect())
     }
 }

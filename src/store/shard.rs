@@ -109,7 +109,11 @@ const BOOK_COLUMNS: &str = "id, key, version, status, title, author, language, e
 
 fn hash_from(v: Vec<u8>) -> rusqlite::Result<Hash> {
     v.try_into().map_err(|_| {
-        rusqlite::Error::InvalidColumnType(0, "hash of 32 bytes".into(), rusqlite::types::Type::Blob)
+        rusqlite::Error::InvalidColumnType(
+            0,
+            "hash of 32 bytes".into(),
+            rusqlite::types::Type::Blob,
+        )
     })
 }
 
@@ -126,33 +130,79 @@ pub struct Shard {
 
 impl std::fmt::Debug for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shard").field("name", &self.name).field("path", &self.path).finish()
+        f.debug_struct("Shard")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .finish()
     }
 }
 
 impl Shard {
     /// Opens (creating when missing) the shard file, checks that it is a grove
-    /// shard, and migrates it.
+    /// shard, and migrates it. On a read-only file system an existing shard
+    /// opens read-only (reads work; writes fail with a clear error).
     pub fn open(name: &str, path: &Path) -> Result<Shard, StoreError> {
+        let conn = match Self::open_read_write(path) {
+            Ok(conn) => conn,
+            Err(StoreError::NotWritable { .. }) if path.is_file() => Self::open_immutable(path)?,
+            Err(e) => return Err(e),
+        };
+        Ok(Shard {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            conn,
+        })
+    }
+
+    fn open_read_write(path: &Path) -> Result<Connection, StoreError> {
         let err = |e| StoreError::sql(path, e);
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(err)?;
         // The first statement reads the header: a garbage file fails here.
-        conn.pragma_update(None, "journal_mode", "wal").map_err(err)?;
-        conn.pragma_update(None, "foreign_keys", true).map_err(err)?;
-        schema::migrate(&mut conn).map_err(|e| match e {
+        conn.pragma_update(None, "journal_mode", "wal")
+            .map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(err)?;
+        schema::migrate(&mut conn).map_err(|e| Self::schema_err(path, e))?;
+        Ok(conn)
+    }
+
+    /// A WAL database on read-only media can only be opened as immutable
+    /// (SQLite cannot create its shared-memory file there); nothing can
+    /// change it while the media is read-only, so that is safe.
+    fn open_immutable(path: &Path) -> Result<Connection, StoreError> {
+        let err = |e| StoreError::sql(path, e);
+        let escaped = path
+            .display()
+            .to_string()
+            .replace('%', "%25")
+            .replace('?', "%3f")
+            .replace('#', "%23");
+        let uri = format!("file:{escaped}?immutable=1");
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(uri, flags).map_err(err)?;
+        schema::migrate(&mut conn).map_err(|e| Self::schema_err(path, e))?;
+        Ok(conn)
+    }
+
+    fn schema_err(path: &Path, e: SchemaError) -> StoreError {
+        match e {
             SchemaError::Sql(e) => StoreError::sql(path, e),
-            SchemaError::TooNew { .. } => {
-                StoreError::TooNew { path: path.to_path_buf(), detail: e.to_string() }
-            }
-            SchemaError::NotAShard(_) => {
-                StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }
-            }
-        })?;
-        Ok(Shard { name: name.to_string(), path: path.to_path_buf(), conn })
+            SchemaError::TooNew { .. } => StoreError::TooNew {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            },
+            SchemaError::NotAShard(_) => StoreError::Corrupt {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            },
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -197,7 +247,9 @@ impl Shard {
     /// Whether any version of `key` (current, superseded or removed) is here.
     pub fn has_key(&self, key: &str) -> Result<bool, StoreError> {
         self.conn
-            .query_row("SELECT 1 FROM books WHERE key = ?1 LIMIT 1", [key], |_| Ok(()))
+            .query_row("SELECT 1 FROM books WHERE key = ?1 LIMIT 1", [key], |_| {
+                Ok(())
+            })
             .optional()
             .map(|o| o.is_some())
             .map_err(|e| self.err(e))
@@ -221,9 +273,10 @@ impl Shard {
         .map_err(|e| self.err(e))?;
         match (found, version) {
             (Some(b), _) => Ok(b),
-            (None, Some(version)) if self.has_key(key)? => {
-                Err(StoreError::NoSuchVersion { key: key.to_string(), version })
-            }
+            (None, Some(version)) if self.has_key(key)? => Err(StoreError::NoSuchVersion {
+                key: key.to_string(),
+                version,
+            }),
             (None, None) if self.has_key(key)? => Err(StoreError::Removed(key.to_string())),
             (None, _) => Err(StoreError::NoSuchBook(key.to_string())),
         }
@@ -234,9 +287,13 @@ impl Shard {
         let filter = if all { "" } else { "WHERE status = 'current'" };
         let mut stmt = self
             .conn
-            .prepare(&format!("SELECT {BOOK_COLUMNS} FROM books {filter} ORDER BY key, version"))
+            .prepare(&format!(
+                "SELECT {BOOK_COLUMNS} FROM books {filter} ORDER BY key, version"
+            ))
             .map_err(|e| self.err(e))?;
-        let rows = stmt.query_map([], |r| self.book_from_row(r)).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| self.book_from_row(r))
+            .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
@@ -245,7 +302,11 @@ impl Shard {
         let entries: Vec<ShardEntry> = self
             .books(false)?
             .into_iter()
-            .map(|b| ShardEntry { key: b.key, root: b.root, count: b.count })
+            .map(|b| ShardEntry {
+                key: b.key,
+                root: b.root,
+                count: b.count,
+            })
             .collect();
         Ok(merkle::shard_root(&entries))
     }
@@ -274,16 +335,23 @@ impl Shard {
         let err = |e| StoreError::sql(&path, e);
         let tx = self.conn.transaction().map_err(err)?;
         let version: u32 = tx
-            .query_row("SELECT coalesce(max(version), 0) + 1 FROM books WHERE key = ?1", [key], |r| {
+            .query_row(
+                "SELECT coalesce(max(version), 0) + 1 FROM books WHERE key = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .map_err(err)?;
+        let first_chunk: i64 = tx
+            .query_row("SELECT coalesce(max(id), 0) + 1 FROM chunks", [], |r| {
                 r.get(0)
             })
             .map_err(err)?;
-        let first_chunk: i64 = tx
-            .query_row("SELECT coalesce(max(id), 0) + 1 FROM chunks", [], |r| r.get(0))
-            .map_err(err)?;
         if let Some(cur) = &current {
-            tx.execute("UPDATE books SET status = 'superseded' WHERE id = ?1", [cur.id])
-                .map_err(err)?;
+            tx.execute(
+                "UPDATE books SET status = 'superseded' WHERE id = ?1",
+                [cur.id],
+            )
+            .map_err(err)?;
             unindex(&tx, cur).map_err(err)?;
         }
         let meta = &book.meta;
@@ -338,17 +406,29 @@ impl Shard {
                 }
             }
             let mut level_stmt = tx
-                .prepare_cached("INSERT INTO merkle_levels (book_id, level, hashes) VALUES (?1, ?2, ?3)")
+                .prepare_cached(
+                    "INSERT INTO merkle_levels (book_id, level, hashes) VALUES (?1, ?2, ?3)",
+                )
                 .map_err(err)?;
             for (level, hashes) in book.levels.iter().enumerate() {
-                level_stmt.execute(params![book_id, level as i64, hashes.concat()]).map_err(err)?;
+                level_stmt
+                    .execute(params![book_id, level as i64, hashes.concat()])
+                    .map_err(err)?;
             }
         }
-        let status = if current.is_some() { IngestStatus::NewVersion } else { IngestStatus::Added };
+        let status = if current.is_some() {
+            IngestStatus::NewVersion
+        } else {
+            IngestStatus::Added
+        };
         audit::append(
             &tx,
             now_ms,
-            if current.is_some() { "book.new-version" } else { "book.add" },
+            if current.is_some() {
+                "book.new-version"
+            } else {
+                "book.add"
+            },
             &json!({
                 "key": key,
                 "version": version,
@@ -370,7 +450,11 @@ impl Shard {
         let path = self.path.clone();
         let err = |e| StoreError::sql(&path, e);
         let tx = self.conn.transaction().map_err(err)?;
-        tx.execute("UPDATE books SET status = 'removed' WHERE id = ?1", [book.id]).map_err(err)?;
+        tx.execute(
+            "UPDATE books SET status = 'removed' WHERE id = ?1",
+            [book.id],
+        )
+        .map_err(err)?;
         unindex(&tx, &book).map_err(err)?;
         audit::append(
             &tx,
@@ -383,9 +467,17 @@ impl Shard {
     }
 
     /// One chunk's label, leaf and text.
-    pub fn chunk(&self, book: &BookRecord, index: u64) -> Result<(String, Hash, String), StoreError> {
+    pub fn chunk(
+        &self,
+        book: &BookRecord,
+        index: u64,
+    ) -> Result<(String, Hash, String), StoreError> {
         if index >= book.count {
-            return Err(StoreError::NoSuchChunk { key: book.key.clone(), index, count: book.count });
+            return Err(StoreError::NoSuchChunk {
+                key: book.key.clone(),
+                index,
+                count: book.count,
+            });
         }
         self.conn
             .prepare_cached("SELECT label, leaf, text FROM chunks WHERE id = ?1 AND book_id = ?2")
@@ -412,7 +504,9 @@ impl Shard {
                  FROM merkle_levels WHERE book_id = ?2 ORDER BY level",
             )
             .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query(params![index as i64, book.id]).map_err(|e| self.err(e))?;
+        let mut rows = stmt
+            .query(params![index as i64, book.id])
+            .map_err(|e| self.err(e))?;
         let mut proof = Vec::new();
         let mut j = index;
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
@@ -421,12 +515,20 @@ impl Shard {
                 break;
             }
             let is_left = j % 2 == 1;
-            let partner: Vec<u8> = row.get(if (j ^ 1) < width { 1 } else { 2 }).map_err(|e| self.err(e))?;
+            let partner: Vec<u8> = row
+                .get(if (j ^ 1) < width { 1 } else { 2 })
+                .map_err(|e| self.err(e))?;
             let sibling = hash_from(partner).map_err(|e| self.err(e))?;
             proof.push(ProofStep { sibling, is_left });
             j /= 2;
         }
-        Ok(ProofRecord { index, label, leaf, text, proof })
+        Ok(ProofRecord {
+            index,
+            label,
+            leaf,
+            text,
+            proof,
+        })
     }
 
     /// Recomputes every leaf and the root from the stored text and checks the
@@ -437,7 +539,9 @@ impl Shard {
         {
             let mut stmt = self
                 .conn
-                .prepare("SELECT id, idx, label, leaf, text FROM chunks WHERE book_id = ?1 ORDER BY idx")
+                .prepare(
+                    "SELECT id, idx, label, leaf, text FROM chunks WHERE book_id = ?1 ORDER BY idx",
+                )
                 .map_err(|e| self.err(e))?;
             let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
             while let Some(r) = rows.next().map_err(|e| self.err(e))? {
@@ -450,21 +554,31 @@ impl Shard {
                 );
                 let i = leaves.len() as i64;
                 if idx != i || id != book.first_chunk + i {
-                    report.problems.push(format!("chunk row {id} has index {idx}, expected {i}"));
+                    report
+                        .problems
+                        .push(format!("chunk row {id} has index {idx}, expected {i}"));
                 }
                 if label != text::label(i as u64) {
-                    report.problems.push(format!("chunk {i} has label `{label}`"));
+                    report
+                        .problems
+                        .push(format!("chunk {i} has label `{label}`"));
                 }
                 let computed = merkle::leaf_hash(text.as_bytes());
                 if leaf != computed {
-                    report.problems.push(format!("chunk {i}: stored leaf hash does not match its text"));
+                    report.problems.push(format!(
+                        "chunk {i}: stored leaf hash does not match its text"
+                    ));
                 }
                 leaves.push(computed);
             }
         }
         report.chunks_checked = leaves.len() as u64;
         if leaves.len() as u64 != book.count {
-            report.problems.push(format!("{} chunks stored, the book records {}", leaves.len(), book.count));
+            report.problems.push(format!(
+                "{} chunks stored, the book records {}",
+                leaves.len(),
+                book.count
+            ));
         }
         match merkle::levels(leaves.clone()) {
             None => report.problems.push("the book has no chunks".into()),
@@ -491,7 +605,9 @@ impl Shard {
                 }
                 for (level, (got, want)) in stored.iter().zip(&levels).enumerate() {
                     if *got != want.concat() {
-                        report.problems.push(format!("stored Merkle level {level} does not match the text"));
+                        report.problems.push(format!(
+                            "stored Merkle level {level} does not match the text"
+                        ));
                     }
                 }
             }
@@ -512,7 +628,11 @@ impl Shard {
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))?;
-        let want = if book.status == BookStatus::Current { book.count as i64 } else { 0 };
+        let want = if book.status == BookStatus::Current {
+            book.count as i64
+        } else {
+            0
+        };
         if indexed != want {
             report.problems.push(format!(
                 "search index holds {indexed} of this version's chunks, expected {want} ({})",
@@ -535,7 +655,10 @@ impl Shard {
             let id: i64 = r.get(0).map_err(|e| self.err(e))?;
             let text: String = r.get(1).map_err(|e| self.err(e))?;
             // The chunk's longest word must find it; chunks of punctuation only are skipped.
-            let Some(word) = super::search::terms(&text).into_iter().max_by_key(|t| t.len()) else {
+            let Some(word) = super::search::terms(&text)
+                .into_iter()
+                .max_by_key(|t| t.len())
+            else {
                 continue;
             };
             let n: i64 = match_stmt

@@ -1,0 +1,83 @@
+//! The real Gutenberg books of `../shared/corpus` (skipped when absent):
+//! metadata, proofs of a sample, `book verify`, and unchanged re-ingest.
+
+use grove::merkle::{self, Hash, ProofStep};
+use serde_json::Value;
+
+use crate::support::{Grove, shared_file};
+
+fn h(v: &Value) -> Hash {
+    hex::decode(v.as_str().unwrap())
+        .unwrap()
+        .try_into()
+        .unwrap()
+}
+
+#[test]
+fn corpus_books_ingest_prove_and_verify() {
+    let books = [
+        (
+            "corpus/moby-dick-2701.txt",
+            "Moby Dick; or The Whale",
+            "Herman Melville",
+            2701,
+        ),
+        (
+            "corpus/pride-and-prejudice-1342.txt",
+            "Pride and Prejudice",
+            "Jane Austen",
+            1342,
+        ),
+        (
+            "corpus/complete-angler-9198.txt",
+            "The Complete Angler, 1653",
+            "Isaak Walton",
+            9198,
+        ),
+        (
+            "corpus/devils-dictionary-972.txt",
+            "The Devil's Dictionary",
+            "Ambrose Bierce",
+            972,
+        ),
+    ];
+    let g = Grove::new();
+    for (file, title, author, ebook) in books {
+        let Some(path) = shared_file(file) else {
+            return;
+        };
+        let path = path.to_str().unwrap();
+        let added = g.json(&["book", "add", path]);
+        assert_eq!(added["status"], "added", "{file}");
+        assert_eq!(added["title"], title, "{file}");
+        assert_eq!(added["author"], author, "{file}");
+        assert_eq!(added["ebook"], ebook, "{file}");
+        let key = added["key"].as_str().unwrap().to_string();
+        let count = added["count"].as_u64().unwrap();
+        // A sample of proofs: first, last, and a stride through the book.
+        let mut sample: Vec<u64> = (0..count).step_by((count as usize / 25).max(1)).collect();
+        sample.push(count - 1);
+        for i in sample {
+            let p = g.json(&["book", "proof", &key, &i.to_string()]);
+            let proof: Vec<ProofStep> = p["proof"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| ProofStep {
+                    sibling: h(&s["sibling"]),
+                    is_left: s["is_left"].as_bool().unwrap(),
+                })
+                .collect();
+            let leaf = merkle::leaf_hash(p["text"].as_str().unwrap().as_bytes());
+            merkle::verify(&leaf, i, count, &proof, &h(&added["root"]))
+                .unwrap_or_else(|e| panic!("{key} chunk {i}: {e}"));
+        }
+        assert_eq!(g.json(&["book", "verify", &key])["ok"], true, "{key}");
+        assert_eq!(
+            g.json(&["book", "add", path])["status"],
+            "unchanged",
+            "{file}"
+        );
+    }
+    assert_eq!(g.json(&["audit", "verify"])["chains"][0]["events"], 4);
+}
