@@ -48,6 +48,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Output piped into `head` should end the program quietly, as for other
+    // Unix tools, not panic on a broken pipe.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,91 @@
+//! docs/cli-json.md stays true: every command's real `--json` output has the
+//! same fields (recursively) as an example in the document.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::support::{Grove, generated_book};
+
+/// The field paths of a JSON value: `a`, `a.b`, `a[].c` (first array element).
+fn shape(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(path.clone());
+                shape(v, &path, out);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(first) = items.first() {
+                shape(first, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn shape_of(v: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    shape(v, "", &mut out);
+    out
+}
+
+fn documented_shapes() -> Vec<BTreeSet<String>> {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli-json.md")).unwrap();
+    doc.split("```json")
+        .skip(1)
+        .map(|block| {
+            let body = block.split("```").next().unwrap();
+            let v: Value = serde_json::from_str(body)
+                .unwrap_or_else(|e| panic!("bad JSON in docs: {e}\n{body}"));
+            shape_of(&v)
+        })
+        .collect()
+}
+
+#[test]
+fn every_json_output_matches_a_documented_example() {
+    let docs = documented_shapes();
+    let g = Grove::new();
+    let book = g.write(
+        "b.txt",
+        generated_book("Doc Book", "D", 1, 30, 1).as_bytes(),
+    );
+    let outputs = [
+        (
+            "book add",
+            g.json(&[
+                "book",
+                "add",
+                book.to_str().unwrap(),
+                "--key",
+                "fiction/doc",
+            ]),
+        ),
+        ("book list", g.json(&["book", "list"])),
+        ("book show", g.json(&["book", "show", "fiction/doc"])),
+        ("book proof", g.json(&["book", "proof", "fiction/doc", "1"])),
+        (
+            "book search",
+            g.json(&["book", "search", "sea whale", "-k", "2"]),
+        ),
+        ("book verify", g.json(&["book", "verify", "fiction/doc"])),
+        ("shard list", g.json(&["shard", "list"])),
+        ("audit verify", g.json(&["audit", "verify"])),
+        ("book remove", g.json(&["book", "remove", "fiction/doc"])),
+    ];
+    for (name, out) in outputs {
+        let got = shape_of(&out);
+        assert!(
+            docs.contains(&got),
+            "`grove {name} --json` has fields {got:?}, which no example in docs/cli-json.md has"
+        );
+    }
+}
