@@ -619,3 +619,29 @@ fn read_only_and_full_state_directories() {
     );
     assert!(stdout.contains("(1 events)"), "{stdout}");
 }
+
+#[test]
+fn audit_verify_names_the_first_broken_link() {
+    let g = Grove::new();
+    for (i, title) in ["One", "Two", "Three"].iter().enumerate() {
+        let f = g.write(
+            &format!("{i}.txt"),
+            generated_book(title, "A", i as u64, 5, i as u64).as_bytes(),
+        );
+        g.ok(&["book", "add", f.to_str().unwrap()]);
+    }
+    assert_eq!(g.json(&["audit", "verify"])["chains"][0]["events"], 3);
+    let db = rusqlite::Connection::open(g.state().join("shards/main.db")).unwrap();
+    db.execute(
+        "UPDATE audit SET body = replace(body, 'books/two', 'books/evil') WHERE seq = 2",
+        [],
+    )
+    .unwrap();
+    drop(db);
+    let out = g.run(&["audit", "verify", "--json"]);
+    assert!(!out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+    let error = report["chains"][0]["error"].as_str().unwrap();
+    assert!(error.contains("broken at event 2"), "{error}");
+}

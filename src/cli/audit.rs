@@ -17,20 +17,34 @@ pub fn run(cmd: AuditCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         AuditCmd::Verify => {
             let store = ctx.store();
+            // Every database keeps its own chain: each shard, and the
+            // databases at the top of the state directory (mesh state).
+            let mut files: Vec<std::path::PathBuf> = store
+                .shard_names()?
+                .iter()
+                .map(|n| store.shard_path(n))
+                .collect();
+            if let Ok(entries) = std::fs::read_dir(&ctx.state_dir) {
+                let mut top: Vec<_> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "db") && p.is_file())
+                    .collect();
+                top.sort();
+                files.extend(top);
+            }
             let mut chains = Vec::new();
-            for name in store.shard_names()? {
-                let path = store.shard_path(&name);
-                let result = store.open(&name).and_then(|s| s.audit_verify());
-                chains.push(match result {
+            for path in files {
+                let file = path.display().to_string();
+                chains.push(match grove::store::audit::verify_file(&path) {
                     Ok(r) => dto::Chain {
-                        file: path.display().to_string(),
+                        file,
                         events: r.events,
                         head: r.head.map(hex::encode),
                         ok: true,
                         error: None,
                     },
                     Err(e) => dto::Chain {
-                        file: path.display().to_string(),
+                        file,
                         events: 0,
                         head: None,
                         ok: false,

@@ -129,6 +129,15 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, AuditError> {
     })
 }
 
+/// Opens a database file read-only and walks its chain.
+pub fn verify_file(path: &std::path::Path) -> Result<ChainReport, AuditError> {
+    let conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    verify(&conn)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
