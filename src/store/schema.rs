@@ -40,19 +40,19 @@ const MIGRATIONS: &[&str] = &[
         leaf    BLOB NOT NULL CHECK (length(leaf) = 32),
         text    TEXT NOT NULL
     );
-    -- Every tree level as concatenated 32-byte hashes (level 0 = leaves, the
-    -- last level = the root), so a proof is one query, without rehashing.
-    CREATE TABLE merkle_levels (
+    -- Every tree level below the root, in blocks of 16 hashes (512 bytes, so a
+    -- row stays on its b-tree page): a proof is one point read per level,
+    -- without rehashing. The root lives in books.root.
+    CREATE TABLE merkle_blocks (
         book_id INTEGER NOT NULL REFERENCES books (id),
         level   INTEGER NOT NULL,
+        block   INTEGER NOT NULL,
         hashes  BLOB NOT NULL,
-        PRIMARY KEY (book_id, level)
+        PRIMARY KEY (book_id, level, block)
     ) WITHOUT ROWID;
-    -- Only current versions are indexed; rowid = chunks.id.
-    CREATE VIRTUAL TABLE chunks_fts USING fts5 (
-        text, content = '', contentless_delete = 1,
-        tokenize = 'porter unicode61 remove_diacritics 2'
-    );",
+    -- Each current book version has its own contentless FTS5 table,
+    -- `fts_<books.id>`, rowid = chunks.id: a book-scoped search reads only
+    -- that book's index. Superseding or removing a version drops its table.",
 ];
 
 /// The schema version this build writes.

@@ -4,7 +4,7 @@
 //! cut into words and each word is quoted, so quotes, parentheses, `NEAR`,
 //! `*`, `^` and column filters are plain words.
 
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
 use super::StoreError;
 use super::shard::{BookRecord, Shard};
@@ -62,10 +62,39 @@ pub(crate) fn quote(term: &str) -> String {
     format!("\"{}\"", term.replace('"', "\"\""))
 }
 
+/// The FTS5 table holding one book version's chunks.
+pub(crate) fn index_table(book_id: i64) -> String {
+    format!("fts_{book_id}")
+}
+
+/// Creates a book version's search index (inside the ingest transaction).
+pub(crate) fn create_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE {} USING fts5 (text, content = '', tokenize = 'porter unicode61 remove_diacritics 2')",
+        index_table(book_id)
+    ))
+}
+
+/// Drops a version's search index when it is superseded or removed (its
+/// chunks stay in `chunks`).
+pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
+    conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", index_table(book_id)))
+}
+
+pub(crate) fn index_exists(conn: &Connection, book_id: i64) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+        [index_table(book_id)],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
 impl Shard {
-    /// The top `k` chunks for `query`: every word first; when that finds fewer
-    /// than `k`, the rarest few words (any of them), ranked together with the
-    /// all-words match so chunks holding every word still come first.
+    /// The top `k` chunks for `query` in one book or in every current book:
+    /// every word first; when that finds fewer than `k`, the rarest few words
+    /// (any of them), ranked together with the all-words match so chunks
+    /// holding every word still come first.
     pub fn search(
         &self,
         query: &str,
@@ -76,26 +105,39 @@ impl Shard {
         if words.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        let (lo, hi) = match scope {
-            SearchScope::All => (i64::MIN, i64::MAX),
-            SearchScope::Book(b) => (b.first_chunk, b.first_chunk + b.count as i64 - 1),
-        };
-        if let SearchScope::Book(b) = scope {
-            if b.status != super::BookStatus::Current {
-                // Only current versions are indexed.
-                return Ok(Vec::new());
+        match scope {
+            // Only current versions have an index.
+            SearchScope::Book(b) if b.status != super::BookStatus::Current => Ok(Vec::new()),
+            SearchScope::Book(b) => self.search_book(b.id, &words, k),
+            SearchScope::All => {
+                let mut hits = Vec::new();
+                for book in self.books(false)? {
+                    hits.extend(self.search_book(book.id, &words, k)?);
+                }
+                hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+                hits.truncate(k);
+                Ok(hits)
             }
         }
+    }
+
+    fn search_book(
+        &self,
+        book_id: i64,
+        words: &[String],
+        k: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        let table = index_table(book_id);
         let all_words = words
             .iter()
             .map(|w| quote(w))
             .collect::<Vec<_>>()
             .join(" AND ");
-        let hits = self.ranked(&all_words, lo, hi, k)?;
+        let hits = self.ranked(&table, &all_words, k)?;
         if hits.len() >= k || words.len() == 1 {
             return Ok(hits);
         }
-        let rare = self.rarest(&words, lo, hi)?;
+        let rare = self.rarest(&table, words)?;
         if rare.is_empty() {
             return Ok(hits);
         }
@@ -105,30 +147,23 @@ impl Shard {
             .collect::<Vec<_>>()
             .join(" OR ");
         any.push_str(&format!(" OR ({all_words})"));
-        self.ranked(&any, lo, hi, k)
+        self.ranked(&table, &any, k)
     }
 
-    fn ranked(
-        &self,
-        fts_query: &str,
-        lo: i64,
-        hi: i64,
-        k: usize,
-    ) -> Result<Vec<SearchHit>, StoreError> {
+    fn ranked(&self, table: &str, fts_query: &str, k: usize) -> Result<Vec<SearchHit>, StoreError> {
         let mut stmt = self
             .conn()
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT h.score, c.idx, c.label, c.leaf, c.text, b.key, b.version, b.title, b.author
-                 FROM (SELECT rowid AS id, -rank AS score FROM chunks_fts
-                       WHERE chunks_fts MATCH ?1 AND rowid BETWEEN ?2 AND ?3
-                       ORDER BY rank LIMIT ?4) AS h
+                 FROM (SELECT rowid AS id, -rank AS score FROM {table}
+                       WHERE {table} MATCH ?1 ORDER BY rank LIMIT ?2) AS h
                  JOIN chunks c ON c.id = h.id
                  JOIN books b ON b.id = c.book_id
-                 ORDER BY h.score DESC, h.id",
-            )
+                 ORDER BY h.score DESC, h.id"
+            ))
             .map_err(|e| self.sql_err(e))?;
         let rows = stmt
-            .query_map(params![fts_query, lo, hi, k as i64], |r| {
+            .query_map(params![fts_query, k as i64], |r| {
                 let key: String = r.get(5)?;
                 let index = r.get::<_, i64>(1)? as u64;
                 let leaf: Vec<u8> = r.get(3)?;
@@ -155,21 +190,21 @@ impl Shard {
         rows.collect::<Result<_, _>>().map_err(|e| self.sql_err(e))
     }
 
-    /// Up to three words with the fewest matching chunks in range (never zero).
-    fn rarest(&self, words: &[String], lo: i64, hi: i64) -> Result<Vec<String>, StoreError> {
+    /// Up to three words with the fewest matching chunks (never zero).
+    fn rarest(&self, table: &str, words: &[String]) -> Result<Vec<String>, StoreError> {
         let mut longest: Vec<&String> = words.iter().collect();
         longest.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
         longest.truncate(COUNTED_TERMS);
         let mut stmt = self
             .conn()
-            .prepare_cached(
-                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid BETWEEN ?2 AND ?3",
-            )
+            .prepare_cached(&format!(
+                "SELECT count(*) FROM {table} WHERE {table} MATCH ?1"
+            ))
             .map_err(|e| self.sql_err(e))?;
         let mut counted = Vec::new();
         for word in longest {
             let n: i64 = stmt
-                .query_row(params![quote(word), lo, hi], |r| r.get(0))
+                .query_row(params![quote(word)], |r| r.get(0))
                 .map_err(|e| self.sql_err(e))?;
             if n > 0 {
                 counted.push((n, word.clone()));

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::json;
 
 use super::schema::{self, SchemaError};
-use super::{StoreError, audit};
+use super::{StoreError, audit, search};
 use crate::book::PreparedBook;
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
 use crate::text;
@@ -103,6 +103,9 @@ pub struct VerifyReport {
     pub chunks_checked: u64,
     pub problems: Vec<String>,
 }
+
+/// Hashes per stored Merkle block (see the schema).
+const PROOF_BLOCK: u64 = 16;
 
 const BOOK_COLUMNS: &str = "id, key, version, status, title, author, language, ebook, source, \
     decoding, chunking, hashing, root, chunk_count, byte_count, first_chunk, added_ms";
@@ -352,7 +355,7 @@ impl Shard {
                 [cur.id],
             )
             .map_err(err)?;
-            unindex(&tx, cur).map_err(err)?;
+            search::drop_index(&tx, cur.id).map_err(err)?;
         }
         let meta = &book.meta;
         tx.execute(
@@ -379,6 +382,7 @@ impl Shard {
         )
         .map_err(err)?;
         let book_id = tx.last_insert_rowid();
+        search::create_index(&tx, book_id).map_err(err)?;
         {
             let mut chunk_stmt = tx
                 .prepare_cached(
@@ -386,7 +390,10 @@ impl Shard {
                 )
                 .map_err(err)?;
             let mut fts_stmt = tx
-                .prepare_cached("INSERT INTO chunks_fts (rowid, text) VALUES (?1, ?2)")
+                .prepare(&format!(
+                    "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
+                    search::index_table(book_id)
+                ))
                 .map_err(err)?;
             for (chunk, leaf) in book.chunks.iter().zip(book.leaves()) {
                 let id = first_chunk + chunk.index as i64;
@@ -405,15 +412,18 @@ impl Shard {
                     progress(chunk.index + 1);
                 }
             }
-            let mut level_stmt = tx
+            let mut block_stmt = tx
                 .prepare_cached(
-                    "INSERT INTO merkle_levels (book_id, level, hashes) VALUES (?1, ?2, ?3)",
+                    "INSERT INTO merkle_blocks (book_id, level, block, hashes) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .map_err(err)?;
-            for (level, hashes) in book.levels.iter().enumerate() {
-                level_stmt
-                    .execute(params![book_id, level as i64, hashes.concat()])
-                    .map_err(err)?;
+            // Every level but the root (which books.root holds).
+            for (level, hashes) in book.levels[..book.levels.len() - 1].iter().enumerate() {
+                for (block, piece) in hashes.chunks(PROOF_BLOCK as usize).enumerate() {
+                    block_stmt
+                        .execute(params![book_id, level as i64, block as i64, piece.concat()])
+                        .map_err(err)?;
+                }
             }
         }
         let status = if current.is_some() {
@@ -455,7 +465,7 @@ impl Shard {
             [book.id],
         )
         .map_err(err)?;
-        unindex(&tx, &book).map_err(err)?;
+        search::drop_index(&tx, book.id).map_err(err)?;
         audit::append(
             &tx,
             now_ms,
@@ -489,38 +499,42 @@ impl Shard {
             .map_err(|e| self.err(e))
     }
 
-    /// Chunk `index` of `book` with its inclusion proof, read from the stored
-    /// levels in one query (no rehashing).
+    /// Chunk `index` of `book` with its inclusion proof: one point read of a
+    /// stored block per level (no rehashing).
     pub fn proof(&self, book: &BookRecord, index: u64) -> Result<ProofRecord, StoreError> {
         let (label, leaf, text) = self.chunk(book, index)?;
-        // Per level: the width, the node's pair partner (j XOR 1, which SQLite
-        // spells j + 1 - 2 * (j & 1)) and the node itself for a self-pair.
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT length(hashes) / 32,
-                        substr(hashes, ((?1 >> level) + 1 - 2 * ((?1 >> level) & 1)) * 32 + 1, 32),
-                        substr(hashes, (?1 >> level) * 32 + 1, 32)
-                 FROM merkle_levels WHERE book_id = ?2 ORDER BY level",
+                "SELECT hashes FROM merkle_blocks WHERE book_id = ?1 AND level = ?2 AND block = ?3",
             )
             .map_err(|e| self.err(e))?;
-        let mut rows = stmt
-            .query(params![index as i64, book.id])
-            .map_err(|e| self.err(e))?;
-        let mut proof = Vec::new();
-        let mut j = index;
-        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
-            let width: u64 = row.get::<_, i64>(0).map_err(|e| self.err(e))? as u64;
-            if width <= 1 {
-                break;
-            }
-            let is_left = j % 2 == 1;
-            let partner: Vec<u8> = row
-                .get(if (j ^ 1) < width { 1 } else { 2 })
+        let height = merkle::height(book.count);
+        let mut proof = Vec::with_capacity(height);
+        let (mut j, mut width) = (index, book.count);
+        for level in 0..height {
+            // The pair partner, or the node itself when it is the odd last one.
+            let partner = if j ^ 1 < width { j ^ 1 } else { j };
+            let block_no = partner / PROOF_BLOCK;
+            let block: Vec<u8> = stmt
+                .query_row(params![book.id, level as i64, block_no as i64], |r| {
+                    r.get(0)
+                })
                 .map_err(|e| self.err(e))?;
-            let sibling = hash_from(partner).map_err(|e| self.err(e))?;
-            proof.push(ProofStep { sibling, is_left });
+            let at = (partner % PROOF_BLOCK) as usize * 32;
+            let sibling = block
+                .get(at..at + 32)
+                .and_then(|h| Hash::try_from(h).ok())
+                .ok_or_else(|| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    detail: format!("Merkle block {level}/{block_no} of `{}` is short", book.key),
+                })?;
+            proof.push(ProofStep {
+                sibling,
+                is_left: j % 2 == 1,
+            });
             j /= 2;
+            width = width.div_ceil(2);
         }
         Ok(ProofRecord {
             index,
@@ -591,17 +605,24 @@ impl Shard {
                         hex::encode(book.root)
                     ));
                 }
-                let stored: Vec<Vec<u8>> = self
+                // Stored blocks, concatenated per level, against the recomputed levels.
+                let mut stored: Vec<Vec<u8>> = vec![Vec::new(); levels.len() - 1];
+                let mut stmt = self
                     .conn
-                    .prepare("SELECT hashes FROM merkle_levels WHERE book_id = ?1 ORDER BY level")
-                    .and_then(|mut s| s.query_map([book.id], |r| r.get(0))?.collect())
+                    .prepare(
+                        "SELECT level, hashes FROM merkle_blocks WHERE book_id = ?1 ORDER BY level, block",
+                    )
                     .map_err(|e| self.err(e))?;
-                if stored.len() != levels.len() {
-                    report.problems.push(format!(
-                        "{} Merkle levels stored, the tree has {}",
-                        stored.len(),
-                        levels.len()
-                    ));
+                let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
+                while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+                    let level: i64 = r.get(0).map_err(|e| self.err(e))?;
+                    let hashes: Vec<u8> = r.get(1).map_err(|e| self.err(e))?;
+                    match stored.get_mut(level as usize) {
+                        Some(l) => l.extend_from_slice(&hashes),
+                        None => report.problems.push(format!(
+                            "a Merkle block is stored at level {level}, above the tree"
+                        )),
+                    }
                 }
                 for (level, (got, want)) in stored.iter().zip(&levels).enumerate() {
                     if *got != want.concat() {
@@ -616,31 +637,35 @@ impl Shard {
         Ok(report)
     }
 
-    /// The index holds exactly the current version's chunks, each findable by
-    /// its own words.
+    /// A current version's index holds exactly its chunks, each findable by
+    /// its own words; other versions have no index.
     fn verify_index(&self, book: &BookRecord, report: &mut VerifyReport) -> Result<(), StoreError> {
-        let last = book.first_chunk + book.count as i64 - 1;
+        let exists = search::index_exists(&self.conn, book.id).map_err(|e| self.err(e))?;
+        if book.status != BookStatus::Current {
+            if exists {
+                report.problems.push(format!(
+                    "a {} version still has a search index",
+                    book.status.as_str()
+                ));
+            }
+            return Ok(());
+        }
+        if !exists {
+            report
+                .problems
+                .push("the current version has no search index".into());
+            return Ok(());
+        }
+        let table = search::index_table(book.id);
         let indexed: i64 = self
             .conn
-            .query_row(
-                "SELECT count(*) FROM chunks_fts WHERE rowid BETWEEN ?1 AND ?2",
-                params![book.first_chunk, last],
-                |r| r.get(0),
-            )
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
             .map_err(|e| self.err(e))?;
-        let want = if book.status == BookStatus::Current {
-            book.count as i64
-        } else {
-            0
-        };
-        if indexed != want {
+        if indexed != book.count as i64 {
             report.problems.push(format!(
-                "search index holds {indexed} of this version's chunks, expected {want} ({})",
-                book.status.as_str()
+                "search index holds {indexed} chunks, the book has {}",
+                book.count
             ));
-        }
-        if book.status != BookStatus::Current {
-            return Ok(());
         }
         let mut text_stmt = self
             .conn
@@ -648,21 +673,20 @@ impl Shard {
             .map_err(|e| self.err(e))?;
         let mut match_stmt = self
             .conn
-            .prepare("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid = ?2")
+            .prepare(&format!(
+                "SELECT count(*) FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2"
+            ))
             .map_err(|e| self.err(e))?;
         let mut rows = text_stmt.query([book.id]).map_err(|e| self.err(e))?;
         while let Some(r) = rows.next().map_err(|e| self.err(e))? {
             let id: i64 = r.get(0).map_err(|e| self.err(e))?;
             let text: String = r.get(1).map_err(|e| self.err(e))?;
             // The chunk's longest word must find it; chunks of punctuation only are skipped.
-            let Some(word) = super::search::terms(&text)
-                .into_iter()
-                .max_by_key(|t| t.len())
-            else {
+            let Some(word) = search::terms(&text).into_iter().max_by_key(|t| t.len()) else {
                 continue;
             };
             let n: i64 = match_stmt
-                .query_row(params![super::search::quote(&word), id], |r| r.get(0))
+                .query_row(params![search::quote(&word), id], |r| r.get(0))
                 .map_err(|e| self.err(e))?;
             if n != 1 {
                 report.problems.push(format!(
@@ -682,13 +706,4 @@ impl Shard {
     pub(super) fn conn(&self) -> &Connection {
         &self.conn
     }
-}
-
-/// Removes one version's chunks from the search index.
-fn unindex(conn: &Connection, book: &BookRecord) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached("DELETE FROM chunks_fts WHERE rowid = ?1")?;
-    for i in 0..book.count as i64 {
-        stmt.execute([book.first_chunk + i])?;
-    }
-    Ok(())
 }

@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 /// Header metadata. Missing text fields are empty strings (the spec's form);
 /// callers that publish JSON map empty to `null`.
@@ -118,13 +118,22 @@ fn paragraphs(body: &[&str]) -> Vec<String> {
         if block.is_empty() {
             return;
         }
-        let nfc: String = block.join("\n").nfc().collect();
-        let para = nfc
-            .split(char::is_whitespace)
-            .filter(|w| !w.is_empty())
-            .collect::<Vec<_>>();
+        let joined = block.join("\n");
+        // Most text is already NFC; normalizing it anyway is the slowest step of an ingest.
+        let nfc = if joined.is_ascii() || is_nfc_quick(joined.chars()) == IsNormalized::Yes {
+            joined
+        } else {
+            joined.nfc().collect()
+        };
+        let mut para = String::with_capacity(nfc.len());
+        for word in nfc.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+            if !para.is_empty() {
+                para.push(' ');
+            }
+            para.push_str(word);
+        }
         if !para.is_empty() {
-            out.push(para.join(" "));
+            out.push(para);
         }
         block.clear();
     };
