@@ -48,23 +48,57 @@ impl PreparedBook {
     }
 }
 
-/// Decodes, chunks and hashes one input file.
-pub fn prepare(input: &[u8], limits: PrepareLimits) -> Result<PreparedBook, PrepareError> {
-    if input.is_empty() {
-        return Err(PrepareError::Empty);
-    }
-    if input.len() as u64 > limits.max_book_bytes {
-        return Err(PrepareError::TooLarge {
+/// A decoded book, checked and ready to chunk: its text, metadata and
+/// where its body lies in the text.
+#[derive(Debug, Clone)]
+pub struct BookText {
+    pub text: String,
+    pub meta: Metadata,
+    pub body: std::ops::Range<usize>,
+    /// Size of the input in bytes.
+    pub bytes: u64,
+}
+
+impl BookText {
+    /// Refuses empty, oversized and binary input, then decodes and splits it.
+    pub fn decode(input: &[u8], max_book_bytes: u64) -> Result<BookText, PrepareError> {
+        if input.is_empty() {
+            return Err(PrepareError::Empty);
+        }
+        if input.len() as u64 > max_book_bytes {
+            return Err(PrepareError::TooLarge {
+                bytes: input.len() as u64,
+                limit: max_book_bytes,
+            });
+        }
+        if let Some(at) = input.iter().position(|b| *b == 0) {
+            return Err(PrepareError::NulByte(at));
+        }
+        let text = text::decode(input);
+        let (meta, body) = text::split(&text);
+        Ok(BookText {
+            text,
+            meta,
+            body,
             bytes: input.len() as u64,
-            limit: limits.max_book_bytes,
-        });
+        })
     }
-    if let Some(at) = input.iter().position(|b| *b == 0) {
-        return Err(PrepareError::NulByte(at));
+
+    pub fn body(&self) -> &str {
+        &self.text[self.body.clone()]
     }
-    let parsed = text::parse(&text::decode(input));
+}
+
+/// Decodes, chunks and hashes one input file, all in memory.
+pub fn prepare(input: &[u8], limits: PrepareLimits) -> Result<PreparedBook, PrepareError> {
+    let book = BookText::decode(input, limits.max_book_bytes)?;
     let max_chunk = usize::try_from(limits.max_chunk_bytes).unwrap_or(usize::MAX);
-    let chunks = text::chunk_paragraphs(&parsed.paragraphs, max_chunk)?;
+    let mut chunker = text::Chunker::new(max_chunk);
+    let mut chunks = Vec::new();
+    for para in text::paragraphs(book.body()) {
+        chunker.push(&para, &mut |c| chunks.push(c))?;
+    }
+    chunker.finish(&mut |c| chunks.push(c))?;
     let leaves: Vec<Hash> = chunks
         .iter()
         .map(|c| merkle::leaf_hash(c.text.as_bytes()))
@@ -72,11 +106,11 @@ pub fn prepare(input: &[u8], limits: PrepareLimits) -> Result<PreparedBook, Prep
     let levels = merkle::levels(leaves).ok_or(PrepareError::Chunks(ChunkError::Empty))?;
     let root = levels[levels.len() - 1][0];
     Ok(PreparedBook {
-        meta: parsed.meta,
+        meta: book.meta,
         chunks,
         levels,
         root,
-        bytes: input.len() as u64,
+        bytes: book.bytes,
     })
 }
 

@@ -426,9 +426,29 @@ fn bad_inputs_are_refused_and_store_nothing() {
     );
     refused(
         &g,
-        &["book", "add", long.to_str().unwrap()],
+        &["book", "add", long.to_str().unwrap(), "--key", "x/long"],
         "over the limit of 65536 (limits.max_chunk_bytes)",
     );
+    // The same, found midway: the chunks stored before it are rolled back.
+    let mut midway = generated_book("Midway", "M", 8, 80, 3);
+    midway = midway.replace(
+        "*** END OF",
+        &format!("{}\n\n*** END OF", "y".repeat(100_000)),
+    );
+    let midway = g.write("midway.txt", midway.as_bytes());
+    refused(&g, &["book", "add", midway.to_str().unwrap()], "chunk ");
+    // A new version that fails midway leaves the old version current.
+    let good_v2 = generated_book("Good Book", "G", 9, 10, 1).replace(
+        "*** END OF",
+        &format!("{}\n\n*** END OF", "z".repeat(100_000)),
+    );
+    let good_v2 = g.write("good2.txt", good_v2.as_bytes());
+    refused(
+        &g,
+        &["book", "add", good_v2.to_str().unwrap()],
+        "limits.max_chunk_bytes",
+    );
+    assert_eq!(g.json(&["book", "verify", "books/good-book"])["ok"], true);
     // A book over limits.max_book_bytes (lowered by env for the test).
     let before = snapshot(&g);
     let out = g

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use grove::api::dto;
-use grove::book::{self, PrepareLimits};
+use grove::book;
 use grove::store::{DEFAULT_SHARD, StoreError};
 
 use super::{Ctx, now_ms, or_dash, print_json};
@@ -243,19 +243,12 @@ fn add(ctx: &Ctx, source: &str, key: Option<String>, shard: Option<String>) -> a
     } else {
         grove::source::read_path(Path::new(source), limits.max_book_bytes)?
     };
-    bar.set_message("chunking");
-    let prepared = book::prepare(
-        &bytes,
-        PrepareLimits {
-            max_book_bytes: limits.max_book_bytes,
-            max_chunk_bytes: limits.max_chunk_bytes,
-        },
-    )
-    .with_context(|| format!("{source}: not stored"))?;
+    let text = book::BookText::decode(&bytes, limits.max_book_bytes)
+        .with_context(|| format!("{source}: not stored"))?;
     drop(bytes);
     let key = match key {
         Some(k) => k,
-        None => book::default_key(&prepared.meta.title)?,
+        None => book::default_key(&text.meta.title)?,
     };
     let store = ctx.store();
     if let Some(other) = store.find_book(&key)? {
@@ -268,17 +261,24 @@ fn add(ctx: &Ctx, source: &str, key: Option<String>, shard: Option<String>) -> a
         }
     }
     let mut shard = store.open_or_create(&shard_name)?;
-    bar.set_message("storing");
+    bar.set_message("chunks stored");
     bar.set_position(0);
-    bar.set_length(prepared.count());
+    bar.set_length(0);
     let source_name = if grove::source::is_url(source) {
         source.to_string()
     } else {
         std::fs::canonicalize(source).map_or(source.to_string(), |p| p.display().to_string())
     };
-    let (status, record) = shard.ingest(&key, &prepared, &source_name, now_ms(), &mut |n| {
-        bar.set_position(n)
-    })?;
+    let (status, record) = shard
+        .ingest(
+            &key,
+            &text,
+            limits.max_chunk_bytes,
+            &source_name,
+            now_ms(),
+            &mut |n| bar.set_position(n),
+        )
+        .with_context(|| format!("{source}: not stored"))?;
     bar.finish_and_clear();
     if ctx.json {
         return print_json(&dto::Added::new(status, &record));
@@ -302,8 +302,8 @@ fn progress_bar() -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(0);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len}") {
-        bar.set_style(style.progress_chars("=> "));
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {pos:>8} {msg}") {
+        bar.set_style(style);
     }
     bar
 }

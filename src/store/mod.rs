@@ -43,6 +43,8 @@ pub enum StoreError {
     KeyInOtherShard { key: String, shard: String },
     #[error("book `{0}` was removed; it has no current version")]
     Removed(String),
+    #[error(transparent)]
+    Chunks(#[from] crate::text::ChunkError),
     #[error("no shard named `{0}`")]
     NoSuchShard(String),
     #[error(transparent)]

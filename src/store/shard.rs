@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::schema::{self, SchemaError};
 use super::{StoreError, audit, search};
-use crate::book::PreparedBook;
+use crate::book::BookText;
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
-use crate::text;
+use crate::text::{self, ChunkError, Chunker};
 
 /// Where a book version stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,12 @@ pub struct ProofRecord {
 pub struct VerifyReport {
     pub chunks_checked: u64,
     pub problems: Vec<String>,
+}
+
+/// What the chunking thread sends: chunks in order, then its outcome.
+enum Produced {
+    Chunk(text::Chunk),
+    Done(Result<u64, ChunkError>),
 }
 
 /// Hashes per stored Merkle block (see the schema).
@@ -314,14 +320,53 @@ impl Shard {
         Ok(merkle::shard_root(&entries))
     }
 
-    /// Stores one prepared book under `key` in one transaction. `progress` is
-    /// told how many chunks are stored so far.
+    /// Stores one book under `key` in one transaction, chunking on a second
+    /// thread while this one hashes and inserts, so reading and indexing
+    /// overlap. Any failure, including a chunk over `max_chunk_bytes` found
+    /// midway, rolls everything back. `progress` is told how many chunks are
+    /// stored so far.
     pub fn ingest(
         &mut self,
         key: &str,
-        book: &PreparedBook,
+        book: &BookText,
+        max_chunk_bytes: u64,
         source: &str,
         now_ms: i64,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(IngestStatus, BookRecord), StoreError> {
+        let max_chunk = usize::try_from(max_chunk_bytes).unwrap_or(usize::MAX);
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Produced>(256);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let mut chunker = Chunker::new(max_chunk);
+                // A closed channel means the store side already failed; the
+                // rest of the book is then chunked for nothing, which is harmless.
+                let mut send = |c| {
+                    let _ = sender.send(Produced::Chunk(c));
+                };
+                let mut result = Ok(0);
+                for para in text::paragraphs(book.body()) {
+                    if let Err(e) = chunker.push(&para, &mut send) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                if result.is_ok() {
+                    result = chunker.finish(&mut send);
+                }
+                let _ = sender.send(Produced::Done(result));
+            });
+            self.store_stream(key, book, source, now_ms, receiver, progress)
+        })
+    }
+
+    fn store_stream(
+        &mut self,
+        key: &str,
+        book: &BookText,
+        source: &str,
+        now_ms: i64,
+        chunks: std::sync::mpsc::Receiver<Produced>,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(IngestStatus, BookRecord), StoreError> {
         let current = match self.book(key, None) {
@@ -329,11 +374,6 @@ impl Shard {
             Err(StoreError::NoSuchBook(_) | StoreError::Removed(_)) => None,
             Err(e) => return Err(e),
         };
-        if let Some(cur) = &current {
-            if cur.root == book.root && cur.count == book.count() {
-                return Ok((IngestStatus::Unchanged, cur.clone()));
-            }
-        }
         let path = self.path.clone();
         let err = |e| StoreError::sql(&path, e);
         let tx = self.conn.transaction().map_err(err)?;
@@ -349,6 +389,8 @@ impl Shard {
                 r.get(0)
             })
             .map_err(err)?;
+        // The old version steps aside first (one current row per key); if the
+        // content turns out unchanged, the rollback puts it back.
         if let Some(cur) = &current {
             tx.execute(
                 "UPDATE books SET status = 'superseded' WHERE id = ?1",
@@ -358,10 +400,11 @@ impl Shard {
             search::drop_index(&tx, cur.id).map_err(err)?;
         }
         let meta = &book.meta;
+        // Root and count are filled in once every chunk is stored.
         tx.execute(
             "INSERT INTO books (key, version, status, title, author, language, ebook, source,
                 decoding, chunking, hashing, root, chunk_count, byte_count, first_chunk, added_ms)
-             VALUES (?1, ?2, 'current', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+             VALUES (?1, ?2, 'current', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, zeroblob(32), 1, ?11, ?12, ?13)",
             params![
                 key,
                 version,
@@ -373,8 +416,6 @@ impl Shard {
                 text::DECODING,
                 text::CHUNKING,
                 merkle::HASHING,
-                &book.root[..],
-                book.count() as i64,
                 book.bytes as i64,
                 first_chunk,
                 now_ms,
@@ -383,6 +424,7 @@ impl Shard {
         .map_err(err)?;
         let book_id = tx.last_insert_rowid();
         search::create_index(&tx, book_id).map_err(err)?;
+        let mut leaves = Vec::new();
         {
             let mut chunk_stmt = tx
                 .prepare_cached(
@@ -395,30 +437,57 @@ impl Shard {
                     search::index_table(book_id)
                 ))
                 .map_err(err)?;
-            for (chunk, leaf) in book.chunks.iter().zip(book.leaves()) {
-                let id = first_chunk + chunk.index as i64;
-                chunk_stmt
-                    .execute(params![
-                        id,
-                        book_id,
-                        chunk.index as i64,
-                        text::label(chunk.index),
-                        &leaf[..],
-                        chunk.text
-                    ])
-                    .map_err(err)?;
-                fts_stmt.execute(params![id, chunk.text]).map_err(err)?;
-                if chunk.index % 64 == 63 {
-                    progress(chunk.index + 1);
+            loop {
+                match chunks.recv() {
+                    Ok(Produced::Chunk(chunk)) => {
+                        let leaf = merkle::leaf_hash(chunk.text.as_bytes());
+                        let id = first_chunk + chunk.index as i64;
+                        chunk_stmt
+                            .execute(params![
+                                id,
+                                book_id,
+                                chunk.index as i64,
+                                text::label(chunk.index),
+                                &leaf[..],
+                                chunk.text
+                            ])
+                            .map_err(err)?;
+                        fts_stmt.execute(params![id, chunk.text]).map_err(err)?;
+                        leaves.push(leaf);
+                        if leaves.len() % 64 == 0 {
+                            progress(leaves.len() as u64);
+                        }
+                    }
+                    Ok(Produced::Done(Ok(_))) => break,
+                    Ok(Produced::Done(Err(e))) => return Err(StoreError::Chunks(e)),
+                    Err(_) => return Err(StoreError::Chunks(ChunkError::Empty)),
                 }
             }
+        }
+        let count = leaves.len() as u64;
+        let levels = merkle::levels(leaves).ok_or(StoreError::Chunks(ChunkError::Empty))?;
+        let root = levels[levels.len() - 1][0];
+        if let Some(cur) = current
+            .as_ref()
+            .filter(|c| c.root == root && c.count == count)
+        {
+            // Same content: drop the transaction, which rolls everything back.
+            drop(tx);
+            return Ok((IngestStatus::Unchanged, cur.clone()));
+        }
+        tx.execute(
+            "UPDATE books SET root = ?1, chunk_count = ?2 WHERE id = ?3",
+            params![&root[..], count as i64, book_id],
+        )
+        .map_err(err)?;
+        {
             let mut block_stmt = tx
                 .prepare_cached(
                     "INSERT INTO merkle_blocks (book_id, level, block, hashes) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .map_err(err)?;
             // Every level but the root (which books.root holds).
-            for (level, hashes) in book.levels[..book.levels.len() - 1].iter().enumerate() {
+            for (level, hashes) in levels[..levels.len() - 1].iter().enumerate() {
                 for (block, piece) in hashes.chunks(PROOF_BLOCK as usize).enumerate() {
                     block_stmt
                         .execute(params![book_id, level as i64, block as i64, piece.concat()])
@@ -442,14 +511,14 @@ impl Shard {
             &json!({
                 "key": key,
                 "version": version,
-                "root": hex::encode(book.root),
-                "count": book.count(),
+                "root": hex::encode(root),
+                "count": count,
                 "source": source,
                 "superseded_version": current.as_ref().map(|c| c.version),
             }),
         )?;
         tx.commit().map_err(err)?;
-        progress(book.count());
+        progress(count);
         Ok((status, self.book(key, Some(version))?))
     }
 

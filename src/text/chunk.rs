@@ -34,49 +34,88 @@ pub fn chunk_paragraphs(
     paragraphs: &[String],
     max_chunk_bytes: usize,
 ) -> Result<Vec<Chunk>, ChunkError> {
-    let mut chunks: Vec<Chunk> = Vec::new();
-    let mut current: Vec<String> = Vec::new();
-    let mut current_words = 0usize;
-    let emit = |units: &mut Vec<String>, chunks: &mut Vec<Chunk>| -> Result<(), ChunkError> {
-        let text = units.join("\n\n");
-        units.clear();
-        let index = chunks.len() as u64;
-        if text.len() > max_chunk_bytes {
+    let mut chunker = Chunker::new(max_chunk_bytes);
+    let mut chunks = Vec::new();
+    for para in paragraphs {
+        chunker.push(para, &mut |c| chunks.push(c))?;
+    }
+    chunker.finish(&mut |c| chunks.push(c))?;
+    Ok(chunks)
+}
+
+/// Incremental packing: paragraphs go in one at a time, chunks come out as
+/// soon as they are complete (so an ingest can store while it reads).
+#[derive(Debug)]
+pub struct Chunker {
+    max_chunk_bytes: usize,
+    units: Vec<String>,
+    words: usize,
+    emitted: u64,
+}
+
+impl Chunker {
+    pub fn new(max_chunk_bytes: usize) -> Chunker {
+        Chunker {
+            max_chunk_bytes,
+            units: Vec::new(),
+            words: 0,
+            emitted: 0,
+        }
+    }
+
+    /// Adds one paragraph; `out` receives every chunk it completes.
+    pub fn push(&mut self, para: &str, out: &mut dyn FnMut(Chunk)) -> Result<(), ChunkError> {
+        let words: Vec<&str> = para.split(' ').collect();
+        if words.len() <= WORDS_PER_CHUNK {
+            return self.unit(para.to_string(), words.len(), out);
+        }
+        for piece in words.chunks(WORDS_PER_CHUNK) {
+            self.unit(piece.join(" "), piece.len(), out)?;
+        }
+        Ok(())
+    }
+
+    fn unit(
+        &mut self,
+        unit: String,
+        n: usize,
+        out: &mut dyn FnMut(Chunk),
+    ) -> Result<(), ChunkError> {
+        if !self.units.is_empty() && self.words + n > WORDS_PER_CHUNK {
+            self.emit(out)?;
+        }
+        self.units.push(unit);
+        self.words += n;
+        Ok(())
+    }
+
+    fn emit(&mut self, out: &mut dyn FnMut(Chunk)) -> Result<(), ChunkError> {
+        let text = self.units.join("\n\n");
+        self.units.clear();
+        self.words = 0;
+        let index = self.emitted;
+        if text.len() > self.max_chunk_bytes {
             return Err(ChunkError::TooLarge {
                 index,
                 bytes: text.len(),
-                limit: max_chunk_bytes,
+                limit: self.max_chunk_bytes,
             });
         }
-        chunks.push(Chunk { index, text });
+        self.emitted += 1;
+        out(Chunk { index, text });
         Ok(())
-    };
-    for para in paragraphs {
-        let words: Vec<&str> = para.split(' ').collect();
-        let units: Vec<(String, usize)> = if words.len() <= WORDS_PER_CHUNK {
-            vec![(para.clone(), words.len())]
-        } else {
-            words
-                .chunks(WORDS_PER_CHUNK)
-                .map(|piece| (piece.join(" "), piece.len()))
-                .collect()
-        };
-        for (unit, n) in units {
-            if !current.is_empty() && current_words + n > WORDS_PER_CHUNK {
-                emit(&mut current, &mut chunks)?;
-                current_words = 0;
-            }
-            current.push(unit);
-            current_words += n;
+    }
+
+    /// Emits the last chunk; a text that gave no chunk at all is refused.
+    pub fn finish(mut self, out: &mut dyn FnMut(Chunk)) -> Result<u64, ChunkError> {
+        if !self.units.is_empty() {
+            self.emit(out)?;
         }
+        if self.emitted == 0 {
+            return Err(ChunkError::Empty);
+        }
+        Ok(self.emitted)
     }
-    if !current.is_empty() {
-        emit(&mut current, &mut chunks)?;
-    }
-    if chunks.is_empty() {
-        return Err(ChunkError::Empty);
-    }
-    Ok(chunks)
 }
 
 #[cfg(test)]

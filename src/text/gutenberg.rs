@@ -58,23 +58,33 @@ fn is_blank(line: &str) -> bool {
 
 /// Splits decoded text into metadata and paragraphs.
 pub fn parse(text: &str) -> ParsedBook {
-    let lines: Vec<&str> = text.split('\n').collect();
-    let start = lines.iter().position(|l| START.is_match(l.trim()));
-    let (header, body): (&[&str], &[&str]) = match start {
-        None => (&[], &lines),
-        Some(s) => {
-            let after = &lines[s + 1..];
-            let end = after
-                .iter()
-                .position(|l| END.is_match(l.trim()))
-                .unwrap_or(after.len());
-            (&lines[..s], &after[..end])
-        }
-    };
+    let (meta, body) = split(text);
     ParsedBook {
-        meta: parse_header(header),
-        paragraphs: paragraphs(body),
+        meta,
+        paragraphs: paragraphs(&text[body]).collect(),
     }
+}
+
+/// Splits decoded text into its header metadata and the byte range of its
+/// body (the lines strictly between the markers).
+pub fn split(text: &str) -> (Metadata, std::ops::Range<usize>) {
+    // Byte offset of each line's start, and the line without its '\n'.
+    let mut lines = Vec::new();
+    let mut at = 0;
+    for line in text.split('\n') {
+        lines.push((at, line));
+        at += line.len() + 1;
+    }
+    let Some(start) = lines.iter().position(|(_, l)| START.is_match(l.trim())) else {
+        return (Metadata::default(), 0..text.len());
+    };
+    let header: Vec<&str> = lines[..start].iter().map(|(_, l)| *l).collect();
+    let body_start = lines.get(start + 1).map_or(text.len(), |(at, _)| *at);
+    let body_end = lines[start + 1..]
+        .iter()
+        .find(|(_, l)| END.is_match(l.trim()))
+        .map_or(text.len(), |(at, _)| *at);
+    (parse_header(&header), body_start..body_end.max(body_start))
 }
 
 fn parse_header(lines: &[&str]) -> Metadata {
@@ -109,43 +119,47 @@ fn parse_header(lines: &[&str]) -> Metadata {
     }
 }
 
-/// Blocks separated by blank lines, each NFC-normalized with whitespace runs
-/// collapsed to one space and trimmed; empty paragraphs dropped.
-fn paragraphs(body: &[&str]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut block: Vec<&str> = Vec::new();
-    let mut flush = |block: &mut Vec<&str>| {
-        if block.is_empty() {
-            return;
-        }
-        let joined = block.join("\n");
-        // Most text is already NFC; normalizing it anyway is the slowest step of an ingest.
-        let nfc = if joined.is_ascii() || is_nfc_quick(joined.chars()) == IsNormalized::Yes {
-            joined
-        } else {
-            joined.nfc().collect()
-        };
-        let mut para = String::with_capacity(nfc.len());
-        for word in nfc.split(char::is_whitespace).filter(|w| !w.is_empty()) {
-            if !para.is_empty() {
-                para.push(' ');
+/// The body's paragraphs, lazily: blocks separated by blank lines, each
+/// NFC-normalized with whitespace runs collapsed to one space and trimmed.
+pub fn paragraphs(body: &str) -> impl Iterator<Item = String> + '_ {
+    let mut lines = body.split('\n');
+    std::iter::from_fn(move || {
+        let mut block: Vec<&str> = Vec::new();
+        for line in lines.by_ref() {
+            if is_blank(line) {
+                if !block.is_empty() {
+                    break;
+                }
+            } else {
+                block.push(line);
             }
-            para.push_str(word);
         }
-        if !para.is_empty() {
-            out.push(para);
-        }
-        block.clear();
-    };
-    for line in body {
-        if is_blank(line) {
-            flush(&mut block);
+        if block.is_empty() {
+            None
         } else {
-            block.push(line);
+            Some(normalize(&block))
         }
+    })
+}
+
+/// One block of lines as a paragraph. A block holds a non-blank line, so
+/// the paragraph is never empty.
+fn normalize(block: &[&str]) -> String {
+    let joined = block.join("\n");
+    // Most text is already NFC; normalizing it anyway is the slowest step of an ingest.
+    let nfc = if joined.is_ascii() || is_nfc_quick(joined.chars()) == IsNormalized::Yes {
+        joined
+    } else {
+        joined.nfc().collect()
+    };
+    let mut para = String::with_capacity(nfc.len());
+    for word in nfc.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+        if !para.is_empty() {
+            para.push(' ');
+        }
+        para.push_str(word);
     }
-    flush(&mut block);
-    out
+    para
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 pub mod chunk;
 pub mod gutenberg;
 
-pub use chunk::{Chunk, ChunkError, chunk_paragraphs, label};
-pub use gutenberg::{Metadata, ParsedBook, decode, parse};
+pub use chunk::{Chunk, ChunkError, Chunker, chunk_paragraphs, label};
+pub use gutenberg::{Metadata, ParsedBook, decode, paragraphs, parse, split};
 
 /// Name of the decoding and metadata rules, recorded with every book.
 pub const DECODING: &str = "gutenberg-v1";
