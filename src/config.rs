@@ -60,6 +60,39 @@ impl Default for FetchSettings {
     }
 }
 
+/// The daemon's control socket.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlSettings {
+    /// Socket path; default `$RUNTIME_DIRECTORY/grove.sock` under systemd,
+    /// else `grove.sock` in the state directory.
+    pub socket: Option<PathBuf>,
+}
+
+/// This node as members see it.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSettings {
+    /// Display name members see.
+    pub name: Option<String>,
+}
+
+/// Logging of the daemon (to stderr; journald adds its own timestamps).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// A tracing filter such as `info` or `grove=debug`; `RUST_LOG` wins.
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            level: "info".into(),
+        }
+    }
+}
+
 /// Everything configurable, as written by the operator.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -70,6 +103,9 @@ pub struct Settings {
     pub default_shard: Option<String>,
     pub limits: Limits,
     pub fetch: FetchSettings,
+    pub control: ControlSettings,
+    pub node: NodeSettings,
+    pub log: LogSettings,
 }
 
 impl Settings {
@@ -128,11 +164,41 @@ impl Settings {
                 "timeouts must be greater than 0",
             ));
         }
+        if self.log.level.trim().is_empty() {
+            return Err(invalid("log.level", "must not be empty (e.g. info)"));
+        }
+        if let Some(name) = &self.node.name {
+            if name.trim().is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+                return Err(invalid(
+                    "node.name",
+                    "1 to 64 characters, no control characters",
+                ));
+            }
+        }
         if let Some(shard) = &self.default_shard {
             crate::store::validate_shard_name(shard)
                 .map_err(|e| invalid("default_shard", &e.to_string()))?;
         }
         Ok(())
+    }
+
+    /// The control socket: `control.socket`, else `$RUNTIME_DIRECTORY/grove.sock`
+    /// (systemd), else `grove.sock` in the state directory, so several nodes
+    /// with their own state directories run side by side.
+    pub fn control_socket(&self, state_dir: &Path) -> PathBuf {
+        if let Some(path) = &self.control.socket {
+            return path.clone();
+        }
+        if let Some(dir) = std::env::var_os("RUNTIME_DIRECTORY").filter(|d| !d.is_empty()) {
+            let first = dir
+                .to_string_lossy()
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            return PathBuf::from(first).join("grove.sock");
+        }
+        state_dir.join("grove.sock")
     }
 
     /// The state directory: `flag`, else `state_dir`, else systemd's

@@ -2,16 +2,16 @@
 //! (documented with examples in docs/cli-json.md). Hashes are lowercase hex;
 //! missing metadata is `null`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::store::{BookRecord, IngestStatus, ProofRecord, SearchHit};
 
 /// One book version.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Book {
     pub key: String,
     pub version: u32,
-    pub status: &'static str,
+    pub status: String,
     pub root: String,
     pub count: u64,
     pub title: Option<String>,
@@ -26,7 +26,7 @@ pub struct Book {
     pub spec: Spec,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Spec {
     pub decoding: String,
     pub chunking: String,
@@ -38,7 +38,7 @@ impl From<&BookRecord> for Book {
         Book {
             key: b.key.clone(),
             version: b.version,
-            status: b.status.as_str(),
+            status: b.status.as_str().to_string(),
             root: hex::encode(b.root),
             count: b.count,
             title: b.title.clone(),
@@ -59,7 +59,7 @@ impl From<&BookRecord> for Book {
 }
 
 /// `book add`: the stored version and what the ingest did.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Added {
     pub key: String,
     pub version: u32,
@@ -71,7 +71,7 @@ pub struct Added {
     pub ebook: Option<u64>,
     pub shard: String,
     /// `added`, `unchanged` or `new-version`.
-    pub status: &'static str,
+    pub status: String,
 }
 
 impl Added {
@@ -86,26 +86,26 @@ impl Added {
             language: b.language.clone(),
             ebook: b.ebook,
             shard: b.shard.clone(),
-            status: status.as_str(),
+            status: status.as_str().to_string(),
         }
     }
 }
 
 /// `book list`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct BookList {
     pub books: Vec<Book>,
 }
 
 /// One step of an inclusion proof.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Step {
     pub sibling: String,
     pub is_left: bool,
 }
 
 /// `book proof`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Proof {
     pub key: String,
     pub version: u32,
@@ -142,7 +142,7 @@ impl Proof {
 }
 
 /// One search hit.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Hit {
     pub key: String,
     pub version: u32,
@@ -174,13 +174,13 @@ impl From<&SearchHit> for Hit {
 }
 
 /// `book search`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Hits {
     pub hits: Vec<Hit>,
 }
 
 /// `book verify`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Verified {
     pub key: String,
     pub version: u32,
@@ -192,7 +192,7 @@ pub struct Verified {
 }
 
 /// A book inside `shard list`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ShardBook {
     pub key: String,
     pub root: String,
@@ -200,7 +200,7 @@ pub struct ShardBook {
 }
 
 /// One shard inside `shard list`; `root` is null for a shard with no books.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Shard {
     pub name: String,
     pub root: Option<String>,
@@ -208,13 +208,13 @@ pub struct Shard {
 }
 
 /// `shard list`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ShardList {
     pub shards: Vec<Shard>,
 }
 
 /// One audit chain in `audit verify`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Chain {
     pub file: String,
     pub events: u64,
@@ -224,8 +224,23 @@ pub struct Chain {
 }
 
 /// `audit verify`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct AuditReport {
     pub ok: bool,
     pub chains: Vec<Chain>,
+}
+
+/// An error answer of the control API.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+/// `GET /v1/node`: who is answering on the socket.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub version: String,
+    pub state_dir: String,
+    pub pid: u32,
+    pub started_ms: i64,
 }

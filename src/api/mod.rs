@@ -1,5 +1,9 @@
-//! The control API's types: the JSON that commands print and (later) the
-//! daemon's control socket speaks. The only place domain data is serialized
-//! besides `proto/` wire types and transcripts.
+//! The control API: the JSON that commands print (`dto`), the book
+//! operations both the CLI and the daemon run (`books`), and the HTTP+JSON
+//! control socket (`server`, `client`). The only place domain data is
+//! serialized besides `proto/` wire types and transcripts.
 
+pub mod books;
+pub mod client;
 pub mod dto;
+pub mod server;

@@ -3,7 +3,6 @@
 
 use anyhow::bail;
 use clap::Subcommand;
-use grove::api::dto;
 
 use super::{Ctx, print_json};
 
@@ -16,57 +15,21 @@ pub enum AuditCmd {
 pub fn run(cmd: AuditCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         AuditCmd::Verify => {
-            let store = ctx.store();
-            // Every database keeps its own chain: each shard, and the
-            // databases at the top of the state directory (mesh state).
-            let mut files: Vec<std::path::PathBuf> = store
-                .shard_names()?
-                .iter()
-                .map(|n| store.shard_path(n))
-                .collect();
-            if let Ok(entries) = std::fs::read_dir(&ctx.state_dir) {
-                let mut top: Vec<_> = entries
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|x| x == "db") && p.is_file())
-                    .collect();
-                top.sort();
-                files.extend(top);
-            }
-            let mut chains = Vec::new();
-            for path in files {
-                let file = path.display().to_string();
-                chains.push(match grove::store::audit::verify_file(&path) {
-                    Ok(r) => dto::Chain {
-                        file,
-                        events: r.events,
-                        head: r.head.map(hex::encode),
-                        ok: true,
-                        error: None,
-                    },
-                    Err(e) => dto::Chain {
-                        file,
-                        events: 0,
-                        head: None,
-                        ok: false,
-                        error: Some(e.to_string()),
-                    },
-                });
-            }
-            let ok = chains.iter().all(|c| c.ok);
+            let report = ctx.books().audit()?;
             if ctx.json {
-                print_json(&dto::AuditReport { ok, chains })?;
+                print_json(&report)?;
             } else {
-                for c in &chains {
+                for c in &report.chains {
                     match &c.error {
                         None => println!("ok: {} ({} events)", c.file, c.events),
                         Some(e) => println!("BROKEN: {}: {e}", c.file),
                     }
                 }
-                if chains.is_empty() {
+                if report.chains.is_empty() {
                     println!("no audit chains yet");
                 }
             }
-            if !ok {
+            if !report.ok {
                 bail!("an audit chain is broken");
             }
             Ok(())

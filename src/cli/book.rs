@@ -5,11 +5,10 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use grove::api::dto;
+use grove::api::books::{AddRequest, BookApi, SearchRequest};
 use grove::book;
-use grove::store::{DEFAULT_SHARD, StoreError};
 
-use super::{Ctx, now_ms, or_dash, print_json};
+use super::{Ctx, or_dash, print_json};
 
 #[derive(Subcommand)]
 pub enum BookCmd {
@@ -66,16 +65,43 @@ pub enum BookCmd {
 }
 
 pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
+    let books = ctx.books();
+    let api: &dyn BookApi = books.as_ref();
     match cmd {
-        BookCmd::Add { source, key, shard } => add(ctx, &source, key, shard),
-        BookCmd::List { all } => list(ctx, all),
-        BookCmd::Show { key, version } => {
-            let book = ctx.store().shard_of(&key)?.book(&key, version)?;
+        BookCmd::Add { source, key, shard } => add(ctx, api, &source, key, shard),
+        BookCmd::List { all } => {
+            let list = api.list(all)?;
             if ctx.json {
-                return print_json(&dto::Book::from(&book));
+                return print_json(&list);
+            }
+            if list.books.is_empty() {
+                println!("no books");
+            }
+            for b in &list.books {
+                let status = if all {
+                    format!(" v{} {}", b.version, b.status)
+                } else {
+                    String::new()
+                };
+                println!(
+                    "{}{}  {} chunks  {} — {}  [{}]",
+                    b.key,
+                    status,
+                    b.count,
+                    or_dash(&b.title),
+                    or_dash(&b.author),
+                    b.shard
+                );
+            }
+            Ok(())
+        }
+        BookCmd::Show { key, version } => {
+            let book = api.show(&key, version)?;
+            if ctx.json {
+                return print_json(&book);
             }
             println!("key:      {}", book.key);
-            println!("version:  {} ({})", book.version, book.status.as_str());
+            println!("version:  {} ({})", book.version, book.status);
             println!("title:    {}", or_dash(&book.title));
             println!("author:   {}", or_dash(&book.author));
             println!("language: {}", or_dash(&book.language));
@@ -84,21 +110,20 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 book.ebook.map_or("-".to_string(), |n| n.to_string())
             );
             println!("shard:    {}", book.shard);
-            println!("root:     {}", hex::encode(book.root));
+            println!("root:     {}", book.root);
             println!("chunks:   {}", book.count);
             println!("bytes:    {}", book.bytes);
             println!("source:   {}", book.source);
             println!(
                 "spec:     {} {} {}",
-                book.decoding, book.chunking, book.hashing
+                book.spec.decoding, book.spec.chunking, book.spec.hashing
             );
             Ok(())
         }
         BookCmd::Remove { key } => {
-            let mut shard = ctx.store().shard_of(&key)?;
-            let book = shard.remove(&key, now_ms())?;
+            let book = api.remove(&key)?;
             if ctx.json {
-                return print_json(&dto::Book::from(&book));
+                return print_json(&book);
             }
             println!(
                 "removed {} (version {}; history kept)",
@@ -111,10 +136,7 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
             index,
             version,
         } => {
-            let shard = ctx.store().shard_of(&key)?;
-            let book = shard.book(&key, version)?;
-            let proof = shard.proof(&book, index)?;
-            let out = dto::Proof::new(&book, &proof);
+            let out = api.proof(&key, index, version)?;
             if ctx.json {
                 return print_json(&out);
             }
@@ -134,39 +156,25 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
             Ok(())
         }
         BookCmd::Verify { key, version } => {
-            let shard = ctx.store().shard_of(&key)?;
-            let book = shard.book(&key, version)?;
-            let report = shard.verify(&book)?;
-            let ok = report.problems.is_empty();
+            let report = api.verify(&key, version)?;
             if ctx.json {
-                print_json(&dto::Verified {
-                    key: book.key.clone(),
-                    version: book.version,
-                    root: hex::encode(book.root),
-                    count: book.count,
-                    chunks_checked: report.chunks_checked,
-                    ok,
-                    problems: report.problems.clone(),
-                })?;
+                print_json(&report)?;
             } else {
                 for p in &report.problems {
                     println!("problem: {p}");
                 }
-                if ok {
+                if report.ok {
                     println!(
                         "ok: {} version {}: {} chunks, root {} recomputed; proof data and search index agree",
-                        book.key,
-                        book.version,
-                        report.chunks_checked,
-                        hex::encode(book.root)
+                        report.key, report.version, report.chunks_checked, report.root
                     );
                 }
             }
-            if !ok {
+            if !report.ok {
                 bail!(
                     "{} version {} failed verification ({} problems)",
-                    book.key,
-                    book.version,
+                    report.key,
+                    report.version,
                     report.problems.len()
                 );
             }
@@ -178,18 +186,19 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
             k,
             version,
         } => {
-            let hits = ctx
-                .store()
-                .search(&query, key.as_deref().map(|k| (k, version)), k)?;
+            let hits = api.search(&SearchRequest {
+                query,
+                key,
+                version,
+                k,
+            })?;
             if ctx.json {
-                return print_json(&dto::Hits {
-                    hits: hits.iter().map(dto::Hit::from).collect(),
-                });
+                return print_json(&hits);
             }
-            if hits.is_empty() {
+            if hits.hits.is_empty() {
                 println!("no hits");
             }
-            for h in &hits {
+            for h in &hits.hits {
                 let preview: String = h.content.chars().take(240).collect();
                 println!(
                     "{:8.3}  {}  {}  ({})",
@@ -212,28 +221,29 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
     }
 }
 
-fn add(ctx: &Ctx, source: &str, key: Option<String>, shard: Option<String>) -> anyhow::Result<()> {
+fn add(
+    ctx: &Ctx,
+    api: &dyn BookApi,
+    source: &str,
+    key: Option<String>,
+    shard: Option<String>,
+) -> anyhow::Result<()> {
     let limits = &ctx.settings.limits;
+    // Refuse a bad key or shard name before reading or downloading anything.
     if let Some(key) = &key {
         book::validate_key(key)?;
     }
-    let shard_name = shard
-        .or_else(|| ctx.settings.default_shard.clone())
-        .unwrap_or_else(|| DEFAULT_SHARD.to_string());
-    grove::store::validate_shard_name(&shard_name)?;
+    if let Some(shard) = &shard {
+        grove::store::validate_shard_name(shard)?;
+    }
     let bar = progress_bar();
     let bytes = if grove::source::is_url(source) {
-        bar.set_message("downloading");
+        bar.set_message("bytes downloaded");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the download runtime")?;
-        let mut on_progress = |done: u64, total: Option<u64>| {
-            if let Some(total) = total {
-                bar.set_length(total);
-            }
-            bar.set_position(done);
-        };
+        let mut on_progress = |done: u64, _total: Option<u64>| bar.set_position(done);
         runtime.block_on(grove::source::fetch_url(
             source,
             &ctx.settings.fetch,
@@ -243,60 +253,37 @@ fn add(ctx: &Ctx, source: &str, key: Option<String>, shard: Option<String>) -> a
     } else {
         grove::source::read_path(Path::new(source), limits.max_book_bytes)?
     };
-    let text = book::BookText::decode(&bytes, limits.max_book_bytes)
-        .with_context(|| format!("{source}: not stored"))?;
-    drop(bytes);
-    let key = match key {
-        Some(k) => k,
-        None => book::default_key(&text.meta.title)?,
-    };
-    let store = ctx.store();
-    if let Some(other) = store.find_book(&key)? {
-        if other.name() != shard_name {
-            return Err(StoreError::KeyInOtherShard {
-                key,
-                shard: other.name().to_string(),
-            }
-            .into());
-        }
-    }
-    let mut shard = store.open_or_create(&shard_name)?;
-    bar.set_message("chunks stored");
-    bar.set_position(0);
-    bar.set_length(0);
     let source_name = if grove::source::is_url(source) {
         source.to_string()
     } else {
         std::fs::canonicalize(source).map_or(source.to_string(), |p| p.display().to_string())
     };
-    let (status, record) = shard
-        .ingest(
-            &key,
-            &text,
-            limits.max_chunk_bytes,
-            &source_name,
-            now_ms(),
-            &mut |n| bar.set_position(n),
-        )
-        .with_context(|| format!("{source}: not stored"))?;
+    bar.set_message("chunks stored");
+    bar.set_position(0);
+    let request = AddRequest {
+        key,
+        shard,
+        source: source_name,
+    };
+    let added = api.add(&request, &bytes, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
     if ctx.json {
-        return print_json(&dto::Added::new(status, &record));
+        return print_json(&added);
     }
     println!(
         "{}: {} ({} by {}), {} chunks, root {} in shard {}",
-        status.as_str(),
-        record.key,
-        or_dash(&record.title),
-        or_dash(&record.author),
-        record.count,
-        hex::encode(record.root),
-        record.shard
+        added.status,
+        added.key,
+        or_dash(&added.title),
+        or_dash(&added.author),
+        added.count,
+        added.root,
+        added.shard
     );
     Ok(())
 }
 
-/// A progress bar on a terminal; hidden (prints nothing) when stderr is piped.
+/// A progress counter on a terminal; hidden (prints nothing) when stderr is piped.
 fn progress_bar() -> indicatif::ProgressBar {
     if !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
@@ -306,37 +293,4 @@ fn progress_bar() -> indicatif::ProgressBar {
         bar.set_style(style);
     }
     bar
-}
-
-fn list(ctx: &Ctx, all: bool) -> anyhow::Result<()> {
-    let mut books = Vec::new();
-    for shard in ctx.store().open_all()? {
-        books.extend(shard.books(all)?);
-    }
-    books.sort_by(|a, b| (&a.key, a.version).cmp(&(&b.key, b.version)));
-    if ctx.json {
-        return print_json(&dto::BookList {
-            books: books.iter().map(dto::Book::from).collect(),
-        });
-    }
-    if books.is_empty() {
-        println!("no books");
-    }
-    for b in &books {
-        let status = if all {
-            format!(" v{} {}", b.version, b.status.as_str())
-        } else {
-            String::new()
-        };
-        println!(
-            "{}{}  {} chunks  {} — {}  [{}]",
-            b.key,
-            status,
-            b.count,
-            or_dash(&b.title),
-            or_dash(&b.author),
-            b.shard
-        );
-    }
-    Ok(())
 }

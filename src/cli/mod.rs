@@ -19,8 +19,18 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn store(&self) -> grove::store::Store {
-        grove::store::Store::new(&self.state_dir)
+    /// The book operations: through the daemon when one answers on the
+    /// control socket (so there is one writer), else directly on the state.
+    pub fn books(&self) -> Box<dyn grove::api::books::BookApi> {
+        let socket = self.settings.control_socket(&self.state_dir);
+        match grove::api::client::Client::connect(&socket) {
+            Some(client) => Box::new(client),
+            None => Box::new(grove::api::books::LocalBooks::new(
+                &self.state_dir,
+                self.settings.limits.clone(),
+                self.settings.default_shard.clone(),
+            )),
+        }
     }
 }
 
@@ -28,14 +38,6 @@ impl Ctx {
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
-}
-
-/// Milliseconds since the Unix epoch (the store's clock).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// `value` or a dash for human output of missing metadata.

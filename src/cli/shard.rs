@@ -1,7 +1,6 @@
 //! `grove shard list`: each shard's root (books.md section 7) and its books.
 
 use clap::Subcommand;
-use grove::api::dto;
 
 use super::{Ctx, print_json};
 
@@ -14,29 +13,14 @@ pub enum ShardCmd {
 pub fn run(cmd: ShardCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         ShardCmd::List => {
-            let mut shards = Vec::new();
-            for shard in ctx.store().open_all()? {
-                let books = shard.books(false)?;
-                shards.push(dto::Shard {
-                    name: shard.name().to_string(),
-                    root: shard.root()?.map(hex::encode),
-                    books: books
-                        .iter()
-                        .map(|b| dto::ShardBook {
-                            key: b.key.clone(),
-                            root: hex::encode(b.root),
-                            count: b.count,
-                        })
-                        .collect(),
-                });
-            }
+            let list = ctx.books().shards()?;
             if ctx.json {
-                return print_json(&dto::ShardList { shards });
+                return print_json(&list);
             }
-            if shards.is_empty() {
+            if list.shards.is_empty() {
                 println!("no shards");
             }
-            for s in &shards {
+            for s in &list.shards {
                 println!(
                     "{}  root {}",
                     s.name,

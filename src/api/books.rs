@@ -1,0 +1,301 @@
+//! The book operations behind `grove book …`, `shard list` and `audit
+//! verify`, answered as API types. The CLI calls them directly when no
+//! daemon runs; the daemon calls them from its store thread for the control
+//! socket. Both paths therefore give the same answers and errors.
+
+use std::path::{Path, PathBuf};
+
+use super::dto;
+use crate::book::{self, BookText, KeyError, PrepareError};
+use crate::config::Limits;
+use crate::store::{DEFAULT_SHARD, Store, StoreError, audit};
+
+/// What kind of failure an operation met; the daemon maps it to an HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    BadRequest,
+    NotFound,
+    Conflict,
+    Unavailable,
+    Internal,
+}
+
+/// A failed operation, with the message the operator sees.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ApiError {
+        ApiError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        let kind = match &e {
+            StoreError::NoSuchBook(_)
+            | StoreError::NoSuchVersion { .. }
+            | StoreError::NoSuchChunk { .. }
+            | StoreError::Removed(_)
+            | StoreError::NoSuchShard(_) => ErrorKind::NotFound,
+            StoreError::KeyInOtherShard { .. } => ErrorKind::Conflict,
+            StoreError::BadShardName(_) | StoreError::Chunks(_) => ErrorKind::BadRequest,
+            StoreError::DiskFull { .. } | StoreError::NotWritable { .. } => ErrorKind::Unavailable,
+            _ => ErrorKind::Internal,
+        };
+        ApiError::new(kind, e.to_string())
+    }
+}
+
+impl From<KeyError> for ApiError {
+    fn from(e: KeyError) -> ApiError {
+        ApiError::new(ErrorKind::BadRequest, e.to_string())
+    }
+}
+
+/// `book add`: where the bytes came from and where they go.
+#[derive(Debug, Clone)]
+pub struct AddRequest {
+    pub key: Option<String>,
+    pub shard: Option<String>,
+    /// The path or URL, recorded with the book.
+    pub source: String,
+}
+
+/// `book search`: the query and its scope.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub query: String,
+    pub key: Option<String>,
+    pub version: Option<u32>,
+    pub k: usize,
+}
+
+/// The book operations, answered as API types.
+pub trait BookApi {
+    fn add(
+        &self,
+        req: &AddRequest,
+        bytes: &[u8],
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<dto::Added, ApiError>;
+    fn list(&self, all: bool) -> Result<dto::BookList, ApiError>;
+    fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError>;
+    fn remove(&self, key: &str) -> Result<dto::Book, ApiError>;
+    fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError>;
+    fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError>;
+    fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError>;
+    fn shards(&self) -> Result<dto::ShardList, ApiError>;
+    fn audit(&self) -> Result<dto::AuditReport, ApiError>;
+}
+
+/// The book operations on a state directory, in this process.
+#[derive(Debug, Clone)]
+pub struct LocalBooks {
+    state_dir: PathBuf,
+    store: Store,
+    limits: Limits,
+    default_shard: Option<String>,
+}
+
+impl LocalBooks {
+    pub fn new(state_dir: &Path, limits: Limits, default_shard: Option<String>) -> LocalBooks {
+        LocalBooks {
+            state_dir: state_dir.to_path_buf(),
+            store: Store::new(state_dir),
+            limits,
+            default_shard,
+        }
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl BookApi for LocalBooks {
+    fn add(
+        &self,
+        req: &AddRequest,
+        bytes: &[u8],
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<dto::Added, ApiError> {
+        if let Some(key) = &req.key {
+            book::validate_key(key)?;
+        }
+        let shard_name = req
+            .shard
+            .clone()
+            .or_else(|| self.default_shard.clone())
+            .unwrap_or_else(|| DEFAULT_SHARD.to_string());
+        crate::store::validate_shard_name(&shard_name).map_err(StoreError::from)?;
+        let text =
+            BookText::decode(bytes, self.limits.max_book_bytes).map_err(|e: PrepareError| {
+                ApiError::new(
+                    ErrorKind::BadRequest,
+                    format!("{}: not stored: {e}", req.source),
+                )
+            })?;
+        let key = match &req.key {
+            Some(k) => k.clone(),
+            None => book::default_key(&text.meta.title)?,
+        };
+        if let Some(other) = self.store.find_book(&key)? {
+            if other.name() != shard_name {
+                return Err(StoreError::KeyInOtherShard {
+                    key,
+                    shard: other.name().to_string(),
+                }
+                .into());
+            }
+        }
+        let mut shard = self.store.open_or_create(&shard_name)?;
+        let (status, record) = shard
+            .ingest(
+                &key,
+                &text,
+                self.limits.max_chunk_bytes,
+                &req.source,
+                now_ms(),
+                progress,
+            )
+            .map_err(|e| {
+                let e = ApiError::from(e);
+                ApiError::new(e.kind, format!("{}: not stored: {}", req.source, e.message))
+            })?;
+        Ok(dto::Added::new(status, &record))
+    }
+
+    fn list(&self, all: bool) -> Result<dto::BookList, ApiError> {
+        let mut books = Vec::new();
+        for shard in self.store.open_all()? {
+            books.extend(shard.books(all)?);
+        }
+        books.sort_by(|a, b| (&a.key, a.version).cmp(&(&b.key, b.version)));
+        Ok(dto::BookList {
+            books: books.iter().map(dto::Book::from).collect(),
+        })
+    }
+
+    fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
+        Ok(dto::Book::from(
+            &self.store.shard_of(key)?.book(key, version)?,
+        ))
+    }
+
+    fn remove(&self, key: &str) -> Result<dto::Book, ApiError> {
+        let mut shard = self.store.shard_of(key)?;
+        Ok(dto::Book::from(&shard.remove(key, now_ms())?))
+    }
+
+    fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError> {
+        let shard = self.store.shard_of(key)?;
+        let book = shard.book(key, version)?;
+        Ok(dto::Proof::new(&book, &shard.proof(&book, index)?))
+    }
+
+    fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
+        let shard = self.store.shard_of(key)?;
+        let book = shard.book(key, version)?;
+        let report = shard.verify(&book)?;
+        Ok(dto::Verified {
+            key: book.key.clone(),
+            version: book.version,
+            root: hex::encode(book.root),
+            count: book.count,
+            chunks_checked: report.chunks_checked,
+            ok: report.problems.is_empty(),
+            problems: report.problems,
+        })
+    }
+
+    fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
+        let hits = self.store.search(
+            &req.query,
+            req.key.as_deref().map(|k| (k, req.version)),
+            req.k,
+        )?;
+        Ok(dto::Hits {
+            hits: hits.iter().map(dto::Hit::from).collect(),
+        })
+    }
+
+    fn shards(&self) -> Result<dto::ShardList, ApiError> {
+        let mut shards = Vec::new();
+        for shard in self.store.open_all()? {
+            let books = shard.books(false)?;
+            shards.push(dto::Shard {
+                name: shard.name().to_string(),
+                root: shard.root()?.map(hex::encode),
+                books: books
+                    .iter()
+                    .map(|b| dto::ShardBook {
+                        key: b.key.clone(),
+                        root: hex::encode(b.root),
+                        count: b.count,
+                    })
+                    .collect(),
+            });
+        }
+        Ok(dto::ShardList { shards })
+    }
+
+    /// Every database keeps its own chain: each shard, and the databases at
+    /// the top of the state directory (mesh state).
+    fn audit(&self) -> Result<dto::AuditReport, ApiError> {
+        let mut files: Vec<PathBuf> = self
+            .store
+            .shard_names()?
+            .iter()
+            .map(|n| self.store.shard_path(n))
+            .collect();
+        if let Ok(entries) = std::fs::read_dir(&self.state_dir) {
+            let mut top: Vec<_> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "db") && p.is_file())
+                .collect();
+            top.sort();
+            files.extend(top);
+        }
+        let chains: Vec<dto::Chain> = files
+            .into_iter()
+            .map(|path| {
+                let file = path.display().to_string();
+                match audit::verify_file(&path) {
+                    Ok(r) => dto::Chain {
+                        file,
+                        events: r.events,
+                        head: r.head.map(hex::encode),
+                        ok: true,
+                        error: None,
+                    },
+                    Err(e) => dto::Chain {
+                        file,
+                        events: 0,
+                        head: None,
+                        ok: false,
+                        error: Some(e.to_string()),
+                    },
+                }
+            })
+            .collect();
+        Ok(dto::AuditReport {
+            ok: chains.iter().all(|c| c.ok),
+            chains,
+        })
+    }
+}

@@ -1,0 +1,210 @@
+//! The control socket's client: the CLI's way to a running daemon. It
+//! implements [`BookApi`], so a command prints the same whether the daemon
+//! or the CLI itself did the work.
+
+use std::path::{Path, PathBuf};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::de::DeserializeOwned;
+
+use super::books::{AddRequest, ApiError, BookApi, ErrorKind, SearchRequest};
+use super::dto;
+
+/// A connection target: the daemon's control socket.
+pub struct Client {
+    socket: PathBuf,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Client {
+    /// A client when a daemon answers on `socket`; `None` when nothing
+    /// listens there (no socket file, or a stale one).
+    pub fn connect(socket: &Path) -> Option<Client> {
+        std::os::unix::net::UnixStream::connect(socket).ok()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        Some(Client {
+            socket: socket.to_path_buf(),
+            runtime,
+        })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// One request; the answer's JSON as `T`, or the daemon's error.
+    pub fn request<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<T, ApiError> {
+        self.runtime.block_on(self.send(method, path, body))
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<T, ApiError> {
+        let unavailable = |what: &str, e: &dyn std::fmt::Display| {
+            ApiError::new(
+                ErrorKind::Unavailable,
+                format!("control socket {}: {what}: {e}", self.socket.display()),
+            )
+        };
+        let stream = tokio::net::UnixStream::connect(&self.socket)
+            .await
+            .map_err(|e| unavailable("connect", &e))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| unavailable("handshake", &e))?;
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, "grove")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| unavailable("request", &e))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| unavailable("request", &e))?;
+        let status = resp.status();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| unavailable("answer", &e))?
+            .to_bytes();
+        if status == StatusCode::OK {
+            return serde_json::from_slice(&bytes).map_err(|e| unavailable("answer", &e));
+        }
+        let message = serde_json::from_slice::<dto::ErrorBody>(&bytes)
+            .map(|b| b.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+        let kind = match status {
+            StatusCode::BAD_REQUEST => ErrorKind::BadRequest,
+            StatusCode::NOT_FOUND => ErrorKind::NotFound,
+            StatusCode::CONFLICT => ErrorKind::Conflict,
+            StatusCode::SERVICE_UNAVAILABLE => ErrorKind::Unavailable,
+            _ => ErrorKind::Internal,
+        };
+        Err(ApiError::new(kind, message))
+    }
+}
+
+/// Builds `path?name=value&…`, skipping absent values.
+fn url(path: &str, params: &[(&str, Option<String>)]) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in params {
+        if let Some(v) = value {
+            query.append_pair(name, v);
+        }
+    }
+    let query = query.finish();
+    if query.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{query}")
+    }
+}
+
+impl BookApi for Client {
+    fn add(
+        &self,
+        req: &AddRequest,
+        bytes: &[u8],
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<dto::Added, ApiError> {
+        let path = url(
+            "/v1/books/add",
+            &[
+                ("key", req.key.clone()),
+                ("shard", req.shard.clone()),
+                ("source", Some(req.source.clone())),
+            ],
+        );
+        let added: dto::Added = self.request(Method::POST, &path, bytes.to_vec())?;
+        progress(added.count);
+        Ok(added)
+    }
+
+    fn list(&self, all: bool) -> Result<dto::BookList, ApiError> {
+        self.request(
+            Method::GET,
+            &url("/v1/books", &[("all", all.then(|| "true".into()))]),
+            Vec::new(),
+        )
+    }
+
+    fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
+        let path = url(
+            "/v1/books/show",
+            &[
+                ("key", Some(key.into())),
+                ("version", version.map(|v| v.to_string())),
+            ],
+        );
+        self.request(Method::GET, &path, Vec::new())
+    }
+
+    fn remove(&self, key: &str) -> Result<dto::Book, ApiError> {
+        self.request(
+            Method::POST,
+            &url("/v1/books/remove", &[("key", Some(key.into()))]),
+            Vec::new(),
+        )
+    }
+
+    fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError> {
+        let path = url(
+            "/v1/books/proof",
+            &[
+                ("key", Some(key.into())),
+                ("index", Some(index.to_string())),
+                ("version", version.map(|v| v.to_string())),
+            ],
+        );
+        self.request(Method::GET, &path, Vec::new())
+    }
+
+    fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
+        let path = url(
+            "/v1/books/verify",
+            &[
+                ("key", Some(key.into())),
+                ("version", version.map(|v| v.to_string())),
+            ],
+        );
+        self.request(Method::GET, &path, Vec::new())
+    }
+
+    fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
+        let path = url(
+            "/v1/books/search",
+            &[
+                ("q", Some(req.query.clone())),
+                ("key", req.key.clone()),
+                ("version", req.version.map(|v| v.to_string())),
+                ("k", Some(req.k.to_string())),
+            ],
+        );
+        self.request(Method::GET, &path, Vec::new())
+    }
+
+    fn shards(&self) -> Result<dto::ShardList, ApiError> {
+        self.request(Method::GET, "/v1/shards", Vec::new())
+    }
+
+    fn audit(&self) -> Result<dto::AuditReport, ApiError> {
+        self.request(Method::GET, "/v1/audit", Vec::new())
+    }
+}
