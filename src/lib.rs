@@ -10,6 +10,7 @@
 pub mod api;
 pub mod book;
 pub mod config;
+pub mod daemon;
 pub mod grounding;
 pub mod identity;
 pub mod merkle;

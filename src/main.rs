@@ -40,6 +40,11 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::shard::ShardCmd,
     },
+    /// The node daemon.
+    Node {
+        #[command(subcommand)]
+        cmd: cli::node::NodeCmd,
+    },
     /// The audit chains of every database in the state directory.
     Audit {
         #[command(subcommand)]
@@ -76,5 +81,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Book { cmd } => cli::book::run(cmd, &ctx),
         Command::Shard { cmd } => cli::shard::run(cmd, &ctx),
         Command::Audit { cmd } => cli::audit::run(cmd, &ctx),
+        Command::Node { cmd } => cli::node::run(cmd, &ctx),
     }
 }

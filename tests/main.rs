@@ -3,6 +3,7 @@
 
 mod books;
 mod corpus;
+mod daemon;
 mod docs;
 mod proofs;
 mod support;

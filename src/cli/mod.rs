@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod book;
+pub mod node;
 pub mod shard;
 
 use std::path::PathBuf;

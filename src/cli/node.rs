@@ -1,0 +1,69 @@
+//! `grove node run`: the long-lived node, in the foreground.
+
+use clap::Subcommand;
+
+use super::Ctx;
+
+#[derive(Subcommand)]
+pub enum NodeCmd {
+    /// Run the node in the foreground (as systemd's grove.service does).
+    Run,
+}
+
+pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
+    match cmd {
+        NodeCmd::Run => {
+            init_logging(&ctx.settings.log.level)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                // Listen before the node reports ready, so an early SIGTERM is
+                // a clean shutdown rather than the default kill.
+                let shutdown = shutdown_signal()?;
+                grove::daemon::run(ctx.settings.clone(), ctx.state_dir.clone(), shutdown).await?;
+                anyhow::Ok(())
+            })
+        }
+    }
+}
+
+/// A future completing on the first SIGTERM or SIGINT; the handlers are
+/// installed when this returns.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
+    })
+}
+
+/// Logs to stderr. Under journald (JOURNAL_STREAM set) no timestamps or
+/// colours, since the journal adds its own. `RUST_LOG` overrides `log.level`.
+fn init_logging(level: &str) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.is_empty() => EnvFilter::try_new(v)?,
+        _ => {
+            EnvFilter::try_new(level).map_err(|e| anyhow::anyhow!("config key `log.level`: {e}"))?
+        }
+    };
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    if journald {
+        builder.without_time().with_ansi(false).init();
+    } else {
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! `grove node run`: systemd notifications, the control socket carrying
+//! `book` commands, graceful shutdown on SIGTERM, and start-up refusals.
+
+use std::io::Read;
+use std::os::unix::net::UnixDatagram;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{Grove, generated_book};
+
+/// A running `grove node run` with a NOTIFY_SOCKET the test listens on.
+struct Node {
+    child: Child,
+    notify: UnixDatagram,
+}
+
+impl Node {
+    fn start(g: &Grove) -> Node {
+        let notify_path = g.dir.path().join("notify.sock");
+        let _ = std::fs::remove_file(&notify_path);
+        let notify = UnixDatagram::bind(&notify_path).unwrap();
+        notify
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let child = g
+            .cmd(&["node", "run"])
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env("RUST_LOG", "grove=debug,info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Node { child, notify }
+    }
+
+    /// The next notification datagram.
+    fn next_notification(&self) -> String {
+        let mut buf = [0u8; 512];
+        let n = self
+            .notify
+            .recv(&mut buf)
+            .expect("a notification within 60 s");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+
+    /// Waits for exit (at most `limit`) and returns (success, stderr).
+    fn wait(mut self, limit: Duration) -> (bool, String, Duration) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                self.child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                return (status.success(), err, start.elapsed());
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                panic!("the node did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn node_notifies_serves_books_and_stops_on_sigterm() {
+    let g = Grove::new();
+    let node = Node::start(&g);
+    let ready = node.next_notification();
+    assert!(ready.contains("READY=1"), "{ready}");
+    assert!(g.state().join("grove.sock").exists());
+    // `book` commands go through the daemon while it runs.
+    let book = g.write(
+        "b.txt",
+        generated_book("Daemon Tale", "D", 11, 40, 2).as_bytes(),
+    );
+    let added = g.json(&["book", "add", book.to_str().unwrap()]);
+    assert_eq!(added["status"], "added");
+    let hits = g.json(&[
+        "book",
+        "search",
+        "zephyrine",
+        "--key",
+        "books/daemon-tale",
+        "-k",
+        "3",
+    ]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 3);
+    let err = g.fails(&["book", "show", "books/nope"]);
+    assert!(err.contains("no book with key `books/nope`"), "{err}");
+    assert_eq!(g.json(&["book", "verify", "books/daemon-tale"])["ok"], true);
+    let proof = g.json(&["book", "proof", "books/daemon-tale", "1"]);
+    assert_eq!(proof["root"], added["root"]);
+    // SIGTERM: STOPPING=1, a clean exit well within 10 s, socket removed.
+    node.signal(libc::SIGTERM);
+    let stopping = node.next_notification();
+    assert!(stopping.contains("STOPPING=1"), "{stopping}");
+    let (ok, stderr, took) = node.wait(Duration::from_secs(10));
+    assert!(ok, "{stderr}");
+    assert!(took < Duration::from_secs(10));
+    assert!(
+        stderr.contains("/v1/books/add"),
+        "the add went through the daemon:\n{stderr}"
+    );
+    assert!(!g.state().join("grove.sock").exists());
+    // Without the daemon the CLI works on the state directly.
+    assert_eq!(
+        g.json(&["book", "list"])["books"][0]["key"],
+        "books/daemon-tale"
+    );
+    assert_eq!(g.json(&["audit", "verify"])["ok"], true);
+}
+
+#[test]
+fn second_node_on_one_state_is_refused_and_sigint_stops() {
+    let g = Grove::new();
+    let node = Node::start(&g);
+    assert!(node.next_notification().contains("READY=1"));
+    let err = g.fails(&["node", "run"]);
+    assert!(err.contains("is in use by a running grove node"), "{err}");
+    node.signal(libc::SIGINT);
+    let (ok, stderr, _) = node.wait(Duration::from_secs(10));
+    assert!(ok, "{stderr}");
+    // A stale socket file (no listener) does not block the next start.
+    std::os::unix::net::UnixListener::bind(g.state().join("grove.sock")).unwrap();
+    let node = Node::start(&g);
+    assert!(node.next_notification().contains("READY=1"));
+    node.signal(libc::SIGTERM);
+    assert!(node.wait(Duration::from_secs(10)).0);
+}
+
+#[test]
+fn bad_config_is_refused_at_start_with_key_and_reason() {
+    let g = Grove::new();
+    let cfg = g.write("grove.toml", b"[node]\nname = \"\"\n");
+    let err = g.fails(&["--config", cfg.to_str().unwrap(), "node", "run"]);
+    assert!(err.contains("node.name"), "{err}");
+    let cfg = g.write("grove2.toml", b"[control]\nsockett = \"/tmp/x\"\n");
+    let err = g.fails(&["--config", cfg.to_str().unwrap(), "node", "run"]);
+    assert!(err.contains("sockett"), "{err}");
+    let out = g
+        .cmd(&["node", "run"])
+        .env("GROVE_LOG__LEVEL", "grove=notalevel")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("log.level"));
+}
