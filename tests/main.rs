@@ -7,4 +7,5 @@ mod daemon;
 mod docs;
 mod proofs;
 mod support;
+mod systemd;
 mod vectors;
