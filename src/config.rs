@@ -167,13 +167,13 @@ impl Settings {
         if self.log.level.trim().is_empty() {
             return Err(invalid("log.level", "must not be empty (e.g. info)"));
         }
-        if let Some(name) = &self.node.name {
-            if name.trim().is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
-                return Err(invalid(
-                    "node.name",
-                    "1 to 64 characters, no control characters",
-                ));
-            }
+        if let Some(name) = &self.node.name
+            && (name.trim().is_empty() || name.len() > 64 || name.chars().any(char::is_control))
+        {
+            return Err(invalid(
+                "node.name",
+                "1 to 64 characters, no control characters",
+            ));
         }
         if let Some(shard) = &self.default_shard {
             crate::store::validate_shard_name(shard)

@@ -17,6 +17,7 @@ pub mod merkle;
 pub mod mesh;
 pub mod model;
 pub mod moot;
+pub mod net;
 pub mod source;
 pub mod store;
 pub mod text;

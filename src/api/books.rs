@@ -154,14 +154,14 @@ impl BookApi for LocalBooks {
             Some(k) => k.clone(),
             None => book::default_key(&text.meta.title)?,
         };
-        if let Some(other) = self.store.find_book(&key)? {
-            if other.name() != shard_name {
-                return Err(StoreError::KeyInOtherShard {
-                    key,
-                    shard: other.name().to_string(),
-                }
-                .into());
+        if let Some(other) = self.store.find_book(&key)?
+            && other.name() != shard_name
+        {
+            return Err(StoreError::KeyInOtherShard {
+                key,
+                shard: other.name().to_string(),
             }
+            .into());
         }
         let mut shard = self.store.open_or_create(&shard_name)?;
         let (status, record) = shard

@@ -62,10 +62,9 @@ impl Notifier {
         if let Some(pid) = std::env::var("WATCHDOG_PID")
             .ok()
             .and_then(|p| p.parse::<u32>().ok())
+            && pid != std::process::id()
         {
-            if pid != std::process::id() {
-                return None;
-            }
+            return None;
         }
         (usec > 0).then(|| Duration::from_micros(usec / 2))
     }

@@ -152,10 +152,10 @@ impl Store {
                 source: e,
             })?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(stem) = name.strip_suffix(".db") {
-                if validate_shard_name(stem).is_ok() {
-                    names.push(stem.to_string());
-                }
+            if let Some(stem) = name.strip_suffix(".db")
+                && validate_shard_name(stem).is_ok()
+            {
+                names.push(stem.to_string());
             }
         }
         names.sort();

@@ -104,6 +104,7 @@ fn throughput(name: &str, files: &[PathBuf], state: &Path, reps: usize) -> anyho
         chunk_sets.push(book::prepare(&std::fs::read(f)?, LIMITS)?.chunks);
     }
     let (mut sha, mut bare, mut grove) = (Duration::MAX, Duration::MAX, Duration::MAX);
+    let (mut bare_cpu, mut grove_cpu) = (Duration::MAX, Duration::MAX);
     for rep in 0..reps {
         let t = Instant::now();
         let status = std::process::Command::new("sha256sum")
@@ -114,12 +115,16 @@ fn throughput(name: &str, files: &[PathBuf], state: &Path, reps: usize) -> anyho
         if !status.success() {
             bail!("sha256sum failed");
         }
+        let cpu = cpu_time();
         bare = bare.min(bare_insert(
             &state.with_extension(format!("bare{rep}.db")),
             &chunk_sets,
         )?);
+        bare_cpu = bare_cpu.min(cpu_time().saturating_sub(cpu));
         // grove end to end: read, decode, chunk, hash, store, index, audit, commit.
+        let cpu = cpu_time();
         let (_, secs) = ingest_files(&state.with_extension(format!("grove{rep}")), files)?;
+        grove_cpu = grove_cpu.min(cpu_time().saturating_sub(cpu));
         grove = grove.min(Duration::from_secs_f64(secs));
     }
     drop(chunk_sets);
@@ -140,7 +145,24 @@ fn throughput(name: &str, files: &[PathBuf], state: &Path, reps: usize) -> anyho
         mb / grove.as_secs_f64(),
         grove.as_secs_f64() / bare.as_secs_f64()
     );
+    println!(
+        "  CPU time (both threads): bare {:.0} ms, grove {:.0} ms ({:.2}x)",
+        bare_cpu.as_secs_f64() * 1e3,
+        grove_cpu.as_secs_f64() * 1e3,
+        grove_cpu.as_secs_f64() / bare_cpu.as_secs_f64()
+    );
     Ok(())
+}
+
+/// User + system CPU time of this process so far (all threads).
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 /// The same index layout grove uses (one FTS5 table per book), with nothing

@@ -1,0 +1,307 @@
+//! The task that owns the swarm: turns commands into swarm calls and swarm
+//! events into [`Event`]s. Every failure becomes an event or an error reply.
+
+use std::collections::HashMap;
+
+use futures::StreamExt;
+use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
+use libp2p::swarm::SwarmEvent;
+use libp2p::{PeerId, Swarm, gossipsub, identity, noise, tcp, yamux};
+use tokio::sync::{mpsc, oneshot};
+
+use super::behaviour::{self, Behaviour, BehaviourEvent};
+use super::{Command, Event, NetConfig, NetError, Verdict};
+
+type Pending = oneshot::Sender<Result<Vec<u8>, NetError>>;
+
+struct EventLoop {
+    swarm: Swarm<Behaviour>,
+    commands: mpsc::Receiver<Command>,
+    events: mpsc::Sender<Event>,
+    /// Outbound requests awaiting an answer, by protocol and id (ids are
+    /// per behaviour).
+    requests: HashMap<(&'static str, OutboundRequestId), Pending>,
+    responses: HashMap<u64, (&'static str, ResponseChannel<Vec<u8>>)>,
+    next_inbound: u64,
+    members: Vec<PeerId>,
+}
+
+pub(super) async fn spawn(
+    keypair: identity::Keypair,
+    config: NetConfig,
+    commands: mpsc::Receiver<Command>,
+    events: mpsc::Sender<Event>,
+) -> Result<(), NetError> {
+    let behaviour = behaviour::build(&keypair, &config).map_err(NetError::Transport)?;
+    let mut swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default().nodelay(true),
+            noise::Config::new,
+            yamux::Config::default,
+        )
+        .map_err(|e| NetError::Transport(e.to_string()))?
+        .with_behaviour(|_| behaviour)
+        .map_err(|e| NetError::Transport(e.to_string()))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(config.idle_timeout))
+        .build();
+    for addr in &config.listen {
+        swarm
+            .listen_on(addr.clone())
+            .map_err(|e| NetError::Listen {
+                addr: addr.to_string(),
+                reason: e.to_string(),
+            })?;
+    }
+    // Wait until every listener has its address, so callers (and invites)
+    // see the ports actually bound.
+    let mut bound = 0;
+    while bound < config.listen.len() {
+        match swarm.select_next_some().await {
+            SwarmEvent::NewListenAddr { address, .. } => {
+                bound += 1;
+                let _ = events.try_send(Event::Listening(address));
+            }
+            SwarmEvent::ListenerError { error, .. }
+            | SwarmEvent::ListenerClosed {
+                reason: Err(error), ..
+            } => {
+                return Err(NetError::Listen {
+                    addr: "listener".into(),
+                    reason: error.to_string(),
+                });
+            }
+            _ => {}
+        }
+    }
+    let event_loop = EventLoop {
+        swarm,
+        commands,
+        events,
+        requests: HashMap::new(),
+        responses: HashMap::new(),
+        next_inbound: 0,
+        members: Vec::new(),
+    };
+    tokio::spawn(event_loop.run());
+    Ok(())
+}
+
+impl EventLoop {
+    async fn run(mut self) {
+        loop {
+            tokio::select! {
+                event = self.swarm.select_next_some() => self.on_swarm(event).await,
+                command = self.commands.recv() => match command {
+                    Some(c) => self.on_command(c),
+                    // Every handle is gone: the node is shutting down.
+                    None => break,
+                },
+            }
+        }
+    }
+
+    fn emit(&self, event: Event) {
+        // A full event queue means the node is overloaded: drop and count
+        // rather than block the swarm.
+        if let Err(e) = self.events.try_send(event) {
+            tracing::debug!("network event dropped: {e}");
+        }
+    }
+
+    fn on_command(&mut self, command: Command) {
+        let behaviour = self.swarm.behaviour_mut();
+        match command {
+            Command::Dial(addr, reply) => {
+                let result = self.swarm.dial(addr.clone()).map_err(|e| NetError::Dial {
+                    addr: addr.to_string(),
+                    reason: e.to_string(),
+                });
+                let _ = reply.send(result);
+            }
+            Command::Listeners(reply) => {
+                let _ = reply.send(self.swarm.listeners().cloned().collect());
+            }
+            Command::Subscribe(topic, reply) => {
+                let result = behaviour
+                    .gossipsub
+                    .subscribe(&gossipsub::IdentTopic::new(topic))
+                    .map(|_| ())
+                    .map_err(|e| NetError::Publish(e.to_string()));
+                let _ = reply.send(result);
+            }
+            Command::Publish(topic, data, reply) => {
+                let result = behaviour
+                    .gossipsub
+                    .publish(gossipsub::IdentTopic::new(topic), data)
+                    .map(|_| ())
+                    .map_err(|e| NetError::Publish(e.to_string()));
+                let _ = reply.send(result);
+            }
+            Command::Report(id, source, verdict) => {
+                let acceptance = match verdict {
+                    Verdict::Accept => gossipsub::MessageAcceptance::Accept,
+                    Verdict::Reject => gossipsub::MessageAcceptance::Reject,
+                    Verdict::Ignore => gossipsub::MessageAcceptance::Ignore,
+                };
+                behaviour.gossipsub.report_message_validation_result(
+                    &gossipsub::MessageId::from(id),
+                    &source,
+                    acceptance,
+                );
+            }
+            Command::Request(peer, protocol, data, reply) => {
+                let Some(name) = behaviour::PROTOCOLS
+                    .iter()
+                    .copied()
+                    .find(|p| *p == protocol)
+                else {
+                    let _ = reply.send(Err(NetError::UnknownProtocol(protocol)));
+                    return;
+                };
+                if let Some(rpc) = behaviour.rpc(name) {
+                    let id = rpc.send_request(&peer, super::codec::Request { protocol, data });
+                    self.requests.insert((name, id), reply);
+                }
+            }
+            Command::Respond(id, data) => {
+                if let Some((name, channel)) = self.responses.remove(&id) {
+                    let sent = behaviour
+                        .rpc(name)
+                        .map(|rpc| rpc.send_response(channel, data).is_ok());
+                    if sent != Some(true) {
+                        tracing::debug!(id, "response not sent: the requester went away");
+                    }
+                }
+            }
+            Command::SetPeers { members, blocked } => {
+                for old in std::mem::take(&mut self.members) {
+                    behaviour.gossipsub.remove_explicit_peer(&old);
+                }
+                for peer in &members {
+                    if *peer != *self.swarm.local_peer_id() {
+                        self.swarm.behaviour_mut().gossipsub.add_explicit_peer(peer);
+                    }
+                }
+                for peer in blocked {
+                    let behaviour = self.swarm.behaviour_mut();
+                    behaviour.gossipsub.blacklist_peer(&peer);
+                    behaviour.blocked.block_peer(peer);
+                }
+                self.members = members;
+            }
+            Command::Connected(reply) => {
+                let _ = reply.send(self.swarm.connected_peers().copied().collect());
+            }
+        }
+    }
+
+    async fn on_swarm(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        match event {
+            SwarmEvent::NewListenAddr { address, .. } => self.emit(Event::Listening(address)),
+            SwarmEvent::ConnectionEstablished {
+                peer_id,
+                num_established,
+                ..
+            } if num_established.get() == 1 => {
+                self.emit(Event::PeerConnected(peer_id));
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                num_established: 0,
+                ..
+            } => {
+                self.emit(Event::PeerDisconnected(peer_id));
+            }
+            SwarmEvent::IncomingConnectionError { error, .. } => {
+                self.emit(Event::Dropped {
+                    peer: None,
+                    reason: format!("incoming connection: {error}"),
+                });
+            }
+            SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+                self.emit(Event::Dropped {
+                    peer: peer_id,
+                    reason: format!("outgoing connection: {error}"),
+                });
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
+                propagation_source,
+                message_id,
+                message,
+            })) => {
+                self.emit(Event::Gossip {
+                    id: message_id.to_string(),
+                    source: propagation_source,
+                    topic: message.topic.into_string(),
+                    data: message.data,
+                });
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Join(event)) => {
+                self.on_rpc(behaviour::PROTOCOLS[0], event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Sync(event)) => {
+                self.on_rpc(behaviour::PROTOCOLS[1], event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Search(event)) => {
+                self.on_rpc(behaviour::PROTOCOLS[2], event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Turn(event)) => {
+                self.on_rpc(behaviour::PROTOCOLS[3], event)
+            }
+            _ => {}
+        }
+    }
+
+    fn on_rpc(
+        &mut self,
+        name: &'static str,
+        event: request_response::Event<super::codec::Request, Vec<u8>>,
+    ) {
+        match event {
+            request_response::Event::Message { peer, message, .. } => match message {
+                request_response::Message::Request {
+                    request, channel, ..
+                } => {
+                    let id = self.next_inbound;
+                    self.next_inbound += 1;
+                    self.responses.insert(id, (name, channel));
+                    self.emit(Event::Request {
+                        id,
+                        peer,
+                        protocol: request.protocol,
+                        data: request.data,
+                    });
+                }
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(reply) = self.requests.remove(&(name, request_id)) {
+                        let _ = reply.send(Ok(response));
+                    }
+                }
+            },
+            request_response::Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            } => {
+                if let Some(reply) = self.requests.remove(&(name, request_id)) {
+                    let _ = reply.send(Err(NetError::Request {
+                        peer,
+                        reason: error.to_string(),
+                    }));
+                }
+            }
+            request_response::Event::InboundFailure { peer, error, .. } => {
+                self.emit(Event::Dropped {
+                    peer: Some(peer),
+                    reason: format!("inbound request: {error}"),
+                });
+            }
+            request_response::Event::ResponseSent { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The network edge: a libp2p swarm (TCP + Noise + Yamux) owned by one
+//! event loop task. The rest of the node talks to it through a [`Network`]
+//! handle (bounded command channel, each command with its own reply) and
+//! receives [`Event`]s; network failures arrive as events, never panics.
+//! Payloads are opaque bytes here: signing, sealing and `proto/` encoding
+//! belong to the layers above.
+
+mod behaviour;
+pub mod codec;
+mod event_loop;
+
+use std::time::Duration;
+
+pub use behaviour::PROTOCOLS;
+use libp2p::{Multiaddr, PeerId, identity};
+use tokio::sync::{mpsc, oneshot};
+
+/// Network settings, already validated.
+#[derive(Debug, Clone)]
+pub struct NetConfig {
+    pub listen: Vec<Multiaddr>,
+    pub max_message_bytes: usize,
+    pub max_connections: u32,
+    pub request_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+/// Failures the network reports to callers.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen { addr: String, reason: String },
+    #[error("transport: {0}")]
+    Transport(String),
+    #[error("dial {addr}: {reason}")]
+    Dial { addr: String, reason: String },
+    #[error("publish: {0}")]
+    Publish(String),
+    #[error("request to {peer}: {reason}")]
+    Request { peer: PeerId, reason: String },
+    #[error("unknown protocol {0}")]
+    UnknownProtocol(String),
+    #[error("the network task has stopped")]
+    Stopped,
+}
+
+/// How gossip validation ended, reported back to gossipsub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Accept,
+    Reject,
+    Ignore,
+}
+
+/// What the network tells the node.
+#[derive(Debug)]
+pub enum Event {
+    Listening(Multiaddr),
+    PeerConnected(PeerId),
+    PeerDisconnected(PeerId),
+    /// A gossip message awaiting its [`Verdict`] (report it with
+    /// [`Network::report`]).
+    Gossip {
+        id: String,
+        source: PeerId,
+        topic: String,
+        data: Vec<u8>,
+    },
+    /// A request to answer with [`Network::respond`] using `id`.
+    Request {
+        id: u64,
+        peer: PeerId,
+        protocol: String,
+        data: Vec<u8>,
+    },
+    /// Something was dropped (oversized, malformed, failed stream…), for counters.
+    Dropped {
+        peer: Option<PeerId>,
+        reason: String,
+    },
+}
+
+enum Command {
+    Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
+    Listeners(oneshot::Sender<Vec<Multiaddr>>),
+    Subscribe(String, oneshot::Sender<Result<(), NetError>>),
+    Publish(String, Vec<u8>, oneshot::Sender<Result<(), NetError>>),
+    Report(String, PeerId, Verdict),
+    Request(
+        PeerId,
+        String,
+        Vec<u8>,
+        oneshot::Sender<Result<Vec<u8>, NetError>>,
+    ),
+    Respond(u64, Vec<u8>),
+    SetPeers {
+        members: Vec<PeerId>,
+        blocked: Vec<PeerId>,
+    },
+    Connected(oneshot::Sender<Vec<PeerId>>),
+}
+
+/// A handle to the network task; cheap to clone.
+#[derive(Clone)]
+pub struct Network {
+    commands: mpsc::Sender<Command>,
+    local: PeerId,
+}
+
+impl Network {
+    /// Builds the swarm, starts listening and spawns the event loop on the
+    /// current tokio runtime.
+    pub async fn start(
+        keypair: identity::Keypair,
+        config: NetConfig,
+    ) -> Result<(Network, mpsc::Receiver<Event>), NetError> {
+        let local = keypair.public().to_peer_id();
+        let (commands, command_rx) = mpsc::channel(256);
+        let (events_tx, events) = mpsc::channel(1024);
+        event_loop::spawn(keypair, config, command_rx, events_tx).await?;
+        Ok((Network { commands, local }, events))
+    }
+
+    pub fn local_peer_id(&self) -> PeerId {
+        self.local
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(make(tx))
+            .await
+            .map_err(|_| NetError::Stopped)?;
+        rx.await.map_err(|_| NetError::Stopped)
+    }
+
+    pub async fn dial(&self, addr: Multiaddr) -> Result<(), NetError> {
+        self.ask(|tx| Command::Dial(addr, tx)).await?
+    }
+
+    /// The addresses actually bound (after `/tcp/0` picked a port).
+    pub async fn listeners(&self) -> Result<Vec<Multiaddr>, NetError> {
+        self.ask(Command::Listeners).await
+    }
+
+    pub async fn subscribe(&self, topic: &str) -> Result<(), NetError> {
+        let topic = topic.to_string();
+        self.ask(|tx| Command::Subscribe(topic, tx)).await?
+    }
+
+    pub async fn publish(&self, topic: &str, data: Vec<u8>) -> Result<(), NetError> {
+        let topic = topic.to_string();
+        self.ask(|tx| Command::Publish(topic, data, tx)).await?
+    }
+
+    pub async fn report(
+        &self,
+        message_id: String,
+        source: PeerId,
+        verdict: Verdict,
+    ) -> Result<(), NetError> {
+        self.commands
+            .send(Command::Report(message_id, source, verdict))
+            .await
+            .map_err(|_| NetError::Stopped)
+    }
+
+    pub async fn request(
+        &self,
+        peer: PeerId,
+        protocol: &str,
+        data: Vec<u8>,
+    ) -> Result<Vec<u8>, NetError> {
+        let protocol = protocol.to_string();
+        self.ask(|tx| Command::Request(peer, protocol, data, tx))
+            .await?
+    }
+
+    pub async fn respond(&self, id: u64, data: Vec<u8>) -> Result<(), NetError> {
+        self.commands
+            .send(Command::Respond(id, data))
+            .await
+            .map_err(|_| NetError::Stopped)
+    }
+
+    /// Sets who may gossip with us (gossipsub explicit peers) and who is
+    /// refused at the connection level; called at every epoch.
+    pub async fn set_peers(
+        &self,
+        members: Vec<PeerId>,
+        blocked: Vec<PeerId>,
+    ) -> Result<(), NetError> {
+        self.commands
+            .send(Command::SetPeers { members, blocked })
+            .await
+            .map_err(|_| NetError::Stopped)
+    }
+
+    pub async fn connected(&self) -> Result<Vec<PeerId>, NetError> {
+        self.ask(Command::Connected).await
+    }
+}

@@ -1,0 +1,148 @@
+//! Two in-process networks on 127.0.0.1: connect, gossip with validation,
+//! requests on versioned protocols, limits, and the block list.
+
+use std::time::Duration;
+
+use grove::net::{Event, NetConfig, Network, Verdict};
+use libp2p::identity::Keypair;
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+
+fn config() -> NetConfig {
+    NetConfig {
+        listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
+        max_message_bytes: 64 * 1024,
+        max_connections: 16,
+        request_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(60),
+    }
+}
+
+/// The next event matching `pick`, within 20 s.
+async fn next<T>(
+    events: &mut mpsc::Receiver<Event>,
+    mut pick: impl FnMut(Event) -> Option<T>,
+) -> T {
+    timeout(Duration::from_secs(20), async {
+        loop {
+            let event = events.recv().await.expect("network task alive");
+            if let Some(v) = pick(event) {
+                return v;
+            }
+        }
+    })
+    .await
+    .expect("event within 20 s")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gossip_requests_limits_and_blocking() {
+    let (a, mut ea) = Network::start(Keypair::generate_ed25519(), config())
+        .await
+        .unwrap();
+    let (b, mut eb) = Network::start(Keypair::generate_ed25519(), config())
+        .await
+        .unwrap();
+    let addr = a.listeners().await.unwrap()[0].clone();
+    assert!(
+        addr.to_string().starts_with("/ip4/127.0.0.1/tcp/")
+            && !addr.to_string().ends_with("/tcp/0")
+    );
+    b.dial(addr.clone()).await.unwrap();
+    let (pa, pb) = (a.local_peer_id(), b.local_peer_id());
+    next(&mut ea, |e| {
+        matches!(e, Event::PeerConnected(p) if p == pb).then_some(())
+    })
+    .await;
+    next(&mut eb, |e| {
+        matches!(e, Event::PeerConnected(p) if p == pa).then_some(())
+    })
+    .await;
+    a.set_peers(vec![pa, pb], vec![]).await.unwrap();
+    b.set_peers(vec![pa, pb], vec![]).await.unwrap();
+
+    // Gossip: published by A, validated by B.
+    a.subscribe("grove/test/1").await.unwrap();
+    b.subscribe("grove/test/1").await.unwrap();
+    let payload = b"a shard root announcement".to_vec();
+    timeout(Duration::from_secs(20), async {
+        while a.publish("grove/test/1", payload.clone()).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("publish succeeds once B's subscription is known");
+    let (id, source, data) = next(&mut eb, |e| match e {
+        Event::Gossip {
+            id,
+            source,
+            topic,
+            data,
+        } if topic == "grove/test/1" => Some((id, source, data)),
+        _ => None,
+    })
+    .await;
+    assert_eq!(data, payload);
+    assert_eq!(source, pa);
+    b.report(id, source, Verdict::Accept).await.unwrap();
+    // Gossip over the size limit is refused at publish.
+    assert!(
+        a.publish("grove/test/1", vec![0u8; 70 * 1024])
+            .await
+            .is_err()
+    );
+
+    // Requests: B asks A on /grove/search/1; A answers from its event stream.
+    let answering = tokio::spawn(async move {
+        loop {
+            match ea.recv().await {
+                Some(Event::Request {
+                    id,
+                    peer,
+                    protocol,
+                    data,
+                }) => {
+                    assert_eq!(peer, pb);
+                    let mut answer = protocol.into_bytes();
+                    answer.extend_from_slice(&data);
+                    a.respond(id, answer).await.unwrap();
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+    });
+    let answer = b
+        .request(pa, "/grove/search/1", b"whale".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(answer, b"/grove/search/1whale");
+    let answer = b
+        .request(pa, "/grove/join/1", b"invite".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(answer, b"/grove/join/1invite");
+    assert!(
+        b.request(pa, "/grove/nope/1", vec![]).await.is_err(),
+        "unknown protocol refused"
+    );
+    assert!(
+        b.request(pa, "/grove/search/1", vec![1u8; 65 * 1024])
+            .await
+            .is_err(),
+        "oversized request refused"
+    );
+
+    // Blocking: once B blocks A, the connection goes and requests fail.
+    b.set_peers(vec![pb], vec![pa]).await.unwrap();
+    next(&mut eb, |e| {
+        matches!(e, Event::PeerDisconnected(p) if p == pa).then_some(())
+    })
+    .await;
+    assert!(
+        b.request(pa, "/grove/search/1", b"x".to_vec())
+            .await
+            .is_err()
+    );
+    answering.abort();
+}
