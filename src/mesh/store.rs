@@ -1,0 +1,1 @@
+//! SQLite persistence of mesh state (`<state_dir>/mesh.db`).
