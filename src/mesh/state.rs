@@ -1657,24 +1657,29 @@ pub fn verify_join_request(
     signed: &wire::Signed,
     roster: &Roster,
 ) -> Result<(JoinCheck, wire::JoinRequest), MeshError> {
-    let (req, signer) = codec::open_signed::<wire::JoinRequest>(signed, tag::JOIN, "join request")?;
-    if req.mesh_id != roster.mesh_id {
+    let (check, req) = parse_join_request(signed)?;
+    if req.mesh_id != roster.mesh_id || check.invite.mesh_id != roster.mesh_id {
         return Err(MeshError::WrongMesh("join request"));
     }
+    if roster
+        .member_with_key(&check.invite.inviter, &check.invite.inviter_key)
+        .is_none()
+    {
+        return Err(MeshError::InviteVoid);
+    }
+    Ok((check, req))
+}
+
+/// Verifies a join request's own signatures and keys (no roster needed).
+pub fn parse_join_request(
+    signed: &wire::Signed,
+) -> Result<(JoinCheck, wire::JoinRequest), MeshError> {
+    let (req, signer) = codec::open_signed::<wire::JoinRequest>(signed, tag::JOIN, "join request")?;
     let signed_invite = req
         .invite
         .as_ref()
         .ok_or_else(|| MeshError::malformed("join request", "no invite"))?;
     let inv = invite::verify(signed_invite)?;
-    if inv.mesh_id != roster.mesh_id {
-        return Err(MeshError::WrongMesh("invite"));
-    }
-    if roster
-        .member_with_key(&inv.inviter, &inv.inviter_key)
-        .is_none()
-    {
-        return Err(MeshError::InviteVoid);
-    }
     let ed = bytes32(&req.ed25519, "join request ed25519 key")?;
     if ed != signer {
         return Err(MeshError::BadSignature("join request"));
@@ -1700,6 +1705,32 @@ pub fn verify_join_request(
         },
         req,
     ))
+}
+
+/// The change a proposal carries, without checks against a roster.
+pub(crate) fn proposal_change(
+    body: &wire::Proposal,
+) -> Result<(Change, Option<Vec<u8>>, Option<Vec<u8>>), MeshError> {
+    let change = body
+        .change
+        .as_ref()
+        .ok_or_else(|| MeshError::malformed("proposal", "no change"))?;
+    Ok(match change {
+        wire::proposal::Change::Add(req) => {
+            let (join, _) = parse_join_request(req)?;
+            let joiner = join.member.peer_id.clone();
+            (
+                Change::Add(join.member),
+                Some(joiner),
+                Some(join.invite.invite_id.to_vec()),
+            )
+        }
+        wire::proposal::Change::Kick(peer) => (Change::Kick(peer.clone()), None, None),
+        wire::proposal::Change::Rotate(_) => (Change::Rotate, None, None),
+        wire::proposal::Change::Quorum(q) => {
+            (Change::Quorum(QuorumRule::from_wire(q)?), None, None)
+        }
+    })
 }
 
 type CheckedChange = (Change, Option<Vec<u8>>, Option<[u8; 16]>);
