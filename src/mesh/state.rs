@@ -1502,8 +1502,9 @@ impl MeshState {
                 json!({"epoch": tx.s.epoch(), "from": identity::peer_id_text(&body.responder)}),
             );
         }
+        // pending_sync stays set: more members may answer the same request,
+        // and a node on a losing branch learns the winning one from any of them.
         tx.s.synced = true;
-        tx.s.pending_sync = None;
         Ok(())
     }
 
