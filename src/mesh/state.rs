@@ -962,6 +962,10 @@ impl MeshState {
         if body.created_ms > now_ms.saturating_add(MAX_CLOCK_SKEW_MS) {
             return Err(MeshError::InvalidProposal("created in the future".into()));
         }
+        // A backdated proposal could claim votes released that are not.
+        if body.created_ms < now_ms.saturating_sub(MAX_CLOCK_SKEW_MS) {
+            return Err(MeshError::InvalidProposal("created too long ago".into()));
+        }
         if now_ms >= body.expires_ms {
             return Err(MeshError::ProposalExpired);
         }
