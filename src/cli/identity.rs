@@ -44,5 +44,6 @@ pub fn run(cmd: IdentityCmd, ctx: &Ctx) -> anyhow::Result<()> {
 /// Loads (or creates on first use) this node's keys, refusing unsafe key files.
 pub fn load(ctx: &Ctx) -> anyhow::Result<Identity> {
     let dir = ctx.state_dir.join(IDENTITY_DIR);
-    Identity::load_or_create(&dir).with_context(|| format!("loading the node identity from {}", dir.display()))
+    Identity::load_or_create(&dir)
+        .with_context(|| format!("loading the node identity from {}", dir.display()))
 }

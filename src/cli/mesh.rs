@@ -198,7 +198,12 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             let q = parse_quorum(&quorum)?;
             let r = s.state.init(&s.id, &name, q, now, &mut rng);
             s.apply(r, now)?;
-            let mesh_id = s.state.mesh.as_ref().map(|m| hex::encode(m.mesh_id)).unwrap_or_default();
+            let mesh_id = s
+                .state
+                .mesh
+                .as_ref()
+                .map(|m| hex::encode(m.mesh_id))
+                .unwrap_or_default();
             if ctx.json {
                 println!("{}", json!({"mesh_id": mesh_id, "name": name, "epoch": 0}));
             } else {
@@ -212,7 +217,9 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             ttl_secs,
         }) => {
             let ttl = ttl_secs.map(|t| i64::try_from(t.saturating_mul(1000)).unwrap_or(i64::MAX));
-            let r = s.state.create_invite(&s.id, bootstrap, note, ttl, now, &mut rng);
+            let r = s
+                .state
+                .create_invite(&s.id, bootstrap, note, ttl, now, &mut rng);
             let t = s.apply(r, now)?;
             let text = t.output.unwrap_or_default();
             let inv = invite::verify(&invite::from_text(&text)?)?;
@@ -223,7 +230,11 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 );
             } else {
                 println!("{text}");
-                eprintln!("invite {} expires at {} ms", hex::encode(inv.invite_id), inv.expires_ms);
+                eprintln!(
+                    "invite {} expires at {} ms",
+                    hex::encode(inv.invite_id),
+                    inv.expires_ms
+                );
             }
         }
         MeshCmd::Invite(InviteCmd::Revoke { id }) => {
@@ -262,7 +273,9 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
         }
         MeshCmd::Propose(p) => {
             let change = match p {
-                ProposeCmd::Add { request } => ProposalChange::Add(join_request_from_hex(&request)?),
+                ProposeCmd::Add { request } => {
+                    ProposalChange::Add(join_request_from_hex(&request)?)
+                }
                 ProposeCmd::Kick { peer } => ProposalChange::Kick(parse_peer(&peer)?),
                 ProposeCmd::Rotate => ProposalChange::Rotate,
                 ProposeCmd::Quorum { rule } => ProposalChange::Quorum(parse_quorum(&rule)?),
@@ -270,7 +283,11 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             let before = s.state.epoch();
             let r = s.state.propose(&s.id, change, now, &mut rng);
             let t = s.apply(r, now)?;
-            print_outbound(ctx, &t, json!({"epoch": s.state.epoch(), "committed": s.state.epoch() > before}));
+            print_outbound(
+                ctx,
+                &t,
+                json!({"epoch": s.state.epoch(), "committed": s.state.epoch() > before}),
+            );
         }
         MeshCmd::Vote { proposal, choice } => {
             let hash = parse_hex::<32>(&proposal, "proposal hash")?;
@@ -292,7 +309,11 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             let bytes = hex::decode(message.trim()).context("message: not hex")?;
             let r = s.state.receive(&s.id, &bytes, now, &mut rng);
             let t = s.apply(r, now)?;
-            print_outbound(ctx, &t, json!({"epoch": s.state.epoch(), "member": s.state.is_member()}));
+            print_outbound(
+                ctx,
+                &t,
+                json!({"epoch": s.state.epoch(), "member": s.state.is_member()}),
+            );
         }
         MeshCmd::Outbox => {
             let q = s.store.outbox()?;
@@ -304,7 +325,12 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 println!("{}", serde_json::Value::Array(rows));
             } else {
                 for r in rows {
-                    println!("{} {} {}", r["seq"], r["to"], r["message"].as_str().unwrap_or(""));
+                    println!(
+                        "{} {} {}",
+                        r["seq"],
+                        r["to"],
+                        r["message"].as_str().unwrap_or("")
+                    );
                 }
             }
         }
@@ -321,7 +347,11 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 println!("no equivocation evidence");
             } else {
                 for r in rows {
-                    println!("epoch {} voter {}", r["epoch"], r["voter"].as_str().unwrap_or(""));
+                    println!(
+                        "epoch {} voter {}",
+                        r["epoch"],
+                        r["voter"].as_str().unwrap_or("")
+                    );
                 }
             }
         }
@@ -333,7 +363,8 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
 fn join_request_from_hex(text: &str) -> anyhow::Result<wire::Signed> {
     use prost::Message;
     let bytes = hex::decode(text.trim()).context("join request: not hex")?;
-    let msg = wire::MeshMessage::decode(bytes.as_slice()).context("join request: not a mesh message")?;
+    let msg =
+        wire::MeshMessage::decode(bytes.as_slice()).context("join request: not a mesh message")?;
     match msg.kind {
         Some(wire::mesh_message::Kind::JoinRequest(s)) => Ok(s),
         _ => bail!("that message is not a join request"),
@@ -343,7 +374,10 @@ fn join_request_from_hex(text: &str) -> anyhow::Result<wire::Signed> {
 fn show(ctx: &Ctx, state: &MeshState) {
     let Some(roster) = state.roster() else {
         if ctx.json {
-            println!("{}", json!({"mesh": null, "pending_join": state.pending_join.as_ref().map(|p| hex::encode(p.mesh_id))}));
+            println!(
+                "{}",
+                json!({"mesh": null, "pending_join": state.pending_join.as_ref().map(|p| hex::encode(p.mesh_id))})
+            );
         } else if let Some(p) = &state.pending_join {
             println!("waiting to join mesh {}", hex::encode(p.mesh_id));
         } else {
@@ -392,7 +426,11 @@ fn show(ctx: &Ctx, state: &MeshState) {
         println!("{v}");
         return;
     }
-    println!("mesh {} ({})", roster.mesh_name, hex::encode(roster.mesh_id));
+    println!(
+        "mesh {} ({})",
+        roster.mesh_name,
+        hex::encode(roster.mesh_id)
+    );
     println!(
         "epoch {}  roster {}  quorum {}/{} ({} of {})",
         roster.epoch,
@@ -406,7 +444,12 @@ fn show(ctx: &Ctx, state: &MeshState) {
         println!("this node is not a member");
     }
     for m in &roster.members {
-        println!("  {}  {}  (since epoch {})", identity::peer_id_text(&m.peer_id), m.name, m.joined_epoch);
+        println!(
+            "  {}  {}  (since epoch {})",
+            identity::peer_id_text(&m.peer_id),
+            m.name,
+            m.joined_epoch
+        );
     }
     for p in &proposals {
         println!(
@@ -419,6 +462,9 @@ fn show(ctx: &Ctx, state: &MeshState) {
         );
     }
     if !state.evidence.is_empty() {
-        println!("equivocation evidence: {} (see `grove mesh evidence`)", state.evidence.len());
+        println!(
+            "equivocation evidence: {} (see `grove mesh evidence`)",
+            state.evidence.len()
+        );
     }
 }
