@@ -1173,14 +1173,12 @@ impl MeshState {
         }
         let prev_hash = bytes32(&core.prev_roster_hash, "commit parent")?;
         let Some(prev) = self.rosters.get(&prev_hash) else {
-            let tip_epoch = self.epoch();
-            if core.new_epoch <= tip_epoch
-                && self.chain().len() as u64 > tip_epoch.saturating_sub(core.new_epoch)
-            {
+            // Built on a roster this node does not have: an old branch, or this node is behind.
+            if core.new_epoch <= self.epoch() {
                 return Err(MeshError::StaleEpoch {
                     what: "commit",
                     got: core.new_epoch,
-                    current: tip_epoch,
+                    current: self.epoch(),
                 });
             }
             return Err(MeshError::UnknownRoster {
@@ -1534,10 +1532,8 @@ impl MeshState {
             return Err(MeshError::WrongMesh("welcome"));
         }
         let prev_hash = prev.hash();
-        let inviter = prev
-            .member(&pending.inviter)
-            .ok_or(MeshError::InviteVoid)?
-            .clone();
+        // The inviter must be a member of the roster the joiner is added to.
+        prev.member(&pending.inviter).ok_or(MeshError::InviteVoid)?;
         let parsed = codec::parse_signed::<wire::Commit>(signed, tag::COMMIT, "commit")?;
         let core: wire::CommitCore = codec::decode_canonical(&parsed.msg.core, "commit core")?;
         if bytes32(&core.prev_roster_hash, "commit parent")? != prev_hash {
@@ -1553,7 +1549,6 @@ impl MeshState {
                 "the commit does not use this node's invite".into(),
             ));
         }
-        let _ = inviter;
         let mut tx = self.tx();
         tx.effect(Effect::PutMesh(MeshInfo {
             mesh_id: prev.mesh_id,

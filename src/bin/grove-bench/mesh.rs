@@ -10,7 +10,9 @@ use grove::identity::Identity;
 use grove::mesh::codec::{self, tag};
 use grove::mesh::envelope::EnvelopeSender;
 use grove::mesh::roster::{Change, Member, QuorumRule, Roster};
-use grove::mesh::state::{self, MeshInfo, MeshState, RosterNode, SecretEntry, Timing};
+use grove::mesh::state::{
+    self, Effect, MeshInfo, MeshState, RosterNode, SecretEntry, Timing, Transition,
+};
 use grove::mesh::store::MeshStore;
 use grove::wire::mesh as wire;
 use prost::Message;
@@ -164,6 +166,19 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
             erase_at_ms: None,
         },
     );
+    let seed = Transition {
+        effects: vec![
+            Effect::PutMesh(
+                base.mesh
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("no mesh"))?,
+            ),
+            Effect::PutRoster(base.rosters[&roster_hash].clone()),
+            Effect::SetTip(roster_hash),
+            Effect::PutSecret(base.secrets[&roster_hash].clone()),
+        ],
+        ..Transition::default()
+    };
     let mut check_times = Vec::new();
     let mut persist_times = Vec::new();
     let mut fsync_times = Vec::new();
@@ -182,6 +197,9 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         let mut store = MeshStore::open_in(&dir)?;
+        // The receiver's database already holds the current roster.
+        store.set_synchronous(false)?;
+        store.persist(&seed, now)?;
         let fsync = round % 2 == 1;
         store.set_synchronous(fsync)?;
         let start = Instant::now();
