@@ -168,7 +168,7 @@ fn one_member_mesh_adds_a_joiner_immediately() {
         nodes[1].state.current_secret()
     );
     assert!(nodes[0].state.current_secret().is_some());
-    assert_eq!(nodes[0].store.verify_audit().unwrap().events > 0, true);
+    assert!(nodes[0].store.verify_audit().unwrap().events > 0);
 }
 
 #[test]
@@ -540,10 +540,10 @@ fn expired_proposal_releases_votes_for_a_later_one() {
         MeshError::AlreadyVoted(epoch)
     );
     now += timing().proposal_ttl_ms;
-    for i in 0..3 {
-        let r = nodes[i].state.tick(&nodes[i].id, now, &mut rng);
-        nodes[i].take(r, now).unwrap();
-        assert!(nodes[i].state.proposals.is_empty());
+    for node in nodes.iter_mut() {
+        let r = node.state.tick(&node.id, now, &mut rng);
+        node.take(r, now).unwrap();
+        assert!(node.state.proposals.is_empty());
     }
     // A later proposal by node 1 passes with node 0's released vote.
     let r = nodes[1]
@@ -1194,4 +1194,77 @@ fn simulation_seed_3() {
 #[test]
 fn simulation_seed_4() {
     run_simulation(404);
+}
+
+#[test]
+fn stale_forged_truncated_and_outsider_messages_change_nothing() {
+    let (mut nodes, mut rng, mut now) = mesh_of(3, 12);
+    // A vote and a proposal of epoch E, kept for replay after the epoch moves on.
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    let old_proposal = t.outbound[0].message.clone();
+    let old_vote = t.outbound[1].message.clone();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    let p = *nodes[1].state.proposals.keys().next().unwrap();
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    let commit_msg = nodes[0].state.tip_node().unwrap().commit.clone();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    assert!(commit_msg.is_some());
+    now += STEP_MS;
+    let target = &nodes[2];
+    let before = target.state.clone();
+    let outsider = Identity::generate(&mut rng);
+    let commit_bytes = {
+        let s =
+            wire::Signed::decode(&nodes[2].state.tip_node().unwrap().commit.clone().unwrap()[..])
+                .unwrap();
+        wire::MeshMessage {
+            kind: Some(wire::mesh_message::Kind::Commit(s)),
+        }
+        .encode_to_vec()
+    };
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("stale proposal", old_proposal.clone()),
+        ("stale vote", old_vote.clone()),
+        ("replayed commit", commit_bytes.clone()),
+        ("forged proposal", forge(&old_proposal, &outsider)),
+        ("forged commit", forge(&commit_bytes, &outsider)),
+        ("empty", Vec::new()),
+        ("garbage", vec![0xff; 40]),
+    ];
+    for cut in [1, commit_bytes.len() / 2, commit_bytes.len() - 1] {
+        cases.push(("truncated commit", commit_bytes[..cut].to_vec()));
+    }
+    // A non-canonical encoding of a valid message: an unknown field appended.
+    let mut padded = old_vote.clone();
+    padded.extend_from_slice(&[0x78, 0x01]);
+    cases.push(("non-canonical vote", padded));
+    // An outsider's well-formed, correctly signed proposal for the current roster.
+    let roster = target.state.roster().unwrap();
+    let body = wire::Proposal {
+        mesh_id: roster.mesh_id.to_vec(),
+        epoch: roster.epoch,
+        roster_hash: target.state.tip.to_vec(),
+        proposer: outsider.peer_id(),
+        created_ms: now,
+        expires_ms: now + 10_000,
+        change: Some(wire::proposal::Change::Rotate(vec![1; 16])),
+    };
+    let outsider_proposal = wire::MeshMessage {
+        kind: Some(wire::mesh_message::Kind::Proposal(codec::sign(
+            &outsider,
+            codec::tag::PROPOSAL,
+            &body,
+        ))),
+    }
+    .encode_to_vec();
+    cases.push(("outsider proposal", outsider_proposal));
+    for (what, bytes) in cases {
+        let r = target.state.receive(&target.id, &bytes, now, &mut rng);
+        assert!(r.is_err(), "{what} was accepted");
+        assert_eq!(target.state, before, "{what} changed state");
+    }
 }

@@ -1707,10 +1707,11 @@ pub fn parse_join_request(
     ))
 }
 
+/// A proposal's change, the joiner's peer id and the invite id (for an add).
+pub(crate) type ParsedChange = (Change, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// The change a proposal carries, without checks against a roster.
-pub(crate) fn proposal_change(
-    body: &wire::Proposal,
-) -> Result<(Change, Option<Vec<u8>>, Option<Vec<u8>>), MeshError> {
+pub(crate) fn proposal_change(body: &wire::Proposal) -> Result<ParsedChange, MeshError> {
     let change = body
         .change
         .as_ref()

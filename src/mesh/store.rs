@@ -462,7 +462,7 @@ impl MeshStore {
             }
             s.proposals = loaded;
         }
-        if s.mesh.is_some() && s.rosters.get(&s.tip).is_none() {
+        if s.mesh.is_some() && !s.rosters.contains_key(&s.tip) {
             return Err(corrupt("the current roster is missing"));
         }
         s.synced = s.roster().is_none_or(|r| r.members.len() <= 1);
