@@ -133,6 +133,12 @@ impl Member {
                 "peer id does not derive from its key",
             ));
         }
+        if !super::envelope::is_usable_x25519(&self.x25519) {
+            return Err(MeshError::malformed(
+                "member",
+                "x25519 key is not a usable curve point",
+            ));
+        }
         if !identity::verify_x25519_binding(&self.ed25519, &self.x25519, &self.x25519_binding) {
             return Err(MeshError::BadSignature("x25519 key binding"));
         }

@@ -1833,33 +1833,40 @@ fn wrap_all(
     secret: &[u8; 32],
     sender: &EnvelopeSender,
 ) -> Result<Vec<wire::Envelope>, MeshError> {
-    let wrap_one = |m: &Member| -> Result<wire::Envelope, MeshError> {
-        let ctx = EnvelopeContext {
-            mesh_id: &next.mesh_id,
-            new_epoch: next.epoch,
-            roster_hash: next_hash,
-            recipient: &m.peer_id,
-        };
-        let ciphertext = sender
-            .wrap(&m.x25519, &ctx, secret)
-            .map_err(|e| MeshError::InvalidCommit(format!("envelope for a member: {e}")))?;
-        Ok(wire::Envelope {
-            recipient: m.peer_id.clone(),
-            ciphertext,
-        })
+    let wrap_part = |part: &[Member]| -> Result<Vec<wire::Envelope>, MeshError> {
+        let keys: Vec<[u8; 32]> = part.iter().map(|m| m.x25519).collect();
+        let shared = sender.shared_secrets(&keys);
+        part.iter()
+            .zip(shared)
+            .map(|(m, shared)| {
+                let ctx = EnvelopeContext {
+                    mesh_id: &next.mesh_id,
+                    new_epoch: next.epoch,
+                    roster_hash: next_hash,
+                    recipient: &m.peer_id,
+                };
+                let ciphertext = shared
+                    .and_then(|s| sender.wrap_with_shared(&s, &m.x25519, &ctx, secret))
+                    .map_err(|e| MeshError::InvalidCommit(format!("envelope for a member: {e}")))?;
+                Ok(wire::Envelope {
+                    recipient: m.peer_id.clone(),
+                    ciphertext,
+                })
+            })
+            .collect()
     };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
     if next.members.len() < 32 || threads < 2 {
-        return next.members.iter().map(wrap_one).collect();
+        return wrap_part(&next.members);
     }
     let chunk = next.members.len().div_ceil(threads);
     let results: Vec<Result<Vec<wire::Envelope>, MeshError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = next
             .members
             .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(wrap_one).collect()))
+            .map(|part| scope.spawn(move || wrap_part(part)))
             .collect();
         handles
             .into_iter()
