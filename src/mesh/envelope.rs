@@ -330,4 +330,29 @@ mod tests {
             Err(SealError::DoesNotOpen)
         );
     }
+
+    #[test]
+    fn batched_shared_secrets_equal_x25519() {
+        let mut rng = rand::rng();
+        let sender = EnvelopeSender::new(&mut rng);
+        let keys: Vec<[u8; 32]> = (0..50)
+            .map(|_| {
+                let s = x25519_dalek::StaticSecret::random_from_rng(&mut rng);
+                x25519_dalek::PublicKey::from(&s).to_bytes()
+            })
+            .collect();
+        let batched = sender.shared_secrets(&keys);
+        for (k, b) in keys.iter().zip(batched) {
+            let direct = sender
+                .ephemeral
+                .diffie_hellman(&x25519_dalek::PublicKey::from(*k))
+                .to_bytes();
+            assert_eq!(b.unwrap(), direct);
+            assert!(is_usable_x25519(k));
+        }
+        // A low-order point is refused.
+        let low_order = [0u8; 32];
+        assert!(sender.shared_secrets(&[low_order])[0].is_err());
+        assert!(!is_usable_x25519(&low_order));
+    }
 }
