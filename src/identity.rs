@@ -30,7 +30,7 @@ pub enum IdentityError {
         source: std::io::Error,
     },
     #[error(
-        "key file {path} is accessible by group or others (mode {mode:o}); run `chmod 600 {path}` and try again"
+        "{path} holds secrets but is accessible by group or others (mode {mode:o}); run `chmod 600 {path}` and try again"
     )]
     BadPermissions { path: PathBuf, mode: u32 },
     #[error(

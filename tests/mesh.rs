@@ -1268,3 +1268,26 @@ fn stale_forged_truncated_and_outsider_messages_change_nothing() {
         assert_eq!(target.state, before, "{what} changed state");
     }
 }
+
+#[test]
+fn mesh_db_is_private_and_a_readable_one_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = MeshStore::open_in(dir.path()).unwrap();
+    drop(store);
+    let db = dir.path().join(grove::mesh::store::DB_FILE);
+    let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = MeshStore::open_in(dir.path()).err().unwrap();
+    assert!(err.to_string().contains("chmod 600"), "{err}");
+}
+
+#[test]
+fn state_lock_is_exclusive_and_released_on_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = grove::mesh::store::StateLock::acquire(dir.path()).unwrap();
+    assert!(grove::mesh::store::StateLock::acquire(dir.path()).is_err());
+    drop(lock);
+    assert!(grove::mesh::store::StateLock::acquire(dir.path()).is_ok());
+}

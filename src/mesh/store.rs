@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,6 +39,8 @@ pub enum StoreError {
     Audit(#[from] audit::AuditError),
     #[error("mesh database is corrupt: {0}")]
     Corrupt(String),
+    #[error("mesh database: {0}")]
+    Unsafe(String),
     #[error("mesh database was written by a newer grove (schema {0})")]
     TooNew(i64),
     #[error("lock {path}: {reason}")]
@@ -156,6 +159,20 @@ impl MeshStore {
 
     /// Opens (creating and migrating) a mesh database file.
     pub fn open(path: &Path) -> Result<MeshStore, StoreError> {
+        // The database holds epoch secrets: create it private (SQLite gives
+        // its -wal and -shm files the same mode) and refuse a readable one.
+        if !path.exists() {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|source| StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        }
+        crate::identity::check_private_file(path).map_err(|e| StoreError::Unsafe(e.to_string()))?;
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
