@@ -53,6 +53,8 @@ pub enum IdentityError {
 pub struct Identity {
     signing: SigningKey,
     x25519: x25519_dalek::StaticSecret,
+    /// Derived once: deriving decompresses the public key (a square root).
+    peer_id: Vec<u8>,
 }
 
 /// The public half of an identity, as it appears in a roster.
@@ -69,18 +71,26 @@ pub struct PublicIdentity {
 impl Identity {
     /// A fresh identity from `rng`.
     pub fn generate<R: CryptoRng + ?Sized>(rng: &mut R) -> Identity {
+        let signing = SigningKey::generate(rng);
+        let x25519 = x25519_dalek::StaticSecret::random_from_rng(rng);
+        Identity::from_keys(signing, x25519)
+    }
+
+    fn from_keys(signing: SigningKey, x25519: x25519_dalek::StaticSecret) -> Identity {
+        let peer_id = peer_id_bytes(&signing.verifying_key().to_bytes()).unwrap_or_default();
         Identity {
-            signing: SigningKey::generate(rng),
-            x25519: x25519_dalek::StaticSecret::random_from_rng(rng),
+            signing,
+            x25519,
+            peer_id,
         }
     }
 
     /// An identity from its two 32-byte secrets.
     pub fn from_secrets(ed25519: [u8; 32], x25519: [u8; 32]) -> Identity {
-        Identity {
-            signing: SigningKey::from_bytes(&ed25519),
-            x25519: x25519_dalek::StaticSecret::from(x25519),
-        }
+        Identity::from_keys(
+            SigningKey::from_bytes(&ed25519),
+            x25519_dalek::StaticSecret::from(x25519),
+        )
     }
 
     /// Loads the key files under `dir`, creating both (mode 0600) when neither exists.
@@ -131,7 +141,7 @@ impl Identity {
 
     /// libp2p PeerId bytes of this node.
     pub fn peer_id(&self) -> Vec<u8> {
-        peer_id_bytes(&self.ed25519_public()).unwrap_or_default()
+        self.peer_id.clone()
     }
 
     /// Signs `tag || body`.

@@ -1193,6 +1193,7 @@ impl MeshState {
             &parsed,
             &core,
             &self.used_invites,
+            &self.votes,
         )
     }
 }
@@ -1541,8 +1542,15 @@ impl MeshState {
                 "welcome roster does not match the commit".into(),
             ));
         }
-        let checked =
-            check_commit_against(id, &prev, &prev_hash, &parsed, &core, &BTreeMap::new())?;
+        let checked = check_commit_against(
+            id,
+            &prev,
+            &prev_hash,
+            &parsed,
+            &core,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )?;
         let secret = checked.secret.ok_or(MeshError::NotAMember)?;
         if checked.invite_id != Some(pending.invite_id) {
             return Err(MeshError::InvalidCommit(
@@ -1886,6 +1894,7 @@ fn wrap_all(
 
 /// Checks a commit against its parent roster: every signature (batch), the
 /// quorum of votes, every hash, the next roster, and this node's envelope.
+#[allow(clippy::too_many_arguments)]
 fn check_commit_against(
     id: &Identity,
     prev: &Roster,
@@ -1893,6 +1902,7 @@ fn check_commit_against(
     parsed: &codec::Unverified<wire::Commit>,
     core: &wire::CommitCore,
     used_invites: &BTreeMap<[u8; 16], [u8; 32]>,
+    verified_votes: &BTreeMap<(u64, Vec<u8>), VoteRec>,
 ) -> Result<CheckedCommit, MeshError> {
     let commit = &parsed.msg;
     if core.mesh_id != prev.mesh_id {
@@ -1949,7 +1959,7 @@ fn check_commit_against(
     for v in &core.votes {
         parsed_votes.push(codec::parse_signed::<wire::Vote>(v, tag::VOTE, "vote")?);
     }
-    for v in &parsed_votes {
+    for (i, v) in parsed_votes.iter().enumerate() {
         let b = &v.msg;
         if b.mesh_id != prev.mesh_id
             || b.epoch != prev.epoch
@@ -1968,6 +1978,17 @@ fn check_commit_against(
         }
         if !seen.insert(&b.voter) {
             return Err(MeshError::InvalidCommit("two votes by one member".into()));
+        }
+        // A vote this node already verified when it arrived (the same signed
+        // bytes) needs no second verification.
+        let already = verified_votes
+            .get(&(b.epoch, b.voter.clone()))
+            .is_some_and(|known| {
+                known.proposal_hash == proposal_hash
+                    && known.signed == codec::encode(&core.votes[i])
+            });
+        if already {
+            continue;
         }
         checks.push(SigCheck {
             signer: v.signer,
@@ -1999,13 +2020,14 @@ fn check_commit_against(
     }
     let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
     let mut secret = None;
+    let me = id.peer_id();
     for (env, m) in commit.envelopes.iter().zip(&next.members) {
         if env.recipient != m.peer_id || env.ciphertext.len() != ENVELOPE_LEN {
             return Err(MeshError::InvalidCommit(
                 "envelopes do not match the roster".into(),
             ));
         }
-        if m.peer_id == id.peer_id() {
+        if m.peer_id == me {
             let ctx = EnvelopeContext {
                 mesh_id: &next.mesh_id,
                 new_epoch: next.epoch,

@@ -24,6 +24,25 @@ fn median(mut xs: Vec<Duration>) -> Duration {
     xs[xs.len() / 2]
 }
 
+/// On-CPU time of the calling thread (Linux schedstat), to tell compute from
+/// waiting for a core on a loaded machine.
+fn thread_cpu() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+/// On-CPU time of the whole process, all threads (Linux, 10 ms ticks).
+fn process_cpu() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    let rest = text.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -38,8 +57,17 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("sizes must be numbers: {e}"))?
     };
     println!(
-        "{:>6} {:>7} {:>10} {:>12} {:>14} {:>14} {:>10}",
-        "members", "votes", "build ms", "check+apply", "persist ms", "persist+fsync", "bytes"
+        "{:>6} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>12} {:>14} {:>10}",
+        "members",
+        "votes",
+        "build ms",
+        "(cpu ms)",
+        "check+apply",
+        "(cpu ms)",
+        "votes seen",
+        "persist ms",
+        "persist+fsync",
+        "bytes"
     );
     for n in sizes {
         bench_one(n)?;
@@ -116,6 +144,7 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
     let rounds = if n >= 1000 { 7 } else { 21 };
     let mut build_times = Vec::new();
     let mut commit = None;
+    let build_cpu_start = process_cpu();
     for _ in 0..rounds {
         let secret = [9u8; 32];
         let start = Instant::now();
@@ -133,6 +162,10 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         build_times.push(start.elapsed());
         commit = Some(c);
     }
+    let build_cpu = match (build_cpu_start, process_cpu()) {
+        (Some(a), Some(b)) => format!("{:.1}", ms(b.saturating_sub(a)) / rounds as f64),
+        _ => "-".to_string(),
+    };
     let commit = commit.ok_or_else(|| anyhow::anyhow!("no commit built"))?;
     let message = wire::MeshMessage {
         kind: Some(wire::mesh_message::Kind::Commit(commit)),
@@ -180,14 +213,19 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         ..Transition::default()
     };
     let mut check_times = Vec::new();
+    let mut check_cpu = Vec::new();
     let mut persist_times = Vec::new();
     let mut fsync_times = Vec::new();
     for round in 0..rounds {
+        let cpu_start = thread_cpu();
         let start = Instant::now();
         let (after, transition) = base
             .receive(receiver, &message, now + 1000, &mut rng)
             .map_err(|e| anyhow::anyhow!("commit refused: {e}"))?;
         check_times.push(start.elapsed());
+        if let (Some(a), Some(b)) = (cpu_start, thread_cpu()) {
+            check_cpu.push(b.saturating_sub(a));
+        }
         if after.epoch() != roster.epoch + 1 || after.current_secret() != Some([9u8; 32]) {
             anyhow::bail!("commit did not apply");
         }
@@ -212,12 +250,48 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
+    // The usual case: the receiver already verified the votes as they arrived.
+    let mut seen_state = base.clone();
+    for v in &votes {
+        let body = wire::Vote::decode(&v.body[..])?;
+        seen_state.votes.insert(
+            (body.epoch, body.voter.clone()),
+            state::VoteRec {
+                epoch: body.epoch,
+                voter: body.voter,
+                roster_hash,
+                proposal_hash,
+                yes: true,
+                proposal_created_ms: body.proposal_created_ms,
+                proposal_expires_ms: body.proposal_expires_ms,
+                signed: v.encode_to_vec(),
+            },
+        );
+    }
+    let mut seen_times = Vec::new();
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let (after, _) = seen_state
+            .receive(receiver, &message, now + 1000, &mut rng)
+            .map_err(|e| anyhow::anyhow!("commit refused: {e}"))?;
+        seen_times.push(start.elapsed());
+        if after.epoch() != roster.epoch + 1 {
+            anyhow::bail!("commit did not apply");
+        }
+    }
     println!(
-        "{:>6} {:>7} {:>10.2} {:>12.2} {:>14.2} {:>14.2} {:>10}",
+        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>12.2} {:>14.2} {:>10}",
         n,
         needed,
         ms(median(build_times)),
+        build_cpu,
         ms(median(check_times)),
+        if check_cpu.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}", ms(median(check_cpu)))
+        },
+        ms(median(seen_times)),
         ms(median(persist_times)),
         ms(median(fsync_times)),
         message.len()
