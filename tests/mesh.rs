@@ -1291,3 +1291,86 @@ fn state_lock_is_exclusive_and_released_on_drop() {
     drop(lock);
     assert!(grove::mesh::store::StateLock::acquire(dir.path()).is_ok());
 }
+
+#[test]
+fn joiner_whose_welcome_was_lost_asks_again_and_catches_up() {
+    let (mut nodes, mut rng, mut now) = mesh_of(2, 13);
+    let r = nodes[0]
+        .state
+        .create_invite(&nodes[0].id, vec![], String::new(), None, now, &mut rng);
+    let text = nodes[0].take(r, now).unwrap().output.unwrap();
+    let joiner = nodes.len();
+    nodes.push(Node::new(&mut rng));
+    let r = nodes[joiner]
+        .state
+        .request_join(&nodes[joiner].id, &text, "late", now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    // The inviter proposes; member 1 votes; the commit reaches members only.
+    let r = nodes[0]
+        .state
+        .receive(&nodes[0].id, &t.outbound[0].message, now, &mut rng);
+    let t0 = nodes[0].take(r, now).unwrap();
+    for o in &t0.outbound {
+        let r = nodes[1]
+            .state
+            .receive(&nodes[1].id, &o.message, now, &mut rng);
+        let _ = nodes[1].take(r, now);
+    }
+    let p = *nodes[1].state.proposals.keys().next().unwrap();
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t1 = nodes[1].take(r, now).unwrap();
+    let r = nodes[0]
+        .state
+        .receive(&nodes[0].id, &t1.outbound[0].message, now, &mut rng);
+    let t0 = nodes[0].take(r, now).unwrap();
+    assert!(
+        t0.outbound
+            .iter()
+            .any(|o| o.to == Dest::Peer(nodes[joiner].id.peer_id()))
+    );
+    assert!(!nodes[joiner].state.is_member(), "the welcome was dropped");
+    // Meanwhile the mesh moves on one more epoch.
+    now += STEP_MS;
+    let r = nodes[1]
+        .state
+        .receive(&nodes[1].id, &t0.outbound[0].message, now, &mut rng);
+    nodes[1].take(r, now).unwrap();
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    let p = *nodes[1].state.proposals.keys().next().unwrap();
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    // The joiner asks again with the same invite and gets the welcome, then syncs.
+    now += STEP_MS;
+    let r = nodes[joiner]
+        .state
+        .request_join(&nodes[joiner].id, &text, "late", now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    deliver_all(&mut nodes, joiner, t, now, &mut rng);
+    assert!(nodes[joiner].state.mesh.is_some());
+    let r = nodes[joiner].state.sync_request(&nodes[joiner].id, now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    deliver_all(&mut nodes, joiner, t, now, &mut rng);
+    assert_eq!(nodes[joiner].state.tip, nodes[0].state.tip);
+    assert_eq!(
+        nodes[joiner].state.current_secret(),
+        nodes[0].state.current_secret()
+    );
+    // Another node cannot reuse the invite.
+    let stranger = Node::new(&mut rng);
+    let (_, t) = stranger
+        .state
+        .request_join(&stranger.id, &text, "x", now)
+        .unwrap();
+    assert_eq!(
+        nodes[0]
+            .state
+            .receive(&nodes[0].id, &t.outbound[0].message, now, &mut rng)
+            .unwrap_err(),
+        MeshError::InviteUsed
+    );
+}

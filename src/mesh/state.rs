@@ -1378,7 +1378,17 @@ impl MeshState {
             .ok_or(MeshError::InviteForged)?;
         match rec.status {
             InviteStatus::Open => {}
-            InviteStatus::Used => return Err(MeshError::InviteUsed),
+            InviteStatus::Used => {
+                // The same joiner asking again (its welcome was lost): send it again.
+                if let Some(welcome) = self.welcome_for(&join.member) {
+                    tx.send(
+                        Dest::Peer(join.member.peer_id.clone()),
+                        Kind::Welcome(welcome),
+                    );
+                    return Ok(());
+                }
+                return Err(MeshError::InviteUsed);
+            }
             InviteStatus::Revoked => return Err(MeshError::InviteRevoked),
             InviteStatus::Void => return Err(MeshError::InviteVoid),
         }
@@ -1393,6 +1403,26 @@ impl MeshState {
             json!({"invite_id": h(&inv.invite_id), "joiner": identity::peer_id_text(&join.member.peer_id)}),
         );
         tx_propose(tx, id, ProposalChange::Add(signed.clone()), now_ms, rng)
+    }
+
+    /// The welcome that added `member`, when it is in the current roster and
+    /// this node holds the commit that added it and the roster before.
+    fn welcome_for(&self, member: &Member) -> Option<wire::Welcome> {
+        let current = self
+            .roster()?
+            .member_with_key(&member.peer_id, &member.ed25519)?;
+        let node = self
+            .chain()
+            .into_iter()
+            .filter_map(|h| self.rosters.get(&h))
+            .find(|n| n.roster.epoch == current.joined_epoch)?;
+        let parent = self.rosters.get(&node.parent?)?;
+        let commit =
+            codec::decode_canonical::<wire::Signed>(node.commit.as_ref()?, "stored commit").ok()?;
+        Some(wire::Welcome {
+            commit: Some(commit),
+            prev_roster: parent.roster.encode(),
+        })
     }
 
     fn answer_sync(
