@@ -1095,7 +1095,12 @@ fn forge(bytes: &[u8], outsider: &Identity) -> Vec<u8> {
 }
 
 fn run_simulation(seed: u64) {
-    let mut sim = Sim::new(seed, 5);
+    run_simulation_with(seed, 5, 0.1);
+}
+
+fn run_simulation_with(seed: u64, members: usize, loss: f64) {
+    let mut sim = Sim::new(seed, members);
+    sim.loss = loss;
     let start_epoch = sim.nodes[0].state.epoch();
     for _ in 0..300 {
         sim.now += STEP_MS;
@@ -1373,4 +1378,27 @@ fn joiner_whose_welcome_was_lost_asks_again_and_catches_up() {
             .unwrap_err(),
         MeshError::InviteUsed
     );
+}
+
+#[test]
+fn simulation_seven_members_heavy_loss() {
+    run_simulation_with(505, 7, 0.3);
+}
+
+#[test]
+fn simulation_three_members_light_loss() {
+    run_simulation_with(606, 3, 0.02);
+}
+
+/// A longer sweep over many seeds (run with `--ignored`).
+#[test]
+#[ignore]
+fn simulation_many_seeds() {
+    for seed in 1000..1040 {
+        run_simulation_with(
+            seed,
+            3 + (seed as usize % 5),
+            0.05 + (seed % 4) as f64 * 0.07,
+        );
+    }
 }
