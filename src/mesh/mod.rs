@@ -43,6 +43,33 @@ impl Default for MeshSettings {
 }
 
 impl MeshSettings {
+    /// Checks the values; on error returns the key (under `mesh.`) and why.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let week = 7 * 24 * 3600;
+        if !(60..=week).contains(&self.proposal_ttl_secs) {
+            return Err((
+                "proposal_ttl_secs",
+                "must be between 60 s and 7 days".into(),
+            ));
+        }
+        if !(60..=365 * 24 * 3600).contains(&self.invite_ttl_secs) {
+            return Err((
+                "invite_ttl_secs",
+                "must be between 60 s and 365 days".into(),
+            ));
+        }
+        if self.key_grace_secs > 24 * 3600 {
+            return Err(("key_grace_secs", "must be at most one day".into()));
+        }
+        if self.commit_backup_secs == 0 || self.commit_backup_secs >= self.proposal_ttl_secs {
+            return Err((
+                "commit_backup_secs",
+                "must be positive and shorter than proposal_ttl_secs".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The timing values the state machine uses, in milliseconds.
     pub fn timing(&self) -> state::Timing {
         let ms = |s: u64| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX);
@@ -118,6 +145,26 @@ pub enum MeshError {
     BadQuorum { numerator: u32, denominator: u32 },
     #[error("{0}")]
     Refused(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_settings_are_valid_and_bad_ones_name_their_key() {
+        assert_eq!(MeshSettings::default().validate(), Ok(()));
+        let bad = MeshSettings {
+            commit_backup_secs: 0,
+            ..MeshSettings::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().0, "commit_backup_secs");
+        let bad = MeshSettings {
+            proposal_ttl_secs: 1,
+            ..MeshSettings::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().0, "proposal_ttl_secs");
+    }
 }
 
 impl MeshError {
