@@ -103,6 +103,10 @@ struct Session {
 
 impl Session {
     fn open(ctx: &Ctx) -> anyhow::Result<Session> {
+        ctx.settings
+            .mesh
+            .validate()
+            .map_err(|(key, reason)| anyhow::anyhow!("config key `mesh.{key}`: {reason}"))?;
         let lock = StateLock::acquire(&ctx.state_dir)?;
         let id = super::identity::load(ctx)?;
         let store = MeshStore::open_in(&ctx.state_dir)?;
