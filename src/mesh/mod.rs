@@ -147,6 +147,15 @@ pub enum MeshError {
     Refused(String),
 }
 
+impl MeshError {
+    pub(crate) fn malformed(what: &'static str, reason: impl ToString) -> MeshError {
+        MeshError::Malformed {
+            what,
+            reason: reason.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,14 +173,5 @@ mod tests {
             ..MeshSettings::default()
         };
         assert_eq!(bad.validate().unwrap_err().0, "proposal_ttl_secs");
-    }
-}
-
-impl MeshError {
-    pub(crate) fn malformed(what: &'static str, reason: impl ToString) -> MeshError {
-        MeshError::Malformed {
-            what,
-            reason: reason.to_string(),
-        }
     }
 }
