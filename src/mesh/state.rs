@@ -889,7 +889,11 @@ impl MeshState {
         if self.mesh.is_none() {
             return Err(MeshError::NoMesh);
         }
-        if !self.is_member() {
+        // A removed node still follows commits (public, verifiable) so the
+        // fork choice can bring it back if its removal lost a convergent
+        // switch; it takes part in nothing else.
+        let follows_only = matches!(kind, Kind::Commit(_) | Kind::SyncResponse(_));
+        if !self.is_member() && !follows_only {
             return Err(MeshError::NotAMember);
         }
         match kind {
