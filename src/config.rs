@@ -106,6 +106,7 @@ pub struct Settings {
     pub control: ControlSettings,
     pub node: NodeSettings,
     pub log: LogSettings,
+    pub mesh: crate::mesh::MeshSettings,
 }
 
 impl Settings {

@@ -40,6 +40,16 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::shard::ShardCmd,
     },
+    /// This node's keys and peer id.
+    Identity {
+        #[command(subcommand)]
+        cmd: cli::identity::IdentityCmd,
+    },
+    /// Mesh membership: init, invites, proposals, votes.
+    Mesh {
+        #[command(subcommand)]
+        cmd: cli::mesh::MeshCmd,
+    },
     /// The node daemon.
     Node {
         #[command(subcommand)]
@@ -82,5 +92,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Shard { cmd } => cli::shard::run(cmd, &ctx),
         Command::Audit { cmd } => cli::audit::run(cmd, &ctx),
         Command::Node { cmd } => cli::node::run(cmd, &ctx),
+        Command::Identity { cmd } => cli::identity::run(cmd, &ctx),
+        Command::Mesh { cmd } => cli::mesh::run(cmd, &ctx),
     }
 }

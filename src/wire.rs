@@ -1,1 +1,7 @@
 //! Wire types generated from `proto/` (the only serialized network formats).
+
+/// Mesh membership messages (`proto/mesh.proto`).
+#[allow(clippy::all, missing_docs)]
+pub mod mesh {
+    include!(concat!(env!("OUT_DIR"), "/grove.mesh.rs"));
+}

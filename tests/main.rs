@@ -5,6 +5,7 @@ mod books;
 mod corpus;
 mod daemon;
 mod docs;
+mod mesh;
 mod net;
 mod proofs;
 mod support;

@@ -2,6 +2,8 @@
 
 pub mod audit;
 pub mod book;
+pub mod identity;
+pub mod mesh;
 pub mod node;
 pub mod shard;
 

@@ -2,6 +2,7 @@
 //! Each area lives in its own file; run in release mode:
 //! `cargo run --release --bin grove-bench -- store`.
 
+mod mesh;
 mod store;
 
 fn main() -> anyhow::Result<()> {
@@ -9,7 +10,8 @@ fn main() -> anyhow::Result<()> {
     let area = args.first().map(String::as_str).unwrap_or("");
     let rest = args.get(1..).unwrap_or(&[]);
     match area {
+        "mesh" => mesh::run(rest),
         "store" => store::run(rest),
-        _ => anyhow::bail!("usage: grove-bench <area> [args]; areas: store"),
+        _ => anyhow::bail!("usage: grove-bench <area> [args]; areas: mesh, store"),
     }
 }

@@ -1,0 +1,351 @@
+//! The roster of one epoch: members, quorum rule, and the commit that made it.
+//!
+//! Members are kept sorted by peer id bytes, so a roster has one encoding and
+//! one hash; lookups are binary searches.
+
+use super::MeshError;
+use super::codec::{self, bytes16, bytes32, label};
+use crate::identity;
+use crate::wire::mesh as wire;
+
+/// One member as listed in a roster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub peer_id: Vec<u8>,
+    pub ed25519: [u8; 32],
+    pub x25519: [u8; 32],
+    pub x25519_binding: [u8; 64],
+    pub name: String,
+    pub joined_epoch: u64,
+}
+
+/// Yes votes needed: `yes * denominator > members * numerator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuorumRule {
+    pub numerator: u32,
+    pub denominator: u32,
+}
+
+impl QuorumRule {
+    /// Strict majority.
+    pub const MAJORITY: QuorumRule = QuorumRule {
+        numerator: 1,
+        denominator: 2,
+    };
+
+    /// Refuses a rule that would let a quorum be half the roster or less
+    /// (two quorums must always overlap) or that no roster could meet.
+    pub fn validate(self) -> Result<QuorumRule, MeshError> {
+        let ok = self.denominator > 0
+            && self.denominator <= 1000
+            && self.numerator < self.denominator
+            && u64::from(self.numerator) * 2 >= u64::from(self.denominator);
+        if ok {
+            Ok(self)
+        } else {
+            Err(MeshError::BadQuorum {
+                numerator: self.numerator,
+                denominator: self.denominator,
+            })
+        }
+    }
+
+    /// The smallest number of yes votes that is a quorum of `members`.
+    pub fn needed(self, members: usize) -> usize {
+        let n = members as u64;
+        let num = u64::from(self.numerator);
+        let den = u64::from(self.denominator.max(1));
+        // smallest y with y * den > n * num
+        ((n * num) / den + 1) as usize
+    }
+
+    pub fn to_wire(self) -> wire::QuorumRule {
+        wire::QuorumRule {
+            numerator: self.numerator,
+            denominator: self.denominator,
+        }
+    }
+
+    pub fn from_wire(w: &wire::QuorumRule) -> Result<QuorumRule, MeshError> {
+        QuorumRule {
+            numerator: w.numerator,
+            denominator: w.denominator,
+        }
+        .validate()
+    }
+}
+
+/// A roster: who is in the mesh at one epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Roster {
+    pub mesh_id: [u8; 16],
+    pub mesh_name: String,
+    pub epoch: u64,
+    pub members: Vec<Member>,
+    pub quorum: QuorumRule,
+    /// Hash of the commit core that made this epoch; zero at genesis.
+    pub commit_hash: [u8; 32],
+}
+
+/// A membership change carried by a proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Add(Member),
+    Kick(Vec<u8>),
+    Rotate,
+    Quorum(QuorumRule),
+}
+
+impl Member {
+    pub fn to_wire(&self) -> wire::Member {
+        wire::Member {
+            peer_id: self.peer_id.clone(),
+            ed25519: self.ed25519.to_vec(),
+            x25519: self.x25519.to_vec(),
+            x25519_binding: self.x25519_binding.to_vec(),
+            name: self.name.clone(),
+            joined_epoch: self.joined_epoch,
+        }
+    }
+
+    pub fn from_wire(w: &wire::Member) -> Result<Member, MeshError> {
+        Ok(Member {
+            peer_id: w.peer_id.clone(),
+            ed25519: bytes32(&w.ed25519, "member ed25519 key")?,
+            x25519: bytes32(&w.x25519, "member x25519 key")?,
+            x25519_binding: w
+                .x25519_binding
+                .as_slice()
+                .try_into()
+                .map_err(|_| MeshError::malformed("member", "binding is not 64 bytes"))?,
+            name: w.name.clone(),
+            joined_epoch: w.joined_epoch,
+        })
+    }
+
+    /// Checks that the peer id derives from the Ed25519 key and the X25519 key is bound to it.
+    pub fn verify_keys(&self) -> Result<(), MeshError> {
+        let derived = identity::peer_id_bytes(&self.ed25519)
+            .map_err(|_| MeshError::malformed("member", "not a valid Ed25519 key"))?;
+        if derived != self.peer_id {
+            return Err(MeshError::malformed(
+                "member",
+                "peer id does not derive from its key",
+            ));
+        }
+        if !super::envelope::is_usable_x25519(&self.x25519) {
+            return Err(MeshError::malformed(
+                "member",
+                "x25519 key is not a usable curve point",
+            ));
+        }
+        if !identity::verify_x25519_binding(&self.ed25519, &self.x25519, &self.x25519_binding) {
+            return Err(MeshError::BadSignature("x25519 key binding"));
+        }
+        Ok(())
+    }
+}
+
+/// Longest display or mesh name accepted.
+pub const MAX_NAME_BYTES: usize = 64;
+
+impl Roster {
+    /// Epoch 0 with one founding member.
+    pub fn genesis(
+        mesh_id: [u8; 16],
+        mesh_name: &str,
+        founder: Member,
+        quorum: QuorumRule,
+    ) -> Roster {
+        Roster {
+            mesh_id,
+            mesh_name: mesh_name.to_string(),
+            epoch: 0,
+            members: vec![founder],
+            quorum,
+            commit_hash: [0u8; 32],
+        }
+    }
+
+    pub fn to_wire(&self) -> wire::Roster {
+        wire::Roster {
+            mesh_id: self.mesh_id.to_vec(),
+            mesh_name: self.mesh_name.clone(),
+            epoch: self.epoch,
+            members: self.members.iter().map(Member::to_wire).collect(),
+            quorum: Some(self.quorum.to_wire()),
+            commit_hash: self.commit_hash.to_vec(),
+        }
+    }
+
+    /// The canonical encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        codec::encode(&self.to_wire())
+    }
+
+    /// The roster hash: it commits to every field.
+    pub fn hash(&self) -> [u8; 32] {
+        codec::hash(label::ROSTER, &self.encode())
+    }
+
+    /// Decodes an untrusted roster: shape, order and quorum rule (not the key bindings).
+    pub fn decode(bytes: &[u8]) -> Result<Roster, MeshError> {
+        let w: wire::Roster = codec::decode_canonical(bytes, "roster")?;
+        let members = w
+            .members
+            .iter()
+            .map(Member::from_wire)
+            .collect::<Result<Vec<_>, _>>()?;
+        if members.is_empty() {
+            return Err(MeshError::malformed("roster", "no members"));
+        }
+        if members.windows(2).any(|p| p[0].peer_id >= p[1].peer_id) {
+            return Err(MeshError::malformed(
+                "roster",
+                "members not sorted or repeated",
+            ));
+        }
+        let quorum = QuorumRule::from_wire(
+            w.quorum
+                .as_ref()
+                .ok_or_else(|| MeshError::malformed("roster", "no quorum rule"))?,
+        )?;
+        Ok(Roster {
+            mesh_id: bytes16(&w.mesh_id, "roster mesh id")?,
+            mesh_name: w.mesh_name,
+            epoch: w.epoch,
+            members,
+            quorum,
+            commit_hash: bytes32(&w.commit_hash, "roster commit hash")?,
+        })
+    }
+
+    /// Index of a member by peer id.
+    pub fn position(&self, peer_id: &[u8]) -> Option<usize> {
+        self.members
+            .binary_search_by(|m| m.peer_id.as_slice().cmp(peer_id))
+            .ok()
+    }
+
+    pub fn member(&self, peer_id: &[u8]) -> Option<&Member> {
+        self.position(peer_id).map(|i| &self.members[i])
+    }
+
+    /// The member with this peer id, if its Ed25519 key is `ed25519`.
+    pub fn member_with_key(&self, peer_id: &[u8], ed25519: &[u8; 32]) -> Option<&Member> {
+        self.member(peer_id).filter(|m| &m.ed25519 == ed25519)
+    }
+
+    /// Yes votes needed for a quorum of this roster.
+    pub fn quorum_needed(&self) -> usize {
+        self.quorum.needed(self.members.len())
+    }
+
+    /// Checks that `change` can apply to this roster.
+    pub fn check_change(&self, change: &Change) -> Result<(), MeshError> {
+        match change {
+            Change::Add(m) => {
+                if self.member(&m.peer_id).is_some() {
+                    return Err(MeshError::InvalidProposal("already a member".into()));
+                }
+                if m.name.len() > MAX_NAME_BYTES {
+                    return Err(MeshError::InvalidProposal("display name too long".into()));
+                }
+            }
+            Change::Kick(peer) => {
+                if self.member(peer).is_none() {
+                    return Err(MeshError::InvalidProposal("kick of a non-member".into()));
+                }
+                if self.members.len() == 1 {
+                    return Err(MeshError::InvalidProposal(
+                        "cannot remove the last member".into(),
+                    ));
+                }
+            }
+            Change::Rotate => {}
+            Change::Quorum(rule) => {
+                rule.validate()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The roster of the next epoch after `change`, made by `commit_hash`.
+    pub fn next(&self, change: &Change, commit_hash: [u8; 32]) -> Roster {
+        let mut next = self.clone();
+        next.epoch = self.epoch + 1;
+        next.commit_hash = commit_hash;
+        match change {
+            Change::Add(m) => {
+                let mut m = m.clone();
+                m.joined_epoch = next.epoch;
+                let at = next
+                    .members
+                    .binary_search_by(|x| x.peer_id.cmp(&m.peer_id))
+                    .unwrap_or_else(|i| i);
+                next.members.insert(at, m);
+            }
+            Change::Kick(peer) => next.members.retain(|m| &m.peer_id != peer),
+            Change::Rotate => {}
+            Change::Quorum(rule) => next.quorum = *rule,
+        }
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn majority_needs_more_than_half() {
+        let q = QuorumRule::MAJORITY;
+        assert_eq!(q.needed(1), 1);
+        assert_eq!(q.needed(2), 2);
+        assert_eq!(q.needed(3), 2);
+        assert_eq!(q.needed(4), 3);
+        assert_eq!(q.needed(1000), 501);
+        let two_thirds = QuorumRule {
+            numerator: 2,
+            denominator: 3,
+        };
+        assert_eq!(two_thirds.needed(3), 3);
+        assert_eq!(two_thirds.needed(6), 5);
+    }
+
+    #[test]
+    fn quorum_rule_cannot_fall_to_half() {
+        assert!(
+            QuorumRule {
+                numerator: 1,
+                denominator: 3
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            QuorumRule {
+                numerator: 1,
+                denominator: 2
+            }
+            .validate()
+            .is_ok()
+        );
+        assert!(
+            QuorumRule {
+                numerator: 2,
+                denominator: 2
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            QuorumRule {
+                numerator: 0,
+                denominator: 0
+            }
+            .validate()
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,685 @@
+//! SQLite persistence of mesh state (`<state_dir>/mesh.db`).
+//!
+//! The store writes one [`Transition`] per SQL transaction: its effects, the
+//! messages to send (an outbox the daemon drains) and its audit events, so a
+//! crash leaves either all of a transition or none of it. Secrets are deleted
+//! with `secure_delete` on and the WAL is checkpointed right after, so erased
+//! keys do not linger in free pages or the log.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::codec::{self, bytes16, bytes32, label, tag};
+use super::roster::Roster;
+use super::state::{
+    Dest, Effect, Evidence, HistoryEntry, InviteRec, InviteStatus, MeshInfo, MeshState,
+    PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition, VoteRec,
+};
+use crate::identity::PublicIdentity;
+use crate::store::audit;
+use crate::wire::mesh as wire;
+
+/// File name of the mesh database inside the state directory.
+pub const DB_FILE: &str = "mesh.db";
+/// File name of the lock offline commands and the daemon take.
+pub const LOCK_FILE: &str = "mesh.lock";
+
+/// Errors from the mesh database.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("mesh database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
+    #[error("mesh database is corrupt: {0}")]
+    Corrupt(String),
+    #[error("mesh database: {0}")]
+    Unsafe(String),
+    #[error("mesh database was written by a newer grove (schema {0})")]
+    TooNew(i64),
+    #[error("lock {path}: {reason}")]
+    Locked { path: PathBuf, reason: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+const MIGRATIONS: &[&str] = &["
+CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE rosters (
+    hash BLOB PRIMARY KEY CHECK (length(hash) = 32),
+    epoch INTEGER NOT NULL,
+    parent BLOB,
+    roster BLOB NOT NULL,
+    commit_msg BLOB,
+    proposal_hash BLOB
+);
+CREATE TABLE secrets (
+    roster_hash BLOB PRIMARY KEY REFERENCES rosters(hash),
+    epoch INTEGER NOT NULL,
+    secret BLOB NOT NULL CHECK (length(secret) = 32),
+    erase_at_ms INTEGER
+);
+CREATE TABLE proposals (
+    hash BLOB PRIMARY KEY,
+    roster_hash BLOB NOT NULL REFERENCES rosters(hash),
+    signed BLOB NOT NULL
+);
+CREATE TABLE votes (
+    epoch INTEGER NOT NULL,
+    voter BLOB NOT NULL,
+    roster_hash BLOB NOT NULL,
+    proposal_hash BLOB NOT NULL,
+    yes INTEGER NOT NULL,
+    proposal_created_ms INTEGER NOT NULL,
+    proposal_expires_ms INTEGER NOT NULL,
+    signed BLOB NOT NULL,
+    PRIMARY KEY (epoch, voter)
+);
+CREATE TABLE evidence (
+    id INTEGER PRIMARY KEY,
+    epoch INTEGER NOT NULL,
+    voter BLOB NOT NULL,
+    first BLOB NOT NULL,
+    second BLOB NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+CREATE TABLE invites (
+    id BLOB PRIMARY KEY CHECK (length(id) = 16),
+    signed BLOB NOT NULL,
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    note TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('open', 'used', 'revoked', 'void'))
+);
+CREATE TABLE revocations (id BLOB PRIMARY KEY, signed BLOB NOT NULL);
+CREATE TABLE used_invites (id BLOB PRIMARY KEY, proposal BLOB NOT NULL);
+CREATE TABLE history (
+    seq INTEGER PRIMARY KEY,
+    epoch INTEGER NOT NULL,
+    roster_hash BLOB NOT NULL,
+    commit_hash BLOB NOT NULL,
+    switched INTEGER NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+CREATE TABLE pending_join (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    mesh_id BLOB NOT NULL,
+    invite_id BLOB NOT NULL,
+    inviter BLOB NOT NULL,
+    name TEXT NOT NULL
+);
+CREATE TABLE outbox (seq INTEGER PRIMARY KEY, dest BLOB, message BLOB NOT NULL);
+"];
+
+/// The mesh database of one node.
+pub struct MeshStore {
+    conn: Connection,
+}
+
+/// A queued outbound message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    pub seq: i64,
+    pub to: Dest,
+    pub message: Vec<u8>,
+}
+
+fn corrupt(what: impl ToString) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+fn arr32(v: Vec<u8>, what: &str) -> Result<[u8; 32], StoreError> {
+    v.try_into()
+        .map_err(|_| corrupt(format!("{what} is not 32 bytes")))
+}
+
+fn arr16(v: Vec<u8>, what: &str) -> Result<[u8; 16], StoreError> {
+    v.try_into()
+        .map_err(|_| corrupt(format!("{what} is not 16 bytes")))
+}
+
+impl MeshStore {
+    /// Opens (creating and migrating) `<state_dir>/mesh.db`.
+    pub fn open_in(state_dir: &Path) -> Result<MeshStore, StoreError> {
+        fs::create_dir_all(state_dir).map_err(|source| StoreError::Io {
+            path: state_dir.to_path_buf(),
+            source,
+        })?;
+        MeshStore::open(&state_dir.join(DB_FILE))
+    }
+
+    /// Opens (creating and migrating) a mesh database file.
+    pub fn open(path: &Path) -> Result<MeshStore, StoreError> {
+        // The database holds epoch secrets: create it private (SQLite gives
+        // its -wal and -shm files the same mode) and refuse a readable one.
+        if !path.exists() {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|source| StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        }
+        crate::identity::check_private_file(path).map_err(|e| StoreError::Unsafe(e.to_string()))?;
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.pragma_update(None, "secure_delete", "ON")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        let mut store = MeshStore { conn };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let latest = MIGRATIONS.len() as i64;
+        if version > latest {
+            return Err(StoreError::TooNew(version));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = self.conn.transaction()?;
+            if i == 0 {
+                tx.execute_batch(audit::SCHEMA)?;
+            }
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// The underlying connection (read-only use: audit checks, inspection).
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Sets `synchronous` (FULL by default; the benchmark measures fsync separately).
+    pub fn set_synchronous(&self, full: bool) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "synchronous", if full { "FULL" } else { "OFF" })?;
+        Ok(())
+    }
+
+    /// Persists one transition atomically: effects, outbox and audit events.
+    pub fn persist(&mut self, t: &Transition, now_ms: i64) -> Result<(), StoreError> {
+        if t.is_empty() && t.outbound.is_empty() {
+            return Ok(());
+        }
+        let erased = t
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::EraseSecret(_)));
+        let tx = self.conn.transaction()?;
+        for e in &t.effects {
+            apply_effect(&tx, e)?;
+        }
+        for o in &t.outbound {
+            let dest = match &o.to {
+                Dest::All => None,
+                Dest::Peer(p) => Some(p.clone()),
+            };
+            tx.execute(
+                "INSERT INTO outbox (dest, message) VALUES (?1, ?2)",
+                params![dest, o.message],
+            )?;
+        }
+        for a in &t.audit {
+            audit::append(&tx, now_ms, a.kind, &a.body)?;
+        }
+        tx.commit()?;
+        if erased {
+            // Move the erased pages out of the WAL into the (zeroed) main file.
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        }
+        Ok(())
+    }
+
+    /// Queued outbound messages, oldest first.
+    pub fn outbox(&self) -> Result<Vec<Queued>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT seq, dest, message FROM outbox ORDER BY seq")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Option<Vec<u8>>>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, dest, message) = row?;
+            out.push(Queued {
+                seq,
+                to: dest.map_or(Dest::All, Dest::Peer),
+                message,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Drops queued messages up to and including `seq` (after they were sent).
+    pub fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
+        self.conn
+            .execute("DELETE FROM outbox WHERE seq <= ?1", params![seq])?;
+        Ok(())
+    }
+
+    /// Checks the audit chain.
+    pub fn verify_audit(&self) -> Result<audit::ChainReport, StoreError> {
+        Ok(audit::verify(&self.conn)?)
+    }
+
+    /// Loads the state. After a restart the node is not synced (it casts no
+    /// vote until a member answered its sync request), unless it is the only
+    /// member, so no other copy of the mesh exists to be behind.
+    pub fn load(&self, me: PublicIdentity, timing: Timing) -> Result<MeshState, StoreError> {
+        let mut s = MeshState::empty(me, timing);
+        let meta = |key: &str| -> Result<Option<Vec<u8>>, StoreError> {
+            Ok(self
+                .conn
+                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()?)
+        };
+        if let (Some(id), Some(name)) = (meta("mesh_id")?, meta("name")?) {
+            s.mesh = Some(MeshInfo {
+                mesh_id: arr16(id, "mesh id")?,
+                name: String::from_utf8(name).map_err(|_| corrupt("mesh name"))?,
+            });
+        }
+        if let Some(tip) = meta("tip")? {
+            s.tip = arr32(tip, "tip")?;
+        }
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT hash, parent, roster, commit_msg, proposal_hash FROM rosters")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let hash = arr32(r.get(0)?, "roster hash")?;
+                let parent: Option<Vec<u8>> = r.get(1)?;
+                let bytes: Vec<u8> = r.get(2)?;
+                let roster = Roster::decode(&bytes).map_err(corrupt)?;
+                if codec::hash(label::ROSTER, &bytes) != hash {
+                    return Err(corrupt("a roster does not match its hash"));
+                }
+                let proposal_hash: Option<Vec<u8>> = r.get(4)?;
+                s.rosters.insert(
+                    hash,
+                    Arc::new(RosterNode {
+                        roster,
+                        hash,
+                        parent: parent.map(|p| arr32(p, "parent")).transpose()?,
+                        commit: r.get(3)?,
+                        proposal_hash: proposal_hash
+                            .map(|p| arr32(p, "proposal hash"))
+                            .transpose()?,
+                    }),
+                );
+            }
+        }
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT roster_hash, epoch, secret, erase_at_ms FROM secrets")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let roster_hash = arr32(r.get(0)?, "secret roster")?;
+                s.secrets.insert(
+                    roster_hash,
+                    SecretEntry {
+                        roster_hash,
+                        epoch: r.get::<_, i64>(1)? as u64,
+                        secret: arr32(r.get(2)?, "secret")?,
+                        erase_at_ms: r.get(3)?,
+                    },
+                );
+            }
+        }
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, proposal_expires_ms, signed FROM votes",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let v = VoteRec {
+                    epoch: r.get::<_, i64>(0)? as u64,
+                    voter: r.get(1)?,
+                    roster_hash: arr32(r.get(2)?, "vote roster")?,
+                    proposal_hash: arr32(r.get(3)?, "vote proposal")?,
+                    yes: r.get(4)?,
+                    proposal_created_ms: r.get(5)?,
+                    proposal_expires_ms: r.get(6)?,
+                    signed: r.get(7)?,
+                };
+                s.votes.insert((v.epoch, v.voter.clone()), v);
+            }
+        }
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT epoch, voter, first, second, at_ms FROM evidence ORDER BY id")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                s.evidence.push(Evidence {
+                    epoch: r.get::<_, i64>(0)? as u64,
+                    voter: r.get(1)?,
+                    first: r.get(2)?,
+                    second: r.get(3)?,
+                    at_ms: r.get(4)?,
+                });
+            }
+        }
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT id, signed, created_ms, expires_ms, note, status FROM invites")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let id = arr16(r.get(0)?, "invite id")?;
+                let status: String = r.get(5)?;
+                s.invites.insert(
+                    id,
+                    InviteRec {
+                        id,
+                        signed: r.get(1)?,
+                        created_ms: r.get(2)?,
+                        expires_ms: r.get(3)?,
+                        note: r.get(4)?,
+                        status: InviteStatus::parse(&status)
+                            .ok_or_else(|| corrupt("invite status"))?,
+                    },
+                );
+            }
+        }
+        for (table, target) in [("revocations", 0), ("used_invites", 1)] {
+            let sql = format!(
+                "SELECT id, {} FROM {table}",
+                if target == 0 { "signed" } else { "proposal" }
+            );
+            let mut stmt = self.conn.prepare(&sql)?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let id = arr16(r.get(0)?, "invite id")?;
+                let value: Vec<u8> = r.get(1)?;
+                if target == 0 {
+                    s.revoked.insert(id, value);
+                } else {
+                    s.used_invites
+                        .insert(id, arr32(value, "used invite proposal")?);
+                }
+            }
+        }
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT epoch, roster_hash, commit_hash, switched, at_ms FROM history ORDER BY seq",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                s.history.push(HistoryEntry {
+                    epoch: r.get::<_, i64>(0)? as u64,
+                    roster_hash: arr32(r.get(1)?, "history roster")?,
+                    commit_hash: arr32(r.get(2)?, "history commit")?,
+                    switched: r.get(3)?,
+                    at_ms: r.get(4)?,
+                });
+            }
+        }
+        s.pending_join = self
+            .conn
+            .query_row(
+                "SELECT mesh_id, invite_id, inviter, name FROM pending_join WHERE id = 1",
+                [],
+                |r| {
+                    Ok((
+                        r.get::<_, Vec<u8>>(0)?,
+                        r.get::<_, Vec<u8>>(1)?,
+                        r.get::<_, Vec<u8>>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                },
+            )
+            .optional()?
+            .map(|(m, i, inviter, name)| -> Result<PendingJoin, StoreError> {
+                Ok(PendingJoin {
+                    mesh_id: arr16(m, "pending mesh id")?,
+                    invite_id: arr16(i, "pending invite id")?,
+                    inviter,
+                    name,
+                })
+            })
+            .transpose()?;
+        // Proposals are re-checked against the current roster on load.
+        {
+            let mut stmt = self.conn.prepare("SELECT hash, signed FROM proposals")?;
+            let mut rows = stmt.query([])?;
+            let mut loaded = BTreeMap::new();
+            while let Some(r) = rows.next()? {
+                let hash = arr32(r.get(0)?, "proposal hash")?;
+                let signed: Vec<u8> = r.get(1)?;
+                if let Some(p) = s.reload_proposal(hash, &signed) {
+                    loaded.insert(hash, Arc::new(p));
+                }
+            }
+            s.proposals = loaded;
+        }
+        if s.mesh.is_some() && !s.rosters.contains_key(&s.tip) {
+            return Err(corrupt("the current roster is missing"));
+        }
+        s.synced = s.roster().is_none_or(|r| r.members.len() <= 1);
+        Ok(s)
+    }
+}
+
+impl MeshState {
+    /// Rebuilds a stored proposal record (its checks passed when it was stored).
+    fn reload_proposal(&self, hash: [u8; 32], signed: &[u8]) -> Option<ProposalRec> {
+        let signed: wire::Signed = codec::decode_canonical(signed, "stored proposal").ok()?;
+        let (body, _) =
+            codec::open_signed::<wire::Proposal>(&signed, tag::PROPOSAL, "proposal").ok()?;
+        if bytes32(&body.roster_hash, "roster").ok()? != self.tip {
+            return None;
+        }
+        let (change, joiner, invite_id) = super::state::proposal_change(&body).ok()?;
+        Some(ProposalRec {
+            hash,
+            signed: codec::encode(&signed),
+            epoch: body.epoch,
+            roster_hash: self.tip,
+            proposer: body.proposer,
+            created_ms: body.created_ms,
+            expires_ms: body.expires_ms,
+            change,
+            joiner,
+            invite_id: invite_id.and_then(|i| bytes16(&i, "invite").ok()),
+        })
+    }
+}
+
+fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), StoreError> {
+    match e {
+        Effect::PutMesh(m) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('mesh_id', ?1), ('name', ?2)",
+                params![&m.mesh_id[..], m.name.as_bytes()],
+            )?;
+        }
+        Effect::PutRoster(n) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO rosters (hash, epoch, parent, roster, commit_msg, proposal_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    &n.hash[..],
+                    n.roster.epoch as i64,
+                    n.parent.map(|p| p.to_vec()),
+                    n.roster.encode(),
+                    n.commit,
+                    n.proposal_hash.map(|p| p.to_vec())
+                ],
+            )?;
+        }
+        Effect::SetTip(h) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('tip', ?1)",
+                params![&h[..]],
+            )?;
+        }
+        Effect::PutSecret(s) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO secrets (roster_hash, epoch, secret, erase_at_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![&s.roster_hash[..], s.epoch as i64, &s.secret[..], s.erase_at_ms],
+            )?;
+        }
+        Effect::EraseSecret(h) => {
+            tx.execute(
+                "DELETE FROM secrets WHERE roster_hash = ?1",
+                params![&h[..]],
+            )?;
+        }
+        Effect::PutProposal(p) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO proposals (hash, roster_hash, signed) VALUES (?1, ?2, ?3)",
+                params![&p.hash[..], &p.roster_hash[..], p.signed],
+            )?;
+        }
+        Effect::DeleteProposal(h) => {
+            tx.execute("DELETE FROM proposals WHERE hash = ?1", params![&h[..]])?;
+        }
+        Effect::PutVote(v) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO votes (epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, proposal_expires_ms, signed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    v.epoch as i64,
+                    v.voter,
+                    &v.roster_hash[..],
+                    &v.proposal_hash[..],
+                    v.yes,
+                    v.proposal_created_ms,
+                    v.proposal_expires_ms,
+                    v.signed
+                ],
+            )?;
+        }
+        Effect::DeleteVotesBefore(epoch) => {
+            tx.execute("DELETE FROM votes WHERE epoch < ?1", params![*epoch as i64])?;
+        }
+        Effect::PutEvidence(ev) => {
+            tx.execute(
+                "INSERT INTO evidence (epoch, voter, first, second, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![ev.epoch as i64, ev.voter, ev.first, ev.second, ev.at_ms],
+            )?;
+        }
+        Effect::PutInvite(i) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO invites (id, signed, created_ms, expires_ms, note, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![&i.id[..], i.signed, i.created_ms, i.expires_ms, i.note, i.status.as_str()],
+            )?;
+        }
+        Effect::PutRevocation { id, signed } => {
+            tx.execute(
+                "INSERT OR REPLACE INTO revocations (id, signed) VALUES (?1, ?2)",
+                params![&id[..], signed],
+            )?;
+        }
+        Effect::PutUsedInvite { id, proposal } => {
+            tx.execute(
+                "INSERT OR REPLACE INTO used_invites (id, proposal) VALUES (?1, ?2)",
+                params![&id[..], &proposal[..]],
+            )?;
+        }
+        Effect::PutHistory(hst) => {
+            tx.execute(
+                "INSERT INTO history (epoch, roster_hash, commit_hash, switched, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    hst.epoch as i64,
+                    &hst.roster_hash[..],
+                    &hst.commit_hash[..],
+                    hst.switched,
+                    hst.at_ms
+                ],
+            )?;
+        }
+        Effect::SetPendingJoin(p) => {
+            tx.execute("DELETE FROM pending_join", [])?;
+            if let Some(p) = p {
+                tx.execute(
+                    "INSERT INTO pending_join (id, mesh_id, invite_id, inviter, name) VALUES (1, ?1, ?2, ?3, ?4)",
+                    params![&p.mesh_id[..], &p.invite_id[..], p.inviter, p.name],
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An exclusive lock on a state directory's mesh state, held while an offline
+/// command (or the daemon) works on it; released on drop.
+pub struct StateLock {
+    path: PathBuf,
+}
+
+impl StateLock {
+    /// Takes `<state_dir>/mesh.lock`. A lock left by a process that no longer
+    /// runs is taken over; a live one is refused with its pid.
+    pub fn acquire(state_dir: &Path) -> Result<StateLock, StoreError> {
+        fs::create_dir_all(state_dir).map_err(|source| StoreError::Io {
+            path: state_dir.to_path_buf(),
+            source,
+        })?;
+        let path = state_dir.join(LOCK_FILE);
+        for _ in 0..2 {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut f) => {
+                    let _ = writeln!(f, "{}", std::process::id());
+                    return Ok(StateLock { path });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let holder = fs::read_to_string(&path).unwrap_or_default();
+                    let pid = holder.trim().parse::<u32>().ok();
+                    let alive = pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+                    if alive {
+                        return Err(StoreError::Locked {
+                            path,
+                            reason: format!(
+                                "held by running process {} (is the daemon running?)",
+                                holder.trim()
+                            ),
+                        });
+                    }
+                    // Stale lock of a process that is gone.
+                    let _ = fs::remove_file(&path);
+                }
+                Err(source) => return Err(StoreError::Io { path, source }),
+            }
+        }
+        Err(StoreError::Locked {
+            path,
+            reason: "could not take the lock".into(),
+        })
+    }
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}

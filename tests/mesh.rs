@@ -1,0 +1,1404 @@
+//! Mesh membership: flows, invites, envelopes (proptest), persistence, and a
+//! deterministic seeded simulation with loss, reordering, duplication,
+//! partitions that heal, restarts and injected bad messages.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use grove::identity::Identity;
+use grove::mesh::MeshError;
+use grove::mesh::codec;
+use grove::mesh::envelope::{self, EnvelopeContext, EnvelopeSender};
+use grove::mesh::invite;
+use grove::mesh::roster::QuorumRule;
+use grove::mesh::state::{Dest, MeshState, ProposalChange, Timing, Transition};
+use grove::mesh::store::MeshStore;
+use grove::wire::mesh as wire;
+use prost::Message;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+const STEP_MS: i64 = 1000;
+
+fn timing() -> Timing {
+    Timing {
+        proposal_ttl_ms: 40 * STEP_MS,
+        invite_ttl_ms: 500 * STEP_MS,
+        key_grace_ms: 10 * STEP_MS,
+        commit_backup_ms: 15 * STEP_MS,
+    }
+}
+
+/// One node of a test: keys, state, and its own mesh.db.
+struct Node {
+    id: Identity,
+    state: MeshState,
+    store: MeshStore,
+    _dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn new(rng: &mut StdRng) -> Node {
+        let id = Identity::generate(rng);
+        let dir = tempfile::tempdir().unwrap();
+        let store = MeshStore::open_in(dir.path()).unwrap();
+        store.set_synchronous(false).unwrap();
+        let state = MeshState::empty(id.public(), timing());
+        Node {
+            id,
+            state,
+            store,
+            _dir: dir,
+        }
+    }
+
+    /// Persists and adopts a transition result.
+    fn take(
+        &mut self,
+        r: Result<(MeshState, Transition), MeshError>,
+        now: i64,
+    ) -> Result<Transition, MeshError> {
+        let (s, t) = r?;
+        self.store.persist(&t, now).unwrap();
+        self.state = s;
+        Ok(t)
+    }
+
+    /// Reloads the state from mesh.db, as after a restart.
+    fn restart(&mut self) {
+        let loaded = self.store.load(self.id.public(), timing()).unwrap();
+        let mut expected = self.state.clone();
+        expected.synced = loaded.synced;
+        expected.pending_sync = None;
+        assert_eq!(loaded, expected, "state reloaded from mesh.db differs");
+        self.state = loaded;
+    }
+}
+
+fn peer_index(nodes: &[Node], peer: &[u8]) -> Option<usize> {
+    nodes.iter().position(|n| n.id.peer_id() == peer)
+}
+
+/// Delivers every message of `t` reliably and in order (breadth first).
+fn deliver_all(nodes: &mut [Node], from: usize, t: Transition, now: i64, rng: &mut StdRng) {
+    let mut queue: Vec<(usize, Dest, Vec<u8>)> = t
+        .outbound
+        .into_iter()
+        .map(|o| (from, o.to, o.message))
+        .collect();
+    while !queue.is_empty() {
+        let (sender, to, msg) = queue.remove(0);
+        let targets: Vec<usize> = match to {
+            Dest::All => (0..nodes.len())
+                .filter(|&i| i != sender && nodes[i].state.mesh.is_some())
+                .collect(),
+            Dest::Peer(p) => peer_index(nodes, &p).into_iter().collect(),
+        };
+        for i in targets {
+            let r = nodes[i].state.receive(&nodes[i].id, &msg, now, rng);
+            if let Ok(t) = nodes[i].take(r, now) {
+                queue.extend(t.outbound.into_iter().map(|o| (i, o.to, o.message)));
+            }
+        }
+    }
+}
+
+/// A founder plus `extra` members added one by one over a reliable network.
+fn mesh_of(n: usize, seed: u64) -> (Vec<Node>, StdRng, i64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut nodes = vec![Node::new(&mut rng)];
+    let mut now = 1_000_000;
+    let r = nodes[0].state.init(
+        &nodes[0].id,
+        "test mesh",
+        QuorumRule::MAJORITY,
+        now,
+        &mut rng,
+    );
+    nodes[0].take(r, now).unwrap();
+    for _ in 1..n {
+        now += STEP_MS;
+        add_member(&mut nodes, 0, now, &mut rng);
+    }
+    (nodes, rng, now)
+}
+
+/// Adds a new node through an invite by `inviter`; other members vote yes.
+fn add_member(nodes: &mut Vec<Node>, inviter: usize, now: i64, rng: &mut StdRng) -> usize {
+    let joiner = nodes.len();
+    nodes.push(Node::new(rng));
+    let r = nodes[inviter].state.create_invite(
+        &nodes[inviter].id,
+        vec!["/ip4/127.0.0.1/tcp/1".into()],
+        String::new(),
+        None,
+        now,
+        rng,
+    );
+    let t = nodes[inviter].take(r, now).unwrap();
+    let text = t.output.unwrap();
+    let r = nodes[joiner]
+        .state
+        .request_join(&nodes[joiner].id, &text, "joiner", now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    deliver_all(nodes, joiner, t, now, rng);
+    // Everyone else votes yes on the open add proposal.
+    for i in 0..nodes.len() {
+        if nodes[i].state.is_member() && !nodes[joiner].state.is_member() {
+            let open: Vec<[u8; 32]> = nodes[i].state.proposals.keys().copied().collect();
+            for p in open {
+                let r = nodes[i].state.vote(&nodes[i].id, p, true, now, rng);
+                if let Ok(t) = nodes[i].take(r, now) {
+                    deliver_all(nodes, i, t, now, rng);
+                }
+            }
+        }
+    }
+    assert!(nodes[joiner].state.is_member(), "joiner was not added");
+    joiner
+}
+
+#[test]
+fn one_member_mesh_adds_a_joiner_immediately() {
+    let (nodes, _, _) = mesh_of(2, 1);
+    assert_eq!(nodes[0].state.epoch(), 1);
+    assert_eq!(nodes[1].state.epoch(), 1);
+    assert_eq!(nodes[0].state.tip, nodes[1].state.tip);
+    assert_eq!(
+        nodes[0].state.current_secret(),
+        nodes[1].state.current_secret()
+    );
+    assert!(nodes[0].state.current_secret().is_some());
+    assert!(nodes[0].store.verify_audit().unwrap().events > 0);
+}
+
+#[test]
+fn add_needs_quorum_once_there_are_two_members() {
+    let (mut nodes, mut rng, now) = mesh_of(2, 2);
+    // Third member: the inviter's yes alone (1 of 2) is not a quorum.
+    let joiner = nodes.len();
+    nodes.push(Node::new(&mut rng));
+    let r = nodes[0]
+        .state
+        .create_invite(&nodes[0].id, vec![], "hi".into(), None, now, &mut rng);
+    let text = nodes[0].take(r, now).unwrap().output.unwrap();
+    let r = nodes[joiner]
+        .state
+        .request_join(&nodes[joiner].id, &text, "c", now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    deliver_all(&mut nodes, joiner, t, now, &mut rng);
+    assert_eq!(nodes[0].state.epoch(), 1, "one yes of two must not commit");
+    assert!(!nodes[joiner].state.is_member());
+    let p = *nodes[1].state.proposals.keys().next().unwrap();
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    for n in &nodes {
+        assert_eq!(n.state.epoch(), 2);
+        assert_eq!(n.state.roster().unwrap().members.len(), 3);
+        assert_eq!(n.state.current_secret(), nodes[0].state.current_secret());
+    }
+}
+
+#[test]
+fn invite_refusals_each_have_their_own_message() {
+    let (mut nodes, mut rng, now) = mesh_of(1, 3);
+    let r = nodes[0].state.create_invite(
+        &nodes[0].id,
+        vec![],
+        String::new(),
+        Some(10_000),
+        now,
+        &mut rng,
+    );
+    let text = nodes[0].take(r, now).unwrap().output.unwrap();
+    let outsider = Node::new(&mut rng);
+
+    // Expired (injected clock).
+    let err = outsider
+        .state
+        .request_join(&outsider.id, &text, "x", now + 10_000)
+        .unwrap_err();
+    assert_eq!(err, MeshError::InviteExpired);
+
+    // Bad checksum: change one character of the base32 body.
+    let mut chars: Vec<char> = text.chars().collect();
+    let at = invite::PREFIX.len() + 10;
+    chars[at] = if chars[at] == 'a' { 'b' } else { 'a' };
+    let bad: String = chars.into_iter().collect();
+    assert_eq!(
+        outsider
+            .state
+            .request_join(&outsider.id, &bad, "x", now)
+            .unwrap_err(),
+        MeshError::InviteChecksum
+    );
+    // Whitespace and case from copy and paste are fine.
+    let pasted = format!("  {}\n{} ", &text[..30].to_uppercase(), &text[30..]);
+    assert!(
+        outsider
+            .state
+            .request_join(&outsider.id, &pasted, "x", now)
+            .is_ok()
+    );
+
+    // Forged: same body, signed by someone else but claiming the inviter.
+    let signed = invite::from_text(&text).unwrap();
+    let forged = wire::Signed {
+        body: signed.body.clone(),
+        signer: outsider.id.ed25519_public().to_vec(),
+        signature: outsider.id.sign(codec::tag::INVITE, &signed.body).to_vec(),
+    };
+    assert_eq!(
+        outsider
+            .state
+            .request_join(&outsider.id, &invite::to_text(&forged), "x", now)
+            .unwrap_err(),
+        MeshError::InviteForged
+    );
+    let mut altered = signed.clone();
+    altered.body[5] ^= 1;
+    let err = outsider
+        .state
+        .request_join(&outsider.id, &invite::to_text(&altered), "x", now)
+        .unwrap_err();
+    assert!(
+        matches!(err, MeshError::InviteForged | MeshError::Malformed { .. }),
+        "{err}"
+    );
+
+    // Reuse: the first join uses it, the second is refused.
+    nodes.push(outsider);
+    let r = nodes[1].state.request_join(&nodes[1].id, &text, "x", now);
+    let t = nodes[1].take(r, now).unwrap();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    assert!(nodes[1].state.is_member());
+    let mut second = Node::new(&mut rng);
+    let r = second.state.request_join(&second.id, &text, "y", now);
+    let t = second.take(r, now).unwrap();
+    let err = nodes[0]
+        .state
+        .receive(&nodes[0].id, &t.outbound[0].message, now, &mut rng)
+        .unwrap_err();
+    assert_eq!(err, MeshError::InviteUsed);
+
+    // Revoked.
+    let r = nodes[0]
+        .state
+        .create_invite(&nodes[0].id, vec![], String::new(), None, now, &mut rng);
+    let text2 = nodes[0].take(r, now).unwrap().output.unwrap();
+    let id2 = invite::verify(&invite::from_text(&text2).unwrap())
+        .unwrap()
+        .invite_id;
+    let r = nodes[0].state.revoke_invite(&nodes[0].id, id2, now);
+    let t = nodes[0].take(r, now).unwrap();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    assert!(nodes[1].state.revoked.contains_key(&id2));
+    let r = second.state.request_join(&second.id, &text2, "y", now);
+    // `second` already has a pending join; a fresh node asks instead.
+    drop(r);
+    let third = Node::new(&mut rng);
+    let (_, t) = third
+        .state
+        .request_join(&third.id, &text2, "z", now)
+        .unwrap();
+    let err = nodes[0]
+        .state
+        .receive(&nodes[0].id, &t.outbound[0].message, now, &mut rng)
+        .unwrap_err();
+    assert_eq!(err, MeshError::InviteRevoked);
+}
+
+#[test]
+fn invites_of_a_kicked_member_become_void() {
+    let (mut nodes, mut rng, mut now) = mesh_of(3, 4);
+    let r = nodes[2]
+        .state
+        .create_invite(&nodes[2].id, vec![], String::new(), None, now, &mut rng);
+    let text = nodes[2].take(r, now).unwrap().output.unwrap();
+    now += STEP_MS;
+    kick(&mut nodes, 0, 2, now, &mut rng);
+    assert!(!nodes[2].state.is_member());
+    assert!(
+        nodes[2]
+            .state
+            .invites
+            .values()
+            .all(|i| i.status != grove::mesh::state::InviteStatus::Open)
+    );
+    let joiner = Node::new(&mut rng);
+    let (_, t) = joiner
+        .state
+        .request_join(&joiner.id, &text, "j", now)
+        .unwrap();
+    // Any member refuses an add built on it: the inviter is gone.
+    let req = match wire::MeshMessage::decode(&t.outbound[0].message[..])
+        .unwrap()
+        .kind
+    {
+        Some(wire::mesh_message::Kind::JoinRequest(s)) => s,
+        other => panic!("unexpected {other:?}"),
+    };
+    let err = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Add(req), now, &mut rng)
+        .unwrap_err();
+    assert_eq!(err, MeshError::InviteVoid);
+}
+
+fn kick(nodes: &mut [Node], by: usize, victim: usize, now: i64, rng: &mut StdRng) {
+    let peer = nodes[victim].id.peer_id();
+    let r = nodes[by]
+        .state
+        .propose(&nodes[by].id, ProposalChange::Kick(peer), now, rng);
+    let t = nodes[by].take(r, now).unwrap();
+    deliver_all(nodes, by, t, now, rng);
+    for i in 0..nodes.len() {
+        if i != by && nodes[i].state.is_member() {
+            let open: Vec<[u8; 32]> = nodes[i].state.proposals.keys().copied().collect();
+            for p in open {
+                let r = nodes[i].state.vote(&nodes[i].id, p, true, now, rng);
+                if let Ok(t) = nodes[i].take(r, now) {
+                    deliver_all(nodes, i, t, now, rng);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn kicked_member_learns_nothing_of_later_epochs() {
+    let (mut nodes, mut rng, mut now) = mesh_of(4, 5);
+    let before = nodes[3].state.epoch();
+    now += STEP_MS;
+    kick(&mut nodes, 0, 3, now, &mut rng);
+    assert_eq!(nodes[0].state.epoch(), before + 1);
+    // Rotate twice more.
+    for _ in 0..2 {
+        now += STEP_MS;
+        let r = nodes[1]
+            .state
+            .propose(&nodes[1].id, ProposalChange::Rotate, now, &mut rng);
+        let t = nodes[1].take(r, now).unwrap();
+        deliver_all(&mut nodes, 1, t, now, &mut rng);
+        for i in [0, 2] {
+            // The first yes may already complete the quorum.
+            let Some(&p) = nodes[i].state.proposals.keys().next() else {
+                continue;
+            };
+            let r = nodes[i].state.vote(&nodes[i].id, p, true, now, &mut rng);
+            let t = nodes[i].take(r, now).unwrap();
+            deliver_all(&mut nodes, i, t, now, &mut rng);
+        }
+    }
+    assert_eq!(nodes[0].state.epoch(), before + 3);
+    assert_kicked_learns_nothing(&nodes, 0, 3, &mut rng);
+    // Its later messages are refused.
+    let err = nodes[3]
+        .state
+        .propose(&nodes[3].id, ProposalChange::Rotate, now, &mut rng)
+        .unwrap_err();
+    assert_eq!(err, MeshError::NotAMember);
+}
+
+/// Checks that `victim` holds no secret of, and opens no envelope or gossip
+/// of, any epoch of `member`'s chain from which it is absent.
+fn assert_kicked_learns_nothing(nodes: &[Node], member: usize, victim: usize, rng: &mut StdRng) {
+    let m = &nodes[member].state;
+    let v = &nodes[victim];
+    let peer = v.id.peer_id();
+    for hash in m.chain() {
+        let node = &m.rosters[&hash];
+        if node.roster.member(&peer).is_some() {
+            continue;
+        }
+        assert!(
+            !v.state.secrets.contains_key(&hash),
+            "kicked member holds a secret of epoch {}",
+            node.roster.epoch
+        );
+        let Some(commit) = &node.commit else { continue };
+        let signed = wire::Signed::decode(&commit[..]).unwrap();
+        let c = wire::Commit::decode(&signed.body[..]).unwrap();
+        let core = wire::CommitCore::decode(&c.core[..]).unwrap();
+        let eph: [u8; 32] = core.ephemeral_x25519.as_slice().try_into().unwrap();
+        for env in &c.envelopes {
+            let ctx = EnvelopeContext {
+                mesh_id: &node.roster.mesh_id,
+                new_epoch: node.roster.epoch,
+                roster_hash: &hash,
+                recipient: &env.recipient,
+            };
+            assert!(
+                envelope::open_envelope(v.id.x25519_secret(), &eph, &ctx, &env.ciphertext).is_err()
+            );
+            let ctx_me = EnvelopeContext {
+                recipient: &peer,
+                ..ctx
+            };
+            assert!(
+                envelope::open_envelope(v.id.x25519_secret(), &eph, &ctx_me, &env.ciphertext)
+                    .is_err()
+            );
+        }
+    }
+    let g = m.seal_gossip("books", b"only for members", rng).unwrap();
+    assert!(v.state.open_gossip(&g).is_err());
+    assert_eq!(m.open_gossip(&g).unwrap(), b"only for members");
+}
+
+#[test]
+fn equivocation_is_refused_and_evidence_kept() {
+    let (mut nodes, mut rng, now) = mesh_of(3, 6);
+    // Two proposals by two members at one epoch.
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t0 = nodes[0].take(r, now).unwrap();
+    let r = nodes[1].state.propose(
+        &nodes[1].id,
+        ProposalChange::Quorum(QuorumRule {
+            numerator: 2,
+            denominator: 3,
+        }),
+        now,
+        &mut rng,
+    );
+    let t1 = nodes[1].take(r, now).unwrap();
+    // Node 2 learns both proposals (not the votes yet).
+    for t in [&t0, &t1] {
+        let r = nodes[2]
+            .state
+            .receive(&nodes[2].id, &t.outbound[0].message, now, &mut rng);
+        nodes[2].take(r, now).unwrap();
+    }
+    // Node 0's vote (its proposal's yes) reaches node 1; a forged second vote
+    // by node 0 on node 1's proposal is equivocation.
+    let vote0 = &t0.outbound[1].message;
+    let r = nodes[1].state.receive(&nodes[1].id, vote0, now, &mut rng);
+    nodes[1].take(r, now).unwrap();
+    let p1 = *nodes[1]
+        .state
+        .proposals
+        .values()
+        .find(|p| p.proposer == nodes[1].id.peer_id())
+        .map(|p| &p.hash)
+        .unwrap();
+    let p1rec = nodes[1].state.proposals[&p1].clone();
+    let body = wire::Vote {
+        mesh_id: nodes[1].state.mesh.as_ref().unwrap().mesh_id.to_vec(),
+        epoch: p1rec.epoch,
+        roster_hash: p1rec.roster_hash.to_vec(),
+        proposal_hash: p1.to_vec(),
+        yes: true,
+        voter: nodes[0].id.peer_id(),
+        proposal_created_ms: p1rec.created_ms,
+        proposal_expires_ms: p1rec.expires_ms,
+    };
+    let second = codec::sign(&nodes[0].id, codec::tag::VOTE, &body);
+    let msg = wire::MeshMessage {
+        kind: Some(wire::mesh_message::Kind::Vote(second)),
+    }
+    .encode_to_vec();
+    let before_epoch = nodes[1].state.epoch();
+    let r = nodes[1].state.receive(&nodes[1].id, &msg, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    assert!(matches!(t.refused, Some(MeshError::Equivocation { .. })));
+    assert_eq!(nodes[1].state.evidence.len(), 1);
+    assert_eq!(
+        nodes[1].state.epoch(),
+        before_epoch,
+        "the equivocating vote must not count"
+    );
+    // The same evidence again changes nothing.
+    assert!(
+        nodes[1]
+            .state
+            .receive(&nodes[1].id, &msg, now, &mut rng)
+            .is_err()
+    );
+    // The evidence survives a restart.
+    nodes[1].restart();
+    assert_eq!(nodes[1].state.evidence.len(), 1);
+}
+
+#[test]
+fn expired_proposal_releases_votes_for_a_later_one() {
+    let (mut nodes, mut rng, mut now) = mesh_of(3, 7);
+    let epoch = nodes[0].state.epoch();
+    // Node 0 proposes; nobody else votes; it expires.
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    // Node 0 cannot propose again while its yes is still bound.
+    assert_eq!(
+        nodes[0]
+            .state
+            .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng)
+            .unwrap_err(),
+        MeshError::AlreadyVoted(epoch)
+    );
+    now += timing().proposal_ttl_ms;
+    for node in nodes.iter_mut() {
+        let r = node.state.tick(&node.id, now, &mut rng);
+        node.take(r, now).unwrap();
+        assert!(node.state.proposals.is_empty());
+    }
+    // A later proposal by node 1 passes with node 0's released vote.
+    let r = nodes[1]
+        .state
+        .propose(&nodes[1].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    let p = *nodes[0].state.proposals.keys().next().unwrap();
+    let r = nodes[0].state.vote(&nodes[0].id, p, true, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    for n in &nodes {
+        assert_eq!(n.state.epoch(), epoch + 1);
+    }
+}
+
+#[test]
+fn restarted_node_votes_only_after_sync() {
+    let (mut nodes, mut rng, now) = mesh_of(3, 8);
+    nodes[2].restart();
+    assert!(!nodes[2].state.synced);
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    let p = *nodes[2].state.proposals.keys().next().unwrap();
+    assert_eq!(
+        nodes[2]
+            .state
+            .vote(&nodes[2].id, p, true, now, &mut rng)
+            .unwrap_err(),
+        MeshError::NotSynced
+    );
+    let r = nodes[2].state.sync_request(&nodes[2].id, now);
+    let t = nodes[2].take(r, now).unwrap();
+    deliver_all(&mut nodes, 2, t, now, &mut rng);
+    assert!(nodes[2].state.synced);
+    let r = nodes[2].state.vote(&nodes[2].id, p, true, now, &mut rng);
+    let t = nodes[2].take(r, now).unwrap();
+    deliver_all(&mut nodes, 2, t, now, &mut rng);
+    assert_eq!(nodes[2].state.epoch(), nodes[0].state.epoch());
+    assert_eq!(
+        nodes[2].state.current_secret(),
+        nodes[0].state.current_secret()
+    );
+}
+
+#[test]
+fn erased_secret_is_gone_from_the_database_file() {
+    let (mut nodes, mut rng, mut now) = mesh_of(1, 9);
+    let old = nodes[0].state.current_secret().unwrap();
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    nodes[0].take(r, now).unwrap();
+    assert_ne!(nodes[0].state.current_secret().unwrap(), old);
+    now += timing().key_grace_ms;
+    let r = nodes[0].state.tick(&nodes[0].id, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    assert!(t.audit.iter().any(|a| a.kind == "mesh.secret.erase"));
+    assert_eq!(nodes[0].state.secrets.len(), 1);
+    let dir = nodes[0]._dir.path().to_path_buf();
+    for name in ["mesh.db", "mesh.db-wal"] {
+        if let Ok(bytes) = std::fs::read(dir.join(name)) {
+            assert!(
+                !bytes.windows(32).any(|w| w == old),
+                "erased secret still in {name}"
+            );
+        }
+    }
+    nodes[0].store.verify_audit().unwrap();
+}
+
+#[test]
+fn gossip_is_bound_to_mesh_epoch_and_topic_and_old_key_has_a_grace_window() {
+    let (mut nodes, mut rng, mut now) = mesh_of(2, 10);
+    let g = nodes[0]
+        .state
+        .seal_gossip("moots", b"hello", &mut rng)
+        .unwrap();
+    assert_eq!(nodes[1].state.open_gossip(&g).unwrap(), b"hello");
+    let mut other_topic = g.clone();
+    other_topic.topic = "books".into();
+    assert!(nodes[1].state.open_gossip(&other_topic).is_err());
+    let mut other_epoch = g.clone();
+    other_epoch.epoch += 1;
+    assert!(nodes[1].state.open_gossip(&other_epoch).is_err());
+    // Rotate: the old epoch's gossip still opens inside the grace window only.
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    let p = *nodes[1].state.proposals.keys().next().unwrap();
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    assert_eq!(nodes[1].state.epoch(), g.epoch + 1);
+    assert_eq!(nodes[1].state.open_gossip(&g).unwrap(), b"hello");
+    now += timing().key_grace_ms;
+    let r = nodes[1].state.tick(&nodes[1].id, now, &mut rng);
+    nodes[1].take(r, now).unwrap();
+    assert!(nodes[1].state.open_gossip(&g).is_err());
+}
+
+#[test]
+fn bad_quorum_rule_is_refused() {
+    let (nodes, mut rng, now) = mesh_of(2, 11);
+    let err = nodes[0]
+        .state
+        .propose(
+            &nodes[0].id,
+            ProposalChange::Quorum(QuorumRule {
+                numerator: 1,
+                denominator: 3,
+            }),
+            now,
+            &mut rng,
+        )
+        .unwrap_err();
+    assert!(matches!(err, MeshError::BadQuorum { .. }));
+}
+
+mod envelope_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn setup(seed: u64) -> (x25519_dalek::StaticSecret, [u8; 32], Vec<u8>, [u8; 32]) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let secret = x25519_dalek::StaticSecret::random_from_rng(&mut rng);
+        let public = x25519_dalek::PublicKey::from(&secret).to_bytes();
+        let sender = EnvelopeSender::new(&mut rng);
+        let ctx = EnvelopeContext {
+            mesh_id: &[3; 16],
+            new_epoch: 7,
+            roster_hash: &[4; 32],
+            recipient: b"peer-a",
+        };
+        let ct = sender.wrap(&public, &ctx, &[5; 32]).unwrap();
+        (secret, sender.ephemeral_public(), ct, public)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_changed_byte_fails(seed in any::<u64>(), at in 0usize..48, flip in 1u8..=255) {
+            let (secret, eph, mut ct, _) = setup(seed);
+            ct[at] ^= flip;
+            let ctx = EnvelopeContext { mesh_id: &[3; 16], new_epoch: 7, roster_hash: &[4; 32], recipient: b"peer-a" };
+            prop_assert!(envelope::open_envelope(&secret, &eph, &ctx, &ct).is_err());
+        }
+
+        #[test]
+        fn any_changed_context_fails(seed in any::<u64>(), which in 0u8..4, byte in 0usize..16, flip in 1u8..=255) {
+            let (secret, eph, ct, _) = setup(seed);
+            let mut mesh_id = [3u8; 16];
+            let mut epoch = 7u64;
+            let mut roster = [4u8; 32];
+            let mut recipient = b"peer-a".to_vec();
+            match which {
+                0 => mesh_id[byte] ^= flip,
+                1 => epoch ^= u64::from(flip) << (byte % 8),
+                2 => roster[byte] ^= flip,
+                _ => recipient[byte % 6] ^= flip,
+            }
+            let ctx = EnvelopeContext { mesh_id: &mesh_id, new_epoch: epoch, roster_hash: &roster, recipient: &recipient };
+            prop_assert!(envelope::open_envelope(&secret, &eph, &ctx, &ct).is_err());
+        }
+
+        #[test]
+        fn changed_ephemeral_or_other_recipient_fails(seed in any::<u64>(), other in any::<u64>(), byte in 0usize..32, flip in 1u8..=255) {
+            let (secret, mut eph, ct, _) = setup(seed);
+            let ctx = EnvelopeContext { mesh_id: &[3; 16], new_epoch: 7, roster_hash: &[4; 32], recipient: b"peer-a" };
+            prop_assert_eq!(envelope::open_envelope(&secret, &eph, &ctx, &ct).unwrap(), [5u8; 32]);
+            let mut rng = StdRng::seed_from_u64(other);
+            let stranger = x25519_dalek::StaticSecret::random_from_rng(&mut rng);
+            prop_assert!(envelope::open_envelope(&stranger, &eph, &ctx, &ct).is_err());
+            eph[byte] ^= flip;
+            prop_assert!(envelope::open_envelope(&secret, &eph, &ctx, &ct).is_err());
+        }
+
+        #[test]
+        fn gossip_any_change_fails(seed in any::<u64>(), at in 0usize..40, flip in 1u8..=255) {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let key = envelope::gossip_key(&[1; 16], 3, &[2; 32]);
+            let (nonce, mut ct) = envelope::seal_gossip(&key, &[1; 16], 3, "t", &[9u8; 24], &mut rng).unwrap();
+            prop_assert!(envelope::open_gossip(&key, &[1; 16], 3, "t", &nonce, &ct).is_ok());
+            prop_assert!(envelope::open_gossip(&key, &[1; 16], 4, "t", &nonce, &ct).is_err());
+            prop_assert!(envelope::open_gossip(&key, &[2; 16], 3, "t", &nonce, &ct).is_err());
+            let other = envelope::gossip_key(&[1; 16], 4, &[2; 32]);
+            prop_assert!(envelope::open_gossip(&other, &[1; 16], 3, "t", &nonce, &ct).is_err());
+            ct[at] ^= flip;
+            prop_assert!(envelope::open_gossip(&key, &[1; 16], 3, "t", &nonce, &ct).is_err());
+        }
+    }
+}
+
+// ----- the seeded simulation -------------------------------------------------
+
+struct InFlight {
+    to: usize,
+    at: i64,
+    bytes: Vec<u8>,
+}
+
+struct Sim {
+    rng: StdRng,
+    nodes: Vec<Node>,
+    queue: Vec<InFlight>,
+    now: i64,
+    loss: f64,
+    dup: f64,
+    max_delay_steps: i64,
+    /// Partition group of each node (None: no partition).
+    groups: Option<Vec<u8>>,
+    /// (node, bytes) of messages a node accepted with a change: replays must be refused.
+    accepted: Vec<(usize, Vec<u8>)>,
+    injected: usize,
+    refused_injections: usize,
+    max_nodes: usize,
+}
+
+impl Sim {
+    fn new(seed: u64, members: usize) -> Sim {
+        let (nodes, rng, now) = mesh_of(members, seed);
+        Sim {
+            rng,
+            nodes,
+            queue: Vec::new(),
+            now,
+            loss: 0.1,
+            dup: 0.05,
+            max_delay_steps: 3,
+            groups: None,
+            accepted: Vec::new(),
+            injected: 0,
+            refused_injections: 0,
+            max_nodes: members + 3,
+        }
+    }
+
+    fn connected(&self, a: usize, b: usize) -> bool {
+        self.groups.as_ref().is_none_or(|g| g[a] == g[b])
+    }
+
+    fn enqueue(&mut self, from: usize, t: Transition) {
+        for o in t.outbound {
+            let targets: Vec<usize> = match &o.to {
+                Dest::All => (0..self.nodes.len())
+                    .filter(|&i| i != from && self.nodes[i].state.mesh.is_some())
+                    .collect(),
+                Dest::Peer(p) => peer_index(&self.nodes, p).into_iter().collect(),
+            };
+            for to in targets {
+                if !self.connected(from, to) || self.rng.random_bool(self.loss) {
+                    continue;
+                }
+                let copies = if self.rng.random_bool(self.dup) { 2 } else { 1 };
+                for _ in 0..copies {
+                    let delay = self.rng.random_range(0..=self.max_delay_steps) * STEP_MS;
+                    self.queue.push(InFlight {
+                        to,
+                        at: self.now + delay,
+                        bytes: o.message.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Runs one node operation and sends what it produced.
+    fn act(
+        &mut self,
+        i: usize,
+        op: impl FnOnce(
+            &MeshState,
+            &Identity,
+            &mut StdRng,
+            i64,
+        ) -> Result<(MeshState, Transition), MeshError>,
+    ) -> Result<(), MeshError> {
+        let now = self.now;
+        let r = op(&self.nodes[i].state, &self.nodes[i].id, &mut self.rng, now);
+        let t = self.nodes[i].take(r, now)?;
+        self.enqueue(i, t);
+        Ok(())
+    }
+
+    fn deliver_due(&mut self) {
+        let mut due = Vec::new();
+        let mut i = 0;
+        while i < self.queue.len() {
+            if self.queue[i].at <= self.now {
+                due.push(self.queue.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        // Random order within a step: reordering.
+        for k in (1..due.len()).rev() {
+            let j = self.rng.random_range(0..=k);
+            due.swap(k, j);
+        }
+        for m in due {
+            let to = m.to;
+            let bytes = m.bytes;
+            let now = self.now;
+            let r = self.nodes[to]
+                .state
+                .receive(&self.nodes[to].id, &bytes, now, &mut self.rng);
+            match self.nodes[to].take(r, now) {
+                Ok(t) => {
+                    if !t.is_empty() && t.refused.is_none() {
+                        self.accepted.push((to, bytes));
+                    }
+                    self.enqueue(to, t);
+                }
+                Err(MeshError::UnknownRoster { .. }) => {
+                    let _ = self.act(to, |s, id, _, now| s.sync_request(id, now));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn members(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].state.is_member())
+            .collect()
+    }
+
+    fn random_action(&mut self) {
+        let members = self.members();
+        if members.is_empty() {
+            return;
+        }
+        // Proposals.
+        if self.rng.random_bool(0.08) {
+            let m = members[self.rng.random_range(0..members.len())];
+            let roster_len = self.nodes[m].state.roster().map_or(0, |r| r.members.len());
+            let pick = self.rng.random_range(0..10);
+            if pick < 3 && self.nodes.len() < self.max_nodes {
+                let joiner = self.nodes.len();
+                let node = Node::new(&mut self.rng);
+                self.nodes.push(node);
+                let now = self.now;
+                let r = self.nodes[m].state.create_invite(
+                    &self.nodes[m].id,
+                    vec![],
+                    String::new(),
+                    None,
+                    now,
+                    &mut self.rng,
+                );
+                if let Ok(t) = self.nodes[m].take(r, now) {
+                    let text = t.output.clone().unwrap_or_default();
+                    let _ = self.act(joiner, |s, id, _, now| {
+                        s.request_join(id, &text, "sim", now)
+                    });
+                }
+            } else if pick < 5 && roster_len > 3 {
+                let roster = self.nodes[m].state.roster().cloned();
+                if let Some(r) = roster {
+                    let victim = r.members[self.rng.random_range(0..r.members.len())]
+                        .peer_id
+                        .clone();
+                    let _ = self.act(m, |s, id, rng, now| {
+                        s.propose(id, ProposalChange::Kick(victim), now, rng)
+                    });
+                }
+            } else if pick < 6 {
+                let q = if self.rng.random_bool(0.5) {
+                    QuorumRule::MAJORITY
+                } else {
+                    QuorumRule {
+                        numerator: 2,
+                        denominator: 3,
+                    }
+                };
+                let _ = self.act(m, |s, id, rng, now| {
+                    s.propose(id, ProposalChange::Quorum(q), now, rng)
+                });
+            } else {
+                let _ = self.act(m, |s, id, rng, now| {
+                    s.propose(id, ProposalChange::Rotate, now, rng)
+                });
+            }
+        }
+        // Votes.
+        for &m in &members {
+            if !self.rng.random_bool(0.25) {
+                continue;
+            }
+            let open: Vec<[u8; 32]> = self.nodes[m].state.proposals.keys().copied().collect();
+            if open.is_empty() {
+                continue;
+            }
+            let p = open[self.rng.random_range(0..open.len())];
+            let yes = self.rng.random_bool(0.85);
+            let _ = self.act(m, |s, id, rng, now| s.vote(id, p, yes, now, rng));
+        }
+        // Ticks.
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].state.mesh.is_some() && self.rng.random_bool(0.2) {
+                let _ = self.act(i, |s, id, rng, now| s.tick(id, now, rng));
+            }
+        }
+        // Partitions start and heal.
+        if self.groups.is_none() && self.rng.random_bool(0.02) {
+            let g: Vec<u8> = (0..self.max_nodes)
+                .map(|_| self.rng.random_range(0..2))
+                .collect();
+            self.groups = Some(g);
+        } else if self.groups.is_some() && self.rng.random_bool(0.05) {
+            self.groups = None;
+        }
+        // Restarts: reload from mesh.db, then sync.
+        if self.rng.random_bool(0.02) {
+            let i = self.rng.random_range(0..self.nodes.len());
+            if self.nodes[i].state.mesh.is_some() {
+                self.nodes[i].restart();
+                let _ = self.act(i, |s, id, _, now| s.sync_request(id, now));
+            }
+        }
+        // Periodic sync from a random node (anti-entropy).
+        if self.rng.random_bool(0.1) {
+            let i = self.rng.random_range(0..self.nodes.len());
+            if self.nodes[i].state.mesh.is_some() {
+                let _ = self.act(i, |s, id, _, now| s.sync_request(id, now));
+            }
+        }
+        if self.rng.random_bool(0.2) {
+            self.inject_bad_message();
+        }
+    }
+
+    /// Sends a forged, replayed, truncated or malformed message and checks
+    /// that it is refused with no state change.
+    fn inject_bad_message(&mut self) {
+        if self.accepted.is_empty() {
+            return;
+        }
+        let (to, bytes) = self.accepted[self.rng.random_range(0..self.accepted.len())].clone();
+        let outsider = Identity::generate(&mut self.rng);
+        let kind = self.rng.random_range(0..5);
+        let bad: Vec<u8> = match kind {
+            0 => bytes.clone(), // replay to the node that already accepted it
+            1 => {
+                let mut b = bytes.clone();
+                let at = self.rng.random_range(0..b.len());
+                b[at] ^= self.rng.random_range(1..=255u8);
+                b
+            }
+            2 => bytes[..self.rng.random_range(0..bytes.len())].to_vec(),
+            3 => (0..self.rng.random_range(1..200))
+                .map(|_| self.rng.random())
+                .collect(),
+            _ => forge(&bytes, &outsider),
+        };
+        if kind != 0 && bad == bytes {
+            return;
+        }
+        let target = if kind == 0 {
+            to
+        } else {
+            self.rng.random_range(0..self.nodes.len())
+        };
+        let before = self.nodes[target].state.clone();
+        let now = self.now;
+        self.injected += 1;
+        match before.receive(&self.nodes[target].id, &bad, now, &mut self.rng) {
+            Err(_) => self.refused_injections += 1,
+            Ok((after, t)) => {
+                assert!(
+                    t.is_empty() && t.refused.is_none(),
+                    "bad message (kind {kind}) changed state: {:?}",
+                    t.audit
+                );
+                assert_eq!(after, before, "bad message (kind {kind}) changed state");
+            }
+        }
+    }
+
+    fn heal_and_settle(&mut self) {
+        self.groups = None;
+        self.loss = 0.0;
+        self.dup = 0.0;
+        for _ in 0..30 {
+            self.now += STEP_MS;
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].state.mesh.is_some() {
+                    let _ = self.act(i, |s, id, _, now| s.sync_request(id, now));
+                    let _ = self.act(i, |s, id, rng, now| s.tick(id, now, rng));
+                }
+            }
+            for _ in 0..=self.max_delay_steps {
+                self.deliver_due();
+                self.now += STEP_MS;
+            }
+            if self.queue.is_empty() && self.converged() {
+                break;
+            }
+        }
+        // Past every grace window, so only current secrets remain.
+        self.now += timing().key_grace_ms + timing().proposal_ttl_ms;
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].state.mesh.is_some() {
+                let _ = self.act(i, |s, id, rng, now| s.tick(id, now, rng));
+            }
+        }
+        self.queue.clear();
+    }
+
+    fn converged(&self) -> bool {
+        let m = self.members();
+        m.windows(2)
+            .all(|w| self.nodes[w[0]].state.tip == self.nodes[w[1]].state.tip)
+    }
+}
+
+/// Re-signs the signed body inside a message with an outsider's key.
+fn forge(bytes: &[u8], outsider: &Identity) -> Vec<u8> {
+    use wire::mesh_message::Kind;
+    let Ok(mut msg) = wire::MeshMessage::decode(bytes) else {
+        return bytes.to_vec();
+    };
+    let resign = |s: &mut wire::Signed, t: &[u8]| {
+        s.signer = outsider.ed25519_public().to_vec();
+        s.signature = outsider.sign(t, &s.body).to_vec();
+    };
+    match msg.kind.as_mut() {
+        Some(Kind::Proposal(s)) => resign(s, codec::tag::PROPOSAL),
+        Some(Kind::Vote(s)) => resign(s, codec::tag::VOTE),
+        Some(Kind::Commit(s)) => resign(s, codec::tag::COMMIT),
+        Some(Kind::Revocation(s)) => resign(s, codec::tag::REVOCATION),
+        Some(Kind::JoinRequest(s)) => resign(s, codec::tag::JOIN),
+        Some(Kind::SyncRequest(s)) => resign(s, codec::tag::SYNC_REQUEST),
+        Some(Kind::SyncResponse(s)) => resign(s, codec::tag::SYNC_RESPONSE),
+        Some(Kind::Welcome(w)) => {
+            if let Some(c) = w.commit.as_mut() {
+                resign(c, codec::tag::COMMIT);
+            }
+        }
+        None => {}
+    }
+    msg.encode_to_vec()
+}
+
+fn run_simulation(seed: u64) {
+    run_simulation_with(seed, 5, 0.1);
+}
+
+fn run_simulation_with(seed: u64, members: usize, loss: f64) {
+    let mut sim = Sim::new(seed, members);
+    sim.loss = loss;
+    let start_epoch = sim.nodes[0].state.epoch();
+    for _ in 0..300 {
+        sim.now += STEP_MS;
+        sim.deliver_due();
+        sim.random_action();
+    }
+    sim.heal_and_settle();
+
+    let members = sim.members();
+    assert!(!members.is_empty());
+    let first = &sim.nodes[members[0]].state;
+    let max_epoch = sim.nodes.iter().map(|n| n.state.epoch()).max().unwrap_or(0);
+    // Honest members that received the same messages agree.
+    for &m in &members {
+        let s = &sim.nodes[m].state;
+        assert_eq!(s.tip, first.tip, "seed {seed}: node {m} on another roster");
+        assert_eq!(s.epoch(), first.epoch());
+        assert_eq!(s.roster(), first.roster());
+        assert_eq!(
+            s.current_secret(),
+            first.current_secret(),
+            "seed {seed}: secrets differ"
+        );
+        assert!(s.current_secret().is_some());
+        assert_eq!(s.secrets.len(), 1, "seed {seed}: old secrets not erased");
+        // A joiner's chain starts at the roster it joined from; the rest agrees.
+        let (a, b) = (s.chain(), first.chain());
+        let n = a.len().min(b.len());
+        assert_eq!(a[..n], b[..n]);
+        sim.nodes[m].store.verify_audit().unwrap();
+    }
+    assert_eq!(first.epoch(), max_epoch);
+    // No node applies two commits at one epoch except by the convergent switch.
+    let mut switches = 0;
+    for n in &sim.nodes {
+        let mut by_epoch: BTreeMap<u64, BTreeSet<[u8; 32]>> = BTreeMap::new();
+        for (k, e) in n.state.history.iter().enumerate() {
+            let fresh = by_epoch.entry(e.epoch).or_default().insert(e.roster_hash);
+            if k > 0 {
+                let prev = &n.state.history[k - 1];
+                assert!(e.epoch >= prev.epoch, "seed {seed}: tip went back in epoch");
+                if e.epoch == prev.epoch {
+                    assert!(
+                        e.switched,
+                        "seed {seed}: two commits at one epoch without a switch"
+                    );
+                    switches += 1;
+                    // The switch goes to the preferred sibling: lowest commit hash.
+                    let parent = |h: &[u8; 32]| n.state.rosters.get(h).and_then(|r| r.parent);
+                    if parent(&e.roster_hash) == parent(&prev.roster_hash) {
+                        assert!(
+                            e.commit_hash < prev.commit_hash,
+                            "seed {seed}: switch to a higher hash"
+                        );
+                    }
+                }
+            }
+            let _ = fresh;
+        }
+    }
+    // Kicked members learn nothing of later epochs.
+    let mut kicked = 0;
+    for v in 0..sim.nodes.len() {
+        let s = &sim.nodes[v].state;
+        if s.mesh.is_some() && !s.is_member() && s.pending_join.is_none() {
+            kicked += 1;
+            let nodes = &sim.nodes;
+            assert_kicked_learns_nothing(nodes, members[0], v, &mut StdRng::seed_from_u64(seed));
+        }
+    }
+    assert!(sim.refused_injections > 0);
+    eprintln!(
+        "seed {seed}: epochs {start_epoch}->{} members {} kicked {kicked} switches {switches} injected {} refused {}",
+        first.epoch(),
+        members.len(),
+        sim.injected,
+        sim.refused_injections
+    );
+}
+
+#[test]
+fn simulation_seed_1() {
+    run_simulation(101);
+}
+
+#[test]
+fn simulation_seed_2() {
+    run_simulation(202);
+}
+
+#[test]
+fn simulation_seed_3() {
+    run_simulation(303);
+}
+
+#[test]
+fn simulation_seed_4() {
+    run_simulation(404);
+}
+
+#[test]
+fn stale_forged_truncated_and_outsider_messages_change_nothing() {
+    let (mut nodes, mut rng, mut now) = mesh_of(3, 12);
+    // A vote and a proposal of epoch E, kept for replay after the epoch moves on.
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    let old_proposal = t.outbound[0].message.clone();
+    let old_vote = t.outbound[1].message.clone();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    let p = *nodes[1].state.proposals.keys().next().unwrap();
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    let commit_msg = nodes[0].state.tip_node().unwrap().commit.clone();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    assert!(commit_msg.is_some());
+    now += STEP_MS;
+    let target = &nodes[2];
+    let before = target.state.clone();
+    let outsider = Identity::generate(&mut rng);
+    let commit_bytes = {
+        let s =
+            wire::Signed::decode(&nodes[2].state.tip_node().unwrap().commit.clone().unwrap()[..])
+                .unwrap();
+        wire::MeshMessage {
+            kind: Some(wire::mesh_message::Kind::Commit(s)),
+        }
+        .encode_to_vec()
+    };
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("stale proposal", old_proposal.clone()),
+        ("stale vote", old_vote.clone()),
+        ("replayed commit", commit_bytes.clone()),
+        ("forged proposal", forge(&old_proposal, &outsider)),
+        ("forged commit", forge(&commit_bytes, &outsider)),
+        ("empty", Vec::new()),
+        ("garbage", vec![0xff; 40]),
+    ];
+    for cut in [1, commit_bytes.len() / 2, commit_bytes.len() - 1] {
+        cases.push(("truncated commit", commit_bytes[..cut].to_vec()));
+    }
+    // A non-canonical encoding of a valid message: an unknown field appended.
+    let mut padded = old_vote.clone();
+    padded.extend_from_slice(&[0x78, 0x01]);
+    cases.push(("non-canonical vote", padded));
+    // An outsider's well-formed, correctly signed proposal for the current roster.
+    let roster = target.state.roster().unwrap();
+    let body = wire::Proposal {
+        mesh_id: roster.mesh_id.to_vec(),
+        epoch: roster.epoch,
+        roster_hash: target.state.tip.to_vec(),
+        proposer: outsider.peer_id(),
+        created_ms: now,
+        expires_ms: now + 10_000,
+        change: Some(wire::proposal::Change::Rotate(vec![1; 16])),
+    };
+    let outsider_proposal = wire::MeshMessage {
+        kind: Some(wire::mesh_message::Kind::Proposal(codec::sign(
+            &outsider,
+            codec::tag::PROPOSAL,
+            &body,
+        ))),
+    }
+    .encode_to_vec();
+    cases.push(("outsider proposal", outsider_proposal));
+    for (what, bytes) in cases {
+        let r = target.state.receive(&target.id, &bytes, now, &mut rng);
+        assert!(r.is_err(), "{what} was accepted");
+        assert_eq!(target.state, before, "{what} changed state");
+    }
+}
+
+#[test]
+fn mesh_db_is_private_and_a_readable_one_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = MeshStore::open_in(dir.path()).unwrap();
+    drop(store);
+    let db = dir.path().join(grove::mesh::store::DB_FILE);
+    let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = MeshStore::open_in(dir.path()).err().unwrap();
+    assert!(err.to_string().contains("chmod 600"), "{err}");
+}
+
+#[test]
+fn state_lock_is_exclusive_and_released_on_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = grove::mesh::store::StateLock::acquire(dir.path()).unwrap();
+    assert!(grove::mesh::store::StateLock::acquire(dir.path()).is_err());
+    drop(lock);
+    assert!(grove::mesh::store::StateLock::acquire(dir.path()).is_ok());
+}
+
+#[test]
+fn joiner_whose_welcome_was_lost_asks_again_and_catches_up() {
+    let (mut nodes, mut rng, mut now) = mesh_of(2, 13);
+    let r = nodes[0]
+        .state
+        .create_invite(&nodes[0].id, vec![], String::new(), None, now, &mut rng);
+    let text = nodes[0].take(r, now).unwrap().output.unwrap();
+    let joiner = nodes.len();
+    nodes.push(Node::new(&mut rng));
+    let r = nodes[joiner]
+        .state
+        .request_join(&nodes[joiner].id, &text, "late", now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    // The inviter proposes; member 1 votes; the commit reaches members only.
+    let r = nodes[0]
+        .state
+        .receive(&nodes[0].id, &t.outbound[0].message, now, &mut rng);
+    let t0 = nodes[0].take(r, now).unwrap();
+    for o in &t0.outbound {
+        let r = nodes[1]
+            .state
+            .receive(&nodes[1].id, &o.message, now, &mut rng);
+        let _ = nodes[1].take(r, now);
+    }
+    let p = *nodes[1].state.proposals.keys().next().unwrap();
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t1 = nodes[1].take(r, now).unwrap();
+    let r = nodes[0]
+        .state
+        .receive(&nodes[0].id, &t1.outbound[0].message, now, &mut rng);
+    let t0 = nodes[0].take(r, now).unwrap();
+    assert!(
+        t0.outbound
+            .iter()
+            .any(|o| o.to == Dest::Peer(nodes[joiner].id.peer_id()))
+    );
+    assert!(!nodes[joiner].state.is_member(), "the welcome was dropped");
+    // Meanwhile the mesh moves on one more epoch.
+    now += STEP_MS;
+    let r = nodes[1]
+        .state
+        .receive(&nodes[1].id, &t0.outbound[0].message, now, &mut rng);
+    nodes[1].take(r, now).unwrap();
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    let p = *nodes[1].state.proposals.keys().next().unwrap();
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    // The joiner asks again with the same invite and gets the welcome, then syncs.
+    now += STEP_MS;
+    let r = nodes[joiner]
+        .state
+        .request_join(&nodes[joiner].id, &text, "late", now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    deliver_all(&mut nodes, joiner, t, now, &mut rng);
+    assert!(nodes[joiner].state.mesh.is_some());
+    let r = nodes[joiner].state.sync_request(&nodes[joiner].id, now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    deliver_all(&mut nodes, joiner, t, now, &mut rng);
+    assert_eq!(nodes[joiner].state.tip, nodes[0].state.tip);
+    assert_eq!(
+        nodes[joiner].state.current_secret(),
+        nodes[0].state.current_secret()
+    );
+    // Another node cannot reuse the invite.
+    let stranger = Node::new(&mut rng);
+    let (_, t) = stranger
+        .state
+        .request_join(&stranger.id, &text, "x", now)
+        .unwrap();
+    assert_eq!(
+        nodes[0]
+            .state
+            .receive(&nodes[0].id, &t.outbound[0].message, now, &mut rng)
+            .unwrap_err(),
+        MeshError::InviteUsed
+    );
+}
+
+#[test]
+fn simulation_seven_members_heavy_loss() {
+    run_simulation_with(505, 7, 0.3);
+}
+
+#[test]
+fn simulation_three_members_light_loss() {
+    run_simulation_with(606, 3, 0.02);
+}
+
+/// A longer sweep over many seeds (run with `--ignored`).
+#[test]
+#[ignore]
+fn simulation_many_seeds() {
+    for seed in 1000..1040 {
+        run_simulation_with(
+            seed,
+            3 + (seed as usize % 5),
+            0.05 + (seed % 4) as f64 * 0.07,
+        );
+    }
+}
