@@ -1,1 +1,3 @@
 //! The moot: a grounded conversation between two books, free of IO.
+
+pub mod transcript;
