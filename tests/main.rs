@@ -1,1 +1,2 @@
 mod grounding;
+mod moot;
