@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::prompt::{self, Line};
 use super::speaker::{self, TurnRequest};
 use super::stats::{self, Stats};
+use super::verify::leaf_hash_hex;
 use super::{MootError, MootSettings, Move, Passage, Retriever, Summary, Tree, Utterance};
 use crate::model::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
 
@@ -325,15 +326,21 @@ pub fn run_local(
     )
 }
 
-/// Passages must come from the tree's own book: node ids `KEY#INDEX`.
+/// Passages must come from the tree's own book (node ids `KEY#INDEX`) and
+/// carry their true leaf hash, or the transcript would not verify.
 fn check_passages(tree: &Tree, passages: &[Passage]) -> Result<(), MootError> {
     for p in passages {
-        if p.node_id != format!("{}#{}", tree.key, p.index) {
-            return Err(MootError::Speaker {
-                book: tree.key.clone(),
-                reason: format!("passage {} is not from this book", p.node_id),
-            });
-        }
+        let reason = if p.node_id != format!("{}#{}", tree.key, p.index) {
+            format!("passage {} is not from this book", p.node_id)
+        } else if p.leaf != leaf_hash_hex(&p.content) {
+            format!("passage {} does not match its leaf hash", p.node_id)
+        } else {
+            continue;
+        };
+        return Err(MootError::Speaker {
+            book: tree.key.clone(),
+            reason,
+        });
     }
     Ok(())
 }
