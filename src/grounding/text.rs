@@ -40,19 +40,17 @@ pub fn is_alnum(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_alphanumeric();
     }
-    let ranges = alnum_ranges();
-    match ranges.binary_search_by(|&(lo, hi)| {
-        if hi < c {
-            std::cmp::Ordering::Less
-        } else if lo > c {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Equal
-        }
-    }) {
-        Ok(_) => true,
-        Err(_) => false,
-    }
+    alnum_ranges()
+        .binary_search_by(|&(lo, hi)| {
+            if hi < c {
+                std::cmp::Ordering::Less
+            } else if lo > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
 }
 
 /// Word character per ground-v1: `[\p{L}\p{N}_]` (Python's `\w`).

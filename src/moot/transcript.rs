@@ -178,6 +178,9 @@ pub struct TaggedText {
     pub content: String,
 }
 
+/// Turn texts by turn number.
+pub type TurnTexts = BTreeMap<u64, String>;
+
 /// Input of `grove moot check`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -197,7 +200,7 @@ pub struct CheckInput {
 
 impl CheckInput {
     /// Turn maps keyed by number; a key that is not a number is refused.
-    pub fn turn_maps(&self) -> Result<(BTreeMap<u64, String>, BTreeMap<u64, String>), RecordError> {
+    pub fn turn_maps(&self) -> Result<(TurnTexts, TurnTexts), RecordError> {
         let parse = |m: &BTreeMap<String, String>| {
             m.iter()
                 .map(|(k, v)| {

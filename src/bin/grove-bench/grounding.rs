@@ -104,7 +104,7 @@ fn generate(quote_count: usize) -> Case {
     for q in 0..quote_count {
         let len = rng.range(8, 30);
         let kind = match q % 6 {
-            0 | 1 | 2 => "near-miss",
+            0..=2 => "near-miss",
             3 | 4 => "absent",
             _ => "exact",
         };
