@@ -289,8 +289,9 @@ impl<'b> Search<'b> {
             if Ratio::new(u64::from(lcs), candidate.total_len) < bar {
                 continue;
             }
-            let ratio = self.exact(texts, candidate);
-            best = Some(better(best, (index, ratio)));
+            if let Some(ratio) = self.exact_if_reaches(texts, candidate, bar, lcs) {
+                best = Some(better(best, (index, ratio)));
+            }
         }
         best.map(|(index, ratio)| (candidates[index].window, ratio))
     }
@@ -371,6 +372,33 @@ impl<'b> Search<'b> {
         let matches = self.matcher.matching_total(&self.scratch);
         Ratio::new(matches, candidate.total_len)
     }
+
+    /// The window's exact ratio, or `None` once it is proven below `bar`
+    /// (a window at exactly `bar` is always computed: ties pick the earlier).
+    fn exact_if_reaches(
+        &mut self,
+        texts: &[PreparedText],
+        candidate: &Candidate,
+        bar: Ratio,
+        lcs_bound: u32,
+    ) -> Option<Ratio> {
+        let w = candidate.window;
+        texts[w.text].window_into(w.start, w.size, &mut self.scratch);
+        if candidate.total_len == 0 {
+            return Some(Ratio::new(0, 0));
+        }
+        // Least M with 2M / total_len >= bar.
+        let numerator = u128::from(bar.num) * u128::from(candidate.total_len);
+        let denominator = 2 * u128::from(bar.den);
+        let needed = u64::try_from(numerator.div_ceil(denominator)).unwrap_or(u64::MAX);
+        let matches = self.matcher.matching_total_bounded(
+            &self.scratch,
+            needed,
+            u64::from(lcs_bound),
+            &mut self.lcs,
+        )?;
+        Some(Ratio::new(matches, candidate.total_len))
+    }
 }
 
 /// Keeps the higher ratio; on a tie, the earlier window (lower index).
@@ -438,6 +466,8 @@ struct BitLcs {
     /// `masks[s * words + k]`: bits of b's positions holding symbol s.
     masks: Vec<u64>,
     state: Vec<u64>,
+    /// Scratch state of [`BitLcs::range_lcs`].
+    range_state: Vec<u64>,
     len_b: usize,
 }
 
@@ -454,6 +484,7 @@ impl BitLcs {
             words,
             masks,
             state: vec![u64::MAX; words],
+            range_state: Vec::new(),
             len_b: b.len(),
         }
     }
@@ -476,6 +507,45 @@ impl BitLcs {
             carry = u64::from(c1 || c2);
             *v = sum2 | (*v & !u);
         }
+    }
+
+    /// LCS of `a` and `b[blo..bhi]`, leaving the streaming state alone.
+    fn range_lcs(&mut self, a: &[u16], blo: usize, bhi: usize) -> u32 {
+        if blo >= bhi || a.is_empty() {
+            return 0;
+        }
+        let first = blo / 64;
+        let last = (bhi - 1) / 64;
+        let range_mask = |k: usize| -> u64 {
+            let lo = if k == first { blo % 64 } else { 0 };
+            let hi = if k == last { (bhi - 1) % 64 + 1 } else { 64 };
+            let upper = if hi == 64 { u64::MAX } else { (1u64 << hi) - 1 };
+            upper & !((1u64 << lo) - 1)
+        };
+        let words = last - first + 1;
+        self.range_state.clear();
+        self.range_state.resize(words, u64::MAX);
+        for &symbol in a {
+            if symbol == 0 {
+                continue;
+            }
+            let mask = &self.masks[symbol as usize * self.words..][first..=last];
+            let mut carry = 0u64;
+            for (w, (v, &m)) in self.range_state.iter_mut().zip(mask).enumerate() {
+                // Bits outside the range never match, so they neither carry
+                // into the range nor count (carries only move upward).
+                let u = *v & m & range_mask(first + w);
+                let (sum1, c1) = v.overflowing_add(u);
+                let (sum2, c2) = sum1.overflowing_add(carry);
+                carry = u64::from(c1 || c2);
+                *v = sum2 | (*v & !u);
+            }
+        }
+        self.range_state
+            .iter()
+            .enumerate()
+            .map(|(w, &v)| (!v & range_mask(first + w)).count_ones())
+            .sum()
     }
 
     fn length(&self) -> u32 {
@@ -508,6 +578,7 @@ struct Matcher {
     stamps: [Vec<u64>; 2],
     generation: u64,
     queue: Vec<(usize, usize, usize, usize)>,
+    bounded_queue: Vec<(usize, usize, usize, usize, u64)>,
 }
 
 impl Matcher {
@@ -525,7 +596,55 @@ impl Matcher {
             stamps: [vec![0; b.len()], vec![0; b.len()]],
             generation: 0,
             queue: Vec::new(),
+            bounded_queue: Vec::new(),
         }
+    }
+
+    /// Total size of difflib's matching blocks, or `None` as soon as it is
+    /// proven below `needed`: blocks found so far plus an LCS bound on every
+    /// sub-range still to search. `initial_bound` bounds the whole total.
+    fn matching_total_bounded(
+        &mut self,
+        a: &[u16],
+        needed: u64,
+        initial_bound: u64,
+        lcs: &mut BitLcs,
+    ) -> Option<u64> {
+        /// Below this size a sub-range's bound is just its shorter side.
+        const SMALL: usize = 12;
+        let mut total = 0u64;
+        let mut pending = initial_bound;
+        if pending < needed {
+            return None;
+        }
+        self.bounded_queue.clear();
+        self.bounded_queue
+            .push((0, a.len(), 0, self.len_b, initial_bound));
+        while let Some((alo, ahi, blo, bhi, bound)) = self.bounded_queue.pop() {
+            pending -= bound;
+            let (i, j, k) = self.longest_match(a, alo, ahi, blo, bhi);
+            if k > 0 {
+                total += k as u64;
+                for (clo, chi, dlo, dhi) in [(alo, i, blo, j), (i + k, ahi, j + k, bhi)] {
+                    if clo < chi && dlo < dhi {
+                        let shorter = (chi - clo).min(dhi - dlo);
+                        let child = if shorter < SMALL {
+                            shorter as u64
+                        } else {
+                            u64::from(lcs.range_lcs(&a[clo..chi], dlo, dhi))
+                        };
+                        // A child's total is at most its parent's bound minus k.
+                        let child = child.min(bound.saturating_sub(k as u64));
+                        pending += child;
+                        self.bounded_queue.push((clo, chi, dlo, dhi, child));
+                    }
+                }
+            }
+            if total + pending < needed {
+                return None;
+            }
+        }
+        Some(total)
     }
 
     /// Total size of difflib's matching blocks between `a` and b.
@@ -679,7 +798,7 @@ mod pruning_tests {
     use super::*;
 
     /// §8 with no pruning at all: every window matched, in order.
-    fn unpruned(quote: &str, texts: &[String]) -> BestSpan {
+    pub(super) fn unpruned(quote: &str, texts: &[String]) -> BestSpan {
         let target = norm(quote);
         let tc: Vec<char> = target.chars().collect();
         let n = if target.is_empty() {
@@ -747,6 +866,114 @@ mod pruning_tests {
                 best_span(&quote, &texts),
                 unpruned(&quote, &texts),
                 "{quote:?} in {texts:?}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    fn random_symbols(state: &mut u64, len: usize, alphabet: u64) -> Vec<u16> {
+        (0..len)
+            .map(|_| (xorshift(state) % alphabet) as u16)
+            .collect()
+    }
+
+    fn dp_lcs(a: &[u16], b: &[u16]) -> u32 {
+        let mut dp = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+        for i in 0..a.len() {
+            for j in 0..b.len() {
+                dp[i + 1][j + 1] = if a[i] == b[j] && a[i] != 0 {
+                    dp[i][j] + 1
+                } else {
+                    dp[i][j + 1].max(dp[i + 1][j])
+                };
+            }
+        }
+        dp[a.len()][b.len()]
+    }
+
+    #[test]
+    fn range_lcs_matches_dynamic_programming() {
+        let mut state = 0x9E37_79B9_u64;
+        for _ in 0..200 {
+            let b_len = 1 + (xorshift(&mut state) % 200) as usize;
+            // Symbols 1..=5 in b; a may hold 0 (never matches).
+            let b: Vec<u16> = random_symbols(&mut state, b_len, 5)
+                .iter()
+                .map(|s| s + 1)
+                .collect();
+            let a_len = (xorshift(&mut state) % 150) as usize;
+            let a = random_symbols(&mut state, a_len, 6);
+            let mut lcs = BitLcs::new(&b, 7);
+            let blo = (xorshift(&mut state) % b_len as u64) as usize;
+            let bhi = blo + 1 + (xorshift(&mut state) % (b_len - blo) as u64) as usize;
+            assert_eq!(
+                lcs.range_lcs(&a, blo, bhi),
+                dp_lcs(&a, &b[blo..bhi]),
+                "{blo}..{bhi}"
+            );
+        }
+    }
+
+    #[test]
+    fn bounded_matching_is_exact_or_proven_short() {
+        let mut state = 0x1357_9BDF_u64;
+        for _ in 0..300 {
+            let b_len = 20 + (xorshift(&mut state) % 180) as usize;
+            let b: Vec<u16> = random_symbols(&mut state, b_len, 8)
+                .iter()
+                .map(|s| s + 1)
+                .collect();
+            let a_len = 20 + (xorshift(&mut state) % 180) as usize;
+            let a = random_symbols(&mut state, a_len, 9);
+            let mut matcher = Matcher::new(&b, 9);
+            let mut lcs = BitLcs::new(&b, 9);
+            let exact = matcher.matching_total(&a);
+            let bound = u64::from(dp_lcs(&a, &b));
+            assert!(exact <= bound);
+            for needed in [0, exact / 2, exact, exact + 1, bound] {
+                match matcher.matching_total_bounded(&a, needed, bound, &mut lcs) {
+                    Some(total) => assert_eq!(total, exact),
+                    None => assert!(exact < needed, "pruned {exact} >= {needed}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pruned_search_equals_unpruned_on_longer_windows() {
+        let vocab = [
+            "river", "rivers", "runs", "cold", "clear", "under", "willow", "banks", "trout", "lie",
+            "still", "morning", "light", "angler", "waits", "the", "and", "a", "don't", "whale's",
+        ];
+        let mut state = 0x2468_ACE0_u64;
+        for _ in 0..40 {
+            let texts: Vec<String> = (0..2)
+                .map(|_| {
+                    (0..30 + xorshift(&mut state) % 20)
+                        .map(|_| vocab[(xorshift(&mut state) % vocab.len() as u64) as usize])
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            let quote: String = (0..6 + xorshift(&mut state) % 8)
+                .map(|_| vocab[(xorshift(&mut state) % vocab.len() as u64) as usize])
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert_eq!(
+                best_span(&quote, &texts),
+                super::pruning_tests::unpruned(&quote, &texts),
+                "{quote:?}"
             );
         }
     }

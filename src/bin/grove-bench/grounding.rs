@@ -90,15 +90,60 @@ fn passage(rng: &mut Rng, vocab: &[&str]) -> (String, Vec<String>) {
     (text, words)
 }
 
-fn generate(quote_count: usize) -> Case {
+/// 60 passages of about 200 words from the middle of a real book: its
+/// blank-line paragraphs packed greedily (not the store's chunker; only the
+/// text's statistics matter here).
+fn corpus_passages(text: &str) -> Vec<(String, Vec<String>)> {
+    let paragraphs: Vec<String> = text
+        .replace("\r\n", "\n")
+        .split("\n\n")
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|p| !p.is_empty())
+        .collect();
+    let mut passages = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    let mut words = 0;
+    for p in paragraphs {
+        let n = p.split_whitespace().count();
+        if words > 0 && words + n > 200 {
+            passages.push(current.join("\n\n"));
+            current.clear();
+            words = 0;
+        }
+        current.push(p);
+        words += n;
+    }
+    let start = passages.len().saturating_sub(60) / 2;
+    passages
+        .into_iter()
+        .skip(start)
+        .take(60)
+        .map(|p| {
+            let w = p.split_whitespace().map(str::to_string).collect();
+            (p, w)
+        })
+        .collect()
+}
+
+fn generate(quote_count: usize, corpus: Option<&str>) -> Case {
     let vocab: Vec<&str> = VOCABULARY.split_whitespace().collect();
     let mut rng = Rng(0x67_726F_7665);
     let mut passages = Vec::new();
     let mut word_lists = Vec::new();
-    for _ in 0..60 {
-        let (text, words) = passage(&mut rng, &vocab);
-        passages.push(text);
-        word_lists.push(words);
+    match corpus {
+        Some(text) => {
+            for (p, w) in corpus_passages(text) {
+                passages.push(p);
+                word_lists.push(w);
+            }
+        }
+        None => {
+            for _ in 0..60 {
+                let (text, words) = passage(&mut rng, &vocab);
+                passages.push(text);
+                word_lists.push(words);
+            }
+        }
     }
     let mut quotes = Vec::new();
     for q in 0..quote_count {
@@ -113,7 +158,12 @@ fn generate(quote_count: usize) -> Case {
                 .map(|_| vocab[rng.below(vocab.len())].to_string())
                 .collect()
         } else {
-            let words = &word_lists[rng.below(word_lists.len())];
+            let words = loop {
+                let w = &word_lists[rng.below(word_lists.len())];
+                if w.len() > len {
+                    break w;
+                }
+            };
             let start = rng.below(words.len() - len);
             let mut slice: Vec<String> = words[start..start + len].to_vec();
             if kind == "near-miss" {
@@ -180,22 +230,31 @@ fn run_python(case: &Case) -> anyhow::Result<Vec<PythonResult>> {
     Ok(results)
 }
 
-/// `grove-bench grounding [--quotes N] [--reps R] [--no-python]`
+/// `grove-bench grounding [--quotes N] [--reps R] [--no-python] [--corpus FILE]`
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut quote_count = 12usize;
     let mut reps = 5usize;
     let mut python = true;
+    let mut corpus: Option<String> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--quotes" => quote_count = it.next().context("--quotes N")?.parse()?,
             "--reps" => reps = it.next().context("--reps R")?.parse()?,
             "--no-python" => python = false,
+            "--corpus" => {
+                let path = it.next().context("--corpus FILE")?;
+                corpus =
+                    Some(std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?);
+            }
             other => bail!("unknown argument {other}"),
         }
     }
     let reps = reps.max(1);
-    let case = generate(quote_count);
+    let case = generate(quote_count, corpus.as_deref());
+    if case.passages.is_empty() {
+        bail!("no passages (is the corpus file empty?)");
+    }
     let words: usize = case
         .passages
         .iter()
