@@ -569,13 +569,25 @@ impl BitLcs {
 /// difflib's `find_longest_match` / `get_matching_blocks` without junk, for
 /// a fixed `b`, summing the sizes of the matching blocks.
 struct Matcher {
-    /// Positions of each symbol in b, ascending (difflib's `b2j`).
+    /// Positions of each symbol in b, ascending (difflib's `b2j`); used by
+    /// the reference scan that tests compare the bit-parallel search with.
+    #[cfg_attr(not(test), allow(dead_code))]
     b2j: Vec<Vec<u32>>,
+    /// `masks[s * words + w]`: bits of b's positions holding symbol s.
+    masks: Vec<u64>,
+    words: usize,
+    /// Bit-parallel run levels: level k holds the positions j where a run of
+    /// at least k + 1 matching characters ends at (i, j).
+    levels: Vec<u64>,
+    range_masks: Vec<u64>,
     len_b: usize,
-    /// Two rows of difflib's `j2len`, each entry valid only when its stamp
-    /// equals the row's generation.
+    /// Two rows of difflib's `j2len` for the reference scan, each entry
+    /// valid only when its stamp equals the row's generation.
+    #[cfg_attr(not(test), allow(dead_code))]
     lengths: [Vec<u32>; 2],
+    #[cfg_attr(not(test), allow(dead_code))]
     stamps: [Vec<u64>; 2],
+    #[cfg_attr(not(test), allow(dead_code))]
     generation: u64,
     queue: Vec<(usize, usize, usize, usize)>,
     bounded_queue: Vec<(usize, usize, usize, usize, u64)>,
@@ -589,8 +601,19 @@ impl Matcher {
                 b2j[s as usize].push(j as u32);
             }
         }
+        let words = b.len().div_ceil(64).max(1);
+        let mut masks = vec![0u64; symbols * words];
+        for (j, &s) in b.iter().enumerate() {
+            if s != 0 {
+                masks[s as usize * words + j / 64] |= 1u64 << (j % 64);
+            }
+        }
         Matcher {
             b2j,
+            masks,
+            words,
+            levels: Vec::new(),
+            range_masks: Vec::new(),
             len_b: b.len(),
             lengths: [vec![0; b.len()], vec![0; b.len()]],
             stamps: [vec![0; b.len()], vec![0; b.len()]],
@@ -670,7 +693,90 @@ impl Matcher {
     /// Longest common block in `a[alo..ahi]` × `b[blo..bhi]`: earliest in a,
     /// then earliest in b, among the longest (difflib's scan order). With no
     /// junk, difflib's extension loops never extend the block found.
+    ///
+    /// Bit-parallel over b: after row i, level k holds the positions j with
+    /// a run of at least k + 1 matches ending at (i, j) inside the range.
+    /// The first row whose longest run beats the best so far, and the lowest
+    /// such j in it, is exactly where difflib's scan would update its best.
     fn longest_match(
+        &mut self,
+        a: &[u16],
+        alo: usize,
+        ahi: usize,
+        blo: usize,
+        bhi: usize,
+    ) -> (usize, usize, usize) {
+        let (mut best_i, mut best_j, mut best_size) = (alo, blo, 0usize);
+        if alo >= ahi || blo >= bhi {
+            return (best_i, best_j, best_size);
+        }
+        let first = blo / 64;
+        let last = (bhi - 1) / 64;
+        let nw = last - first + 1;
+        self.range_masks.clear();
+        for w in first..=last {
+            let lo = if w == first { blo % 64 } else { 0 };
+            let hi = if w == last { (bhi - 1) % 64 + 1 } else { 64 };
+            let upper = if hi == 64 { u64::MAX } else { (1u64 << hi) - 1 };
+            self.range_masks.push(upper & !((1u64 << lo) - 1));
+        }
+        // Number of non-empty levels after the previous row. A run of k + 1
+        // ending at j implies one of k ending there, so they form a prefix.
+        let mut alive = 0usize;
+        for (i, &symbol) in a.iter().enumerate().take(ahi).skip(alo) {
+            if symbol == 0 {
+                alive = 0;
+                continue;
+            }
+            let mask = &self.masks[symbol as usize * self.words + first..][..nw];
+            if self.levels.len() < (alive + 1) * nw {
+                self.levels.resize((alive + 1) * nw, 0);
+            }
+            // Highest levels first, so level k - 1 still holds the previous
+            // row when level k is computed from it.
+            let mut new_alive = 0usize;
+            for k in (0..=alive).rev() {
+                let mut any = 0u64;
+                if k == 0 {
+                    for w in 0..nw {
+                        let v = mask[w] & self.range_masks[w];
+                        self.levels[w] = v;
+                        any |= v;
+                    }
+                } else {
+                    let (below, above) = self.levels.split_at_mut(k * nw);
+                    let prev = &below[(k - 1) * nw..];
+                    let mut carry = 0u64;
+                    for w in 0..nw {
+                        let shifted = (prev[w] << 1) | carry;
+                        carry = prev[w] >> 63;
+                        let v = shifted & mask[w] & self.range_masks[w];
+                        above[w] = v;
+                        any |= v;
+                    }
+                }
+                if any != 0 && new_alive == 0 {
+                    new_alive = k + 1;
+                }
+            }
+            alive = new_alive;
+            if alive > best_size {
+                let top = &self.levels[(alive - 1) * nw..alive * nw];
+                if let Some((w, bits)) = top.iter().enumerate().find(|(_, b)| **b != 0) {
+                    let j = (first + w) * 64 + bits.trailing_zeros() as usize;
+                    best_size = alive;
+                    best_i = i + 1 - best_size;
+                    best_j = j + 1 - best_size;
+                }
+            }
+        }
+        (best_i, best_j, best_size)
+    }
+
+    /// difflib's own scan (`j2len` rows), kept as the reference the
+    /// bit-parallel search is tested against.
+    #[cfg(test)]
+    fn longest_match_scan(
         &mut self,
         a: &[u16],
         alo: usize,
@@ -900,6 +1006,30 @@ mod bound_tests {
             }
         }
         dp[a.len()][b.len()]
+    }
+
+    #[test]
+    fn bit_parallel_longest_match_equals_difflib_scan() {
+        let mut state = 0xDEAD_BEEF_u64;
+        for _ in 0..2000 {
+            let b_len = 1 + (xorshift(&mut state) % 200) as usize;
+            let b: Vec<u16> = random_symbols(&mut state, b_len, 3)
+                .iter()
+                .map(|s| s + 1)
+                .collect();
+            let a_len = 1 + (xorshift(&mut state) % 200) as usize;
+            let a = random_symbols(&mut state, a_len, 4);
+            let mut m = Matcher::new(&b, 5);
+            let alo = (xorshift(&mut state) % a_len as u64) as usize;
+            let ahi = alo + 1 + (xorshift(&mut state) % (a_len - alo) as u64) as usize;
+            let blo = (xorshift(&mut state) % b_len as u64) as usize;
+            let bhi = blo + 1 + (xorshift(&mut state) % (b_len - blo) as u64) as usize;
+            assert_eq!(
+                m.longest_match(&a, alo, ahi, blo, bhi),
+                m.longest_match_scan(&a, alo, ahi, blo, bhi),
+                "{alo}..{ahi} x {blo}..{bhi}"
+            );
+        }
     }
 
     #[test]
