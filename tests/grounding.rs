@@ -90,3 +90,85 @@ fn norm_vectors() {
         assert_eq!(norm(input), expected.as_str().expect("string"), "{input}");
     }
 }
+
+/// ground-v1 §9: after snapping, every quote of 3+ words left in the text is
+/// found in its source. Replies are built from pool text with words
+/// replaced, dropped or misspelt, then snapped and graded again.
+#[test]
+fn snapped_text_quotes_are_all_found() {
+    use grove::grounding::{TurnSources, check, grade};
+    use std::collections::BTreeMap;
+
+    let Some(v) = vectors() else { return };
+    let pool: Vec<String> = v["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| c["input"]["pool"].as_array().expect("pool").clone())
+        .max_by_key(|p| p.len())
+        .expect("a pool")
+        .iter()
+        .map(|p| p["content"].as_str().expect("content").to_string())
+        .collect();
+    let pool_refs: Vec<&str> = pool.iter().map(String::as_str).collect();
+    let tags = ["s1", "s2"];
+    let empty = BTreeMap::new();
+    let sources = TurnSources {
+        passage_tags: &tags,
+        pool: &pool_refs,
+        other_turns: &empty,
+        own_turns: &empty,
+    };
+    let mut state = 0x5EED_u64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let mut snapped_any = 0;
+    for _ in 0..150 {
+        let mut reply = String::from("I say");
+        for _ in 0..1 + next(3) {
+            let text = &pool[next(pool.len())];
+            let words: Vec<&str> = text.split_whitespace().collect();
+            let len = 3 + next(12);
+            if words.len() <= len {
+                continue;
+            }
+            let start = next(words.len() - len);
+            let mut quote: Vec<String> = words[start..start + len]
+                .iter()
+                .map(|w| w.to_string())
+                .collect();
+            match next(4) {
+                0 => {}
+                1 => quote[next(len)] = "zebra".into(),
+                2 => {
+                    quote.remove(next(len));
+                }
+                _ => {
+                    let at = next(len);
+                    quote[at] = quote[at].chars().rev().collect();
+                }
+            }
+            let joined = quote.join(" ");
+            // Quote marks inside the copied words would re-pair; skip those.
+            if joined.chars().any(grove::grounding::is_quote_char) {
+                continue;
+            }
+            reply.push_str(&format!(" \"{joined}\" [s1] and"));
+        }
+        let checked = check(&reply, &sources);
+        snapped_any += checked.snaps.iter().filter(|s| s.to.is_some()).count();
+        let again = grade(&checked.text, &sources);
+        for q in &again.quotes {
+            assert!(
+                q.found,
+                "{:?} left unfound in {:?} (from {reply:?})",
+                q.text, checked.text
+            );
+        }
+    }
+    assert!(snapped_any > 10, "only {snapped_any} snaps exercised");
+}
