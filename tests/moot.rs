@@ -387,3 +387,56 @@ fn the_same_book_twice_is_refused() {
     assert!(matches!(err, MootError::SameBook(_)));
     assert!(model.requests.is_empty());
 }
+
+/// A speaker that claims its turns are grounded whatever they say.
+struct Boastful<'a>(grove::moot::host::LocalSpeaker<'a>);
+
+impl grove::moot::host::Speaker for Boastful<'_> {
+    fn opening(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, MootError> {
+        self.0.opening(query, k)
+    }
+    fn turn(
+        &mut self,
+        call: &grove::moot::host::TurnCall,
+    ) -> Result<grove::moot::Utterance, MootError> {
+        let mut u = self.0.turn(call)?;
+        u.grounded = true;
+        u.grounding.quotes_found = u.grounding.quotes_total;
+        Ok(u)
+    }
+}
+
+#[test]
+fn the_host_rechecks_what_a_speaker_claims() {
+    use grove::moot::host::{LocalSpeaker, run};
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    // Turn 1 is honest and good; turn 2 misquotes twice and claims success.
+    let mut model_a = FakeModel::new(&[Act::Good]);
+    let mut model_b = FakeModel::new(&[Act::Misquote, Act::Misquote]);
+    let mut narrator = FakeModel::new(&[]);
+    let mut speaker_a = LocalSpeaker {
+        book: "nature/angler".into(),
+        retriever: &mut a,
+        model: &mut model_a,
+    };
+    let mut speaker_b = Boastful(LocalSpeaker {
+        book: "fiction/whale".into(),
+        retriever: &mut b,
+        model: &mut model_b,
+    });
+    let err = run(
+        trees(),
+        None,
+        settings(2),
+        [&mut speaker_a, &mut speaker_b],
+        &mut narrator,
+        &mut |_| {},
+    )
+    .expect_err("caught");
+    let message = err.to_string();
+    assert!(
+        message.contains("fiction/whale") && message.contains("re-check"),
+        "{message}"
+    );
+}

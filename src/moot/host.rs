@@ -274,6 +274,7 @@ pub fn run(
             .collect();
         check_passages(&trees[t], &passages)?;
         speaker::extend_pool(&mut pools[t], &passages);
+        recheck(&utterance, &pools[t], &call.request)?;
         cited[t].extend(utterance.cited.values().cloned());
         on_utterance(&utterance);
         utterances.push(utterance);
@@ -343,6 +344,48 @@ fn check_passages(tree: &Tree, passages: &[Passage]) -> Result<(), MootError> {
         });
     }
     Ok(())
+}
+
+/// The host grades and snaps the kept reply again against its own record
+/// of the pool and turn texts: a speaker (later, a peer) cannot claim a
+/// verdict its reply does not earn.
+fn recheck(
+    utterance: &Utterance,
+    pool: &[Passage],
+    request: &TurnRequest,
+) -> Result<(), MootError> {
+    let (checked, cited) = speaker::record_reply(
+        &utterance.raw_text,
+        &utterance.retrieved,
+        pool,
+        &request.other_turns,
+        &request.own_turns,
+    );
+    let problem = if checked.grounding != utterance.grounding
+        || checked.passes != utterance.grounded
+    {
+        Some("its grounding")
+    } else if checked.text != utterance.text || checked.snaps != utterance.snaps {
+        Some("its snapped text")
+    } else if cited != utterance.cited {
+        Some("its citations")
+    } else if utterance.intent != request.mv {
+        Some("its move")
+    } else if !(1..=2).contains(&utterance.attempts) || (utterance.attempts == 1 && !checked.passes)
+    {
+        Some("its attempts")
+    } else if !speaker::has_text(&utterance.raw_text) {
+        Some("its (empty) text")
+    } else {
+        None
+    };
+    match problem {
+        Some(what) => Err(MootError::Speaker {
+            book: utterance.speaker.clone(),
+            reason: format!("turn {}: {what} does not re-check", utterance.turn),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Every line spoken so far.
