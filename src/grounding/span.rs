@@ -111,6 +111,8 @@ impl Ord for Ratio {
 /// character is symbol 0, which never matches (the target has none).
 struct Alphabet {
     chars: Vec<char>,
+    /// Symbols of ASCII characters, looked up directly.
+    ascii: [u16; 128],
 }
 
 impl Alphabet {
@@ -118,10 +120,24 @@ impl Alphabet {
         let mut chars: Vec<char> = target.to_vec();
         chars.sort_unstable();
         chars.dedup();
-        Alphabet { chars }
+        let mut alphabet = Alphabet {
+            chars,
+            ascii: [0; 128],
+        };
+        for b in 0..128u8 {
+            alphabet.ascii[b as usize] = alphabet.search(char::from(b));
+        }
+        alphabet
     }
 
     fn symbol(&self, c: char) -> u16 {
+        if c.is_ascii() {
+            return self.ascii[c as usize];
+        }
+        self.search(c)
+    }
+
+    fn search(&self, c: char) -> u16 {
         match self.chars.binary_search(&c) {
             // Symbols beyond u16 cannot occur: a quote would need 65k
             // distinct characters; map them to "never matches" regardless.
