@@ -754,10 +754,11 @@ impl Matcher {
             for k in (0..=alive).rev() {
                 let mut any = 0u64;
                 if k == 0 {
-                    for w in 0..nw {
-                        let v = mask[w] & self.range_masks[w];
-                        self.levels[w] = v;
-                        any |= v;
+                    for ((level, &m), &range) in
+                        self.levels.iter_mut().zip(mask).zip(&self.range_masks)
+                    {
+                        *level = m & range;
+                        any |= *level;
                     }
                 } else {
                     let (below, above) = self.levels.split_at_mut(k * nw);
