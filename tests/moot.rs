@@ -440,3 +440,161 @@ fn the_host_rechecks_what_a_speaker_claims() {
         "{message}"
     );
 }
+
+/// A book read from the shared corpus, packed into ~200-word passages
+/// (a test stand-in for the store's chunker).
+fn corpus_book(key: &str, file: &str) -> Option<FakeBook> {
+    let dir = match std::env::var_os("GROVE_SHARED_DIR") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    };
+    let path = dir.join("corpus").join(file);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        println!("skipping: {} not present", path.display());
+        return None;
+    };
+    let mut chunks = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    let mut words = 0;
+    for p in text.replace("\r\n", "\n").split("\n\n") {
+        let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+        let n = p.split_whitespace().count();
+        if n == 0 {
+            continue;
+        }
+        if words > 0 && words + n > 200 {
+            chunks.push(current.join("\n\n"));
+            current.clear();
+            words = 0;
+        }
+        current.push(p);
+        words += n;
+        if chunks.len() >= 400 {
+            break;
+        }
+    }
+    Some(FakeBook {
+        key: key.to_string(),
+        chunks,
+        queries: Vec::new(),
+    })
+}
+
+/// Quotes runs of words from the passage lines it is shown, sometimes
+/// misquoted, sometimes under a wrong tag, sometimes quoting the other book.
+struct CopyingModel {
+    state: u64,
+}
+
+impl CopyingModel {
+    fn next(&mut self, n: usize) -> usize {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        (self.state % n.max(1) as u64) as usize
+    }
+}
+
+impl ChatModel for CopyingModel {
+    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        let user = &request.messages[1].content;
+        if request.messages[0].content.contains("neutral narrator") {
+            return Ok("Two books disagree about almost everything.".into());
+        }
+        let lines: Vec<&str> = user
+            .lines()
+            .filter(|l| {
+                !l.starts_with("[s")
+                    && !l.starts_with("Turn ")
+                    && l.split_whitespace().count() >= 12
+            })
+            .collect();
+        let mut reply = String::from("Hear me.");
+        for _ in 0..1 + self.next(3) {
+            if lines.is_empty() {
+                break;
+            }
+            let line = lines[self.next(lines.len())];
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let len = 2 + self.next(10);
+            let start = self.next(words.len() - len);
+            let mut quote: Vec<String> = words[start..start + len]
+                .iter()
+                .map(|w| w.to_string())
+                .collect();
+            if self.next(3) == 0 {
+                let at = self.next(len);
+                quote[at] = "otherwise".into();
+            }
+            let tag = 1 + self.next(7);
+            reply.push_str(&format!(" \u{201c}{}\u{201d} [s{tag}].", quote.join(" ")));
+        }
+        if let Some(said) = user.split(" has just said: ").nth(1) {
+            let words: Vec<&str> = said.split_whitespace().take(6).collect();
+            let turn = user
+                .split(" has just said: ")
+                .next()
+                .and_then(|head| head.rsplit("Turn ").next())
+                .and_then(|t| t.split(',').next())
+                .and_then(|t| t.trim().parse::<u32>().ok())
+                .unwrap_or(1);
+            if words.len() >= 3 {
+                reply.push_str(&format!(" You said \"{}\" [o{turn}].", words.join(" ")));
+            }
+        }
+        Ok(reply)
+    }
+
+    fn describe(&self) -> String {
+        "fake:copying".into()
+    }
+}
+
+#[test]
+fn a_moot_on_real_books_verifies_from_its_transcript() {
+    let (Some(mut a), Some(mut b)) = (
+        corpus_book(
+            "fiction/pride-and-prejudice",
+            "pride-and-prejudice-1342.txt",
+        ),
+        corpus_book("fiction/moby-dick", "moby-dick-2701.txt"),
+    ) else {
+        return;
+    };
+    let trees = [
+        Tree::new(
+            "fiction/pride-and-prejudice",
+            "Pride and Prejudice",
+            "Jane Austen",
+        ),
+        Tree::new(
+            "fiction/moby-dick",
+            "Moby Dick; Or, The Whale",
+            "Herman Melville",
+        ),
+    ];
+    for seed in [1u64, 7, 42] {
+        let mut model = CopyingModel {
+            state: 0x9E37_79B9 ^ seed,
+        };
+        let moot = run_local(
+            trees.clone(),
+            Some("marriage and fortune".into()),
+            MootSettings {
+                turns: 8,
+                k: 4,
+                ..MootSettings::default()
+            },
+            [&mut a, &mut b],
+            &mut model,
+            &mut |_| {},
+        )
+        .expect("moot runs");
+        let record = TranscriptRecord::from(&moot);
+        let parsed = TranscriptRecord::from_json(&record.to_json_pretty()).expect("parses");
+        let mismatches = verify(&parsed, None).expect("verifies");
+        assert!(mismatches.is_empty(), "seed {seed}: {mismatches:?}");
+        assert_eq!(moot.summaries.len(), 1);
+        assert!(moot.stats.quotes_total > 0);
+    }
+}
