@@ -50,10 +50,10 @@ pub fn best_span<S: AsRef<str>>(quote: &str, texts: &[S]) -> BestSpan {
     let best = search.run(&prepared);
     match best {
         Some((window, ratio)) if ratio.num > 0 => {
-            let text = &prepared[window.text];
-            let first = text.words[window.start];
-            let last = text.words[window.start + window.size - 1];
-            let source = texts[window.text].as_ref();
+            let text = &prepared[window.text()];
+            let first = text.words[window.start()];
+            let last = text.words[window.start() + window.size() - 1];
+            let source = texts[window.text()].as_ref();
             BestSpan {
                 span: trim_edge(&source[first.0..last.1]).to_string(),
                 ratio: ratio.to_f64(),
@@ -234,17 +234,36 @@ impl PreparedText {
 /// A window: text index, size in words, start word.
 #[derive(Debug, Clone, Copy)]
 struct Window {
-    text: usize,
-    size: usize,
-    start: usize,
+    text: u32,
+    size: u32,
+    start: u32,
 }
 
-/// A window with its multiset upper bound.
+impl Window {
+    fn text(self) -> usize {
+        self.text as usize
+    }
+    fn size(self) -> usize {
+        self.size as usize
+    }
+    fn start(self) -> usize {
+        self.start as usize
+    }
+}
+
+/// A window with its multiset upper bound (kept small: there are ~50k).
 struct Candidate {
     window: Window,
-    bound: Ratio,
+    /// Multiset intersection with the target: an upper bound on M.
+    common: u32,
     /// Total length `len(a) + len(b)`.
-    total_len: u64,
+    total_len: u32,
+}
+
+impl Candidate {
+    fn bound(&self) -> Ratio {
+        Ratio::new(u64::from(self.common), u64::from(self.total_len))
+    }
 }
 
 struct Search<'b> {
@@ -284,7 +303,7 @@ impl<'b> Search<'b> {
         let seeds = 8.min(order.len());
         if seeds < order.len() {
             order.select_nth_unstable_by(seeds, |&x, &y| {
-                candidates[y].bound.cmp(&candidates[x].bound)
+                candidates[y].bound().cmp(&candidates[x].bound())
             });
         }
         for &index in &order[..seeds] {
@@ -295,14 +314,14 @@ impl<'b> Search<'b> {
         let mut lcs_cache = LcsCache::new(texts, self.min_size, self.max_size);
         for (index, candidate) in candidates.iter().enumerate() {
             let bar = best.map_or(Ratio::ZERO, |(_, r)| r);
-            if candidate.bound < bar {
+            if candidate.bound() < bar {
                 continue;
             }
             if best.is_some_and(|(i, _)| i == index) {
                 continue;
             }
             let lcs = lcs_cache.get(&mut self.lcs, texts, candidate.window);
-            if Ratio::new(u64::from(lcs), candidate.total_len) < bar {
+            if Ratio::new(u64::from(lcs), u64::from(candidate.total_len)) < bar {
                 continue;
             }
             if let Some(ratio) = self.exact_if_reaches(texts, candidate, bar, lcs) {
@@ -369,12 +388,12 @@ impl<'b> Search<'b> {
                     let total_len = text.window_len(start, size) as u64 + lb;
                     out.push(Candidate {
                         window: Window {
-                            text: t,
-                            size,
-                            start,
+                            text: to_u32(t),
+                            size: to_u32(size),
+                            start: to_u32(start),
                         },
-                        bound: Ratio::new(common, total_len),
-                        total_len,
+                        common: u32::try_from(common).unwrap_or(u32::MAX),
+                        total_len: u32::try_from(total_len).unwrap_or(u32::MAX),
                     });
                 }
             }
@@ -384,9 +403,9 @@ impl<'b> Search<'b> {
 
     fn exact(&mut self, texts: &[PreparedText], candidate: &Candidate) -> Ratio {
         let w = candidate.window;
-        texts[w.text].window_into(w.start, w.size, &mut self.scratch);
+        texts[w.text()].window_into(w.start(), w.size(), &mut self.scratch);
         let matches = self.matcher.matching_total(&self.scratch);
-        Ratio::new(matches, candidate.total_len)
+        Ratio::new(matches, u64::from(candidate.total_len))
     }
 
     /// The window's exact ratio, or `None` once it is proven below `bar`
@@ -399,7 +418,7 @@ impl<'b> Search<'b> {
         lcs_bound: u32,
     ) -> Option<Ratio> {
         let w = candidate.window;
-        texts[w.text].window_into(w.start, w.size, &mut self.scratch);
+        texts[w.text()].window_into(w.start(), w.size(), &mut self.scratch);
         if candidate.total_len == 0 {
             return Some(Ratio::new(0, 0));
         }
@@ -413,8 +432,13 @@ impl<'b> Search<'b> {
             u64::from(lcs_bound),
             &mut self.lcs,
         )?;
-        Some(Ratio::new(matches, candidate.total_len))
+        Some(Ratio::new(matches, u64::from(candidate.total_len)))
     }
+}
+
+/// Texts, words and lengths here are far below 4G; saturate rather than wrap.
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Keeps the higher ratio; on a tie, the earlier window (lower index).
@@ -449,17 +473,17 @@ impl LcsCache {
     }
 
     fn get(&mut self, lcs: &mut BitLcs, texts: &[PreparedText], window: Window) -> u32 {
-        let slot = &mut self.values[window.text][window.start];
+        let slot = &mut self.values[window.text()][window.start()];
         if slot.is_none() {
-            let text = &texts[window.text];
-            let longest = self.max_size.min(text.words.len() - window.start);
+            let text = &texts[window.text()];
+            let longest = self.max_size.min(text.words.len() - window.start());
             let mut lengths = vec![0u32; self.max_size - self.min_size + 1];
             lcs.reset();
             for size in 1..=longest {
                 if size > 1 {
                     lcs.push(text.space);
                 }
-                for &s in text.key(window.start + size - 1) {
+                for &s in text.key(window.start() + size - 1) {
                     lcs.push(s);
                 }
                 if size >= self.min_size {
@@ -469,7 +493,7 @@ impl LcsCache {
             *slot = Some(lengths);
         }
         match slot {
-            Some(lengths) => lengths[window.size - self.min_size],
+            Some(lengths) => lengths[window.size() - self.min_size],
             None => 0,
         }
     }
