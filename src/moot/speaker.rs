@@ -111,7 +111,7 @@ pub fn tag_passages(passages: &[Passage]) -> Vec<TaggedPassage> {
         .collect()
 }
 
-/// The grading sources of a turn, borrowed from its parts.
+/// A turn's passage tags and pool texts, owned, to lend to [`TurnSources`].
 pub struct SourceParts {
     pub tags: Vec<String>,
     pub pool: Vec<String>,
@@ -126,7 +126,8 @@ impl SourceParts {
     }
 }
 
-/// Grades and snaps `reply`, and fills an utterance from the result.
+/// Grades and snaps `reply` against a turn's passages, pool and turn texts;
+/// also returns `{tag: node_id}` for the valid `s` tags it cites.
 pub fn record_reply(
     reply: &str,
     tagged: &[TaggedPassage],
