@@ -173,6 +173,7 @@ pub struct Utterance {
     pub turn: u32,
     /// The speaking tree's key.
     pub speaker: String,
+    /// The speaking tree's title (its key when it has none).
     pub title: String,
     /// The snapped text, as stored and shown.
     pub text: String,

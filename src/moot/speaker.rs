@@ -235,7 +235,7 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     Ok(Utterance {
         turn: request.turn,
         speaker: request.speaker.key.clone(),
-        title: request.speaker.title.clone(),
+        title: request.speaker.name().to_string(),
         text: checked.text,
         cited,
         grounded: checked.passes,

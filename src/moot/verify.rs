@@ -158,7 +158,7 @@ pub fn verify(
         let tree = &trees[t];
         report.compare(at, "turn", &record.turn, &turn);
         report.compare(at, "speaker", &record.speaker, &tree.key);
-        report.compare(at, "title", &record.title, &tree.title);
+        report.compare(at, "title", &record.title, &tree.name().to_string());
         report.compare(
             at,
             "intent",
