@@ -11,22 +11,34 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// This thread's CPU time in seconds (Linux `schedstat`), the clock Python's
-/// `time.thread_time()` reads; `None` where it is not available.
+/// `time.thread_time()` reads; `None` where it is not available. The kernel
+/// updates it about once per scheduler tick, so only long spans are timed
+/// with it (see [`cpu_seconds_per_call`]).
 fn thread_cpu_seconds() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     let nanos: u64 = text.split_whitespace().next()?.parse().ok()?;
     Some(nanos as f64 / 1e9)
 }
 
-/// Seconds spent running `f`: CPU time when the OS tells it, else wall time.
-fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+/// Least CPU time a measurement spans, so tick granularity stays under 2%.
+const MIN_MEASURED_SECONDS: f64 = 0.25;
+
+/// CPU seconds per call of `f` (wall time where CPU time is unavailable):
+/// at least `min_calls` calls, and more until the span is long enough.
+fn cpu_seconds_per_call<T>(min_calls: usize, mut f: impl FnMut() -> T) -> (T, f64) {
     let cpu_start = thread_cpu_seconds();
     let wall_start = Instant::now();
-    let value = f();
-    let wall = wall_start.elapsed().as_secs_f64();
-    match (cpu_start, thread_cpu_seconds()) {
-        (Some(a), Some(b)) => (value, b - a),
-        _ => (value, wall),
+    let mut calls = 0usize;
+    loop {
+        let value = f();
+        calls += 1;
+        let elapsed = match (cpu_start, thread_cpu_seconds()) {
+            (Some(a), Some(b)) => b - a,
+            _ => wall_start.elapsed().as_secs_f64(),
+        };
+        if calls >= min_calls && (elapsed >= MIN_MEASURED_SECONDS || calls >= 10_000) {
+            return (value, elapsed / calls as f64);
+        }
     }
 }
 
@@ -281,7 +293,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         .map(|p| p.split_whitespace().count())
         .sum();
     println!(
-        "times are per-thread CPU time{} (median of the reps for rust, one run for python)",
+        "times are per-thread CPU time{} (rust: mean over >= {MIN_MEASURED_SECONDS} s of calls; python: one call)",
         if thread_cpu_seconds().is_some() {
             ""
         } else {
@@ -299,15 +311,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 
     let mut rust = Vec::new();
     for (_, quote) in &case.quotes {
-        let mut times = Vec::new();
-        let mut result = None;
-        for _ in 0..reps {
-            let (r, seconds) = timed(|| best_span(quote, &case.passages));
-            times.push(seconds);
-            result = Some(r);
-        }
-        times.sort_by(f64::total_cmp);
-        rust.push((result.context("at least one rep")?, times[times.len() / 2]));
+        rust.push(cpu_seconds_per_call(reps, || best_span(quote, &case.passages)));
     }
 
     let python_results = if python {
