@@ -219,6 +219,27 @@ impl PreparedText {
         self.key_offsets[start + size] - self.key_offsets[start] + size - 1
     }
 
+    /// Whether the window key's symbols are exactly `target` (whose length
+    /// the caller has already checked). Symbol 0 never equals a target
+    /// symbol, so equal symbols mean equal characters.
+    fn window_equals(&self, start: usize, size: usize, target: &[u16]) -> bool {
+        let mut p = 0;
+        for w in start..start + size {
+            if w > start {
+                if target.get(p) != Some(&self.space) || self.space == 0 {
+                    return false;
+                }
+                p += 1;
+            }
+            let key = self.key(w);
+            if target.get(p..p + key.len()) != Some(key) {
+                return false;
+            }
+            p += key.len();
+        }
+        p == target.len()
+    }
+
     /// Writes the window key's symbols into `out`.
     fn window_into(&self, start: usize, size: usize, out: &mut Vec<u16>) {
         out.clear();
@@ -292,6 +313,11 @@ impl<'b> Search<'b> {
     /// The first window (text, size, start order) with the strictly highest
     /// ratio, or `None` when there are no windows.
     fn run(&mut self, texts: &[PreparedText]) -> Option<(Window, Ratio)> {
+        // Ratio 1 is the most any window can reach, and only a window whose
+        // key equals the target reaches it: the first such window wins.
+        if let Some(window) = self.first_equal_window(texts) {
+            return Some((window, Ratio::new(0, 0)));
+        }
         let candidates = self.candidates(texts);
         if candidates.is_empty() {
             return None;
@@ -329,6 +355,27 @@ impl<'b> Search<'b> {
             }
         }
         best.map(|(index, ratio)| (candidates[index].window, ratio))
+    }
+
+    /// The first window (in order) whose key is exactly the target.
+    fn first_equal_window(&self, texts: &[PreparedText]) -> Option<Window> {
+        for (t, text) in texts.iter().enumerate() {
+            let word_count = text.words.len();
+            for size in self.min_size..=self.max_size.min(word_count) {
+                for start in 0..=word_count - size {
+                    if text.window_len(start, size) == self.b.len()
+                        && text.window_equals(start, size, self.b)
+                    {
+                        return Some(Window {
+                            text: to_u32(t),
+                            size: to_u32(size),
+                            start: to_u32(start),
+                        });
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// Every window in order with its multiset bound, computed while sliding.

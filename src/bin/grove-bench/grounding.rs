@@ -311,7 +311,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 
     let mut rust = Vec::new();
     for (_, quote) in &case.quotes {
-        rust.push(cpu_seconds_per_call(reps, || best_span(quote, &case.passages)));
+        rust.push(cpu_seconds_per_call(reps, || {
+            best_span(quote, &case.passages)
+        }));
     }
 
     let python_results = if python {
