@@ -94,7 +94,7 @@ impl Default for LogSettings {
 }
 
 /// Everything configurable, as written by the operator.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Where shards, keys and mesh state live.
@@ -107,6 +107,7 @@ pub struct Settings {
     pub node: NodeSettings,
     pub log: LogSettings,
     pub mesh: crate::mesh::MeshSettings,
+    pub moot: crate::moot::MootSettings,
 }
 
 impl Settings {
@@ -175,6 +176,22 @@ impl Settings {
                 "node.name",
                 "1 to 64 characters, no control characters",
             ));
+        }
+        if let Err((key, reason)) = self.mesh.validate() {
+            return Err(invalid(&format!("mesh.{key}"), &reason));
+        }
+        let moot = &self.moot;
+        if moot.turns == 0 || moot.turns > 1000 {
+            return Err(invalid("moot.turns", "must be between 1 and 1000"));
+        }
+        if moot.k == 0 || moot.k > 50 {
+            return Err(invalid("moot.k", "must be between 1 and 50"));
+        }
+        if !(0.0..=2.0).contains(&moot.temperature) {
+            return Err(invalid("moot.temperature", "must be between 0 and 2"));
+        }
+        if moot.max_tokens == 0 {
+            return Err(invalid("moot.max_tokens", "must be greater than 0"));
         }
         if let Some(shard) = &self.default_shard {
             crate::store::validate_shard_name(shard)

@@ -50,6 +50,11 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::mesh::MeshCmd,
     },
+    /// Moots: grounded conversations between two books.
+    Moot {
+        #[command(subcommand)]
+        cmd: cli::moot::MootCmd,
+    },
     /// The node daemon.
     Node {
         #[command(subcommand)]
@@ -94,5 +99,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Node { cmd } => cli::node::run(cmd, &ctx),
         Command::Identity { cmd } => cli::identity::run(cmd, &ctx),
         Command::Mesh { cmd } => cli::mesh::run(cmd, &ctx),
+        Command::Moot { cmd } => cli::moot::run(cmd, &ctx),
     }
 }

@@ -1,1 +1,272 @@
 //! The moot: a grounded conversation between two books, free of IO.
+//!
+//! The engine is split so a later issue can run each turn on another node
+//! without changing it:
+//! - [`speaker`]: one tree's turn. Given a [`speaker::TurnRequest`] (passages,
+//!   pool, turn texts, incoming line, recent lines, summary, move) it builds
+//!   the prompt, calls the model, grades, retries once, snaps, and returns an
+//!   [`Utterance`]. Retrieval with cited passages sent to the back is here too.
+//! - [`host`]: turn order, moves, pools, rolling summaries and recording.
+//!   It talks to each tree through the [`host::Speaker`] trait.
+//!
+//! Both are pure except for calls through [`Retriever`] and
+//! [`crate::model::ChatModel`]. [`transcript`] is the file format,
+//! [`verify`] re-checks a transcript from the transcript alone.
+
+pub mod host;
+pub mod prompt;
+pub mod speaker;
+pub mod stats;
+pub mod transcript;
+pub mod verify;
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::grounding::{Grounding, QuoteCheck, SnapRecord};
+use crate::model::ModelError;
+
+/// Spec versions a transcript depends on: grounding rules, and the chunk and
+/// hash rules that make passages and leaf hashes checkable.
+pub const SPEC_VERSIONS: [(&str, &str); 4] = [
+    ("grounding", crate::grounding::SPEC_VERSION),
+    ("decoding", "gutenberg-v1"),
+    ("chunks", "para-200-v1"),
+    ("merkle", "merkle-v1"),
+];
+
+/// One passage of a book, as its store returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passage {
+    /// `KEY#INDEX`: unique across the mesh.
+    pub node_id: String,
+    /// The chunk label, e.g. `chunk:0007`.
+    pub label: String,
+    /// The chunk index in its book.
+    pub index: u64,
+    /// Leaf hash, hex: SHA-256(0x00 || chunk bytes).
+    pub leaf: String,
+    pub content: String,
+}
+
+/// A passage with the tag it was shown under this turn (`s1..sk`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaggedPassage {
+    pub tag: String,
+    pub passage: Passage,
+}
+
+/// Why a book search failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RetrieveError {
+    #[error("book search failed: {0}")]
+    Search(String),
+}
+
+/// A book's own search, as the moot sees it.
+pub trait Retriever {
+    /// Up to `k` passages for `query`, best first.
+    fn search(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, RetrieveError>;
+}
+
+/// A book taking part in a moot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    /// The book's key, `<genre>/<slug>`.
+    pub key: String,
+    pub title: String,
+    pub author: String,
+    /// The key's first part.
+    pub genre: String,
+}
+
+impl Tree {
+    /// A tree from a book's key and metadata; the genre is the key's first part.
+    pub fn new(key: &str, title: &str, author: &str) -> Tree {
+        Tree {
+            key: key.to_string(),
+            title: title.to_string(),
+            author: author.to_string(),
+            genre: key.split('/').next().unwrap_or_default().to_string(),
+        }
+    }
+
+    /// The name the other book addresses: the title, or the key when untitled.
+    pub fn name(&self) -> &str {
+        if self.title.trim().is_empty() {
+            &self.key
+        } else {
+            &self.title
+        }
+    }
+
+    /// The author, unless there is no named author (empty, `Various`,
+    /// `Anonymous`, `Unknown`), in which case the book speaks as itself.
+    pub fn named_author(&self) -> Option<&str> {
+        let author = self.author.trim();
+        let unnamed = author.is_empty()
+            || ["various", "anonymous", "unknown"]
+                .iter()
+                .any(|u| author.eq_ignore_ascii_case(u));
+        (!unnamed).then_some(author)
+    }
+}
+
+/// What a turn asks the speaker to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Move {
+    Open,
+    Answer,
+    Challenge,
+    Extend,
+    Ask,
+    Close,
+}
+
+impl Move {
+    /// The moves between the opening and the closings, in rotation.
+    pub const ROTATION: [Move; 4] = [Move::Answer, Move::Challenge, Move::Extend, Move::Ask];
+
+    /// The move of 1-based `turn` in a moot of `turns` turns: turn 1 opens,
+    /// each book's last turn (the last two) closes, the rest rotate.
+    pub fn for_turn(turn: u32, turns: u32) -> Move {
+        if turn <= 1 {
+            Move::Open
+        } else if turn + 2 > turns {
+            Move::Close
+        } else {
+            Move::ROTATION[((turn - 2) % 4) as usize]
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Move::Open => "open",
+            Move::Answer => "answer",
+            Move::Challenge => "challenge",
+            Move::Extend => "extend",
+            Move::Ask => "ask",
+            Move::Close => "close",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Move> {
+        [
+            Move::Open,
+            Move::Answer,
+            Move::Challenge,
+            Move::Extend,
+            Move::Ask,
+            Move::Close,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == name)
+    }
+}
+
+/// One turn as recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Utterance {
+    /// 1-based turn number.
+    pub turn: u32,
+    /// The speaking tree's key.
+    pub speaker: String,
+    /// The speaking tree's title (its key when it has none).
+    pub title: String,
+    /// The snapped text, as stored and shown.
+    pub text: String,
+    /// `{tag: node_id}` for the valid tags it cited.
+    pub cited: BTreeMap<String, String>,
+    /// Grounding of the kept reply as written (its `quotes` are the
+    /// utterance's quotes).
+    pub grounding: Grounding,
+    /// Whether the kept reply passes.
+    pub grounded: bool,
+    /// 1, or 2 when the first reply did not pass.
+    pub attempts: u32,
+    /// The search query of this turn.
+    pub query: String,
+    /// This turn's passages, tagged `s1..sk`.
+    pub retrieved: Vec<TaggedPassage>,
+    /// The kept reply as the model wrote it.
+    pub raw_text: String,
+    pub snaps: Vec<SnapRecord>,
+    /// The move this turn was asked to make.
+    pub intent: Move,
+}
+
+impl Utterance {
+    pub fn quotes(&self) -> &[QuoteCheck] {
+        &self.grounding.quotes
+    }
+}
+
+/// A rolling summary and the 1-based turn it preceded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub before_turn: u32,
+    pub text: String,
+}
+
+/// Moot settings (config key `moot`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MootSettings {
+    /// Number of turns (both books together).
+    pub turns: u32,
+    /// Passages retrieved per turn.
+    pub k: usize,
+    pub temperature: f64,
+    /// Token budget of one reply.
+    pub max_tokens: u32,
+    /// Base sampling seed; each call derives its own from it.
+    pub seed: u64,
+    /// A summary is rebuilt before each turn whose 0-based index is a
+    /// positive multiple of this (0 turns summaries off).
+    pub summary_every: u32,
+}
+
+impl Default for MootSettings {
+    fn default() -> Self {
+        MootSettings {
+            turns: 8,
+            k: 6,
+            temperature: 0.6,
+            max_tokens: 300,
+            seed: 0,
+            summary_every: 4,
+        }
+    }
+}
+
+/// Errors of a moot. Each names the book involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MootError {
+    #[error("the same book `{0}` cannot take part twice in one moot")]
+    SameBook(String),
+    #[error("invalid moot settings: {0}")]
+    Settings(String),
+    #[error("searching `{book}`: {source}")]
+    Retrieve {
+        book: String,
+        #[source]
+        source: RetrieveError,
+    },
+    #[error("`{book}` returned no passages for {query:?}; is the book stored and indexed?")]
+    NoPassages { book: String, query: String },
+    #[error("model call for `{book}`: {source}")]
+    Model {
+        book: String,
+        #[source]
+        source: ModelError,
+    },
+    #[error(
+        "the model gave no text for `{book}` on both attempts; is the model endpoint up and answering?"
+    )]
+    NoText { book: String },
+    #[error("speaker for `{book}` failed: {reason}")]
+    Speaker { book: String, reason: String },
+}

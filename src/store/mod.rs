@@ -5,6 +5,7 @@
 //! transaction that also appends to the shard's audit chain.
 
 pub mod audit;
+pub mod retriever;
 mod schema;
 mod search;
 mod shard;

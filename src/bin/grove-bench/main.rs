@@ -2,6 +2,7 @@
 //! Each area lives in its own file; run in release mode:
 //! `cargo run --release --bin grove-bench -- store`.
 
+mod grounding;
 mod mesh;
 mod store;
 
@@ -10,8 +11,9 @@ fn main() -> anyhow::Result<()> {
     let area = args.first().map(String::as_str).unwrap_or("");
     let rest = args.get(1..).unwrap_or(&[]);
     match area {
+        "grounding" => grounding::run(rest),
         "mesh" => mesh::run(rest),
         "store" => store::run(rest),
-        _ => anyhow::bail!("usage: grove-bench <area> [args]; areas: mesh, store"),
+        _ => anyhow::bail!("usage: grove-bench <area> [args]; areas: grounding, mesh, store"),
     }
 }

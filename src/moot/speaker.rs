@@ -1,0 +1,309 @@
+//! One tree's turn: retrieval (cited passages to the back), the prompt, the
+//! model call, grading, one retry with a reminder, snapping, the utterance.
+//!
+//! Pure except for calls through [`Retriever`] and [`ChatModel`]; a later
+//! issue runs this on the node holding the book, unchanged.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::prompt::{self, Cue, Line};
+use super::{MootError, Move, Passage, Retriever, TaggedPassage, Tree, Utterance};
+use crate::grounding::{self, Tag, TurnSources};
+use crate::model::{ChatMessage, ChatModel, ChatRequest, Role};
+
+/// Everything a speaker needs for one turn.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// 1-based turn number.
+    pub turn: u32,
+    pub speaker: Tree,
+    pub other: Tree,
+    pub topic: Option<String>,
+    /// The search query that gave this turn's passages.
+    pub query: String,
+    /// This turn's passages, in rank order; tagged `s1..sk` here.
+    pub passages: Vec<Passage>,
+    /// The speaker's pool: every passage its book returned so far,
+    /// this turn's included, each once, in arrival order.
+    pub pool: Vec<Passage>,
+    /// Stored texts of the other tree's earlier turns.
+    pub other_turns: BTreeMap<u64, String>,
+    /// Stored texts of the speaker's earlier turns.
+    pub own_turns: BTreeMap<u64, String>,
+    /// The other tree's last line (absent on turn 1).
+    pub incoming: Option<Line>,
+    /// The two turns before the incoming one.
+    pub recent: Vec<Line>,
+    pub summary: Option<String>,
+    pub mv: Move,
+    pub temperature: f64,
+    pub max_tokens: u32,
+    /// Seed of the first attempt; the retry uses `seed + 1`.
+    pub seed: u64,
+}
+
+/// The query of a later turn: `topic + " " + line`, or the line alone.
+pub fn turn_query(topic: Option<&str>, other_line: &str) -> String {
+    match topic.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(topic) => format!("{topic} {other_line}"),
+        None => other_line.to_string(),
+    }
+}
+
+/// The opening query: the topic, or the book's own title.
+pub fn opening_query(topic: Option<&str>, tree: &Tree) -> String {
+    match topic.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(topic) => topic.to_string(),
+        None => tree.name().to_string(),
+    }
+}
+
+/// Searches the speaker's own book for `k` passages, asking for `3k` hits
+/// and keeping uncited ones first (in rank order), then cited ones.
+pub fn retrieve(
+    retriever: &mut dyn Retriever,
+    book: &str,
+    query: &str,
+    k: usize,
+    cited: &BTreeSet<String>,
+) -> Result<Vec<Passage>, MootError> {
+    let hits = retriever
+        .search(query, k.saturating_mul(3))
+        .map_err(|source| MootError::Retrieve {
+            book: book.to_string(),
+            source,
+        })?;
+    let mut seen = BTreeSet::new();
+    let hits: Vec<Passage> = hits
+        .into_iter()
+        .filter(|p| seen.insert(p.node_id.clone()))
+        .collect();
+    let (fresh, used): (Vec<Passage>, Vec<Passage>) =
+        hits.into_iter().partition(|p| !cited.contains(&p.node_id));
+    let passages: Vec<Passage> = fresh.into_iter().chain(used).take(k).collect();
+    if passages.is_empty() {
+        return Err(MootError::NoPassages {
+            book: book.to_string(),
+            query: query.to_string(),
+        });
+    }
+    Ok(passages)
+}
+
+/// Adds passages to a pool, each node once, in arrival order.
+pub fn extend_pool(pool: &mut Vec<Passage>, passages: &[Passage]) {
+    for p in passages {
+        if !pool.iter().any(|q| q.node_id == p.node_id) {
+            pool.push(p.clone());
+        }
+    }
+}
+
+/// Tags passages `s1..sk` in order.
+pub fn tag_passages(passages: &[Passage]) -> Vec<TaggedPassage> {
+    passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| TaggedPassage {
+            tag: format!("s{}", i + 1),
+            passage: p.clone(),
+        })
+        .collect()
+}
+
+/// A turn's passage tags and pool texts, owned, to lend to [`TurnSources`].
+pub struct SourceParts {
+    pub tags: Vec<String>,
+    pub pool: Vec<String>,
+}
+
+impl SourceParts {
+    pub fn new(tagged: &[TaggedPassage], pool: &[Passage]) -> SourceParts {
+        SourceParts {
+            tags: tagged.iter().map(|t| t.tag.clone()).collect(),
+            pool: pool.iter().map(|p| p.content.clone()).collect(),
+        }
+    }
+}
+
+/// Grades and snaps `reply` against a turn's passages, pool and turn texts;
+/// also returns `{tag: node_id}` for the valid `s` tags it cites.
+pub fn record_reply(
+    reply: &str,
+    tagged: &[TaggedPassage],
+    pool: &[Passage],
+    other_turns: &BTreeMap<u64, String>,
+    own_turns: &BTreeMap<u64, String>,
+) -> (grounding::Checked, BTreeMap<String, String>) {
+    let parts = SourceParts::new(tagged, pool);
+    let tag_refs: Vec<&str> = parts.tags.iter().map(String::as_str).collect();
+    let pool_refs: Vec<&str> = parts.pool.iter().map(String::as_str).collect();
+    let sources = TurnSources {
+        passage_tags: &tag_refs,
+        pool: &pool_refs,
+        other_turns,
+        own_turns,
+    };
+    let checked = grounding::check(reply, &sources);
+    let mut cited = BTreeMap::new();
+    for tag in grounding::ParsedReply::parse(reply).tags() {
+        if let Tag::Passage(name) = tag
+            && let Some(t) = tagged.iter().find(|t| &t.tag == name)
+        {
+            cited.insert(name.clone(), t.passage.node_id.clone());
+        }
+    }
+    (checked, cited)
+}
+
+/// Speaks one turn: prompt, model, grade, one retry, snap.
+pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utterance, MootError> {
+    let book = request.speaker.key.clone();
+    let tagged = tag_passages(&request.passages);
+    let other_name = request.other.name().to_string();
+    let cue = match &request.incoming {
+        None => Cue::Opening {
+            topic: request.topic.as_deref(),
+        },
+        Some(line) => Cue::Reply {
+            incoming: line,
+            mv: request.mv,
+        },
+    };
+    let mut messages = vec![
+        ChatMessage {
+            role: Role::System,
+            content: prompt::persona(&request.speaker, &request.other),
+        },
+        ChatMessage {
+            role: Role::User,
+            content: prompt::user_message(
+                &tagged,
+                request.summary.as_deref(),
+                &request.recent,
+                &cue,
+                &other_name,
+            ),
+        },
+    ];
+    let mut call = |messages: &[ChatMessage], seed: u64| {
+        model
+            .complete(&ChatRequest {
+                messages: messages.to_vec(),
+                max_tokens: request.max_tokens,
+                temperature: request.temperature as f32,
+                seed,
+            })
+            .map_err(|source| MootError::Model {
+                book: book.clone(),
+                source,
+            })
+    };
+    let first = call(&messages, request.seed)?;
+    let grade = |reply: &str| {
+        record_reply(
+            reply,
+            &tagged,
+            &request.pool,
+            &request.other_turns,
+            &request.own_turns,
+        )
+    };
+    let (first_checked, first_cited) = grade(&first);
+    let (kept, checked, cited, attempts) = if first_checked.passes {
+        (first, first_checked, first_cited, 1)
+    } else {
+        let tags: Vec<String> = tagged.iter().map(|t| t.tag.clone()).collect();
+        messages.push(ChatMessage {
+            role: Role::Assistant,
+            content: first.clone(),
+        });
+        messages.push(ChatMessage {
+            role: Role::User,
+            content: prompt::reminder(&tags, &first_checked.grounding),
+        });
+        let second = call(&messages, request.seed.wrapping_add(1))?;
+        if has_text(&second) {
+            let (c, cited) = grade(&second);
+            (second, c, cited, 2)
+        } else if has_text(&first) {
+            (first, first_checked, first_cited, 2)
+        } else {
+            return Err(MootError::NoText { book });
+        }
+    };
+    Ok(Utterance {
+        turn: request.turn,
+        speaker: request.speaker.key.clone(),
+        title: request.speaker.name().to_string(),
+        text: checked.text,
+        cited,
+        grounded: checked.passes,
+        grounding: checked.grounding,
+        attempts,
+        query: request.query.clone(),
+        retrieved: tagged,
+        raw_text: kept,
+        snaps: checked.snaps,
+        intent: request.mv,
+    })
+}
+
+/// Whether a reply has any text at all.
+pub fn has_text(reply: &str) -> bool {
+    !reply.trim().is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::moot::RetrieveError;
+
+    fn passage(i: u64) -> Passage {
+        Passage {
+            node_id: format!("b/x#{i}"),
+            label: format!("chunk:{i:04}"),
+            index: i,
+            leaf: String::new(),
+            content: format!("text {i}"),
+        }
+    }
+
+    struct Ranked(Vec<Passage>);
+    impl Retriever for Ranked {
+        fn search(&mut self, _q: &str, k: usize) -> Result<Vec<Passage>, RetrieveError> {
+            Ok(self.0.iter().take(k).cloned().collect())
+        }
+    }
+
+    #[test]
+    fn cited_passages_go_to_the_back() {
+        let mut r = Ranked((0..9).map(passage).collect());
+        let cited: BTreeSet<String> = ["b/x#0", "b/x#2"].iter().map(|s| s.to_string()).collect();
+        let got = retrieve(&mut r, "b/x", "q", 3, &cited).expect("retrieves");
+        let ids: Vec<u64> = got.iter().map(|p| p.index).collect();
+        assert_eq!(ids, [1, 3, 4]);
+        // With few uncited hits, cited ones fill the rest in rank order.
+        let mut small = Ranked((0..3).map(passage).collect());
+        let got = retrieve(&mut small, "b/x", "q", 3, &cited).expect("retrieves");
+        let ids: Vec<u64> = got.iter().map(|p| p.index).collect();
+        assert_eq!(ids, [1, 0, 2]);
+    }
+
+    #[test]
+    fn empty_search_is_an_error() {
+        let mut r = Ranked(Vec::new());
+        assert!(matches!(
+            retrieve(&mut r, "b/x", "q", 3, &BTreeSet::new()),
+            Err(MootError::NoPassages { .. })
+        ));
+    }
+
+    #[test]
+    fn pool_keeps_each_node_once_in_order() {
+        let mut pool = vec![passage(2)];
+        extend_pool(&mut pool, &[passage(1), passage(2), passage(1), passage(5)]);
+        let ids: Vec<u64> = pool.iter().map(|p| p.index).collect();
+        assert_eq!(ids, [2, 1, 5]);
+    }
+}

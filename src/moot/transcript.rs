@@ -1,0 +1,618 @@
+//! The moot transcript file format (and the `grove moot check` JSON shapes):
+//! the one place in the moot that derives Serialize / Deserialize.
+//!
+//! Engine types stay plain; this module converts them to and from the
+//! versioned JSON records, so a format change is a change here only.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::host::Moot;
+use super::speaker::tag_passages;
+use super::stats::Stats;
+use super::{Move, Passage, SPEC_VERSIONS, TaggedPassage, Tree, Utterance};
+use crate::grounding::{
+    Checked, Grounding, QuoteCheck, QuoteSource, SnapAction, SnapRecord, UnquoteReason,
+};
+
+/// The `format` field of every transcript.
+pub const TRANSCRIPT_FORMAT: &str = "grove-moot-transcript";
+/// The transcript format version this code writes and reads.
+pub const TRANSCRIPT_VERSION: u32 = 1;
+
+/// Errors turning JSON records back into engine values.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    #[error("unknown quote source `{0}` (expected own, other or self)")]
+    UnknownSource(String),
+    #[error("unknown snap action `{0}` (expected snapped or unquoted)")]
+    UnknownAction(String),
+    #[error("unknown snap reason `{0}`")]
+    UnknownReason(String),
+    #[error("turn number `{0}` is not a positive integer")]
+    BadTurnNumber(String),
+    #[error("unknown move `{0}`")]
+    UnknownMove(String),
+    #[error("node id `{0}` is not KEY#INDEX")]
+    BadNodeId(String),
+    #[error("not a transcript: format is `{0}`, expected `grove-moot-transcript`")]
+    Format(String),
+    #[error("transcript version {0} is not supported (this grove reads version 1)")]
+    Version(u64),
+    #[error("transcript JSON: {0}")]
+    Json(String),
+}
+
+/// One quote's verdict as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuoteRecord {
+    pub text: String,
+    pub found: bool,
+    pub source: String,
+}
+
+/// A grounding as recorded (ground-v1 §7 counts plus the quotes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroundingRecord {
+    pub tags_valid: bool,
+    pub tags_cited: u32,
+    pub quotes_found: u32,
+    pub quotes_total: u32,
+    pub other_quotes_found: u32,
+    pub other_quotes_total: u32,
+    pub self_quotes_found: u32,
+    pub self_quotes_total: u32,
+    pub quotes: Vec<QuoteRecord>,
+}
+
+/// A snapping record (ground-v1 §9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapRecordJson {
+    pub text: String,
+    pub source: String,
+    pub action: String,
+    pub to: Option<String>,
+    pub ratio: f64,
+    pub reason: Option<String>,
+}
+
+impl From<&QuoteCheck> for QuoteRecord {
+    fn from(q: &QuoteCheck) -> QuoteRecord {
+        QuoteRecord {
+            text: q.text.clone(),
+            found: q.found,
+            source: q.source.as_str().to_string(),
+        }
+    }
+}
+
+impl From<&Grounding> for GroundingRecord {
+    fn from(g: &Grounding) -> GroundingRecord {
+        GroundingRecord {
+            tags_valid: g.tags_valid,
+            tags_cited: g.tags_cited,
+            quotes_found: g.quotes_found,
+            quotes_total: g.quotes_total,
+            other_quotes_found: g.other_quotes_found,
+            other_quotes_total: g.other_quotes_total,
+            self_quotes_found: g.self_quotes_found,
+            self_quotes_total: g.self_quotes_total,
+            quotes: g.quotes.iter().map(QuoteRecord::from).collect(),
+        }
+    }
+}
+
+impl TryFrom<&GroundingRecord> for Grounding {
+    type Error = RecordError;
+    fn try_from(g: &GroundingRecord) -> Result<Grounding, RecordError> {
+        let quotes = g
+            .quotes
+            .iter()
+            .map(|q| {
+                Ok(QuoteCheck {
+                    text: q.text.clone(),
+                    found: q.found,
+                    source: QuoteSource::parse(&q.source)
+                        .ok_or_else(|| RecordError::UnknownSource(q.source.clone()))?,
+                })
+            })
+            .collect::<Result<Vec<_>, RecordError>>()?;
+        Ok(Grounding {
+            tags_valid: g.tags_valid,
+            tags_cited: g.tags_cited,
+            quotes_found: g.quotes_found,
+            quotes_total: g.quotes_total,
+            other_quotes_found: g.other_quotes_found,
+            other_quotes_total: g.other_quotes_total,
+            self_quotes_found: g.self_quotes_found,
+            self_quotes_total: g.self_quotes_total,
+            quotes,
+        })
+    }
+}
+
+impl From<&SnapRecord> for SnapRecordJson {
+    fn from(s: &SnapRecord) -> SnapRecordJson {
+        SnapRecordJson {
+            text: s.text.clone(),
+            source: s.source.as_str().to_string(),
+            action: s.action.as_str().to_string(),
+            to: s.to.clone(),
+            ratio: s.ratio,
+            reason: s.reason.map(|r| r.as_str().to_string()),
+        }
+    }
+}
+
+impl TryFrom<&SnapRecordJson> for SnapRecord {
+    type Error = RecordError;
+    fn try_from(s: &SnapRecordJson) -> Result<SnapRecord, RecordError> {
+        Ok(SnapRecord {
+            text: s.text.clone(),
+            source: QuoteSource::parse(&s.source)
+                .ok_or_else(|| RecordError::UnknownSource(s.source.clone()))?,
+            action: SnapAction::parse(&s.action)
+                .ok_or_else(|| RecordError::UnknownAction(s.action.clone()))?,
+            to: s.to.clone(),
+            ratio: s.ratio,
+            reason: match &s.reason {
+                None => None,
+                Some(r) => Some(
+                    UnquoteReason::parse(r).ok_or_else(|| RecordError::UnknownReason(r.clone()))?,
+                ),
+            },
+        })
+    }
+}
+
+/// A tagged text in `grove moot check` input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaggedText {
+    pub tag: String,
+    pub content: String,
+}
+
+/// Turn texts by turn number.
+pub type TurnTexts = BTreeMap<u64, String>;
+
+/// Input of `grove moot check`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckInput {
+    pub reply: String,
+    #[serde(default)]
+    pub passages: Vec<TaggedText>,
+    #[serde(default)]
+    pub pool: Vec<TaggedText>,
+    /// The other tree's turns: turn number (as a JSON key) to text.
+    #[serde(default)]
+    pub others: BTreeMap<String, String>,
+    /// The speaker's own turns.
+    #[serde(default)]
+    pub own: BTreeMap<String, String>,
+}
+
+impl CheckInput {
+    /// Turn maps keyed by number; a key that is not a number is refused.
+    pub fn turn_maps(&self) -> Result<(TurnTexts, TurnTexts), RecordError> {
+        let parse = |m: &BTreeMap<String, String>| {
+            m.iter()
+                .map(|(k, v)| {
+                    k.trim()
+                        .parse::<u64>()
+                        .map(|n| (n, v.clone()))
+                        .map_err(|_| RecordError::BadTurnNumber(k.clone()))
+                })
+                .collect::<Result<BTreeMap<u64, String>, RecordError>>()
+        };
+        Ok((parse(&self.others)?, parse(&self.own)?))
+    }
+
+    /// Grades and snaps the reply.
+    pub fn run(&self) -> Result<CheckOutput, RecordError> {
+        let (others, own) = self.turn_maps()?;
+        let tags: Vec<String> = self.passages.iter().map(|p| p.tag.to_lowercase()).collect();
+        let tag_refs: Vec<&str> = tags.iter().map(String::as_str).collect();
+        let pool: Vec<&str> = self.pool.iter().map(|p| p.content.as_str()).collect();
+        let sources = crate::grounding::TurnSources {
+            passage_tags: &tag_refs,
+            pool: &pool,
+            other_turns: &others,
+            own_turns: &own,
+        };
+        Ok(CheckOutput::from(&crate::grounding::check(
+            &self.reply,
+            &sources,
+        )))
+    }
+}
+
+/// Output of `grove moot check`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckOutput {
+    pub grounding: GroundingRecord,
+    pub passes: bool,
+    pub text: String,
+    pub snaps: Vec<SnapRecordJson>,
+}
+
+impl From<&Checked> for CheckOutput {
+    fn from(c: &Checked) -> CheckOutput {
+        CheckOutput {
+            grounding: GroundingRecord::from(&c.grounding),
+            passes: c.passes,
+            text: c.text.clone(),
+            snaps: c.snaps.iter().map(SnapRecordJson::from).collect(),
+        }
+    }
+}
+
+/// A whole moot as written to a file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptRecord {
+    /// Always [`TRANSCRIPT_FORMAT`].
+    pub format: String,
+    /// [`TRANSCRIPT_VERSION`] when written by this code.
+    pub version: u32,
+    pub trees: Vec<TreeRecord>,
+    pub topic: Option<String>,
+    /// The model's description (`ChatModel::describe`).
+    pub model: String,
+    pub settings: SettingsRecord,
+    /// Each tree's opening search, in tree order.
+    pub openings: Vec<OpeningRecord>,
+    pub utterances: Vec<UtteranceRecord>,
+    pub summaries: Vec<SummaryRecord>,
+    pub stats: StatsRecord,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeRecord {
+    pub key: String,
+    pub title: String,
+    pub author: String,
+    pub genre: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsRecord {
+    pub turns: u32,
+    pub k: usize,
+    pub temperature: f64,
+    pub max_tokens: u32,
+    pub seed: u64,
+    pub summary_every: u32,
+    /// Spec versions: grounding, decoding, chunks, merkle.
+    pub specs: BTreeMap<String, String>,
+}
+
+/// A passage as shown to the model, with its tag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PassageRecord {
+    pub tag: String,
+    pub label: String,
+    pub node_id: String,
+    /// SHA-256(0x00 || chunk bytes), hex.
+    pub leaf: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpeningRecord {
+    /// The tree's key.
+    pub tree: String,
+    pub query: String,
+    pub passages: Vec<PassageRecord>,
+}
+
+/// The §7 counts of a reply (its quotes are recorded beside them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroundingCounts {
+    pub tags_valid: bool,
+    pub tags_cited: u32,
+    pub quotes_found: u32,
+    pub quotes_total: u32,
+    pub other_quotes_found: u32,
+    pub other_quotes_total: u32,
+    pub self_quotes_found: u32,
+    pub self_quotes_total: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UtteranceRecord {
+    pub turn: u32,
+    /// The speaking tree's key.
+    pub speaker: String,
+    pub title: String,
+    /// The snapped text, as stored and shown.
+    pub text: String,
+    /// `{tag: node_id}` for the valid tags cited.
+    pub cited: BTreeMap<String, String>,
+    pub quotes: Vec<QuoteRecord>,
+    pub grounding: GroundingCounts,
+    pub grounded: bool,
+    pub attempts: u32,
+    pub query: String,
+    pub retrieved: Vec<PassageRecord>,
+    /// The kept reply as the model wrote it.
+    pub raw_text: String,
+    pub snaps: Vec<SnapRecordJson>,
+    /// The move asked for.
+    pub intent: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummaryRecord {
+    /// 1-based number of the turn the summary preceded.
+    pub before_turn: u32,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsRecord {
+    pub turns: u32,
+    pub tags_valid_turns: u32,
+    pub tags_valid_rate: Option<f64>,
+    pub turns_citing: u32,
+    pub quotes_found: u32,
+    pub quotes_total: u32,
+    pub quote_found_rate: Option<f64>,
+    pub grounded_turns: u32,
+    pub retried_turns: u32,
+    pub other_quotes_found: u32,
+    pub other_quotes_total: u32,
+    pub other_quote_valid_rate: Option<f64>,
+    pub self_quotes_found: u32,
+    pub self_quotes_total: u32,
+    pub quotes_per_turn: Option<f64>,
+    pub quotes_snapped: u32,
+    pub quotes_unquoted: u32,
+    pub quotes_too_short: u32,
+}
+
+impl From<&Stats> for StatsRecord {
+    fn from(s: &Stats) -> StatsRecord {
+        StatsRecord {
+            turns: s.turns,
+            tags_valid_turns: s.tags_valid_turns,
+            tags_valid_rate: s.tags_valid_rate,
+            turns_citing: s.turns_citing,
+            quotes_found: s.quotes_found,
+            quotes_total: s.quotes_total,
+            quote_found_rate: s.quote_found_rate,
+            grounded_turns: s.grounded_turns,
+            retried_turns: s.retried_turns,
+            other_quotes_found: s.other_quotes_found,
+            other_quotes_total: s.other_quotes_total,
+            other_quote_valid_rate: s.other_quote_valid_rate,
+            self_quotes_found: s.self_quotes_found,
+            self_quotes_total: s.self_quotes_total,
+            quotes_per_turn: s.quotes_per_turn,
+            quotes_snapped: s.quotes_snapped,
+            quotes_unquoted: s.quotes_unquoted,
+            quotes_too_short: s.quotes_too_short,
+        }
+    }
+}
+
+impl From<&Tree> for TreeRecord {
+    fn from(t: &Tree) -> TreeRecord {
+        TreeRecord {
+            key: t.key.clone(),
+            title: t.title.clone(),
+            author: t.author.clone(),
+            genre: t.genre.clone(),
+        }
+    }
+}
+
+impl From<&TreeRecord> for Tree {
+    fn from(t: &TreeRecord) -> Tree {
+        Tree {
+            key: t.key.clone(),
+            title: t.title.clone(),
+            author: t.author.clone(),
+            genre: t.genre.clone(),
+        }
+    }
+}
+
+impl From<&TaggedPassage> for PassageRecord {
+    fn from(t: &TaggedPassage) -> PassageRecord {
+        PassageRecord {
+            tag: t.tag.clone(),
+            label: t.passage.label.clone(),
+            node_id: t.passage.node_id.clone(),
+            leaf: t.passage.leaf.clone(),
+            content: t.passage.content.clone(),
+        }
+    }
+}
+
+impl TryFrom<&PassageRecord> for TaggedPassage {
+    type Error = RecordError;
+    fn try_from(p: &PassageRecord) -> Result<TaggedPassage, RecordError> {
+        // The index is the node id's part after the last `#`.
+        let index = p
+            .node_id
+            .rsplit_once('#')
+            .and_then(|(_, i)| i.parse::<u64>().ok())
+            .ok_or_else(|| RecordError::BadNodeId(p.node_id.clone()))?;
+        Ok(TaggedPassage {
+            tag: p.tag.clone(),
+            passage: Passage {
+                node_id: p.node_id.clone(),
+                label: p.label.clone(),
+                index,
+                leaf: p.leaf.clone(),
+                content: p.content.clone(),
+            },
+        })
+    }
+}
+
+impl From<&Grounding> for GroundingCounts {
+    fn from(g: &Grounding) -> GroundingCounts {
+        GroundingCounts {
+            tags_valid: g.tags_valid,
+            tags_cited: g.tags_cited,
+            quotes_found: g.quotes_found,
+            quotes_total: g.quotes_total,
+            other_quotes_found: g.other_quotes_found,
+            other_quotes_total: g.other_quotes_total,
+            self_quotes_found: g.self_quotes_found,
+            self_quotes_total: g.self_quotes_total,
+        }
+    }
+}
+
+impl From<&Utterance> for UtteranceRecord {
+    fn from(u: &Utterance) -> UtteranceRecord {
+        UtteranceRecord {
+            turn: u.turn,
+            speaker: u.speaker.clone(),
+            title: u.title.clone(),
+            text: u.text.clone(),
+            cited: u.cited.clone(),
+            quotes: u.grounding.quotes.iter().map(QuoteRecord::from).collect(),
+            grounding: GroundingCounts::from(&u.grounding),
+            grounded: u.grounded,
+            attempts: u.attempts,
+            query: u.query.clone(),
+            retrieved: u.retrieved.iter().map(PassageRecord::from).collect(),
+            raw_text: u.raw_text.clone(),
+            snaps: u.snaps.iter().map(SnapRecordJson::from).collect(),
+            intent: u.intent.as_str().to_string(),
+        }
+    }
+}
+
+impl TryFrom<&UtteranceRecord> for Utterance {
+    type Error = RecordError;
+    fn try_from(u: &UtteranceRecord) -> Result<Utterance, RecordError> {
+        let g = &u.grounding;
+        let grounding = Grounding::try_from(&GroundingRecord {
+            tags_valid: g.tags_valid,
+            tags_cited: g.tags_cited,
+            quotes_found: g.quotes_found,
+            quotes_total: g.quotes_total,
+            other_quotes_found: g.other_quotes_found,
+            other_quotes_total: g.other_quotes_total,
+            self_quotes_found: g.self_quotes_found,
+            self_quotes_total: g.self_quotes_total,
+            quotes: u.quotes.clone(),
+        })?;
+        Ok(Utterance {
+            turn: u.turn,
+            speaker: u.speaker.clone(),
+            title: u.title.clone(),
+            text: u.text.clone(),
+            cited: u.cited.clone(),
+            grounding,
+            grounded: u.grounded,
+            attempts: u.attempts,
+            query: u.query.clone(),
+            retrieved: u
+                .retrieved
+                .iter()
+                .map(TaggedPassage::try_from)
+                .collect::<Result<_, _>>()?,
+            raw_text: u.raw_text.clone(),
+            snaps: u
+                .snaps
+                .iter()
+                .map(SnapRecord::try_from)
+                .collect::<Result<_, _>>()?,
+            intent: Move::parse(&u.intent)
+                .ok_or_else(|| RecordError::UnknownMove(u.intent.clone()))?,
+        })
+    }
+}
+
+impl From<&Moot> for TranscriptRecord {
+    fn from(m: &Moot) -> TranscriptRecord {
+        let s = &m.settings;
+        TranscriptRecord {
+            format: TRANSCRIPT_FORMAT.to_string(),
+            version: TRANSCRIPT_VERSION,
+            trees: m.trees.iter().map(TreeRecord::from).collect(),
+            topic: m.topic.clone(),
+            model: m.model.clone(),
+            settings: SettingsRecord {
+                turns: s.turns,
+                k: s.k,
+                temperature: s.temperature,
+                max_tokens: s.max_tokens,
+                seed: s.seed,
+                summary_every: s.summary_every,
+                specs: SPEC_VERSIONS
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            },
+            openings: m
+                .openings
+                .iter()
+                .map(|o| OpeningRecord {
+                    tree: o.tree.clone(),
+                    query: o.query.clone(),
+                    passages: tag_passages(&o.passages)
+                        .iter()
+                        .map(PassageRecord::from)
+                        .collect(),
+                })
+                .collect(),
+            utterances: m.utterances.iter().map(UtteranceRecord::from).collect(),
+            summaries: m
+                .summaries
+                .iter()
+                .map(|s| SummaryRecord {
+                    before_turn: s.before_turn,
+                    text: s.text.clone(),
+                })
+                .collect(),
+            stats: StatsRecord::from(&m.stats),
+        }
+    }
+}
+
+impl TranscriptRecord {
+    /// Parses a transcript, refusing other formats and versions.
+    pub fn from_json(text: &str) -> Result<TranscriptRecord, RecordError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| RecordError::Json(e.to_string()))?;
+        let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
+        if format != TRANSCRIPT_FORMAT {
+            return Err(RecordError::Format(format.to_string()));
+        }
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if version != u64::from(TRANSCRIPT_VERSION) {
+            return Err(RecordError::Version(version));
+        }
+        serde_json::from_value(value).map_err(|e| RecordError::Json(e.to_string()))
+    }
+
+    pub fn to_json_pretty(&self) -> String {
+        // Serializing these plain records cannot fail (string keys, finite
+        // or null numbers); fall back to compact output just in case.
+        serde_json::to_string_pretty(self)
+            .or_else(|_| serde_json::to_string(self))
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,345 @@
+//! Verifying a transcript from the transcript alone: re-grade and re-snap
+//! every utterance from its raw text, recorded passages and rebuilt pools,
+//! check every passage's leaf hash and id, and recompute the stats.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use super::host::{lines_of, turn_maps};
+use super::speaker::{extend_pool, opening_query, record_reply, turn_query};
+use super::stats;
+use super::transcript::{
+    GroundingCounts, PassageRecord, QuoteRecord, RecordError, SnapRecordJson, StatsRecord,
+    TranscriptRecord,
+};
+use super::{Move, Passage, TaggedPassage, Tree, Utterance};
+
+/// One disagreement between a transcript and its re-check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The turn it concerns, if any.
+    pub turn: Option<u32>,
+    pub what: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.turn {
+            Some(t) => write!(f, "turn {t}: {}", self.what),
+            None => write!(f, "{}", self.what),
+        }
+    }
+}
+
+/// A store that may hold the books of a transcript, for the optional check
+/// of each passage against the stored chunk.
+pub trait ChunkLookup {
+    /// The stored text of chunk `index` of book `key`; `Ok(None)` when the
+    /// store does not hold that book.
+    fn chunk_text(&mut self, key: &str, index: u64) -> Result<Option<String>, String>;
+}
+
+/// Leaf hash of a chunk (merkle-v1): SHA-256(0x00 || bytes), hex.
+pub fn leaf_hash_hex(content: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update([0u8]);
+    hasher.update(content.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// The chunk label of index `i` (para-200-v1): `chunk:` and 4+ digits.
+pub fn chunk_label(index: u64) -> String {
+    format!("chunk:{index:04}")
+}
+
+struct Report {
+    mismatches: Vec<Mismatch>,
+}
+
+impl Report {
+    fn add(&mut self, turn: Option<u32>, what: impl Into<String>) {
+        self.mismatches.push(Mismatch {
+            turn,
+            what: what.into(),
+        });
+    }
+
+    fn compare<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        turn: Option<u32>,
+        field: &str,
+        recorded: &T,
+        rechecked: &T,
+    ) {
+        if recorded != rechecked {
+            self.add(
+                turn,
+                format!("{field}: recorded {recorded:?}, re-checked {rechecked:?}"),
+            );
+        }
+    }
+}
+
+/// Verifies a transcript. Returns every mismatch found (empty when it
+/// checks out); a record that cannot even be read is an error.
+pub fn verify(
+    transcript: &TranscriptRecord,
+    mut store: Option<&mut dyn ChunkLookup>,
+) -> Result<Vec<Mismatch>, RecordError> {
+    let mut report = Report {
+        mismatches: Vec::new(),
+    };
+    let settings = &transcript.settings;
+    let trees: Vec<Tree> = transcript.trees.iter().map(Tree::from).collect();
+    if trees.len() != 2 {
+        report.add(None, format!("{} trees instead of 2", trees.len()));
+        return Ok(report.mismatches);
+    }
+    if trees[0].key == trees[1].key {
+        report.add(None, format!("the same book {} twice", trees[0].key));
+    }
+    for tree in &trees {
+        let genre = tree.key.split('/').next().unwrap_or_default();
+        if tree.genre != genre {
+            report.add(
+                None,
+                format!(
+                    "tree {}: genre {:?} is not the key's first part",
+                    tree.key, tree.genre
+                ),
+            );
+        }
+    }
+    let topic = transcript.topic.as_deref();
+
+    // Openings start the pools.
+    let mut pools: [Vec<Passage>; 2] = [Vec::new(), Vec::new()];
+    let mut opening_passages: [Vec<TaggedPassage>; 2] = [Vec::new(), Vec::new()];
+    if transcript.openings.len() != 2 {
+        report.add(
+            None,
+            format!("{} openings instead of 2", transcript.openings.len()),
+        );
+    }
+    for (t, opening) in transcript.openings.iter().enumerate().take(2) {
+        let tree = &trees[t];
+        report.compare(None, &format!("opening {t} tree"), &opening.tree, &tree.key);
+        report.compare(
+            None,
+            &format!("opening query of {}", tree.key),
+            &opening.query,
+            &opening_query(topic, tree),
+        );
+        let tagged = check_passages(
+            &mut report,
+            None,
+            tree,
+            &opening.passages,
+            settings.k,
+            &mut store,
+        )?;
+        let plain: Vec<Passage> = tagged.iter().map(|t| t.passage.clone()).collect();
+        extend_pool(&mut pools[t], &plain);
+        opening_passages[t] = tagged;
+    }
+
+    report.compare(
+        None,
+        "number of utterances",
+        &transcript.utterances.len(),
+        &(settings.turns as usize),
+    );
+    let mut rechecked: Vec<Utterance> = Vec::new();
+    for (i, record) in transcript.utterances.iter().enumerate() {
+        let turn = i as u32 + 1;
+        let at = Some(turn);
+        let t = i % 2;
+        let tree = &trees[t];
+        report.compare(at, "turn", &record.turn, &turn);
+        report.compare(at, "speaker", &record.speaker, &tree.key);
+        report.compare(at, "title", &record.title, &tree.name().to_string());
+        report.compare(
+            at,
+            "intent",
+            &record.intent,
+            &Move::for_turn(turn, settings.turns).as_str().to_string(),
+        );
+        let tagged = check_passages(
+            &mut report,
+            at,
+            tree,
+            &record.retrieved,
+            settings.k,
+            &mut store,
+        )?;
+        // The query, and on turn 1 the passages, follow from what came before.
+        let lines = lines_of(&rechecked);
+        match lines.last() {
+            None => {
+                report.compare(at, "query", &record.query, &opening_query(topic, tree));
+                if tagged != opening_passages[t] {
+                    report.add(at, "turn 1 does not speak from its opening passages");
+                }
+            }
+            Some(line) => {
+                report.compare(at, "query", &record.query, &turn_query(topic, &line.text));
+            }
+        }
+        let plain: Vec<Passage> = tagged.iter().map(|t| t.passage.clone()).collect();
+        extend_pool(&mut pools[t], &plain);
+
+        // Re-grade and re-snap the raw reply against the rebuilt sources.
+        let (own_turns, other_turns) = turn_maps(&rechecked, &tree.key);
+        let (checked, cited) = record_reply(
+            &record.raw_text,
+            &tagged,
+            &pools[t],
+            &other_turns,
+            &own_turns,
+        );
+        report.compare(
+            at,
+            "grounding",
+            &record.grounding,
+            &GroundingCounts::from(&checked.grounding),
+        );
+        let quotes: Vec<QuoteRecord> = checked
+            .grounding
+            .quotes
+            .iter()
+            .map(QuoteRecord::from)
+            .collect();
+        report.compare(at, "quotes", &record.quotes, &quotes);
+        report.compare(at, "grounded", &record.grounded, &checked.passes);
+        report.compare(at, "text", &record.text, &checked.text);
+        let snaps: Vec<SnapRecordJson> = checked.snaps.iter().map(SnapRecordJson::from).collect();
+        report.compare(at, "snaps", &record.snaps, &snaps);
+        report.compare(at, "cited", &record.cited, &cited);
+        if !(1..=2).contains(&record.attempts) {
+            report.add(at, format!("attempts {} is not 1 or 2", record.attempts));
+        }
+        if record.attempts == 1 && !checked.passes {
+            report.add(at, "a first reply that does not pass was not retried");
+        }
+        if record.raw_text.trim().is_empty() {
+            report.add(at, "the kept reply is empty");
+        }
+        // Carry the recorded text forward: later turns quote what was stored.
+        let mut utterance = Utterance::try_from(record)?;
+        utterance.text = checked.text;
+        utterance.grounding = checked.grounding;
+        utterance.grounded = checked.passes;
+        utterance.snaps = checked.snaps;
+        rechecked.push(utterance);
+    }
+
+    let mut previous = 0u32;
+    for s in &transcript.summaries {
+        let index = s.before_turn.saturating_sub(1);
+        let placed = settings.summary_every > 0
+            && index > 0
+            && index % settings.summary_every == 0
+            && s.before_turn <= settings.turns
+            && s.before_turn > previous;
+        if !placed {
+            report.add(
+                None,
+                format!("summary before turn {} is out of place", s.before_turn),
+            );
+        }
+        if s.text.split_whitespace().count() > super::prompt::MAX_SUMMARY_WORDS {
+            report.add(
+                None,
+                format!(
+                    "summary before turn {} is over {} words",
+                    s.before_turn,
+                    super::prompt::MAX_SUMMARY_WORDS
+                ),
+            );
+        }
+        previous = s.before_turn;
+    }
+
+    let stats = StatsRecord::from(&stats::compute(&rechecked));
+    if stats != transcript.stats {
+        report.add(
+            None,
+            format!(
+                "stats: recorded {:?}, re-computed {:?}",
+                transcript.stats, stats
+            ),
+        );
+    }
+    Ok(report.mismatches)
+}
+
+/// Checks a turn's passages: tags `s1..sk`, ids from the tree's own book,
+/// labels, leaf hashes, and the stored chunk where the store holds it.
+fn check_passages(
+    report: &mut Report,
+    at: Option<u32>,
+    tree: &Tree,
+    passages: &[PassageRecord],
+    k: usize,
+    store: &mut Option<&mut dyn ChunkLookup>,
+) -> Result<Vec<TaggedPassage>, RecordError> {
+    if passages.is_empty() || passages.len() > k {
+        report.add(
+            at,
+            format!("{} passages (expected 1 to k = {k})", passages.len()),
+        );
+    }
+    let mut seen = BTreeMap::new();
+    let mut tagged = Vec::new();
+    for (i, record) in passages.iter().enumerate() {
+        let expected_tag = format!("s{}", i + 1);
+        if record.tag != expected_tag {
+            report.add(
+                at,
+                format!("passage tag {} where {expected_tag} was due", record.tag),
+            );
+        }
+        let passage = TaggedPassage::try_from(record)?;
+        let p = &passage.passage;
+        if p.node_id != format!("{}#{}", tree.key, p.index) {
+            report.add(
+                at,
+                format!("passage {} is not from {}", p.node_id, tree.key),
+            );
+        }
+        if seen.insert(p.node_id.clone(), ()).is_some() {
+            report.add(at, format!("passage {} appears twice", p.node_id));
+        }
+        if p.label != chunk_label(p.index) {
+            report.add(at, format!("passage {} has label {}", p.node_id, p.label));
+        }
+        let leaf = leaf_hash_hex(&p.content);
+        if p.leaf != leaf {
+            report.add(
+                at,
+                format!(
+                    "passage {}: leaf {} does not hash its text ({leaf})",
+                    p.node_id, p.leaf
+                ),
+            );
+        }
+        if let Some(store) = store.as_deref_mut() {
+            match store.chunk_text(&tree.key, p.index) {
+                Ok(Some(stored)) if stored != p.content => {
+                    report.add(
+                        at,
+                        format!("passage {} differs from the stored chunk", p.node_id),
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => report.add(
+                    at,
+                    format!("passage {}: store lookup failed: {e}", p.node_id),
+                ),
+            }
+        }
+        tagged.push(passage);
+    }
+    Ok(tagged)
+}

@@ -1,0 +1,53 @@
+//! A stored book as a moot participant: its tree (title, author, genre) and
+//! its own book-scoped search as the moot's retriever.
+
+use super::{BookRecord, SearchScope, Shard, Store, StoreError};
+use crate::moot::{Passage, RetrieveError, Retriever, Tree};
+
+/// One current book version and the shard it lives in.
+pub struct BookRetriever {
+    shard: Shard,
+    book: BookRecord,
+}
+
+impl BookRetriever {
+    /// Opens the current version of `key`.
+    pub fn open(store: &Store, key: &str) -> Result<BookRetriever, StoreError> {
+        let shard = store.shard_of(key)?;
+        let book = shard.book(key, None)?;
+        Ok(BookRetriever { shard, book })
+    }
+
+    pub fn book(&self) -> &BookRecord {
+        &self.book
+    }
+
+    /// The book as a tree. Missing metadata stays empty: an untitled book is
+    /// addressed by its key, and one with no author speaks as itself.
+    pub fn tree(&self) -> Tree {
+        Tree::new(
+            &self.book.key,
+            self.book.title.as_deref().unwrap_or(""),
+            self.book.author.as_deref().unwrap_or(""),
+        )
+    }
+}
+
+impl Retriever for BookRetriever {
+    fn search(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, RetrieveError> {
+        let hits = self
+            .shard
+            .search(query, SearchScope::Book(&self.book), k)
+            .map_err(|e| RetrieveError::Search(format!("{}: {e}", self.book.key)))?;
+        Ok(hits
+            .into_iter()
+            .map(|h| Passage {
+                node_id: h.node_id,
+                label: h.label,
+                index: h.index,
+                leaf: hex::encode(h.leaf),
+                content: h.content,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,600 @@
+//! The moot engine end to end with a fake model and fake retrievers:
+//! turn order, retries, snapping, `[oN]` quotes, summaries, cited passages
+//! going to the back, and `verify` catching tampering.
+
+use std::collections::BTreeSet;
+
+use grove::model::{ChatModel, ChatRequest, ModelError, Role};
+use grove::moot::host::run_local;
+use grove::moot::transcript::TranscriptRecord;
+use grove::moot::verify::{leaf_hash_hex, verify};
+use grove::moot::{MootError, MootSettings, Passage, RetrieveError, Retriever, Tree};
+
+/// A book as a list of chunks; search ranks chunks by shared words.
+struct FakeBook {
+    key: String,
+    chunks: Vec<String>,
+    queries: Vec<(String, usize)>,
+}
+
+impl FakeBook {
+    fn new(key: &str, words: &[&str]) -> FakeBook {
+        // 12 chunks, each a distinct run of sentences over the vocabulary.
+        let chunks = (0..12)
+            .map(|c| {
+                (0..40)
+                    .map(|w| words[(c * 7 + w * 3) % words.len()])
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    + "."
+            })
+            .collect();
+        FakeBook {
+            key: key.to_string(),
+            chunks,
+            queries: Vec::new(),
+        }
+    }
+}
+
+impl Retriever for FakeBook {
+    fn search(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, RetrieveError> {
+        self.queries.push((query.to_string(), k));
+        let q: BTreeSet<String> = query.split_whitespace().map(|w| w.to_lowercase()).collect();
+        let mut scored: Vec<(usize, usize)> = self
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let score = c
+                    .split_whitespace()
+                    .filter(|w| q.contains(&w.to_lowercase()))
+                    .count();
+                (score, i)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        Ok(scored
+            .into_iter()
+            .take(k)
+            .map(|(_, i)| Passage {
+                node_id: format!("{}#{i}", self.key),
+                label: format!("chunk:{i:04}"),
+                index: i as u64,
+                leaf: leaf_hash_hex(&self.chunks[i]),
+                content: self.chunks[i].clone(),
+            })
+            .collect())
+    }
+}
+
+/// What the fake model does on one speaker call.
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    /// Quote the first five words of s1, tagged [s1].
+    Good,
+    /// Cite a tag that does not exist.
+    BadTag,
+    /// Say nothing.
+    Empty,
+    /// Misquote s1 (one word changed), tagged [s1].
+    Misquote,
+    /// Quote the other book's last line as [oN], plus a good quote.
+    QuoteOther,
+}
+
+struct FakeModel {
+    script: Vec<Act>,
+    calls: usize,
+    narrator_calls: usize,
+    requests: Vec<ChatRequest>,
+}
+
+impl FakeModel {
+    fn new(script: &[Act]) -> FakeModel {
+        FakeModel {
+            script: script.to_vec(),
+            calls: 0,
+            narrator_calls: 0,
+            requests: Vec::new(),
+        }
+    }
+}
+
+fn first_passage_words(user: &str) -> Vec<String> {
+    // Layout: "[s1] (chunk:NNNN)\n<text>\n\n[s2] ..."
+    user.lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|w| w.trim_end_matches('.').to_string())
+        .collect()
+}
+
+impl ChatModel for FakeModel {
+    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        self.requests.push(request.clone());
+        if request.messages[0].content.contains("neutral narrator") {
+            self.narrator_calls += 1;
+            return Ok(if self.narrator_calls == 1 {
+                "Both books spoke of rivers and whales.".to_string()
+            } else {
+                String::new()
+            });
+        }
+        let act = self.script.get(self.calls).copied().unwrap_or(Act::Good);
+        self.calls += 1;
+        let user = &request.messages[1].content;
+        let words = first_passage_words(user);
+        let quote = words[..5].join(" ");
+        Ok(match act {
+            Act::Good => format!("I hold that \"{quote}\" [s1], as I have said [s2]."),
+            Act::BadTag => format!("I hold that \"{quote}\" [s9]."),
+            Act::Empty => String::new(),
+            Act::Misquote => {
+                let mut w = words[..6].to_vec();
+                w[2] = "zebra".to_string();
+                format!("Indeed \"{}\" [s1].", w.join(" "))
+            }
+            Act::QuoteOther => {
+                let said = user
+                    .split(" has just said: ")
+                    .nth(1)
+                    .and_then(|rest| rest.split('"').nth(1))
+                    .unwrap_or("nothing at all here");
+                let turn: u32 = user
+                    .split(" has just said: ")
+                    .next()
+                    .and_then(|head| head.rsplit("Turn ").next())
+                    .and_then(|t| t.split(',').next())
+                    .and_then(|t| t.trim().parse().ok())
+                    .unwrap_or(0);
+                format!("You said \"{said}\" [o{turn}], yet \"{quote}\" [s1].")
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        "fake:scripted".to_string()
+    }
+}
+
+const RIVER: &[&str] = &[
+    "the", "river", "runs", "cold", "and", "clear", "under", "willow", "banks", "where", "trout",
+    "lie", "still", "in", "morning", "light", "angler", "waits", "patient", "hook",
+];
+const SEA: &[&str] = &[
+    "the", "whale", "rose", "from", "dark", "water", "ship", "captain", "watched", "white", "sea",
+    "foam", "broke", "over", "deck", "sailors", "cried", "out", "harpoon", "line", "river",
+];
+
+fn trees() -> [Tree; 2] {
+    [
+        Tree::new("nature/angler", "The Compleat Angler", "Izaak Walton"),
+        Tree::new("fiction/whale", "Moby Dick", "Herman Melville"),
+    ]
+}
+
+fn settings(turns: u32) -> MootSettings {
+    MootSettings {
+        turns,
+        k: 3,
+        ..MootSettings::default()
+    }
+}
+
+#[test]
+fn a_moot_runs_records_and_verifies() {
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    let script = [
+        Act::BadTag,   // turn 1, first try: invalid tag -> retried
+        Act::Good,     // turn 1, retry
+        Act::Misquote, // turn 2: snapped (does not pass -> retried)
+        Act::Empty,    // turn 2 retry: empty -> first reply kept
+        Act::QuoteOther,
+        Act::Good,
+        Act::Good,
+        Act::Good,
+    ];
+    let mut model = FakeModel::new(&script);
+    let mut seen = Vec::new();
+    let moot = run_local(
+        trees(),
+        Some("rivers".into()),
+        settings(6),
+        [&mut a, &mut b],
+        &mut model,
+        &mut |u| seen.push(u.turn),
+    )
+    .expect("moot runs");
+    assert_eq!(seen, [1, 2, 3, 4, 5, 6]);
+    let u = &moot.utterances;
+    assert_eq!(u.len(), 6);
+    assert_eq!(u[0].speaker, "nature/angler");
+    assert_eq!(u[1].speaker, "fiction/whale");
+    assert_eq!(u[0].intent.as_str(), "open");
+    assert_eq!(u[1].intent.as_str(), "answer");
+    assert_eq!(u[4].intent.as_str(), "close");
+    assert_eq!(u[5].intent.as_str(), "close");
+    // Turn 1: retried after an invalid tag, grounded on the second reply.
+    assert_eq!(u[0].attempts, 2);
+    assert!(u[0].grounded);
+    assert_eq!(u[0].query, "rivers");
+    // Turn 2: the misquote is kept (retry was empty), snapped, not grounded.
+    assert_eq!(u[1].attempts, 2);
+    assert!(!u[1].grounded);
+    assert_eq!(u[1].snaps.len(), 1);
+    assert_eq!(u[1].snaps[0].action.as_str(), "snapped");
+    assert!(!u[1].text.contains("zebra"));
+    assert!(u[1].raw_text.contains("zebra"));
+    // Turn 3 quotes turn 2 as [o2]: an `other` quote, found in the stored text.
+    assert_eq!(u[2].grounding.other_quotes_total, 1);
+    assert_eq!(u[2].query, format!("rivers {}", u[1].text));
+    // Cited maps valid tags to node ids of this turn's passages.
+    assert_eq!(u[0].cited.len(), 2);
+    assert!(u[0].cited["s1"].starts_with("nature/angler#"));
+    // One summary, before turn 5 (0-based index 4); the narrator's empty
+    // second answer would keep it, but turn 9 never comes.
+    assert_eq!(moot.summaries.len(), 1);
+    assert_eq!(moot.summaries[0].before_turn, 5);
+    let stats = &moot.stats;
+    assert_eq!(stats.turns, 6);
+    assert_eq!(stats.retried_turns, 2);
+    assert_eq!(stats.quotes_snapped, 1);
+    assert_eq!(stats.grounded_turns, 5);
+
+    // Later searches ask for 3k hits.
+    assert!(a.queries.iter().skip(1).all(|(_, k)| *k == 9));
+
+    let record = TranscriptRecord::from(&moot);
+    let json = record.to_json_pretty();
+    let parsed = TranscriptRecord::from_json(&json).expect("parses back");
+    assert_eq!(parsed, record);
+    let mismatches = verify(&parsed, None).expect("verifies");
+    assert!(mismatches.is_empty(), "{mismatches:?}");
+
+    // Tampering is caught: a changed passage text no longer hashes to its leaf.
+    let mut tampered = parsed.clone();
+    tampered.utterances[2].retrieved[0].content.push('!');
+    let mismatches = verify(&tampered, None).expect("verifies");
+    assert!(
+        mismatches.iter().any(|m| m.what.contains("does not hash")),
+        "{mismatches:?}"
+    );
+    // A changed stat is caught.
+    let mut tampered = parsed.clone();
+    tampered.stats.grounded_turns += 1;
+    assert!(!verify(&tampered, None).expect("verifies").is_empty());
+    // A changed stored text is caught.
+    let mut tampered = parsed;
+    tampered.utterances[0].text = "something else".into();
+    assert!(!verify(&tampered, None).expect("verifies").is_empty());
+}
+
+#[test]
+fn the_prompt_carries_persona_passages_and_moves() {
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    let mut model = FakeModel::new(&[]);
+    run_local(
+        trees(),
+        None,
+        settings(3),
+        [&mut a, &mut b],
+        &mut model,
+        &mut |_| {},
+    )
+    .expect("moot runs");
+    let first = &model.requests[0];
+    assert_eq!(first.messages[0].role, Role::System);
+    assert!(
+        first.messages[0]
+            .content
+            .contains("\"The Compleat Angler\" by Izaak Walton")
+    );
+    assert!(first.messages[1].content.starts_with("[s1] (chunk:"));
+    assert!(
+        first.messages[1]
+            .content
+            .ends_with("Open the moot by introducing yourself to Moby Dick.")
+    );
+    // With no topic, the opening searches are on each book's title.
+    assert_eq!(a.queries[0].0, "The Compleat Angler");
+    assert_eq!(b.queries[0].0, "Moby Dick");
+    let third = &model.requests[2];
+    assert!(
+        third.messages[1]
+            .content
+            .contains("Turn 1, The Compleat Angler: ")
+    );
+    assert!(
+        third.messages[1]
+            .content
+            .contains("Turn 2, Moby Dick has just said: ")
+    );
+}
+
+#[test]
+fn cited_passages_go_to_the_back_across_turns() {
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    let mut model = FakeModel::new(&[]);
+    let moot = run_local(
+        trees(),
+        Some("river".into()),
+        settings(5),
+        [&mut a, &mut b],
+        &mut model,
+        &mut |_| {},
+    )
+    .expect("moot runs");
+    // Everything turn 1 cited is behind uncited passages in turn 3, as long
+    // as the search had uncited ones to offer.
+    let cited: Vec<&String> = moot.utterances[0].cited.values().collect();
+    let third = &moot.utterances[2];
+    let first_cited_position = third
+        .retrieved
+        .iter()
+        .position(|p| cited.contains(&&p.passage.node_id));
+    if let Some(pos) = first_cited_position {
+        assert!(
+            third.retrieved[pos..]
+                .iter()
+                .all(|p| cited.contains(&&p.passage.node_id))
+        );
+    }
+    assert!(!cited.contains(&&third.retrieved[0].passage.node_id));
+}
+
+#[test]
+fn no_text_twice_is_an_error_naming_the_book() {
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    let mut model = FakeModel::new(&[Act::Empty, Act::Empty]);
+    let err = run_local(
+        trees(),
+        None,
+        settings(2),
+        [&mut a, &mut b],
+        &mut model,
+        &mut |_| {},
+    )
+    .expect_err("fails");
+    assert!(matches!(err, MootError::NoText { .. }));
+    let message = err.to_string();
+    assert!(
+        message.contains("nature/angler") && message.contains("endpoint"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_same_book_twice_is_refused() {
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("nature/angler", RIVER);
+    let mut model = FakeModel::new(&[]);
+    let t = Tree::new("nature/angler", "The Compleat Angler", "Izaak Walton");
+    let err = run_local(
+        [t.clone(), t],
+        None,
+        settings(2),
+        [&mut a, &mut b],
+        &mut model,
+        &mut |_| {},
+    )
+    .expect_err("refused");
+    assert!(matches!(err, MootError::SameBook(_)));
+    assert!(model.requests.is_empty());
+}
+
+/// A speaker that claims its turns are grounded whatever they say.
+struct Boastful<'a>(grove::moot::host::LocalSpeaker<'a>);
+
+impl grove::moot::host::Speaker for Boastful<'_> {
+    fn opening(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, MootError> {
+        self.0.opening(query, k)
+    }
+    fn turn(
+        &mut self,
+        call: &grove::moot::host::TurnCall,
+    ) -> Result<grove::moot::Utterance, MootError> {
+        let mut u = self.0.turn(call)?;
+        u.grounded = true;
+        u.grounding.quotes_found = u.grounding.quotes_total;
+        Ok(u)
+    }
+}
+
+#[test]
+fn the_host_rechecks_what_a_speaker_claims() {
+    use grove::moot::host::{LocalSpeaker, run};
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    // Turn 1 is honest and good; turn 2 misquotes twice and claims success.
+    let mut model_a = FakeModel::new(&[Act::Good]);
+    let mut model_b = FakeModel::new(&[Act::Misquote, Act::Misquote]);
+    let mut narrator = FakeModel::new(&[]);
+    let mut speaker_a = LocalSpeaker {
+        book: "nature/angler".into(),
+        retriever: &mut a,
+        model: &mut model_a,
+    };
+    let mut speaker_b = Boastful(LocalSpeaker {
+        book: "fiction/whale".into(),
+        retriever: &mut b,
+        model: &mut model_b,
+    });
+    let err = run(
+        trees(),
+        None,
+        settings(2),
+        [&mut speaker_a, &mut speaker_b],
+        &mut narrator,
+        &mut |_| {},
+    )
+    .expect_err("caught");
+    let message = err.to_string();
+    assert!(
+        message.contains("fiction/whale") && message.contains("re-check"),
+        "{message}"
+    );
+}
+
+/// A book read from the shared corpus, packed into ~200-word passages
+/// (a test stand-in for the store's chunker).
+fn corpus_book(key: &str, file: &str) -> Option<FakeBook> {
+    let dir = match std::env::var_os("GROVE_SHARED_DIR") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    };
+    let path = dir.join("corpus").join(file);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        println!("skipping: {} not present", path.display());
+        return None;
+    };
+    let mut chunks = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    let mut words = 0;
+    for p in text.replace("\r\n", "\n").split("\n\n") {
+        let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+        let n = p.split_whitespace().count();
+        if n == 0 {
+            continue;
+        }
+        if words > 0 && words + n > 200 {
+            chunks.push(current.join("\n\n"));
+            current.clear();
+            words = 0;
+        }
+        current.push(p);
+        words += n;
+        if chunks.len() >= 400 {
+            break;
+        }
+    }
+    Some(FakeBook {
+        key: key.to_string(),
+        chunks,
+        queries: Vec::new(),
+    })
+}
+
+/// Quotes runs of words from the passage lines it is shown, sometimes
+/// misquoted, sometimes under a wrong tag, sometimes quoting the other book.
+struct CopyingModel {
+    state: u64,
+}
+
+impl CopyingModel {
+    fn next(&mut self, n: usize) -> usize {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        (self.state % n.max(1) as u64) as usize
+    }
+}
+
+impl ChatModel for CopyingModel {
+    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        let user = &request.messages[1].content;
+        if request.messages[0].content.contains("neutral narrator") {
+            return Ok("Two books disagree about almost everything.".into());
+        }
+        let lines: Vec<&str> = user
+            .lines()
+            .filter(|l| {
+                !l.starts_with("[s")
+                    && !l.starts_with("Turn ")
+                    && l.split_whitespace().count() >= 12
+            })
+            .collect();
+        let mut reply = String::from("Hear me.");
+        for _ in 0..1 + self.next(3) {
+            if lines.is_empty() {
+                break;
+            }
+            let line = lines[self.next(lines.len())];
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let len = 2 + self.next(10);
+            let start = self.next(words.len() - len);
+            let mut quote: Vec<String> = words[start..start + len]
+                .iter()
+                .map(|w| w.to_string())
+                .collect();
+            if self.next(3) == 0 {
+                let at = self.next(len);
+                quote[at] = "otherwise".into();
+            }
+            let tag = 1 + self.next(7);
+            reply.push_str(&format!(" \u{201c}{}\u{201d} [s{tag}].", quote.join(" ")));
+        }
+        if let Some(said) = user.split(" has just said: ").nth(1) {
+            let words: Vec<&str> = said.split_whitespace().take(6).collect();
+            let turn = user
+                .split(" has just said: ")
+                .next()
+                .and_then(|head| head.rsplit("Turn ").next())
+                .and_then(|t| t.split(',').next())
+                .and_then(|t| t.trim().parse::<u32>().ok())
+                .unwrap_or(1);
+            if words.len() >= 3 {
+                reply.push_str(&format!(" You said \"{}\" [o{turn}].", words.join(" ")));
+            }
+        }
+        Ok(reply)
+    }
+
+    fn describe(&self) -> String {
+        "fake:copying".into()
+    }
+}
+
+#[test]
+fn a_moot_on_real_books_verifies_from_its_transcript() {
+    let (Some(mut a), Some(mut b)) = (
+        corpus_book(
+            "fiction/pride-and-prejudice",
+            "pride-and-prejudice-1342.txt",
+        ),
+        corpus_book("fiction/moby-dick", "moby-dick-2701.txt"),
+    ) else {
+        return;
+    };
+    let trees = [
+        Tree::new(
+            "fiction/pride-and-prejudice",
+            "Pride and Prejudice",
+            "Jane Austen",
+        ),
+        Tree::new(
+            "fiction/moby-dick",
+            "Moby Dick; Or, The Whale",
+            "Herman Melville",
+        ),
+    ];
+    for seed in [1u64, 7, 42] {
+        let mut model = CopyingModel {
+            state: 0x9E37_79B9 ^ seed,
+        };
+        let moot = run_local(
+            trees.clone(),
+            Some("marriage and fortune".into()),
+            MootSettings {
+                turns: 8,
+                k: 4,
+                ..MootSettings::default()
+            },
+            [&mut a, &mut b],
+            &mut model,
+            &mut |_| {},
+        )
+        .expect("moot runs");
+        let record = TranscriptRecord::from(&moot);
+        let parsed = TranscriptRecord::from_json(&record.to_json_pretty()).expect("parses");
+        let mismatches = verify(&parsed, None).expect("verifies");
+        assert!(mismatches.is_empty(), "seed {seed}: {mismatches:?}");
+        assert_eq!(moot.summaries.len(), 1);
+        assert!(moot.stats.quotes_total > 0);
+    }
+}
