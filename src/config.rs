@@ -93,6 +93,83 @@ impl Default for LogSettings {
     }
 }
 
+/// The node's network (`[net]`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetSettings {
+    /// Multiaddrs to listen on; `/tcp/0` picks a free port.
+    pub listen: Vec<String>,
+    /// Addresses to advertise instead of the bound ones (behind NAT or a proxy).
+    pub external_addresses: Vec<String>,
+    /// Largest gossip message or request/response accepted.
+    pub max_message_bytes: usize,
+    /// Most connections at once.
+    pub max_connections: u32,
+    pub request_timeout_secs: u64,
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for NetSettings {
+    fn default() -> Self {
+        NetSettings {
+            listen: vec!["/ip4/0.0.0.0/tcp/4100".into()],
+            external_addresses: Vec::new(),
+            max_message_bytes: 256 * 1024,
+            max_connections: 128,
+            request_timeout_secs: 30,
+            idle_timeout_secs: 120,
+        }
+    }
+}
+
+impl NetSettings {
+    /// The checked network configuration, or the key and reason it is refused.
+    pub fn checked(&self) -> Result<crate::net::NetConfig, ConfigError> {
+        let invalid = |key: &str, reason: String| ConfigError::Invalid {
+            key: key.to_string(),
+            reason,
+        };
+        let parse = |key: &str, list: &[String]| -> Result<Vec<libp2p::Multiaddr>, ConfigError> {
+            list.iter()
+                .map(|a| {
+                    a.parse()
+                        .map_err(|e| invalid(key, format!("`{a}` is not a multiaddr: {e}")))
+                })
+                .collect()
+        };
+        let listen = parse("net.listen", &self.listen)?;
+        if listen.is_empty() {
+            return Err(invalid("net.listen", "needs at least one address".into()));
+        }
+        parse("net.external_addresses", &self.external_addresses)?;
+        if !(4096..=16 << 20).contains(&self.max_message_bytes) {
+            return Err(invalid(
+                "net.max_message_bytes",
+                "must be between 4 KiB and 16 MiB".into(),
+            ));
+        }
+        if self.max_connections == 0 {
+            return Err(invalid(
+                "net.max_connections",
+                "must be greater than 0".into(),
+            ));
+        }
+        if self.request_timeout_secs == 0 || self.idle_timeout_secs == 0 {
+            return Err(invalid(
+                "net.request_timeout_secs",
+                "timeouts must be greater than 0".into(),
+            ));
+        }
+        Ok(crate::net::NetConfig {
+            listen,
+            max_message_bytes: self.max_message_bytes,
+            max_connections: self.max_connections,
+            request_timeout: std::time::Duration::from_secs(self.request_timeout_secs),
+            idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs),
+        })
+    }
+}
+
 /// Everything configurable, as written by the operator.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -108,6 +185,7 @@ pub struct Settings {
     pub log: LogSettings,
     pub mesh: crate::mesh::MeshSettings,
     pub moot: crate::moot::MootSettings,
+    pub net: NetSettings,
 }
 
 impl Settings {
@@ -177,6 +255,7 @@ impl Settings {
                 "1 to 64 characters, no control characters",
             ));
         }
+        self.net.checked()?;
         if let Err((key, reason)) = self.mesh.validate() {
             return Err(invalid(&format!("mesh.{key}"), &reason));
         }

@@ -49,6 +49,9 @@ pub enum IdentityError {
     BadPeerId,
 }
 
+/// Directory of the key files inside the state directory.
+pub const IDENTITY_DIR: &str = "identity";
+
 /// A node's secret keys.
 pub struct Identity {
     signing: SigningKey,

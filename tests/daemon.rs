@@ -23,7 +23,7 @@ impl Node {
             .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
         let child = g
-            .cmd(&["node", "run"])
+            .cmd(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"])
             .env("NOTIFY_SOCKET", &notify_path)
             .env("RUST_LOG", "grove=debug,info")
             .stdout(Stdio::null())
@@ -78,6 +78,15 @@ fn node_notifies_serves_books_and_stops_on_sigterm() {
     let ready = node.next_notification();
     assert!(ready.contains("READY=1"), "{ready}");
     assert!(g.state().join("grove.sock").exists());
+    // The node listens where it was told, on the port it picked, with its own identity.
+    let status = g.json(&["node", "status"]);
+    let identity = g.json(&["identity", "show"]);
+    assert_eq!(status["peer_id"], identity["peer_id"]);
+    let addr = status["listen"][0].as_str().unwrap();
+    assert!(
+        addr.starts_with("/ip4/127.0.0.1/tcp/") && !addr.ends_with("/tcp/0"),
+        "{addr}"
+    );
     // `book` commands go through the daemon while it runs.
     let book = g.write(
         "b.txt",
@@ -125,7 +134,7 @@ fn second_node_on_one_state_is_refused_and_sigint_stops() {
     let g = Grove::new();
     let node = Node::start(&g);
     assert!(node.next_notification().contains("READY=1"));
-    let err = g.fails(&["node", "run"]);
+    let err = g.fails(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"]);
     assert!(err.contains("is in use by a running grove node"), "{err}");
     node.signal(libc::SIGINT);
     let (ok, stderr, _) = node.wait(Duration::from_secs(10));

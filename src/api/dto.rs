@@ -239,6 +239,9 @@ pub struct ErrorBody {
 /// `GET /v1/node`: who is answering on the socket.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct NodeInfo {
+    pub peer_id: String,
+    /// Addresses actually bound (after `/tcp/0` picked a port).
+    pub listen: Vec<String>,
     pub version: String,
     pub state_dir: String,
     pub pid: u32,

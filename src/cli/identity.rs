@@ -6,8 +6,7 @@ use super::Ctx;
 use grove::identity::{self, Identity};
 use grove::mesh::store::StateLock;
 
-/// Directory of the key files inside the state directory.
-pub const IDENTITY_DIR: &str = "identity";
+pub use grove::identity::IDENTITY_DIR;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum IdentityCmd {

@@ -7,13 +7,46 @@ use super::Ctx;
 #[derive(Subcommand)]
 pub enum NodeCmd {
     /// Run the node in the foreground (as systemd's grove.service does).
-    Run,
+    Run {
+        /// Listen address (multiaddr), repeatable; replaces `net.listen`.
+        #[arg(long = "listen", value_name = "MULTIADDR")]
+        listen: Vec<String>,
+    },
+    /// Show the running node: peer id, bound addresses, state directory.
+    Status,
 }
 
 pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
-        NodeCmd::Run => {
-            init_logging(&ctx.settings.log.level)?;
+        NodeCmd::Status => {
+            let socket = ctx.settings.control_socket(&ctx.state_dir);
+            let Some(client) = grove::api::client::Client::connect(&socket) else {
+                anyhow::bail!(
+                    "the grove daemon is not running (nothing answers on {})",
+                    socket.display()
+                );
+            };
+            let info: grove::api::dto::NodeInfo =
+                client.request(hyper::Method::GET, "/v1/node", Vec::new())?;
+            if ctx.json {
+                return super::print_json(&info);
+            }
+            println!("peer id:   {}", info.peer_id);
+            for addr in &info.listen {
+                println!("listening: {addr}");
+            }
+            println!("state:     {}", info.state_dir);
+            println!("pid:       {}  (grove {})", info.pid, info.version);
+            Ok(())
+        }
+        NodeCmd::Run { listen } => {
+            let mut settings = ctx.settings.clone();
+            if !listen.is_empty() {
+                settings.net.listen = listen;
+                // Flags are checked like the config they override.
+                settings.net.checked()?;
+            }
+            init_logging(&settings.log.level)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -22,7 +55,7 @@ pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 // Listen before the node reports ready, so an early SIGTERM is
                 // a clean shutdown rather than the default kill.
                 let shutdown = shutdown_signal()?;
-                grove::daemon::run(ctx.settings.clone(), ctx.state_dir.clone(), shutdown).await?;
+                grove::daemon::run(settings, ctx.state_dir.clone(), shutdown).await?;
                 anyhow::Ok(())
             })
         }

@@ -40,6 +40,12 @@ pub enum DaemonError {
     },
     #[error("starting the store thread: {0}")]
     StoreThread(std::io::Error),
+    #[error("node identity: {0}")]
+    Identity(#[from] crate::identity::IdentityError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("network: {0}")]
+    Net(#[from] crate::net::NetError),
 }
 
 /// Runs the node until `shutdown` completes.
@@ -52,8 +58,28 @@ pub async fn run(
         path: state_dir.clone(),
         source: e,
     })?;
+    let net_config = settings.net.checked()?;
+    let identity =
+        crate::identity::Identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
     let socket_path = settings.control_socket(&state_dir);
     let listener = bind_control_socket(&socket_path)?;
+    let keypair = libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
+        .map_err(|e| crate::net::NetError::Transport(format!("node key: {e}")))?;
+    let (network, mut net_events) = crate::net::Network::start(keypair, net_config).await?;
+    let listen: Vec<String> = network
+        .listeners()
+        .await?
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    tracing::info!(peer_id = %network.local_peer_id(), listen = ?listen, "network listening");
+    // Until the mesh layer consumes them, network events are logged and
+    // counted as dropped; nothing from the network reaches the store.
+    let net_task = tokio::spawn(async move {
+        while let Some(event) = net_events.recv().await {
+            tracing::debug!(?event, "network event");
+        }
+    });
     let books = LocalBooks::new(
         &state_dir,
         settings.limits.clone(),
@@ -61,6 +87,8 @@ pub async fn run(
     );
     let (store, store_thread) = StoreThread::spawn(books).map_err(DaemonError::StoreThread)?;
     let info = dto::NodeInfo {
+        peer_id: network.local_peer_id().to_string(),
+        listen,
         version: env!("CARGO_PKG_VERSION").to_string(),
         state_dir: state_dir.display().to_string(),
         pid: std::process::id(),
@@ -110,6 +138,8 @@ pub async fn run(
     if !matches!(joined, Ok(Ok(()))) {
         tracing::warn!("store thread ended abnormally");
     }
+    drop(network);
+    net_task.abort();
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("stopped");
     Ok(())
