@@ -172,3 +172,56 @@ fn snapped_text_quotes_are_all_found() {
     }
     assert!(snapped_any > 10, "only {snapped_any} snaps exercised");
 }
+
+mod no_panics {
+    use std::collections::BTreeMap;
+
+    use grove::grounding::{TurnSources, best_span, check, is_quote_char};
+    use proptest::prelude::*;
+
+    /// Characters that exercise every rule: quote marks, tag syntax, EDGE,
+    /// ellipses, apostrophes, non-ASCII letters, combining marks, spaces.
+    fn reply_char() -> impl Strategy<Value = char> {
+        prop::sample::select(vec![
+            '"', '\u{201C}', '\u{201D}', '\u{301D}', '\u{FF02}', '[', ']', ',', ' ', '\n',
+            '\u{3000}', 's', 'S', 'o', 'O', '0', '1', '2', '9', '.', '\u{2026}', '\'', '\u{2019}',
+            '_', '-', 'a', 'b', 'é', 'Σ', 'ß', '\u{0301}', 'ﬁ', '½', '世',
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn check_never_panics_and_keeps_marks_paired(
+            reply in prop::collection::vec(reply_char(), 0..120).prop_map(|v| v.into_iter().collect::<String>()),
+            pool in prop::collection::vec(
+                prop::collection::vec(reply_char(), 0..80).prop_map(|v| v.into_iter().collect::<String>()),
+                0..4,
+            ),
+        ) {
+            let pool_refs: Vec<&str> = pool.iter().map(String::as_str).collect();
+            let tags = ["s1", "s2"];
+            let mut others = BTreeMap::new();
+            others.insert(2u64, "a b Σ ß é".to_string());
+            let own = BTreeMap::new();
+            let sources = TurnSources {
+                passage_tags: &tags,
+                pool: &pool_refs,
+                other_turns: &others,
+                own_turns: &own,
+            };
+            let checked = check(&reply, &sources);
+            // Snapping removes marks in pairs and never adds any.
+            let before = reply.chars().filter(|c| is_quote_char(*c)).count();
+            let after = checked.text.chars().filter(|c| is_quote_char(*c)).count();
+            prop_assert!(after <= before);
+            prop_assert_eq!((before - after) % 2, 0);
+            for snap in &checked.snaps {
+                prop_assert!((0.0..=1.0).contains(&snap.ratio));
+            }
+            let span = best_span(&reply, &pool);
+            prop_assert!((0.0..=1.0).contains(&span.ratio));
+        }
+    }
+}

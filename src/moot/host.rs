@@ -129,18 +129,7 @@ pub fn validate(trees: &[Tree; 2], settings: &MootSettings) -> Result<(), MootEr
     if trees[0].key == trees[1].key {
         return Err(MootError::SameBook(trees[0].key.clone()));
     }
-    if settings.turns == 0 {
-        return Err(MootError::Settings("turns must be at least 1".into()));
-    }
-    if settings.k == 0 {
-        return Err(MootError::Settings("k must be at least 1".into()));
-    }
-    if !(0.0..=2.0).contains(&settings.temperature) {
-        return Err(MootError::Settings(
-            "temperature must be between 0 and 2".into(),
-        ));
-    }
-    Ok(())
+    settings.validate()
 }
 
 /// The seed of a turn's first attempt (the retry adds 1).

@@ -241,6 +241,30 @@ impl Default for MootSettings {
     }
 }
 
+impl MootSettings {
+    /// Refuses settings no moot can run with (config time and run time).
+    pub fn validate(&self) -> Result<(), MootError> {
+        if self.turns == 0 {
+            return Err(MootError::Settings("moot.turns must be at least 1".into()));
+        }
+        if self.k == 0 {
+            return Err(MootError::Settings("moot.k must be at least 1".into()));
+        }
+        // Also refuses NaN.
+        if !(0.0..=2.0).contains(&self.temperature) {
+            return Err(MootError::Settings(
+                "moot.temperature must be between 0 and 2".into(),
+            ));
+        }
+        if self.max_tokens == 0 {
+            return Err(MootError::Settings(
+                "moot.max_tokens must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Errors of a moot. Each names the book involved.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
