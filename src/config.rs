@@ -259,19 +259,9 @@ impl Settings {
         if let Err((key, reason)) = self.mesh.validate() {
             return Err(invalid(&format!("mesh.{key}"), &reason));
         }
-        let moot = &self.moot;
-        if moot.turns == 0 || moot.turns > 1000 {
-            return Err(invalid("moot.turns", "must be between 1 and 1000"));
-        }
-        if moot.k == 0 || moot.k > 50 {
-            return Err(invalid("moot.k", "must be between 1 and 50"));
-        }
-        if !(0.0..=2.0).contains(&moot.temperature) {
-            return Err(invalid("moot.temperature", "must be between 0 and 2"));
-        }
-        if moot.max_tokens == 0 {
-            return Err(invalid("moot.max_tokens", "must be greater than 0"));
-        }
+        self.moot
+            .validate()
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
         if let Some(shard) = &self.default_shard {
             crate::store::validate_shard_name(shard)
                 .map_err(|e| invalid("default_shard", &e.to_string()))?;

@@ -88,7 +88,12 @@ impl RunArgs {
 pub fn run(cmd: MootCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         MootCmd::Check => check(ctx),
-        MootCmd::Verify { file } => verify_file(&file, None, ctx),
+        MootCmd::Verify { file } => {
+            // Where the local store holds a book, its passages are also
+            // checked against the stored chunks.
+            let mut store = grove::store::Store::new(&ctx.state_dir);
+            verify_file(&file, Some(&mut store), ctx)
+        }
         MootCmd::Run(_) => {
             bail!("`moot run` must be dispatched with the store and model (cli::moot::run_moot)")
         }
