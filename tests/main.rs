@@ -1,1 +1,3 @@
-
+mod model;
+#[path = "support/scripted_openai.rs"]
+mod scripted_openai;

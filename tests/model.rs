@@ -1,0 +1,331 @@
+//! The model backends against real HTTP (a scripted OpenAI-compatible
+//! server) and, when its file is installed, the embedded SmolLM2 model.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use grove::model::openai::{OpenAiConfig, OpenAiModel};
+use grove::model::{ChatMessage, ChatModel, ChatRequest, ModelError, ModelSettings, Role};
+
+use crate::scripted_openai::{Reply, ScriptedServer};
+
+fn config(server: &ScriptedServer) -> OpenAiConfig {
+    OpenAiConfig {
+        endpoint: format!("{}/v1/chat/completions", server.url()),
+        model_name: "test-model".into(),
+        api_key: None,
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(5),
+        max_retries: 3,
+        backoff: Duration::from_millis(10),
+    }
+}
+
+fn request() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            ChatMessage {
+                role: Role::System,
+                content: "You are Moby Dick.".into(),
+            },
+            ChatMessage {
+                role: Role::User,
+                content: "Speak of the whale.".into(),
+            },
+        ],
+        max_tokens: 64,
+        temperature: 0.6,
+        seed: 42,
+    }
+}
+
+#[test]
+fn openai_answer_and_request_shape() {
+    let server = ScriptedServer::start(vec![Reply::text("Call me Ishmael [s1].")]);
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        api_key: Some("sk-test-key".into()),
+        ..config(&server)
+    })
+    .expect("client");
+    let text = model.complete(&request()).expect("answer");
+    assert_eq!(text, "Call me Ishmael [s1].");
+    let seen = server.requests();
+    assert_eq!(seen.len(), 1);
+    let sent = &seen[0];
+    assert_eq!(sent.method, "POST");
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.header("authorization"), Some("Bearer sk-test-key"));
+    assert_eq!(sent.body["model"], "test-model");
+    assert_eq!(sent.body["seed"], 42);
+    assert_eq!(sent.body["max_tokens"], 64);
+    assert_eq!(sent.body["stream"], false);
+    assert!((sent.body["temperature"].as_f64().unwrap_or(0.0) - 0.6).abs() < 1e-6);
+    assert_eq!(sent.body["messages"][0]["role"], "system");
+    assert_eq!(sent.body["messages"][1]["role"], "user");
+    assert_eq!(sent.last_message(), "Speak of the whale.");
+    assert!(
+        model
+            .describe()
+            .starts_with("openai:test-model@http://127.0.0.1:")
+    );
+}
+
+#[test]
+fn openai_retries_5xx_then_succeeds() {
+    let server = ScriptedServer::start(vec![
+        Reply::error(503, "loading model"),
+        Reply::error(500, "oops"),
+        Reply::text("Now I am ready."),
+    ]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    assert_eq!(
+        model.complete(&request()).expect("answer"),
+        "Now I am ready."
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn openai_gives_up_after_max_retries() {
+    let server = ScriptedServer::start(vec![Reply::error(502, "bad gateway"); 5]);
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        max_retries: 2,
+        ..config(&server)
+    })
+    .expect("client");
+    let err = model.complete(&request()).expect_err("must fail");
+    assert!(matches!(err, ModelError::Unreachable(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("502") && text.contains("3 attempts"),
+        "{text}"
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn openai_does_not_retry_4xx() {
+    let server = ScriptedServer::start(vec![
+        Reply::error(400, "temperature must be non-negative"),
+        Reply::text("never reached"),
+    ]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    let err = model.complete(&request()).expect_err("must fail");
+    assert!(matches!(err, ModelError::Refused(_)), "{err}");
+    assert!(err.to_string().contains("temperature must be non-negative"));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn openai_reports_context_overflow() {
+    let llama_cpp = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}"#;
+    let server = ScriptedServer::start(vec![
+        Reply::Status(400, llama_cpp.into()),
+        Reply::error(
+            400,
+            "This model's maximum context length is 4096 tokens. However, your messages resulted in 5000 tokens.",
+        ),
+    ]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    for _ in 0..2 {
+        let err = model.complete(&request()).expect_err("must fail");
+        assert!(matches!(err, ModelError::ContextOverflow(_)), "{err}");
+    }
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn openai_empty_and_null_answers_are_empty_text() {
+    let server = ScriptedServer::start(vec![Reply::text(""), Reply::NullContent]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    assert_eq!(model.complete(&request()).expect("empty"), "");
+    assert_eq!(model.complete(&request()).expect("null"), "");
+}
+
+#[test]
+fn openai_malformed_answer_is_an_error() {
+    let server = ScriptedServer::start(vec![Reply::Status(200, "<html>hello</html>".into())]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    let err = model.complete(&request()).expect_err("must fail");
+    assert!(matches!(err, ModelError::Failed(_)), "{err}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn openai_read_timeout_is_reported_without_retry() {
+    let server = ScriptedServer::start(vec![
+        Reply::Delay(Duration::from_secs(3), Box::new(Reply::text("too late"))),
+        Reply::text("must not be asked"),
+    ]);
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        read_timeout: Duration::from_millis(300),
+        ..config(&server)
+    })
+    .expect("client");
+    let started = Instant::now();
+    let err = model.complete(&request()).expect_err("must time out");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, ModelError::Unreachable(_)), "{err}");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    // The delayed request was the only one.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(server.requests().len() <= 1);
+}
+
+#[test]
+fn openai_retries_a_dropped_connection() {
+    let server = ScriptedServer::start(vec![Reply::Close, Reply::text("second try")]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    assert_eq!(model.complete(&request()).expect("answer"), "second try");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn openai_retries_429_after_retry_after() {
+    let server = ScriptedServer::start(vec![
+        Reply::StatusRetryAfter(429, 1, r#"{"error":{"message":"slow down"}}"#.into()),
+        Reply::text("thanks for waiting"),
+    ]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    let started = Instant::now();
+    assert_eq!(
+        model.complete(&request()).expect("answer"),
+        "thanks for waiting"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn openai_connection_refused_is_unreachable_after_retries() {
+    // A port that was just free: nothing listens there now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        endpoint: format!("http://127.0.0.1:{port}/v1/chat/completions"),
+        model_name: String::new(),
+        api_key: None,
+        connect_timeout: Duration::from_secs(1),
+        read_timeout: Duration::from_secs(1),
+        max_retries: 2,
+        backoff: Duration::from_millis(10),
+    })
+    .expect("client");
+    let err = model.complete(&request()).expect_err("nothing listens");
+    let text = err.to_string();
+    assert!(matches!(err, ModelError::Unreachable(_)), "{text}");
+    assert!(
+        text.contains("cannot connect") && text.contains("3 attempts"),
+        "{text}"
+    );
+}
+
+#[test]
+fn openai_never_shows_the_api_key() {
+    // A server that echoes the Authorization header back in its error.
+    let server = ScriptedServer::start_with(|request| {
+        let auth = request
+            .header("authorization")
+            .unwrap_or_default()
+            .to_string();
+        Reply::error(401, &format!("invalid credentials: {auth}"))
+    });
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        api_key: Some("sk-very-secret-42".into()),
+        ..config(&server)
+    })
+    .expect("client");
+    let err = model.complete(&request()).expect_err("refused");
+    let text = format!("{err} / {err:?} / {}", model.describe());
+    assert!(matches!(err, ModelError::Refused(_)), "{text}");
+    assert!(!text.contains("sk-very-secret-42"), "{text}");
+    assert!(
+        text.contains("[redacted]") && text.contains("api_key_env"),
+        "{text}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn open_model_builds_the_openai_backend_from_settings() {
+    let server = ScriptedServer::start(vec![Reply::text("from settings")]);
+    let settings = ModelSettings {
+        backend: grove::model::Backend::Openai,
+        url: format!("{}/v1", server.url()),
+        name: "m".into(),
+        ..ModelSettings::default()
+    };
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut model = grove::model::open_model(&settings, state.path()).expect("open");
+    assert_eq!(model.complete(&request()).expect("answer"), "from settings");
+    let missing_key = ModelSettings {
+        api_key_env: "MODEL_TEST_KEY_THAT_IS_NOT_SET_4821".into(),
+        ..settings
+    };
+    let err = grove::model::open_model(&missing_key, state.path())
+        .err()
+        .expect("unset key variable");
+    assert!(
+        err.to_string()
+            .contains("MODEL_TEST_KEY_THAT_IS_NOT_SET_4821")
+    );
+}
+
+/// The installed SmolLM2 file: `GROVE_TEST_MODEL`, else the default file in
+/// `GROVE_TEST_STATE/models`. None skips the embedded tests.
+fn embedded_model_file() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("GROVE_TEST_MODEL") {
+        return Some(PathBuf::from(path)).filter(|p| p.is_file());
+    }
+    let state = std::env::var_os("GROVE_TEST_STATE")?;
+    let path = grove::model::install::default_model_file(&grove::model::install::model_dir(
+        std::path::Path::new(&state),
+    ));
+    path.is_file().then_some(path)
+}
+
+#[test]
+fn embedded_model_tokenizes_like_llama_cpp_and_answers_a_chat() {
+    let Some(path) = embedded_model_file() else {
+        eprintln!("skipped: no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        return;
+    };
+    let mut model = grove::model::embedded::EmbeddedModel::load(
+        &path,
+        grove::model::embedded::EmbeddedOptions::default(),
+    )
+    .expect("load model");
+    // llama.cpp's ids for these strings (the `smollm` pre-tokenizer).
+    assert_eq!(model.encode_text("system").expect("encode"), vec![9690]);
+    let digits = model.encode_text("1851").expect("encode");
+    assert_eq!(digits.len(), 4, "digits are split one by one: {digits:?}");
+    let chat = model.encode_chat(&request().messages).expect("encode chat");
+    assert_eq!(chat[0], 1, "<|im_start|> opens the chat");
+    let request = ChatRequest {
+        max_tokens: 24,
+        temperature: 0.0,
+        ..request()
+    };
+    let first = model.complete(&request).expect("answer");
+    assert!(!first.trim().is_empty(), "empty answer");
+    assert!(!first.contains("<|im_end|>"), "{first}");
+    // Greedy decoding is deterministic.
+    let second = model.complete(&request).expect("answer again");
+    assert_eq!(first, second);
+    let sampled = ChatRequest {
+        temperature: 0.8,
+        seed: 7,
+        ..request.clone()
+    };
+    assert_eq!(
+        model.complete(&sampled).expect("seeded"),
+        model.complete(&sampled).expect("seeded again"),
+        "the same seed gives the same text"
+    );
+}
