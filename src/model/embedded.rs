@@ -172,6 +172,11 @@ impl EmbeddedModel {
         &self.tokenizer
     }
 
+    /// Ids that end the assistant's turn.
+    pub fn stop_tokens(&self) -> &[u32] {
+        &self.stop_tokens
+    }
+
     /// Tokens the model may attend to (prompt plus answer).
     pub fn context_len(&self) -> usize {
         self.context_len

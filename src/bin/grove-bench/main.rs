@@ -1,14 +1,16 @@
 //! grove-bench: benchmarks that print figures (`grove-bench <area> [args]`).
 //! Each area lives in its own file; run in release mode.
 
+mod model;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let area = args.first().map(String::as_str).unwrap_or("");
     let rest = args.get(1..).unwrap_or(&[]);
     match area {
+        "model" => model::run(rest),
         _ => {
-            let _ = rest;
-            anyhow::bail!("usage: grove-bench <area> [args]; areas: (none yet)")
+            anyhow::bail!("usage: grove-bench <area> [args]; areas: model")
         }
     }
 }
