@@ -214,10 +214,10 @@ impl EmbeddedModel {
             ids.extend_from_slice(&newline);
             Ok::<(), ModelError>(())
         };
-        if messages.first().is_none_or(|m| m.role != Role::System) {
-            if let Some(system) = default_system {
-                turn(&mut ids, "system", system)?;
-            }
+        if let Some(system) = default_system
+            && messages.first().is_none_or(|m| m.role != Role::System)
+        {
+            turn(&mut ids, "system", system)?;
         }
         for message in messages {
             turn(&mut ids, message.role.as_str(), &message.content)?;

