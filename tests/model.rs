@@ -328,6 +328,43 @@ fn embedded_model_tokenizes_like_llama_cpp_and_answers_a_chat() {
         model.complete(&sampled).expect("seeded again"),
         "the same seed gives the same text"
     );
+
+    // The per-step hook: a guide that allows only the next token of a fixed
+    // text, then ends the turn, gets exactly that text.
+    let forced = model.encode_text("Call me Ishmael.").expect("encode");
+    let mut guide = ForceTokens {
+        tokens: forced.clone(),
+        next: 0,
+    };
+    let generation = model.complete_guided(&sampled, &mut guide).expect("guided");
+    assert_eq!(generation.tokens, forced);
+    assert_eq!(generation.text, "Call me Ishmael.");
+    assert_eq!(generation.stop, grove::model::embedded::StopReason::Guide);
+}
+
+/// Allows only the next token of a fixed sequence; stops after the last.
+struct ForceTokens {
+    tokens: Vec<u32>,
+    next: usize,
+}
+
+impl grove::model::sampling::DecodeGuide for ForceTokens {
+    fn constrain(&mut self, logits: &mut [f32]) {
+        let allowed = self.tokens.get(self.next).copied();
+        for (id, logit) in logits.iter_mut().enumerate() {
+            if Some(id as u32) != allowed {
+                *logit = f32::NEG_INFINITY;
+            }
+        }
+    }
+    fn accept(&mut self, _token: u32) -> grove::model::sampling::GuideControl {
+        self.next += 1;
+        if self.next >= self.tokens.len() {
+            grove::model::sampling::GuideControl::Stop
+        } else {
+            grove::model::sampling::GuideControl::Continue
+        }
+    }
 }
 
 /// A wheel (zip) holding a tiny Q4_1 GGUF under the real member name.
