@@ -342,6 +342,125 @@ fn embedded_model_tokenizes_like_llama_cpp_and_answers_a_chat() {
     assert_eq!(generation.stop, grove::model::embedded::StopReason::Guide);
 }
 
+#[test]
+fn embedded_forward_matches_candle_transformers() {
+    let Some(path) = embedded_model_file() else {
+        eprintln!("skipped: no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        return;
+    };
+    use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
+    use grove::model::sampling::{Sampler, Unguided};
+    let load = |candle_llama| {
+        EmbeddedModel::load(
+            &path,
+            EmbeddedOptions {
+                candle_llama,
+                ..EmbeddedOptions::default()
+            },
+        )
+        .expect("load")
+    };
+    let mut ours = load(false);
+    let mut theirs = load(true);
+    // Long enough to use two prefill chunks (512 tokens each).
+    let passage = "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. ".repeat(30);
+    let messages = vec![ChatMessage {
+        role: Role::User,
+        content: format!("{passage}\nWho wants a wife?"),
+    }];
+    let prompt = ours.encode_chat(&messages).expect("encode");
+    assert!(prompt.len() > 600, "{}", prompt.len());
+    // candle-transformers is the reference for a prompt run in one go (two
+    // prefill chunks here): the logits must agree. A one-token step is
+    // checked against the prefill of the longer prompt, loosely: candle's
+    // quantized matmul picks different int8 activation kernels for one row
+    // and for many, which moves logits by a few percent (candle-transformers'
+    // own steps drift from its prefill just as much), but the top token holds.
+    let answer = ours
+        .generate(&prompt, 4, &mut Sampler::new(0, 0.0, None), &mut Unguided)
+        .expect("generate")
+        .tokens;
+    assert!(answer.len() >= 2, "{answer:?}");
+    let logits_of = |model: &mut EmbeddedModel, prompt: &[u32], force: &[u32]| {
+        let mut guide = RecordLogits {
+            force: ForceTokens {
+                tokens: force.to_vec(),
+                next: 0,
+            },
+            seen: Vec::new(),
+        };
+        model
+            .generate(
+                prompt,
+                force.len(),
+                &mut Sampler::new(0, 0.0, None),
+                &mut guide,
+            )
+            .expect("generate");
+        guide.seen
+    };
+    let close = |a: &[f32], b: &[f32], tolerance: f32, what: &str| {
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .filter(|d| !d.is_nan())
+            .fold(0f32, f32::max);
+        let scale = a
+            .iter()
+            .map(|x| x.abs())
+            .filter(|x| x.is_finite())
+            .fold(0f32, f32::max);
+        assert!(
+            worst <= tolerance * scale.max(1.0),
+            "{what}: logits differ by {worst} (scale {scale})"
+        );
+    };
+    let stepped = logits_of(&mut ours, &prompt, &answer[..2]);
+    let reference = logits_of(&mut theirs, &prompt, &answer[..1]);
+    close(
+        &stepped[0],
+        &reference[0],
+        1e-3,
+        "prompt, grove vs candle-transformers",
+    );
+    let mut longer = prompt.clone();
+    longer.push(answer[0]);
+    let prefilled = logits_of(&mut ours, &longer, &answer[1..2]);
+    let reference = logits_of(&mut theirs, &longer, &answer[1..2]);
+    close(
+        &prefilled[0],
+        &reference[0],
+        1e-3,
+        "longer prompt, grove vs candle-transformers",
+    );
+    close(&stepped[1], &prefilled[0], 0.08, "one step vs prefill");
+    let top = |logits: &[f32]| {
+        logits
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
+    };
+    assert_eq!(top(&stepped[1]), top(&prefilled[0]));
+}
+
+/// Records each step's logits (before forcing), then forces a sequence.
+struct RecordLogits {
+    force: ForceTokens,
+    seen: Vec<Vec<f32>>,
+}
+
+impl grove::model::sampling::DecodeGuide for RecordLogits {
+    fn constrain(&mut self, logits: &mut [f32]) {
+        self.seen.push(logits.to_vec());
+        self.force.constrain(logits);
+    }
+    fn accept(&mut self, token: u32) -> grove::model::sampling::GuideControl {
+        self.force.accept(token)
+    }
+}
+
 /// Allows only the next token of a fixed sequence; stops after the last.
 struct ForceTokens {
     tokens: Vec<u32>,

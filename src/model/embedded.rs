@@ -26,6 +26,7 @@ use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 
 use super::install::{is_block_quantized, requantize_into};
+use super::llama::LlamaModel;
 use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided};
 use super::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
 
@@ -45,6 +46,9 @@ pub struct EmbeddedOptions {
     pub requantize_q4_1: bool,
     /// Nucleus sampling cut for temperature > 0 (`None`: full distribution).
     pub top_p: Option<f32>,
+    /// Run candle-transformers' quantized llama instead of grove's own
+    /// forward pass (for comparison; it slows down as the context grows).
+    pub candle_llama: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -52,6 +56,7 @@ impl Default for EmbeddedOptions {
         EmbeddedOptions {
             requantize_q4_1: true,
             top_p: Some(0.95),
+            candle_llama: false,
         }
     }
 }
@@ -94,9 +99,60 @@ pub struct Generation {
     pub stop: StopReason,
 }
 
+/// The forward pass in use.
+enum Engine {
+    /// grove's own llama forward ([`LlamaModel`]): in-place cache.
+    Grove(LlamaModel),
+    /// candle-transformers' quantized llama.
+    Candle(ModelWeights),
+}
+
+impl Engine {
+    fn load<R: std::io::Read + std::io::Seek>(
+        content: gguf_file::Content,
+        reader: &mut R,
+        device: &Device,
+        context_len: usize,
+        candle_llama: bool,
+    ) -> candle_core::Result<Engine> {
+        if candle_llama {
+            ModelWeights::from_gguf(content, reader, device).map(Engine::Candle)
+        } else {
+            LlamaModel::from_gguf(&content, reader, device, context_len).map(Engine::Grove)
+        }
+    }
+
+    /// Starts a request that will use up to `positions` positions.
+    fn reset(&mut self, positions: usize) -> candle_core::Result<()> {
+        match self {
+            Engine::Grove(model) => model.reset(positions),
+            Engine::Candle(model) => {
+                model.clear_kv_cache();
+                Ok(())
+            }
+        }
+    }
+
+    /// Feeds `tokens` after `position` earlier ones; logits of the last, `(vocab,)`.
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        position: usize,
+        device: &Device,
+    ) -> candle_core::Result<Tensor> {
+        match self {
+            Engine::Grove(model) => model.forward(tokens),
+            Engine::Candle(model) => {
+                let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
+                model.forward(&input, position)?.squeeze(0)
+            }
+        }
+    }
+}
+
 /// A GGUF model loaded in memory.
 pub struct EmbeddedModel {
-    weights: ModelWeights,
+    weights: Engine,
     tokenizer: Tokenizer,
     template: ChatTemplate,
     stop_tokens: Vec<u32>,
@@ -146,12 +202,24 @@ impl EmbeddedModel {
             converted.set_position(0);
             let converted_content =
                 gguf_file::Content::read(&mut converted).map_err(model_error)?;
-            let weights = ModelWeights::from_gguf(converted_content, &mut converted, &device)
-                .map_err(model_error)?;
+            let weights = Engine::load(
+                converted_content,
+                &mut converted,
+                &device,
+                context_len,
+                options.candle_llama,
+            )
+            .map_err(model_error)?;
             (weights, format!("embedded:{stem}(as Q8_0)"))
         } else {
-            let weights =
-                ModelWeights::from_gguf(content, &mut reader, &device).map_err(model_error)?;
+            let weights = Engine::load(
+                content,
+                &mut reader,
+                &device,
+                context_len,
+                options.candle_llama,
+            )
+            .map_err(model_error)?;
             (weights, format!("embedded:{stem}"))
         };
         Ok(EmbeddedModel {
@@ -251,14 +319,17 @@ impl EmbeddedModel {
         let failed = |e: candle_core::Error| ModelError::Failed(format!("inference: {e}"));
         let started = Instant::now();
         // Every request starts afresh: a shared prefix is not reused yet.
-        self.weights.clear_kv_cache();
+        self.weights
+            .reset(prompt.len() + max_tokens)
+            .map_err(failed)?;
         let mut position = 0;
         let mut logits = None;
         for chunk in prompt.chunks(PREFILL_CHUNK) {
-            let input = Tensor::new(chunk, &self.device)
-                .and_then(|t| t.unsqueeze(0))
-                .map_err(failed)?;
-            logits = Some(self.weights.forward(&input, position).map_err(failed)?);
+            logits = Some(
+                self.weights
+                    .forward(chunk, position, &self.device)
+                    .map_err(failed)?,
+            );
             position += chunk.len();
         }
         let prompt_time = started.elapsed();
@@ -268,8 +339,7 @@ impl EmbeddedModel {
         while tokens.len() < max_tokens {
             let Some(step) = logits.take() else { break };
             let mut row: Vec<f32> = step
-                .squeeze(0)
-                .and_then(|t| t.to_dtype(DType::F32))
+                .to_dtype(DType::F32)
                 .and_then(|t| t.to_vec1())
                 .map_err(failed)?;
             // The output layer can be wider than the tokenizer's vocabulary
@@ -293,10 +363,11 @@ impl EmbeddedModel {
             if tokens.len() >= max_tokens {
                 break;
             }
-            let input = Tensor::new(&[token], &self.device)
-                .and_then(|t| t.unsqueeze(0))
-                .map_err(failed)?;
-            logits = Some(self.weights.forward(&input, position).map_err(failed)?);
+            logits = Some(
+                self.weights
+                    .forward(&[token], position, &self.device)
+                    .map_err(failed)?,
+            );
             position += 1;
         }
         let generate_time = generate_started.elapsed();

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 pub mod embedded;
 pub mod install;
+pub mod llama;
 pub mod openai;
 pub mod sampling;
 

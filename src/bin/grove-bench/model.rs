@@ -1,4 +1,5 @@
-//! `grove-bench model [--model FILE] [--runs N] [--gen N] [--no-requantize]`:
+//! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N]
+//! [--no-requantize] [--candle-llama]`:
 //! the embedded model's load time, prompt and generation speed, and peak RSS.
 //!
 //! Generation runs greedy with the stop tokens masked, so every run decodes
@@ -35,6 +36,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut gen_tokens = 64usize;
     let mut prompt_words = 120usize;
     let mut requantize = true;
+    let mut candle_llama = false;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         let mut value = || iter.next().with_context(|| format!("{arg} needs a value"));
@@ -44,8 +46,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "--gen" => gen_tokens = value()?.parse().context("--gen")?,
             "--prompt-words" => prompt_words = value()?.parse().context("--prompt-words")?,
             "--no-requantize" => requantize = false,
+            "--candle-llama" => candle_llama = true,
             other => bail!(
-                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N] [--no-requantize]"
+                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N] [--no-requantize] [--candle-llama]"
             ),
         }
     }
@@ -64,8 +67,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         .or_else(|_| std::env::var("RAYON_NUM_THREADS"))
         .unwrap_or_else(|_| "default".into());
     println!(
-        "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, threads: {threads})",
-        path.display()
+        "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, threads: {threads}, forward: {})",
+        path.display(),
+        if candle_llama {
+            "candle-transformers"
+        } else {
+            "grove"
+        }
     );
 
     let started = Instant::now();
@@ -74,6 +82,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         EmbeddedOptions {
             requantize_q4_1: requantize,
             top_p: None,
+            candle_llama,
         },
     )?;
     let load = started.elapsed();
