@@ -3,7 +3,8 @@
 //! the embedded model's load time, prompt and generation speed, and peak RSS.
 //!
 //! Generation runs greedy with the stop tokens masked, so every run decodes
-//! exactly `--gen` tokens. The prompt is a moot-sized chat built from a book
+//! exactly `--gen` tokens. `--dump-prompt FILE` writes the prompt for
+//! `model_llama_cpp.py`, which times llama.cpp on the same file and tokens. The prompt is a moot-sized chat built from a book
 //! of the shared corpus when present, else from fixed text.
 
 use std::path::PathBuf;
@@ -37,6 +38,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut prompt_words = 120usize;
     let mut requantize = true;
     let mut candle_llama = false;
+    let mut dump_prompt: Option<PathBuf> = None;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         let mut value = || iter.next().with_context(|| format!("{arg} needs a value"));
@@ -47,8 +49,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "--prompt-words" => prompt_words = value()?.parse().context("--prompt-words")?,
             "--no-requantize" => requantize = false,
             "--candle-llama" => candle_llama = true,
+            "--dump-prompt" => dump_prompt = Some(PathBuf::from(value()?)),
             other => bail!(
-                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N] [--no-requantize] [--candle-llama]"
+                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N] [--no-requantize] [--candle-llama] [--dump-prompt FILE]"
             ),
         }
     }
@@ -103,6 +106,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         },
     ];
     let prompt = model.encode_chat(&messages)?;
+    if let Some(file) = &dump_prompt {
+        // For model_llama_cpp.py: the same prompt, as ids and as text.
+        let text = model
+            .tokenizer()
+            .decode(&prompt, false)
+            .map_err(anyhow::Error::msg)?;
+        let dump = serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
+        std::fs::write(file, dump.to_string()).with_context(|| format!("{}", file.display()))?;
+    }
     let mut guide = NoStop(model.stop_tokens().to_vec());
     let mut prompt_rates = Vec::new();
     let mut gen_rates = Vec::new();
