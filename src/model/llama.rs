@@ -311,3 +311,37 @@ fn causal_mask(count: usize, start: usize, group: usize, device: &Device) -> Res
 pub fn argmax(logits: &Tensor) -> Result<u32> {
     logits.argmax(D::Minus1)?.to_scalar::<u32>()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_lets_each_query_see_the_cache_and_earlier_new_tokens() {
+        // Two new queries after one cached position, two folded head copies.
+        let mask: Vec<Vec<f32>> = causal_mask(2, 1, 2, &Device::Cpu)
+            .and_then(|m| m.to_vec2())
+            .expect("mask");
+        let inf = f32::NEG_INFINITY;
+        let expected = vec![
+            vec![0.0, 0.0, inf],
+            vec![0.0, 0.0, 0.0],
+            vec![0.0, 0.0, inf],
+            vec![0.0, 0.0, 0.0],
+        ];
+        assert_eq!(mask, expected);
+    }
+
+    #[test]
+    fn rotary_tables_start_at_angle_zero() {
+        let (cos, sin) = rotary_tables(4, 10_000.0, 3, &Device::Cpu).expect("tables");
+        assert_eq!(cos.dims(), &[3, 2]);
+        let cos: Vec<Vec<f32>> = cos.to_vec2().expect("cos");
+        let sin: Vec<Vec<f32>> = sin.to_vec2().expect("sin");
+        assert_eq!(cos[0], vec![1.0, 1.0]);
+        assert_eq!(sin[0], vec![0.0, 0.0]);
+        // Position 1, first pair: angle 1 rad; second pair: 1/100 rad.
+        assert!((sin[1][0] - 1f32.sin()).abs() < 1e-6);
+        assert!((sin[1][1] - 0.01f32.sin()).abs() < 1e-6);
+    }
+}
