@@ -186,6 +186,7 @@ pub struct Settings {
     pub mesh: crate::mesh::MeshSettings,
     pub moot: crate::moot::MootSettings,
     pub net: NetSettings,
+    pub model: crate::model::ModelSettings,
 }
 
 impl Settings {

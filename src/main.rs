@@ -55,6 +55,11 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::moot::MootCmd,
     },
+    /// The node's local model: install the embedded default, or chat once.
+    Model {
+        #[command(subcommand)]
+        cmd: cli::model::ModelCmd,
+    },
     /// The node daemon.
     Node {
         #[command(subcommand)]
@@ -100,5 +105,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Identity { cmd } => cli::identity::run(cmd, &ctx),
         Command::Mesh { cmd } => cli::mesh::run(cmd, &ctx),
         Command::Moot { cmd } => cli::moot::run(cmd, &ctx),
+        Command::Model { cmd } => cli::model::run(cmd, &ctx),
     }
 }

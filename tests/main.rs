@@ -7,9 +7,12 @@ mod daemon;
 mod docs;
 mod grounding;
 mod mesh;
+mod model;
 mod moot;
 mod net;
 mod proofs;
+#[path = "support/scripted_openai.rs"]
+mod scripted_openai;
 mod support;
 mod systemd;
 mod vectors;

@@ -4,6 +4,7 @@ pub mod audit;
 pub mod book;
 pub mod identity;
 pub mod mesh;
+pub mod model;
 pub mod moot;
 pub mod node;
 pub mod shard;

@@ -94,9 +94,7 @@ pub fn run(cmd: MootCmd, ctx: &Ctx) -> anyhow::Result<()> {
             let mut store = grove::store::Store::new(&ctx.state_dir);
             verify_file(&file, Some(&mut store), ctx)
         }
-        MootCmd::Run(_) => {
-            bail!("`moot run` must be dispatched with the store and model (cli::moot::run_moot)")
-        }
+        MootCmd::Run(args) => run_stored(&args, ctx),
     }
 }
 
@@ -160,6 +158,34 @@ pub fn verify_file(
         bail!("{} mismatches in {}", mismatches.len(), file.display());
     }
     Ok(())
+}
+
+/// `grove moot run` on this node: both books from the local store, each
+/// searching its own book, and the node's configured model.
+fn run_stored(args: &RunArgs, ctx: &Ctx) -> anyhow::Result<()> {
+    if args.a == args.b {
+        bail!(
+            "a moot needs two different books; `{}` was given twice",
+            args.a
+        );
+    }
+    let store = grove::store::Store::new(&ctx.state_dir);
+    let open = |key: &str| {
+        grove::store::retriever::BookRetriever::open(&store, key)
+            .with_context(|| format!("book `{key}` for the moot"))
+    };
+    let (mut a, mut b) = (open(&args.a)?, open(&args.b)?);
+    let trees = [a.tree(), b.tree()];
+    grove::model::apply_thread_setting(&ctx.settings.model);
+    let mut model = grove::model::open_model(&ctx.settings.model, &ctx.state_dir)?;
+    run_moot(
+        args,
+        ctx,
+        &ctx.settings.moot,
+        trees,
+        [&mut a, &mut b],
+        &mut *model,
+    )
 }
 
 /// `grove moot run`: the books (their metadata and searches, in order a, b)

@@ -1,7 +1,19 @@
 //! The node's local model behind one chat-completion interface.
 //!
 //! The moot engine only sees [`ChatModel`]; backends (an OpenAI-compatible
-//! server, an embedded GGUF model) live in submodules and are chosen by config.
+//! server, an embedded GGUF model) live in submodules and are chosen by
+//! [`ModelSettings::backend`] through [`open_model`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub mod embedded;
+pub mod install;
+pub mod llama;
+pub mod openai;
+pub mod sampling;
 
 /// Who wrote a chat message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -9,6 +21,17 @@ pub enum Role {
     System,
     User,
     Assistant,
+}
+
+impl Role {
+    /// The role's name as chat templates and OpenAI-style APIs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
 }
 
 /// One message of a chat.
@@ -40,6 +63,10 @@ pub enum ModelError {
     Refused(String),
     #[error("model failed: {0}")]
     Failed(String),
+    #[error("model settings: {0}")]
+    Config(String),
+    #[error("model file: {0}")]
+    File(String),
 }
 
 /// A chat-completion model. Blocking: callers on an async runtime run it on a
@@ -49,4 +76,199 @@ pub trait ChatModel {
     fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError>;
     /// A short description for transcripts, e.g. `embedded:SmolLM2-135M-Instruct.Q4_1`.
     fn describe(&self) -> String;
+}
+
+/// Which backend runs the node's model.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A GGUF model run in-process (no server needed).
+    #[default]
+    Embedded,
+    /// Any OpenAI-compatible `/v1/chat/completions` server.
+    Openai,
+}
+
+/// The `[model]` settings (env: `GROVE_MODEL__<KEY>`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelSettings {
+    /// `embedded` or `openai`.
+    pub backend: Backend,
+    /// Base URL of the OpenAI-compatible server (`http://host:port`, with or
+    /// without `/v1`, or the full `.../chat/completions` URL).
+    pub url: String,
+    /// Model name sent to the server; empty sends none (llama.cpp's server
+    /// serves whatever it loaded).
+    pub name: String,
+    /// GGUF file for the embedded backend. Relative paths are taken under
+    /// `<state_dir>/models/`; unset picks the installed default model.
+    pub path: Option<PathBuf>,
+    /// Name of the environment variable holding the API key (the key itself
+    /// never goes in a config file). Empty: no key is sent.
+    pub api_key_env: String,
+    /// Seconds to wait for a TCP/TLS connection to the server.
+    pub connect_timeout_secs: u64,
+    /// Seconds to wait for the server to answer one request; a small model on
+    /// a busy CPU can take minutes for a long prompt.
+    pub timeout_secs: u64,
+    /// Retries after a connection error or a 5xx/429 answer (0: try once).
+    pub max_retries: u32,
+    /// Threads for the embedded backend; 0 lets candle choose (one per core).
+    /// Takes effect only through [`apply_thread_setting`] at process start.
+    pub threads: usize,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        ModelSettings {
+            backend: Backend::Embedded,
+            url: "http://127.0.0.1:8080".to_string(),
+            name: String::new(),
+            path: None,
+            api_key_env: String::new(),
+            connect_timeout_secs: 10,
+            timeout_secs: 600,
+            max_retries: 3,
+            threads: 0,
+        }
+    }
+}
+
+impl ModelSettings {
+    /// Checks values that deserialization cannot; the error names the key.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        if self.connect_timeout_secs == 0 || self.timeout_secs == 0 {
+            return Err(ModelError::Config(
+                "model.connect_timeout_secs and model.timeout_secs must be greater than 0".into(),
+            ));
+        }
+        if self.backend == Backend::Openai && self.url.trim().is_empty() {
+            return Err(ModelError::Config(
+                "model.url must be set for the openai backend".into(),
+            ));
+        }
+        // GROVE_* variables are read as settings, and an unknown key is refused,
+        // so a key stored under such a name would break loading the config.
+        if self.api_key_env.starts_with("GROVE_") {
+            return Err(ModelError::Config(format!(
+                "model.api_key_env `{}` must not start with GROVE_ (those variables are settings)",
+                self.api_key_env
+            )));
+        }
+        Ok(())
+    }
+
+    /// The GGUF file the embedded backend loads.
+    pub fn model_path(&self, state_dir: &Path) -> PathBuf {
+        let dir = install::model_dir(state_dir);
+        match &self.path {
+            Some(path) if path.is_absolute() => path.clone(),
+            Some(path) => dir.join(path),
+            None => install::default_model_file(&dir),
+        }
+    }
+}
+
+/// Applies `model.threads` to candle's thread pool by setting
+/// `CANDLE_NUM_THREADS`, unless the operator already set it. candle reads the
+/// variable once, when its pool starts, so this must run at process start,
+/// before any other thread exists (main calls it right after loading settings).
+pub fn apply_thread_setting(settings: &ModelSettings) {
+    if settings.threads == 0 || std::env::var_os("CANDLE_NUM_THREADS").is_some() {
+        return;
+    }
+    // SAFETY: called from main before any thread is spawned, so no other
+    // thread can read the environment concurrently.
+    unsafe { std::env::set_var("CANDLE_NUM_THREADS", settings.threads.to_string()) };
+}
+
+/// Opens the configured backend. The embedded backend loads its GGUF file
+/// here (about a second); the openai backend only builds its HTTP client.
+pub fn open_model(
+    settings: &ModelSettings,
+    state_dir: &Path,
+) -> Result<Box<dyn ChatModel + Send>, ModelError> {
+    settings.validate()?;
+    match settings.backend {
+        Backend::Openai => {
+            let config = openai::OpenAiConfig::from_settings(settings)?;
+            Ok(Box::new(openai::OpenAiModel::new(config)?))
+        }
+        Backend::Embedded => {
+            let path = settings.model_path(state_dir);
+            Ok(Box::new(embedded::EmbeddedModel::load(
+                &path,
+                embedded::EmbeddedOptions::default(),
+            )?))
+        }
+    }
+}
+
+/// Seconds as a [`Duration`]; kept here so settings stay plain integers.
+fn secs(value: u64) -> Duration {
+    Duration::from_secs(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_default_is_valid_and_embedded() {
+        let settings = ModelSettings::default();
+        assert!(settings.validate().is_ok());
+        assert_eq!(settings.backend, Backend::Embedded);
+    }
+
+    #[test]
+    fn grove_prefixed_key_variable_is_refused() {
+        let settings = ModelSettings {
+            api_key_env: "GROVE_KEY".into(),
+            ..ModelSettings::default()
+        };
+        let err = settings.validate().unwrap_err().to_string();
+        assert!(err.contains("GROVE_"), "{err}");
+    }
+
+    #[test]
+    fn zero_timeout_is_refused() {
+        let settings = ModelSettings {
+            timeout_secs: 0,
+            ..ModelSettings::default()
+        };
+        assert!(settings.validate().is_err());
+    }
+
+    #[test]
+    fn relative_model_path_is_under_the_model_dir() {
+        let state = Path::new("/var/lib/grove");
+        let settings = ModelSettings {
+            path: Some("custom.gguf".into()),
+            ..ModelSettings::default()
+        };
+        assert_eq!(
+            settings.model_path(state),
+            Path::new("/var/lib/grove/models/custom.gguf")
+        );
+        let absolute = ModelSettings {
+            path: Some("/opt/m.gguf".into()),
+            ..ModelSettings::default()
+        };
+        assert_eq!(absolute.model_path(state), Path::new("/opt/m.gguf"));
+    }
+
+    #[test]
+    fn backend_names_parse_from_toml_strings() {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            model: ModelSettings,
+        }
+        let parsed: Wrapper =
+            serde_json::from_str(r#"{"model":{"backend":"openai","url":"http://x:1"}}"#)
+                .expect("valid json");
+        assert_eq!(parsed.model.backend, Backend::Openai);
+        let bad = serde_json::from_str::<Wrapper>(r#"{"model":{"bakend":"openai"}}"#);
+        assert!(bad.is_err());
+    }
 }

@@ -4,6 +4,7 @@
 
 mod grounding;
 mod mesh;
+mod model;
 mod store;
 
 fn main() -> anyhow::Result<()> {
@@ -13,7 +14,10 @@ fn main() -> anyhow::Result<()> {
     match area {
         "grounding" => grounding::run(rest),
         "mesh" => mesh::run(rest),
+        "model" => model::run(rest),
         "store" => store::run(rest),
-        _ => anyhow::bail!("usage: grove-bench <area> [args]; areas: grounding, mesh, store"),
+        _ => {
+            anyhow::bail!("usage: grove-bench <area> [args]; areas: grounding, mesh, model, store")
+        }
     }
 }

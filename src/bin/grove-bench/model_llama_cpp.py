@@ -1,0 +1,74 @@
+"""llama.cpp on the same GGUF and prompt as `grove-bench model`, for comparison.
+
+Usage:
+    grove-bench model --model FILE --dump-prompt /tmp/prompt.json
+    python3 model_llama_cpp.py FILE /tmp/prompt.json [--threads 2] [--gen 64] [--runs 3]
+
+Needs `pip install llama-cpp-python` (it compiles llama.cpp). Prints load
+time, prompt and generation tokens/s (greedy, stop tokens masked, median of
+runs), peak RSS, and whether llama.cpp tokenizes the prompt text to the same
+ids as grove.
+"""
+
+import argparse
+import json
+import resource
+import statistics
+import time
+
+import numpy as np
+from llama_cpp import Llama
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("prompt")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--gen", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+
+    with open(args.prompt) as f:
+        dump = json.load(f)
+    ids, text, stops = dump["ids"], dump["text"], dump["stop"]
+
+    started = time.perf_counter()
+    llm = Llama(
+        model_path=args.model,
+        n_ctx=max(2048, len(ids) + args.gen + 8),
+        n_threads=args.threads,
+        n_threads_batch=args.threads,
+        n_batch=512,
+        verbose=False,
+    )
+    load = time.perf_counter() - started
+
+    theirs = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    same = list(theirs) == list(ids)
+
+    prompt_rates, gen_rates = [], []
+    for _ in range(args.runs):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(ids)
+        t1 = time.perf_counter()
+        for _ in range(args.gen):
+            logits = np.array(llm.scores[llm.n_tokens - 1], copy=True)
+            logits[stops] = -np.inf
+            llm.eval([int(np.argmax(logits))])
+        t2 = time.perf_counter()
+        prompt_rates.append(len(ids) / (t1 - t0))
+        gen_rates.append(args.gen / (t2 - t1))
+
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"llama.cpp: {args.model} threads={args.threads}")
+    print(f"load: {load:.3f} s")
+    print(f"tokenizer ids equal grove's: {same} ({len(ids)} vs {len(theirs)})")
+    print(f"prompt: {len(ids)} tokens, {statistics.median(prompt_rates):.1f} tok/s (median of {args.runs})")
+    print(f"generation: {args.gen} tokens, {statistics.median(gen_rates):.1f} tok/s (median of {args.runs})")
+    print(f"peak RSS: {peak_mb:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

