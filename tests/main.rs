@@ -9,6 +9,7 @@ mod grounding;
 mod mesh;
 mod model;
 mod moot;
+mod moot_http;
 mod net;
 mod proofs;
 #[path = "support/scripted_openai.rs"]
