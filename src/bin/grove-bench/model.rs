@@ -74,10 +74,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     println!(
         "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, threads: {threads}, forward: {})",
         path.display(),
-        if candle_llama {
-            "candle-transformers"
-        } else {
-            "grove"
+        match (candle_llama, dense_prefill) {
+            (true, _) => "candle-transformers",
+            (false, true) => "grove, float prefill",
+            (false, false) => "grove, int8 prefill",
         }
     );
 
