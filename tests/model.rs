@@ -350,18 +350,20 @@ fn embedded_forward_matches_candle_transformers() {
     };
     use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
     use grove::model::sampling::{Sampler, Unguided};
-    let load = |candle_llama| {
+    let load = |candle_llama, dense_prefill| {
         EmbeddedModel::load(
             &path,
             EmbeddedOptions {
                 candle_llama,
+                dense_prefill,
                 ..EmbeddedOptions::default()
             },
         )
         .expect("load")
     };
-    let mut ours = load(false);
-    let mut theirs = load(true);
+    // Same int8 kernels as candle-transformers: logits must agree closely.
+    let mut ours = load(false, false);
+    let mut theirs = load(true, false);
     // Long enough to use two prefill chunks (512 tokens each).
     let passage = "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. ".repeat(30);
     let messages = vec![ChatMessage {
@@ -443,6 +445,18 @@ fn embedded_forward_matches_candle_transformers() {
             .map(|(i, _)| i)
     };
     assert_eq!(top(&stepped[1]), top(&prefilled[0]));
+
+    // Float prefill (the default) only removes int8 rounding: close, and the
+    // same top token.
+    let mut dense = load(false, true);
+    let dense_logits = logits_of(&mut dense, &longer, &answer[1..2]);
+    close(
+        &dense_logits[0],
+        &prefilled[0],
+        0.08,
+        "float vs int8 prefill",
+    );
+    assert_eq!(top(&dense_logits[0]), top(&prefilled[0]));
 }
 
 /// Records each step's logits (before forcing), then forces a sequence.

@@ -49,6 +49,10 @@ pub struct EmbeddedOptions {
     /// Run candle-transformers' quantized llama instead of grove's own
     /// forward pass (for comparison; it slows down as the context grows).
     pub candle_llama: bool,
+    /// Run prompt chunks through float projections (grove's forward only):
+    /// about 3x faster prompt processing; logits differ from the int8 path
+    /// by int8 rounding.
+    pub dense_prefill: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -57,6 +61,7 @@ impl Default for EmbeddedOptions {
             requantize_q4_1: true,
             top_p: Some(0.95),
             candle_llama: false,
+            dense_prefill: true,
         }
     }
 }
@@ -113,12 +118,14 @@ impl Engine {
         reader: &mut R,
         device: &Device,
         context_len: usize,
-        candle_llama: bool,
+        options: &EmbeddedOptions,
     ) -> candle_core::Result<Engine> {
-        if candle_llama {
+        if options.candle_llama {
             ModelWeights::from_gguf(content, reader, device).map(Engine::Candle)
         } else {
-            LlamaModel::from_gguf(&content, reader, device, context_len).map(Engine::Grove)
+            let mut model = LlamaModel::from_gguf(&content, reader, device, context_len)?;
+            model.set_dense_prefill(options.dense_prefill);
+            Ok(Engine::Grove(model))
         }
     }
 
@@ -207,19 +214,13 @@ impl EmbeddedModel {
                 &mut converted,
                 &device,
                 context_len,
-                options.candle_llama,
+                &options,
             )
             .map_err(model_error)?;
             (weights, format!("embedded:{stem}(as Q8_0)"))
         } else {
-            let weights = Engine::load(
-                content,
-                &mut reader,
-                &device,
-                context_len,
-                options.candle_llama,
-            )
-            .map_err(model_error)?;
+            let weights = Engine::load(content, &mut reader, &device, context_len, &options)
+                .map_err(model_error)?;
             (weights, format!("embedded:{stem}"))
         };
         Ok(EmbeddedModel {

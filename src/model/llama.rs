@@ -12,6 +12,12 @@
 use std::io::{Read, Seek};
 
 use candle_core::quantized::{QMatMul, gguf_file};
+
+/// From this many rows on (prompt chunks), a projection dequantizes its
+/// weights and runs a float matmul: dequantizing one matrix costs about as
+/// much as a handful of int8 rows, and the float kernels are much faster per
+/// row than candle's int8 path for SmolLM2's widths.
+const DENSE_ROWS: usize = 32;
 use candle_core::{D, DType, Device, IndexOp, Module, Result, Tensor};
 
 /// One transformer block.
@@ -44,6 +50,9 @@ pub struct LlamaModel {
     head_dim: usize,
     eps: f32,
     max_positions: usize,
+    /// Prompt chunks of at least this many rows use float projections
+    /// (`usize::MAX`: never).
+    dense_rows: usize,
     /// Positions currently held in the cache.
     len: usize,
     capacity: usize,
@@ -152,10 +161,18 @@ impl LlamaModel {
             head_dim,
             eps,
             max_positions,
+            dense_rows: DENSE_ROWS,
             len: 0,
             capacity: 0,
             device: device.clone(),
         })
+    }
+
+    /// Turns the float projections for prompt chunks on (the default) or
+    /// off (every row through candle's int8 kernels, as candle-transformers
+    /// does; slower, used to compare the two).
+    pub fn set_dense_prefill(&mut self, on: bool) {
+        self.dense_rows = if on { DENSE_ROWS } else { usize::MAX };
     }
 
     /// Positions the model can attend to.
@@ -209,24 +226,19 @@ impl LlamaModel {
             None
         };
         let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let dense = count >= self.dense_rows;
         for block in &mut self.blocks {
             let residual = hidden.clone();
             let x = candle_nn::ops::rms_norm(&hidden, &block.attn_norm, self.eps)?;
-            let q = block
-                .wq
-                .forward(&x)?
+            let q = project(&block.wq, &x, dense)?
                 .reshape((1, count, self.heads, self.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()?;
-            let k = block
-                .wk
-                .forward(&x)?
+            let k = project(&block.wk, &x, dense)?
                 .reshape((1, count, self.kv_heads, self.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()?;
-            let v = block
-                .wv
-                .forward(&x)?
+            let v = project(&block.wv, &x, dense)?
                 .reshape((1, count, self.kv_heads, self.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()?;
@@ -254,17 +266,28 @@ impl LlamaModel {
                 .reshape((1, self.heads, count, self.head_dim))?
                 .transpose(1, 2)?
                 .reshape((1, count, self.heads * self.head_dim))?;
-            let x = (block.wo.forward(&attended)? + residual)?;
+            let x = (project(&block.wo, &attended, dense)? + residual)?;
             let residual = x.clone();
             let normed = candle_nn::ops::rms_norm(&x, &block.ffn_norm, self.eps)?;
-            let gate = candle_nn::ops::silu(&block.w_gate.forward(&normed)?)?;
-            let up = block.w_up.forward(&normed)?;
-            hidden = (block.w_down.forward(&(gate * up)?)? + residual)?;
+            let gate = candle_nn::ops::silu(&project(&block.w_gate, &normed, dense)?)?;
+            let up = project(&block.w_up, &normed, dense)?;
+            hidden = (project(&block.w_down, &(gate * up)?, dense)? + residual)?;
         }
         self.len = start + count;
         let last = hidden.i((.., count - 1, ..))?;
         let last = candle_nn::ops::rms_norm(&last, &self.output_norm, self.eps)?;
         self.output.forward(&last)?.squeeze(0)
+    }
+}
+
+/// `x · wᵀ` for `x` of shape `(1, rows, in)`.
+fn project(weights: &QMatMul, x: &Tensor, dense: bool) -> Result<Tensor> {
+    match weights {
+        QMatMul::QTensor(quantized) if dense => {
+            let dense = quantized.dequantize(x.device())?;
+            x.broadcast_matmul(&dense.t()?)
+        }
+        _ => weights.forward(x),
     }
 }
 

@@ -114,8 +114,10 @@ pub struct ModelSettings {
     pub timeout_secs: u64,
     /// Retries after a connection error or a 5xx/429 answer (0: try once).
     pub max_retries: u32,
-    /// Threads for the embedded backend; 0 lets candle choose (one per core).
-    /// Takes effect only through [`apply_thread_setting`] at process start.
+    /// Threads for the embedded backend; 0 means half the cores, at least
+    /// one (as llama.cpp does): candle's spinning thread pool collapses when
+    /// its threads compete with other work for the cores. Takes effect only
+    /// through [`apply_thread_setting`] at process start.
     pub threads: usize,
 }
 
@@ -171,16 +173,30 @@ impl ModelSettings {
 }
 
 /// Applies `model.threads` to candle's thread pool by setting
-/// `CANDLE_NUM_THREADS`, unless the operator already set it. candle reads the
-/// variable once, when its pool starts, so this must run at process start,
-/// before any other thread exists (main calls it right after loading settings).
+/// `CANDLE_NUM_THREADS`, unless the operator already set it (or
+/// `RAYON_NUM_THREADS`). candle reads the variable once, when its pool
+/// starts, so this must run at process start, before any other thread exists
+/// (main calls it right after loading settings).
 pub fn apply_thread_setting(settings: &ModelSettings) {
-    if settings.threads == 0 || std::env::var_os("CANDLE_NUM_THREADS").is_some() {
+    if std::env::var_os("CANDLE_NUM_THREADS").is_some()
+        || std::env::var_os("RAYON_NUM_THREADS").is_some()
+    {
         return;
     }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = embedded_threads(settings.threads, cores);
     // SAFETY: called from main before any thread is spawned, so no other
     // thread can read the environment concurrently.
-    unsafe { std::env::set_var("CANDLE_NUM_THREADS", settings.threads.to_string()) };
+    unsafe { std::env::set_var("CANDLE_NUM_THREADS", threads.to_string()) };
+}
+
+/// Threads for the embedded model: the setting, or half the cores.
+pub fn embedded_threads(setting: usize, cores: usize) -> usize {
+    if setting > 0 {
+        setting
+    } else {
+        (cores / 2).max(1)
+    }
 }
 
 /// Opens the configured backend. The embedded backend loads its GGUF file
@@ -229,6 +245,14 @@ mod tests {
         };
         let err = settings.validate().unwrap_err().to_string();
         assert!(err.contains("GROVE_"), "{err}");
+    }
+
+    #[test]
+    fn default_threads_are_half_the_cores() {
+        assert_eq!(embedded_threads(0, 2), 1);
+        assert_eq!(embedded_threads(0, 1), 1);
+        assert_eq!(embedded_threads(0, 8), 4);
+        assert_eq!(embedded_threads(3, 8), 3);
     }
 
     #[test]

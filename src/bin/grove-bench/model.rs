@@ -1,5 +1,5 @@
 //! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N]
-//! [--no-requantize] [--candle-llama]`:
+//! [--no-requantize] [--candle-llama] [--int8-prefill] [--dump-prompt FILE]`:
 //! the embedded model's load time, prompt and generation speed, and peak RSS.
 //!
 //! Generation runs greedy with the stop tokens masked, so every run decodes
@@ -38,6 +38,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut prompt_words = 120usize;
     let mut requantize = true;
     let mut candle_llama = false;
+    let mut dense_prefill = true;
     let mut dump_prompt: Option<PathBuf> = None;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -49,9 +50,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "--prompt-words" => prompt_words = value()?.parse().context("--prompt-words")?,
             "--no-requantize" => requantize = false,
             "--candle-llama" => candle_llama = true,
+            "--int8-prefill" => dense_prefill = false,
             "--dump-prompt" => dump_prompt = Some(PathBuf::from(value()?)),
             other => bail!(
-                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N] [--no-requantize] [--candle-llama] [--dump-prompt FILE]"
+                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N] [--no-requantize] [--candle-llama] [--int8-prefill] [--dump-prompt FILE]"
             ),
         }
     }
@@ -72,10 +74,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     println!(
         "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, threads: {threads}, forward: {})",
         path.display(),
-        if candle_llama {
-            "candle-transformers"
-        } else {
-            "grove"
+        match (candle_llama, dense_prefill) {
+            (true, _) => "candle-transformers",
+            (false, true) => "grove, float prefill",
+            (false, false) => "grove, int8 prefill",
         }
     );
 
@@ -86,6 +88,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             requantize_q4_1: requantize,
             top_p: None,
             candle_llama,
+            dense_prefill,
         },
     )?;
     let load = started.elapsed();

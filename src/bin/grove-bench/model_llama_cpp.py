@@ -46,7 +46,9 @@ def main():
 
     theirs = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
     same = list(theirs) == list(ids)
+    first_tokens = []
 
+    vocab = llm.n_vocab()
     prompt_rates, gen_rates = [], []
     for _ in range(args.runs):
         llm.reset()
@@ -54,9 +56,17 @@ def main():
         llm.eval(ids)
         t1 = time.perf_counter()
         for _ in range(args.gen):
-            logits = np.array(llm.scores[llm.n_tokens - 1], copy=True)
+            # The last evaluated position's logits, straight from llama.cpp
+            # (llama-cpp-python keeps `scores` only with logits_all).
+            logits = np.array(
+                np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(vocab,)),
+                copy=True,
+            )
             logits[stops] = -np.inf
-            llm.eval([int(np.argmax(logits))])
+            token = int(np.argmax(logits))
+            if len(first_tokens) < args.gen:
+                first_tokens.append(token)
+            llm.eval([token])
         t2 = time.perf_counter()
         prompt_rates.append(len(ids) / (t1 - t0))
         gen_rates.append(args.gen / (t2 - t1))
@@ -68,6 +78,7 @@ def main():
     print(f"prompt: {len(ids)} tokens, {statistics.median(prompt_rates):.1f} tok/s (median of {args.runs})")
     print(f"generation: {args.gen} tokens, {statistics.median(gen_rates):.1f} tok/s (median of {args.runs})")
     print(f"peak RSS: {peak_mb:.0f} MB")
+    print(f"sample: {llm.detokenize(first_tokens).decode('utf-8', 'replace')[:160]!r}")
 
 
 if __name__ == "__main__":
