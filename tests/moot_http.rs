@@ -28,10 +28,28 @@ fn first_passage(req: &RecordedRequest) -> Vec<String> {
 #[test]
 fn moot_over_http_retries_snaps_quotes_and_verifies() {
     let g = Grove::new();
-    let a = g.write("a.txt", generated_book("Sea Tales", "Ann Sailor", 1, 80, 3).as_bytes());
-    let b = g.write("b.txt", generated_book("Field Notes", "Ben Angler", 2, 80, 4).as_bytes());
-    g.ok(&["book", "add", a.to_str().unwrap(), "--key", "fiction/sea-tales"]);
-    g.ok(&["book", "add", b.to_str().unwrap(), "--key", "essays/field-notes"]);
+    let a = g.write(
+        "a.txt",
+        generated_book("Sea Tales", "Ann Sailor", 1, 80, 3).as_bytes(),
+    );
+    let b = g.write(
+        "b.txt",
+        generated_book("Field Notes", "Ben Angler", 2, 80, 4).as_bytes(),
+    );
+    g.ok(&[
+        "book",
+        "add",
+        a.to_str().unwrap(),
+        "--key",
+        "fiction/sea-tales",
+    ]);
+    g.ok(&[
+        "book",
+        "add",
+        b.to_str().unwrap(),
+        "--key",
+        "essays/field-notes",
+    ]);
 
     let calls = Arc::new(Mutex::new(0usize));
     let counter = Arc::clone(&calls);
@@ -43,13 +61,19 @@ fn moot_over_http_retries_snaps_quotes_and_verifies() {
         match *n {
             // Turn 1: a tag that names no passage, then a clean reply.
             1 => Reply::text("I speak of the sea [s9]."),
-            2 => Reply::text(&format!("\"{}\" [s1], and the sea speaks plainly of this [s1].", quote(0, 6))),
+            2 => Reply::text(&format!(
+                "\"{}\" [s1], and the sea speaks plainly of this [s1].",
+                quote(0, 6)
+            )),
             // Turn 2: a misquote one word off, twice; the kept reply is
             // graded as written (not grounded), then snapped to the book's words.
             3 | 4 => {
                 let mut near: Vec<String> = words[0..8].to_vec();
                 near[4] = "zzzword".into();
-                Reply::text(&format!("Indeed, \"{}\" [s1], so I answer [s1].", near.join(" ")))
+                Reply::text(&format!(
+                    "Indeed, \"{}\" [s1], so I answer [s1].",
+                    near.join(" ")
+                ))
             }
             // Turn 3: quoting turn 1's words as spoken in the moot.
             5 => Reply::text(&format!(
@@ -66,14 +90,27 @@ fn moot_over_http_retries_snaps_quotes_and_verifies() {
     });
     let out = g
         .cmd(&[
-            "moot", "run", "--a", "fiction/sea-tales", "--b", "essays/field-notes", "--topic", "the sea",
-            "--turns", "4", "--json",
+            "moot",
+            "run",
+            "--a",
+            "fiction/sea-tales",
+            "--b",
+            "essays/field-notes",
+            "--topic",
+            "the sea",
+            "--turns",
+            "4",
+            "--json",
         ])
         .env("GROVE_MODEL__BACKEND", "openai")
         .env("GROVE_MODEL__URL", server.url())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let transcript: Value = serde_json::from_slice(&out.stdout).expect("the transcript as JSON");
     assert_eq!(*calls.lock().unwrap(), 7, "4 turns, 3 of them retried");
     let utterances = transcript["utterances"].as_array().unwrap();
@@ -89,7 +126,12 @@ fn moot_over_http_retries_snaps_quotes_and_verifies() {
     assert_eq!(stats["tags_valid_rate"], 1.0, "{stats}");
     // The snapped turn shows the book's own words, not the misquote.
     assert!(!utterances[1]["text"].as_str().unwrap().contains("zzzword"));
-    assert!(utterances[1]["raw_text"].as_str().unwrap().contains("zzzword"));
+    assert!(
+        utterances[1]["raw_text"]
+            .as_str()
+            .unwrap()
+            .contains("zzzword")
+    );
     // Turns alternate between the books, each citing its own passages.
     assert_eq!(utterances[0]["speaker"], utterances[2]["speaker"]);
     assert_ne!(utterances[0]["speaker"], utterances[1]["speaker"]);
@@ -98,7 +140,10 @@ fn moot_over_http_retries_snaps_quotes_and_verifies() {
     let verified = g.json(&["moot", "verify", file.to_str().unwrap()]);
     assert_eq!(verified["ok"], true, "{verified}");
     // A tampered transcript does not.
-    let tampered = String::from_utf8(out.stdout).unwrap().replacen("closes the matter", "opens the matter", 1);
+    let tampered =
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .replacen("closes the matter", "opens the matter", 1);
     let file = g.write("tampered.json", tampered.as_bytes());
     let err = g.fails(&["moot", "verify", file.to_str().unwrap()]);
     assert!(err.contains("mismatch"), "{err}");

@@ -176,7 +176,6 @@ fn run_stored(args: &RunArgs, ctx: &Ctx) -> anyhow::Result<()> {
     };
     let (mut a, mut b) = (open(&args.a)?, open(&args.b)?);
     let trees = [a.tree(), b.tree()];
-    grove::model::apply_thread_setting(&ctx.settings.model);
     let mut model = grove::model::open_model(&ctx.settings.model, &ctx.state_dir)?;
     run_moot(
         args,
