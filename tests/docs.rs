@@ -80,7 +80,28 @@ fn every_json_output_matches_a_documented_example() {
         ("shard list", g.json(&["shard", "list"])),
         ("audit verify", g.json(&["audit", "verify"])),
         ("book remove", g.json(&["book", "remove", "fiction/doc"])),
+        ("identity show", g.json(&["identity", "show"])),
+        ("mesh init", g.json(&["mesh", "init", "--name", "doc-mesh"])),
+        ("mesh show", g.json(&["mesh", "show"])),
+        ("mesh invite create", g.json(&["mesh", "invite", "create"])),
+        ("mesh invite list", g.json(&["mesh", "invite", "list"])),
     ];
+    let check = g
+        .cmd(&["moot", "check", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            let input = r#"{"reply":"\"The whale rose from the sea\" [s1].","passages":[{"tag":"s1","content":"The whale rose from the sea at dawn."}],"pool":[{"tag":"s1","content":"The whale rose from the sea at dawn."}],"others":{},"own":{}}"#;
+            child.stdin.take().unwrap().write_all(input.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(check.status.success());
+    let outputs = outputs
+        .into_iter()
+        .chain([("moot check", serde_json::from_slice(&check.stdout).unwrap())]);
     for (name, out) in outputs {
         let got = shape_of(&out);
         assert!(
