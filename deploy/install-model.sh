@@ -57,4 +57,5 @@ if [ -z "$grove_bin" ]; then
     exit 0
 fi
 # grove finds the Q4_1 file there and only converts it.
-"$grove_bin" model install --dir "$dir"
+# The script's own GROVE_* variables are not grove config keys: keep them out.
+env -u GROVE_BIN -u GROVE_KEEP_Q4_1 "$grove_bin" model install --dir "$dir"
