@@ -567,7 +567,7 @@ fn config_refuses_unknown_keys_by_name() {
         format!("state_dir = {:?}\n", state.to_str().unwrap()).as_bytes(),
     );
     let book = g.write("b.txt", generated_book("Cfg", "C", 3, 5, 1).as_bytes());
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_grove"))
+    let out = crate::support::grove_cmd()
         .args([
             "--config",
             cfg.to_str().unwrap(),
@@ -575,7 +575,6 @@ fn config_refuses_unknown_keys_by_name() {
             "add",
             book.to_str().unwrap(),
         ])
-        .env_remove("GROVE_STATE_DIR")
         .output()
         .unwrap();
     assert!(

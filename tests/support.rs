@@ -24,6 +24,19 @@ pub fn shared_file(rel: &str) -> Option<PathBuf> {
     }
 }
 
+/// The real binary with none of the test process's GROVE_* variables (the
+/// binary refuses unknown config keys) and no systemd state directory.
+pub fn grove_cmd() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_grove"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("GROVE_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env_remove("STATE_DIRECTORY");
+    cmd
+}
+
 /// A temporary state directory and a way to run `grove` against it.
 pub struct Grove {
     pub dir: tempfile::TempDir,
@@ -42,14 +55,8 @@ impl Grove {
 
     /// A command for the real binary with this state dir and a clean env.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_grove"));
+        let mut cmd = grove_cmd();
         cmd.arg("--state").arg(self.state()).args(args);
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("GROVE_") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.env_remove("STATE_DIRECTORY");
         cmd
     }
 
