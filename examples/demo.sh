@@ -17,6 +17,9 @@ cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin grove
 grove=$PWD/target/release/grove
 state=${GROVE_DEMO_STATE:-$(mktemp -d -t grove-demo.XXXXXX)}
+turns=${GROVE_DEMO_TURNS:-4}
+# grove reads GROVE_* variables as config keys and refuses unknown ones.
+unset GROVE_DEMO_STATE GROVE_DEMO_TURNS
 echo "== installing the embedded model into $state/models"
 GROVE_BIN="$grove" deploy/install-model.sh "$state/models"
 work=$(mktemp -d -t grove-demo-books.XXXXXX)
@@ -60,6 +63,6 @@ for key in "${keys[@]}"; do g book verify "$key"; done
 g audit verify
 echo; echo "== a moot between ${keys[0]} and ${keys[1]} on the embedded model"
 g moot run --a "${keys[0]}" --b "${keys[1]}" --topic "what people live for" \
-  --turns "${GROVE_DEMO_TURNS:-4}" --max-tokens 160 --out "$state/moot.json"
+  --turns "$turns" --max-tokens 160 --out "$state/moot.json"
 echo; echo "== the transcript, re-checked offline and against the stored chunks"
 g moot verify "$state/moot.json"
