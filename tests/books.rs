@@ -395,7 +395,10 @@ fn bad_inputs_are_refused_and_store_nothing() {
     refused(&g, &["book", "add", nul.to_str().unwrap()], "NUL bytes");
     let blank = g.write(
         "blank.txt",
-        b"Title: Blank\n*** START OF THE PROJECT GUTENBERG EBOOK BLANK ***\n\n   \n\t\n*** END OF THE PROJECT GUTENBERG EBOOK BLANK ***\n",
+        // Markers with only blank lines (spaces, a tab) between them.
+        generated_book("Blank", "B", 1, 0, 1)
+            .replace("***\n\n", "***\n\n   \n\t\n")
+            .as_bytes(),
     );
     refused(
         &g,

@@ -73,8 +73,9 @@ pub async fn run(
         .map(|a| a.to_string())
         .collect();
     tracing::info!(peer_id = %network.local_peer_id(), listen = ?listen, "network listening");
-    // Until the mesh layer consumes them, network events are logged and
-    // counted as dropped; nothing from the network reaches the store.
+    // The mesh layer does not consume network events yet (issue 5's next
+    // step): they are logged at debug, and nothing from the network reaches
+    // the store or the mesh state.
     let net_task = tokio::spawn(async move {
         while let Some(event) = net_events.recv().await {
             tracing::debug!(?event, "network event");
