@@ -22,3 +22,12 @@ pub mod source;
 pub mod store;
 pub mod text;
 pub mod wire;
+
+/// Milliseconds since the Unix epoch: the clock of audit events, versions
+/// and invites (passed into pure code, never read there).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

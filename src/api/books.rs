@@ -120,13 +120,6 @@ impl LocalBooks {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl BookApi for LocalBooks {
     fn add(
         &self,
@@ -170,7 +163,7 @@ impl BookApi for LocalBooks {
                 &text,
                 self.limits.max_chunk_bytes,
                 &req.source,
-                now_ms(),
+                crate::now_ms(),
                 progress,
             )
             .map_err(|e| {
@@ -199,7 +192,7 @@ impl BookApi for LocalBooks {
 
     fn remove(&self, key: &str) -> Result<dto::Book, ApiError> {
         let mut shard = self.store.shard_of(key)?;
-        Ok(dto::Book::from(&shard.remove(key, now_ms())?))
+        Ok(dto::Book::from(&shard.remove(key, crate::now_ms())?))
     }
 
     fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError> {

@@ -2,8 +2,6 @@
 //! the state lock. Messages they produce are queued in the outbox for the
 //! daemon and printed (hex) so they can also be handed over by hand.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use anyhow::{Context, bail};
 use serde_json::json;
 
@@ -85,12 +83,6 @@ pub enum ProposeCmd {
     Rotate,
     /// Change the quorum rule (N/D, above one half).
     Quorum { rule: String },
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The node's keys, store and state, held under the state lock.
@@ -195,7 +187,7 @@ fn print_outbound(ctx: &Ctx, t: &Transition, extra: serde_json::Value) {
 
 pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
     let mut s = Session::open(ctx)?;
-    let now = now_ms();
+    let now = grove::now_ms();
     let mut rng = rand::rng();
     match cmd {
         MeshCmd::Init { name, quorum } => {

@@ -93,7 +93,7 @@ pub async fn run(
         version: env!("CARGO_PKG_VERSION").to_string(),
         state_dir: state_dir.display().to_string(),
         pid: std::process::id(),
-        started_ms: now_ms(),
+        started_ms: crate::now_ms(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     // A book is sent whole in one request; allow it plus headroom.
@@ -168,11 +168,4 @@ fn bind_control_socket(path: &Path) -> Result<tokio::net::UnixListener, DaemonEr
     let listener = tokio::net::UnixListener::bind(path).map_err(err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(err)?;
     Ok(listener)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
