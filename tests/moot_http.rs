@@ -148,3 +148,83 @@ fn moot_over_http_retries_snaps_quotes_and_verifies() {
     let err = g.fails(&["moot", "verify", file.to_str().unwrap()]);
     assert!(err.contains("mismatch"), "{err}");
 }
+
+/// The embedded model (when installed: `GROVE_TEST_STATE`, as CI does) runs
+/// a short moot through the real binary, and its transcript verifies.
+#[test]
+fn embedded_model_runs_a_short_moot() {
+    let Some(state) = std::env::var_os("GROVE_TEST_STATE") else {
+        eprintln!("SKIP: no embedded model (set GROVE_TEST_STATE to a state dir with models/)");
+        return;
+    };
+    let dir = grove::model::install::model_dir(std::path::Path::new(&state));
+    let model = grove::model::install::default_model_file(&dir);
+    if !model.is_file() {
+        eprintln!("SKIP: no model file at {}", model.display());
+        return;
+    }
+    let g = Grove::new();
+    let a = g.write(
+        "a.txt",
+        generated_book("Sea Tales", "Ann Sailor", 1, 30, 3).as_bytes(),
+    );
+    let b = g.write(
+        "b.txt",
+        generated_book("Field Notes", "Ben Angler", 2, 30, 4).as_bytes(),
+    );
+    g.ok(&[
+        "book",
+        "add",
+        a.to_str().unwrap(),
+        "--key",
+        "fiction/sea-tales",
+    ]);
+    g.ok(&[
+        "book",
+        "add",
+        b.to_str().unwrap(),
+        "--key",
+        "essays/field-notes",
+    ]);
+    // Small turns keep a debug build's model run short.
+    let out = g
+        .cmd(&[
+            "moot",
+            "run",
+            "--a",
+            "fiction/sea-tales",
+            "--b",
+            "essays/field-notes",
+            "--topic",
+            "the sea",
+            "--turns",
+            "2",
+            "-k",
+            "2",
+            "--max-tokens",
+            "24",
+            "--seed",
+            "7",
+            "--json",
+        ])
+        .env("GROVE_MODEL__PATH", &model)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let transcript: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(transcript["utterances"].as_array().unwrap().len(), 2);
+    assert!(
+        transcript["model"].to_string().contains("embedded"),
+        "{}",
+        transcript["model"]
+    );
+    let file = g.write("moot.json", &out.stdout);
+    assert_eq!(
+        g.json(&["moot", "verify", file.to_str().unwrap()])["ok"],
+        true
+    );
+}
