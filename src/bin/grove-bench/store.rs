@@ -50,7 +50,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         &format!("generated {corpus_mb} MB"),
         &files,
         &tmp.path().join("gen-state"),
-        1,
+        3,
     )?;
 
     // Peak RSS of ingesting the whole corpus, in a fresh process.
