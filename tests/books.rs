@@ -1,17 +1,10 @@
 //! `grove book …`, `shard list` and `audit verify` through the real binary:
 //! ingest, versions, tombstones, proofs, verify, search and every bad input.
 
-use grove::merkle::{self, Hash, ProofStep};
+use grove::merkle;
 use serde_json::Value;
 
-use crate::support::{Grove, generated_book, in_mount_namespace};
-
-fn h(v: &Value) -> Hash {
-    hex::decode(v.as_str().unwrap())
-        .unwrap()
-        .try_into()
-        .unwrap()
-}
+use crate::support::{Grove, generated_book, hash_hex, in_mount_namespace, verify_served_proof};
 
 /// Everything a bad input must leave untouched: shards, books of every
 /// version, and the audit chains.
@@ -21,28 +14,6 @@ fn snapshot(g: &Grove) -> (Value, Value, Value) {
         g.json(&["book", "list", "--all"]),
         g.json(&["audit", "verify"]),
     )
-}
-
-fn verify_proof_json(p: &Value) {
-    let proof: Vec<ProofStep> = p["proof"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| ProofStep {
-            sibling: h(&s["sibling"]),
-            is_left: s["is_left"].as_bool().unwrap(),
-        })
-        .collect();
-    let leaf = merkle::leaf_hash(p["text"].as_str().unwrap().as_bytes());
-    assert_eq!(leaf, h(&p["leaf"]));
-    merkle::verify(
-        &leaf,
-        p["index"].as_u64().unwrap(),
-        p["count"].as_u64().unwrap(),
-        &proof,
-        &h(&p["root"]),
-    )
-    .expect("served proof verifies");
 }
 
 #[test]
@@ -133,7 +104,7 @@ fn add_version_remove_and_history() {
     // Proofs: current by default, the old version when named; both verify.
     let p2 = g.json(&["book", "proof", "books/the-sea-tale", "2"]);
     assert_eq!(p2["root"], second["root"]);
-    verify_proof_json(&p2);
+    verify_served_proof(&p2);
     let p1 = g.json(&[
         "book",
         "proof",
@@ -143,9 +114,9 @@ fn add_version_remove_and_history() {
         "1",
     ]);
     assert_eq!(p1["root"], added["root"]);
-    verify_proof_json(&p1);
+    verify_served_proof(&p1);
     for i in 0..count {
-        verify_proof_json(&g.json(&[
+        verify_served_proof(&g.json(&[
             "book",
             "proof",
             "books/the-sea-tale",
@@ -231,10 +202,13 @@ fn shard_roots_follow_spec_and_keys_stay_in_one_shard() {
     for (shard, book) in list.iter().zip([&ra, &rb]) {
         let entry = merkle::ShardEntry {
             key: book["key"].as_str().unwrap().into(),
-            root: h(&book["root"]),
+            root: hash_hex(&book["root"]),
             count: book["count"].as_u64().unwrap(),
         };
-        assert_eq!(h(&shard["root"]), merkle::shard_root(&[entry]).unwrap());
+        assert_eq!(
+            hash_hex(&shard["root"]),
+            merkle::shard_root(&[entry]).unwrap()
+        );
         assert_eq!(shard["books"][0]["key"], book["key"]);
     }
     // Search across every shard finds both books.
@@ -346,7 +320,7 @@ fn search_treats_fts_syntax_as_words_and_falls_back() {
         assert_eq!(hit["node_id"], format!("books/search-me#{}", hit["index"]));
         assert_eq!(
             merkle::leaf_hash(hit["content"].as_str().unwrap().as_bytes()),
-            h(&hit["leaf"])
+            hash_hex(&hit["leaf"])
         );
     }
     // k is honoured.

@@ -10,6 +10,24 @@ use serde_json::Value;
 use crate::scripted_openai::{RecordedRequest, Reply, ScriptedServer};
 use crate::support::{Grove, generated_book};
 
+/// A state directory holding two generated books, `fiction/sea-tales` and
+/// `essays/field-notes`, of `paragraphs` paragraphs each.
+fn two_books(paragraphs: usize) -> Grove {
+    let g = Grove::new();
+    let books = [
+        ("fiction/sea-tales", "Sea Tales", "Ann Sailor", 1, 3),
+        ("essays/field-notes", "Field Notes", "Ben Angler", 2, 4),
+    ];
+    for (key, title, author, ebook, seed) in books {
+        let file = g.write(
+            &format!("{ebook}.txt"),
+            generated_book(title, author, ebook, paragraphs, seed).as_bytes(),
+        );
+        g.ok(&["book", "add", file.to_str().unwrap(), "--key", key]);
+    }
+    g
+}
+
 /// The text of passage `[s1]` in the prompt: the line after `[s1] (chunk:…)`.
 fn first_passage(req: &RecordedRequest) -> Vec<String> {
     for message in req.body["messages"].as_array().into_iter().flatten() {
@@ -27,29 +45,7 @@ fn first_passage(req: &RecordedRequest) -> Vec<String> {
 
 #[test]
 fn moot_over_http_retries_snaps_quotes_and_verifies() {
-    let g = Grove::new();
-    let a = g.write(
-        "a.txt",
-        generated_book("Sea Tales", "Ann Sailor", 1, 80, 3).as_bytes(),
-    );
-    let b = g.write(
-        "b.txt",
-        generated_book("Field Notes", "Ben Angler", 2, 80, 4).as_bytes(),
-    );
-    g.ok(&[
-        "book",
-        "add",
-        a.to_str().unwrap(),
-        "--key",
-        "fiction/sea-tales",
-    ]);
-    g.ok(&[
-        "book",
-        "add",
-        b.to_str().unwrap(),
-        "--key",
-        "essays/field-notes",
-    ]);
+    let g = two_books(80);
 
     let calls = Arc::new(Mutex::new(0usize));
     let counter = Arc::clone(&calls);
@@ -163,29 +159,7 @@ fn embedded_model_runs_a_short_moot() {
         eprintln!("SKIP: no model file at {}", model.display());
         return;
     }
-    let g = Grove::new();
-    let a = g.write(
-        "a.txt",
-        generated_book("Sea Tales", "Ann Sailor", 1, 30, 3).as_bytes(),
-    );
-    let b = g.write(
-        "b.txt",
-        generated_book("Field Notes", "Ben Angler", 2, 30, 4).as_bytes(),
-    );
-    g.ok(&[
-        "book",
-        "add",
-        a.to_str().unwrap(),
-        "--key",
-        "fiction/sea-tales",
-    ]);
-    g.ok(&[
-        "book",
-        "add",
-        b.to_str().unwrap(),
-        "--key",
-        "essays/field-notes",
-    ]);
+    let g = two_books(30);
     // Small turns keep a debug build's model run short.
     let out = g
         .cmd(&[

@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use grove::merkle::{self, Hash, ProofStep};
+use serde_json::Value;
+
 /// `../shared` beside the repository (or `$GROVE_SHARED_DIR`), when present.
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("GROVE_SHARED_DIR")
@@ -206,4 +209,39 @@ pub fn in_mount_namespace(script: &str) -> Option<Output> {
             .output()
             .expect("run unshare"),
     )
+}
+
+/// A 32-byte hash from its lowercase-hex JSON string.
+pub fn hash_hex(v: &Value) -> Hash {
+    hex::decode(v.as_str().expect("hex string"))
+        .expect("hex")
+        .try_into()
+        .expect("32 bytes")
+}
+
+/// `[{sibling, is_left}]` as proof steps.
+pub fn proof_steps(v: &Value) -> Vec<ProofStep> {
+    v.as_array()
+        .expect("proof array")
+        .iter()
+        .map(|s| ProofStep {
+            sibling: hash_hex(&s["sibling"]),
+            is_left: s["is_left"].as_bool().unwrap(),
+        })
+        .collect()
+}
+
+/// A `book proof --json` answer: its leaf is its text's hash and its proof
+/// leads to its root for its index and count.
+pub fn verify_served_proof(p: &Value) {
+    let leaf = merkle::leaf_hash(p["text"].as_str().unwrap().as_bytes());
+    assert_eq!(leaf, hash_hex(&p["leaf"]));
+    merkle::verify(
+        &leaf,
+        p["index"].as_u64().unwrap(),
+        p["count"].as_u64().unwrap(),
+        &proof_steps(&p["proof"]),
+        &hash_hex(&p["root"]),
+    )
+    .unwrap_or_else(|e| panic!("served proof of chunk {} refused: {e}", p["index"]));
 }

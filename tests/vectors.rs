@@ -2,27 +2,11 @@
 //! refused proof, reproduced exactly from `../shared/spec/vectors.json`.
 
 use base64::Engine;
-use grove::merkle::{self, Hash, ProofStep, ShardEntry};
+use grove::merkle::{self, Hash, ShardEntry};
 use grove::text;
 use serde_json::Value;
 
-fn hash(v: &Value) -> Hash {
-    hex::decode(v.as_str().expect("hex string"))
-        .expect("hex")
-        .try_into()
-        .expect("32 bytes")
-}
-
-fn steps(v: &Value) -> Vec<ProofStep> {
-    v.as_array()
-        .expect("proof array")
-        .iter()
-        .map(|s| ProofStep {
-            sibling: hash(&s["sibling"]),
-            is_left: s["is_left"].as_bool().unwrap(),
-        })
-        .collect()
-}
+use crate::support::{hash_hex, proof_steps};
 
 fn vectors() -> Option<Value> {
     let path = crate::support::shared_file("spec/vectors.json")?;
@@ -70,10 +54,15 @@ fn book_vectors_reproduce_exactly() {
             .iter()
             .map(|c| merkle::leaf_hash(c.text.as_bytes()))
             .collect();
-        let want_leaves: Vec<Hash> = b["leaves"].as_array().unwrap().iter().map(hash).collect();
+        let want_leaves: Vec<Hash> = b["leaves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(hash_hex)
+            .collect();
         assert_eq!(leaves, want_leaves, "{name}: leaves");
         let root = merkle::root(&leaves).unwrap();
-        assert_eq!(root, hash(&b["root"]), "{name}: root");
+        assert_eq!(root, hash_hex(&b["root"]), "{name}: root");
         assert_eq!(
             leaves.len() as u64,
             b["count"].as_u64().unwrap(),
@@ -82,7 +71,7 @@ fn book_vectors_reproduce_exactly() {
         let levels = merkle::levels(leaves.clone()).unwrap();
         for (i, want_proof) in b["proofs"].as_array().unwrap().iter().enumerate() {
             let proof = merkle::proof(&levels, i as u64).unwrap();
-            assert_eq!(proof, steps(want_proof), "{name}: proof {i}");
+            assert_eq!(proof, proof_steps(want_proof), "{name}: proof {i}");
             merkle::verify(&leaves[i], i as u64, leaves.len() as u64, &proof, &root)
                 .unwrap_or_else(|e| panic!("{name}: proof {i} refused: {e}"));
         }
@@ -98,13 +87,13 @@ fn shard_vector_reproduces() {
         .iter()
         .map(|b| ShardEntry {
             key: b["key"].as_str().unwrap().to_string(),
-            root: hash(&b["root"]),
+            root: hash_hex(&b["root"]),
             count: b["count"].as_u64().unwrap(),
         })
         .collect();
     assert_eq!(
         merkle::shard_root(&entries).unwrap(),
-        hash(&v["shard"]["root"])
+        hash_hex(&v["shard"]["root"])
     );
 }
 
@@ -113,11 +102,11 @@ fn refused_proof_is_refused() {
     let Some(v) = vectors() else { return };
     let r = &v["refused_proof"];
     let result = merkle::verify(
-        &hash(&r["leaf"]),
+        &hash_hex(&r["leaf"]),
         r["index"].as_u64().unwrap(),
         r["count"].as_u64().unwrap(),
-        &steps(&r["proof"]),
-        &hash(&r["root"]),
+        &proof_steps(&r["proof"]),
+        &hash_hex(&r["root"]),
     );
     assert!(
         result.is_err(),

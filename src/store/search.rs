@@ -161,7 +161,7 @@ impl Shard {
                  JOIN books b ON b.id = c.book_id
                  ORDER BY h.score DESC, h.id"
             ))
-            .map_err(|e| self.sql_err(e))?;
+            .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map(params![fts_query, k as i64], |r| {
                 let key: String = r.get(5)?;
@@ -186,8 +186,8 @@ impl Shard {
                     })?,
                 })
             })
-            .map_err(|e| self.sql_err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.sql_err(e))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
     /// Up to three words with the fewest matching chunks (never zero).
@@ -200,12 +200,12 @@ impl Shard {
             .prepare_cached(&format!(
                 "SELECT count(*) FROM {table} WHERE {table} MATCH ?1"
             ))
-            .map_err(|e| self.sql_err(e))?;
+            .map_err(|e| self.err(e))?;
         let mut counted = Vec::new();
         for word in longest {
             let n: i64 = stmt
                 .query_row(params![quote(word)], |r| r.get(0))
-                .map_err(|e| self.sql_err(e))?;
+                .map_err(|e| self.err(e))?;
             if n > 0 {
                 counted.push((n, word.clone()));
             }

@@ -222,12 +222,8 @@ impl Shard {
         &self.path
     }
 
-    fn err(&self, e: rusqlite::Error) -> StoreError {
+    pub(super) fn err(&self, e: rusqlite::Error) -> StoreError {
         StoreError::sql(&self.path, e)
-    }
-
-    pub(super) fn sql_err(&self, e: rusqlite::Error) -> StoreError {
-        self.err(e)
     }
 
     fn book_from_row(&self, r: &Row<'_>) -> rusqlite::Result<BookRecord> {
@@ -460,7 +456,8 @@ impl Shard {
                     }
                     Ok(Produced::Done(Ok(_))) => break,
                     Ok(Produced::Done(Err(e))) => return Err(StoreError::Chunks(e)),
-                    Err(_) => return Err(StoreError::Chunks(ChunkError::Empty)),
+                    // The chunking thread ended without its outcome: it panicked.
+                    Err(_) => return Err(StoreError::ChunkerFailed),
                 }
             }
         }
