@@ -387,6 +387,36 @@ impl MeshState {
     }
 
     /// The current roster.
+    /// A proposal or vote is bound to (mesh, epoch, roster hash) and counts
+    /// only at this node's tip: another mesh, an older epoch (void), or a
+    /// roster this node does not have (sync first) are refused. Returns the
+    /// roster hash.
+    fn check_tip_binding(
+        &self,
+        roster: &Roster,
+        what: &'static str,
+        hash_what: &'static str,
+        mesh_id: &[u8],
+        epoch: u64,
+        roster_hash: &[u8],
+    ) -> Result<[u8; 32], MeshError> {
+        if mesh_id != roster.mesh_id {
+            return Err(MeshError::WrongMesh(what));
+        }
+        if epoch < roster.epoch {
+            return Err(MeshError::StaleEpoch {
+                what,
+                got: epoch,
+                current: roster.epoch,
+            });
+        }
+        let roster_hash = bytes32(roster_hash, hash_what)?;
+        if epoch > roster.epoch || roster_hash != self.tip {
+            return Err(MeshError::UnknownRoster { what, epoch });
+        }
+        Ok(roster_hash)
+    }
+
     pub fn roster(&self) -> Option<&Roster> {
         self.tip_node().map(|n| &n.roster)
     }
@@ -935,23 +965,14 @@ impl MeshState {
         let roster = self.roster().ok_or(MeshError::NoMesh)?;
         let (body, signer) =
             codec::open_signed::<wire::Proposal>(signed, tag::PROPOSAL, "proposal")?;
-        if body.mesh_id != roster.mesh_id {
-            return Err(MeshError::WrongMesh("proposal"));
-        }
-        if body.epoch < roster.epoch {
-            return Err(MeshError::StaleEpoch {
-                what: "proposal",
-                got: body.epoch,
-                current: roster.epoch,
-            });
-        }
-        let roster_hash = bytes32(&body.roster_hash, "proposal roster hash")?;
-        if body.epoch > roster.epoch || roster_hash != self.tip {
-            return Err(MeshError::UnknownRoster {
-                what: "proposal",
-                epoch: body.epoch,
-            });
-        }
+        let roster_hash = self.check_tip_binding(
+            roster,
+            "proposal",
+            "proposal roster hash",
+            &body.mesh_id,
+            body.epoch,
+            &body.roster_hash,
+        )?;
         let hash = codec::hash(label::PROPOSAL, &signed.body);
         if self.proposals.contains_key(&hash) && !own {
             return Err(MeshError::Duplicate("proposal"));
@@ -1001,23 +1022,14 @@ impl MeshState {
     ) -> Result<[u8; 32], MeshError> {
         let roster = self.roster().ok_or(MeshError::NoMesh)?;
         let (body, signer) = codec::open_signed::<wire::Vote>(signed, tag::VOTE, "vote")?;
-        if body.mesh_id != roster.mesh_id {
-            return Err(MeshError::WrongMesh("vote"));
-        }
-        if body.epoch < roster.epoch {
-            return Err(MeshError::StaleEpoch {
-                what: "vote",
-                got: body.epoch,
-                current: roster.epoch,
-            });
-        }
-        let roster_hash = bytes32(&body.roster_hash, "vote roster hash")?;
-        if body.epoch > roster.epoch || roster_hash != self.tip {
-            return Err(MeshError::UnknownRoster {
-                what: "vote",
-                epoch: body.epoch,
-            });
-        }
+        let roster_hash = self.check_tip_binding(
+            roster,
+            "vote",
+            "vote roster hash",
+            &body.mesh_id,
+            body.epoch,
+            &body.roster_hash,
+        )?;
         if roster.member_with_key(&body.voter, &signer).is_none() {
             return Err(MeshError::NotMember("vote"));
         }
