@@ -256,13 +256,28 @@ impl BookApi for LocalBooks {
             .iter()
             .map(|n| self.store.shard_path(n))
             .collect();
-        if let Ok(entries) = std::fs::read_dir(&self.state_dir) {
-            let mut top: Vec<_> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "db") && p.is_file())
-                .collect();
-            top.sort();
-            files.extend(top);
+        // A state directory that does not exist yet holds no chains; any
+        // other failure to list it must not pass for "every chain is whole".
+        let unreadable = |e: std::io::Error| {
+            ApiError::new(
+                ErrorKind::Internal,
+                format!("state directory {}: {e}", self.state_dir.display()),
+            )
+        };
+        match std::fs::read_dir(&self.state_dir) {
+            Ok(entries) => {
+                let mut top = Vec::new();
+                for entry in entries {
+                    let path = entry.map_err(unreadable)?.path();
+                    if path.extension().is_some_and(|x| x == "db") && path.is_file() {
+                        top.push(path);
+                    }
+                }
+                top.sort();
+                files.extend(top);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(unreadable(e)),
         }
         let chains: Vec<dto::Chain> = files
             .into_iter()
