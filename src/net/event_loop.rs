@@ -102,8 +102,9 @@ impl EventLoop {
     }
 
     fn emit(&self, event: Event) {
-        // A full event queue means the node is overloaded: drop and count
-        // rather than block the swarm.
+        // A full event queue means the node is overloaded: drop (logged at
+        // debug; node stats counters come with the daemon's next step) rather
+        // than block the swarm.
         if let Err(e) = self.events.try_send(event) {
             tracing::debug!("network event dropped: {e}");
         }
