@@ -7,7 +7,9 @@
 //! membership; `grounding` and `moot` run a conversation between books on a
 //! `model`. See docs/ARCHITECTURE.md for the code map and invariants.
 
+pub mod announce;
 pub mod api;
+pub mod backup;
 pub mod book;
 pub mod config;
 pub mod daemon;

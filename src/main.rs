@@ -65,6 +65,12 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::node::NodeCmd,
     },
+    /// Peers this node knows: members, connections, addresses (daemon).
+    Peers,
+    /// Every member's latest announced shard roots and books (daemon).
+    Roots,
+    /// A consistent copy of the state directory (databases and keys) into DEST.
+    Backup { dest: PathBuf },
     /// The audit chains of every database in the state directory.
     Audit {
         #[command(subcommand)]
@@ -108,5 +114,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Mesh { cmd } => cli::mesh::run(cmd, &ctx),
         Command::Moot { cmd } => cli::moot::run(cmd, &ctx),
         Command::Model { cmd } => cli::model::run(cmd, &ctx),
+        Command::Peers => cli::peers::peers(&ctx),
+        Command::Roots => cli::peers::roots(&ctx),
+        Command::Backup { dest } => cli::peers::backup(&ctx, &dest),
     }
 }

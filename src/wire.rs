@@ -5,3 +5,9 @@
 pub mod mesh {
     include!(concat!(env!("OUT_DIR"), "/grove.mesh.rs"));
 }
+
+/// Node-to-node messages beyond membership (`proto/node.proto`).
+#[allow(clippy::all, missing_docs)]
+pub mod node {
+    include!(concat!(env!("OUT_DIR"), "/grove.node.rs"));
+}

@@ -224,6 +224,7 @@ impl BookApi for LocalBooks {
         )?;
         Ok(dto::Hits {
             hits: hits.iter().map(dto::Hit::from).collect(),
+            errors: Vec::new(),
         })
     }
 

@@ -154,6 +154,9 @@ pub struct Hit {
     pub score: f64,
     pub content: String,
     pub leaf: String,
+    /// The member holding the book (mesh-wide search only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_id: Option<String>,
 }
 
 impl From<&SearchHit> for Hit {
@@ -169,6 +172,7 @@ impl From<&SearchHit> for Hit {
             score: h.score,
             content: h.content.clone(),
             leaf: hex::encode(h.leaf),
+            peer_id: None,
         }
     }
 }
@@ -177,6 +181,9 @@ impl From<&SearchHit> for Hit {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Hits {
     pub hits: Vec<Hit>,
+    /// Members that did not answer a mesh-wide search, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }
 
 /// `book verify`.
@@ -246,4 +253,211 @@ pub struct NodeInfo {
     pub state_dir: String,
     pub pid: u32,
     pub started_ms: i64,
+}
+
+/// `identity show`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct IdentityView {
+    pub peer_id: String,
+    pub ed25519: String,
+    pub x25519: String,
+}
+
+/// `mesh invite`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct InviteCreated {
+    pub invite: String,
+    pub id: String,
+    /// Expiry, Unix milliseconds.
+    pub expires: i64,
+    /// Addresses the invite tells the joiner to dial.
+    pub bootstrap: Vec<String>,
+}
+
+/// One invite in `mesh invite list`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct InviteView {
+    pub id: String,
+    /// open, used, revoked, void or expired.
+    pub status: String,
+    pub expires: i64,
+    pub note: String,
+}
+
+/// `mesh invite list`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct InviteList {
+    pub invites: Vec<InviteView>,
+}
+
+/// `mesh join`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct JoinResult {
+    /// `joined`, or `pending` while the members vote.
+    pub state: String,
+    pub mesh_id: String,
+    /// Hex ticket the node polls the inviter with while pending.
+    pub ticket: Option<String>,
+    pub epoch: Option<u64>,
+}
+
+/// Votes on one proposal.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Votes {
+    pub yes: usize,
+    pub no: usize,
+    /// Yes votes the current roster needs.
+    pub needed: usize,
+    /// Peer ids of the members who voted yes.
+    pub yes_by: Vec<String>,
+}
+
+/// One open proposal.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProposalView {
+    pub id: String,
+    /// add, kick, rotate or quorum.
+    pub kind: String,
+    /// The peer added or kicked, or the new quorum rule; null for rotate.
+    pub target: Option<String>,
+    pub proposer: String,
+    pub votes: Votes,
+    pub expires: i64,
+}
+
+/// `mesh proposals`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProposalList {
+    pub proposals: Vec<ProposalView>,
+}
+
+/// One member in `mesh status`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MemberView {
+    pub peer_id: String,
+    pub name: String,
+    pub online: bool,
+    /// Last time a connection to it was seen, Unix ms (null: never; this node: now).
+    pub last_seen: Option<i64>,
+    pub joined_epoch: u64,
+}
+
+/// `mesh status`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MeshStatus {
+    pub mesh_id: String,
+    pub name: String,
+    pub epoch: u64,
+    pub roster_hash: String,
+    pub quorum: String,
+    /// This node's peer id.
+    pub peer_id: String,
+    pub member: bool,
+    /// False after a restart until a member answered a sync.
+    pub synced: bool,
+    pub members: Vec<MemberView>,
+    pub proposals: Vec<ProposalView>,
+    pub evidence: usize,
+}
+
+/// `mesh propose …`, `mesh leave`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Proposed {
+    pub id: String,
+    /// The epoch after the proposal (higher when it committed at once).
+    pub epoch: u64,
+    pub committed: bool,
+}
+
+/// `mesh vote`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Voted {
+    pub id: String,
+    pub epoch: u64,
+    pub committed: bool,
+}
+
+/// `mesh invite revoke`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Revoked {
+    pub id: String,
+}
+
+/// One peer in `peers`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PeerView {
+    pub peer_id: String,
+    pub name: Option<String>,
+    pub member: bool,
+    pub connected: bool,
+    pub last_seen: Option<i64>,
+    pub addresses: Vec<String>,
+}
+
+/// `peers`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PeerList {
+    pub peers: Vec<PeerView>,
+}
+
+/// A book inside a root announcement.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AnnouncedBook {
+    pub key: String,
+    pub title: Option<String>,
+    pub author: Option<String>,
+    pub root: String,
+    pub count: u64,
+    pub version: u32,
+}
+
+/// A shard inside a root announcement.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AnnouncedShard {
+    pub name: String,
+    pub root: Option<String>,
+    pub books: Vec<AnnouncedBook>,
+}
+
+/// One member's latest verified announcement.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MemberRoots {
+    pub peer_id: String,
+    pub name: String,
+    pub seq: u64,
+    /// When the member announced it, Unix ms (its clock).
+    pub time: i64,
+    /// When this node received it, Unix ms.
+    pub received: i64,
+    pub addresses: Vec<String>,
+    pub shards: Vec<AnnouncedShard>,
+}
+
+/// `roots`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RootsView {
+    pub roots: Vec<MemberRoots>,
+}
+
+/// `node stats`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub peer_id: String,
+    pub uptime_ms: i64,
+    pub epoch: u64,
+    /// Epoch changes this node has seen since it started.
+    pub epochs_seen: u64,
+    pub members: usize,
+    pub peers_connected: usize,
+    /// Counters by name: `gossip.accepted`, `gossip.rejected.<reason>`,
+    /// `requests.served.<protocol>`, `dropped.<reason>` and so on.
+    pub counters: std::collections::BTreeMap<String, u64>,
+}
+
+/// `backup`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BackupDone {
+    pub dest: String,
+    pub files: Vec<String>,
+    pub bytes: u64,
 }

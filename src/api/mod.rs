@@ -6,4 +6,5 @@
 pub mod books;
 pub mod client;
 pub mod dto;
+mod node_routes;
 pub mod server;

@@ -57,18 +57,26 @@ impl StoreThread {
     }
 }
 
+/// Node endpoints outside `/v1/mesh` (answered by node_routes.rs).
+const NODE_PATHS: &[&str] = &["/v1/identity", "/v1/peers", "/v1/roots", "/v1/node/stats"];
+
 /// Shared by every connection.
 struct Shared {
     store: StoreThread,
+    node: crate::daemon::node::Node,
+    node_name: Option<String>,
     info: dto::NodeInfo,
     max_body: usize,
 }
 
 /// Serves the control socket until `shutdown` turns true, then lets
 /// in-flight requests finish (at most `grace`).
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     listener: UnixListener,
     store: StoreThread,
+    node: crate::daemon::node::Node,
+    node_name: Option<String>,
     info: dto::NodeInfo,
     max_body: usize,
     mut shutdown: watch::Receiver<bool>,
@@ -76,6 +84,8 @@ pub async fn serve(
 ) {
     let shared = Arc::new(Shared {
         store,
+        node,
+        node_name,
         info,
         max_body,
     });
@@ -126,7 +136,7 @@ pub async fn serve(
     }
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
+pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
     let body =
         serde_json::to_vec(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}").into_bytes());
     let mut resp = Response::new(Full::new(Bytes::from(body)));
@@ -138,7 +148,7 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
     resp
 }
 
-fn error(e: &ApiError) -> Response<Full<Bytes>> {
+pub(super) fn error(e: &ApiError) -> Response<Full<Bytes>> {
     let status = match e.kind {
         ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
         ErrorKind::NotFound => StatusCode::NOT_FOUND,
@@ -154,7 +164,7 @@ fn error(e: &ApiError) -> Response<Full<Bytes>> {
     )
 }
 
-fn reply<T: Serialize>(result: Result<T, ApiError>) -> Response<Full<Bytes>> {
+pub(super) fn reply<T: Serialize>(result: Result<T, ApiError>) -> Response<Full<Bytes>> {
     match result {
         Ok(v) => json(StatusCode::OK, &v),
         Err(e) => error(&e),
@@ -162,23 +172,23 @@ fn reply<T: Serialize>(result: Result<T, ApiError>) -> Response<Full<Bytes>> {
 }
 
 /// The query string as a map (later values win).
-fn query(req: &Request<Incoming>) -> HashMap<String, String> {
+pub(super) fn query(req: &Request<Incoming>) -> HashMap<String, String> {
     form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
         .into_owned()
         .collect()
 }
 
-fn bad(message: String) -> ApiError {
+pub(super) fn bad(message: String) -> ApiError {
     ApiError::new(ErrorKind::BadRequest, message)
 }
 
-fn required(q: &HashMap<String, String>, name: &str) -> Result<String, ApiError> {
+pub(super) fn required(q: &HashMap<String, String>, name: &str) -> Result<String, ApiError> {
     q.get(name)
         .cloned()
         .ok_or_else(|| bad(format!("missing query parameter `{name}`")))
 }
 
-fn number<T: std::str::FromStr>(
+pub(super) fn number<T: std::str::FromStr>(
     q: &HashMap<String, String>,
     name: &str,
 ) -> Result<Option<T>, ApiError> {
@@ -217,7 +227,11 @@ async fn handle(
             {
                 Ok(body) => {
                     let bytes = body.to_bytes();
-                    reply(store.call(move |b| b.add(&add, &bytes, &mut |_| {})).await)
+                    let added = store.call(move |b| b.add(&add, &bytes, &mut |_| {})).await;
+                    if added.is_ok() {
+                        shared.node.books_changed();
+                    }
+                    reply(added)
                 }
                 Err(e) => error(&bad(format!(
                     "book body refused: {e} (limit {} bytes)",
@@ -234,7 +248,13 @@ async fn handle(
             (Err(e), _) | (_, Err(e)) => error(&e),
         },
         (Method::POST, "/v1/books/remove") => match required(&q, "key") {
-            Ok(key) => reply(store.call(move |b| b.remove(&key)).await),
+            Ok(key) => {
+                let removed = store.call(move |b| b.remove(&key)).await;
+                if removed.is_ok() {
+                    shared.node.books_changed();
+                }
+                reply(removed)
+            }
             Err(e) => error(&e),
         },
         (Method::GET, "/v1/books/proof") => {
@@ -267,13 +287,21 @@ async fn handle(
                         version,
                         k: k.unwrap_or(6),
                     };
-                    reply(store.call(move |b| b.search(&search)).await)
+                    if q.get("mesh").is_some_and(|v| v == "true") {
+                        reply(shared.node.mesh_search(search).await)
+                    } else {
+                        reply(store.call(move |b| b.search(&search)).await)
+                    }
                 }
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => error(&e),
             }
         }
         (Method::GET, "/v1/shards") => reply(store.call(|b| b.shards()).await),
         (Method::GET, "/v1/audit") => reply(store.call(|b| b.audit()).await),
+        (method, path) if path.starts_with("/v1/mesh") || NODE_PATHS.contains(&path) => {
+            super::node_routes::handle(&method, path, &q, &shared.node, shared.node_name.as_deref())
+                .await
+        }
         (method, path) => json(
             StatusCode::NOT_FOUND,
             &dto::ErrorBody {

@@ -61,6 +61,9 @@ pub enum BookCmd {
         k: usize,
         #[arg(long = "book-version", value_name = "N", requires = "key")]
         version: Option<u32>,
+        /// Search every member's books too (through the daemon); each hit names its peer.
+        #[arg(long, conflicts_with = "version")]
+        mesh: bool,
     },
 }
 
@@ -185,27 +188,52 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
             key,
             k,
             version,
+            mesh,
         } => {
-            let hits = api.search(&SearchRequest {
+            let request = SearchRequest {
                 query,
                 key,
                 version,
                 k,
-            })?;
+            };
+            let hits = if mesh {
+                let client = ctx.daemon()?;
+                let mut params = form_urlencoded::Serializer::new(String::new());
+                params.append_pair("q", &request.query);
+                params.append_pair("k", &request.k.to_string());
+                params.append_pair("mesh", "true");
+                if let Some(key) = &request.key {
+                    params.append_pair("key", key);
+                }
+                client.request(
+                    hyper::Method::GET,
+                    &format!("/v1/books/search?{}", params.finish()),
+                    Vec::new(),
+                )?
+            } else {
+                api.search(&request)?
+            };
             if ctx.json {
                 return print_json(&hits);
             }
             if hits.hits.is_empty() {
                 println!("no hits");
             }
+            for e in &hits.errors {
+                eprintln!("warning: {e}");
+            }
             for h in &hits.hits {
                 let preview: String = h.content.chars().take(240).collect();
                 println!(
-                    "{:8.3}  {}  {}  ({})",
+                    "{:8.3}  {}  {}  ({}){}",
                     h.score,
                     h.node_id,
                     h.label,
-                    or_dash(&h.title)
+                    or_dash(&h.title),
+                    h.peer_id
+                        .as_ref()
+                        .map(|p| format!("  on {p}"))
+                        .unwrap_or_default()
                 );
                 println!(
                     "          {preview}{}\n",

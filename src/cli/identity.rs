@@ -17,6 +17,17 @@ pub enum IdentityCmd {
 pub fn run(cmd: IdentityCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         IdentityCmd::Show => {
+            if let Some(client) = ctx.daemon_if_running() {
+                let v: grove::api::dto::IdentityView =
+                    client.request(hyper::Method::GET, "/v1/identity", Vec::new())?;
+                if ctx.json {
+                    return super::print_json(&v);
+                }
+                println!("peer id  {}", v.peer_id);
+                println!("ed25519  {}", v.ed25519);
+                println!("x25519   {}", v.x25519);
+                return Ok(());
+            }
             let _lock = StateLock::acquire(&ctx.state_dir)?;
             let id = load(ctx)?;
             let p = id.public();

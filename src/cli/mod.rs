@@ -7,6 +7,7 @@ pub mod mesh;
 pub mod model;
 pub mod moot;
 pub mod node;
+pub mod peers;
 pub mod shard;
 
 use std::path::PathBuf;
@@ -36,6 +37,29 @@ impl Ctx {
                 self.settings.default_shard.clone(),
             )),
         }
+    }
+}
+
+impl Ctx {
+    /// The control socket this node's daemon answers on.
+    pub fn socket(&self) -> PathBuf {
+        self.settings.control_socket(&self.state_dir)
+    }
+
+    /// A client of the running daemon, when one answers.
+    pub fn daemon_if_running(&self) -> Option<grove::api::client::Client> {
+        grove::api::client::Client::connect(&self.socket())
+    }
+
+    /// A client of the running daemon, or the one-line error saying it is
+    /// not running and which socket was tried.
+    pub fn daemon(&self) -> anyhow::Result<grove::api::client::Client> {
+        self.daemon_if_running().ok_or_else(|| {
+            anyhow::anyhow!(
+                "the grove daemon is not running (nothing answers on {}); start it with `grove node run`",
+                self.socket().display()
+            )
+        })
     }
 }
 

@@ -14,10 +14,29 @@ pub enum NodeCmd {
     },
     /// Show the running node: peer id, bound addresses, state directory.
     Status,
+    /// Counters: messages accepted and dropped by reason, peers, epochs, requests served.
+    Stats,
 }
 
 pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
+        NodeCmd::Stats => {
+            let client = ctx.daemon()?;
+            let stats: grove::api::dto::NodeStats =
+                client.request(hyper::Method::GET, "/v1/node/stats", Vec::new())?;
+            if ctx.json {
+                return super::print_json(&stats);
+            }
+            println!("peer id {}  up {} s", stats.peer_id, stats.uptime_ms / 1000);
+            println!(
+                "epoch {} ({} changes seen)  members {}  connected peers {}",
+                stats.epoch, stats.epochs_seen, stats.members, stats.peers_connected
+            );
+            for (name, n) in &stats.counters {
+                println!("  {name:40} {n}");
+            }
+            Ok(())
+        }
         NodeCmd::Status => {
             let socket = ctx.settings.control_socket(&ctx.state_dir);
             let Some(client) = grove::api::client::Client::connect(&socket) else {

@@ -4,7 +4,13 @@
 //!
 //! [`run`] takes its shutdown signal as a future so tests can embed a node.
 
+pub mod control;
+pub mod mesh_actor;
+pub mod node;
 pub mod notify;
+pub mod peers;
+pub mod rpc;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -46,6 +52,12 @@ pub enum DaemonError {
     Config(#[from] crate::config::ConfigError),
     #[error("network: {0}")]
     Net(#[from] crate::net::NetError),
+    #[error("mesh state: {0}")]
+    Mesh(#[from] crate::mesh::store::StoreError),
+    #[error("node database: {0}")]
+    NodeDb(#[from] rusqlite::Error),
+    #[error("starting the mesh thread: {0}")]
+    MeshThread(std::io::Error),
 }
 
 /// Runs the node until `shutdown` completes.
@@ -59,34 +71,45 @@ pub async fn run(
         source: e,
     })?;
     let net_config = settings.net.checked()?;
+    settings
+        .mesh
+        .validate()
+        .map_err(|(key, reason)| crate::config::ConfigError::Invalid {
+            key: format!("mesh.{key}"),
+            reason,
+        })?;
     let identity =
         crate::identity::Identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
-    let socket_path = settings.control_socket(&state_dir);
-    let listener = bind_control_socket(&socket_path)?;
     let keypair = libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
         .map_err(|e| crate::net::NetError::Transport(format!("node key: {e}")))?;
-    let (network, mut net_events) = crate::net::Network::start(keypair, net_config).await?;
-    let listen: Vec<String> = network
-        .listeners()
-        .await?
-        .iter()
-        .map(|a| a.to_string())
-        .collect();
+    // The mesh state lock is held for the daemon's life: offline mesh
+    // commands refuse to write beside it.
+    let core = mesh_actor::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
+    let peer_book = peers::PeerBook::open(&state_dir)?;
+    let socket_path = settings.control_socket(&state_dir);
+    let listener = bind_control_socket(&socket_path)?;
+    let request_timeout = net_config.request_timeout;
+    let (network, net_events) = crate::net::Network::start(keypair, net_config).await?;
+    let bound = network.listeners().await?;
+    let listen: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
     tracing::info!(peer_id = %network.local_peer_id(), listen = ?listen, "network listening");
-    // The mesh layer does not consume network events yet (issue 5's next
-    // step): they are logged at debug, and nothing from the network reaches
-    // the store or the mesh state.
-    let net_task = tokio::spawn(async move {
-        while let Some(event) = net_events.recv().await {
-            tracing::debug!(?event, "network event");
-        }
-    });
+    let advertised = advertised_addresses(&settings.net.external_addresses, &bound);
     let books = LocalBooks::new(
         &state_dir,
         settings.limits.clone(),
         settings.default_shard.clone(),
     );
     let (store, store_thread) = StoreThread::spawn(books).map_err(DaemonError::StoreThread)?;
+    let (mesh, mesh_thread) =
+        mesh_actor::MeshActor::spawn(core).map_err(DaemonError::MeshThread)?;
+    let node = node::Node::new(
+        network.clone(),
+        mesh,
+        store.clone(),
+        peer_book,
+        advertised,
+        request_timeout,
+    );
     let info = dto::NodeInfo {
         peer_id: network.local_peer_id().to_string(),
         listen,
@@ -100,9 +123,12 @@ pub async fn run(
     let max_body = usize::try_from(settings.limits.max_book_bytes)
         .unwrap_or(usize::MAX)
         .saturating_add(4096);
+    let node_task = tokio::spawn(node.clone().run(net_events, stop_rx.clone()));
     let server = tokio::spawn(server::serve(
         listener,
-        store,
+        store.clone(),
+        node.clone(),
+        settings.node.name.clone(),
         info,
         max_body,
         stop_rx,
@@ -133,17 +159,60 @@ pub async fn run(
     if let Err(e) = server.await {
         tracing::warn!(error = %e, "control server task failed");
     }
-    // The server held the last store handles; the thread finishes queued
-    // work (each a whole transaction) and ends.
-    let joined = tokio::task::spawn_blocking(move || store_thread.join()).await;
-    if !matches!(joined, Ok(Ok(()))) {
-        tracing::warn!("store thread ended abnormally");
-    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), node_task).await;
+    // In-flight request handlers may still hold node handles: give them a
+    // moment, then the threads finish queued work (each a whole
+    // transaction) and end once the last handle is gone.
+    drop(node);
+    drop(store);
     drop(network);
-    net_task.abort();
+    let joined = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::task::spawn_blocking(move || (store_thread.join(), mesh_thread.join())),
+    )
+    .await;
+    if !matches!(joined, Ok(Ok((Ok(()), Ok(()))))) {
+        tracing::warn!("store or mesh thread did not end cleanly within the shutdown budget");
+    }
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What invites and announcements advertise: `net.external_addresses` when
+/// set, else the bound addresses that another host could dial (unspecified
+/// and, when others exist, loopback addresses left out).
+pub fn advertised_addresses(
+    external: &[String],
+    bound: &[libp2p::Multiaddr],
+) -> Vec<libp2p::Multiaddr> {
+    use libp2p::multiaddr::Protocol;
+    if !external.is_empty() {
+        return external.iter().filter_map(|a| a.parse().ok()).collect();
+    }
+    let unspecified = |a: &libp2p::Multiaddr| {
+        a.iter().any(|p| match p {
+            Protocol::Ip4(ip) => ip.is_unspecified(),
+            Protocol::Ip6(ip) => ip.is_unspecified(),
+            _ => false,
+        })
+    };
+    let loopback = |a: &libp2p::Multiaddr| {
+        a.iter().any(|p| match p {
+            Protocol::Ip4(ip) => ip.is_loopback(),
+            Protocol::Ip6(ip) => ip.is_loopback(),
+            _ => false,
+        })
+    };
+    let usable: Vec<libp2p::Multiaddr> =
+        bound.iter().filter(|a| !unspecified(a)).cloned().collect();
+    let routable: Vec<libp2p::Multiaddr> =
+        usable.iter().filter(|a| !loopback(a)).cloned().collect();
+    if routable.is_empty() {
+        usable
+    } else {
+        routable
+    }
 }
 
 /// Binds the control socket with mode 0660, replacing a stale socket file

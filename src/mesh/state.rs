@@ -1423,7 +1423,7 @@ impl MeshState {
 
     /// The welcome that added `member`, when it is in the current roster and
     /// this node holds the commit that added it and the roster before.
-    fn welcome_for(&self, member: &Member) -> Option<wire::Welcome> {
+    pub fn welcome_for(&self, member: &Member) -> Option<wire::Welcome> {
         let current = self
             .roster()?
             .member_with_key(&member.peer_id, &member.ed25519)?;
@@ -1677,6 +1677,36 @@ impl MeshState {
         })
     }
 
+    /// Seals an encoded `MeshMessage` for gossip under the key of the epoch
+    /// it belongs to: a proposal or vote under its own roster's key, a commit
+    /// under its parent roster's key (the members who must apply it hold
+    /// only that one), anything else under the current key. Falls back to the
+    /// current key when the older one is already erased.
+    pub fn seal_mesh_message<R: CryptoRng + ?Sized>(
+        &self,
+        topic: &str,
+        message: &[u8],
+        rng: &mut R,
+    ) -> Result<wire::Gossip, MeshError> {
+        let bound = bound_roster(message).filter(|h| self.secrets.contains_key(h));
+        let Some(roster_hash) = bound else {
+            return self.seal_gossip(topic, message, rng);
+        };
+        let mesh_id = self.mesh_id()?;
+        let s = &self.secrets[&roster_hash];
+        let key = envelope::gossip_key(&mesh_id, s.epoch, &s.secret);
+        let (nonce, ciphertext) =
+            envelope::seal_gossip(&key, &mesh_id, s.epoch, topic, message, rng)
+                .map_err(|e| MeshError::Refused(e.to_string()))?;
+        Ok(wire::Gossip {
+            mesh_id: mesh_id.to_vec(),
+            epoch: s.epoch,
+            topic: topic.to_string(),
+            nonce: nonce.to_vec(),
+            ciphertext,
+        })
+    }
+
     /// Opens a gossip payload with any epoch key this node still holds
     /// (the current one, or one still inside its grace window).
     pub fn open_gossip(&self, g: &wire::Gossip) -> Result<Vec<u8>, MeshError> {
@@ -1697,6 +1727,24 @@ impl MeshState {
             g.epoch
         )))
     }
+}
+
+/// The roster an encoded `MeshMessage` is bound to, when it names one.
+fn bound_roster(message: &[u8]) -> Option<[u8; 32]> {
+    use prost::Message;
+    let msg = wire::MeshMessage::decode(message).ok()?;
+    let roster = match msg.kind? {
+        Kind::Proposal(s) => wire::Proposal::decode(s.body.as_slice()).ok()?.roster_hash,
+        Kind::Vote(s) => wire::Vote::decode(s.body.as_slice()).ok()?.roster_hash,
+        Kind::Commit(s) => {
+            let commit = wire::Commit::decode(s.body.as_slice()).ok()?;
+            wire::CommitCore::decode(commit.core.as_slice())
+                .ok()?
+                .prev_roster_hash
+        }
+        _ => return None,
+    };
+    roster.try_into().ok()
 }
 
 /// A verified join request.

@@ -24,6 +24,10 @@ struct EventLoop {
     responses: HashMap<u64, (&'static str, ResponseChannel<Vec<u8>>)>,
     next_inbound: u64,
     members: Vec<PeerId>,
+    blocked: Vec<PeerId>,
+    /// False until the first `SetPeers`: before it, gossip is open to every
+    /// connected peer (the node has no roster to filter by).
+    roster_known: bool,
 }
 
 pub(super) async fn spawn(
@@ -82,6 +86,8 @@ pub(super) async fn spawn(
         responses: HashMap::new(),
         next_inbound: 0,
         members: Vec::new(),
+        blocked: Vec::new(),
+        roster_known: false,
     };
     tokio::spawn(event_loop.run());
     Ok(())
@@ -176,20 +182,31 @@ impl EventLoop {
                 }
             }
             Command::SetPeers { members, blocked } => {
+                let local = *self.swarm.local_peer_id();
+                let behaviour = self.swarm.behaviour_mut();
                 for old in std::mem::take(&mut self.members) {
                     behaviour.gossipsub.remove_explicit_peer(&old);
                 }
-                for peer in &members {
-                    if *peer != *self.swarm.local_peer_id() {
-                        self.swarm.behaviour_mut().gossipsub.add_explicit_peer(peer);
+                for old in std::mem::take(&mut self.blocked) {
+                    behaviour.blocked.unblock_peer(old);
+                }
+                for peer in members.iter().filter(|p| **p != local) {
+                    behaviour.gossipsub.remove_blacklisted_peer(peer);
+                    behaviour.gossipsub.add_explicit_peer(peer);
+                }
+                for peer in &blocked {
+                    behaviour.gossipsub.blacklist_peer(peer);
+                    behaviour.blocked.block_peer(*peer);
+                }
+                let connected: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
+                for peer in connected {
+                    if !members.contains(&peer) {
+                        self.swarm.behaviour_mut().gossipsub.blacklist_peer(&peer);
                     }
                 }
-                for peer in blocked {
-                    let behaviour = self.swarm.behaviour_mut();
-                    behaviour.gossipsub.blacklist_peer(&peer);
-                    behaviour.blocked.block_peer(peer);
-                }
                 self.members = members;
+                self.blocked = blocked;
+                self.roster_known = true;
             }
             Command::Connected(reply) => {
                 let _ = reply.send(self.swarm.connected_peers().copied().collect());
@@ -205,6 +222,13 @@ impl EventLoop {
                 num_established,
                 ..
             } if num_established.get() == 1 => {
+                // Only roster members get gossip.
+                if self.roster_known && !self.members.contains(&peer_id) {
+                    self.swarm
+                        .behaviour_mut()
+                        .gossipsub
+                        .blacklist_peer(&peer_id);
+                }
                 self.emit(Event::PeerConnected(peer_id));
             }
             SwarmEvent::ConnectionClosed {
@@ -234,6 +258,7 @@ impl EventLoop {
                 self.emit(Event::Gossip {
                     id: message_id.to_string(),
                     source: propagation_source,
+                    author: message.source,
                     topic: message.topic.into_string(),
                     data: message.data,
                 });

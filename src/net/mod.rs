@@ -63,7 +63,10 @@ pub enum Event {
     /// [`Network::report`]).
     Gossip {
         id: String,
+        /// The peer that forwarded it (report the verdict against it).
         source: PeerId,
+        /// The peer that published it (gossipsub-signed).
+        author: Option<PeerId>,
         topic: String,
         data: Vec<u8>,
     },
@@ -187,8 +190,10 @@ impl Network {
             .map_err(|_| NetError::Stopped)
     }
 
-    /// Sets who may gossip with us (gossipsub explicit peers) and who is
-    /// refused at the connection level; called at every epoch.
+    /// Sets who may gossip with us (gossipsub explicit peers; every other
+    /// connected peer is gossipsub-blacklisted) and who is refused at the
+    /// connection level (replacing the previous block list); called at
+    /// every epoch.
     pub async fn set_peers(
         &self,
         members: Vec<PeerId>,
@@ -202,5 +207,48 @@ impl Network {
 
     pub async fn connected(&self) -> Result<Vec<PeerId>, NetError> {
         self.ask(Command::Connected).await
+    }
+
+    /// Dials `peer` at `addrs` (unless connected) and waits until a
+    /// connection is up, or `timeout` passes.
+    pub async fn connect(
+        &self,
+        peer: PeerId,
+        addrs: &[Multiaddr],
+        timeout: Duration,
+    ) -> Result<(), NetError> {
+        if self.connected().await?.contains(&peer) {
+            return Ok(());
+        }
+        let mut last = None;
+        for addr in addrs {
+            let with_peer = with_peer_id(addr, peer);
+            if let Err(e) = self.dial(with_peer).await {
+                last = Some(e);
+            }
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            if self.connected().await?.contains(&peer) {
+                return Ok(());
+            }
+        }
+        Err(last.unwrap_or_else(|| NetError::Dial {
+            addr: addrs
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            reason: format!("no connection to {peer} within {timeout:?}"),
+        }))
+    }
+}
+
+/// `addr` ending in `/p2p/<peer>` (added when missing).
+pub fn with_peer_id(addr: &Multiaddr, peer: PeerId) -> Multiaddr {
+    match addr.iter().last() {
+        Some(libp2p::multiaddr::Protocol::P2p(_)) => addr.clone(),
+        _ => addr.clone().with(libp2p::multiaddr::Protocol::P2p(peer)),
     }
 }

@@ -1,0 +1,125 @@
+//! The mesh actor: one thread owns the node's identity, `mesh.db` and the
+//! membership state, so every transition is decided and persisted in order
+//! (one SQLite transaction each) before anything is sent. Others read a
+//! snapshot of the state through a watch channel.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::identity::Identity;
+use crate::mesh::MeshError;
+use crate::mesh::state::{MeshState, Transition};
+use crate::mesh::store::{MeshStore, StateLock, StoreError};
+
+/// Why a mesh operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActorError {
+    /// The state machine refused; nothing changed.
+    #[error(transparent)]
+    Refused(#[from] MeshError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the node is shutting down")]
+    Stopped,
+}
+
+/// What a job works on.
+pub struct MeshCore {
+    _lock: StateLock,
+    pub id: Identity,
+    pub store: MeshStore,
+    pub state: MeshState,
+}
+
+impl MeshCore {
+    /// Opens `mesh.db` under the state lock (held for the daemon's life, so
+    /// offline mesh commands cannot write beside it).
+    pub fn open(
+        state_dir: &std::path::Path,
+        id: Identity,
+        timing: crate::mesh::state::Timing,
+    ) -> Result<MeshCore, StoreError> {
+        let lock = StateLock::acquire(state_dir)?;
+        let store = MeshStore::open_in(state_dir)?;
+        let state = store.load(id.public(), timing)?;
+        Ok(MeshCore {
+            _lock: lock,
+            id,
+            store,
+            state,
+        })
+    }
+
+    /// Persists a transition in one transaction, then adopts the new state.
+    /// A refusal that left evidence (equivocation) is persisted and then
+    /// reported as the refusal.
+    pub fn apply(
+        &mut self,
+        result: Result<(MeshState, Transition), MeshError>,
+    ) -> Result<Transition, ActorError> {
+        let (state, transition) = result?;
+        self.store.persist(&transition, crate::now_ms())?;
+        self.state = state;
+        if let Some(refused) = &transition.refused {
+            return Err(ActorError::Refused(refused.clone()));
+        }
+        Ok(transition)
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut MeshCore) + Send>;
+
+/// A handle to the mesh thread; cheap to clone.
+#[derive(Clone)]
+pub struct MeshActor {
+    jobs: mpsc::Sender<Job>,
+    view: watch::Receiver<Arc<MeshState>>,
+}
+
+impl MeshActor {
+    /// Starts the thread; it ends when every handle is dropped.
+    pub fn spawn(core: MeshCore) -> std::io::Result<(MeshActor, std::thread::JoinHandle<()>)> {
+        let (jobs, mut queue) = mpsc::channel::<Job>(64);
+        let (publish, view) = watch::channel(Arc::new(core.state.clone()));
+        let thread = std::thread::Builder::new()
+            .name("grove-mesh".into())
+            .spawn(move || {
+                let mut core = core;
+                while let Some(job) = queue.blocking_recv() {
+                    job(&mut core);
+                    publish.send_if_modified(|shown| {
+                        if **shown == core.state {
+                            return false;
+                        }
+                        *shown = Arc::new(core.state.clone());
+                        true
+                    });
+                }
+            })?;
+        Ok((MeshActor { jobs, view }, thread))
+    }
+
+    /// Runs `f` on the mesh thread and waits for its answer.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut MeshCore) -> R + Send + 'static,
+    ) -> Result<R, ActorError> {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |core| {
+            let _ = reply.send(f(core));
+        });
+        self.jobs.send(job).await.map_err(|_| ActorError::Stopped)?;
+        answer.await.map_err(|_| ActorError::Stopped)
+    }
+
+    /// The state as of the last finished job.
+    pub fn view(&self) -> Arc<MeshState> {
+        self.view.borrow().clone()
+    }
+
+    /// A receiver that wakes on every state change.
+    pub fn watch(&self) -> watch::Receiver<Arc<MeshState>> {
+        self.view.clone()
+    }
+}

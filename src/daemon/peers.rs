@@ -1,0 +1,180 @@
+//! What the node knows about other nodes: the latest verified root
+//! announcement of every member (kept in `<state_dir>/node.db` so a restart
+//! does not forget them), the addresses to redial them at, and when each was
+//! last connected. Also this node's own announcement sequence number, which
+//! must never go backwards.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use libp2p::{Multiaddr, PeerId};
+use prost::Message;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::announce::Latest;
+use crate::wire::mesh::Signed;
+use crate::wire::node::Announcement;
+
+/// File name of the node database inside the state directory.
+pub const DB_FILE: &str = "node.db";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS announcements (
+    peer_id BLOB PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    received_ms INTEGER NOT NULL,
+    signed BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+";
+
+/// A stored announcement.
+#[derive(Debug, Clone)]
+pub struct Known {
+    pub announcement: Announcement,
+    pub signed: Signed,
+    pub received_ms: i64,
+}
+
+/// The peer book: announcements, addresses, connection times.
+pub struct PeerBook {
+    conn: Connection,
+    latest: Latest,
+    pub announcements: BTreeMap<Vec<u8>, Known>,
+    /// Addresses learned from invites (bootstrap) and announcements.
+    pub addresses: BTreeMap<PeerId, Vec<Multiaddr>>,
+    pub connected: BTreeSet<PeerId>,
+    pub last_seen: BTreeMap<PeerId, i64>,
+    /// This node's own latest announcement.
+    pub own: Option<Known>,
+}
+
+impl PeerBook {
+    /// Opens `node.db`, loading the stored announcements.
+    pub fn open(state_dir: &Path) -> Result<PeerBook, rusqlite::Error> {
+        let conn = Connection::open(state_dir.join(DB_FILE))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.execute_batch(SCHEMA)?;
+        let mut book = PeerBook {
+            conn,
+            latest: Latest::default(),
+            announcements: BTreeMap::new(),
+            addresses: BTreeMap::new(),
+            connected: BTreeSet::new(),
+            last_seen: BTreeMap::new(),
+            own: None,
+        };
+        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = {
+            let mut stmt = book
+                .conn
+                .prepare("SELECT peer_id, received_ms, signed FROM announcements")?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<_, _>>()?
+        };
+        for (peer, received_ms, bytes) in rows {
+            // Rows were verified before they were stored; a row that no
+            // longer decodes is skipped (the member re-announces).
+            let Ok(signed) = Signed::decode(bytes.as_slice()) else {
+                continue;
+            };
+            let Ok(announcement) = Announcement::decode(signed.body.as_slice()) else {
+                continue;
+            };
+            let _ = book.latest.offer(&peer, announcement.seq);
+            book.learn_addresses(&announcement);
+            book.announcements.insert(
+                peer,
+                Known {
+                    announcement,
+                    signed,
+                    received_ms,
+                },
+            );
+        }
+        Ok(book)
+    }
+
+    /// Offers a verified announcement; false when it is not newer than the
+    /// one kept.
+    pub fn offer(
+        &mut self,
+        announcement: Announcement,
+        signed: Signed,
+        now_ms: i64,
+    ) -> Result<bool, rusqlite::Error> {
+        let peer = announcement.peer_id.clone();
+        if self.latest.offer(&peer, announcement.seq).is_err() {
+            return Ok(false);
+        }
+        self.conn.execute(
+            "INSERT OR REPLACE INTO announcements (peer_id, seq, received_ms, signed) VALUES (?1, ?2, ?3, ?4)",
+            params![peer, announcement.seq as i64, now_ms, signed.encode_to_vec()],
+        )?;
+        self.learn_addresses(&announcement);
+        self.announcements.insert(
+            peer,
+            Known {
+                announcement,
+                signed,
+                received_ms: now_ms,
+            },
+        );
+        Ok(true)
+    }
+
+    fn learn_addresses(&mut self, a: &Announcement) {
+        let Ok(peer) = PeerId::from_bytes(&a.peer_id) else {
+            return;
+        };
+        let addrs: Vec<Multiaddr> = a.addresses.iter().filter_map(|s| s.parse().ok()).collect();
+        if !addrs.is_empty() {
+            self.addresses.insert(peer, addrs);
+        }
+    }
+
+    /// Forgets the announcements of peers that are not members any more.
+    pub fn retain_members(&mut self, members: &BTreeSet<Vec<u8>>) -> Result<(), rusqlite::Error> {
+        let gone: Vec<Vec<u8>> = self
+            .announcements
+            .keys()
+            .filter(|p| !members.contains(*p))
+            .cloned()
+            .collect();
+        for peer in gone {
+            self.conn
+                .execute("DELETE FROM announcements WHERE peer_id = ?1", [&peer])?;
+            self.announcements.remove(&peer);
+        }
+        Ok(())
+    }
+
+    /// The next sequence number for this node's announcement: above every
+    /// earlier one, and at least the clock (so a lost database does not
+    /// make members refuse this node's announcements for long).
+    pub fn next_seq(&mut self, now_ms: i64) -> Result<u64, rusqlite::Error> {
+        let last: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'announce_seq'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let next = (last.unwrap_or(0) + 1).max(now_ms);
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('announce_seq', ?1)",
+            [next],
+        )?;
+        Ok(next as u64)
+    }
+
+    pub fn connected(&mut self, peer: PeerId, now_ms: i64) {
+        self.connected.insert(peer);
+        self.last_seen.insert(peer, now_ms);
+    }
+
+    pub fn disconnected(&mut self, peer: PeerId, now_ms: i64) {
+        self.connected.remove(&peer);
+        self.last_seen.insert(peer, now_ms);
+    }
+}
