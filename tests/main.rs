@@ -2,6 +2,7 @@
 //! them by running the real `grove` binary in a temporary state directory.
 
 mod books;
+mod cluster;
 mod corpus;
 mod daemon;
 mod docs;

@@ -78,6 +78,7 @@ async fn gossip_requests_limits_and_blocking() {
             source,
             topic,
             data,
+            ..
         } if topic == "grove/test/1" => Some((id, source, data)),
         _ => None,
     })

@@ -461,3 +461,17 @@ pub struct BackupDone {
     pub files: Vec<String>,
     pub bytes: u64,
 }
+
+/// One received gossip payload, still sealed.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SealedGossip {
+    pub topic: String,
+    /// The encoded `grove.mesh.Gossip` message, hex.
+    pub sealed: String,
+}
+
+/// `GET /v1/node/gossip`: the last sealed gossip payloads received.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RecentGossip {
+    pub messages: Vec<SealedGossip>,
+}

@@ -26,13 +26,28 @@ pub(super) async fn handle(
         (Method::GET, "/v1/peers") => ok(&node.peer_list()),
         (Method::GET, "/v1/roots") => ok(&node.roots()),
         (Method::GET, "/v1/node/stats") => ok(&node.stats()),
+        (Method::GET, "/v1/node/gossip") => ok(&dto::RecentGossip {
+            messages: node
+                .recent_gossip()
+                .into_iter()
+                .map(|(topic, bytes)| dto::SealedGossip {
+                    topic,
+                    sealed: hex::encode(bytes),
+                })
+                .collect(),
+        }),
         (Method::GET, "/v1/mesh/status") => reply(node.mesh_status()),
         (Method::GET, "/v1/mesh/proposals") => reply(node.mesh_proposals()),
         (Method::GET, "/v1/mesh/invites") => ok(&node.mesh_invites()),
         (Method::POST, "/v1/mesh/init") => match required(q, "name") {
             Ok(name) => {
                 let quorum = q.get("quorum").cloned().unwrap_or_else(|| "1/2".into());
-                reply(node.mesh_init(name, &quorum).await)
+                let member = q
+                    .get("as")
+                    .cloned()
+                    .or_else(|| node_name.map(str::to_string))
+                    .unwrap_or_else(|| "founder".into());
+                reply(node.mesh_init(name, member, &quorum).await)
             }
             Err(e) => error(&e),
         },

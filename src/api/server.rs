@@ -58,7 +58,13 @@ impl StoreThread {
 }
 
 /// Node endpoints outside `/v1/mesh` (answered by node_routes.rs).
-const NODE_PATHS: &[&str] = &["/v1/identity", "/v1/peers", "/v1/roots", "/v1/node/stats"];
+const NODE_PATHS: &[&str] = &[
+    "/v1/identity",
+    "/v1/peers",
+    "/v1/roots",
+    "/v1/node/stats",
+    "/v1/node/gossip",
+];
 
 /// Shared by every connection.
 struct Shared {

@@ -21,6 +21,9 @@ pub enum MeshCmd {
         /// Quorum rule as N/D: yes * D > members * N (default 1/2, a strict majority).
         #[arg(long, default_value = "1/2")]
         quorum: String,
+        /// This node's display name in the roster (default: node.name, else `founder`).
+        #[arg(long = "as", value_name = "DISPLAY_NAME")]
+        member_name: Option<String>,
     },
     /// Create a single-use invite (prints its text), or revoke or list invites.
     #[command(args_conflicts_with_subcommands = true)]
@@ -119,18 +122,34 @@ fn get<T: serde::de::DeserializeOwned>(client: &Client, path: &str) -> anyhow::R
 }
 
 pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
-    if let MeshCmd::Init { name, quorum } = &cmd
+    if let MeshCmd::Init {
+        name,
+        quorum,
+        member_name,
+    } = &cmd
         && ctx.daemon_if_running().is_none()
     {
-        return init_offline(ctx, name, quorum);
+        let member = member_name
+            .clone()
+            .or_else(|| ctx.settings.node.name.clone())
+            .unwrap_or_else(|| "founder".into());
+        return init_offline(ctx, name, &member, quorum);
     }
     let client = ctx.daemon()?;
     match cmd {
-        MeshCmd::Init { name, quorum } => {
+        MeshCmd::Init {
+            name,
+            quorum,
+            member_name,
+        } => {
             let status: dto::MeshStatus = post(
                 &client,
                 "/v1/mesh/init",
-                &[("name", Some(name)), ("quorum", Some(quorum))],
+                &[
+                    ("name", Some(name)),
+                    ("quorum", Some(quorum)),
+                    ("as", member_name),
+                ],
             )?;
             print_status(ctx, &status)
         }
@@ -340,7 +359,7 @@ fn print_status(ctx: &Ctx, s: &dto::MeshStatus) -> anyhow::Result<()> {
 }
 
 /// `mesh init` with no daemon: straight to `mesh.db` under the state lock.
-fn init_offline(ctx: &Ctx, name: &str, quorum: &str) -> anyhow::Result<()> {
+fn init_offline(ctx: &Ctx, name: &str, member: &str, quorum: &str) -> anyhow::Result<()> {
     let rule = grove::daemon::control::parse_quorum(quorum).map_err(|e| anyhow::anyhow!("{e}"))?;
     let _lock = StateLock::acquire(&ctx.state_dir)?;
     let id = super::identity::load(ctx)?;
@@ -349,9 +368,10 @@ fn init_offline(ctx: &Ctx, name: &str, quorum: &str) -> anyhow::Result<()> {
         .load(id.public(), ctx.settings.mesh.timing())
         .context("loading mesh state")?;
     let now = grove::now_ms();
-    let (state, t) = state.init(
+    let (state, t) = state.init_as(
         &id,
         name,
+        member,
         QuorumRule::validate(rule)?,
         now,
         &mut rand::rng(),

@@ -102,7 +102,15 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
     let filter = match std::env::var("RUST_LOG") {
         Ok(v) if !v.is_empty() => EnvFilter::try_new(v)?,
         _ => {
-            EnvFilter::try_new(level).map_err(|e| anyhow::anyhow!("config key `log.level`: {e}"))?
+            // gossipsub warns about routine events of explicit peering
+            // (ignored GRAFTs); keep its warnings out unless asked for.
+            let directives = if level.contains('=') {
+                level.to_string()
+            } else {
+                format!("{level},libp2p_gossipsub=error")
+            };
+            EnvFilter::try_new(directives)
+                .map_err(|e| anyhow::anyhow!("config key `log.level`: {e}"))?
         }
     };
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();

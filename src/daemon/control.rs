@@ -143,15 +143,40 @@ impl Node {
         }
     }
 
-    pub async fn mesh_init(&self, name: String, quorum: &str) -> Result<dto::MeshStatus, ApiError> {
+    pub async fn mesh_init(
+        &self,
+        name: String,
+        member_name: String,
+        quorum: &str,
+    ) -> Result<dto::MeshStatus, ApiError> {
         let rule = parse_quorum(quorum)?;
-        self.step(move |s, id| s.init(id, &name, rule, crate::now_ms(), &mut rand::rng()))
-            .await?;
+        self.step(move |s, id| {
+            s.init_as(
+                id,
+                &name,
+                &member_name,
+                rule,
+                crate::now_ms(),
+                &mut rand::rng(),
+            )
+        })
+        .await?;
         self.mesh_status()
     }
 
     pub fn mesh_status(&self) -> Result<dto::MeshStatus, ApiError> {
         let view = self.view();
+        if view.mesh.is_none()
+            && let Some(p) = &view.pending_join
+        {
+            return Err(ApiError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "waiting to join mesh {}: the members are voting on this node's add",
+                    hex::encode(p.mesh_id)
+                ),
+            ));
+        }
         let roster = view.roster().ok_or_else(no_mesh)?;
         let me = self.shared().net.local_peer_id();
         let now = crate::now_ms();

@@ -36,6 +36,8 @@ const MAX_OUTBOX: usize = 512;
 const SYNC_FANOUT: usize = 3;
 /// Votes that arrived before their proposal, kept for a retry.
 const MAX_DEFERRED: usize = 64;
+/// Received sealed gossip payloads kept for `GET /v1/node/gossip`.
+const RECENT_GOSSIP: usize = 32;
 
 /// The gossip topic of mesh messages.
 pub fn mesh_topic(mesh_id: &[u8; 16]) -> String {
@@ -61,6 +63,9 @@ pub struct Shared {
     announce_due: AtomicBool,
     sync_due: AtomicBool,
     deferred_votes: Mutex<Vec<Vec<u8>>>,
+    /// The last sealed gossip payloads received, for audits (an operator can
+    /// check what a removed member could or could not read).
+    recent_gossip: Mutex<std::collections::VecDeque<(String, Vec<u8>)>>,
 }
 
 /// A handle to the running node; cheap to clone.
@@ -89,6 +94,7 @@ impl Node {
             announce_due: AtomicBool::new(true),
             sync_due: AtomicBool::new(true),
             deferred_votes: Mutex::new(Vec::new()),
+            recent_gossip: Mutex::new(std::collections::VecDeque::new()),
         }))
     }
 
@@ -102,6 +108,17 @@ impl Node {
 
     pub fn view(&self) -> Arc<MeshState> {
         self.0.mesh.view()
+    }
+
+    /// The last sealed gossip payloads received: (topic, bytes).
+    pub fn recent_gossip(&self) -> Vec<(String, Vec<u8>)> {
+        self.0
+            .recent_gossip
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Asks for a fresh announcement (books changed).
@@ -509,6 +526,17 @@ impl Node {
                 topic,
                 data,
             } => {
+                {
+                    let mut recent = self
+                        .0
+                        .recent_gossip
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    if recent.len() == RECENT_GOSSIP {
+                        recent.pop_front();
+                    }
+                    recent.push_back((topic.clone(), data.clone()));
+                }
                 let verdict = self.on_gossip(author, &topic, &data).await;
                 let name = match verdict {
                     Verdict::Accept => "gossip.accepted",

@@ -55,6 +55,10 @@ impl PeerBook {
         let conn = Connection::open(state_dir.join(DB_FILE))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.execute_batch(SCHEMA)?;
+        // Every database in the state directory carries an audit chain
+        // (`grove audit verify` checks them all); this one's stays empty:
+        // announcements are cached copies of signed messages, not decisions.
+        conn.execute_batch(crate::store::audit::SCHEMA)?;
         let mut book = PeerBook {
             conn,
             latest: Latest::default(),

@@ -473,7 +473,7 @@ impl MeshState {
 
     // ----- local commands -------------------------------------------------
 
-    /// Creates epoch 0 with this node as the only member.
+    /// Creates epoch 0 with this node as the only member, named `founder`.
     pub fn init<R: CryptoRng + ?Sized>(
         &self,
         id: &Identity,
@@ -482,6 +482,24 @@ impl MeshState {
         now_ms: i64,
         rng: &mut R,
     ) -> Result<(MeshState, Transition), MeshError> {
+        self.init_as(id, name, "founder", quorum, now_ms, rng)
+    }
+
+    /// Creates epoch 0 with this node as the only member, shown as `member_name`.
+    pub fn init_as<R: CryptoRng + ?Sized>(
+        &self,
+        id: &Identity,
+        name: &str,
+        member_name: &str,
+        quorum: QuorumRule,
+        now_ms: i64,
+        rng: &mut R,
+    ) -> Result<(MeshState, Transition), MeshError> {
+        if member_name.is_empty() || member_name.len() > super::roster::MAX_NAME_BYTES {
+            return Err(MeshError::Refused(
+                "display name must be 1 to 64 bytes".into(),
+            ));
+        }
         if self.mesh.is_some() || self.pending_join.is_some() {
             return Err(MeshError::MeshExists);
         }
@@ -491,7 +509,7 @@ impl MeshState {
         quorum.validate()?;
         let mut mesh_id = [0u8; 16];
         rng.fill_bytes(&mut mesh_id);
-        let me = self.member_entry(id, "founder", 0);
+        let me = self.member_entry(id, member_name, 0);
         let roster = Roster::genesis(mesh_id, name, me, quorum);
         let hash = roster.hash();
         let mut secret = [0u8; 32];

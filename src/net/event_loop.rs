@@ -256,7 +256,9 @@ impl EventLoop {
                 message,
             })) => {
                 self.emit(Event::Gossip {
-                    id: message_id.to_string(),
+                    // The raw id (our content ids are ASCII hex), so the
+                    // verdict reported back names the same message.
+                    id: String::from_utf8_lossy(&message_id.0).into_owned(),
                     source: propagation_source,
                     author: message.source,
                     topic: message.topic.into_string(),
