@@ -84,10 +84,12 @@ pub async fn run(
         .map_err(|e| crate::net::NetError::Transport(format!("node key: {e}")))?;
     // The mesh state lock is held for the daemon's life: offline mesh
     // commands refuse to write beside it.
-    let core = mesh_actor::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
-    let peer_book = peers::PeerBook::open(&state_dir)?;
+    // The socket first: a second node on this state gets the clearer
+    // "in use" message rather than a lock error.
     let socket_path = settings.control_socket(&state_dir);
     let listener = bind_control_socket(&socket_path)?;
+    let core = mesh_actor::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
+    let peer_book = peers::PeerBook::open(&state_dir)?;
     let request_timeout = net_config.request_timeout;
     let (network, net_events) = crate::net::Network::start(keypair, net_config).await?;
     let bound = network.listeners().await?;
