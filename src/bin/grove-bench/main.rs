@@ -5,6 +5,7 @@
 mod grounding;
 mod mesh;
 mod model;
+mod net;
 mod store;
 
 fn main() -> anyhow::Result<()> {
@@ -15,9 +16,12 @@ fn main() -> anyhow::Result<()> {
         "grounding" => grounding::run(rest),
         "mesh" => mesh::run(rest),
         "model" => model::run(rest),
+        "net" => net::run(rest),
         "store" => store::run(rest),
         _ => {
-            anyhow::bail!("usage: grove-bench <area> [args]; areas: grounding, mesh, model, store")
+            anyhow::bail!(
+                "usage: grove-bench <area> [args]; areas: grounding, mesh, model, net, store"
+            )
         }
     }
 }
