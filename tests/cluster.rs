@@ -149,21 +149,29 @@ fn epoch_and_hash(d: &Daemon) -> Option<(u64, String)> {
 }
 
 /// Waits until every node reports the same epoch (at least `epoch`) and
-/// roster hash.
+/// roster hash; on timeout shows what each reported and their logs.
 fn converged(nodes: &[&Daemon], epoch: u64) -> String {
-    let mut hash = String::new();
-    eventually(&format!("convergence at epoch {epoch}"), || {
-        let seen: BTreeSet<Option<(u64, String)>> =
-            nodes.iter().map(|d| epoch_and_hash(d)).collect();
-        if seen.len() == 1
-            && let Some(Some((e, h))) = seen.into_iter().next()
+    let start = Instant::now();
+    loop {
+        let seen: Vec<Option<(u64, String)>> = nodes.iter().map(|d| epoch_and_hash(d)).collect();
+        if let Some(Some((e, h))) = seen.first()
+            && *e >= epoch
+            && seen.iter().all(|s| s.as_ref() == Some(&(*e, h.clone())))
         {
-            hash = h;
-            return e >= epoch;
+            return h.clone();
         }
-        false
-    });
-    hash
+        if start.elapsed() > DEADLINE {
+            let logs: Vec<String> = nodes
+                .iter()
+                .map(|d| format!("== {}\n{}", d.name, d.log()))
+                .collect();
+            panic!(
+                "no convergence at epoch {epoch}: nodes report {seen:?}\n{}",
+                logs.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Votes yes on the one open proposal as `voter` once it has arrived there.
@@ -359,7 +367,6 @@ fn a_mesh_forms_converges_kicks_rotates_and_catches_up() {
     a.ok(&["mesh", "propose", "rotate"]);
     vote_yes(&b, "rotate");
     converged(&trio, 5);
-    drop(trio);
 
     // 5. Catch-up: C is stopped, a change is voted, C restarts and syncs.
     c.stop();
@@ -493,4 +500,80 @@ fn non_member_is_refused(member: &Daemon) {
     // validation, or is rejected there. Either way nothing was accepted
     // from it, and the member's state is unchanged.
     assert_eq!(member.status()["epoch"], epoch_before);
+}
+
+#[test]
+fn network_commands_without_a_daemon_say_so_and_name_the_socket() {
+    let g = Grove::new();
+    for args in [
+        &["mesh", "status"][..],
+        &["mesh", "invite"],
+        &["mesh", "join", "grove-invite1-x"],
+        &["mesh", "propose", "rotate"],
+        &["mesh", "vote", "ab", "yes"],
+        &["peers"],
+        &["roots"],
+        &["node", "stats"],
+    ] {
+        let err = g.fails(args);
+        assert!(err.contains("not running"), "{args:?}: {err}");
+        assert!(err.contains("grove.sock"), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    // These work on the state directly.
+    g.ok(&["identity", "show"]);
+    let init = g.json(&["mesh", "init", "--name", "offline"]);
+    assert_eq!(init["epoch"], 0);
+}
+
+#[test]
+fn sigterm_in_the_middle_of_votes_and_ingests_leaves_consistent_state() {
+    let a = Daemon::start("alpha");
+    let mut b = Daemon::start("bravo");
+    a.ok(&["mesh", "init", "--name", "busy"]);
+    b.ok(&["mesh", "join", &invite(&a)]);
+    converged(&[&a, &b], 1);
+    // Keep both nodes busy: rotations proposed and voted while B ingests.
+    for round in 0..4u64 {
+        let proposed = a.json(&["mesh", "propose", "rotate"]);
+        let id = proposed["id"].as_str().unwrap().to_string();
+        let text = generated_book("Busy", "Anon", round, 200, round);
+        let path = b.g.write("busy.txt", text.as_bytes());
+        let mut ingest =
+            b.g.cmd(&[
+                "book",
+                "add",
+                path.to_str().unwrap(),
+                "--key",
+                &format!("busy/{round}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let _ = b.g.run(&["mesh", "vote", &id, "yes"]);
+        // SIGTERM while the ingest and the vote's commit may be in flight.
+        b.stop();
+        let _ = ingest.wait();
+        let report = b.json(&["audit", "verify"]);
+        assert_eq!(report["ok"], true, "{report}");
+        for book in b.json(&["book", "list"])["books"].as_array().unwrap() {
+            let key = book["key"].as_str().unwrap();
+            assert_eq!(b.json(&["book", "verify", key])["ok"], true);
+        }
+        b.restart();
+        // Whatever was cut off, both nodes agree again after B syncs, and
+        // B votes again only once synced.
+        eventually("B to sync after its restart", || {
+            epoch_and_hash(&b).is_some() && b.status()["synced"] == true
+        });
+        converged(&[&a, &b], round + 1);
+        // A rotation still open (B's vote was cut off) reaches B again
+        // (proposers re-send open proposals) and B votes once more.
+        let open = a.json(&["mesh", "proposals"]);
+        if !open["proposals"].as_array().unwrap().is_empty() {
+            vote_yes(&b, "rotate");
+        }
+        converged(&[&a, &b], round + 2);
+    }
 }

@@ -418,7 +418,9 @@ impl Node {
                 },
             )
             .ok_or_else(|| ApiError::new(ErrorKind::Internal, "no join request was made"))?;
-        self.peers().addresses.insert(inviter, addrs.clone());
+        if let Err(e) = self.peers().remember_addresses(inviter, addrs.clone()) {
+            tracing::warn!(error = %e, "node.db: the inviter's addresses are not stored");
+        }
         let net = &self.shared().net;
         net.connect(inviter, &addrs, CONNECT_TIMEOUT)
             .await

@@ -36,6 +36,10 @@ const MAX_OUTBOX: usize = 512;
 const SYNC_FANOUT: usize = 3;
 /// Votes that arrived before their proposal, kept for a retry.
 const MAX_DEFERRED: usize = 64;
+/// How often this node re-sends its open proposals and its votes of the
+/// current epoch (members that were offline when they were first sent
+/// could not vote otherwise; receivers ignore copies they have).
+const REPUBLISH_EVERY_TICKS: u64 = 60;
 /// Received sealed gossip payloads kept for `GET /v1/node/gossip`.
 const RECENT_GOSSIP: usize = 32;
 
@@ -62,6 +66,7 @@ pub struct Shared {
     flush_lock: tokio::sync::Mutex<()>,
     announce_due: AtomicBool,
     sync_due: AtomicBool,
+    republish_due: AtomicBool,
     deferred_votes: Mutex<Vec<Vec<u8>>>,
     /// The last sealed gossip payloads received, for audits (an operator can
     /// check what a removed member could or could not read).
@@ -93,6 +98,7 @@ impl Node {
             flush_lock: tokio::sync::Mutex::new(()),
             announce_due: AtomicBool::new(true),
             sync_due: AtomicBool::new(true),
+            republish_due: AtomicBool::new(true),
             deferred_votes: Mutex::new(Vec::new()),
             recent_gossip: Mutex::new(std::collections::VecDeque::new()),
         }))
@@ -287,13 +293,13 @@ impl Node {
     }
 
     async fn periodic(&self, n: u64) {
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             self.flush().await;
         }
-        if n % ANNOUNCE_EVERY_TICKS == 0 {
+        if n.is_multiple_of(ANNOUNCE_EVERY_TICKS) {
             self.0.announce_due.store(true, Ordering::Relaxed);
         }
-        if n % 60 == 0 {
+        if n.is_multiple_of(60) {
             self.0.sync_due.store(true, Ordering::Relaxed);
         }
         let view = self.view();
@@ -307,7 +313,7 @@ impl Node {
                 Err(e) => tracing::debug!(error = %e, "announcement kept for a retry"),
             }
         }
-        if (self.0.sync_due.load(Ordering::Relaxed) || !view.synced) && n % 4 == 0 {
+        if (self.0.sync_due.load(Ordering::Relaxed) || !view.synced) && n.is_multiple_of(4) {
             let alone = view.roster().is_some_and(|r| r.members.len() <= 1);
             if !connected_members.is_empty() {
                 self.0.sync_due.store(false, Ordering::Relaxed);
@@ -316,13 +322,61 @@ impl Node {
                 self.0.sync_due.store(false, Ordering::Relaxed);
             }
         }
-        if n % 10 == 0 {
+        if n.is_multiple_of(10) {
             let _ = self
                 .step(|s, id| s.tick(id, crate::now_ms(), &mut rand::rng()))
                 .await;
         }
+        if self.0.republish_due.swap(false, Ordering::Relaxed)
+            || n.is_multiple_of(REPUBLISH_EVERY_TICKS)
+        {
+            self.republish_open(&view).await;
+        }
         if n % 6 == 1 {
             self.redial(&view).await;
+        }
+    }
+
+    /// Re-sends this node's open proposals and its votes of the current
+    /// epoch, sealed as when first sent.
+    async fn republish_open(&self, view: &MeshState) {
+        let Some(mesh) = &view.mesh else {
+            return;
+        };
+        if !view.is_member() || view.roster().is_some_and(|r| r.members.len() <= 1) {
+            return;
+        }
+        let me = &view.me.peer_id;
+        let epoch = view.epoch();
+        let mut messages = Vec::new();
+        for p in view.proposals.values().filter(|p| &p.proposer == me) {
+            if let Ok(signed) = wire::Signed::decode(p.signed.as_slice()) {
+                messages.push(wire::mesh_message::Kind::Proposal(signed));
+            }
+        }
+        for v in view
+            .votes
+            .values()
+            .filter(|v| &v.voter == me && v.epoch == epoch)
+        {
+            if let Ok(signed) = wire::Signed::decode(v.signed.as_slice()) {
+                messages.push(wire::mesh_message::Kind::Vote(signed));
+            }
+        }
+        let topic = mesh_topic(&mesh.mesh_id);
+        for kind in messages {
+            let bytes = wire::MeshMessage { kind: Some(kind) }.encode_to_vec();
+            let sealed = view.seal_mesh_message(&topic, &bytes, &mut rand::rng());
+            if let Ok(sealed) = sealed
+                && self
+                    .0
+                    .net
+                    .publish(&topic, sealed.encode_to_vec())
+                    .await
+                    .is_ok()
+            {
+                self.0.stats.bump("gossip.republished");
+            }
         }
     }
 
@@ -512,10 +566,11 @@ impl Node {
                     .roster()
                     .is_some_and(|r| r.member(&peer.to_bytes()).is_some())
                 {
-                    // A member (re)appeared: it may have missed our roots
-                    // and commits.
+                    // A member (re)appeared: it may have missed our roots,
+                    // commits, proposals and votes.
                     self.0.announce_due.store(true, Ordering::Relaxed);
                     self.0.sync_due.store(true, Ordering::Relaxed);
+                    self.0.republish_due.store(true, Ordering::Relaxed);
                 }
             }
             Event::PeerDisconnected(peer) => self.peers().disconnected(peer, now),

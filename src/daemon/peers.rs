@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS announcements (
     signed BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS addresses (peer_id BLOB PRIMARY KEY, addrs TEXT NOT NULL);
 ";
 
 /// A stored announcement.
@@ -68,6 +69,20 @@ impl PeerBook {
             last_seen: BTreeMap::new(),
             own: None,
         };
+        let known: Vec<(Vec<u8>, String)> = {
+            let mut stmt = book.conn.prepare("SELECT peer_id, addrs FROM addresses")?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?
+        };
+        for (peer, addrs) in known {
+            if let Ok(peer) = PeerId::from_bytes(&peer) {
+                let addrs: Vec<Multiaddr> = addrs
+                    .split_whitespace()
+                    .filter_map(|a| a.parse().ok())
+                    .collect();
+                book.addresses.insert(peer, addrs);
+            }
+        }
         let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = {
             let mut stmt = book
                 .conn
@@ -131,9 +146,28 @@ impl PeerBook {
             return;
         };
         let addrs: Vec<Multiaddr> = a.addresses.iter().filter_map(|s| s.parse().ok()).collect();
-        if !addrs.is_empty() {
-            self.addresses.insert(peer, addrs);
+        if let Err(e) = self.remember_addresses(peer, addrs) {
+            tracing::warn!(error = %e, "node.db: addresses not stored");
         }
+    }
+
+    /// Keeps (and persists, so a restarted node can redial) where `peer`
+    /// can be reached: from an invite's bootstrap list or an announcement.
+    pub fn remember_addresses(
+        &mut self,
+        peer: PeerId,
+        addrs: Vec<Multiaddr>,
+    ) -> Result<(), rusqlite::Error> {
+        if addrs.is_empty() || self.addresses.get(&peer) == Some(&addrs) {
+            return Ok(());
+        }
+        let text: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        self.conn.execute(
+            "INSERT OR REPLACE INTO addresses (peer_id, addrs) VALUES (?1, ?2)",
+            params![peer.to_bytes(), text.join(" ")],
+        )?;
+        self.addresses.insert(peer, addrs);
+        Ok(())
     }
 
     /// Forgets the announcements of peers that are not members any more.
