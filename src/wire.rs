@@ -11,3 +11,9 @@ pub mod mesh {
 pub mod node {
     include!(concat!(env!("OUT_DIR"), "/grove.node.rs"));
 }
+
+/// Cross-node moot messages (`proto/moot.proto`).
+#[allow(clippy::all, missing_docs)]
+pub mod moot {
+    include!(concat!(env!("OUT_DIR"), "/grove.moot.rs"));
+}

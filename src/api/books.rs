@@ -115,6 +115,11 @@ impl LocalBooks {
         }
     }
 
+    /// The shards behind these operations.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }

@@ -475,3 +475,87 @@ pub struct SealedGossip {
 pub struct RecentGossip {
     pub messages: Vec<SealedGossip>,
 }
+
+/// A tree of a hosted moot: the member holding the book, and the book.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootTree {
+    pub peer_id: String,
+    pub key: String,
+    pub title: String,
+}
+
+/// `moot show`: state is `running`, `paused` (with `reason`) or `finished`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootView {
+    pub id: String,
+    pub state: String,
+    pub reason: Option<String>,
+    /// The hosting node's peer id.
+    pub host: String,
+    pub trees: Vec<MootTree>,
+    pub topic: Option<String>,
+    pub turns: u32,
+    pub turns_done: u32,
+    /// The transcript once the moot finished.
+    pub transcript: Option<crate::moot::transcript::TranscriptRecord>,
+}
+
+/// One moot in `moot list`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootSummary {
+    pub id: String,
+    pub state: String,
+    pub reason: Option<String>,
+    pub topic: Option<String>,
+    pub trees: Vec<MootTree>,
+    pub turns_done: u32,
+    pub turns: u32,
+}
+
+/// `moot list`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootList {
+    pub moots: Vec<MootSummary>,
+}
+
+/// A hosted moot as the host keeps it on disk: its view plus every signed
+/// turn and the announcements that vouch for the trees' roots (hex).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootFile {
+    pub view: MootView,
+    pub turns: Vec<String>,
+    pub announcements: Vec<String>,
+}
+
+/// `POST /v1/moot/start` (JSON body).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootStart {
+    /// `PEER:KEY`, in speaking order.
+    pub trees: Vec<String>,
+    pub topic: Option<String>,
+    pub turns: Option<u32>,
+    pub k: Option<usize>,
+    pub max_tokens: Option<u32>,
+}
+
+/// `moot start`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootStarted {
+    pub id: String,
+}
+
+/// `moot export`: the transcript plus the host-signed export body (hex of a
+/// `grove.mesh.Signed` over `grove.moot.ExportBody`), which holds every
+/// signed turn, the roster and the announcements; `moot verify` checks it
+/// offline.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootExport {
+    pub format: String,
+    pub version: u32,
+    pub id: String,
+    pub host: String,
+    pub mesh_id: String,
+    pub roster_hash: String,
+    pub transcript: crate::moot::transcript::TranscriptRecord,
+    pub signed: String,
+}

@@ -89,6 +89,38 @@ pub(super) async fn handle(
             (Err(e), _) | (_, Err(e)) => error(&e),
         },
         (Method::POST, "/v1/mesh/leave") => reply(node.mesh_leave().await),
+        (Method::POST, "/v1/moot/start") => {
+            let numbers = (
+                number::<u32>(q, "turns"),
+                number::<usize>(q, "k"),
+                number::<u32>(q, "max_tokens"),
+            );
+            match (required(q, "trees"), numbers) {
+                (Ok(trees), (Ok(turns), Ok(k), Ok(max_tokens))) => {
+                    let start = dto::MootStart {
+                        // One tree per line: PEER:KEY never holds a newline.
+                        trees: trees.lines().map(str::to_string).collect(),
+                        topic: q.get("topic").cloned().filter(|t| !t.trim().is_empty()),
+                        turns,
+                        k,
+                        max_tokens,
+                    };
+                    reply(node.moot_start(start).await)
+                }
+                (Err(e), _) | (_, (Err(e), _, _)) | (_, (_, Err(e), _)) | (_, (_, _, Err(e))) => {
+                    error(&e)
+                }
+            }
+        }
+        (Method::GET, "/v1/moots") => ok(&node.shared().moots.list()),
+        (Method::GET, "/v1/moot/show") => match required(q, "id") {
+            Ok(id) => reply(node.shared().moots.show(&id)),
+            Err(e) => error(&e),
+        },
+        (Method::GET, "/v1/moot/export") => match required(q, "id") {
+            Ok(id) => reply(node.moot_export(&id).await),
+            Err(e) => error(&e),
+        },
         (method, path) => json(
             StatusCode::NOT_FOUND,
             &dto::ErrorBody {

@@ -304,7 +304,11 @@ async fn handle(
         }
         (Method::GET, "/v1/shards") => reply(store.call(|b| b.shards()).await),
         (Method::GET, "/v1/audit") => reply(store.call(|b| b.audit()).await),
-        (method, path) if path.starts_with("/v1/mesh") || NODE_PATHS.contains(&path) => {
+        (method, path)
+            if path.starts_with("/v1/mesh")
+                || path.starts_with("/v1/moot")
+                || NODE_PATHS.contains(&path) =>
+        {
             super::node_routes::handle(&method, path, &q, &shared.node, shared.node_name.as_deref())
                 .await
         }

@@ -6,6 +6,7 @@ pub mod identity;
 pub mod mesh;
 pub mod model;
 pub mod moot;
+pub mod moots;
 pub mod node;
 pub mod peers;
 pub mod shard;

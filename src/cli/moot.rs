@@ -24,9 +24,23 @@ pub enum MootCmd {
     /// Re-check a transcript from the transcript alone; exits non-zero on
     /// any mismatch.
     Verify {
-        /// The transcript file (JSON).
+        /// The transcript file (JSON), or a moot export (`grove moot export`).
         file: PathBuf,
+        /// For an export: fail unless the mesh that vouches for it is this one.
+        #[arg(long)]
+        expect_mesh: Option<String>,
+        /// For an export: fail unless the roster that vouches for it has this hash.
+        #[arg(long)]
+        expect_roster: Option<String>,
     },
+    /// Start a moot hosted by the running node between books held on members.
+    Start(super::moots::StartArgs),
+    /// The moots this node hosts.
+    List,
+    /// One hosted moot: state (running, paused and why, finished) and transcript.
+    Show { id: String },
+    /// Print a finished moot's export (signed by this node) for `moot verify`.
+    Export { id: String },
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -88,12 +102,35 @@ impl RunArgs {
 pub fn run(cmd: MootCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         MootCmd::Check => check(ctx),
-        MootCmd::Verify { file } => {
+        MootCmd::Verify {
+            file,
+            expect_mesh,
+            expect_roster,
+        } => {
             // Where the local store holds a book, its passages are also
             // checked against the stored chunks.
             let mut store = grove::store::Store::new(&ctx.state_dir);
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            if super::moots::is_export(&text) {
+                return super::moots::verify_export(
+                    &file,
+                    &text,
+                    expect_mesh.as_deref(),
+                    expect_roster.as_deref(),
+                    &mut store,
+                    ctx,
+                );
+            }
+            if expect_mesh.is_some() || expect_roster.is_some() {
+                bail!("--expect-mesh and --expect-roster apply to moot exports only");
+            }
             verify_file(&file, Some(&mut store), ctx)
         }
+        MootCmd::Start(args) => super::moots::start(&args, ctx),
+        MootCmd::List => super::moots::list(ctx),
+        MootCmd::Show { id } => super::moots::show(&id, ctx),
+        MootCmd::Export { id } => super::moots::export(&id, ctx),
         MootCmd::Run(args) => run_stored(&args, ctx),
     }
 }

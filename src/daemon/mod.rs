@@ -6,11 +6,14 @@
 
 pub mod control;
 pub mod mesh_actor;
+pub mod model_thread;
+pub mod moots;
 pub mod node;
 pub mod notify;
 pub mod peers;
 pub mod rpc;
 pub mod stats;
+pub mod turns;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,7 +59,7 @@ pub enum DaemonError {
     Mesh(#[from] crate::mesh::store::StoreError),
     #[error("node database: {0}")]
     NodeDb(#[from] rusqlite::Error),
-    #[error("starting the mesh thread: {0}")]
+    #[error("starting a worker thread: {0}")]
     MeshThread(std::io::Error),
 }
 
@@ -104,14 +107,19 @@ pub async fn run(
     let (store, store_thread) = StoreThread::spawn(books).map_err(DaemonError::StoreThread)?;
     let (mesh, mesh_thread) =
         mesh_actor::MeshActor::spawn(core).map_err(DaemonError::MeshThread)?;
-    let node = node::Node::new(
-        network.clone(),
+    let model = model_thread::ModelThread::spawn(settings.model.clone(), state_dir.clone())
+        .map_err(DaemonError::MeshThread)?;
+    let node = node::Node::new(node::Parts {
+        net: network.clone(),
         mesh,
-        store.clone(),
-        peer_book,
+        store: store.clone(),
+        model,
+        peers: peer_book,
         advertised,
         request_timeout,
-    );
+        state_dir: state_dir.clone(),
+        moot_settings: settings.moot.clone(),
+    });
     let info = dto::NodeInfo {
         peer_id: network.local_peer_id().to_string(),
         listen,

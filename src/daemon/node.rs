@@ -57,6 +57,10 @@ pub struct Shared {
     pub net: Network,
     pub mesh: MeshActor,
     pub store: StoreThread,
+    pub model: super::model_thread::ModelThread,
+    pub state_dir: std::path::PathBuf,
+    pub moot_settings: crate::moot::MootSettings,
+    pub moots: super::moots::MootBook,
     pub peers: Mutex<PeerBook>,
     pub stats: Stats,
     /// Addresses invites and announcements carry.
@@ -77,24 +81,34 @@ pub struct Shared {
 #[derive(Clone)]
 pub struct Node(pub(super) Arc<Shared>);
 
+/// What a node is built from.
+pub struct Parts {
+    pub net: Network,
+    pub mesh: MeshActor,
+    pub store: StoreThread,
+    pub model: super::model_thread::ModelThread,
+    pub peers: PeerBook,
+    pub advertised: Vec<Multiaddr>,
+    pub request_timeout: Duration,
+    pub state_dir: std::path::PathBuf,
+    pub moot_settings: crate::moot::MootSettings,
+}
+
 impl Node {
-    pub fn new(
-        net: Network,
-        mesh: MeshActor,
-        store: StoreThread,
-        peers: PeerBook,
-        advertised: Vec<Multiaddr>,
-        request_timeout: Duration,
-    ) -> Node {
+    pub fn new(parts: Parts) -> Node {
         Node(Arc::new(Shared {
-            net,
-            mesh,
-            store,
-            peers: Mutex::new(peers),
+            moots: super::moots::MootBook::open(&parts.state_dir),
+            net: parts.net,
+            mesh: parts.mesh,
+            store: parts.store,
+            model: parts.model,
+            state_dir: parts.state_dir,
+            moot_settings: parts.moot_settings,
+            peers: Mutex::new(parts.peers),
             stats: Stats::default(),
-            advertised,
+            advertised: parts.advertised,
             started_ms: crate::now_ms(),
-            request_timeout,
+            request_timeout: parts.request_timeout,
             flush_lock: tokio::sync::Mutex::new(()),
             announce_due: AtomicBool::new(true),
             sync_due: AtomicBool::new(true),

@@ -26,6 +26,9 @@ pub async fn answer(node: &Node, peer: PeerId, protocol: &str, data: &[u8]) -> V
         "/grove/join/1" => join(node, peer, data).await.encode_to_vec(),
         "/grove/sync/1" => sync(node, peer, data).await.encode_to_vec(),
         "/grove/search/1" => search(node, peer, data).await.encode_to_vec(),
+        "/grove/turn/1" => super::turns::answer(node, Some(peer), data)
+            .await
+            .encode_to_vec(),
         _ => {
             stats.bump(&format!("requests.refused.{short}"));
             return Vec::new();

@@ -13,8 +13,10 @@
 //! [`crate::model::ChatModel`]. [`transcript`] is the file format,
 //! [`verify`] re-checks a transcript from the transcript alone.
 
+pub mod export;
 pub mod host;
 pub mod prompt;
+pub mod signed;
 pub mod speaker;
 pub mod stats;
 pub mod transcript;

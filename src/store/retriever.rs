@@ -23,6 +23,23 @@ impl BookRetriever {
         &self.book
     }
 
+    /// Chunk `index` of the book as a passage.
+    pub fn passage(&self, index: u64) -> Result<Passage, StoreError> {
+        let (label, leaf, content) = self.shard.chunk(&self.book, index)?;
+        Ok(Passage {
+            node_id: format!("{}#{index}", self.book.key),
+            label,
+            index,
+            leaf: hex::encode(leaf),
+            content,
+        })
+    }
+
+    /// The inclusion proof of chunk `index` against the book's root.
+    pub fn proof(&self, index: u64) -> Result<Vec<crate::merkle::ProofStep>, StoreError> {
+        Ok(self.shard.proof(&self.book, index)?.proof)
+    }
+
     /// The book as a tree. Missing metadata stays empty: an untitled book is
     /// addressed by its key, and one with no author speaks as itself.
     pub fn tree(&self) -> Tree {

@@ -1,0 +1,616 @@
+//! The host side of cross-node moots: `grove moot start` on any member runs
+//! the unchanged moot engine (`moot::host::run`) with one [`NodeSpeaker`]
+//! per tree. Each turn goes to the node holding the tree's book (or stays
+//! here for `self`), comes back signed, and is accepted only when
+//! `moot::signed::check` passes (signer, announced root, proofs, chain) and
+//! the engine's own re-grading agrees. Moots are kept in
+//! `<state_dir>/moots/<id>.json`; a finished one exports with the host's
+//! signature over everything a reader needs to verify it offline.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use libp2p::PeerId;
+use prost::Message;
+
+use super::control::resolve_peer;
+use super::model_thread::ThreadModel;
+use super::node::Node;
+use crate::api::books::{ApiError, ErrorKind};
+use crate::api::dto;
+use crate::identity::peer_id_text;
+use crate::merkle::Hash;
+use crate::mesh::codec;
+use crate::moot::host::{self, Speaker, TurnCall};
+use crate::moot::signed::{self, GENESIS_PREV};
+use crate::moot::transcript::TranscriptRecord;
+use crate::moot::{MootError, MootSettings, Passage, Tree, Utterance};
+use crate::store::retriever::BookRetriever;
+use crate::wire::mesh::Signed;
+use crate::wire::moot as wire;
+
+/// Domain tag of the host's signature on an export.
+pub const EXPORT_TAG: &[u8] = b"grove-moot/v1/export\0";
+/// Format name of an exported moot.
+pub const EXPORT_FORMAT: &str = "grove-moot-export";
+/// How many times a turn is asked before the moot pauses.
+const TURN_ATTEMPTS: usize = 2;
+
+/// One moot as the host keeps it.
+#[derive(Debug, Clone)]
+struct Entry {
+    view: dto::MootView,
+    turns: Vec<Signed>,
+    announcements: Vec<Signed>,
+}
+
+/// The moots this node hosts.
+pub struct MootBook {
+    dir: PathBuf,
+    moots: Mutex<BTreeMap<String, Entry>>,
+}
+
+impl MootBook {
+    /// Loads `<state_dir>/moots/`. A moot that was running when the node
+    /// stopped is shown as paused.
+    pub fn open(state_dir: &Path) -> MootBook {
+        let dir = state_dir.join("moots");
+        let mut moots = BTreeMap::new();
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                    continue;
+                };
+                let Ok(file) = serde_json::from_str::<dto::MootFile>(&text) else {
+                    tracing::warn!(path = %entry.path().display(), "unreadable moot file skipped");
+                    continue;
+                };
+                let mut view = file.view;
+                if view.state == "running" {
+                    view.state = "paused".into();
+                    view.reason = Some("the host stopped while the moot ran".into());
+                }
+                let decode = |list: &[String]| -> Vec<Signed> {
+                    list.iter()
+                        .filter_map(|h| Signed::decode(hex::decode(h).ok()?.as_slice()).ok())
+                        .collect()
+                };
+                moots.insert(
+                    view.id.clone(),
+                    Entry {
+                        turns: decode(&file.turns),
+                        announcements: decode(&file.announcements),
+                        view,
+                    },
+                );
+            }
+        }
+        MootBook {
+            dir,
+            moots: Mutex::new(moots),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.moots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes one moot's file (atomically: a temporary file renamed over).
+    fn persist(&self, entry: &Entry) {
+        let file = dto::MootFile {
+            view: entry.view.clone(),
+            turns: entry
+                .turns
+                .iter()
+                .map(|s| hex::encode(s.encode_to_vec()))
+                .collect(),
+            announcements: entry
+                .announcements
+                .iter()
+                .map(|s| hex::encode(s.encode_to_vec()))
+                .collect(),
+        };
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&self.dir)?;
+            let path = self.dir.join(format!("{}.json", entry.view.id));
+            let tmp = self.dir.join(format!(".{}.json.tmp", entry.view.id));
+            std::fs::write(&tmp, serde_json::to_vec_pretty(&file).unwrap_or_default())?;
+            std::fs::rename(&tmp, &path)
+        };
+        if let Err(e) = write() {
+            tracing::warn!(error = %e, id = %entry.view.id, "moot not saved");
+        }
+    }
+
+    fn update(&self, id: &str, f: impl FnOnce(&mut Entry)) {
+        let mut moots = self.lock();
+        if let Some(entry) = moots.get_mut(id) {
+            f(entry);
+            let copy = entry.clone();
+            drop(moots);
+            self.persist(&copy);
+        }
+    }
+
+    pub fn list(&self) -> dto::MootList {
+        dto::MootList {
+            moots: self
+                .lock()
+                .values()
+                .map(|e| dto::MootSummary {
+                    id: e.view.id.clone(),
+                    state: e.view.state.clone(),
+                    reason: e.view.reason.clone(),
+                    topic: e.view.topic.clone(),
+                    trees: e.view.trees.clone(),
+                    turns_done: e.view.turns_done,
+                    turns: e.view.turns,
+                })
+                .collect(),
+        }
+    }
+
+    pub fn show(&self, id: &str) -> Result<dto::MootView, ApiError> {
+        self.lock()
+            .get(id)
+            .map(|e| e.view.clone())
+            .ok_or_else(|| ApiError::new(ErrorKind::NotFound, format!("no moot {id} on this node")))
+    }
+}
+
+/// A tree as the host resolved it.
+struct Resolved {
+    peer: PeerId,
+    local: bool,
+    tree: Tree,
+    signer: [u8; 32],
+    roots: Vec<(Hash, u64)>,
+    announcement: Option<Signed>,
+}
+
+/// One tree's speaker: the node holding its book, reached over the network
+/// (or locally for this node's own books). Runs on a blocking thread.
+struct NodeSpeaker {
+    node: Node,
+    rt: tokio::runtime::Handle,
+    moot_id: Vec<u8>,
+    who: Resolved,
+    chain: Arc<Mutex<(Vec<u8>, Vec<Signed>)>>,
+    on_turn: Arc<dyn Fn(&[Signed]) + Send + Sync>,
+}
+
+impl NodeSpeaker {
+    fn fail(&self, reason: impl Into<String>) -> MootError {
+        MootError::Speaker {
+            book: self.who.tree.key.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    fn send(&self, call: &wire::TurnCall) -> Result<wire::TurnAnswer, MootError> {
+        let bytes = call.encode_to_vec();
+        if self.who.local {
+            return Ok(self
+                .rt
+                .block_on(super::turns::answer(&self.node, None, &bytes)));
+        }
+        let answer = self
+            .rt
+            .block_on(
+                self.node
+                    .shared()
+                    .net
+                    .request(self.who.peer, "/grove/turn/1", bytes),
+            )
+            .map_err(|e| self.fail(format!("the speaker's node did not answer: {e}")))?;
+        wire::TurnAnswer::decode(answer.as_slice())
+            .map_err(|_| self.fail("the speaker's node sent a malformed answer"))
+    }
+
+    fn tree_ref(t: &Tree) -> wire::TreeRef {
+        wire::TreeRef {
+            key: t.key.clone(),
+            title: t.title.clone(),
+            author: t.author.clone(),
+            genre: t.genre.clone(),
+        }
+    }
+}
+
+impl Speaker for NodeSpeaker {
+    fn opening(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, MootError> {
+        let call = wire::TurnCall {
+            moot_id: self.moot_id.clone(),
+            speaker: Some(Self::tree_ref(&self.who.tree)),
+            query: query.to_string(),
+            k: k as u32,
+            opening: true,
+            ..Default::default()
+        };
+        let mut last = None;
+        for _ in 0..TURN_ATTEMPTS {
+            match self.send(&call)?.kind {
+                Some(wire::turn_answer::Kind::Opening(o)) => {
+                    let root: Hash = match o.book_root.as_slice().try_into() {
+                        Ok(r) => r,
+                        Err(_) => {
+                            last = Some("its book root is not 32 bytes".to_string());
+                            continue;
+                        }
+                    };
+                    if !self.who.roots.contains(&(root, o.book_count)) {
+                        last = Some("it searched a book root it did not announce".into());
+                        continue;
+                    }
+                    let checked: Result<Vec<Passage>, _> = o
+                        .passages
+                        .iter()
+                        .map(|p| signed::check_passage(p, &self.who.tree.key, &root, o.book_count))
+                        .collect();
+                    match checked {
+                        Ok(p) => return Ok(p),
+                        Err(e) => last = Some(e.to_string()),
+                    }
+                }
+                Some(wire::turn_answer::Kind::Refused(r)) => last = Some(format!("refused: {r}")),
+                _ => last = Some("an unexpected answer to the opening search".into()),
+            }
+        }
+        Err(self.fail(last.unwrap_or_default()))
+    }
+
+    fn turn(&mut self, call: &TurnCall) -> Result<Utterance, MootError> {
+        let r = &call.request;
+        let prev = self
+            .chain
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone();
+        let line = |l: &crate::moot::prompt::Line| wire::Line {
+            turn: l.turn,
+            title: l.title.clone(),
+            text: l.text.clone(),
+        };
+        let wire_call = wire::TurnCall {
+            moot_id: self.moot_id.clone(),
+            turn: r.turn,
+            r#move: r.mv.as_str().to_string(),
+            speaker: Some(Self::tree_ref(&r.speaker)),
+            other: Some(Self::tree_ref(&r.other)),
+            topic: r.topic.clone().unwrap_or_default(),
+            query: r.query.clone(),
+            given: call
+                .given
+                .iter()
+                .flatten()
+                .map(|p| p.node_id.clone())
+                .collect(),
+            pool: r.pool.iter().map(|p| p.node_id.clone()).collect(),
+            cited: call.cited.iter().cloned().collect(),
+            other_turns: r.other_turns.clone().into_iter().collect(),
+            own_turns: r.own_turns.clone().into_iter().collect(),
+            incoming: r.incoming.as_ref().map(line),
+            recent: r.recent.iter().map(line).collect(),
+            summary: r.summary.clone().unwrap_or_default(),
+            temperature: r.temperature,
+            max_tokens: r.max_tokens,
+            seed: r.seed,
+            k: call.k as u32,
+            prev_hash: prev.clone(),
+            opening: false,
+        };
+        let prev_arr: [u8; 32] = prev.as_slice().try_into().unwrap_or(GENESIS_PREV);
+        let mut last = String::new();
+        for _ in 0..TURN_ATTEMPTS {
+            match self.send(&wire_call)?.kind {
+                Some(wire::turn_answer::Kind::Turn(signed_turn)) => {
+                    let expect = signed::Expect {
+                        moot_id: &self.moot_id,
+                        turn: r.turn,
+                        prev_hash: &prev_arr,
+                        book: &self.who.tree.key,
+                        signer: &self.who.signer,
+                        roots: &self.who.roots,
+                    };
+                    match signed::check(&signed_turn, &expect) {
+                        Ok(checked) => {
+                            let turns = {
+                                let mut chain =
+                                    self.chain.lock().unwrap_or_else(|e| e.into_inner());
+                                chain.0 = checked.hash.to_vec();
+                                chain.1.push(signed_turn);
+                                chain.1.clone()
+                            };
+                            (self.on_turn)(&turns);
+                            return Ok(checked.utterance);
+                        }
+                        Err(e) => last = format!("turn {} refused: {e}", r.turn),
+                    }
+                }
+                Some(wire::turn_answer::Kind::Refused(reason)) => {
+                    last = format!("turn {} refused by the speaker's node: {reason}", r.turn)
+                }
+                _ => last = format!("turn {}: an unexpected answer", r.turn),
+            }
+            tracing::info!(book = %self.who.tree.key, reason = %last, "asking the turn once more");
+        }
+        Err(self.fail(last))
+    }
+}
+
+/// A tree argument: `PEER:KEY` (PEER is `self`, a member's name or peer id).
+pub fn parse_tree_arg(text: &str) -> Result<(String, String), ApiError> {
+    let (peer, key) = text.split_once(':').ok_or_else(|| {
+        ApiError::new(
+            ErrorKind::BadRequest,
+            format!("tree `{text}`: expected PEER:KEY, e.g. self:fiction/moby-dick"),
+        )
+    })?;
+    Ok((peer.trim().to_string(), key.trim().to_string()))
+}
+
+impl Node {
+    async fn resolve_tree(&self, peer_text: &str, key: &str) -> Result<Resolved, ApiError> {
+        let view = self.view();
+        let roster = view.roster().ok_or_else(|| {
+            ApiError::new(ErrorKind::NotFound, "no mesh: a moot runs between members")
+        })?;
+        let me = self.shared().net.local_peer_id();
+        let peer_bytes = if peer_text == "self" {
+            me.to_bytes()
+        } else {
+            resolve_peer(&view, peer_text)?
+        };
+        let member = roster.member(&peer_bytes).ok_or_else(|| {
+            ApiError::new(
+                ErrorKind::BadRequest,
+                format!("{} is not a member of the mesh", peer_id_text(&peer_bytes)),
+            )
+        })?;
+        let peer = PeerId::from_bytes(&peer_bytes)
+            .map_err(|_| ApiError::new(ErrorKind::BadRequest, "bad peer id"))?;
+        if peer == me {
+            let k = key.to_string();
+            let (tree, root, count) = self
+                .shared()
+                .store
+                .call(move |b| {
+                    let r = BookRetriever::open(b.store(), &k)?;
+                    Ok((r.tree(), r.book().root, r.book().count))
+                })
+                .await?;
+            let announcement = self.peers().own.as_ref().map(|k| k.signed.clone());
+            return Ok(Resolved {
+                peer,
+                local: true,
+                tree,
+                signer: member.ed25519,
+                roots: vec![(root, count)],
+                announcement,
+            });
+        }
+        let peers = self.peers();
+        let known = peers.announcements.get(&peer_bytes).ok_or_else(|| {
+            ApiError::new(
+                ErrorKind::Conflict,
+                format!("{} has not announced its books yet", member.name),
+            )
+        })?;
+        let book = known
+            .announcement
+            .shards
+            .iter()
+            .flat_map(|s| s.books.iter())
+            .find(|b| b.key == key)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorKind::NotFound,
+                    format!("{} does not announce a book {key}", member.name),
+                )
+            })?;
+        let root: Hash = book
+            .root
+            .as_slice()
+            .try_into()
+            .map_err(|_| ApiError::new(ErrorKind::Internal, "bad announced root"))?;
+        Ok(Resolved {
+            peer,
+            local: false,
+            tree: Tree::new(key, &book.title, &book.author),
+            signer: member.ed25519,
+            roots: vec![(root, book.count)],
+            announcement: Some(known.signed.clone()),
+        })
+    }
+
+    /// Starts a moot hosted here; returns at once with its id.
+    pub async fn moot_start(&self, req: dto::MootStart) -> Result<dto::MootStarted, ApiError> {
+        if req.trees.len() != 2 {
+            return Err(ApiError::new(
+                ErrorKind::BadRequest,
+                "a moot takes exactly two trees here (--a and --b); three or more are not supported yet",
+            ));
+        }
+        let mut settings: MootSettings = self.shared().moot_settings.clone();
+        if let Some(t) = req.turns {
+            settings.turns = t;
+        }
+        if let Some(k) = req.k {
+            settings.k = k;
+        }
+        if let Some(m) = req.max_tokens {
+            settings.max_tokens = m;
+        }
+        settings
+            .validate()
+            .map_err(|e| ApiError::new(ErrorKind::BadRequest, e.to_string()))?;
+        let mut resolved = Vec::new();
+        for t in &req.trees {
+            let (peer, key) = parse_tree_arg(t)?;
+            resolved.push(self.resolve_tree(&peer, &key).await?);
+        }
+        if resolved[0].tree.key == resolved[1].tree.key {
+            return Err(ApiError::new(
+                ErrorKind::BadRequest,
+                "the two trees must be different books",
+            ));
+        }
+        let mut id_bytes = [0u8; 16];
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut id_bytes);
+        let id = hex::encode(id_bytes);
+        let me = self.shared().net.local_peer_id();
+        let view = dto::MootView {
+            id: id.clone(),
+            state: "running".into(),
+            reason: None,
+            host: me.to_string(),
+            trees: resolved
+                .iter()
+                .map(|r| dto::MootTree {
+                    peer_id: r.peer.to_string(),
+                    key: r.tree.key.clone(),
+                    title: r.tree.title.clone(),
+                })
+                .collect(),
+            topic: req.topic.clone(),
+            turns: settings.turns,
+            turns_done: 0,
+            transcript: None,
+        };
+        let entry = Entry {
+            view: view.clone(),
+            turns: Vec::new(),
+            announcements: resolved
+                .iter()
+                .filter_map(|r| r.announcement.clone())
+                .collect(),
+        };
+        self.shared().moots.lock().insert(id.clone(), entry.clone());
+        self.shared().moots.persist(&entry);
+
+        let node = self.clone();
+        let rt = tokio::runtime::Handle::current();
+        let topic = req.topic.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = node.run_moot(rt, &id, id_bytes.to_vec(), resolved, topic, settings);
+            match result {
+                Ok(transcript) => node.shared().moots.update(&id, |e| {
+                    e.view.state = "finished".into();
+                    e.view.reason = None;
+                    e.view.turns_done = e.turns.len() as u32;
+                    e.view.transcript = Some(transcript);
+                }),
+                Err(reason) => {
+                    tracing::warn!(%id, %reason, "moot paused");
+                    node.shared().moots.update(&id, |e| {
+                        e.view.state = "paused".into();
+                        e.view.reason = Some(reason);
+                    })
+                }
+            }
+        });
+        Ok(dto::MootStarted { id: view.id })
+    }
+
+    fn run_moot(
+        &self,
+        rt: tokio::runtime::Handle,
+        id: &str,
+        moot_id: Vec<u8>,
+        resolved: Vec<Resolved>,
+        topic: Option<String>,
+        settings: MootSettings,
+    ) -> Result<TranscriptRecord, String> {
+        let chain = Arc::new(Mutex::new((GENESIS_PREV.to_vec(), Vec::new())));
+        let book = Arc::new(self.clone());
+        let moot = id.to_string();
+        let on_turn: Arc<dyn Fn(&[Signed]) + Send + Sync> = Arc::new(move |turns: &[Signed]| {
+            book.shared().moots.update(&moot, |e| {
+                e.turns = turns.to_vec();
+                e.view.turns_done = turns.len() as u32;
+            });
+        });
+        let trees = [resolved[0].tree.clone(), resolved[1].tree.clone()];
+        let mut speakers: Vec<NodeSpeaker> = resolved
+            .into_iter()
+            .map(|who| NodeSpeaker {
+                node: self.clone(),
+                rt: rt.clone(),
+                moot_id: moot_id.clone(),
+                who,
+                chain: chain.clone(),
+                on_turn: on_turn.clone(),
+            })
+            .collect();
+        let description = self
+            .shared()
+            .model
+            .call_blocking(|m| m.describe())
+            .map_err(|e| format!("the host's model: {e}"))?;
+        let mut narrator = ThreadModel {
+            thread: self.shared().model.clone(),
+            description,
+        };
+        let (a, b) = speakers.split_at_mut(1);
+        let moot = host::run(
+            trees,
+            topic,
+            settings,
+            [&mut a[0], &mut b[0]],
+            &mut narrator,
+            &mut |_| {},
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(TranscriptRecord::from(&moot))
+    }
+
+    /// The export of a finished moot: everything a reader needs, signed by
+    /// this node (the host).
+    pub async fn moot_export(&self, id: &str) -> Result<dto::MootExport, ApiError> {
+        let entry = self.shared().moots.lock().get(id).cloned().ok_or_else(|| {
+            ApiError::new(ErrorKind::NotFound, format!("no moot {id} on this node"))
+        })?;
+        let Some(transcript) = entry.view.transcript.clone() else {
+            return Err(ApiError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "moot {id} is {}; only a finished moot exports",
+                    entry.view.state
+                ),
+            ));
+        };
+        let view = self.view();
+        let roster = view
+            .roster()
+            .ok_or_else(|| ApiError::new(ErrorKind::NotFound, "no mesh"))?
+            .clone();
+        let body = wire::ExportBody {
+            moot_id: hex::decode(id).unwrap_or_default(),
+            host: view.me.peer_id.clone(),
+            mesh_id: roster.mesh_id.to_vec(),
+            roster: roster.encode(),
+            transcript: transcript.to_json_pretty(),
+            turns: entry.turns.clone(),
+            announcements: entry.announcements.clone(),
+            exported_ms: crate::now_ms(),
+        };
+        let signed = self
+            .shared()
+            .mesh
+            .call(move |core| codec::sign(&core.id, EXPORT_TAG, &body))
+            .await
+            .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+        Ok(dto::MootExport {
+            format: EXPORT_FORMAT.into(),
+            version: 1,
+            id: id.to_string(),
+            host: entry.view.host.clone(),
+            mesh_id: hex::encode(roster.mesh_id),
+            roster_hash: hex::encode(roster.hash()),
+            transcript,
+            signed: hex::encode(signed.encode_to_vec()),
+        })
+    }
+}

@@ -1,0 +1,230 @@
+//! The speaker side of a cross-node moot (`/grove/turn/1`): a member asks
+//! this node to speak for a book it holds. The request carries everything
+//! the turn needs (the pool as node ids, the cited set, the lines), so this
+//! node keeps no moot state: it rebuilds the pool from its own store,
+//! retrieves, runs its own model through the unchanged local speaker, and
+//! answers with a signed turn whose passages carry Merkle proofs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use libp2p::PeerId;
+use prost::Message;
+
+use super::node::Node;
+use crate::api::books::{ApiError, ErrorKind};
+use crate::moot::prompt::Line;
+use crate::moot::signed;
+use crate::moot::speaker::{self, TurnRequest};
+use crate::moot::transcript::UtteranceRecord;
+use crate::moot::{Move, Passage, Tree};
+use crate::store::retriever::BookRetriever;
+use crate::wire::moot as wire;
+
+fn refused(reason: impl Into<String>) -> wire::TurnAnswer {
+    wire::TurnAnswer {
+        kind: Some(wire::turn_answer::Kind::Refused(reason.into())),
+    }
+}
+
+fn tree(t: Option<&wire::TreeRef>) -> Tree {
+    let t = t.cloned().unwrap_or_default();
+    let mut tree = Tree::new(&t.key, &t.title, &t.author);
+    if !t.genre.is_empty() {
+        tree.genre = t.genre;
+    }
+    tree
+}
+
+fn line(l: &wire::Line) -> Line {
+    Line {
+        turn: l.turn,
+        title: l.title.clone(),
+        text: l.text.clone(),
+    }
+}
+
+/// The chunk index of `node_id` when it names a chunk of `book`.
+fn index_in(book: &str, node_id: &str) -> Result<u64, ApiError> {
+    node_id
+        .rsplit_once('#')
+        .filter(|(key, _)| *key == book)
+        .and_then(|(_, i)| i.parse().ok())
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorKind::BadRequest,
+                format!("{node_id} is not a passage of {book}"),
+            )
+        })
+}
+
+/// What the store thread prepares for a turn.
+struct Prepared {
+    pool: Vec<Passage>,
+    passages: Vec<Passage>,
+    proofs: BTreeMap<u64, Vec<crate::merkle::ProofStep>>,
+    root: [u8; 32],
+    count: u64,
+}
+
+/// Answers one turn request; `peer` is None when this node hosts the moot
+/// and speaks for its own book.
+pub async fn answer(node: &Node, peer: Option<PeerId>, data: &[u8]) -> wire::TurnAnswer {
+    if let Some(peer) = peer {
+        let member = node
+            .view()
+            .roster()
+            .is_some_and(|r| r.member(&peer.to_bytes()).is_some());
+        if !member {
+            return refused("turn requests are for members of the current roster");
+        }
+    }
+    let Ok(call) = wire::TurnCall::decode(data) else {
+        return refused("malformed turn request");
+    };
+    match speak(node, call).await {
+        Ok(answer) => answer,
+        Err(e) => refused(e.message),
+    }
+}
+
+async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, ApiError> {
+    let book = call
+        .speaker
+        .as_ref()
+        .map(|t| t.key.clone())
+        .unwrap_or_default();
+    let k = (call.k as usize).clamp(1, 20);
+    let opening = call.opening;
+    let (query, given, pool_ids, cited) = (
+        call.query.clone(),
+        call.given.clone(),
+        call.pool.clone(),
+        call.cited.iter().cloned().collect::<BTreeSet<String>>(),
+    );
+    let key = book.clone();
+    let prepared = node
+        .shared()
+        .store
+        .call(move |b| {
+            let mut retriever = BookRetriever::open(b.store(), &key).map_err(|e| {
+                ApiError::new(
+                    ErrorKind::NotFound,
+                    format!("this node does not hold {key}: {e}"),
+                )
+            })?;
+            let mut pool = Vec::new();
+            for id in &pool_ids {
+                pool.push(retriever.passage(index_in(&key, id)?)?);
+            }
+            let passages = if opening {
+                speaker::retrieve(&mut retriever, &key, &query, k, &BTreeSet::new())
+            } else if given.is_empty() {
+                speaker::retrieve(&mut retriever, &key, &query, k, &cited)
+            } else {
+                given
+                    .iter()
+                    .map(|id| Ok(retriever.passage(index_in(&key, id)?)?))
+                    .collect::<Result<Vec<_>, ApiError>>()
+                    .map_err(|e| crate::moot::MootError::Speaker {
+                        book: key.clone(),
+                        reason: e.message,
+                    })
+            }
+            .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
+            let mut proofs = BTreeMap::new();
+            for p in &passages {
+                proofs.insert(p.index, retriever.proof(p.index)?);
+            }
+            let record = retriever.book();
+            Ok(Prepared {
+                pool,
+                passages,
+                proofs,
+                root: record.root,
+                count: record.count,
+            })
+        })
+        .await?;
+    if opening {
+        let passages = prepared
+            .passages
+            .iter()
+            .map(|p| signed::proven("", p, &prepared.proofs[&p.index]))
+            .collect();
+        return Ok(wire::TurnAnswer {
+            kind: Some(wire::turn_answer::Kind::Opening(wire::Opening {
+                passages,
+                book_root: prepared.root.to_vec(),
+                book_count: prepared.count,
+            })),
+        });
+    }
+    let mv = Move::parse(&call.r#move).ok_or_else(|| {
+        ApiError::new(
+            ErrorKind::BadRequest,
+            format!("unknown move `{}`", call.r#move),
+        )
+    })?;
+    let mut pool = prepared.pool.clone();
+    speaker::extend_pool(&mut pool, &prepared.passages);
+    let request = TurnRequest {
+        turn: call.turn,
+        speaker: tree(call.speaker.as_ref()),
+        other: tree(call.other.as_ref()),
+        topic: (!call.topic.is_empty()).then(|| call.topic.clone()),
+        query: call.query.clone(),
+        passages: prepared.passages.clone(),
+        pool,
+        other_turns: call.other_turns.clone().into_iter().collect(),
+        own_turns: call.own_turns.clone().into_iter().collect(),
+        incoming: call.incoming.as_ref().map(line),
+        recent: call.recent.iter().map(line).collect(),
+        summary: (!call.summary.is_empty()).then(|| call.summary.clone()),
+        mv,
+        temperature: call.temperature,
+        max_tokens: call.max_tokens,
+        seed: call.seed,
+    };
+    let utterance = node
+        .shared()
+        .model
+        .call(move |m| speaker::speak(m, &request))
+        .await
+        .map_err(|e| ApiError::new(ErrorKind::Unavailable, format!("model: {e}")))?
+        .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
+    let passages = utterance
+        .retrieved
+        .iter()
+        .map(|t| {
+            let proof = prepared
+                .proofs
+                .get(&t.passage.index)
+                .cloned()
+                .unwrap_or_default();
+            signed::proven(&t.tag, &t.passage, &proof)
+        })
+        .collect();
+    let utterance_json = serde_json::to_string(&UtteranceRecord::from(&utterance))
+        .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
+    let payload = wire::TurnPayload {
+        moot_id: call.moot_id.clone(),
+        turn: call.turn,
+        prev_hash: call.prev_hash.clone(),
+        speaker: node.view().me.peer_id.clone(),
+        book,
+        book_root: prepared.root.to_vec(),
+        book_count: prepared.count,
+        passages,
+        utterance: utterance_json,
+        time_ms: crate::now_ms(),
+    };
+    let signed_turn = node
+        .shared()
+        .mesh
+        .call(move |core| signed::sign(&core.id, &payload))
+        .await
+        .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    Ok(wire::TurnAnswer {
+        kind: Some(wire::turn_answer::Kind::Turn(signed_turn)),
+    })
+}

@@ -1,0 +1,152 @@
+//! Offline verification of an exported cross-node moot. Pure: from the
+//! export alone it checks the host's signature over everything, the roster
+//! that vouches for every key, the announcements that vouch for every book
+//! root, each signed turn (signer, announced root, every proof, the chain of
+//! previous-turn hashes) and that each signed utterance is exactly the one
+//! in the transcript; the transcript itself is then re-graded by
+//! [`super::verify::verify`].
+
+use prost::Message;
+
+use super::signed::{self, Expect, GENESIS_PREV};
+use super::transcript::{TranscriptRecord, UtteranceRecord};
+use super::verify::Mismatch;
+use crate::announce;
+use crate::identity;
+use crate::merkle::Hash;
+use crate::mesh::codec;
+use crate::mesh::roster::Roster;
+use crate::wire::mesh::Signed;
+use crate::wire::moot as wire;
+
+/// Domain tag of the host's signature (same as the daemon's).
+pub const EXPORT_TAG: &[u8] = b"grove-moot/v1/export\0";
+
+/// What the export vouches with: the reader's trust anchor.
+#[derive(Debug, Clone)]
+pub struct Vouched {
+    pub mesh_id: String,
+    pub roster_hash: String,
+    pub host: String,
+    pub transcript: TranscriptRecord,
+    pub turns: usize,
+}
+
+/// Why an export cannot be checked at all (as opposed to mismatches).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExportError {
+    #[error("export: {0}")]
+    Invalid(String),
+}
+
+fn mismatch(turn: Option<u32>, what: impl Into<String>) -> Mismatch {
+    Mismatch {
+        turn,
+        what: what.into(),
+    }
+}
+
+/// Checks the signed export (hex of `Signed { ExportBody }`). Returns what
+/// vouches for it and every mismatch found in the signed turns.
+pub fn verify_signed_export(signed_hex: &str) -> Result<(Vouched, Vec<Mismatch>), ExportError> {
+    let invalid = |what: String| ExportError::Invalid(what);
+    let bytes =
+        hex::decode(signed_hex.trim()).map_err(|_| invalid("`signed` is not hex".into()))?;
+    let outer = Signed::decode(bytes.as_slice())
+        .map_err(|e| invalid(format!("`signed` does not decode: {e}")))?;
+    let (body, host_key) = codec::open_signed::<wire::ExportBody>(&outer, EXPORT_TAG, "export")
+        .map_err(|e| invalid(format!("the host's signature: {e}")))?;
+    let roster = Roster::decode(&body.roster).map_err(|e| invalid(format!("roster: {e}")))?;
+    if roster.mesh_id.as_slice() != body.mesh_id.as_slice() {
+        return Err(invalid("the roster is of another mesh".into()));
+    }
+    if roster.member_with_key(&body.host, &host_key).is_none() {
+        return Err(invalid(
+            "the host that signed the export is not a member of its roster".into(),
+        ));
+    }
+    let transcript = TranscriptRecord::from_json(&body.transcript)
+        .map_err(|e| invalid(format!("transcript: {e}")))?;
+    let mut mismatches = Vec::new();
+
+    // Roots each member vouched for in a signed announcement.
+    let mut announced: Vec<(Vec<u8>, String, Hash, u64)> = Vec::new();
+    for a in &body.announcements {
+        match announce::verify(a, &roster) {
+            Ok(ann) => {
+                for book in ann.shards.iter().flat_map(|s| s.books.iter()) {
+                    if let Ok(root) = <Hash>::try_from(book.root.as_slice()) {
+                        announced.push((ann.peer_id.clone(), book.key.clone(), root, book.count));
+                    }
+                }
+            }
+            Err(e) => mismatches.push(mismatch(None, format!("an announcement: {e}"))),
+        }
+    }
+
+    if body.turns.len() != transcript.utterances.len() {
+        mismatches.push(mismatch(
+            None,
+            format!(
+                "{} signed turns for {} utterances",
+                body.turns.len(),
+                transcript.utterances.len()
+            ),
+        ));
+    }
+    let mut prev: [u8; 32] = GENESIS_PREV;
+    for (i, (turn, recorded)) in body.turns.iter().zip(&transcript.utterances).enumerate() {
+        let n = i as u32 + 1;
+        let Some(member) = roster
+            .members
+            .iter()
+            .find(|m| m.ed25519.as_slice() == turn.signer.as_slice())
+        else {
+            mismatches.push(mismatch(
+                Some(n),
+                "signed by a key that is not a roster member",
+            ));
+            prev = signed::turn_hash(turn);
+            continue;
+        };
+        let roots: Vec<(Hash, u64)> = announced
+            .iter()
+            .filter(|(p, key, _, _)| *p == member.peer_id && *key == recorded.speaker)
+            .map(|(_, _, r, c)| (*r, *c))
+            .collect();
+        let expect = Expect {
+            moot_id: &body.moot_id,
+            turn: n,
+            prev_hash: &prev,
+            book: &recorded.speaker,
+            signer: &member.ed25519,
+            roots: &roots,
+        };
+        match signed::check(turn, &expect) {
+            Ok(checked) => {
+                let signed_record = UtteranceRecord::from(&checked.utterance);
+                if &signed_record != recorded {
+                    mismatches.push(mismatch(
+                        Some(n),
+                        format!(
+                            "the transcript's utterance differs from the one {} signed",
+                            identity::peer_id_text(&member.peer_id)
+                        ),
+                    ));
+                }
+            }
+            Err(e) => mismatches.push(mismatch(Some(n), format!("signed turn: {e}"))),
+        }
+        prev = signed::turn_hash(turn);
+    }
+    Ok((
+        Vouched {
+            mesh_id: hex::encode(roster.mesh_id),
+            roster_hash: hex::encode(roster.hash()),
+            host: identity::peer_id_text(&body.host),
+            turns: body.turns.len(),
+            transcript,
+        },
+        mismatches,
+    ))
+}

@@ -1,0 +1,201 @@
+//! Signed turns of a cross-node moot: the speaker's payload (moot id, turn,
+//! previous turn's hash, book root and count, passages with Merkle proofs,
+//! the utterance as recorded) under an Ed25519 signature, and the pure check
+//! a host or any later reader runs on it. Grading is re-checked by the host
+//! engine and by `moot verify`, not here.
+
+use crate::identity::{self, Identity};
+use crate::merkle::{self, Hash, ProofStep};
+use crate::mesh::codec;
+use crate::moot::transcript::UtteranceRecord;
+use crate::moot::{Passage, TaggedPassage, Utterance};
+use crate::wire::mesh::Signed;
+use crate::wire::moot as wire;
+
+/// Domain tag of a turn signature.
+pub const TURN_TAG: &[u8] = b"grove-moot/v1/turn\0";
+/// Hash label of a turn (the chain link).
+pub const TURN_HASH_LABEL: &[u8] = b"grove-moot/v1/turn-hash\0";
+/// The previous hash of the first turn.
+pub const GENESIS_PREV: [u8; 32] = [0u8; 32];
+
+/// Why a signed turn was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnError {
+    #[error("bad signature or encoding: {0}")]
+    Signature(String),
+    #[error("signed by {got}, not by {want}, the member holding the book")]
+    WrongSigner { got: String, want: String },
+    #[error("{0}")]
+    Mismatch(String),
+    #[error("book root {root} ({count} chunks) is not one the speaker announced")]
+    UnknownRoot { root: String, count: u64 },
+    #[error("passage {node_id}: proof does not verify: {reason}")]
+    Proof { node_id: String, reason: String },
+    #[error("utterance: {0}")]
+    Utterance(String),
+}
+
+/// The chain hash of a signed turn: SHA-256(label || payload bytes).
+pub fn turn_hash(signed: &Signed) -> [u8; 32] {
+    codec::hash(TURN_HASH_LABEL, &signed.body)
+}
+
+/// Signs a payload.
+pub fn sign(identity: &Identity, payload: &wire::TurnPayload) -> Signed {
+    codec::sign(identity, TURN_TAG, payload)
+}
+
+/// A passage with its proof, as carried in a turn.
+pub fn proven(tag: &str, passage: &Passage, proof: &[ProofStep]) -> wire::ProvenPassage {
+    wire::ProvenPassage {
+        tag: tag.to_string(),
+        label: passage.label.clone(),
+        node_id: passage.node_id.clone(),
+        index: passage.index,
+        text: passage.content.clone(),
+        proof: proof
+            .iter()
+            .map(|s| wire::ProofStep {
+                sibling: s.sibling.to_vec(),
+                is_left: s.is_left,
+            })
+            .collect(),
+    }
+}
+
+/// Checks one carried passage's proof against `(root, count)` and returns
+/// it as a passage.
+pub fn check_passage(
+    p: &wire::ProvenPassage,
+    book: &str,
+    root: &Hash,
+    count: u64,
+) -> Result<Passage, TurnError> {
+    let fail = |reason: String| TurnError::Proof {
+        node_id: p.node_id.clone(),
+        reason,
+    };
+    if p.node_id != format!("{book}#{}", p.index) {
+        return Err(fail("its node id is not of this book and index".into()));
+    }
+    let steps = p
+        .proof
+        .iter()
+        .map(|s| {
+            Ok(ProofStep {
+                sibling: s
+                    .sibling
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| fail("a sibling is not 32 bytes".into()))?,
+                is_left: s.is_left,
+            })
+        })
+        .collect::<Result<Vec<_>, TurnError>>()?;
+    let leaf = merkle::leaf_hash(p.text.as_bytes());
+    merkle::verify(&leaf, p.index, count, &steps, root).map_err(|e| fail(e.to_string()))?;
+    Ok(Passage {
+        node_id: p.node_id.clone(),
+        label: p.label.clone(),
+        index: p.index,
+        leaf: hex::encode(leaf),
+        content: p.text.clone(),
+    })
+}
+
+/// What the checker expects of a turn.
+pub struct Expect<'a> {
+    pub moot_id: &'a [u8],
+    pub turn: u32,
+    pub prev_hash: &'a [u8; 32],
+    pub book: &'a str,
+    /// The speaker's Ed25519 key (from the roster).
+    pub signer: &'a [u8; 32],
+    /// (root, count) pairs the speaker announced for the book.
+    pub roots: &'a [(Hash, u64)],
+}
+
+/// A turn that passed [`check`].
+#[derive(Debug, Clone)]
+pub struct CheckedTurn {
+    pub payload: wire::TurnPayload,
+    pub utterance: Utterance,
+    pub hash: [u8; 32],
+}
+
+/// Checks a signed turn: signature by the expected key, moot, turn, chain
+/// link and book; a root the speaker announced; every passage's proof; and
+/// that the recorded utterance shows exactly the proven passages.
+pub fn check(signed: &Signed, expect: &Expect<'_>) -> Result<CheckedTurn, TurnError> {
+    let (payload, signer) = codec::open_signed::<wire::TurnPayload>(signed, TURN_TAG, "turn")
+        .map_err(|e| TurnError::Signature(e.to_string()))?;
+    if &signer != expect.signer {
+        return Err(TurnError::WrongSigner {
+            got: identity::peer_id_bytes(&signer)
+                .map(|p| identity::peer_id_text(&p))
+                .unwrap_or_else(|_| hex::encode(signer)),
+            want: identity::peer_id_bytes(expect.signer)
+                .map(|p| identity::peer_id_text(&p))
+                .unwrap_or_default(),
+        });
+    }
+    let mismatch = |what: &str| Err(TurnError::Mismatch(what.to_string()));
+    if payload.moot_id != expect.moot_id {
+        return mismatch("the turn is for another moot");
+    }
+    if payload.turn != expect.turn {
+        return Err(TurnError::Mismatch(format!(
+            "the turn says it is turn {}, expected {}",
+            payload.turn, expect.turn
+        )));
+    }
+    if payload.prev_hash != expect.prev_hash {
+        return mismatch("the previous-turn hash does not chain");
+    }
+    if payload.book != expect.book {
+        return mismatch("the turn is from another book");
+    }
+    if identity::peer_id_bytes(&signer).ok().as_deref() != Some(payload.speaker.as_slice()) {
+        return mismatch("the speaker field is not the signer");
+    }
+    let root: Hash = payload
+        .book_root
+        .as_slice()
+        .try_into()
+        .map_err(|_| TurnError::Mismatch("the book root is not 32 bytes".into()))?;
+    if !expect
+        .roots
+        .iter()
+        .any(|(r, c)| *r == root && *c == payload.book_count)
+    {
+        return Err(TurnError::UnknownRoot {
+            root: hex::encode(root),
+            count: payload.book_count,
+        });
+    }
+    let mut proven = Vec::new();
+    for p in &payload.passages {
+        proven.push(TaggedPassage {
+            tag: p.tag.clone(),
+            passage: check_passage(p, expect.book, &root, payload.book_count)?,
+        });
+    }
+    let record: UtteranceRecord = serde_json::from_str(&payload.utterance)
+        .map_err(|e| TurnError::Utterance(e.to_string()))?;
+    let utterance =
+        Utterance::try_from(&record).map_err(|e| TurnError::Utterance(e.to_string()))?;
+    if utterance.turn != expect.turn || utterance.speaker != expect.book {
+        return Err(TurnError::Utterance("it names another turn or book".into()));
+    }
+    if utterance.retrieved != proven {
+        return Err(TurnError::Utterance(
+            "its passages are not the proven ones".into(),
+        ));
+    }
+    Ok(CheckedTurn {
+        hash: turn_hash(signed),
+        payload,
+        utterance,
+    })
+}
