@@ -106,6 +106,9 @@ pub struct NetSettings {
     /// Most connections at once.
     pub max_connections: u32,
     pub request_timeout_secs: u64,
+    /// How long a moot's host waits for a speaker's turn (the speaker's
+    /// model runs inside it, which on a CPU can take minutes).
+    pub turn_timeout_secs: u64,
     pub idle_timeout_secs: u64,
 }
 
@@ -117,6 +120,7 @@ impl Default for NetSettings {
             max_message_bytes: 256 * 1024,
             max_connections: 128,
             request_timeout_secs: 30,
+            turn_timeout_secs: 600,
             idle_timeout_secs: 120,
         }
     }
@@ -160,11 +164,18 @@ impl NetSettings {
                 "timeouts must be greater than 0".into(),
             ));
         }
+        if self.turn_timeout_secs == 0 {
+            return Err(invalid(
+                "net.turn_timeout_secs",
+                "must be greater than 0".into(),
+            ));
+        }
         Ok(crate::net::NetConfig {
             listen,
             max_message_bytes: self.max_message_bytes,
             max_connections: self.max_connections,
             request_timeout: std::time::Duration::from_secs(self.request_timeout_secs),
+            turn_timeout: std::time::Duration::from_secs(self.turn_timeout_secs),
             idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs),
         })
     }

@@ -14,6 +14,7 @@ fn config() -> NetConfig {
         max_message_bytes: 64 * 1024,
         max_connections: 16,
         request_timeout: Duration::from_secs(10),
+        turn_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(60),
     }
 }

@@ -80,6 +80,11 @@ pub fn build(keypair: &identity::Keypair, config: &NetConfig) -> Result<Behaviou
         gossip_config,
     )?;
     let rpc = |protocol: &'static str| {
+        let timeout = if protocol == "/grove/turn/1" {
+            config.turn_timeout
+        } else {
+            config.request_timeout
+        };
         request_response::Behaviour::with_codec(
             FrameCodec {
                 max_bytes: config.max_message_bytes,
@@ -88,7 +93,7 @@ pub fn build(keypair: &identity::Keypair, config: &NetConfig) -> Result<Behaviou
                 StreamProtocol::new(protocol),
                 request_response::ProtocolSupport::Full,
             )],
-            request_response::Config::default().with_request_timeout(config.request_timeout),
+            request_response::Config::default().with_request_timeout(timeout),
         )
     };
     Ok(Behaviour {

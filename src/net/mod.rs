@@ -22,6 +22,8 @@ pub struct NetConfig {
     pub max_message_bytes: usize,
     pub max_connections: u32,
     pub request_timeout: Duration,
+    /// Timeout of `/grove/turn/1` requests (a model runs inside them).
+    pub turn_timeout: Duration,
     pub idle_timeout: Duration,
 }
 
