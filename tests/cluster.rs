@@ -19,14 +19,25 @@ pub struct Daemon {
     pub g: Grove,
     pub name: String,
     child: Option<Child>,
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
     pub fn start(name: &str) -> Daemon {
+        Daemon::start_with(name, &[])
+    }
+
+    /// A daemon with extra environment (config keys such as
+    /// `GROVE_MODEL__URL`).
+    pub fn start_with(name: &str, env: &[(&str, &str)]) -> Daemon {
         let mut d = Daemon {
             g: Grove::new(),
             name: name.to_string(),
             child: None,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         d.launch();
         d
@@ -38,6 +49,7 @@ impl Daemon {
             .g
             .cmd(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"])
             .env("GROVE_NODE__NAME", &self.name)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("RUST_LOG", "grove=debug,info,libp2p_gossipsub=error")
             .stdout(Stdio::null())
             .stderr(log)
@@ -150,7 +162,7 @@ fn epoch_and_hash(d: &Daemon) -> Option<(u64, String)> {
 
 /// Waits until every node reports the same epoch (at least `epoch`) and
 /// roster hash; on timeout shows what each reported and their logs.
-fn converged(nodes: &[&Daemon], epoch: u64) -> String {
+pub fn converged(nodes: &[&Daemon], epoch: u64) -> String {
     let start = Instant::now();
     loop {
         let seen: Vec<Option<(u64, String)>> = nodes.iter().map(|d| epoch_and_hash(d)).collect();
@@ -175,7 +187,7 @@ fn converged(nodes: &[&Daemon], epoch: u64) -> String {
 }
 
 /// Votes yes on the one open proposal as `voter` once it has arrived there.
-fn vote_yes(voter: &Daemon, kind: &str) {
+pub fn vote_yes(voter: &Daemon, kind: &str) {
     let mut id = String::new();
     eventually(
         &format!("{} to see the {kind} proposal", voter.name),
@@ -198,7 +210,7 @@ fn vote_yes(voter: &Daemon, kind: &str) {
     voter.ok(&["mesh", "vote", &id, "yes"]);
 }
 
-fn invite(by: &Daemon) -> String {
+pub fn invite(by: &Daemon) -> String {
     by.json(&["mesh", "invite", "--note", "test"])["invite"]
         .as_str()
         .unwrap()
@@ -464,6 +476,13 @@ fn non_member_is_refused(member: &Daemon) {
             answer.kind,
             Some(grove::wire::node::sync_answer::Kind::Refused(_))
         ));
+        // A turn request (a moot asking this node to speak) is refused.
+        let answer = net.request(peer, "/grove/turn/1", vec![]).await.unwrap();
+        let answer = grove::wire::moot::TurnAnswer::decode(answer.as_slice()).unwrap();
+        assert!(
+            matches!(&answer.kind, Some(grove::wire::moot::turn_answer::Kind::Refused(r)) if r.contains("members")),
+            "{answer:?}"
+        );
         // A malformed join call is refused with a reason, not a panic.
         let answer = net
             .request(peer, "/grove/join/1", vec![0xff; 7])

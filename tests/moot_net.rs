@@ -1,0 +1,235 @@
+//! Cross-node moots between real daemons on 127.0.0.1, each node with its
+//! own scripted OpenAI-compatible model server: host C, tree A on node A,
+//! tree B on node B; the export verifies offline, and tampering with it is
+//! caught.
+
+use prost::Message;
+use serde_json::Value;
+
+use crate::cluster::{Daemon, converged, eventually, invite, vote_yes};
+use crate::scripted_openai::{RecordedRequest, Reply, ScriptedServer};
+use crate::support::{Grove, generated_book};
+
+/// A reply quoting the first five words of passage `[s1]` and citing it.
+fn quoting_reply(req: &RecordedRequest) -> Reply {
+    for message in req.body["messages"].as_array().into_iter().flatten() {
+        let content = message["content"].as_str().unwrap_or_default();
+        let mut lines = content.lines();
+        while let Some(line) = lines.next() {
+            if line.starts_with("[s1] (chunk:") {
+                let words: Vec<&str> = lines
+                    .next()
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .collect();
+                let quote = words[..5.min(words.len())].join(" ");
+                return Reply::text(&format!("\"{quote}\" [s1], and so I hold [s1]."));
+            }
+        }
+    }
+    // The narrator's summary request.
+    Reply::text("The two books spoke of the sea and of work.")
+}
+
+fn model_env(server: &ScriptedServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("GROVE_MODEL__BACKEND", "openai".to_string()),
+        ("GROVE_MODEL__URL", server.url()),
+    ]
+}
+
+fn start(name: &str, server: &ScriptedServer) -> Daemon {
+    let env = model_env(server);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Daemon::start_with(name, &env)
+}
+
+fn add(d: &Daemon, key: &str, title: &str, seed: u64) {
+    let text = generated_book(title, "Anon", seed, 60, seed);
+    let path = d.g.write(&format!("{seed}.txt"), text.as_bytes());
+    d.ok(&["book", "add", path.to_str().unwrap(), "--key", key]);
+}
+
+/// Runs `moot verify` offline (no daemon, an empty state directory) on
+/// `export`; returns (success, stdout + stderr).
+fn verify_offline(export: &Value) -> (bool, String) {
+    let g = Grove::new();
+    let file = g.write(
+        "export.json",
+        serde_json::to_string_pretty(export).unwrap().as_bytes(),
+    );
+    let out = g.run(&["moot", "verify", file.to_str().unwrap()]);
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
+    let servers: Vec<ScriptedServer> = (0..3)
+        .map(|_| ScriptedServer::start_with(quoting_reply))
+        .collect();
+    let a = start("alpha", &servers[0]);
+    let b = start("bravo", &servers[1]);
+    let c = start("charlie", &servers[2]);
+    add(&a, "fiction/sea-tales", "Sea Tales", 3);
+    add(&b, "essays/field-notes", "Field Notes", 4);
+    c.ok(&["mesh", "init", "--name", "moots"]);
+    a.ok(&["mesh", "join", &invite(&c)]);
+    b.ok(&["mesh", "join", &invite(&c)]);
+    vote_yes(&a, "add");
+    converged(&[&a, &b, &c], 2);
+    eventually("C to see A's and B's roots", || {
+        let roots = c.json(&["roots"]);
+        roots["roots"].as_array().unwrap().len() == 3
+            && roots.to_string().contains("fiction/sea-tales")
+            && roots.to_string().contains("essays/field-notes")
+    });
+
+    // A book nobody announced is refused at start.
+    assert!(
+        c.fails(&[
+            "moot",
+            "start",
+            "--a",
+            "alpha:fiction/nothing",
+            "--b",
+            "bravo:essays/field-notes"
+        ])
+        .contains("does not announce")
+    );
+
+    let started = c.json(&[
+        "moot",
+        "start",
+        "--a",
+        "alpha:fiction/sea-tales",
+        "--b",
+        "bravo:essays/field-notes",
+        "--topic",
+        "the sea",
+        "--turns",
+        "4",
+    ]);
+    let id = started["id"].as_str().unwrap().to_string();
+    let mut shown = Value::Null;
+    eventually("the moot to finish", || {
+        shown = c.json(&["moot", "show", &id]);
+        shown["state"] != "running"
+    });
+    assert_eq!(shown["state"], "finished", "{shown}");
+    assert_eq!(shown["turns_done"], 4);
+    let listed = c.json(&["moot", "list"]);
+    assert_eq!(listed["moots"][0]["id"], id.as_str());
+    // Each speaker's own model wrote its turns: A and B answered two turns
+    // each, and the host's model wrote none of them.
+    assert_eq!(servers[0].requests().len(), 2);
+    assert_eq!(servers[1].requests().len(), 2);
+    let transcript = &shown["transcript"];
+    assert_eq!(
+        transcript["stats"]["grounded_turns"], 4,
+        "{}",
+        transcript["stats"]
+    );
+
+    let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
+    let (ok, out) = verify_offline(&export);
+    assert!(ok, "{out}");
+    assert!(out.contains("4 signed turns"), "{out}");
+    let mesh_id = export["mesh_id"].as_str().unwrap();
+    assert!(out.contains(mesh_id), "{out}");
+
+    tampering_is_caught(&export, &c);
+}
+
+/// Each change to an export is caught, and the message names what failed.
+fn tampering_is_caught(export: &Value, host: &Daemon) {
+    use grove::wire::mesh::Signed;
+    use grove::wire::moot::{ExportBody, TurnPayload};
+
+    // The readable transcript.
+    let mut t = export.clone();
+    let text = t["transcript"]["utterances"][1]["text"]
+        .as_str()
+        .unwrap()
+        .replacen('e', "a", 1);
+    t["transcript"]["utterances"][1]["text"] = Value::String(text);
+    let (ok, out) = verify_offline(&t);
+    assert!(!ok && out.contains("readable transcript differs"), "{out}");
+
+    // Any changed byte of the signed export breaks the host's signature.
+    let mut t = export.clone();
+    let signed = t["signed"].as_str().unwrap().to_string();
+    let at = signed.len() / 3;
+    let flipped = if &signed[at..at + 1] == "0" { "1" } else { "0" };
+    t["signed"] = Value::String(format!("{}{flipped}{}", &signed[..at], &signed[at + 1..]));
+    let (ok, out) = verify_offline(&t);
+    assert!(!ok && out.contains("signature"), "{out}");
+
+    // Deeper changes, re-signed with the host's own key so that only the
+    // inner checks can catch them.
+    let host_id = grove::identity::Identity::load_or_create(
+        &host.g.state().join(grove::identity::IDENTITY_DIR),
+    )
+    .unwrap();
+    let outer = Signed::decode(
+        hex::decode(export["signed"].as_str().unwrap())
+            .unwrap()
+            .as_slice(),
+    )
+    .unwrap();
+    let body = ExportBody::decode(outer.body.as_slice()).unwrap();
+    let resign = |body: &ExportBody| {
+        let mut t = export.clone();
+        let signed = grove::mesh::codec::sign(&host_id, grove::moot::export::EXPORT_TAG, body);
+        t["signed"] = Value::String(hex::encode(signed.encode_to_vec()));
+        verify_offline(&t)
+    };
+    let turn_payload = |s: &Signed| TurnPayload::decode(s.body.as_slice()).unwrap();
+
+    // A passage's text inside a signed turn: the speaker's signature fails.
+    let mut changed = body.clone();
+    let mut payload = turn_payload(&changed.turns[0]);
+    payload.passages[0].text.push('!');
+    changed.turns[0].body = payload.encode_to_vec();
+    let (ok, out) = resign(&changed);
+    assert!(
+        !ok && out.contains("turn 1") && out.contains("signature"),
+        "{out}"
+    );
+
+    // A proof step inside a signed turn.
+    let mut changed = body.clone();
+    let mut payload = turn_payload(&changed.turns[1]);
+    if let Some(step) = payload.passages[0].proof.first_mut() {
+        step.sibling[0] ^= 1;
+    }
+    changed.turns[1].body = payload.encode_to_vec();
+    let (ok, out) = resign(&changed);
+    assert!(!ok && out.contains("turn 2"), "{out}");
+
+    // A signed turn's signature bytes.
+    let mut changed = body.clone();
+    changed.turns[2].signature[0] ^= 1;
+    let (ok, out) = resign(&changed);
+    assert!(!ok && out.contains("turn 3"), "{out}");
+
+    // The order of two turns.
+    let mut changed = body.clone();
+    changed.turns.swap(1, 2);
+    let (ok, out) = resign(&changed);
+    assert!(!ok && out.contains("turn 2"), "{out}");
+
+    // The transcript inside the signed body: no longer what the speaker signed.
+    let mut changed = body.clone();
+    changed.transcript = changed
+        .transcript
+        .replacen("\"attempts\": 1", "\"attempts\": 2", 1);
+    let (ok, out) = resign(&changed);
+    assert!(!ok, "{out}");
+}
