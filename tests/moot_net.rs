@@ -126,6 +126,18 @@ fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
     assert_eq!(shown["turns_done"], 4);
     let listed = c.json(&["moot", "list"]);
     assert_eq!(listed["moots"][0]["id"], id.as_str());
+    let docs = crate::docs::documented_shapes();
+    for (name, out) in [
+        ("moot start", &started),
+        ("moot show", &shown),
+        ("moot list", &listed),
+    ] {
+        let got = crate::docs::shape_of(out);
+        assert!(
+            docs.contains(&got),
+            "`grove {name} --json` has fields {got:?}, which no example in docs/cli-json.md has"
+        );
+    }
     // Each speaker's own model wrote its turns: A and B answered two turns
     // each, and the host's model wrote none of them.
     assert_eq!(servers[0].requests().len(), 2);
@@ -140,6 +152,11 @@ fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
     let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
     let (ok, out) = verify_offline(&export);
     assert!(ok, "{out}");
+    let got = crate::docs::shape_of(&export);
+    assert!(
+        docs.contains(&got),
+        "`grove moot export` has fields {got:?}, which no example in docs/cli-json.md has"
+    );
     assert!(out.contains("4 signed turns"), "{out}");
     let mesh_id = export["mesh_id"].as_str().unwrap();
     assert!(out.contains(mesh_id), "{out}");
