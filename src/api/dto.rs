@@ -496,6 +496,11 @@ pub struct MootView {
     pub topic: Option<String>,
     pub turns: u32,
     pub turns_done: u32,
+    /// Wall time of each accepted turn as the host saw it, in ms: the
+    /// request, the speaker's retrieval, model and signing, and the host's
+    /// checks.
+    #[serde(default)]
+    pub turn_ms: Vec<u64>,
     /// The transcript once the moot finished.
     pub transcript: Option<crate::moot::transcript::TranscriptRecord>,
 }

@@ -663,9 +663,17 @@ impl Node {
         }
         .encode_to_vec();
         let asks = targets.into_iter().map(|peer| {
-            let net = self.shared().net.clone();
+            let node = self.clone();
             let call = call.clone();
-            async move { (peer, net.request(peer, "/grove/search/1", call).await) }
+            async move {
+                let _ = node.ensure_connected(peer).await;
+                let answer = node
+                    .shared()
+                    .net
+                    .request(peer, "/grove/search/1", call)
+                    .await;
+                (peer, answer)
+            }
         });
         for (peer, answer) in futures::future::join_all(asks).await {
             let answer = match answer {

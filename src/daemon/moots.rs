@@ -177,7 +177,7 @@ struct NodeSpeaker {
     moot_id: Vec<u8>,
     who: Resolved,
     chain: Arc<Mutex<(Vec<u8>, Vec<Signed>)>>,
-    on_turn: Arc<dyn Fn(&[Signed]) + Send + Sync>,
+    on_turn: Arc<dyn Fn(&[Signed], u64) + Send + Sync>,
 }
 
 impl NodeSpeaker {
@@ -197,12 +197,16 @@ impl NodeSpeaker {
         }
         let answer = self
             .rt
-            .block_on(
+            .block_on(async {
+                // Members dial each other as they learn addresses; make sure
+                // rather than fail a turn on a connection still coming up.
+                let _ = self.node.ensure_connected(self.who.peer).await;
                 self.node
                     .shared()
                     .net
-                    .request(self.who.peer, "/grove/turn/1", bytes),
-            )
+                    .request(self.who.peer, "/grove/turn/1", bytes)
+                    .await
+            })
             .map_err(|e| self.fail(format!("the speaker's node did not answer: {e}")))?;
         wire::TurnAnswer::decode(answer.as_slice())
             .map_err(|_| self.fail("the speaker's node sent a malformed answer"))
@@ -302,6 +306,7 @@ impl Speaker for NodeSpeaker {
             opening: false,
         };
         let prev_arr: [u8; 32] = prev.as_slice().try_into().unwrap_or(GENESIS_PREV);
+        let started = std::time::Instant::now();
         let mut last = String::new();
         for _ in 0..TURN_ATTEMPTS {
             match self.send(&wire_call)?.kind {
@@ -323,7 +328,7 @@ impl Speaker for NodeSpeaker {
                                 chain.1.push(signed_turn);
                                 chain.1.clone()
                             };
-                            (self.on_turn)(&turns);
+                            (self.on_turn)(&turns, started.elapsed().as_millis() as u64);
                             return Ok(checked.utterance);
                         }
                         Err(e) => last = format!("turn {} refused: {e}", r.turn),
@@ -477,6 +482,7 @@ impl Node {
             topic: req.topic.clone(),
             turns: settings.turns,
             turns_done: 0,
+            turn_ms: Vec::new(),
             transcript: None,
         };
         let entry = Entry {
@@ -526,12 +532,14 @@ impl Node {
         let chain = Arc::new(Mutex::new((GENESIS_PREV.to_vec(), Vec::new())));
         let book = Arc::new(self.clone());
         let moot = id.to_string();
-        let on_turn: Arc<dyn Fn(&[Signed]) + Send + Sync> = Arc::new(move |turns: &[Signed]| {
-            book.shared().moots.update(&moot, |e| {
-                e.turns = turns.to_vec();
-                e.view.turns_done = turns.len() as u32;
+        let on_turn: Arc<dyn Fn(&[Signed], u64) + Send + Sync> =
+            Arc::new(move |turns: &[Signed], ms: u64| {
+                book.shared().moots.update(&moot, |e| {
+                    e.turns = turns.to_vec();
+                    e.view.turns_done = turns.len() as u32;
+                    e.view.turn_ms.push(ms);
+                });
             });
-        });
         let trees = [resolved[0].tree.clone(), resolved[1].tree.clone()];
         let mut speakers: Vec<NodeSpeaker> = resolved
             .into_iter()

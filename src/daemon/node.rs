@@ -71,6 +71,7 @@ pub struct Shared {
     announce_due: AtomicBool,
     sync_due: AtomicBool,
     republish_due: AtomicBool,
+    redial_due: AtomicBool,
     deferred_votes: Mutex<Vec<Vec<u8>>>,
     /// The last sealed gossip payloads received, for audits (an operator can
     /// check what a removed member could or could not read).
@@ -113,6 +114,7 @@ impl Node {
             announce_due: AtomicBool::new(true),
             sync_due: AtomicBool::new(true),
             republish_due: AtomicBool::new(true),
+            redial_due: AtomicBool::new(true),
             deferred_votes: Mutex::new(Vec::new()),
             recent_gossip: Mutex::new(std::collections::VecDeque::new()),
         }))
@@ -304,6 +306,7 @@ impl Node {
             "mesh epoch"
         );
         self.0.announce_due.store(true, Ordering::Relaxed);
+        self.0.redial_due.store(true, Ordering::Relaxed);
     }
 
     async fn periodic(&self, n: u64) {
@@ -346,7 +349,7 @@ impl Node {
         {
             self.republish_open(&view).await;
         }
-        if n % 6 == 1 {
+        if self.0.redial_due.swap(false, Ordering::Relaxed) || n % 6 == 1 {
             self.redial(&view).await;
         }
     }
@@ -392,6 +395,24 @@ impl Node {
                 self.0.stats.bump("gossip.republished");
             }
         }
+    }
+
+    /// Makes sure there is a connection to `peer` (a member), dialing its
+    /// known addresses when there is none.
+    pub async fn ensure_connected(&self, peer: PeerId) -> Result<(), crate::net::NetError> {
+        if self.peers().connected.contains(&peer) {
+            return Ok(());
+        }
+        let addrs = self
+            .peers()
+            .addresses
+            .get(&peer)
+            .cloned()
+            .unwrap_or_default();
+        self.0
+            .net
+            .connect(peer, &addrs, Duration::from_secs(10))
+            .await
     }
 
     /// Members (not this node) with a live connection.
@@ -794,6 +815,10 @@ impl Node {
         match self.peers().offer(announcement, signed, crate::now_ms()) {
             Ok(true) => {
                 self.0.stats.bump("announcements.accepted");
+                if !self.peers().connected.contains(&author) {
+                    // Its addresses are known now: dial it on the next tick.
+                    self.0.redial_due.store(true, Ordering::Relaxed);
+                }
                 if first {
                     // A member we had not heard from may not have our roots.
                     self.0.announce_due.store(true, Ordering::Relaxed);

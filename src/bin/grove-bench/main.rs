@@ -5,6 +5,7 @@
 mod grounding;
 mod mesh;
 mod model;
+mod moot_net;
 mod net;
 mod store;
 
@@ -17,10 +18,11 @@ fn main() -> anyhow::Result<()> {
         "mesh" => mesh::run(rest),
         "model" => model::run(rest),
         "net" => net::run(rest),
+        "moot-net" => moot_net::run(rest),
         "store" => store::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: grounding, mesh, model, net, store"
+                "usage: grove-bench <area> [args]; areas: grounding, mesh, model, moot-net, net, store"
             )
         }
     }

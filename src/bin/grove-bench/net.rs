@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-struct Node {
-    state: PathBuf,
+pub(crate) struct Node {
+    pub(crate) state: PathBuf,
     child: Child,
 }
 
@@ -25,7 +25,7 @@ impl Drop for Node {
     }
 }
 
-fn grove_bin() -> anyhow::Result<PathBuf> {
+pub(crate) fn grove_bin() -> anyhow::Result<PathBuf> {
     let me = std::env::current_exe()?;
     let bin = me.with_file_name("grove");
     if !bin.is_file() {
@@ -37,7 +37,7 @@ fn grove_bin() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-fn grove(bin: &Path, state: &Path, args: &[&str]) -> Command {
+pub(crate) fn grove(bin: &Path, state: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(bin);
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("GROVE_") {
@@ -48,7 +48,7 @@ fn grove(bin: &Path, state: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-fn json(bin: &Path, state: &Path, args: &[&str]) -> anyhow::Result<Value> {
+pub(crate) fn json(bin: &Path, state: &Path, args: &[&str]) -> anyhow::Result<Value> {
     let mut all = args.to_vec();
     all.push("--json");
     let out = grove(bin, state, &all).output()?;
@@ -61,7 +61,11 @@ fn json(bin: &Path, state: &Path, args: &[&str]) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> anyhow::Result<()> {
+pub(crate) fn wait_until(
+    what: &str,
+    limit: Duration,
+    mut f: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
     let start = Instant::now();
     while !f() {
         if start.elapsed() > limit {
@@ -73,6 +77,16 @@ fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> anyho
 }
 
 fn start(bin: &Path, root: &Path, k: usize) -> anyhow::Result<Node> {
+    start_with(bin, root, k, &[])
+}
+
+/// Starts node `k` under `root` with extra environment (config keys).
+pub(crate) fn start_with(
+    bin: &Path,
+    root: &Path,
+    k: usize,
+    env: &[(&str, String)],
+) -> anyhow::Result<Node> {
     let state = root.join(format!("node{k}"));
     std::fs::create_dir_all(&state)?;
     let child = grove(
@@ -82,6 +96,7 @@ fn start(bin: &Path, root: &Path, k: usize) -> anyhow::Result<Node> {
     )
     .env("GROVE_NODE__NAME", format!("node{k}"))
     .env("GROVE_LOG__LEVEL", "warn")
+    .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
     .stdout(Stdio::null())
     .stderr(Stdio::null())
     .spawn()?;
@@ -127,7 +142,7 @@ fn vote_add(bin: &Path, voters: &[&Node], joiner: &str) -> anyhow::Result<()> {
 
 /// Adds node `joiner` to the mesh founded by `nodes[0]`; returns the time
 /// from `mesh join` to the joiner being a member.
-fn join(bin: &Path, nodes: &[Node], joiner: &Node) -> anyhow::Result<Duration> {
+pub(crate) fn join(bin: &Path, nodes: &[Node], joiner: &Node) -> anyhow::Result<Duration> {
     let invite = json(bin, &nodes[0].state, &["mesh", "invite"])?["invite"]
         .as_str()
         .context("invite")?
@@ -146,7 +161,7 @@ fn join(bin: &Path, nodes: &[Node], joiner: &Node) -> anyhow::Result<Duration> {
     Ok(start.elapsed())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
