@@ -124,6 +124,9 @@ fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
     });
     assert_eq!(shown["state"], "finished", "{shown}");
     assert_eq!(shown["turns_done"], 4);
+    let watched = c.ok(&["moot", "watch", &id]);
+    assert_eq!(watched.matches("── turn ").count(), 4, "{watched}");
+    assert!(watched.contains("is finished"), "{watched}");
     let listed = c.json(&["moot", "list"]);
     assert_eq!(listed["moots"][0]["id"], id.as_str());
     let docs = crate::docs::documented_shapes();

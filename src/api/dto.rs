@@ -501,8 +501,22 @@ pub struct MootView {
     /// checks.
     #[serde(default)]
     pub turn_ms: Vec<u64>,
+    /// The accepted turns so far, as `moot watch` prints them.
+    #[serde(default)]
+    pub lines: Vec<MootLine>,
     /// The transcript once the moot finished.
     pub transcript: Option<crate::moot::transcript::TranscriptRecord>,
+}
+
+/// One accepted turn of a hosted moot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootLine {
+    pub turn: u32,
+    /// The speaking tree's key and title.
+    pub key: String,
+    pub title: String,
+    pub text: String,
+    pub grounded: bool,
 }
 
 /// One moot in `moot list`.

@@ -39,6 +39,8 @@ pub enum MootCmd {
     List,
     /// One hosted moot: state (running, paused and why, finished) and transcript.
     Show { id: String },
+    /// Print a hosted moot's turns as they land, until it finishes or pauses.
+    Watch { id: String },
     /// Print a finished moot's export (signed by this node) for `moot verify`.
     Export { id: String },
 }
@@ -130,6 +132,7 @@ pub fn run(cmd: MootCmd, ctx: &Ctx) -> anyhow::Result<()> {
         MootCmd::Start(args) => super::moots::start(&args, ctx),
         MootCmd::List => super::moots::list(ctx),
         MootCmd::Show { id } => super::moots::show(&id, ctx),
+        MootCmd::Watch { id } => super::moots::watch(&id, ctx),
         MootCmd::Export { id } => super::moots::export(&id, ctx),
         MootCmd::Run(args) => run_stored(&args, ctx),
     }

@@ -137,6 +137,43 @@ pub fn show(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    let client = ctx.daemon()?;
+    let mut printed = 0usize;
+    loop {
+        let v: dto::MootView =
+            client.request(Method::GET, &url("/v1/moot/show", id), Vec::new())?;
+        for line in v.lines.iter().skip(printed) {
+            if ctx.json {
+                println!("{}", serde_json::to_string(line)?);
+            } else {
+                println!(
+                    "── turn {} · {} ──\n{}\n   {}\n",
+                    line.turn,
+                    line.title,
+                    line.text,
+                    if line.grounded {
+                        "grounded"
+                    } else {
+                        "NOT grounded"
+                    }
+                );
+            }
+        }
+        printed = v.lines.len();
+        if v.state != "running" {
+            if !ctx.json {
+                match &v.reason {
+                    Some(r) => println!("moot {} is {}: {r}", v.id, v.state),
+                    None => println!("moot {} is {}", v.id, v.state),
+                }
+            }
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 pub fn export(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
     let e: dto::MootExport =

@@ -177,7 +177,7 @@ struct NodeSpeaker {
     moot_id: Vec<u8>,
     who: Resolved,
     chain: Arc<Mutex<(Vec<u8>, Vec<Signed>)>>,
-    on_turn: Arc<dyn Fn(&[Signed], u64) + Send + Sync>,
+    on_turn: Arc<dyn Fn(&[Signed], u64, &Utterance) + Send + Sync>,
 }
 
 impl NodeSpeaker {
@@ -328,7 +328,11 @@ impl Speaker for NodeSpeaker {
                                 chain.1.push(signed_turn);
                                 chain.1.clone()
                             };
-                            (self.on_turn)(&turns, started.elapsed().as_millis() as u64);
+                            (self.on_turn)(
+                                &turns,
+                                started.elapsed().as_millis() as u64,
+                                &checked.utterance,
+                            );
                             return Ok(checked.utterance);
                         }
                         Err(e) => last = format!("turn {} refused: {e}", r.turn),
@@ -483,6 +487,7 @@ impl Node {
             turns: settings.turns,
             turns_done: 0,
             turn_ms: Vec::new(),
+            lines: Vec::new(),
             transcript: None,
         };
         let entry = Entry {
@@ -532,12 +537,19 @@ impl Node {
         let chain = Arc::new(Mutex::new((GENESIS_PREV.to_vec(), Vec::new())));
         let book = Arc::new(self.clone());
         let moot = id.to_string();
-        let on_turn: Arc<dyn Fn(&[Signed], u64) + Send + Sync> =
-            Arc::new(move |turns: &[Signed], ms: u64| {
+        let on_turn: Arc<dyn Fn(&[Signed], u64, &Utterance) + Send + Sync> =
+            Arc::new(move |turns: &[Signed], ms: u64, u: &Utterance| {
                 book.shared().moots.update(&moot, |e| {
                     e.turns = turns.to_vec();
                     e.view.turns_done = turns.len() as u32;
                     e.view.turn_ms.push(ms);
+                    e.view.lines.push(dto::MootLine {
+                        turn: u.turn,
+                        key: u.speaker.clone(),
+                        title: u.title.clone(),
+                        text: u.text.clone(),
+                        grounded: u.grounded,
+                    });
                 });
             });
         let trees = [resolved[0].tree.clone(), resolved[1].tree.clone()];
