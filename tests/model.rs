@@ -36,6 +36,7 @@ fn request() -> ChatRequest {
         max_tokens: 64,
         temperature: 0.6,
         seed: 42,
+        guidance: None,
     }
 }
 

@@ -89,6 +89,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             top_p: None,
             candle_llama,
             dense_prefill,
+            guided: true,
         },
     )?;
     let load = started.elapsed();
