@@ -598,3 +598,89 @@ fn a_moot_on_real_books_verifies_from_its_transcript() {
         assert!(moot.stats.quotes_total > 0);
     }
 }
+
+/// A short moot on the embedded model, guided (the default): every turn
+/// cites valid tags and quotes its passages verbatim on the first try, the
+/// transcript records guidance, and `moot verify` re-checks it.
+#[test]
+fn a_guided_moot_on_the_embedded_model_grounds_every_turn() {
+    let Some(model) = crate::model::embedded_model_file() else {
+        eprintln!("skipped: no embedded model (set GROVE_TEST_STATE or GROVE_TEST_MODEL)");
+        return;
+    };
+    let g = crate::support::Grove::new();
+    for (file, key, title, seed) in [
+        ("a.txt", "fiction/sea-tales", "Sea Tales", 3),
+        ("b.txt", "essays/field-notes", "Field Notes", 4),
+    ] {
+        let book = g.write(
+            file,
+            crate::support::generated_book(title, "A. Writer", 100 + seed, 40, seed).as_bytes(),
+        );
+        g.ok(&["book", "add", book.to_str().unwrap(), "--key", key]);
+    }
+    let out_file = g.state().join("guided-moot.json");
+    let run = |guided: &str, turns: &str, max_tokens: &str| {
+        let out = g
+            .cmd(&[
+                "moot",
+                "run",
+                "--a",
+                "fiction/sea-tales",
+                "--b",
+                "essays/field-notes",
+                "--topic",
+                "the sea",
+                "--turns",
+                turns,
+                "-k",
+                "3",
+                "--max-tokens",
+                max_tokens,
+                "--out",
+                out_file.to_str().unwrap(),
+                "--json",
+            ])
+            .env("GROVE_MODEL__PATH", &model)
+            .env("GROVE_MODEL__GUIDED", guided)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("the transcript")
+    };
+    let transcript = run("true", "3", "80");
+    let utterances = transcript["utterances"].as_array().unwrap();
+    assert_eq!(utterances.len(), 3);
+    for u in utterances {
+        let turn = &u["turn"];
+        let raw = u["raw_text"].as_str().unwrap();
+        assert_eq!(u["guided"], true, "turn {turn}");
+        assert_eq!(u["grounding"]["tags_valid"], true, "turn {turn}: {raw}");
+        let total = u["grounding"]["quotes_total"].as_u64().unwrap();
+        assert!((1..=3).contains(&total), "turn {turn}: {raw}");
+        assert_eq!(
+            u["grounding"]["quotes_found"].as_u64().unwrap(),
+            total,
+            "turn {turn}: {raw}"
+        );
+        assert_eq!(u["attempts"], 1, "turn {turn}: {raw}");
+        assert_eq!(u["grounded"], true, "turn {turn}: {raw}");
+    }
+    let stats = &transcript["stats"];
+    assert_eq!(stats["guided_turns"], 3, "{stats}");
+    assert_eq!(stats["tags_valid_rate"], 1.0, "{stats}");
+    assert_eq!(stats["quote_found_rate"], 1.0, "{stats}");
+    assert_eq!(stats["retried_turns"], 0, "{stats}");
+    let verified = g.ok(&["moot", "verify", out_file.to_str().unwrap()]);
+    assert!(verified.contains("ok:"), "{verified}");
+
+    // Guidance off: the transcript says so (and still verifies).
+    let unguided = run("false", "1", "32");
+    assert_eq!(unguided["utterances"][0]["guided"], false);
+    assert_eq!(unguided["stats"]["guided_turns"], 0);
+    g.ok(&["moot", "verify", out_file.to_str().unwrap()]);
+}

@@ -358,11 +358,13 @@ fn quote_starts(bytes: &[u8], min_words: usize) -> Vec<u32> {
     starts
 }
 
-/// A live position of an open quote: source index and byte offset.
+/// A live position of an open quote: source index, byte offset, and the
+/// offset the quote started at in that source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Live {
     source: u32,
     pos: u32,
+    start: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -630,10 +632,10 @@ impl QuoteGuide {
             || (self.max_words > 0 && self.words() + self.rules.end_words >= self.max_words)
     }
 
-    /// Whether the next quote must come from a passage (only one quote left
-    /// and none from a passage yet).
+    /// Whether the next quote must come from a passage: the first one must
+    /// (a turn is grounded by its passage quotes; moot quotes come after).
     fn passages_only(&self) -> bool {
-        self.counts.passage_quotes == 0 && self.counts.quotes + 1 >= self.rules.max_quotes
+        self.counts.passage_quotes == 0
     }
 
     /// Openers usable right now (respecting the space before the mark).
@@ -935,6 +937,7 @@ impl QuoteGuide {
                             s.starts.iter().map(move |&pos| Live {
                                 source: i as u32,
                                 pos,
+                                start: pos,
                             })
                         })
                         .collect();
@@ -954,6 +957,7 @@ impl QuoteGuide {
             },
             State::Quote { mut live, content } if b == b'"' => {
                 let tag = self.close_tag(&live, &content);
+                self.retire_quoted(&live, &content);
                 live.clear();
                 self.counts.quotes += 1;
                 if matches!(tag, Some(SourceTag::Passage(_))) {
@@ -996,6 +1000,24 @@ impl QuoteGuide {
                 }
             }
         };
+    }
+
+    /// Drops the quote starts inside the text just quoted, wherever it
+    /// occurs, so a reply does not quote the same words twice.
+    fn retire_quoted(&mut self, live: &[Live], content: &[u8]) {
+        let spans: Vec<(usize, u32, u32)> = live
+            .iter()
+            .filter(|l| self.closable(l.source as usize, l.pos as usize, content))
+            .map(|l| (l.source as usize, l.start, l.pos))
+            .collect();
+        if spans.is_empty() {
+            return;
+        }
+        for (s, start, end) in spans {
+            self.sources[s].starts.retain(|&p| p < start || p >= end);
+        }
+        self.openers_any = self.openers(false);
+        self.openers_passages = self.openers(true);
     }
 
     /// The tag forced after a quote closing here: a passage holding it
@@ -1098,6 +1120,23 @@ impl DecodeGuide for QuoteGuide {
     }
 }
 
+/// A llama.cpp GBNF grammar for a reply citing `passages` passages: `[`
+/// only opens a tag group of this turn's `s` tags (or `o` turn tags), so
+/// every `s` tag is valid. Quotes are not constrained: a grammar cannot
+/// follow live passage positions the way [`QuoteGuide`] does.
+pub fn tag_grammar(passages: usize) -> String {
+    let tags = (1..=passages.max(1))
+        .map(|n| format!("\"s{n}\""))
+        .collect::<Vec<_>>()
+        .join(" | ");
+    format!(
+        "root ::= (text | group)*\n\
+         text ::= [^\\[\\]]\n\
+         group ::= \"[\" tag (\", \" tag)* \"]\"\n\
+         tag ::= {tags} | \"o\" [0-9]+\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1137,6 +1176,9 @@ mod tests {
             "'s",
             " we",
             " said",
+            "at",
+            " all",
+            " here",
             "<|im_end|>",
         ] {
             words.push(w.to_string());
@@ -1191,6 +1233,17 @@ mod tests {
     }
 
     const WHALE: &str = "The whale rose from the sea at dawn.";
+
+    #[test]
+    fn the_tag_grammar_names_only_this_turns_passages() {
+        let g = tag_grammar(3);
+        assert!(
+            g.contains(r#"tag ::= "s1" | "s2" | "s3" | "o" [0-9]+"#),
+            "{g}"
+        );
+        assert!(g.contains(r"text ::= [^\[\]]"), "{g}");
+        assert!(!g.contains("s4"));
+    }
 
     #[test]
     fn only_verbatim_continuations_inside_a_quote() {
@@ -1272,18 +1325,17 @@ mod tests {
 
     #[test]
     fn at_most_three_quotes() {
-        let (mut g, w) = guide(&[WHALE], 200);
+        let (mut g, w) = guide(&["one two three four five six seven eight nine ten"], 200);
         feed(&mut g, &w, &["I"]);
-        for _ in 0..3 {
-            feed(
-                &mut g,
-                &w,
-                &[" \"The", " whale", " rose", "\"", " [s1]", " we"],
-            );
+        for quote in ["one two three", "four five six", "seven eight nine"] {
+            feed(&mut g, &w, &[" \""]);
+            for c in quote.chars() {
+                feed(&mut g, &w, &[c.to_string().as_str()]);
+            }
+            feed(&mut g, &w, &["\"", " [s1]", " we"]);
         }
         assert_eq!(g.counts().quotes, 3);
         assert!(!allows(&mut g, &w, " \""));
-        assert!(!allows(&mut g, &w, " \"The"));
         assert!(!allows(&mut g, &w, "\""));
         assert!(allows(&mut g, &w, " said"));
     }
@@ -1399,33 +1451,42 @@ mod tests {
             max_words: 0,
         };
         let mut g = QuoteGuide::new(vocab, &guidance, 200, GuideRules::default());
-        feed(&mut g, &w, &["I", " \"Call", " me", " Ishmael", "\""]);
+        feed(&mut g, &w, &["I"]);
+        // The first quote must come from a passage.
+        assert!(!allows(&mut g, &w, " \"Call"));
+        feed(
+            &mut g,
+            &w,
+            &[
+                " \"", "at", " all", " here", "\"", " [", "s", "1", "]", " we",
+            ],
+        );
+        feed(&mut g, &w, &[" \"Call", " me", " Ishmael", "\""]);
         for c in [" ", "[", "o", "3", "]"] {
             feed(&mut g, &w, &[c]);
         }
-        assert_eq!(g.text(), "I \"Call me Ishmael\" [o3]");
-        assert_eq!(g.counts().quotes, 1);
-        assert_eq!(g.counts().passage_quotes, 0);
+        assert_eq!(
+            g.text(),
+            "I \"at all here\" [s1] we \"Call me Ishmael\" [o3]"
+        );
+        assert_eq!(g.counts().quotes, 2);
+        assert_eq!(g.counts().passage_quotes, 1);
     }
 
     #[test]
-    fn the_last_allowed_quote_must_come_from_a_passage() {
-        let (vocab, w) = vocab();
-        let guidance = Guidance {
-            passages: vec![WHALE.into()],
-            turns: BTreeMap::from([(1, "Call me Ishmael, the whale said.".to_string())]),
-            max_words: 0,
-        };
-        let rules = GuideRules {
-            max_quotes: 2,
-            ..GuideRules::default()
-        };
-        let mut g = QuoteGuide::new(vocab, &guidance, 200, rules);
-        feed(&mut g, &w, &["I", " \"Call", " me", " Ishmael", "\""]);
-        for c in [" ", "[", "o", "1", "]", " we"] {
-            feed(&mut g, &w, &[c]);
-        }
-        assert!(!allows(&mut g, &w, " \"Call"));
-        assert!(allows(&mut g, &w, " \"The"));
+    fn the_same_words_are_not_quoted_twice() {
+        let (mut g, w) = guide(&[WHALE], 200);
+        feed(
+            &mut g,
+            &w,
+            &["I", " \"The", " whale", " rose", "\"", " [s1]", " we"],
+        );
+        feed(&mut g, &w, &[" \""]);
+        // `The whale rose` was quoted: no quote starts inside it again...
+        assert!(!allows(&mut g, &w, "w"));
+        assert!(!allows(&mut g, &w, "r"));
+        // ...but `from the sea at dawn` is still free.
+        assert!(allows(&mut g, &w, "f"));
+        assert!(allows(&mut g, &w, "t"));
     }
 }

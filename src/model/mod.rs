@@ -135,6 +135,10 @@ pub struct ModelSettings {
     /// verbatim passage text and tags valid by construction. `false` turns
     /// it off (for comparison); other backends ignore it.
     pub guided: bool,
+    /// openai backend: send moot turns a llama.cpp `grammar` (GBNF) under
+    /// which `[` only opens a valid tag group. Off by default: servers
+    /// without grammar support may refuse the unknown field.
+    pub grammar: bool,
 }
 
 impl Default for ModelSettings {
@@ -150,6 +154,7 @@ impl Default for ModelSettings {
             max_retries: 3,
             threads: 0,
             guided: true,
+            grammar: false,
         }
     }
 }

@@ -187,15 +187,12 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
         },
     ];
     // What a guiding backend needs: quotes may copy this turn's passages
-    // (tagged s1..sk) or earlier turns (tagged oN), as the grader reads them.
+    // (tagged s1..sk) or the other book's earlier turns (tagged oN), as the
+    // grader reads them. Its own turns are left out: a book echoing itself
+    // is how a small model loops.
     let guidance = Guidance {
         passages: tagged.iter().map(|t| t.passage.content.clone()).collect(),
-        turns: request
-            .other_turns
-            .iter()
-            .chain(&request.own_turns)
-            .map(|(&n, text)| (n, text.clone()))
-            .collect(),
+        turns: request.other_turns.clone(),
         max_words: prompt::MAX_REPLY_WORDS,
     };
     let guided = model.guides_decoding();
