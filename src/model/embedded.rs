@@ -29,7 +29,7 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 use super::guide::{Guidance, GuideCounts, GuideRules, QuoteGuide, Vocabulary};
 use super::install::{is_block_quantized, requantize_into};
 use super::llama::LlamaModel;
-use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided};
+use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
 use super::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
 
 /// Prompt tokens fed to the model per forward pass; bounds the attention
@@ -58,6 +58,10 @@ pub struct EmbeddedOptions {
     /// Decode requests that carry [`ChatRequest::guidance`] under a
     /// [`QuoteGuide`] (setting `model.guided`).
     pub guided: bool,
+    /// Never repeat a sequence of this many generated tokens within one
+    /// answer (0: off). A 135M model otherwise loops on one line until
+    /// `max_tokens`.
+    pub no_repeat_ngram: usize,
 }
 
 impl Default for EmbeddedOptions {
@@ -68,6 +72,7 @@ impl Default for EmbeddedOptions {
             candle_llama: false,
             dense_prefill: true,
             guided: true,
+            no_repeat_ngram: 4,
         }
     }
 }
@@ -385,6 +390,7 @@ impl EmbeddedModel {
                 *padded = f32::NEG_INFINITY;
             }
             guide.constrain(&mut row);
+            forbid_repeated_ngrams(&tokens, self.options.no_repeat_ngram, &mut row);
             let token = sampler
                 .sample(&row)
                 .map_err(|e| ModelError::Failed(format!("sampling: {e}")))?;

@@ -664,10 +664,14 @@ impl QuoteGuide {
         let remaining = self.remaining();
         let rules = self.rules.clone();
         let quotes_left = self.counts.quotes < rules.max_quotes;
+        // After `open_after_tokens`, wait for a word to end (a few tokens at
+        // most) rather than open a quote inside one.
+        let mid_word = self.text.last().is_some_and(|b| b.is_ascii_alphanumeric());
         let must_open = self.counts.passage_quotes == 0
             && quotes_left
             && (self.at_sentence_end()
-                || self.tokens >= rules.open_after_tokens
+                || (self.tokens >= rules.open_after_tokens
+                    && (!mid_word || self.tokens >= rules.open_after_tokens + 8))
                 || remaining <= rules.open_reserve);
         if must_open {
             let openers = self.usable_openers();
@@ -1367,6 +1371,10 @@ mod tests {
         for _ in 0..rules.open_after_tokens {
             feed(&mut g, &w, &[" we"]);
         }
+        // Not inside a word: `we` may go on (`went`)...
+        assert!(allows(&mut g, &w, " we"));
+        feed(&mut g, &w, &[","]);
+        // ...but after it the quote opens.
         assert!(!allows(&mut g, &w, " we"));
         assert!(allows(&mut g, &w, " \"The"));
     }

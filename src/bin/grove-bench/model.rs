@@ -113,6 +113,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             candle_llama,
             dense_prefill,
             guided: true,
+            no_repeat_ngram: 0,
         },
     )?;
     let load = started.elapsed();
