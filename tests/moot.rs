@@ -598,3 +598,146 @@ fn a_moot_on_real_books_verifies_from_its_transcript() {
         assert!(moot.stats.quotes_total > 0);
     }
 }
+
+/// A generated Gutenberg-style book as a [`FakeBook`]: one chunk per
+/// paragraph, line breaks kept (search never comes back empty, unlike a
+/// store search for words a 40-word book does not have).
+fn generated_fake_book(key: &str, title: &str, seed: u64) -> FakeBook {
+    let text = crate::support::generated_book(title, "A. Writer", 100 + seed, 30, seed);
+    let body = text
+        .split("*** START")
+        .nth(1)
+        .and_then(|t| t.split("*** END").next())
+        .unwrap_or_default();
+    FakeBook {
+        key: key.to_string(),
+        chunks: body
+            .split("\n\n")
+            .skip(1)
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect(),
+        queries: Vec::new(),
+    }
+}
+
+/// A short moot on the embedded model, guided (the default): every turn
+/// cites valid tags and quotes its passages verbatim on the first try, the
+/// utterances record guidance, and the transcript verifies.
+#[test]
+fn a_guided_moot_on_the_embedded_model_grounds_every_turn() {
+    let Some(path) = crate::model::embedded_model_file() else {
+        eprintln!("skipped: no embedded model (set GROVE_TEST_STATE or GROVE_TEST_MODEL)");
+        return;
+    };
+    let mut model = grove::model::embedded::EmbeddedModel::load(
+        &path,
+        grove::model::embedded::EmbeddedOptions::default(),
+    )
+    .expect("load model");
+    assert!(model.guides_decoding());
+    let mut a = generated_fake_book("fiction/sea-tales", "Sea Tales", 3);
+    let mut b = generated_fake_book("essays/field-notes", "Field Notes", 4);
+    let moot = run_local(
+        [
+            Tree::new("fiction/sea-tales", "Sea Tales", "A. Writer"),
+            Tree::new("essays/field-notes", "Field Notes", "B. Writer"),
+        ],
+        Some("the sea".into()),
+        MootSettings {
+            turns: 3,
+            k: 3,
+            max_tokens: 80,
+            ..MootSettings::default()
+        },
+        [&mut a, &mut b],
+        &mut model,
+        &mut |_| {},
+    )
+    .expect("moot runs");
+    for u in &moot.utterances {
+        let (turn, raw, g) = (u.turn, &u.raw_text, &u.grounding);
+        assert!(u.guided, "turn {turn}");
+        assert!(g.tags_valid, "turn {turn}: {raw}");
+        assert!((1..=3).contains(&g.quotes_total), "turn {turn}: {raw}");
+        assert_eq!(g.quotes_found, g.quotes_total, "turn {turn}: {raw}");
+        assert_eq!(u.attempts, 1, "turn {turn}: {raw}");
+        assert!(u.grounded, "turn {turn}: {raw}");
+        assert!(u.snaps.is_empty(), "turn {turn}: {raw}");
+    }
+    let stats = &moot.stats;
+    assert_eq!(stats.guided_turns, 3);
+    assert_eq!(stats.tags_valid_rate, Some(1.0));
+    assert_eq!(stats.quote_found_rate, Some(1.0));
+    assert_eq!(stats.retried_turns, 0);
+    let record = TranscriptRecord::from(&moot);
+    let parsed = TranscriptRecord::from_json(&record.to_json_pretty()).expect("parses");
+    assert!(parsed.utterances.iter().all(|u| u.guided));
+    assert_eq!(verify(&parsed, None).expect("verifies"), []);
+}
+
+/// `model.guided` reaches the model through the config, and the transcript
+/// of `grove moot run` records it either way (one turn: its search is the
+/// topic, which the generated books hold).
+#[test]
+fn moot_run_records_whether_guidance_was_on() {
+    let Some(model) = crate::model::embedded_model_file() else {
+        eprintln!("skipped: no embedded model (set GROVE_TEST_STATE or GROVE_TEST_MODEL)");
+        return;
+    };
+    let g = crate::support::Grove::new();
+    for (file, key, title, seed) in [
+        ("a.txt", "fiction/sea-tales", "Sea Tales", 3),
+        ("b.txt", "essays/field-notes", "Field Notes", 4),
+    ] {
+        let book = g.write(
+            file,
+            crate::support::generated_book(title, "A. Writer", 100 + seed, 40, seed).as_bytes(),
+        );
+        g.ok(&["book", "add", book.to_str().unwrap(), "--key", key]);
+    }
+    let out_file = g.state().join("moot.json");
+    for guided in [true, false] {
+        let out = g
+            .cmd(&[
+                "moot",
+                "run",
+                "--a",
+                "fiction/sea-tales",
+                "--b",
+                "essays/field-notes",
+                "--topic",
+                "the sea",
+                "--turns",
+                "1",
+                "-k",
+                "3",
+                "--max-tokens",
+                if guided { "64" } else { "24" },
+                "--out",
+                out_file.to_str().unwrap(),
+                "--json",
+            ])
+            .env("GROVE_MODEL__PATH", &model)
+            .env("GROVE_MODEL__GUIDED", guided.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let transcript: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("the transcript");
+        let u = &transcript["utterances"][0];
+        assert_eq!(u["guided"], guided, "{u}");
+        assert_eq!(transcript["stats"]["guided_turns"], u32::from(guided));
+        if guided {
+            assert_eq!(u["grounded"], true, "{u}");
+            assert_eq!(u["attempts"], 1, "{u}");
+        }
+        let verified = g.ok(&["moot", "verify", out_file.to_str().unwrap()]);
+        assert!(verified.contains("ok:"), "{verified}");
+    }
+}

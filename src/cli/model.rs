@@ -110,6 +110,7 @@ pub fn run(cmd: ModelCmd, ctx: &crate::cli::Ctx) -> anyhow::Result<()> {
                 max_tokens,
                 temperature,
                 seed,
+                guidance: None,
             };
             let asked = Instant::now();
             let reply = model

@@ -241,7 +241,7 @@ pub fn run_moot(
     let json = ctx.json;
     if !json {
         println!(
-            "moot: {} ({}) and {} ({}), {} turns, k={}, on {}{}",
+            "moot: {} ({}) and {} ({}), {} turns, k={}, on {}{}{}",
             trees[0].name(),
             trees[0].key,
             trees[1].name(),
@@ -249,6 +249,11 @@ pub fn run_moot(
             settings.turns,
             settings.k,
             model.describe(),
+            if model.guides_decoding() {
+                ", guided decoding"
+            } else {
+                ""
+            },
             args.topic
                 .as_deref()
                 .map(|t| format!(", topic {t:?}"))

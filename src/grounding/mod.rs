@@ -15,7 +15,9 @@ pub use grade::{Grounding, QuoteCheck, QuoteSource, TurnSources, grade};
 pub use quotes::{ParsedReply, QuoteSpan, Tag, TagGroup};
 pub use snap::{SNAP_MIN_RATIO, SnapAction, SnapRecord, UnquoteReason, round3};
 pub use span::{BestSpan, best_span};
-pub use text::{contains, is_alnum, is_edge, is_quote_char, is_word_char, norm, trim_edge};
+pub use text::{
+    Haystack, contains, is_alnum, is_edge, is_quote_char, is_word_char, norm, trim_edge,
+};
 
 /// The version of the grounding rules implemented here.
 pub const SPEC_VERSION: &str = "ground-v1";

@@ -13,6 +13,7 @@
 use std::fs;
 use std::io::{BufReader, Cursor};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use candle_core::quantized::tokenizer::TokenizerFromGguf;
@@ -25,9 +26,10 @@ use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 
+use super::guide::{Guidance, GuideCounts, GuideRules, QuoteGuide, Vocabulary};
 use super::install::{is_block_quantized, requantize_into};
 use super::llama::LlamaModel;
-use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided};
+use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
 use super::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
 
 /// Prompt tokens fed to the model per forward pass; bounds the attention
@@ -53,6 +55,13 @@ pub struct EmbeddedOptions {
     /// about 3x faster prompt processing; logits differ from the int8 path
     /// by int8 rounding.
     pub dense_prefill: bool,
+    /// Decode requests that carry [`ChatRequest::guidance`] under a
+    /// [`QuoteGuide`] (setting `model.guided`).
+    pub guided: bool,
+    /// Never repeat a sequence of this many generated tokens within one
+    /// answer (0: off). A 135M model otherwise loops on one line until
+    /// `max_tokens`.
+    pub no_repeat_ngram: usize,
 }
 
 impl Default for EmbeddedOptions {
@@ -62,6 +71,8 @@ impl Default for EmbeddedOptions {
             top_p: Some(0.95),
             candle_llama: false,
             dense_prefill: true,
+            guided: true,
+            no_repeat_ngram: 4,
         }
     }
 }
@@ -168,6 +179,8 @@ pub struct EmbeddedModel {
     label: String,
     options: EmbeddedOptions,
     device: Device,
+    /// Token bytes and trie for guided decoding, built on first use.
+    vocabulary: Option<Arc<Vocabulary>>,
 }
 
 impl EmbeddedModel {
@@ -233,7 +246,35 @@ impl EmbeddedModel {
             label,
             options,
             device,
+            vocabulary: None,
         })
+    }
+
+    /// The vocabulary as guided decoding needs it (built once, about 50 ms).
+    pub fn vocabulary(&mut self) -> Arc<Vocabulary> {
+        if let Some(v) = &self.vocabulary {
+            return Arc::clone(v);
+        }
+        let v = Arc::new(vocabulary_of(&self.tokenizer, &self.stop_tokens));
+        self.vocabulary = Some(Arc::clone(&v));
+        v
+    }
+
+    /// Completes a moot turn under a [`QuoteGuide`] built from `guidance`,
+    /// returning what guidance did as well.
+    pub fn complete_with_guidance(
+        &mut self,
+        request: &ChatRequest,
+        guidance: &Guidance,
+    ) -> Result<(Generation, GuideCounts), ModelError> {
+        let mut guide = QuoteGuide::new(
+            self.vocabulary(),
+            guidance,
+            request.max_tokens as usize,
+            GuideRules::default(),
+        );
+        let generation = self.complete_guided(request, &mut guide)?;
+        Ok((generation, guide.counts()))
     }
 
     /// The tokenizer (guided decoding builds its vocabulary trie from it).
@@ -349,6 +390,7 @@ impl EmbeddedModel {
                 *padded = f32::NEG_INFINITY;
             }
             guide.constrain(&mut row);
+            forbid_repeated_ngrams(&tokens, self.options.no_repeat_ngram, &mut row);
             let token = sampler
                 .sample(&row)
                 .map_err(|e| ModelError::Failed(format!("sampling: {e}")))?;
@@ -397,12 +439,21 @@ impl EmbeddedModel {
 
 impl ChatModel for EmbeddedModel {
     fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
-        let generation = self.complete_guided(request, &mut Unguided)?;
+        let generation = match &request.guidance {
+            Some(guidance) if self.options.guided => {
+                self.complete_with_guidance(request, guidance)?.0
+            }
+            _ => self.complete_guided(request, &mut Unguided)?,
+        };
         Ok(generation.text.trim().to_string())
     }
 
     fn describe(&self) -> String {
         self.label.clone()
+    }
+
+    fn guides_decoding(&self) -> bool {
+        self.options.guided
     }
 }
 
@@ -429,6 +480,51 @@ pub fn tokenizer_from_gguf(content: &gguf_file::Content) -> Result<Tokenizer, Mo
     // Chat markup is added by id in encode_chat; inside text it is just text.
     tokenizer.set_encode_special_tokens(true);
     Ok(tokenizer)
+}
+
+/// Each id's decoded bytes (byte-level BPE: every character of a token
+/// stands for one byte, GPT-2's table), special tokens as `None`.
+pub fn vocabulary_of(tokenizer: &Tokenizer, stops: &[u32]) -> Vocabulary {
+    let byte_of = byte_level_decoding();
+    let specials: std::collections::HashSet<u32> = tokenizer
+        .get_added_tokens_decoder()
+        .iter()
+        .filter(|(_, t)| t.special)
+        .map(|(&id, _)| id)
+        .collect();
+    let size = tokenizer.get_vocab_size(true);
+    let tokens = (0..size as u32)
+        .map(|id| {
+            if specials.contains(&id) {
+                return None;
+            }
+            let token = tokenizer.id_to_token(id)?;
+            token
+                .chars()
+                .map(|c| byte_of.get(&c).copied())
+                .collect::<Option<Vec<u8>>>()
+        })
+        .collect();
+    Vocabulary::new(tokens, stops)
+}
+
+/// GPT-2's byte-level alphabet, reversed: printable bytes stand for
+/// themselves, the others for U+0100 onwards in byte order.
+fn byte_level_decoding() -> std::collections::HashMap<char, u8> {
+    let mut map = std::collections::HashMap::new();
+    let mut next = 256u32;
+    for b in 0..=255u8 {
+        let printable = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+        let c = if printable {
+            char::from(b)
+        } else {
+            let c = char::from_u32(next).unwrap_or('\0');
+            next += 1;
+            c
+        };
+        map.insert(c, b);
+    }
+    map
 }
 
 /// The chat template, from `tokenizer.chat_template` or the model family.

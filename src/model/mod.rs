@@ -10,10 +10,13 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub mod embedded;
+pub mod guide;
 pub mod install;
 pub mod llama;
 pub mod openai;
 pub mod sampling;
+
+pub use guide::Guidance;
 
 /// Who wrote a chat message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +52,9 @@ pub struct ChatRequest {
     pub temperature: f32,
     /// Sampling seed; recorded in transcripts so a run can be repeated.
     pub seed: u64,
+    /// A moot turn's passages and earlier turns, for backends that guide
+    /// decoding (see [`ChatModel::guides_decoding`]); `None` for other calls.
+    pub guidance: Option<Guidance>,
 }
 
 /// Errors a backend reports. Variants say what the operator should check.
@@ -76,6 +82,12 @@ pub trait ChatModel {
     fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError>;
     /// A short description for transcripts, e.g. `embedded:SmolLM2-135M-Instruct.Q4_1`.
     fn describe(&self) -> String;
+    /// Whether requests carrying [`ChatRequest::guidance`] are decoded under
+    /// guidance (quotes verbatim and tags valid by construction); recorded
+    /// in transcripts.
+    fn guides_decoding(&self) -> bool {
+        false
+    }
 }
 
 /// Which backend runs the node's model.
@@ -119,6 +131,14 @@ pub struct ModelSettings {
     /// its threads compete with other work for the cores. Takes effect only
     /// through [`apply_thread_setting`] at process start.
     pub threads: usize,
+    /// Guided decoding for the embedded backend: in moot turns, quotes are
+    /// verbatim passage text and tags valid by construction. `false` turns
+    /// it off (for comparison); other backends ignore it.
+    pub guided: bool,
+    /// openai backend: send moot turns a llama.cpp `grammar` (GBNF) under
+    /// which `[` only opens a valid tag group. Off by default: servers
+    /// without grammar support may refuse the unknown field.
+    pub grammar: bool,
 }
 
 impl Default for ModelSettings {
@@ -133,6 +153,8 @@ impl Default for ModelSettings {
             timeout_secs: 600,
             max_retries: 3,
             threads: 0,
+            guided: true,
+            grammar: false,
         }
     }
 }
@@ -215,7 +237,10 @@ pub fn open_model(
             let path = settings.model_path(state_dir);
             Ok(Box::new(embedded::EmbeddedModel::load(
                 &path,
-                embedded::EmbeddedOptions::default(),
+                embedded::EmbeddedOptions {
+                    guided: settings.guided,
+                    ..embedded::EmbeddedOptions::default()
+                },
             )?))
         }
     }

@@ -38,6 +38,9 @@ pub struct OpenAiConfig {
     pub max_retries: u32,
     /// First backoff sleep; each retry doubles it.
     pub backoff: Duration,
+    /// Send moot turns a llama.cpp `grammar` that keeps tags valid
+    /// (`model.grammar`; servers without grammars may refuse the field).
+    pub tag_grammar: bool,
 }
 
 impl fmt::Debug for OpenAiConfig {
@@ -50,6 +53,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("read_timeout", &self.read_timeout)
             .field("max_retries", &self.max_retries)
             .field("backoff", &self.backoff)
+            .field("tag_grammar", &self.tag_grammar)
             .finish()
     }
 }
@@ -78,6 +82,7 @@ impl OpenAiConfig {
             read_timeout: secs(settings.timeout_secs),
             max_retries: settings.max_retries,
             backoff: Duration::from_millis(500),
+            tag_grammar: settings.grammar,
         })
     }
 }
@@ -149,6 +154,11 @@ impl OpenAiModel {
             temperature: request.temperature,
             seed: request.seed,
             stream: false,
+            grammar: request
+                .guidance
+                .as_ref()
+                .filter(|_| self.config.tag_grammar)
+                .map(|g| super::guide::tag_grammar(g.passages.len())),
         }
     }
 
@@ -314,6 +324,9 @@ struct CompletionBody {
     temperature: f32,
     seed: u64,
     stream: bool,
+    /// llama.cpp's GBNF grammar field (only sent when configured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grammar: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -481,6 +494,7 @@ mod tests {
             read_timeout: Duration::from_secs(1),
             max_retries: 0,
             backoff: Duration::from_millis(1),
+            tag_grammar: false,
         };
         let shown = format!("{config:?}");
         assert!(!shown.contains("sk-secret-123"), "{shown}");

@@ -35,6 +35,42 @@ impl DecodeGuide for Unguided {
     }
 }
 
+/// Forbids every token that would repeat an `n`-token sequence already in
+/// `history` (a small model's loops: the same line over and over), unless
+/// that would forbid every token still allowed (a guide's forced tag may
+/// legitimately repeat). Returns how many tokens it forbade.
+pub fn forbid_repeated_ngrams(history: &[u32], n: usize, logits: &mut [f32]) -> usize {
+    if n < 2 || history.len() < n {
+        return 0;
+    }
+    let tail = &history[history.len() - (n - 1)..];
+    let mut banned: Vec<(usize, f32)> = Vec::new();
+    for window in history.windows(n) {
+        if &window[..n - 1] == tail {
+            let id = window[n - 1] as usize;
+            if let Some(&l) = logits.get(id)
+                && l != f32::NEG_INFINITY
+                && !banned.iter().any(|&(b, _)| b == id)
+            {
+                banned.push((id, l));
+            }
+        }
+    }
+    if banned.is_empty() {
+        return 0;
+    }
+    for &(id, _) in &banned {
+        logits[id] = f32::NEG_INFINITY;
+    }
+    if logits.iter().all(|&l| l == f32::NEG_INFINITY) {
+        for &(id, l) in &banned {
+            logits[id] = l;
+        }
+        return 0;
+    }
+    banned.len()
+}
+
 /// SplitMix64: tiny, fast, and stable forever for a given seed.
 #[derive(Debug, Clone)]
 pub struct SeededRng {
@@ -221,6 +257,24 @@ mod tests {
         let zeros = (0..n).filter(|_| sampler.sample(&logits) == Ok(0)).count();
         let share = zeros as f64 / n as f64;
         assert!((share - 0.75).abs() < 0.02, "{share}");
+    }
+
+    #[test]
+    fn repeated_ngrams_are_forbidden_unless_nothing_else_is_left() {
+        // History 1 2 3 ... 1 2: with n = 3, token 3 would repeat `1 2 3`.
+        let history = [1u32, 2, 3, 4, 1, 2];
+        let mut logits = vec![0.0f32; 6];
+        assert_eq!(forbid_repeated_ngrams(&history, 3, &mut logits), 1);
+        assert_eq!(logits[3], f32::NEG_INFINITY);
+        assert!(logits[5].is_finite());
+        // n = 4 needs `4 1 2` before: nothing to forbid.
+        let mut logits = vec![0.0f32; 6];
+        assert_eq!(forbid_repeated_ngrams(&history, 4, &mut logits), 0);
+        // When the repeat is the only allowed token, it stays.
+        let mut only = vec![f32::NEG_INFINITY; 6];
+        only[3] = 1.0;
+        assert_eq!(forbid_repeated_ngrams(&history, 3, &mut only), 0);
+        assert_eq!(only[3], 1.0);
     }
 
     #[test]

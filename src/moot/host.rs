@@ -100,6 +100,12 @@ impl ChatModel for SharedModelHandle<'_, '_> {
             Err(_) => String::new(),
         }
     }
+
+    fn guides_decoding(&self) -> bool {
+        self.0
+            .try_borrow()
+            .is_ok_and(|model| model.guides_decoding())
+    }
 }
 
 /// A tree's opening search and what it returned.
@@ -193,6 +199,7 @@ pub fn run(
                         .seed
                         .wrapping_add(2 * u64::from(turn))
                         .wrapping_add(1 << 32),
+                    guidance: None,
                 })
                 .map_err(|source| MootError::Model {
                     book: "narrator".into(),

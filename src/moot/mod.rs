@@ -197,6 +197,9 @@ pub struct Utterance {
     pub snaps: Vec<SnapRecord>,
     /// The move this turn was asked to make.
     pub intent: Move,
+    /// Whether the model decoded this turn under guidance (quotes verbatim
+    /// and tags valid by construction).
+    pub guided: bool,
 }
 
 impl Utterance {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::prompt::{self, Cue, Line};
 use super::{MootError, Move, Passage, Retriever, TaggedPassage, Tree, Utterance};
 use crate::grounding::{self, Tag, TurnSources};
-use crate::model::{ChatMessage, ChatModel, ChatRequest, Role};
+use crate::model::{ChatMessage, ChatModel, ChatRequest, Guidance, Role};
 
 /// Everything a speaker needs for one turn.
 #[derive(Debug, Clone)]
@@ -186,6 +186,16 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             ),
         },
     ];
+    // What a guiding backend needs: quotes may copy this turn's passages
+    // (tagged s1..sk) or the other book's earlier turns (tagged oN), as the
+    // grader reads them. Its own turns are left out: a book echoing itself
+    // is how a small model loops.
+    let guidance = Guidance {
+        passages: tagged.iter().map(|t| t.passage.content.clone()).collect(),
+        turns: request.other_turns.clone(),
+        max_words: prompt::MAX_REPLY_WORDS,
+    };
+    let guided = model.guides_decoding();
     let mut call = |messages: &[ChatMessage], seed: u64| {
         model
             .complete(&ChatRequest {
@@ -193,6 +203,7 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
                 max_tokens: request.max_tokens,
                 temperature: request.temperature as f32,
                 seed,
+                guidance: Some(guidance.clone()),
             })
             .map_err(|source| MootError::Model {
                 book: book.clone(),
@@ -246,6 +257,7 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
         raw_text: kept,
         snaps: checked.snaps,
         intent: request.mv,
+        guided,
     })
 }
 

@@ -35,6 +35,8 @@ pub struct Stats {
     pub quotes_unquoted: u32,
     /// Quotes under 3 words (unquoted).
     pub quotes_too_short: u32,
+    /// Turns the model decoded under guidance.
+    pub guided_turns: u32,
 }
 
 fn rate(part: u32, whole: u32) -> Option<f64> {
@@ -55,6 +57,7 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
         s.quotes_total += g.quotes_total;
         s.grounded_turns += u32::from(u.grounded);
         s.retried_turns += u32::from(u.attempts > 1);
+        s.guided_turns += u32::from(u.guided);
         s.other_quotes_found += g.other_quotes_found;
         s.other_quotes_total += g.other_quotes_total;
         s.self_quotes_found += g.self_quotes_found;

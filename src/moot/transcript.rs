@@ -353,6 +353,10 @@ pub struct UtteranceRecord {
     pub snaps: Vec<SnapRecordJson>,
     /// The move asked for.
     pub intent: String,
+    /// Whether the model decoded the turn under guidance (absent in
+    /// transcripts written before guidance existed: false).
+    #[serde(default)]
+    pub guided: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -384,6 +388,9 @@ pub struct StatsRecord {
     pub quotes_snapped: u32,
     pub quotes_unquoted: u32,
     pub quotes_too_short: u32,
+    /// Turns decoded under guidance (absent before guidance existed: 0).
+    #[serde(default)]
+    pub guided_turns: u32,
 }
 
 impl From<&Stats> for StatsRecord {
@@ -407,6 +414,7 @@ impl From<&Stats> for StatsRecord {
             quotes_snapped: s.quotes_snapped,
             quotes_unquoted: s.quotes_unquoted,
             quotes_too_short: s.quotes_too_short,
+            guided_turns: s.guided_turns,
         }
     }
 }
@@ -499,6 +507,7 @@ impl From<&Utterance> for UtteranceRecord {
             raw_text: u.raw_text.clone(),
             snaps: u.snaps.iter().map(SnapRecordJson::from).collect(),
             intent: u.intent.as_str().to_string(),
+            guided: u.guided,
         }
     }
 }
@@ -541,6 +550,7 @@ impl TryFrom<&UtteranceRecord> for Utterance {
                 .collect::<Result<_, _>>()?,
             intent: Move::parse(&u.intent)
                 .ok_or_else(|| RecordError::UnknownMove(u.intent.clone()))?,
+            guided: u.guided,
         })
     }
 }

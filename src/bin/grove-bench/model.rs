@@ -1,6 +1,8 @@
 //! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N]
 //! [--no-requantize] [--candle-llama] [--int8-prefill] [--dump-prompt FILE]`:
-//! the embedded model's load time, prompt and generation speed, and peak RSS.
+//! the embedded model's load time, prompt and generation speed, peak RSS,
+//! and the cost of guided decoding per token (the guide's own time, measured
+//! around each `constrain` and `accept` call of a guided generation).
 //!
 //! Generation runs greedy with the stop tokens masked, so every run decodes
 //! exactly `--gen` tokens. `--dump-prompt FILE` writes the prompt for
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
+use grove::model::guide::{Guidance, GuideRules, QuoteGuide};
 use grove::model::sampling::{DecodeGuide, GuideControl, Sampler};
 use grove::model::{ChatMessage, Role};
 
@@ -28,6 +31,26 @@ impl DecodeGuide for NoStop {
     }
     fn accept(&mut self, _token: u32) -> GuideControl {
         GuideControl::Continue
+    }
+}
+
+/// Times another guide's calls.
+struct Timed<G> {
+    inner: G,
+    spent: Duration,
+}
+
+impl<G: DecodeGuide> DecodeGuide for Timed<G> {
+    fn constrain(&mut self, logits: &mut [f32]) {
+        let started = Instant::now();
+        self.inner.constrain(logits);
+        self.spent += started.elapsed();
+    }
+    fn accept(&mut self, token: u32) -> GuideControl {
+        let started = Instant::now();
+        let control = self.inner.accept(token);
+        self.spent += started.elapsed();
+        control
     }
 }
 
@@ -89,12 +112,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             top_p: None,
             candle_llama,
             dense_prefill,
+            guided: true,
+            no_repeat_ngram: 0,
         },
     )?;
     let load = started.elapsed();
     println!("describe: {}", grove::model::ChatModel::describe(&model));
     println!("load: {:.3} s", load.as_secs_f64());
 
+    let passage = prompt_text(prompt_words);
     let messages = vec![
         ChatMessage {
             role: Role::System,
@@ -103,8 +129,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         ChatMessage {
             role: Role::User,
             content: format!(
-                "[s1] (chapter 1)\n{}\n\nTurn 2, Pride and Prejudice has just said: It is a truth universally acknowledged. Answer it.",
-                prompt_text(prompt_words)
+                "[s1] (chapter 1)\n{passage}\n\nTurn 2, Pride and Prejudice has just said: It is a truth universally acknowledged. Answer it. Quote the passage.",
             ),
         },
     ];
@@ -140,6 +165,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         median(&mut gen_rates),
         gen_rates.len()
     );
+    guided_overhead(&mut model, &prompt, &passage, gen_tokens, runs)?;
     println!(
         "peak RSS: {}",
         peak_rss().unwrap_or_else(|| "unknown".into())
@@ -149,6 +175,76 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         sample_text
             .chars()
             .take(160)
+            .collect::<String>()
+            .replace('\n', " ")
+    );
+    Ok(())
+}
+
+/// Guided generations of the same prompt: the guide's time per token, and
+/// its share of a token's time (greedy, so runs repeat the same tokens).
+fn guided_overhead(
+    model: &mut EmbeddedModel,
+    prompt: &[u32],
+    passage: &str,
+    gen_tokens: usize,
+    runs: usize,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let vocabulary = model.vocabulary();
+    println!(
+        "guidance: vocabulary of {} tokens built in {:.0} ms (once per load)",
+        vocabulary.len(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    let guidance = Guidance {
+        passages: vec![passage.to_string()],
+        turns: Default::default(),
+        max_words: 0,
+    };
+    let mut per_token = Vec::new();
+    let mut shares = Vec::new();
+    let mut rates = Vec::new();
+    let mut sample = String::new();
+    let mut counts = None;
+    for _ in 0..runs.max(1) {
+        let setup = Instant::now();
+        let guide = QuoteGuide::new(
+            vocabulary.clone(),
+            &guidance,
+            gen_tokens,
+            GuideRules::default(),
+        );
+        let mut timed = Timed {
+            inner: guide,
+            spent: setup.elapsed(),
+        };
+        let mut sampler = Sampler::new(0, 0.0, None);
+        let generation = model.generate(prompt, gen_tokens, &mut sampler, &mut timed)?;
+        let tokens = generation.tokens.len().max(1);
+        per_token.push(timed.spent.as_secs_f64() * 1e6 / tokens as f64);
+        shares.push(100.0 * timed.spent.as_secs_f64() / generation.generate_time.as_secs_f64());
+        rates.push(rate(generation.tokens.len(), generation.generate_time));
+        sample = generation.text;
+        counts = Some((tokens, timed.inner.counts()));
+    }
+    if let Some((tokens, counts)) = counts {
+        println!(
+            "guided generation: {tokens} tokens, {:.1} tok/s; guide {:.0} us/token = {:.2}% of generation time (median of {}); {} quotes, {} opened by guidance, {} forced tokens",
+            median(&mut rates),
+            median(&mut per_token),
+            median(&mut shares),
+            per_token.len(),
+            counts.quotes,
+            counts.forced_openings,
+            counts.forced_tokens
+        );
+    }
+    println!(
+        "guided sample: {}",
+        sample
+            .chars()
+            .take(240)
             .collect::<String>()
             .replace('\n', " ")
     );
