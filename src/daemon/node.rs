@@ -812,10 +812,14 @@ impl Node {
             .peers()
             .announcements
             .contains_key(&announcement.peer_id);
-        match self.peers().offer(announcement, signed, crate::now_ms()) {
+        // Bound first: a guard in the `match` scrutinee would live through
+        // the arms, and the arms lock the peer book again.
+        let offered = self.peers().offer(announcement, signed, crate::now_ms());
+        let connected = self.peers().connected.contains(&author);
+        match offered {
             Ok(true) => {
                 self.0.stats.bump("announcements.accepted");
-                if !self.peers().connected.contains(&author) {
+                if !connected {
                     // Its addresses are known now: dial it on the next tick.
                     self.0.redial_due.store(true, Ordering::Relaxed);
                 }
