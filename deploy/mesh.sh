@@ -44,9 +44,9 @@ start_node() { # start_node DIR K
 
 # Votes yes on the open add of $2 from every member listed in $3.
 vote_add() { # vote_add DIR JOINER_PEER MEMBERS...
-  local root=$1 joiner=$2; shift 2
-  for k in "$@"; do
-    local dir=$root/node$k id=""
+  local root=$1 joiner=$2 m; shift 2
+  for m in "$@"; do
+    local dir=$root/node$m id=""
     for _ in $(seq 1 300); do
       id=$(g "$dir" --json mesh proposals | json_get \
         "next((p['id'] for p in v['proposals'] if p['kind']=='add' and p['target']=='$joiner'), '')")
@@ -58,7 +58,7 @@ vote_add() { # vote_add DIR JOINER_PEER MEMBERS...
       sleep 0.2
     done
     [ "$id" = passed ] && return 0
-    [ -n "$id" ] || { echo "node$k never saw the add of $joiner" >&2; return 1; }
+    [ -n "$id" ] || { echo "node$m never saw the add of $joiner" >&2; return 1; }
     g "$dir" mesh vote "$id" yes >/dev/null 2>&1 || true
   done
 }
