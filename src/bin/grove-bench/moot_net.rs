@@ -156,8 +156,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let n1 = start_with(&bin, root.path(), 1, &env)?;
     join(&bin, std::slice::from_ref(&n3), &n1)?;
     let n2 = start_with(&bin, root.path(), 2, &env)?;
-    join(&bin, &[n3, n1], &n2).map(|_| ())?;
-    Ok(()).and_then(|()| bench(&bin, root.path(), turns))
+    // The nodes run until these bindings drop, after the bench.
+    let members = [n3, n1];
+    join(&bin, &members, &n2)?;
+    let result = bench(&bin, root.path(), turns);
+    drop(n2);
+    drop(members);
+    result
 }
 
 fn bench(bin: &Path, root: &Path, turns: u32) -> anyhow::Result<()> {
