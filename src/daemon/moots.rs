@@ -169,6 +169,10 @@ struct Resolved {
     announcement: Option<Signed>,
 }
 
+/// Called after each accepted turn: every signed turn so far, the turn's
+/// wall time in ms, and its utterance.
+type OnTurn = Arc<dyn Fn(&[Signed], u64, &Utterance) + Send + Sync>;
+
 /// One tree's speaker: the node holding its book, reached over the network
 /// (or locally for this node's own books). Runs on a blocking thread.
 struct NodeSpeaker {
@@ -177,7 +181,7 @@ struct NodeSpeaker {
     moot_id: Vec<u8>,
     who: Resolved,
     chain: Arc<Mutex<(Vec<u8>, Vec<Signed>)>>,
-    on_turn: Arc<dyn Fn(&[Signed], u64, &Utterance) + Send + Sync>,
+    on_turn: OnTurn,
 }
 
 impl NodeSpeaker {
@@ -537,21 +541,20 @@ impl Node {
         let chain = Arc::new(Mutex::new((GENESIS_PREV.to_vec(), Vec::new())));
         let book = Arc::new(self.clone());
         let moot = id.to_string();
-        let on_turn: Arc<dyn Fn(&[Signed], u64, &Utterance) + Send + Sync> =
-            Arc::new(move |turns: &[Signed], ms: u64, u: &Utterance| {
-                book.shared().moots.update(&moot, |e| {
-                    e.turns = turns.to_vec();
-                    e.view.turns_done = turns.len() as u32;
-                    e.view.turn_ms.push(ms);
-                    e.view.lines.push(dto::MootLine {
-                        turn: u.turn,
-                        key: u.speaker.clone(),
-                        title: u.title.clone(),
-                        text: u.text.clone(),
-                        grounded: u.grounded,
-                    });
+        let on_turn: OnTurn = Arc::new(move |turns: &[Signed], ms: u64, u: &Utterance| {
+            book.shared().moots.update(&moot, |e| {
+                e.turns = turns.to_vec();
+                e.view.turns_done = turns.len() as u32;
+                e.view.turn_ms.push(ms);
+                e.view.lines.push(dto::MootLine {
+                    turn: u.turn,
+                    key: u.speaker.clone(),
+                    title: u.title.clone(),
+                    text: u.text.clone(),
+                    grounded: u.grounded,
                 });
             });
+        });
         let trees = [resolved[0].tree.clone(), resolved[1].tree.clone()];
         let mut speakers: Vec<NodeSpeaker> = resolved
             .into_iter()
