@@ -253,3 +253,79 @@ fn tampering_is_caught(export: &Value, host: &Daemon) {
     let (ok, out) = resign(&changed);
     assert!(!ok, "{out}");
 }
+
+#[test]
+fn the_host_can_speak_for_its_own_book_and_a_non_member_peer_is_refused() {
+    let servers: Vec<ScriptedServer> = (0..2)
+        .map(|_| ScriptedServer::start_with(quoting_reply))
+        .collect();
+    let a = start("alpha", &servers[0]);
+    let b = start("bravo", &servers[1]);
+    add(&a, "fiction/sea-tales", "Sea Tales", 5);
+    add(&b, "essays/field-notes", "Field Notes", 6);
+    a.ok(&["mesh", "init", "--name", "pair"]);
+    b.ok(&["mesh", "join", &invite(&a)]);
+    eventually("A to see B's roots and its own", || {
+        let roots = a.json(&["roots"]).to_string();
+        roots.contains("essays/field-notes") && roots.contains("fiction/sea-tales")
+    });
+    // A peer that is not a member is refused by name.
+    let outsider = Daemon::start("outsider");
+    let peer = outsider.peer_id();
+    let err = a.fails(&[
+        "moot",
+        "start",
+        "--a",
+        "self:fiction/sea-tales",
+        "--b",
+        &format!("{peer}:x/y"),
+    ]);
+    assert!(err.contains("not a member"), "{err}");
+
+    let started = a.json(&[
+        "moot",
+        "start",
+        "--a",
+        "self:fiction/sea-tales",
+        "--b",
+        "bravo:essays/field-notes",
+        "--turns",
+        "2",
+        "--topic",
+        "the sea",
+    ]);
+    let id = started["id"].as_str().unwrap().to_string();
+    let mut shown = Value::Null;
+    eventually("the moot to finish", || {
+        shown = a.json(&["moot", "show", &id]);
+        shown["state"] != "running"
+    });
+    assert_eq!(shown["state"], "finished", "{shown}");
+    let export: Value = serde_json::from_str(&a.ok(&["moot", "export", &id])).unwrap();
+    let (ok, out) = verify_offline(&export);
+    assert!(ok, "{out}");
+    // The reader's trust anchor: the wrong mesh is refused.
+    let mut anchored = Grove::new();
+    let file = anchored.write("e.json", serde_json::to_string(&export).unwrap().as_bytes());
+    let out = anchored.run(&[
+        "moot",
+        "verify",
+        file.to_str().unwrap(),
+        "--expect-mesh",
+        "00",
+    ]);
+    assert!(!out.status.success());
+    anchored = Grove::new();
+    let file = anchored.write("e.json", serde_json::to_string(&export).unwrap().as_bytes());
+    let roster = export["roster_hash"].as_str().unwrap();
+    let mesh = export["mesh_id"].as_str().unwrap();
+    anchored.ok(&[
+        "moot",
+        "verify",
+        file.to_str().unwrap(),
+        "--expect-mesh",
+        mesh,
+        "--expect-roster",
+        roster,
+    ]);
+}

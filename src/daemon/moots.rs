@@ -394,7 +394,31 @@ impl Node {
                     Ok((r.tree(), r.book().root, r.book().count))
                 })
                 .await?;
-            let announcement = self.peers().own.as_ref().map(|k| k.signed.clone());
+            // The export vouches for every root with a signed announcement:
+            // this node's must list the book as it is now.
+            let announcement = self
+                .peers()
+                .own
+                .as_ref()
+                .filter(|k| {
+                    k.announcement
+                        .shards
+                        .iter()
+                        .flat_map(|s| s.books.iter())
+                        .any(|b| {
+                            b.key == key && b.root.as_slice() == root.as_slice() && b.count == count
+                        })
+                })
+                .map(|k| k.signed.clone());
+            if announcement.is_none() {
+                self.books_changed();
+                return Err(ApiError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "this node has not announced {key} as it is now yet; try again in a second"
+                    ),
+                ));
+            }
             return Ok(Resolved {
                 peer,
                 local: true,
