@@ -329,3 +329,108 @@ fn the_host_can_speak_for_its_own_book_and_a_non_member_peer_is_refused() {
         roster,
     ]);
 }
+
+/// A reply that takes a while, so a test can act in the middle of a moot.
+fn slow_quoting_reply(req: &RecordedRequest) -> Reply {
+    Reply::Delay(
+        std::time::Duration::from_millis(300),
+        Box::new(quoting_reply(req)),
+    )
+}
+
+fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
+    let mut shown = Value::Null;
+    eventually(&format!("moot {id} to be {state}"), || {
+        shown = host.json(&["moot", "show", id]);
+        shown["state"] == state
+    });
+    shown
+}
+
+fn assert_whole(shown: &Value, turns: u64) {
+    assert_eq!(shown["turns_done"], turns, "{shown}");
+    let numbers: Vec<u64> = shown["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        numbers,
+        (1..=turns).collect::<Vec<_>>(),
+        "no turn lost or duplicated"
+    );
+}
+
+#[test]
+fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back() {
+    let servers: Vec<ScriptedServer> = (0..3)
+        .map(|_| ScriptedServer::start_with(slow_quoting_reply))
+        .collect();
+    let mut a = start("alpha", &servers[0]);
+    let b = start("bravo", &servers[1]);
+    let mut c = start("charlie", &servers[2]);
+    add(&a, "fiction/sea-tales", "Sea Tales", 3);
+    add(&b, "essays/field-notes", "Field Notes", 4);
+    c.ok(&["mesh", "init", "--name", "faults"]);
+    a.ok(&["mesh", "join", &invite(&c)]);
+    b.ok(&["mesh", "join", &invite(&c)]);
+    vote_yes(&a, "add");
+    converged(&[&a, &b, &c], 2);
+    eventually("C to see A's and B's roots", || {
+        let roots = c.json(&["roots"]).to_string();
+        roots.contains("fiction/sea-tales") && roots.contains("essays/field-notes")
+    });
+    let args = [
+        "moot",
+        "start",
+        "--a",
+        "alpha:fiction/sea-tales",
+        "--b",
+        "bravo:essays/field-notes",
+        "--topic",
+        "the sea",
+        "--turns",
+        "6",
+    ];
+
+    // Speaker A dies mid-moot: the moot pauses with the reason; A comes
+    // back and the moot goes on by itself, nothing lost, nothing twice.
+    let id = c.json(&args)["id"].as_str().unwrap().to_string();
+    eventually("the first turn", || {
+        c.json(&["moot", "show", &id])["turns_done"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    });
+    a.stop();
+    let paused = wait_state(&c, &id, "paused");
+    assert!(
+        paused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("fiction/sea-tales"),
+        "{paused}"
+    );
+    a.restart();
+    let finished = wait_state(&c, &id, "finished");
+    assert_whole(&finished, 6);
+    let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
+    let (ok, out) = verify_offline(&export);
+    assert!(ok, "{out}");
+
+    // The host restarts mid-moot: it resumes the moot once it is back.
+    let id = c.json(&args)["id"].as_str().unwrap().to_string();
+    eventually("the first turn", || {
+        c.json(&["moot", "show", &id])["turns_done"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    });
+    c.restart();
+    let finished = wait_state(&c, &id, "finished");
+    assert_whole(&finished, 6);
+    let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
+    let (ok, out) = verify_offline(&export);
+    assert!(ok, "{out}");
+}

@@ -544,6 +544,25 @@ pub struct MootFile {
     pub view: MootView,
     pub turns: Vec<String>,
     pub announcements: Vec<String>,
+    /// What a resume needs: the trees as `PEER_ID:KEY` and the settings.
+    #[serde(default)]
+    pub plan: Option<MootPlan>,
+    /// Rolling summaries written so far, in order (replayed on resume).
+    #[serde(default)]
+    pub summaries: Vec<String>,
+}
+
+/// A hosted moot's trees and settings, kept so it can be resumed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootPlan {
+    pub trees: Vec<String>,
+    pub topic: Option<String>,
+    pub turns: u32,
+    pub k: usize,
+    pub temperature: f64,
+    pub max_tokens: u32,
+    pub seed: u64,
+    pub summary_every: u32,
 }
 
 /// `POST /v1/moot/start` (JSON body).

@@ -113,6 +113,10 @@ pub(super) async fn handle(
             }
         }
         (Method::GET, "/v1/moots") => ok(&node.shared().moots.list()),
+        (Method::POST, "/v1/moot/resume") => match required(q, "id") {
+            Ok(id) => reply(node.moot_resume(&id).await),
+            Err(e) => error(&e),
+        },
         (Method::GET, "/v1/moot/show") => match required(q, "id") {
             Ok(id) => reply(node.shared().moots.show(&id)),
             Err(e) => error(&e),

@@ -41,6 +41,8 @@ pub enum MootCmd {
     Show { id: String },
     /// Print a hosted moot's turns as they land, until it finishes or pauses.
     Watch { id: String },
+    /// Resume a paused moot (turns already accepted are kept).
+    Resume { id: String },
     /// Print a finished moot's export (signed by this node) for `moot verify`.
     Export { id: String },
 }
@@ -133,6 +135,7 @@ pub fn run(cmd: MootCmd, ctx: &Ctx) -> anyhow::Result<()> {
         MootCmd::List => super::moots::list(ctx),
         MootCmd::Show { id } => super::moots::show(&id, ctx),
         MootCmd::Watch { id } => super::moots::watch(&id, ctx),
+        MootCmd::Resume { id } => super::moots::resume(&id, ctx),
         MootCmd::Export { id } => super::moots::export(&id, ctx),
         MootCmd::Run(args) => run_stored(&args, ctx),
     }

@@ -137,6 +137,20 @@ pub fn show(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+pub fn resume(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    let client = ctx.daemon()?;
+    let r: dto::MootStarted =
+        client.request(Method::POST, &url("/v1/moot/resume", id), Vec::new())?;
+    if ctx.json {
+        return super::print_json(&r);
+    }
+    println!(
+        "moot {} resumed; follow it with `grove moot watch {}`",
+        r.id, r.id
+    );
+    Ok(())
+}
+
 pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
     let mut printed = 0usize;

@@ -43,7 +43,13 @@ struct Entry {
     view: dto::MootView,
     turns: Vec<Signed>,
     announcements: Vec<Signed>,
+    plan: Option<dto::MootPlan>,
+    summaries: Vec<String>,
 }
+
+/// The reason a moot shows when the host stopped while it ran; such moots
+/// resume when the host starts again.
+pub const HOST_STOPPED: &str = "the host stopped while the moot ran";
 
 /// The moots this node hosts.
 pub struct MootBook {
@@ -69,7 +75,7 @@ impl MootBook {
                 let mut view = file.view;
                 if view.state == "running" {
                     view.state = "paused".into();
-                    view.reason = Some("the host stopped while the moot ran".into());
+                    view.reason = Some(HOST_STOPPED.into());
                 }
                 let decode = |list: &[String]| -> Vec<Signed> {
                     list.iter()
@@ -81,6 +87,8 @@ impl MootBook {
                     Entry {
                         turns: decode(&file.turns),
                         announcements: decode(&file.announcements),
+                        plan: file.plan,
+                        summaries: file.summaries,
                         view,
                     },
                 );
@@ -110,6 +118,8 @@ impl MootBook {
                 .iter()
                 .map(|s| hex::encode(s.encode_to_vec()))
                 .collect(),
+            plan: entry.plan.clone(),
+            summaries: entry.summaries.clone(),
         };
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(&self.dir)?;
@@ -151,6 +161,21 @@ impl MootBook {
         }
     }
 
+    /// Paused moots: (id, reason, the trees' peer ids).
+    pub fn paused(&self) -> Vec<(String, String, Vec<String>)> {
+        self.lock()
+            .values()
+            .filter(|e| e.view.state == "paused")
+            .map(|e| {
+                (
+                    e.view.id.clone(),
+                    e.view.reason.clone().unwrap_or_default(),
+                    e.view.trees.iter().map(|t| t.peer_id.clone()).collect(),
+                )
+            })
+            .collect()
+    }
+
     pub fn show(&self, id: &str) -> Result<dto::MootView, ApiError> {
         self.lock()
             .get(id)
@@ -182,6 +207,8 @@ struct NodeSpeaker {
     who: Resolved,
     chain: Arc<Mutex<(Vec<u8>, Vec<Signed>)>>,
     on_turn: OnTurn,
+    /// Turns accepted before a resume: re-checked, not asked again.
+    replay: Arc<Vec<Signed>>,
 }
 
 impl NodeSpeaker {
@@ -310,6 +337,22 @@ impl Speaker for NodeSpeaker {
             opening: false,
         };
         let prev_arr: [u8; 32] = prev.as_slice().try_into().unwrap_or(GENESIS_PREV);
+        if let Some(done) = self.replay.get(r.turn as usize - 1) {
+            let expect = signed::Expect {
+                moot_id: &self.moot_id,
+                turn: r.turn,
+                prev_hash: &prev_arr,
+                book: &self.who.tree.key,
+                signer: &self.who.signer,
+                roots: &self.who.roots,
+            };
+            let checked = signed::check(done, &expect)
+                .map_err(|e| self.fail(format!("turn {} as saved: {e}", r.turn)))?;
+            let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
+            chain.0 = checked.hash.to_vec();
+            chain.1.push(done.clone());
+            return Ok(checked.utterance);
+        }
         let started = std::time::Instant::now();
         let mut last = String::new();
         for _ in 0..TURN_ATTEMPTS {
@@ -350,6 +393,32 @@ impl Speaker for NodeSpeaker {
             tracing::info!(book = %self.who.tree.key, reason = %last, "asking the turn once more");
         }
         Err(self.fail(last))
+    }
+}
+
+/// The host's narrator: summaries written before a resume are given back
+/// as they were; new ones come from the host's model and are saved.
+struct ReplayNarrator {
+    model: ThreadModel,
+    recorded: std::collections::VecDeque<String>,
+    record: Box<dyn Fn(&str) + Send>,
+}
+
+impl crate::model::ChatModel for ReplayNarrator {
+    fn complete(
+        &mut self,
+        request: &crate::model::ChatRequest,
+    ) -> Result<String, crate::model::ModelError> {
+        if let Some(text) = self.recorded.pop_front() {
+            return Ok(text);
+        }
+        let text = self.model.complete(request)?;
+        (self.record)(&text);
+        Ok(text)
+    }
+
+    fn describe(&self) -> String {
+        self.model.describe()
     }
 }
 
@@ -498,6 +567,19 @@ impl Node {
         rand::Rng::fill_bytes(&mut rand::rng(), &mut id_bytes);
         let id = hex::encode(id_bytes);
         let me = self.shared().net.local_peer_id();
+        let plan = dto::MootPlan {
+            trees: resolved
+                .iter()
+                .map(|r| format!("{}:{}", r.peer, r.tree.key))
+                .collect(),
+            topic: req.topic.clone(),
+            turns: settings.turns,
+            k: settings.k,
+            temperature: settings.temperature,
+            max_tokens: settings.max_tokens,
+            seed: settings.seed,
+            summary_every: settings.summary_every,
+        };
         let view = dto::MootView {
             id: id.clone(),
             state: "running".into(),
@@ -525,15 +607,137 @@ impl Node {
                 .iter()
                 .filter_map(|r| r.announcement.clone())
                 .collect(),
+            plan: Some(plan),
+            summaries: Vec::new(),
         };
         self.shared().moots.lock().insert(id.clone(), entry.clone());
         self.shared().moots.persist(&entry);
+        self.spawn_runner(
+            id,
+            resolved,
+            req.topic.clone(),
+            settings,
+            Vec::new(),
+            Vec::new(),
+        );
+        Ok(dto::MootStarted { id: view.id })
+    }
 
+    /// Resumes a paused moot: the turns already accepted are re-checked
+    /// and kept, the rest are asked for.
+    pub async fn moot_resume(&self, id: &str) -> Result<dto::MootStarted, ApiError> {
+        let entry = self.shared().moots.lock().get(id).cloned().ok_or_else(|| {
+            ApiError::new(ErrorKind::NotFound, format!("no moot {id} on this node"))
+        })?;
+        if entry.view.state != "paused" {
+            return Err(ApiError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "moot {id} is {}; only a paused moot resumes",
+                    entry.view.state
+                ),
+            ));
+        }
+        let plan = entry.plan.clone().ok_or_else(|| {
+            ApiError::new(ErrorKind::Conflict, "this moot was saved without its plan")
+        })?;
+        let mut resolved = Vec::new();
+        for t in &plan.trees {
+            let (peer, key) = parse_tree_arg(t)?;
+            let mut r = self.resolve_tree(&peer, &key).await?;
+            // Turns already taken were against the roots announced then.
+            for a in &entry.announcements {
+                if let Ok(ann) = crate::wire::node::Announcement::decode(a.body.as_slice())
+                    && ann.peer_id == r.peer.to_bytes()
+                {
+                    for b in ann.shards.iter().flat_map(|s| s.books.iter()) {
+                        if b.key == key
+                            && let Ok(root) = <Hash>::try_from(b.root.as_slice())
+                            && !r.roots.contains(&(root, b.count))
+                        {
+                            r.roots.push((root, b.count));
+                        }
+                    }
+                }
+            }
+            resolved.push(r);
+        }
+        let settings = MootSettings {
+            turns: plan.turns,
+            k: plan.k,
+            temperature: plan.temperature,
+            max_tokens: plan.max_tokens,
+            seed: plan.seed,
+            summary_every: plan.summary_every,
+        };
+        let new_announcements: Vec<Signed> = resolved
+            .iter()
+            .filter_map(|r| r.announcement.clone())
+            .collect();
+        self.shared().moots.update(id, |e| {
+            e.view.state = "running".into();
+            e.view.reason = None;
+            for a in new_announcements {
+                if !e.announcements.contains(&a) {
+                    e.announcements.push(a);
+                }
+            }
+        });
+        tracing::info!(%id, done = entry.turns.len(), "resuming moot");
+        self.spawn_runner(
+            id.to_string(),
+            resolved,
+            plan.topic.clone(),
+            settings,
+            entry.turns.clone(),
+            entry.summaries.clone(),
+        );
+        Ok(dto::MootStarted { id: id.to_string() })
+    }
+
+    /// Resumes, shortly after start, the moots that were running when this
+    /// host stopped, and later the ones paused on a speaker that comes back.
+    pub async fn resume_moots_after_start(&self) {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        for (id, reason, _) in self.shared().moots.paused() {
+            if reason == HOST_STOPPED
+                && let Err(e) = self.moot_resume(&id).await
+            {
+                tracing::warn!(%id, error = %e, "moot not resumed");
+            }
+        }
+    }
+
+    /// A member reconnected: resume the moots paused because its node did
+    /// not answer.
+    pub async fn resume_moots_of(&self, peer: PeerId) {
+        let peer = peer.to_string();
+        for (id, reason, peers) in self.shared().moots.paused() {
+            if peers.contains(&peer)
+                && reason.contains("did not answer")
+                && let Err(e) = self.moot_resume(&id).await
+            {
+                tracing::info!(%id, error = %e, "moot not resumed yet");
+            }
+        }
+    }
+
+    fn spawn_runner(
+        &self,
+        id: String,
+        resolved: Vec<Resolved>,
+        topic: Option<String>,
+        settings: MootSettings,
+        replay: Vec<Signed>,
+        summaries: Vec<String>,
+    ) {
         let node = self.clone();
         let rt = tokio::runtime::Handle::current();
-        let topic = req.topic.clone();
         tokio::task::spawn_blocking(move || {
-            let result = node.run_moot(rt, &id, id_bytes.to_vec(), resolved, topic, settings);
+            let moot_id = hex::decode(&id).unwrap_or_default();
+            let result = node.run_moot(
+                rt, &id, moot_id, resolved, topic, settings, replay, summaries,
+            );
             match result {
                 Ok(transcript) => node.shared().moots.update(&id, |e| {
                     e.view.state = "finished".into();
@@ -550,9 +754,9 @@ impl Node {
                 }
             }
         });
-        Ok(dto::MootStarted { id: view.id })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_moot(
         &self,
         rt: tokio::runtime::Handle,
@@ -561,8 +765,11 @@ impl Node {
         resolved: Vec<Resolved>,
         topic: Option<String>,
         settings: MootSettings,
+        replay: Vec<Signed>,
+        summaries: Vec<String>,
     ) -> Result<TranscriptRecord, String> {
         let chain = Arc::new(Mutex::new((GENESIS_PREV.to_vec(), Vec::new())));
+        let replay = Arc::new(replay);
         let book = Arc::new(self.clone());
         let moot = id.to_string();
         let on_turn: OnTurn = Arc::new(move |turns: &[Signed], ms: u64, u: &Utterance| {
@@ -589,6 +796,7 @@ impl Node {
                 who,
                 chain: chain.clone(),
                 on_turn: on_turn.clone(),
+                replay: replay.clone(),
             })
             .collect();
         let description = self
@@ -596,9 +804,20 @@ impl Node {
             .model
             .call_blocking(|m| m.describe())
             .map_err(|e| format!("the host's model: {e}"))?;
-        let mut narrator = ThreadModel {
-            thread: self.shared().model.clone(),
-            description,
+        let node = self.clone();
+        let moot = id.to_string();
+        let mut narrator = ReplayNarrator {
+            model: ThreadModel {
+                thread: self.shared().model.clone(),
+                description,
+            },
+            recorded: summaries.into(),
+            record: Box::new(move |text: &str| {
+                let text = text.to_string();
+                node.shared()
+                    .moots
+                    .update(&moot, |e| e.summaries.push(text));
+            }),
         };
         let (a, b) = speakers.split_at_mut(1);
         let moot = host::run(

@@ -229,6 +229,8 @@ impl Node {
         let mut view_rx = self.0.mesh.watch();
         let mut last_tip = None;
         self.on_view(&mut last_tip).await;
+        let resumer = self.clone();
+        tokio::spawn(async move { resumer.resume_moots_after_start().await });
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut n: u64 = 0;
@@ -606,6 +608,13 @@ impl Node {
                     self.0.announce_due.store(true, Ordering::Relaxed);
                     self.0.sync_due.store(true, Ordering::Relaxed);
                     self.0.republish_due.store(true, Ordering::Relaxed);
+                    // Moots paused because this member's node did not
+                    // answer go on, once its roots and commits are in.
+                    let node = self.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        node.resume_moots_of(peer).await;
+                    });
                 }
             }
             Event::PeerDisconnected(peer) => self.peers().disconnected(peer, now),
