@@ -199,3 +199,176 @@ pub fn check(signed: &Signed, expect: &Expect<'_>) -> Result<CheckedTurn, TurnEr
         utterance,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grounding::Grounding;
+    use crate::moot::{Move, Passage, TaggedPassage, Utterance};
+
+    const BOOK: &str = "fiction/sea";
+
+    /// A 5-chunk book: its chunks, levels and root.
+    fn book() -> (Vec<String>, Vec<Vec<Hash>>, Hash) {
+        let chunks: Vec<String> = (0..5)
+            .map(|i| format!("Chunk {i} of the sea book, words enough."))
+            .collect();
+        let leaves: Vec<Hash> = chunks
+            .iter()
+            .map(|c| merkle::leaf_hash(c.as_bytes()))
+            .collect();
+        let levels = merkle::levels(leaves.clone()).unwrap();
+        let root = merkle::root(&leaves).unwrap();
+        (chunks, levels, root)
+    }
+
+    fn passage(chunks: &[String], i: u64) -> Passage {
+        Passage {
+            node_id: format!("{BOOK}#{i}"),
+            label: format!("chunk:{i:04}"),
+            index: i,
+            leaf: hex::encode(merkle::leaf_hash(chunks[i as usize].as_bytes())),
+            content: chunks[i as usize].clone(),
+        }
+    }
+
+    fn utterance(passages: &[Passage]) -> Utterance {
+        Utterance {
+            turn: 1,
+            speaker: BOOK.into(),
+            title: "Sea".into(),
+            text: "I speak [s1].".into(),
+            cited: Default::default(),
+            grounding: Grounding::default(),
+            grounded: false,
+            attempts: 2,
+            query: "sea".into(),
+            retrieved: passages
+                .iter()
+                .enumerate()
+                .map(|(i, p)| TaggedPassage {
+                    tag: format!("s{}", i + 1),
+                    passage: p.clone(),
+                })
+                .collect(),
+            raw_text: "I speak [s1].".into(),
+            snaps: Vec::new(),
+            intent: Move::Open,
+            guided: false,
+        }
+    }
+
+    fn payload(
+        id: &Identity,
+        proven: Vec<wire::ProvenPassage>,
+        u: &Utterance,
+        root: Hash,
+    ) -> wire::TurnPayload {
+        wire::TurnPayload {
+            moot_id: vec![1; 16],
+            turn: 1,
+            prev_hash: GENESIS_PREV.to_vec(),
+            speaker: id.peer_id(),
+            book: BOOK.into(),
+            book_root: root.to_vec(),
+            book_count: 5,
+            passages: proven,
+            utterance: serde_json::to_string(&UtteranceRecord::from(u)).unwrap(),
+            time_ms: 1,
+        }
+    }
+
+    fn expect<'a>(key: &'a [u8; 32], roots: &'a [(Hash, u64)]) -> Expect<'a> {
+        Expect {
+            moot_id: &[1; 16],
+            turn: 1,
+            prev_hash: &GENESIS_PREV,
+            book: BOOK,
+            signer: key,
+            roots,
+        }
+    }
+
+    #[test]
+    fn an_honest_turn_checks_and_lies_do_not() {
+        let id = Identity::generate(&mut rand::rng());
+        let other = Identity::generate(&mut rand::rng());
+        let (chunks, levels, root) = book();
+        let passages = vec![passage(&chunks, 1), passage(&chunks, 3)];
+        let proven: Vec<wire::ProvenPassage> = passages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                proven(
+                    &format!("s{}", i + 1),
+                    p,
+                    &merkle::proof(&levels, p.index).unwrap(),
+                )
+            })
+            .collect();
+        let u = utterance(&passages);
+        let key = id.ed25519_public();
+        let roots = [(root, 5)];
+        let good = sign(&id, &payload(&id, proven.clone(), &u, root));
+        let checked = check(&good, &expect(&key, &roots)).unwrap();
+        assert_eq!(checked.utterance.retrieved, u.retrieved);
+
+        // Signed by a member who does not hold the book.
+        let by_other = sign(&other, &payload(&other, proven.clone(), &u, root));
+        assert!(matches!(
+            check(&by_other, &expect(&key, &roots)),
+            Err(TurnError::WrongSigner { .. })
+        ));
+
+        // A wrong proof (a sibling changed), signed honestly by the speaker.
+        let mut bad = proven.clone();
+        bad[0].proof[0].sibling[0] ^= 1;
+        let lie = sign(&id, &payload(&id, bad, &u, root));
+        assert!(matches!(
+            check(&lie, &expect(&key, &roots)),
+            Err(TurnError::Proof { .. })
+        ));
+
+        // A passage text that is not the book's.
+        let mut bad = proven.clone();
+        bad[1].text.push('!');
+        let lie = sign(&id, &payload(&id, bad, &u, root));
+        assert!(matches!(
+            check(&lie, &expect(&key, &roots)),
+            Err(TurnError::Proof { .. })
+        ));
+
+        // A root the speaker never announced.
+        let lie = sign(&id, &payload(&id, proven.clone(), &u, [9; 32]));
+        assert!(matches!(
+            check(&lie, &expect(&key, &roots)),
+            Err(TurnError::UnknownRoot { .. })
+        ));
+
+        // Passages shown in the utterance that are not the proven ones.
+        let other_passages = vec![passage(&chunks, 1), passage(&chunks, 4)];
+        let lie = sign(
+            &id,
+            &payload(&id, proven.clone(), &utterance(&other_passages), root),
+        );
+        assert!(matches!(
+            check(&lie, &expect(&key, &roots)),
+            Err(TurnError::Utterance(_))
+        ));
+
+        // Out of the chain: another previous hash, or another turn number.
+        let prev = [7u8; 32];
+        let mut e = expect(&key, &roots);
+        e.prev_hash = &prev;
+        assert!(matches!(check(&good, &e), Err(TurnError::Mismatch(_))));
+        let mut e = expect(&key, &roots);
+        e.turn = 2;
+        assert!(matches!(check(&good, &e), Err(TurnError::Mismatch(_))));
+
+        // Any changed byte of the payload breaks the signature.
+        let mut tampered = good.clone();
+        let at = tampered.body.len() / 2;
+        tampered.body[at] ^= 1;
+        assert!(check(&tampered, &expect(&key, &roots)).is_err());
+    }
+}
