@@ -220,6 +220,18 @@ impl NodeSpeaker {
     }
 
     fn send(&self, call: &wire::TurnCall) -> Result<wire::TurnAnswer, MootError> {
+        // A member removed since the moot began is not asked any more.
+        let still_member = self
+            .node
+            .view()
+            .roster()
+            .is_some_and(|r| r.member(&self.who.peer.to_bytes()).is_some());
+        if !still_member {
+            return Err(self.fail(format!(
+                "{} was removed from the mesh; its tree cannot speak",
+                self.who.peer
+            )));
+        }
         let bytes = call.encode_to_vec();
         if self.who.local {
             return Ok(self
