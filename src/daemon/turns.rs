@@ -20,6 +20,9 @@ use crate::moot::{Move, Passage, Tree};
 use crate::store::retriever::BookRetriever;
 use crate::wire::moot as wire;
 
+/// Most tokens a turn request may ask this node's model for.
+const MAX_TURN_TOKENS: u32 = 2048;
+
 fn refused(reason: impl Into<String>) -> wire::TurnAnswer {
     wire::TurnAnswer {
         kind: Some(wire::turn_answer::Kind::Refused(reason.into())),
@@ -181,8 +184,13 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
         recent: call.recent.iter().map(line).collect(),
         summary: (!call.summary.is_empty()).then(|| call.summary.clone()),
         mv,
-        temperature: call.temperature,
-        max_tokens: call.max_tokens,
+        // Bounded whatever the host asks: this node's model time is its own.
+        temperature: if call.temperature.is_finite() {
+            call.temperature.clamp(0.0, 2.0)
+        } else {
+            0.0
+        },
+        max_tokens: call.max_tokens.clamp(1, MAX_TURN_TOKENS),
         seed: call.seed,
     };
     let utterance = node
