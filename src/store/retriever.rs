@@ -52,11 +52,21 @@ impl BookRetriever {
 }
 
 impl Retriever for BookRetriever {
+    /// The book's own search; when no word of the query is in the book (an
+    /// opening on a title whose words the text never uses, a line in
+    /// another vocabulary), the book speaks from its first `k` chunks
+    /// rather than falling silent.
     fn search(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, RetrieveError> {
+        let err = |e: StoreError| RetrieveError::Search(format!("{}: {e}", self.book.key));
         let hits = self
             .shard
             .search(query, SearchScope::Book(&self.book), k)
-            .map_err(|e| RetrieveError::Search(format!("{}: {e}", self.book.key)))?;
+            .map_err(err)?;
+        if hits.is_empty() {
+            return (0..self.book.count.min(k as u64))
+                .map(|i| self.passage(i).map_err(err))
+                .collect();
+        }
         Ok(hits
             .into_iter()
             .map(|h| Passage {
