@@ -70,13 +70,18 @@ pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 .worker_threads(2)
                 .enable_all()
                 .build()?;
-            runtime.block_on(async {
+            let result = runtime.block_on(async {
                 // Listen before the node reports ready, so an early SIGTERM is
                 // a clean shutdown rather than the default kill.
                 let shutdown = shutdown_signal()?;
                 grove::daemon::run(settings, ctx.state_dir.clone(), shutdown).await?;
                 anyhow::Ok(())
-            })
+            });
+            // A hosted moot may be inside a model call; it is saved after
+            // every turn and resumes at the next start, so it does not hold
+            // up the exit (dropping the runtime would wait for it).
+            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+            result
         }
     }
 }
