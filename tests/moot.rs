@@ -426,10 +426,10 @@ fn the_host_rechecks_what_a_speaker_claims() {
         model: &mut model_b,
     });
     let err = run(
-        trees(),
+        trees().to_vec(),
         None,
         settings(2),
-        [&mut speaker_a, &mut speaker_b],
+        vec![&mut speaker_a, &mut speaker_b],
         &mut narrator,
         &mut |_| {},
     )

@@ -435,3 +435,74 @@ fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back(
     let (ok, out) = verify_offline(&export);
     assert!(ok, "{out}");
 }
+
+#[test]
+fn three_books_on_three_nodes_speak_round_robin_and_verify() {
+    let servers: Vec<ScriptedServer> = (0..3)
+        .map(|_| ScriptedServer::start_with(quoting_reply))
+        .collect();
+    let a = start("alpha", &servers[0]);
+    let b = start("bravo", &servers[1]);
+    let c = start("charlie", &servers[2]);
+    add(&a, "fiction/sea-tales", "Sea Tales", 3);
+    add(&b, "essays/field-notes", "Field Notes", 4);
+    add(&c, "poems/river-songs", "River Songs", 5);
+    c.ok(&["mesh", "init", "--name", "three"]);
+    a.ok(&["mesh", "join", &invite(&c)]);
+    b.ok(&["mesh", "join", &invite(&c)]);
+    vote_yes(&a, "add");
+    converged(&[&a, &b, &c], 2);
+    eventually("C to see every book", || {
+        let roots = c.json(&["roots"]).to_string();
+        [
+            "fiction/sea-tales",
+            "essays/field-notes",
+            "poems/river-songs",
+        ]
+        .iter()
+        .all(|k| roots.contains(k))
+    });
+    let started = c.json(&[
+        "moot",
+        "start",
+        "--tree",
+        "alpha:fiction/sea-tales",
+        "--tree",
+        "bravo:essays/field-notes",
+        "--tree",
+        "self:poems/river-songs",
+        "--topic",
+        "the sea",
+        "--turns",
+        "6",
+    ]);
+    let id = started["id"].as_str().unwrap().to_string();
+    let shown = wait_state(&c, &id, "finished");
+    let utterances = shown["transcript"]["utterances"].as_array().unwrap();
+    let speakers: Vec<&str> = utterances
+        .iter()
+        .map(|u| u["speaker"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        speakers,
+        [
+            "fiction/sea-tales",
+            "essays/field-notes",
+            "poems/river-songs"
+        ]
+        .repeat(2),
+        "round-robin"
+    );
+    let intents: Vec<&str> = utterances
+        .iter()
+        .map(|u| u["intent"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &intents[3..],
+        ["close", "close", "close"],
+        "each tree's last turn closes"
+    );
+    let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
+    let (ok, out) = verify_offline(&export);
+    assert!(ok, "{out}");
+}

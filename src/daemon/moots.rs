@@ -545,10 +545,10 @@ impl Node {
 
     /// Starts a moot hosted here; returns at once with its id.
     pub async fn moot_start(&self, req: dto::MootStart) -> Result<dto::MootStarted, ApiError> {
-        if req.trees.len() != 2 {
+        if req.trees.len() < 2 {
             return Err(ApiError::new(
                 ErrorKind::BadRequest,
-                "a moot takes exactly two trees here (--a and --b); three or more are not supported yet",
+                "a moot needs at least two trees (--a and --b, or --tree more than once)",
             ));
         }
         let mut settings: MootSettings = self.shared().moot_settings.clone();
@@ -569,11 +569,16 @@ impl Node {
             let (peer, key) = parse_tree_arg(t)?;
             resolved.push(self.resolve_tree(&peer, &key).await?);
         }
-        if resolved[0].tree.key == resolved[1].tree.key {
-            return Err(ApiError::new(
-                ErrorKind::BadRequest,
-                "the two trees must be different books",
-            ));
+        for (i, r) in resolved.iter().enumerate() {
+            if resolved[..i].iter().any(|o| o.tree.key == r.tree.key) {
+                return Err(ApiError::new(
+                    ErrorKind::BadRequest,
+                    format!(
+                        "{} is given twice: the trees must be different books",
+                        r.tree.key
+                    ),
+                ));
+            }
         }
         let mut id_bytes = [0u8; 16];
         rand::Rng::fill_bytes(&mut rand::rng(), &mut id_bytes);
@@ -798,7 +803,7 @@ impl Node {
                 });
             });
         });
-        let trees = [resolved[0].tree.clone(), resolved[1].tree.clone()];
+        let trees: Vec<Tree> = resolved.iter().map(|r| r.tree.clone()).collect();
         let mut speakers: Vec<NodeSpeaker> = resolved
             .into_iter()
             .map(|who| NodeSpeaker {
@@ -831,16 +836,10 @@ impl Node {
                     .update(&moot, |e| e.summaries.push(text));
             }),
         };
-        let (a, b) = speakers.split_at_mut(1);
-        let moot = host::run(
-            trees,
-            topic,
-            settings,
-            [&mut a[0], &mut b[0]],
-            &mut narrator,
-            &mut |_| {},
-        )
-        .map_err(|e| e.to_string())?;
+        let speakers: Vec<&mut dyn Speaker> =
+            speakers.iter_mut().map(|s| s as &mut dyn Speaker).collect();
+        let moot = host::run(trees, topic, settings, speakers, &mut narrator, &mut |_| {})
+            .map_err(|e| e.to_string())?;
         Ok(TranscriptRecord::from(&moot))
     }
 

@@ -119,7 +119,8 @@ pub struct Opening {
 /// A finished moot, ready to be written as a transcript.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moot {
-    pub trees: [Tree; 2],
+    /// In speaking order (two or more).
+    pub trees: Vec<Tree>,
     pub topic: Option<String>,
     /// The model's description.
     pub model: String,
@@ -131,9 +132,17 @@ pub struct Moot {
 }
 
 /// Checks the trees and settings before anything runs.
-pub fn validate(trees: &[Tree; 2], settings: &MootSettings) -> Result<(), MootError> {
-    if trees[0].key == trees[1].key {
-        return Err(MootError::SameBook(trees[0].key.clone()));
+pub fn validate(trees: &[Tree], settings: &MootSettings) -> Result<(), MootError> {
+    if trees.len() < 2 {
+        return Err(MootError::Settings(format!(
+            "a moot needs at least two trees, not {}",
+            trees.len()
+        )));
+    }
+    for (i, tree) in trees.iter().enumerate() {
+        if trees[..i].iter().any(|t| t.key == tree.key) {
+            return Err(MootError::SameBook(tree.key.clone()));
+        }
     }
     settings.validate()
 }
@@ -143,22 +152,31 @@ pub fn turn_seed(base: u64, turn: u32) -> u64 {
     base.wrapping_add(2 * u64::from(turn))
 }
 
-/// Runs a whole moot. `speakers[0]` speaks first; `on_utterance` sees each
+/// Runs a whole moot. The trees speak round-robin in order (`speakers[0]`
+/// first), each answering the line before; `on_utterance` sees each
 /// utterance as it lands.
 pub fn run(
-    trees: [Tree; 2],
+    trees: Vec<Tree>,
     topic: Option<String>,
     settings: MootSettings,
-    speakers: [&mut dyn Speaker; 2],
+    mut speakers: Vec<&mut dyn Speaker>,
     narrator: &mut dyn ChatModel,
     on_utterance: &mut dyn FnMut(&Utterance),
 ) -> Result<Moot, MootError> {
     validate(&trees, &settings)?;
+    if speakers.len() != trees.len() {
+        return Err(MootError::Settings(format!(
+            "{} speakers for {} trees",
+            speakers.len(),
+            trees.len()
+        )));
+    }
+    let n = trees.len();
     let topic = topic.filter(|t| !t.trim().is_empty());
     let model = narrator.describe();
 
     let mut openings = Vec::new();
-    let mut pools: [Vec<Passage>; 2] = [Vec::new(), Vec::new()];
+    let mut pools: Vec<Vec<Passage>> = vec![Vec::new(); n];
     for (t, tree) in trees.iter().enumerate() {
         let query = speaker::opening_query(topic.as_deref(), tree);
         let passages = speakers[t].opening(&query, settings.k)?;
@@ -174,11 +192,13 @@ pub fn run(
     let mut utterances: Vec<Utterance> = Vec::new();
     let mut summaries: Vec<Summary> = Vec::new();
     let mut summary: Option<String> = None;
-    let mut cited: [BTreeSet<String>; 2] = [BTreeSet::new(), BTreeSet::new()];
+    let mut cited: Vec<BTreeSet<String>> = vec![BTreeSet::new(); n];
     for index in 0..settings.turns {
         let turn = index + 1;
-        let t = (index % 2) as usize;
-        let o = 1 - t;
+        let t = index as usize % n;
+        // The tree it answers: the one that spoke last (on turn 1, the next).
+        let o = (t + n - 1) % n;
+        let o = if index == 0 { (t + 1) % n } else { o };
         if settings.summary_every > 0 && index > 0 && index % settings.summary_every == 0 {
             let lines = lines_of(&utterances);
             let answer = narrator
@@ -242,7 +262,7 @@ pub fn run(
             incoming,
             recent,
             summary: summary.clone(),
-            mv: Move::for_turn(turn, settings.turns),
+            mv: Move::for_turn_of(turn, settings.turns, n as u32),
             temperature: settings.temperature,
             max_tokens: settings.max_tokens,
             seed: turn_seed(settings.seed, turn),
@@ -314,10 +334,10 @@ pub fn run_local(
         model: &mut model_b,
     };
     run(
-        trees,
+        trees.to_vec(),
         topic,
         settings,
-        [&mut a, &mut b],
+        vec![&mut a, &mut b],
         &mut narrator,
         on_utterance,
     )

@@ -134,9 +134,15 @@ impl Move {
     /// The move of 1-based `turn` in a moot of `turns` turns: turn 1 opens,
     /// each book's last turn (the last two) closes, the rest rotate.
     pub fn for_turn(turn: u32, turns: u32) -> Move {
+        Move::for_turn_of(turn, turns, 2)
+    }
+
+    /// The move of `turn` in a moot of `trees` trees: each tree's last turn
+    /// closes.
+    pub fn for_turn_of(turn: u32, turns: u32, trees: u32) -> Move {
         if turn <= 1 {
             Move::Open
-        } else if turn + 2 > turns {
+        } else if turn + trees > turns {
             Move::Close
         } else {
             Move::ROTATION[((turn - 2) % 4) as usize]

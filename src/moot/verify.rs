@@ -92,12 +92,15 @@ pub fn verify(
     };
     let settings = &transcript.settings;
     let trees: Vec<Tree> = transcript.trees.iter().map(Tree::from).collect();
-    if trees.len() != 2 {
-        report.add(None, format!("{} trees instead of 2", trees.len()));
+    let n = trees.len();
+    if n < 2 {
+        report.add(None, format!("{n} trees; a moot has at least 2"));
         return Ok(report.mismatches);
     }
-    if trees[0].key == trees[1].key {
-        report.add(None, format!("the same book {} twice", trees[0].key));
+    for (i, tree) in trees.iter().enumerate() {
+        if trees[..i].iter().any(|t| t.key == tree.key) {
+            report.add(None, format!("the same book {} twice", tree.key));
+        }
     }
     for tree in &trees {
         let genre = tree.key.split('/').next().unwrap_or_default();
@@ -114,15 +117,15 @@ pub fn verify(
     let topic = transcript.topic.as_deref();
 
     // Openings start the pools.
-    let mut pools: [Vec<Passage>; 2] = [Vec::new(), Vec::new()];
-    let mut opening_passages: [Vec<TaggedPassage>; 2] = [Vec::new(), Vec::new()];
-    if transcript.openings.len() != 2 {
+    let mut pools: Vec<Vec<Passage>> = vec![Vec::new(); n];
+    let mut opening_passages: Vec<Vec<TaggedPassage>> = vec![Vec::new(); n];
+    if transcript.openings.len() != n {
         report.add(
             None,
-            format!("{} openings instead of 2", transcript.openings.len()),
+            format!("{} openings instead of {n}", transcript.openings.len()),
         );
     }
-    for (t, opening) in transcript.openings.iter().enumerate().take(2) {
+    for (t, opening) in transcript.openings.iter().enumerate().take(n) {
         let tree = &trees[t];
         report.compare(None, &format!("opening {t} tree"), &opening.tree, &tree.key);
         report.compare(
@@ -154,7 +157,7 @@ pub fn verify(
     for (i, record) in transcript.utterances.iter().enumerate() {
         let turn = i as u32 + 1;
         let at = Some(turn);
-        let t = i % 2;
+        let t = i % n;
         let tree = &trees[t];
         report.compare(at, "turn", &record.turn, &turn);
         report.compare(at, "speaker", &record.speaker, &tree.key);
@@ -163,7 +166,9 @@ pub fn verify(
             at,
             "intent",
             &record.intent,
-            &Move::for_turn(turn, settings.turns).as_str().to_string(),
+            &Move::for_turn_of(turn, settings.turns, n as u32)
+                .as_str()
+                .to_string(),
         );
         let tagged = check_passages(
             &mut report,
