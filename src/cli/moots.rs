@@ -199,7 +199,7 @@ pub fn export(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
 /// Whether a file is a moot export rather than a plain transcript.
 pub fn is_export(text: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(text)
-        .is_ok_and(|v| v["format"] == "grove-moot-export")
+        .is_ok_and(|v| v["format"] == grove::moot::export::EXPORT_FORMAT)
 }
 
 /// `moot verify` of an export: the host's signature, the roster and

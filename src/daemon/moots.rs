@@ -22,6 +22,7 @@ use crate::api::dto;
 use crate::identity::peer_id_text;
 use crate::merkle::Hash;
 use crate::mesh::codec;
+use crate::moot::export::{EXPORT_FORMAT, EXPORT_TAG};
 use crate::moot::host::{self, Speaker, TurnCall};
 use crate::moot::signed::{self, GENESIS_PREV};
 use crate::moot::transcript::TranscriptRecord;
@@ -30,10 +31,6 @@ use crate::store::retriever::BookRetriever;
 use crate::wire::mesh::Signed;
 use crate::wire::moot as wire;
 
-/// Domain tag of the host's signature on an export.
-pub const EXPORT_TAG: &[u8] = b"grove-moot/v1/export\0";
-/// Format name of an exported moot.
-pub const EXPORT_FORMAT: &str = "grove-moot-export";
 /// How many times a turn is asked before the moot pauses.
 const TURN_ATTEMPTS: usize = 2;
 

@@ -19,8 +19,10 @@ use crate::mesh::roster::Roster;
 use crate::wire::mesh::Signed;
 use crate::wire::moot as wire;
 
-/// Domain tag of the host's signature (same as the daemon's).
+/// Domain tag of the host's signature on an export.
 pub const EXPORT_TAG: &[u8] = b"grove-moot/v1/export\0";
+/// Format name of an exported moot.
+pub const EXPORT_FORMAT: &str = "grove-moot-export";
 
 /// What the export vouches with: the reader's trust anchor.
 #[derive(Debug, Clone)]
