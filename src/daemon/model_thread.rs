@@ -30,8 +30,7 @@ impl ModelThread {
                     match opened {
                         Ok(m) => job(Ok(m.as_mut())),
                         Err(e) => {
-                            let e = ModelError::Config(e.to_string());
-                            job(Err(&e));
+                            job(Err(e));
                             // Try again on the next job (the operator may
                             // have installed the model meanwhile).
                             model = None;
@@ -42,24 +41,32 @@ impl ModelThread {
         Ok(ModelThread { jobs })
     }
 
+    /// A job running `f` with the model and its answer channel.
+    fn job<R: Send + 'static>(
+        f: impl FnOnce(&mut dyn ChatModel) -> R + Send + 'static,
+    ) -> (Job, oneshot::Receiver<Result<R, ModelError>>) {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |model| {
+            let _ = reply.send(match model {
+                Ok(m) => Ok(f(m)),
+                Err(e) => Err(ModelError::Failed(format!("cannot open the model: {e}"))),
+            });
+        });
+        (job, answer)
+    }
+
+    fn stopped() -> ModelError {
+        ModelError::Failed("the model thread has stopped".into())
+    }
+
     /// Runs `f` with the model (blocking caller: not on the async runtime).
     pub fn call_blocking<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut dyn ChatModel) -> R + Send + 'static,
     ) -> Result<R, ModelError> {
-        let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |model| {
-            let _ = reply.send(match model {
-                Ok(m) => Ok(f(m)),
-                Err(e) => Err(ModelError::Config(e.to_string())),
-            });
-        });
-        self.jobs
-            .blocking_send(job)
-            .map_err(|_| ModelError::Failed("the model thread has stopped".into()))?;
-        answer
-            .blocking_recv()
-            .map_err(|_| ModelError::Failed("the model thread has stopped".into()))?
+        let (job, answer) = Self::job(f);
+        self.jobs.blocking_send(job).map_err(|_| Self::stopped())?;
+        answer.blocking_recv().map_err(|_| Self::stopped())?
     }
 
     /// Runs `f` with the model from async code.
@@ -67,20 +74,9 @@ impl ModelThread {
         &self,
         f: impl FnOnce(&mut dyn ChatModel) -> R + Send + 'static,
     ) -> Result<R, ModelError> {
-        let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |model| {
-            let _ = reply.send(match model {
-                Ok(m) => Ok(f(m)),
-                Err(e) => Err(ModelError::Config(e.to_string())),
-            });
-        });
-        self.jobs
-            .send(job)
-            .await
-            .map_err(|_| ModelError::Failed("the model thread has stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| ModelError::Failed("the model thread has stopped".into()))?
+        let (job, answer) = Self::job(f);
+        self.jobs.send(job).await.map_err(|_| Self::stopped())?;
+        answer.await.map_err(|_| Self::stopped())?
     }
 }
 
