@@ -69,27 +69,52 @@ fn verify_offline(export: &Value) -> (bool, String) {
     )
 }
 
-#[test]
-fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
-    let servers: Vec<ScriptedServer> = (0..3)
-        .map(|_| ScriptedServer::start_with(quoting_reply))
-        .collect();
+/// Nodes alpha, bravo and charlie, each with its own model server answering
+/// with `reply`, in one mesh founded by charlie (the host); alpha holds
+/// `fiction/sea-tales`, bravo `essays/field-notes`, and charlie
+/// `poems/river-songs` when `host_book`. Returns once charlie sees every
+/// book announced.
+fn three_nodes(
+    reply: fn(&RecordedRequest) -> Reply,
+    host_book: bool,
+) -> (Vec<ScriptedServer>, Daemon, Daemon, Daemon) {
+    let servers: Vec<ScriptedServer> = (0..3).map(|_| ScriptedServer::start_with(reply)).collect();
     let a = start("alpha", &servers[0]);
     let b = start("bravo", &servers[1]);
     let c = start("charlie", &servers[2]);
-    add(&a, "fiction/sea-tales", "Sea Tales", 3);
-    add(&b, "essays/field-notes", "Field Notes", 4);
+    let mut keys = vec!["fiction/sea-tales", "essays/field-notes"];
+    add(&a, keys[0], "Sea Tales", 3);
+    add(&b, keys[1], "Field Notes", 4);
+    if host_book {
+        add(&c, "poems/river-songs", "River Songs", 5);
+        keys.push("poems/river-songs");
+    }
     c.ok(&["mesh", "init", "--name", "moots"]);
     a.ok(&["mesh", "join", &invite(&c)]);
     b.ok(&["mesh", "join", &invite(&c)]);
     vote_yes(&a, "add");
     converged(&[&a, &b, &c], 2);
-    eventually("C to see A's and B's roots", || {
-        let roots = c.json(&["roots"]);
-        roots["roots"].as_array().unwrap().len() == 3
-            && roots.to_string().contains("fiction/sea-tales")
-            && roots.to_string().contains("essays/field-notes")
+    eventually("charlie to see every book announced", || {
+        let roots = c.json(&["roots"]).to_string();
+        keys.iter().all(|k| roots.contains(k))
     });
+    (servers, a, b, c)
+}
+
+/// Polls a hosted moot until it is in `state`.
+fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
+    let mut shown = Value::Null;
+    eventually(&format!("moot {id} to be {state}"), || {
+        shown = host.json(&["moot", "show", id]);
+        shown["state"] == state
+    });
+    shown
+}
+
+#[test]
+fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
+    // alpha and bravo run until the end of the test.
+    let (servers, _a, _b, c) = three_nodes(quoting_reply, false);
 
     // A book nobody announced is refused at start.
     assert!(
@@ -117,12 +142,7 @@ fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
         "4",
     ]);
     let id = started["id"].as_str().unwrap().to_string();
-    let mut shown = Value::Null;
-    eventually("the moot to finish", || {
-        shown = c.json(&["moot", "show", &id]);
-        shown["state"] != "running"
-    });
-    assert_eq!(shown["state"], "finished", "{shown}");
+    let shown = wait_state(&c, &id, "finished");
     assert_eq!(shown["turns_done"], 4);
     let watched = c.ok(&["moot", "watch", &id]);
     assert_eq!(watched.matches("── turn ").count(), 4, "{watched}");
@@ -339,15 +359,6 @@ fn slow_quoting_reply(req: &RecordedRequest) -> Reply {
     )
 }
 
-fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
-    let mut shown = Value::Null;
-    eventually(&format!("moot {id} to be {state}"), || {
-        shown = host.json(&["moot", "show", id]);
-        shown["state"] == state
-    });
-    shown
-}
-
 fn assert_whole(shown: &Value, turns: u64) {
     assert_eq!(shown["turns_done"], turns, "{shown}");
     let numbers: Vec<u64> = shown["lines"]
@@ -365,23 +376,7 @@ fn assert_whole(shown: &Value, turns: u64) {
 
 #[test]
 fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back() {
-    let servers: Vec<ScriptedServer> = (0..3)
-        .map(|_| ScriptedServer::start_with(slow_quoting_reply))
-        .collect();
-    let mut a = start("alpha", &servers[0]);
-    let b = start("bravo", &servers[1]);
-    let mut c = start("charlie", &servers[2]);
-    add(&a, "fiction/sea-tales", "Sea Tales", 3);
-    add(&b, "essays/field-notes", "Field Notes", 4);
-    c.ok(&["mesh", "init", "--name", "faults"]);
-    a.ok(&["mesh", "join", &invite(&c)]);
-    b.ok(&["mesh", "join", &invite(&c)]);
-    vote_yes(&a, "add");
-    converged(&[&a, &b, &c], 2);
-    eventually("C to see A's and B's roots", || {
-        let roots = c.json(&["roots"]).to_string();
-        roots.contains("fiction/sea-tales") && roots.contains("essays/field-notes")
-    });
+    let (_servers, mut a, _b, mut c) = three_nodes(slow_quoting_reply, false);
     let args = [
         "moot",
         "start",
@@ -438,30 +433,7 @@ fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back(
 
 #[test]
 fn three_books_on_three_nodes_speak_round_robin_and_verify() {
-    let servers: Vec<ScriptedServer> = (0..3)
-        .map(|_| ScriptedServer::start_with(quoting_reply))
-        .collect();
-    let a = start("alpha", &servers[0]);
-    let b = start("bravo", &servers[1]);
-    let c = start("charlie", &servers[2]);
-    add(&a, "fiction/sea-tales", "Sea Tales", 3);
-    add(&b, "essays/field-notes", "Field Notes", 4);
-    add(&c, "poems/river-songs", "River Songs", 5);
-    c.ok(&["mesh", "init", "--name", "three"]);
-    a.ok(&["mesh", "join", &invite(&c)]);
-    b.ok(&["mesh", "join", &invite(&c)]);
-    vote_yes(&a, "add");
-    converged(&[&a, &b, &c], 2);
-    eventually("C to see every book", || {
-        let roots = c.json(&["roots"]).to_string();
-        [
-            "fiction/sea-tales",
-            "essays/field-notes",
-            "poems/river-songs",
-        ]
-        .iter()
-        .all(|k| roots.contains(k))
-    });
+    let (_servers, _a, _b, c) = three_nodes(quoting_reply, true);
     let started = c.json(&[
         "moot",
         "start",
