@@ -60,36 +60,60 @@ impl MootBook {
     pub fn open(state_dir: &Path) -> MootBook {
         let dir = state_dir.join("moots");
         let mut moots = BTreeMap::new();
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                let Ok(text) = std::fs::read_to_string(entry.path()) else {
-                    continue;
-                };
-                let Ok(file) = serde_json::from_str::<dto::MootFile>(&text) else {
-                    tracing::warn!(path = %entry.path().display(), "unreadable moot file skipped");
-                    continue;
-                };
-                let mut view = file.view;
-                if view.state == "running" {
-                    view.state = "paused".into();
-                    view.reason = Some(HOST_STOPPED.into());
-                }
-                let decode = |list: &[String]| -> Vec<Signed> {
-                    list.iter()
-                        .filter_map(|h| Signed::decode(hex::decode(h).ok()?.as_slice()).ok())
-                        .collect()
-                };
-                moots.insert(
-                    view.id.clone(),
-                    Entry {
-                        turns: decode(&file.turns),
-                        announcements: decode(&file.announcements),
-                        plan: file.plan,
-                        summaries: file.summaries,
-                        view,
-                    },
-                );
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries.flatten().collect::<Vec<_>>(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "hosted moots cannot be read");
+                Vec::new()
             }
+        };
+        for entry in entries {
+            let path = entry.path();
+            // Only `<id>.json`: a `.<id>.json.tmp` left by a crash mid-write
+            // is an older copy of a file that was never replaced.
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || !name.ends_with(".json") {
+                continue;
+            }
+            let file = match std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str::<dto::MootFile>(&t).map_err(|e| e.to_string()))
+            {
+                Ok(file) => file,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "unreadable moot file skipped");
+                    continue;
+                }
+            };
+            // Every saved message must decode: a turn dropped here would
+            // shift the ones after it on resume.
+            let decode = |list: &[String]| -> Option<Vec<Signed>> {
+                list.iter()
+                    .map(|h| Signed::decode(hex::decode(h).ok()?.as_slice()).ok())
+                    .collect()
+            };
+            let (Some(turns), Some(announcements)) =
+                (decode(&file.turns), decode(&file.announcements))
+            else {
+                tracing::warn!(path = %path.display(), "moot file with a corrupt signed message skipped");
+                continue;
+            };
+            let mut view = file.view;
+            if view.state == "running" {
+                view.state = "paused".into();
+                view.reason = Some(HOST_STOPPED.into());
+            }
+            moots.insert(
+                view.id.clone(),
+                Entry {
+                    turns,
+                    announcements,
+                    plan: file.plan,
+                    summaries: file.summaries,
+                    view,
+                },
+            );
         }
         MootBook {
             dir,
