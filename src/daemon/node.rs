@@ -215,12 +215,15 @@ impl Node {
             }
             acked = Some(q.seq);
         }
-        if let Some(seq) = acked {
-            let _ = self
+        if let Some(seq) = acked
+            && let Ok(Err(e)) = self
                 .0
                 .mesh
                 .call(move |core| core.store.ack_outbox(seq))
-                .await;
+                .await
+        {
+            // The messages went out; they are sent once more after a restart.
+            tracing::warn!(error = %e, "mesh outbox not cleared");
         }
     }
 
@@ -341,10 +344,12 @@ impl Node {
                 self.0.sync_due.store(false, Ordering::Relaxed);
             }
         }
-        if n.is_multiple_of(10) {
-            let _ = self
+        if n.is_multiple_of(10)
+            && let Err(e) = self
                 .step(|s, id| s.tick(id, crate::now_ms(), &mut rand::rng()))
-                .await;
+                .await
+        {
+            tracing::warn!(error = %e, "periodic mesh work (key erasure, expiry, backup commits) failed");
         }
         if self.0.republish_due.swap(false, Ordering::Relaxed)
             || n.is_multiple_of(REPUBLISH_EVERY_TICKS)
