@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use futures::StreamExt;
 use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
-use libp2p::swarm::SwarmEvent;
-use libp2p::{PeerId, Swarm, gossipsub, identity, noise, tcp, yamux};
+use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
+use libp2p::swarm::{ConnectionId, SwarmEvent};
+use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, identity, noise, tcp, yamux};
 use tokio::sync::{mpsc, oneshot};
 
 use super::behaviour::{self, Behaviour, BehaviourEvent};
@@ -28,7 +29,12 @@ struct EventLoop {
     /// False until the first `SetPeers`: before it, gossip is open to every
     /// connected peer (the node has no roster to filter by).
     roster_known: bool,
+    /// `connect` calls waiting: the peer, this call's own dial (none when
+    /// it waits for the peer to dial in), the reply.
+    connecting: Vec<(PeerId, Option<ConnectionId>, Connecting)>,
 }
+
+type Connecting = oneshot::Sender<Result<(), NetError>>;
 
 pub(super) async fn spawn(
     keypair: identity::Keypair,
@@ -88,6 +94,7 @@ pub(super) async fn spawn(
         members: Vec::new(),
         blocked: Vec::new(),
         roster_known: false,
+        connecting: Vec::new(),
     };
     tokio::spawn(event_loop.run());
     Ok(())
@@ -211,7 +218,72 @@ impl EventLoop {
             Command::Connected(reply) => {
                 let _ = reply.send(self.swarm.connected_peers().copied().collect());
             }
+            Command::Connect(peer, addrs, reply) => self.connect(peer, addrs, reply),
         }
+    }
+
+    fn connect(&mut self, peer: PeerId, addrs: Vec<Multiaddr>, reply: Connecting) {
+        if self.swarm.is_connected(&peer) {
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        // Calls whose caller gave up (timed out) are dropped here.
+        self.connecting.retain(|(_, _, r)| !r.is_closed());
+        if addrs.is_empty() {
+            self.connecting.push((peer, None, reply));
+            return;
+        }
+        let shown = addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        // `Disconnected` dials even while another dial to the peer is under
+        // way (a redial at an address that went stale, say).
+        let opts = DialOpts::peer_id(peer)
+            .condition(PeerCondition::Disconnected)
+            .addresses(addrs)
+            .build();
+        let id = opts.connection_id();
+        match self.swarm.dial(opts) {
+            Ok(()) => self.connecting.push((peer, Some(id), reply)),
+            Err(e) => {
+                let _ = reply.send(Err(NetError::Dial {
+                    addr: shown,
+                    reason: e.to_string(),
+                }));
+            }
+        }
+    }
+
+    /// Answers the `connect` calls a connection (or a failed dial) settles.
+    fn settle_connects(&mut self, peer: PeerId, failed: Option<(ConnectionId, String)>) {
+        let connected = self.swarm.is_connected(&peer);
+        let mut waiting = Vec::new();
+        for (p, dial, reply) in self.connecting.drain(..) {
+            let result = if p != peer {
+                None
+            } else if connected {
+                Some(Ok(()))
+            } else {
+                match (&failed, dial) {
+                    (Some((failed_id, reason)), Some(id)) if *failed_id == id => {
+                        Some(Err(NetError::Dial {
+                            addr: peer.to_string(),
+                            reason: reason.clone(),
+                        }))
+                    }
+                    _ => None,
+                }
+            };
+            match result {
+                Some(result) => {
+                    let _ = reply.send(result);
+                }
+                None => waiting.push((p, dial, reply)),
+            }
+        }
+        self.connecting = waiting;
     }
 
     async fn on_swarm(&mut self, event: SwarmEvent<BehaviourEvent>) {
@@ -222,6 +294,7 @@ impl EventLoop {
                 num_established,
                 ..
             } if num_established.get() == 1 => {
+                self.settle_connects(peer_id, None);
                 // Only roster members get gossip.
                 if self.roster_known && !self.members.contains(&peer_id) {
                     self.swarm
@@ -244,7 +317,14 @@ impl EventLoop {
                     reason: format!("incoming connection: {error}"),
                 });
             }
-            SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+            SwarmEvent::OutgoingConnectionError {
+                connection_id,
+                peer_id,
+                error,
+            } => {
+                if let Some(peer) = peer_id {
+                    self.settle_connects(peer, Some((connection_id, error.to_string())));
+                }
                 self.emit(Event::Dropped {
                     peer: peer_id,
                     reason: format!("outgoing connection: {error}"),

@@ -104,6 +104,13 @@ enum Command {
         blocked: Vec<PeerId>,
     },
     Connected(oneshot::Sender<Vec<PeerId>>),
+    /// Dial `peer` at the addresses (none: wait for it to dial in); the
+    /// reply comes once connected, or when this dial fails.
+    Connect(
+        PeerId,
+        Vec<Multiaddr>,
+        oneshot::Sender<Result<(), NetError>>,
+    ),
 }
 
 /// A handle to the network task; cheap to clone.
@@ -212,38 +219,32 @@ impl Network {
     }
 
     /// Dials `peer` at `addrs` (unless connected) and waits until a
-    /// connection is up, or `timeout` passes.
+    /// connection is up, the dial fails (every address refused or
+    /// unreachable), or `timeout` passes. With no addresses it waits for
+    /// the peer to connect.
     pub async fn connect(
         &self,
         peer: PeerId,
         addrs: &[Multiaddr],
         timeout: Duration,
     ) -> Result<(), NetError> {
-        if self.connected().await?.contains(&peer) {
-            return Ok(());
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Connect(peer, addrs.to_vec(), tx))
+            .await
+            .map_err(|_| NetError::Stopped)?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(NetError::Stopped),
+            Err(_) => Err(NetError::Dial {
+                addr: addrs
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                reason: format!("no connection to {peer} within {timeout:?}"),
+            }),
         }
-        let mut last = None;
-        for addr in addrs {
-            let with_peer = with_peer_id(addr, peer);
-            if let Err(e) = self.dial(with_peer).await {
-                last = Some(e);
-            }
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        while tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            if self.connected().await?.contains(&peer) {
-                return Ok(());
-            }
-        }
-        Err(last.unwrap_or_else(|| NetError::Dial {
-            addr: addrs
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            reason: format!("no connection to {peer} within {timeout:?}"),
-        }))
     }
 }
 
