@@ -109,6 +109,12 @@ pub struct NetSettings {
     /// How long a moot's host waits for a speaker's turn (the speaker's
     /// model runs inside it, which on a CPU can take minutes).
     pub turn_timeout_secs: u64,
+    /// How many more times a moot's host asks a speaker's node that did not
+    /// answer (down, unreachable, timed out) before pausing the moot.
+    pub turn_retries: u32,
+    /// The wait before the first of those retries; it doubles each time,
+    /// up to a minute.
+    pub turn_retry_backoff_ms: u64,
     pub idle_timeout_secs: u64,
 }
 
@@ -121,6 +127,8 @@ impl Default for NetSettings {
             max_connections: 128,
             request_timeout_secs: 30,
             turn_timeout_secs: 600,
+            turn_retries: 3,
+            turn_retry_backoff_ms: 1_000,
             idle_timeout_secs: 120,
         }
     }
@@ -170,6 +178,15 @@ impl NetSettings {
                 "must be greater than 0".into(),
             ));
         }
+        if self.turn_retry_backoff_ms == 0 || self.turn_retry_backoff_ms > 60_000 {
+            return Err(invalid(
+                "net.turn_retry_backoff_ms",
+                "must be between 1 and 60000".into(),
+            ));
+        }
+        if self.turn_retries > 20 {
+            return Err(invalid("net.turn_retries", "must be at most 20".into()));
+        }
         Ok(crate::net::NetConfig {
             listen,
             max_message_bytes: self.max_message_bytes,
@@ -196,6 +213,8 @@ pub struct Settings {
     pub log: LogSettings,
     pub mesh: crate::mesh::MeshSettings,
     pub moot: crate::moot::MootSettings,
+    /// This node as a speaker in other nodes' moots: its turn policy.
+    pub speaker: crate::moot::policy::PolicySettings,
     pub net: NetSettings,
     pub model: crate::model::ModelSettings,
 }
@@ -274,6 +293,9 @@ impl Settings {
         self.moot
             .validate()
             .map_err(|e| ConfigError::Load(e.to_string()))?;
+        if let Err((key, reason)) = self.speaker.validate() {
+            return Err(invalid(key, &reason));
+        }
         if let Some(shard) = &self.default_shard {
             crate::store::validate_shard_name(shard)
                 .map_err(|e| invalid("default_shard", &e.to_string()))?;

@@ -741,3 +741,166 @@ fn moot_run_records_whether_guidance_was_on() {
         assert!(verified.contains("ok:"), "{verified}");
     }
 }
+
+/// A speaker whose node passes on some turns (as a `grounded-only` policy
+/// would) and speaks on the others; `boast` makes its passes claim
+/// grounding they do not have.
+struct Passing<'a> {
+    inner: grove::moot::host::LocalSpeaker<'a>,
+    pass_on: Vec<u32>,
+    boast: bool,
+}
+
+impl grove::moot::host::Speaker for Passing<'_> {
+    fn opening(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, MootError> {
+        self.inner.opening(query, k)
+    }
+    fn turn(
+        &mut self,
+        call: &grove::moot::host::TurnCall,
+    ) -> Result<grove::moot::Utterance, MootError> {
+        use grove::moot::policy::{Decision, PolicySettings, decide};
+        use grove::moot::speaker;
+        if !self.pass_on.contains(&call.request.turn) {
+            let mut u = self.inner.turn(call)?;
+            u.decision = Some(decide(&PolicySettings::default(), None, 0));
+            return Ok(u);
+        }
+        let passages = match &call.given {
+            Some(given) => given.clone(),
+            None => speaker::retrieve(
+                self.inner.retriever,
+                &self.inner.book,
+                &call.request.query,
+                call.k,
+                &call.cited,
+            )?,
+        };
+        let mut request = call.request.clone();
+        speaker::extend_pool(&mut request.pool, &passages);
+        request.passages = passages;
+        let decision = Decision {
+            speak: false,
+            policy: "grounded-only".into(),
+            reason: "best passage scores 0.500, not above 1.000".into(),
+            ms: 2,
+        };
+        let mut u = speaker::pass(&request, decision);
+        if self.boast {
+            u.grounded = true;
+        }
+        Ok(u)
+    }
+}
+
+fn run_with_passes(
+    pass_a: &[u32],
+    pass_b: &[u32],
+    boast: bool,
+    turns: u32,
+) -> Result<grove::moot::host::Moot, MootError> {
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    let mut model_a = FakeModel::new(&[]);
+    let mut model_b = FakeModel::new(&[]);
+    let mut narrator = FakeModel::new(&[]);
+    let mut speaker_a = Passing {
+        inner: grove::moot::host::LocalSpeaker {
+            book: "nature/angler".into(),
+            retriever: &mut a,
+            model: &mut model_a,
+        },
+        pass_on: pass_a.to_vec(),
+        boast: false,
+    };
+    let mut speaker_b = Passing {
+        inner: grove::moot::host::LocalSpeaker {
+            book: "fiction/whale".into(),
+            retriever: &mut b,
+            model: &mut model_b,
+        },
+        pass_on: pass_b.to_vec(),
+        boast,
+    };
+    grove::moot::host::run(
+        trees().to_vec(),
+        Some("rivers".into()),
+        settings(turns),
+        vec![&mut speaker_a, &mut speaker_b],
+        &mut narrator,
+        &mut |_| {},
+    )
+}
+
+#[test]
+fn a_pass_is_a_turn_without_text_and_the_next_speaker_answers_the_last_real_line() {
+    use grove::moot::speaker::turn_query;
+    // B passes turn 2: A answers its own turn 1 line on turn 3, B answers
+    // turn 3 on turn 4.
+    let moot = run_with_passes(&[], &[2], false, 5).expect("moot runs");
+    let u = &moot.utterances;
+    assert_eq!(u.len(), 5);
+    assert!(u[1].passed());
+    assert_eq!(u[1].speaker, "fiction/whale");
+    assert!(u[1].text.is_empty() && u[1].raw_text.is_empty());
+    assert_eq!(u[1].attempts, 0);
+    assert!(
+        !u[1].retrieved.is_empty(),
+        "a pass records what it looked at"
+    );
+    assert_eq!(u[2].query, turn_query(Some("rivers"), &u[0].text));
+    assert_eq!(u[3].query, turn_query(Some("rivers"), &u[2].text));
+    assert!(u.iter().all(|u| u.decision.is_some()));
+    assert_eq!(moot.stats.turns, 5);
+    assert_eq!(moot.stats.passed_turns, 1);
+    assert_eq!(moot.stats.grounded_turns, 4);
+    assert_eq!(moot.stats.tags_valid_rate, Some(1.0));
+
+    let record = TranscriptRecord::from(&moot);
+    let json = record.to_json_pretty();
+    assert!(json.contains("\"action\": \"pass\""), "{json}");
+    let parsed = TranscriptRecord::from_json(&json).expect("parses back");
+    assert_eq!(parsed, record);
+    let mismatches = verify(&parsed, None).expect("verifies");
+    assert!(mismatches.is_empty(), "{mismatches:?}");
+    // A pass that says something, or a pass turned into speech, is caught.
+    let mut tampered = parsed.clone();
+    tampered.utterances[1].text = "I had something to say after all.".into();
+    let found = verify(&tampered, None).expect("verifies");
+    assert!(found.iter().any(|m| m.what.contains("pass")), "{found:?}");
+    let mut tampered = parsed.clone();
+    tampered.utterances[1].decision.as_mut().unwrap().action = "speak".into();
+    assert!(!verify(&tampered, None).expect("verifies").is_empty());
+    let mut tampered = parsed;
+    tampered.stats.passed_turns = 0;
+    assert!(!verify(&tampered, None).expect("verifies").is_empty());
+
+    // A passes the opening: B opens from its own opening passages.
+    let moot = run_with_passes(&[1], &[], false, 4).expect("moot runs");
+    let u = &moot.utterances;
+    assert!(u[0].passed());
+    assert_eq!(u[1].query, "rivers");
+    let opening_b: Vec<_> = moot.openings[1]
+        .passages
+        .iter()
+        .map(|p| p.node_id.clone())
+        .collect();
+    let spoken: Vec<_> = u[1]
+        .retrieved
+        .iter()
+        .map(|t| t.passage.node_id.clone())
+        .collect();
+    assert_eq!(spoken, opening_b);
+    let mismatches = verify(&TranscriptRecord::from(&moot), None).expect("verifies");
+    assert!(mismatches.is_empty(), "{mismatches:?}");
+}
+
+#[test]
+fn a_pass_claiming_grounding_is_refused_by_the_host() {
+    let err = run_with_passes(&[], &[2], true, 3).expect_err("caught");
+    let message = err.to_string();
+    assert!(
+        message.contains("fiction/whale") && message.contains("a pass"),
+        "{message}"
+    );
+}

@@ -39,8 +39,14 @@ fn model_env(server: &ScriptedServer) -> Vec<(&'static str, String)> {
 }
 
 fn start(name: &str, server: &ScriptedServer) -> Daemon {
+    start_with(name, server, &[])
+}
+
+/// A daemon on `server` with `extra` settings in its environment.
+fn start_with(name: &str, server: &ScriptedServer, extra: Env<'_>) -> Daemon {
     let env = model_env(server);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.extend_from_slice(extra);
     Daemon::start_with(name, &env)
 }
 
@@ -78,10 +84,23 @@ fn three_nodes(
     reply: fn(&RecordedRequest) -> Reply,
     host_book: bool,
 ) -> (Vec<ScriptedServer>, Daemon, Daemon, Daemon) {
+    three_nodes_with(reply, host_book, [&[], &[], &[]])
+}
+
+/// Settings for one node's environment.
+type Env<'a> = &'a [(&'static str, &'a str)];
+
+/// [`three_nodes`], with extra settings in alpha's, bravo's and charlie's
+/// environments.
+fn three_nodes_with(
+    reply: fn(&RecordedRequest) -> Reply,
+    host_book: bool,
+    envs: [Env<'_>; 3],
+) -> (Vec<ScriptedServer>, Daemon, Daemon, Daemon) {
     let servers: Vec<ScriptedServer> = (0..3).map(|_| ScriptedServer::start_with(reply)).collect();
-    let a = start("alpha", &servers[0]);
-    let b = start("bravo", &servers[1]);
-    let c = start("charlie", &servers[2]);
+    let a = start_with("alpha", &servers[0], envs[0]);
+    let b = start_with("bravo", &servers[1], envs[1]);
+    let c = start_with("charlie", &servers[2], envs[2]);
     let mut keys = vec!["fiction/sea-tales", "essays/field-notes"];
     add(&a, keys[0], "Sea Tales", 3);
     add(&b, keys[1], "Field Notes", 4);
@@ -376,7 +395,20 @@ fn assert_whole(shown: &Value, turns: u64) {
 
 #[test]
 fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back() {
-    let (_servers, mut a, _b, mut c) = three_nodes(slow_quoting_reply, false);
+    // The host retries a silent speaker 5 times, 0.2 s, 0.4 s, 0.8 s,
+    // 1.6 s and 3.2 s apart, before it pauses the moot.
+    let (_servers, mut a, _b, mut c) = three_nodes_with(
+        slow_quoting_reply,
+        false,
+        [
+            &[],
+            &[],
+            &[
+                ("GROVE_NET__TURN_RETRIES", "5"),
+                ("GROVE_NET__TURN_RETRY_BACKOFF_MS", "200"),
+            ],
+        ],
+    );
     let args = [
         "moot",
         "start",
@@ -401,11 +433,9 @@ fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back(
     });
     a.stop();
     let paused = wait_state(&c, &id, "paused");
+    let reason = paused["reason"].as_str().unwrap();
     assert!(
-        paused["reason"]
-            .as_str()
-            .unwrap()
-            .contains("fiction/sea-tales"),
+        reason.contains("fiction/sea-tales") && reason.contains("6 tries"),
         "{paused}"
     );
     a.restart();
@@ -429,11 +459,49 @@ fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back(
     let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
     let (ok, out) = verify_offline(&export);
     assert!(ok, "{out}");
+
+    // Speaker A is down for a moment only: the host's retries reach it
+    // once it is back, and the moot never pauses. (After turn 2, A is
+    // asked next.)
+    let id = c.json(&args)["id"].as_str().unwrap().to_string();
+    eventually("the second turn", || {
+        c.json(&["moot", "show", &id])["turns_done"]
+            .as_u64()
+            .unwrap()
+            >= 2
+    });
+    a.stop();
+    a.restart();
+    let finished = wait_state(&c, &id, "finished");
+    assert_whole(&finished, 6);
+    let log = c.log();
+    assert!(
+        log.contains("trying again"),
+        "the host never retried:\n{log}"
+    );
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("moot paused") && l.contains(&id)),
+        "{log}"
+    );
 }
 
 #[test]
 fn three_books_on_three_nodes_speak_round_robin_and_verify() {
-    let (_servers, _a, _b, c) = three_nodes(quoting_reply, true);
+    // bravo's policy passes unless a passage scores above a bar none can
+    // reach: each of its turns is a recorded pass.
+    let (_servers, _a, _b, c) = three_nodes_with(
+        quoting_reply,
+        true,
+        [
+            &[],
+            &[
+                ("GROVE_SPEAKER__POLICY", "grounded-only"),
+                ("GROVE_SPEAKER__MIN_SCORE", "1000000"),
+            ],
+            &[],
+        ],
+    );
     let started = c.json(&[
         "moot",
         "start",
@@ -474,6 +542,34 @@ fn three_books_on_three_nodes_speak_round_robin_and_verify() {
         ["close", "close", "close"],
         "each tree's last turn closes"
     );
+    // Every turn records its node's decision; bravo's are passes with no
+    // text, and the next speaker answers the last real line.
+    for u in utterances {
+        let decision = &u["decision"];
+        if u["speaker"] == "essays/field-notes" {
+            assert_eq!(decision["action"], "pass", "{u}");
+            assert_eq!(decision["policy"], "grounded-only");
+            assert!(
+                decision["reason"].as_str().unwrap().contains("not above")
+                    || decision["reason"].as_str().unwrap().contains("no passage"),
+                "{decision}"
+            );
+            assert_eq!(u["text"], "");
+            assert_eq!(u["attempts"], 0);
+        } else {
+            assert_eq!(decision["action"], "speak", "{u}");
+            assert_eq!(decision["policy"], "always");
+            assert!(u["text"].as_str().unwrap().contains("[s1]"), "{u}");
+        }
+    }
+    let query_of_turn_3 = utterances[2]["query"].as_str().unwrap();
+    let line_of_turn_1 = utterances[0]["text"].as_str().unwrap();
+    assert_eq!(query_of_turn_3, format!("the sea {line_of_turn_1}"));
+    let stats = &shown["transcript"]["stats"];
+    assert_eq!(stats["passed_turns"], 2, "{stats}");
+    assert_eq!(stats["grounded_turns"], 4, "{stats}");
+    let watched = c.ok(&["moot", "watch", &id]);
+    assert!(watched.contains("Field Notes passes"), "{watched}");
     let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
     let (ok, out) = verify_offline(&export);
     assert!(ok, "{out}");

@@ -517,6 +517,9 @@ pub struct MootLine {
     pub title: String,
     pub text: String,
     pub grounded: bool,
+    /// The speaking node's decision: speak or pass, why, how long it took.
+    #[serde(default)]
+    pub decision: Option<crate::moot::transcript::DecisionRecord>,
 }
 
 /// One moot in `moot list`.

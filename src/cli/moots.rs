@@ -160,6 +160,11 @@ pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
         for line in v.lines.iter().skip(printed) {
             if ctx.json {
                 println!("{}", serde_json::to_string(line)?);
+            } else if let Some(d) = line.decision.as_ref().filter(|d| d.action == "pass") {
+                println!(
+                    "── turn {} · {} passes ──\n   {} ({}, {} ms)\n",
+                    line.turn, line.title, d.reason, d.policy, d.ms
+                );
             } else {
                 println!(
                     "── turn {} · {} ──\n{}\n   {}\n",

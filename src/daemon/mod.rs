@@ -119,6 +119,11 @@ pub async fn run(
         request_timeout,
         state_dir: state_dir.clone(),
         moot_settings: settings.moot.clone(),
+        policy: settings.speaker.clone(),
+        turn_retry: moots::TurnRetry {
+            retries: settings.net.turn_retries,
+            backoff: std::time::Duration::from_millis(settings.net.turn_retry_backoff_ms),
+        },
     });
     let info = dto::NodeInfo {
         peer_id: network.local_peer_id().to_string(),

@@ -31,8 +31,26 @@ use crate::store::retriever::BookRetriever;
 use crate::wire::mesh::Signed;
 use crate::wire::moot as wire;
 
-/// How many times a turn is asked before the moot pauses.
+/// How many times a turn is asked before the moot pauses when the speaker's
+/// node answers but its answer is refused.
 const TURN_ATTEMPTS: usize = 2;
+
+/// The longest wait between two tries of a speaker's node.
+const MAX_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Part of the reason of a moot paused on a speaker's node that never
+/// answered; such a moot resumes when that node reconnects.
+const NO_ANSWER: &str = "did not answer";
+
+/// How a host retries a speaker's node that does not answer (config
+/// `net.turn_retries`, `net.turn_retry_backoff_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnRetry {
+    /// Tries after the first.
+    pub retries: u32,
+    /// The wait before the first retry; it doubles each time.
+    pub backoff: std::time::Duration,
+}
 
 /// One moot as the host keeps it.
 #[derive(Debug, Clone)]
@@ -240,40 +258,66 @@ impl NodeSpeaker {
         }
     }
 
+    /// Sends `call` to the speaker's node; a node that does not answer is
+    /// tried again with backoff before the turn fails.
     fn send(&self, call: &wire::TurnCall) -> Result<wire::TurnAnswer, MootError> {
-        // A member removed since the moot began is not asked any more.
-        let still_member = self
-            .node
-            .view()
-            .roster()
-            .is_some_and(|r| r.member(&self.who.peer.to_bytes()).is_some());
-        if !still_member {
-            return Err(self.fail(format!(
-                "{} was removed from the mesh; its tree cannot speak",
-                self.who.peer
-            )));
-        }
         let bytes = call.encode_to_vec();
         if self.who.local {
             return Ok(self
                 .rt
                 .block_on(super::turns::answer(&self.node, None, &bytes)));
         }
-        let answer = self
-            .rt
-            .block_on(async {
+        let retry = self.node.shared().turn_retry;
+        let started = std::time::Instant::now();
+        let mut wait = retry.backoff;
+        let mut tries = 0u32;
+        loop {
+            // A member removed since the moot began is not asked any more.
+            let still_member = self
+                .node
+                .view()
+                .roster()
+                .is_some_and(|r| r.member(&self.who.peer.to_bytes()).is_some());
+            if !still_member {
+                return Err(self.fail(format!(
+                    "{} was removed from the mesh; its tree cannot speak",
+                    self.who.peer
+                )));
+            }
+            tries += 1;
+            let answer = self.rt.block_on(async {
                 // Members dial each other as they learn addresses; make sure
                 // rather than fail a turn on a connection still coming up.
                 let _ = self.node.ensure_connected(self.who.peer).await;
                 self.node
                     .shared()
                     .net
-                    .request(self.who.peer, "/grove/turn/1", bytes)
+                    .request(self.who.peer, "/grove/turn/1", bytes.clone())
                     .await
-            })
-            .map_err(|e| self.fail(format!("the speaker's node did not answer: {e}")))?;
-        wire::TurnAnswer::decode(answer.as_slice())
-            .map_err(|_| self.fail("the speaker's node sent a malformed answer"))
+            });
+            match answer {
+                Ok(answer) => {
+                    return wire::TurnAnswer::decode(answer.as_slice())
+                        .map_err(|_| self.fail("the speaker's node sent a malformed answer"));
+                }
+                Err(e) if tries <= retry.retries => {
+                    tracing::info!(
+                        book = %self.who.tree.key,
+                        error = %e,
+                        wait_ms = wait.as_millis() as u64,
+                        "the speaker's node did not answer; trying again"
+                    );
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(MAX_RETRY_WAIT);
+                }
+                Err(e) => {
+                    return Err(self.fail(format!(
+                        "the speaker's node {NO_ANSWER} ({tries} tries over {:.1} s): {e}",
+                        started.elapsed().as_secs_f64()
+                    )));
+                }
+            }
+        }
     }
 
     fn tree_ref(t: &Tree) -> wire::TreeRef {
@@ -752,7 +796,7 @@ impl Node {
         let peer = peer.to_string();
         for (id, reason, peers) in self.shared().moots.paused() {
             if peers.contains(&peer)
-                && reason.contains("did not answer")
+                && reason.contains(NO_ANSWER)
                 && let Err(e) = self.moot_resume(&id).await
             {
                 tracing::info!(%id, error = %e, "moot not resumed yet");
@@ -821,6 +865,7 @@ impl Node {
                     title: u.title.clone(),
                     text: u.text.clone(),
                     grounded: u.grounded,
+                    decision: u.decision.as_ref().map(Into::into),
                 });
             });
         });

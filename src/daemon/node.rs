@@ -60,6 +60,10 @@ pub struct Shared {
     pub model: super::model_thread::ModelThread,
     pub state_dir: std::path::PathBuf,
     pub moot_settings: crate::moot::MootSettings,
+    /// This node's turn policy when other nodes' moots ask it to speak.
+    pub policy: crate::moot::policy::PolicySettings,
+    /// How hosted moots retry a speaker's node that does not answer.
+    pub turn_retry: super::moots::TurnRetry,
     pub moots: super::moots::MootBook,
     pub peers: Mutex<PeerBook>,
     pub stats: Stats,
@@ -93,6 +97,8 @@ pub struct Parts {
     pub request_timeout: Duration,
     pub state_dir: std::path::PathBuf,
     pub moot_settings: crate::moot::MootSettings,
+    pub policy: crate::moot::policy::PolicySettings,
+    pub turn_retry: super::moots::TurnRetry,
 }
 
 impl Node {
@@ -105,6 +111,8 @@ impl Node {
             model: parts.model,
             state_dir: parts.state_dir,
             moot_settings: parts.moot_settings,
+            policy: parts.policy,
+            turn_retry: parts.turn_retry,
             peers: Mutex::new(parts.peers),
             stats: Stats::default(),
             advertised: parts.advertised,

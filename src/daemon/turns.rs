@@ -6,12 +6,14 @@
 //! answers with a signed turn whose passages carry Merkle proofs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use libp2p::PeerId;
 use prost::Message;
 
 use super::node::Node;
 use crate::api::books::{ApiError, ErrorKind};
+use crate::moot::policy::{self, Decision};
 use crate::moot::prompt::Line;
 use crate::moot::signed;
 use crate::moot::speaker::{self, TurnRequest};
@@ -90,6 +92,36 @@ pub async fn answer(node: &Node, peer: Option<PeerId>, data: &[u8]) -> wire::Tur
     }
 }
 
+/// This node's turn policy on one turn: speak or pass, why, and how long
+/// deciding took. A policy that fails or runs past its time bound does not
+/// silence the tree.
+async fn decide(node: &Node, book: &str, query: &str, k: usize) -> Decision {
+    let settings = node.shared().policy.clone();
+    if !policy::needs_search(settings.policy) {
+        return policy::decide(&settings, None, 0);
+    }
+    let started = Instant::now();
+    let (key, query) = (book.to_string(), query.to_string());
+    let search = node.shared().store.call(move |b| {
+        let retriever = BookRetriever::open(b.store(), &key)?;
+        Ok(retriever.best_score(&query, k)?)
+    });
+    let bound = Duration::from_millis(settings.decide_timeout_ms);
+    let outcome = tokio::time::timeout(bound, search).await;
+    let ms = started.elapsed().as_millis() as u64;
+    match outcome {
+        Ok(Ok(best)) => policy::decide(&settings, best, ms),
+        Ok(Err(e)) => {
+            policy::undecided(&settings, &format!("its search failed: {}", e.message), ms)
+        }
+        Err(_) => policy::undecided(
+            &settings,
+            &format!("no decision within {} ms", settings.decide_timeout_ms),
+            ms,
+        ),
+    }
+}
+
 async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, ApiError> {
     let book = call
         .speaker
@@ -104,6 +136,13 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
         call.pool.clone(),
         call.cited.iter().cloned().collect::<BTreeSet<String>>(),
     );
+    // The policy decides before anything is prepared, within its own time
+    // bound; an opening search is retrieval only and needs no decision.
+    let decision = if opening {
+        None
+    } else {
+        Some(decide(node, &book, &call.query, k).await)
+    };
     let key = book.clone();
     let prepared = node
         .shared()
@@ -193,13 +232,20 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
         max_tokens: call.max_tokens.clamp(1, MAX_TURN_TOKENS),
         seed: call.seed,
     };
-    let utterance = node
-        .shared()
-        .model
-        .call(move |m| speaker::speak(m, &request))
-        .await
-        .map_err(|e| ApiError::new(ErrorKind::Unavailable, format!("model: {e}")))?
-        .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
+    let decision = decision.unwrap_or_else(|| policy::decide(&node.shared().policy, None, 0));
+    let utterance = if decision.speak {
+        let mut utterance = node
+            .shared()
+            .model
+            .call(move |m| speaker::speak(m, &request))
+            .await
+            .map_err(|e| ApiError::new(ErrorKind::Unavailable, format!("model: {e}")))?
+            .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
+        utterance.decision = Some(decision);
+        utterance
+    } else {
+        speaker::pass(&request, decision)
+    };
     let passages = utterance
         .retrieved
         .iter()

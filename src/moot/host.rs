@@ -196,9 +196,6 @@ pub fn run(
     for index in 0..settings.turns {
         let turn = index + 1;
         let t = index as usize % n;
-        // The tree it answers: the one that spoke last (on turn 1, the next).
-        let o = (t + n - 1) % n;
-        let o = if index == 0 { (t + 1) % n } else { o };
         if settings.summary_every > 0 && index > 0 && index % settings.summary_every == 0 {
             let lines = lines_of(&utterances);
             let answer = narrator
@@ -237,6 +234,7 @@ pub fn run(
         }
         let lines = lines_of(&utterances);
         let incoming = lines.last().cloned();
+        let o = answered_tree(&utterances, &trees, t);
         let recent: Vec<Line> = match lines.len() {
             0 | 1 => Vec::new(),
             n => lines[n.saturating_sub(3)..n - 1].to_vec(),
@@ -290,7 +288,11 @@ pub fn run(
             .collect();
         check_passages(&trees[t], &passages)?;
         speaker::extend_pool(&mut pools[t], &passages);
-        recheck(&utterance, &pools[t], &call.request)?;
+        if utterance.passed() {
+            recheck_pass(&utterance, &pools[t], &call.request)?;
+        } else {
+            recheck(&utterance, &pools[t], &call.request)?;
+        }
         cited[t].extend(utterance.cited.values().cloned());
         on_utterance(&utterance);
         utterances.push(utterance);
@@ -404,10 +406,47 @@ fn recheck(
     }
 }
 
-/// Every line spoken so far.
+/// A pass must be exactly a pass: no text, no claimed grounding, the
+/// move asked for.
+fn recheck_pass(
+    utterance: &Utterance,
+    pool: &[Passage],
+    request: &TurnRequest,
+) -> Result<(), MootError> {
+    let problem = speaker::pass_problem(utterance, pool, &request.other_turns, &request.own_turns)
+        .or((utterance.intent != request.mv).then_some("its move"));
+    match problem {
+        Some(what) => Err(MootError::Speaker {
+            book: utterance.speaker.clone(),
+            reason: format!("turn {} (a pass): {what}", utterance.turn),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The tree whose line turn `t`'s speaker answers: the one that spoke the
+/// last real line, unless that is the speaker itself (or nobody spoke yet),
+/// in which case the tree before it in the round (on turn 1, the next).
+pub fn answered_tree(utterances: &[Utterance], trees: &[Tree], t: usize) -> usize {
+    let n = trees.len();
+    let last = utterances
+        .iter()
+        .rev()
+        .find(|u| !u.passed())
+        .and_then(|u| trees.iter().position(|tree| tree.key == u.speaker));
+    match last {
+        Some(o) if o != t => o,
+        _ if utterances.is_empty() => (t + 1) % n,
+        _ => (t + n - 1) % n,
+    }
+}
+
+/// Every line spoken so far; passes say nothing, so the next speaker
+/// answers the last real line.
 pub fn lines_of(utterances: &[Utterance]) -> Vec<Line> {
     utterances
         .iter()
+        .filter(|u| !u.passed())
         .map(|u| Line {
             turn: u.turn,
             title: u.title.clone(),
@@ -423,7 +462,7 @@ pub fn turn_maps(
 ) -> (BTreeMap<u64, String>, BTreeMap<u64, String>) {
     let mut own = BTreeMap::new();
     let mut other = BTreeMap::new();
-    for u in utterances {
+    for u in utterances.iter().filter(|u| !u.passed()) {
         let map = if u.speaker == key {
             &mut own
         } else {

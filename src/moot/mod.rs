@@ -15,6 +15,7 @@
 
 pub mod export;
 pub mod host;
+pub mod policy;
 pub mod prompt;
 pub mod signed;
 pub mod speaker;
@@ -206,11 +207,19 @@ pub struct Utterance {
     /// Whether the model decoded this turn under guidance (quotes verbatim
     /// and tags valid by construction).
     pub guided: bool,
+    /// The speaking node's turn policy decision (cross-node moots; a local
+    /// moot always speaks and records none).
+    pub decision: Option<policy::Decision>,
 }
 
 impl Utterance {
     pub fn quotes(&self) -> &[QuoteCheck] {
         &self.grounding.quotes
+    }
+
+    /// Whether the tree passed this turn (a recorded turn with no text).
+    pub fn passed(&self) -> bool {
+        self.decision.as_ref().is_some_and(|d| !d.speak)
     }
 }
 

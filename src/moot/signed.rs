@@ -255,6 +255,7 @@ mod tests {
             snaps: Vec::new(),
             intent: Move::Open,
             guided: false,
+            decision: None,
         }
     }
 

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::policy::Decision;
 use super::prompt::{self, Cue, Line};
 use super::{MootError, Move, Passage, Retriever, TaggedPassage, Tree, Utterance};
 use crate::grounding::{self, Tag, TurnSources};
@@ -258,7 +259,62 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
         snaps: checked.snaps,
         intent: request.mv,
         guided,
+        decision: None,
     })
+}
+
+/// A pass: the tree's node decided not to speak. The turn is recorded with
+/// no text, with the passages its policy looked at (so pools grow as when it
+/// speaks) and the grading of an empty reply.
+pub fn pass(request: &TurnRequest, decision: Decision) -> Utterance {
+    let tagged = tag_passages(&request.passages);
+    let (checked, _) = record_reply(
+        "",
+        &tagged,
+        &request.pool,
+        &request.other_turns,
+        &request.own_turns,
+    );
+    Utterance {
+        turn: request.turn,
+        speaker: request.speaker.key.clone(),
+        title: request.speaker.name().to_string(),
+        text: String::new(),
+        cited: BTreeMap::new(),
+        grounded: false,
+        grounding: checked.grounding,
+        attempts: 0,
+        query: request.query.clone(),
+        retrieved: tagged,
+        raw_text: String::new(),
+        snaps: Vec::new(),
+        intent: request.mv,
+        guided: false,
+        decision: Some(decision),
+    }
+}
+
+/// What is wrong with a recorded pass, if anything: it must be exactly what
+/// [`pass`] records (no text, no citations, the grading of an empty reply
+/// against the turn's sources, no attempts).
+pub fn pass_problem(
+    u: &Utterance,
+    pool: &[Passage],
+    other_turns: &BTreeMap<u64, String>,
+    own_turns: &BTreeMap<u64, String>,
+) -> Option<&'static str> {
+    let (checked, _) = record_reply("", &u.retrieved, pool, other_turns, own_turns);
+    if !u.text.is_empty() || !u.raw_text.is_empty() {
+        Some("a pass carries text")
+    } else if !u.cited.is_empty() || !u.snaps.is_empty() {
+        Some("a pass carries citations or snaps")
+    } else if u.grounded || u.grounding != checked.grounding {
+        Some("a pass claims grounding")
+    } else if u.attempts != 0 || u.guided {
+        Some("a pass claims model attempts")
+    } else {
+        None
+    }
 }
 
 /// Whether a reply has any text at all.

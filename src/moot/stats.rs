@@ -37,6 +37,9 @@ pub struct Stats {
     pub quotes_too_short: u32,
     /// Turns the model decoded under guidance.
     pub guided_turns: u32,
+    /// Turns a tree passed (its node's policy decided not to speak). Every
+    /// other figure counts spoken turns only; `turns` counts both.
+    pub passed_turns: u32,
 }
 
 fn rate(part: u32, whole: u32) -> Option<f64> {
@@ -50,6 +53,10 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
         ..Stats::default()
     };
     for u in utterances {
+        if u.passed() {
+            s.passed_turns += 1;
+            continue;
+        }
         let g = &u.grounding;
         s.tags_valid_turns += u32::from(g.tags_valid);
         s.turns_citing += u32::from(g.tags_cited >= 1);
@@ -72,9 +79,10 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
             }
         }
     }
-    s.tags_valid_rate = rate(s.tags_valid_turns, s.turns);
+    let spoken = s.turns - s.passed_turns;
+    s.tags_valid_rate = rate(s.tags_valid_turns, spoken);
     s.quote_found_rate = rate(s.quotes_found, s.quotes_total);
     s.other_quote_valid_rate = rate(s.other_quotes_found, s.other_quotes_total);
-    s.quotes_per_turn = rate(s.quotes_total, s.turns);
+    s.quotes_per_turn = rate(s.quotes_total, spoken);
     s
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::host::Moot;
+use super::policy::Decision;
 use super::speaker::tag_passages;
 use super::stats::Stats;
 use super::{Move, Passage, SPEC_VERSIONS, TaggedPassage, Tree, Utterance};
@@ -35,6 +36,8 @@ pub enum RecordError {
     BadTurnNumber(String),
     #[error("unknown move `{0}`")]
     UnknownMove(String),
+    #[error("unknown turn decision `{0}` (expected speak or pass)")]
+    UnknownDecision(String),
     #[error("node id `{0}` is not KEY#INDEX")]
     BadNodeId(String),
     #[error("not a transcript: format is `{0}`, expected `grove-moot-transcript`")]
@@ -357,6 +360,50 @@ pub struct UtteranceRecord {
     /// transcripts written before guidance existed: false).
     #[serde(default)]
     pub guided: bool,
+    /// The speaking node's turn policy decision (cross-node moots only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<DecisionRecord>,
+}
+
+/// Whether a tree spoke on its turn, as its node's policy decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRecord {
+    /// `speak` or `pass`.
+    pub action: String,
+    /// `always` or `grounded-only`.
+    pub policy: String,
+    pub reason: String,
+    /// How long deciding took.
+    pub ms: u64,
+}
+
+impl From<&Decision> for DecisionRecord {
+    fn from(d: &Decision) -> DecisionRecord {
+        DecisionRecord {
+            action: d.action().to_string(),
+            policy: d.policy.clone(),
+            reason: d.reason.clone(),
+            ms: d.ms,
+        }
+    }
+}
+
+impl TryFrom<&DecisionRecord> for Decision {
+    type Error = RecordError;
+    fn try_from(d: &DecisionRecord) -> Result<Decision, RecordError> {
+        let speak = match d.action.as_str() {
+            "speak" => true,
+            "pass" => false,
+            other => return Err(RecordError::UnknownDecision(other.to_string())),
+        };
+        Ok(Decision {
+            speak,
+            policy: d.policy.clone(),
+            reason: d.reason.clone(),
+            ms: d.ms,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -391,6 +438,9 @@ pub struct StatsRecord {
     /// Turns decoded under guidance (absent before guidance existed: 0).
     #[serde(default)]
     pub guided_turns: u32,
+    /// Turns passed by a tree's policy (absent before policies existed: 0).
+    #[serde(default)]
+    pub passed_turns: u32,
 }
 
 impl From<&Stats> for StatsRecord {
@@ -415,6 +465,7 @@ impl From<&Stats> for StatsRecord {
             quotes_unquoted: s.quotes_unquoted,
             quotes_too_short: s.quotes_too_short,
             guided_turns: s.guided_turns,
+            passed_turns: s.passed_turns,
         }
     }
 }
@@ -508,6 +559,7 @@ impl From<&Utterance> for UtteranceRecord {
             snaps: u.snaps.iter().map(SnapRecordJson::from).collect(),
             intent: u.intent.as_str().to_string(),
             guided: u.guided,
+            decision: u.decision.as_ref().map(DecisionRecord::from),
         }
     }
 }
@@ -551,6 +603,7 @@ impl TryFrom<&UtteranceRecord> for Utterance {
             intent: Move::parse(&u.intent)
                 .ok_or_else(|| RecordError::UnknownMove(u.intent.clone()))?,
             guided: u.guided,
+            decision: u.decision.as_ref().map(Decision::try_from).transpose()?,
         })
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use super::host::{lines_of, turn_maps};
-use super::speaker::{extend_pool, opening_query, record_reply, turn_query};
+use super::speaker::{extend_pool, opening_query, pass_problem, record_reply, turn_query};
 use super::stats;
 use super::transcript::{
     GroundingCounts, PassageRecord, QuoteRecord, RecordError, SnapRecordJson, StatsRecord,
@@ -194,8 +194,19 @@ pub fn verify(
         let plain: Vec<Passage> = tagged.iter().map(|t| t.passage.clone()).collect();
         extend_pool(&mut pools[t], &plain);
 
-        // Re-grade and re-snap the raw reply against the rebuilt sources.
         let (own_turns, other_turns) = turn_maps(&rechecked, &tree.key);
+        let utterance = Utterance::try_from(record)?;
+        if utterance.passed() {
+            // A pass says nothing: only its shape is checked; the decision
+            // itself is the speaking node's, vouched for by its signature.
+            let pool = &pools[t];
+            if let Some(what) = pass_problem(&utterance, pool, &other_turns, &own_turns) {
+                report.add(at, what);
+            }
+            rechecked.push(utterance);
+            continue;
+        }
+        // Re-grade and re-snap the raw reply against the rebuilt sources.
         let (checked, cited) = record_reply(
             &record.raw_text,
             &tagged,
@@ -231,7 +242,7 @@ pub fn verify(
             report.add(at, "the kept reply is empty");
         }
         // Carry the recorded text forward: later turns quote what was stored.
-        let mut utterance = Utterance::try_from(record)?;
+        let mut utterance = utterance;
         utterance.text = checked.text;
         utterance.grounding = checked.grounding;
         utterance.grounded = checked.passes;

@@ -40,6 +40,16 @@ impl BookRetriever {
         Ok(self.shard.proof(&self.book, index)?.proof)
     }
 
+    /// The best score the book's own search gives `query` among its top
+    /// `k` (as `book search` reports it: higher is better), or `None` when
+    /// no chunk matches any of its words.
+    pub fn best_score(&self, query: &str, k: usize) -> Result<Option<f64>, StoreError> {
+        let hits = self
+            .shard
+            .search(query, SearchScope::Book(&self.book), k.max(1))?;
+        Ok(hits.iter().map(|h| h.score).reduce(f64::max))
+    }
+
     /// The book as a tree. Missing metadata stays empty: an untitled book is
     /// addressed by its key, and one with no author speaks as itself.
     pub fn tree(&self) -> Tree {
