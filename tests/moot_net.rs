@@ -574,3 +574,57 @@ fn three_books_on_three_nodes_speak_round_robin_and_verify() {
     let (ok, out) = verify_offline(&export);
     assert!(ok, "{out}");
 }
+
+/// A reply that takes long enough for a membership vote to land between
+/// two turns.
+fn very_slow_quoting_reply(req: &RecordedRequest) -> Reply {
+    Reply::Delay(
+        std::time::Duration::from_millis(1500),
+        Box::new(quoting_reply(req)),
+    )
+}
+
+#[test]
+fn a_speaker_kicked_mid_moot_is_not_asked_again_and_the_moot_pauses_with_that_reason() {
+    let (_servers, a, b, c) = three_nodes(very_slow_quoting_reply, false);
+    let id = c.json(&[
+        "moot",
+        "start",
+        "--a",
+        "alpha:fiction/sea-tales",
+        "--b",
+        "bravo:essays/field-notes",
+        "--topic",
+        "the sea",
+        "--turns",
+        "8",
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually("the first turn", || {
+        c.json(&["moot", "show", &id])["turns_done"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    });
+    let bravo = b.peer_id();
+    c.ok(&["mesh", "propose", "kick", "bravo"]);
+    vote_yes(&a, "kick");
+    let paused = wait_state(&c, &id, "paused");
+    let reason = paused["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("essays/field-notes") && reason.contains("removed from the mesh"),
+        "{paused}"
+    );
+    assert!(reason.contains(&bravo), "{reason}");
+    // Turns already accepted are kept; a resume is refused while a tree's
+    // node is not a member, and the moot stays as it was.
+    let done = paused["turns_done"].as_u64().unwrap();
+    assert!((1..8).contains(&done), "{paused}");
+    let err = c.fails(&["moot", "resume", &id]);
+    assert!(err.contains("member"), "{err}");
+    let again = c.json(&["moot", "show", &id]);
+    assert_eq!(again["state"], "paused", "{again}");
+    assert_eq!(again["turns_done"].as_u64().unwrap(), done);
+}
