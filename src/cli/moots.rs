@@ -9,6 +9,7 @@ use hyper::Method;
 
 use super::Ctx;
 use grove::api::dto;
+use grove::moot::transcript::DecisionRecord;
 use grove::moot::verify::{ChunkLookup, verify};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -121,20 +122,32 @@ pub fn show(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     }
     if let Some(t) = &v.transcript {
         for u in &t.utterances {
-            println!(
-                "\n── turn {} · {} ──\n{}\n   {}",
-                u.turn,
-                u.title,
-                u.text,
-                if u.grounded {
-                    "grounded"
-                } else {
-                    "NOT grounded"
-                }
-            );
+            println!();
+            print_turn(u.turn, &u.title, &u.text, u.grounded, u.decision.as_ref());
         }
     }
     Ok(())
+}
+
+/// One turn as `moot show` and `moot watch` print it; a pass shows its
+/// node's reason instead of text.
+fn print_turn(
+    turn: u32,
+    title: &str,
+    text: &str,
+    grounded: bool,
+    decision: Option<&DecisionRecord>,
+) {
+    match decision.filter(|d| d.action == "pass") {
+        Some(d) => println!(
+            "── turn {turn} · {title} passes ──\n   {} ({}, {} ms)\n",
+            d.reason, d.policy, d.ms
+        ),
+        None => println!(
+            "── turn {turn} · {title} ──\n{text}\n   {}\n",
+            if grounded { "grounded" } else { "NOT grounded" }
+        ),
+    }
 }
 
 pub fn resume(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
@@ -160,22 +173,13 @@ pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
         for line in v.lines.iter().skip(printed) {
             if ctx.json {
                 println!("{}", serde_json::to_string(line)?);
-            } else if let Some(d) = line.decision.as_ref().filter(|d| d.action == "pass") {
-                println!(
-                    "── turn {} · {} passes ──\n   {} ({}, {} ms)\n",
-                    line.turn, line.title, d.reason, d.policy, d.ms
-                );
             } else {
-                println!(
-                    "── turn {} · {} ──\n{}\n   {}\n",
+                print_turn(
                     line.turn,
-                    line.title,
-                    line.text,
-                    if line.grounded {
-                        "grounded"
-                    } else {
-                        "NOT grounded"
-                    }
+                    &line.title,
+                    &line.text,
+                    line.grounded,
+                    line.decision.as_ref(),
                 );
             }
         }

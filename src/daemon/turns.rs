@@ -1,9 +1,12 @@
 //! The speaker side of a cross-node moot (`/grove/turn/1`): a member asks
 //! this node to speak for a book it holds. The request carries everything
 //! the turn needs (the pool as node ids, the cited set, the lines), so this
-//! node keeps no moot state: it rebuilds the pool from its own store,
-//! retrieves, runs its own model through the unchanged local speaker, and
-//! answers with a signed turn whose passages carry Merkle proofs.
+//! node keeps no moot state: it rebuilds the pool from its own store. Its
+//! turn policy decides first whether the tree speaks or passes (within the
+//! policy's time bound); then it retrieves, runs its own model through the
+//! unchanged local speaker (or records the pass), and answers with a signed
+//! turn whose passages carry Merkle proofs and whose utterance records the
+//! decision.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
