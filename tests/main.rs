@@ -11,6 +11,7 @@ mod mesh;
 mod model;
 mod moot;
 mod moot_http;
+mod moot_liar;
 mod moot_net;
 mod net;
 mod proofs;

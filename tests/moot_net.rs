@@ -11,7 +11,7 @@ use crate::scripted_openai::{RecordedRequest, Reply, ScriptedServer};
 use crate::support::{Grove, generated_book};
 
 /// A reply quoting the first five words of passage `[s1]` and citing it.
-fn quoting_reply(req: &RecordedRequest) -> Reply {
+pub(crate) fn quoting_reply(req: &RecordedRequest) -> Reply {
     for message in req.body["messages"].as_array().into_iter().flatten() {
         let content = message["content"].as_str().unwrap_or_default();
         let mut lines = content.lines();
@@ -80,7 +80,7 @@ fn verify_offline(export: &Value) -> (bool, String) {
 /// `fiction/sea-tales`, bravo `essays/field-notes`, and charlie
 /// `poems/river-songs` when `host_book`. Returns once charlie sees every
 /// book announced.
-fn three_nodes(
+pub(crate) fn three_nodes(
     reply: fn(&RecordedRequest) -> Reply,
     host_book: bool,
 ) -> (Vec<ScriptedServer>, Daemon, Daemon, Daemon) {
@@ -121,7 +121,7 @@ fn three_nodes_with(
 }
 
 /// Polls a hosted moot until it is in `state`.
-fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
+pub(crate) fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
     let mut shown = Value::Null;
     eventually(&format!("moot {id} to be {state}"), || {
         shown = host.json(&["moot", "show", id]);
