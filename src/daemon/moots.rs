@@ -443,7 +443,21 @@ impl Speaker for NodeSpeaker {
                         signer: &self.who.signer,
                         roots: &self.who.roots,
                     };
-                    match signed::check(&signed_turn, &expect) {
+                    // Signature, root, proofs and chain first; then the
+                    // host's own re-grading, so nothing is recorded (or
+                    // replayed on resume) that the engine would refuse.
+                    let checked = signed::check(&signed_turn, &expect)
+                        .map_err(|e| format!("turn {} refused: {e}", r.turn))
+                        .and_then(|checked| match host::check_turn(call, &checked.utterance) {
+                            Ok(_) => Ok(checked),
+                            Err(MootError::Speaker { reason, .. })
+                                if reason.starts_with("turn ") =>
+                            {
+                                Err(reason)
+                            }
+                            Err(e) => Err(format!("turn {}: {e}", r.turn)),
+                        });
+                    match checked {
                         Ok(checked) => {
                             let turns = {
                                 let mut chain =
@@ -459,7 +473,7 @@ impl Speaker for NodeSpeaker {
                             );
                             return Ok(checked.utterance);
                         }
-                        Err(e) => last = format!("turn {} refused: {e}", r.turn),
+                        Err(reason) => last = reason,
                     }
                 }
                 Some(wire::turn_answer::Kind::Refused(reason)) => {

@@ -272,27 +272,7 @@ pub fn run(
             k: settings.k,
         };
         let utterance = speakers[t].turn(&call)?;
-        if utterance.turn != turn || utterance.speaker != trees[t].key {
-            return Err(MootError::Speaker {
-                book: trees[t].key.clone(),
-                reason: format!(
-                    "answered as {} turn {} instead of turn {turn}",
-                    utterance.speaker, utterance.turn
-                ),
-            });
-        }
-        let passages: Vec<Passage> = utterance
-            .retrieved
-            .iter()
-            .map(|p| p.passage.clone())
-            .collect();
-        check_passages(&trees[t], &passages)?;
-        speaker::extend_pool(&mut pools[t], &passages);
-        if utterance.passed() {
-            recheck_pass(&utterance, &pools[t], &call.request)?;
-        } else {
-            recheck(&utterance, &pools[t], &call.request)?;
-        }
+        pools[t] = check_turn(&call, &utterance)?;
         cited[t].extend(utterance.cited.values().cloned());
         on_utterance(&utterance);
         utterances.push(utterance);
@@ -343,6 +323,39 @@ pub fn run_local(
         &mut narrator,
         on_utterance,
     )
+}
+
+/// The host's checks of a tree's answer to `call`, before it is accepted:
+/// the turn and speaker asked for, passages from the tree's own book with
+/// their true leaf hashes, and the host's own re-grading and re-snapping
+/// (for a pass: that it is exactly a pass). A speaker reached over the
+/// network runs this before the turn is recorded. Returns the tree's pool
+/// after the turn.
+pub fn check_turn(call: &TurnCall, utterance: &Utterance) -> Result<Vec<Passage>, MootError> {
+    let request = &call.request;
+    if utterance.turn != request.turn || utterance.speaker != request.speaker.key {
+        return Err(MootError::Speaker {
+            book: request.speaker.key.clone(),
+            reason: format!(
+                "answered as {} turn {} instead of turn {}",
+                utterance.speaker, utterance.turn, request.turn
+            ),
+        });
+    }
+    let passages: Vec<Passage> = utterance
+        .retrieved
+        .iter()
+        .map(|p| p.passage.clone())
+        .collect();
+    check_passages(&request.speaker, &passages)?;
+    let mut pool = request.pool.clone();
+    speaker::extend_pool(&mut pool, &passages);
+    if utterance.passed() {
+        recheck_pass(utterance, &pool, request)?;
+    } else {
+        recheck(utterance, &pool, request)?;
+    }
+    Ok(pool)
 }
 
 /// Passages must come from the tree's own book (node ids `KEY#INDEX`) and
