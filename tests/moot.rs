@@ -766,19 +766,7 @@ impl grove::moot::host::Speaker for Passing<'_> {
             u.decision = Some(decide(&PolicySettings::default(), None, 0));
             return Ok(u);
         }
-        let passages = match &call.given {
-            Some(given) => given.clone(),
-            None => speaker::retrieve(
-                self.inner.retriever,
-                &self.inner.book,
-                &call.request.query,
-                call.k,
-                &call.cited,
-            )?,
-        };
-        let mut request = call.request.clone();
-        speaker::extend_pool(&mut request.pool, &passages);
-        request.passages = passages;
+        let request = self.inner.prepare(call)?;
         let decision = Decision {
             speak: false,
             policy: "grounded-only".into(),

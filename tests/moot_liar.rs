@@ -22,10 +22,9 @@ use serde_json::Value;
 
 use grove::identity::Identity;
 use grove::model::{ChatModel, ChatRequest, ModelError};
-use grove::moot::prompt::Line;
-use grove::moot::speaker::{self, TurnRequest};
+use grove::moot::speaker;
 use grove::moot::transcript::UtteranceRecord;
-use grove::moot::{Move, Passage, Tree, signed};
+use grove::moot::{Passage, signed};
 use grove::store::Store;
 use grove::store::retriever::BookRetriever;
 use grove::wire::moot as wire;
@@ -143,19 +142,6 @@ impl FreshBook {
     }
 }
 
-fn tree(t: Option<&wire::TreeRef>) -> Tree {
-    let t = t.cloned().unwrap_or_default();
-    Tree::new(&t.key, &t.title, &t.author)
-}
-
-fn line(l: &wire::Line) -> Line {
-    Line {
-        turn: l.turn,
-        title: l.title.clone(),
-        text: l.text.clone(),
-    }
-}
-
 fn index_of(node_id: &str) -> u64 {
     node_id.rsplit_once('#').unwrap().1.parse().unwrap()
 }
@@ -192,7 +178,7 @@ fn answer(store: &Store, identity: &Identity, data: &[u8]) -> wire::TurnAnswer {
     // the host sent it (node ids) rebuilt from the store, and the given or
     // retrieved passages. A speaker of a book it does not hold speaks from
     // that book alone.
-    let mut pool: Vec<Passage> = match lie {
+    let pool: Vec<Passage> = match lie {
         Lie::Book => Vec::new(),
         _ => call
             .pool
@@ -214,25 +200,7 @@ fn answer(store: &Store, identity: &Identity, data: &[u8]) -> wire::TurnAnswer {
             .map(|id| retriever.passage(index_of(id)).unwrap())
             .collect()
     };
-    speaker::extend_pool(&mut pool, &passages);
-    let request = TurnRequest {
-        turn: call.turn,
-        speaker: tree(call.speaker.as_ref()),
-        other: tree(call.other.as_ref()),
-        topic: (!call.topic.is_empty()).then(|| call.topic.clone()),
-        query: call.query.clone(),
-        passages,
-        pool,
-        other_turns: call.other_turns.clone().into_iter().collect(),
-        own_turns: call.own_turns.clone().into_iter().collect(),
-        incoming: call.incoming.as_ref().map(line),
-        recent: call.recent.iter().map(line).collect(),
-        summary: (!call.summary.is_empty()).then(|| call.summary.clone()),
-        mv: Move::parse(&call.r#move).unwrap(),
-        temperature: call.temperature,
-        max_tokens: call.max_tokens,
-        seed: call.seed,
-    };
+    let request = grove::daemon::turns::turn_request(&call, passages, pool).unwrap();
     let mut utterance = speaker::speak(&mut Quoter, &request).unwrap();
     assert!(
         utterance.grounded && utterance.attempts == 1,

@@ -120,6 +120,37 @@ fn three_nodes_with(
     (servers, a, b, c)
 }
 
+/// Starts a moot on `host` between alpha's and bravo's books on "the sea";
+/// returns its id.
+fn start_sea_moot(host: &Daemon, turns: u32) -> String {
+    let turns = turns.to_string();
+    host.json(&[
+        "moot",
+        "start",
+        "--a",
+        "alpha:fiction/sea-tales",
+        "--b",
+        "bravo:essays/field-notes",
+        "--topic",
+        "the sea",
+        "--turns",
+        &turns,
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Polls a hosted moot until at least `n` of its turns are done.
+fn wait_turns(host: &Daemon, id: &str, n: u64) {
+    eventually(&format!("turn {n} of moot {id}"), || {
+        host.json(&["moot", "show", id])["turns_done"]
+            .as_u64()
+            .unwrap()
+            >= n
+    });
+}
+
 /// Polls a hosted moot until it is in `state`.
 pub(crate) fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
     let mut shown = Value::Null;
@@ -409,28 +440,10 @@ fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back(
             ],
         ],
     );
-    let args = [
-        "moot",
-        "start",
-        "--a",
-        "alpha:fiction/sea-tales",
-        "--b",
-        "bravo:essays/field-notes",
-        "--topic",
-        "the sea",
-        "--turns",
-        "6",
-    ];
-
     // Speaker A dies mid-moot: the moot pauses with the reason; A comes
     // back and the moot goes on by itself, nothing lost, nothing twice.
-    let id = c.json(&args)["id"].as_str().unwrap().to_string();
-    eventually("the first turn", || {
-        c.json(&["moot", "show", &id])["turns_done"]
-            .as_u64()
-            .unwrap()
-            >= 1
-    });
+    let id = start_sea_moot(&c, 6);
+    wait_turns(&c, &id, 1);
     a.stop();
     let paused = wait_state(&c, &id, "paused");
     let reason = paused["reason"].as_str().unwrap();
@@ -446,13 +459,8 @@ fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back(
     assert!(ok, "{out}");
 
     // The host restarts mid-moot: it resumes the moot once it is back.
-    let id = c.json(&args)["id"].as_str().unwrap().to_string();
-    eventually("the first turn", || {
-        c.json(&["moot", "show", &id])["turns_done"]
-            .as_u64()
-            .unwrap()
-            >= 1
-    });
+    let id = start_sea_moot(&c, 6);
+    wait_turns(&c, &id, 1);
     c.restart();
     let finished = wait_state(&c, &id, "finished");
     assert_whole(&finished, 6);
@@ -463,13 +471,8 @@ fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back(
     // Speaker A is down for a moment only: the host's retries reach it
     // once it is back, and the moot never pauses. (After turn 2, A is
     // asked next.)
-    let id = c.json(&args)["id"].as_str().unwrap().to_string();
-    eventually("the second turn", || {
-        c.json(&["moot", "show", &id])["turns_done"]
-            .as_u64()
-            .unwrap()
-            >= 2
-    });
+    let id = start_sea_moot(&c, 6);
+    wait_turns(&c, &id, 2);
     a.stop();
     a.restart();
     let finished = wait_state(&c, &id, "finished");
@@ -587,27 +590,8 @@ fn very_slow_quoting_reply(req: &RecordedRequest) -> Reply {
 #[test]
 fn a_speaker_kicked_mid_moot_is_not_asked_again_and_the_moot_pauses_with_that_reason() {
     let (_servers, a, b, c) = three_nodes(very_slow_quoting_reply, false);
-    let id = c.json(&[
-        "moot",
-        "start",
-        "--a",
-        "alpha:fiction/sea-tales",
-        "--b",
-        "bravo:essays/field-notes",
-        "--topic",
-        "the sea",
-        "--turns",
-        "8",
-    ])["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    eventually("the first turn", || {
-        c.json(&["moot", "show", &id])["turns_done"]
-            .as_u64()
-            .unwrap()
-            >= 1
-    });
+    let id = start_sea_moot(&c, 8);
+    wait_turns(&c, &id, 1);
     let bravo = b.peer_id();
     c.ok(&["mesh", "propose", "kick", "bravo"]);
     vote_yes(&a, "kick");

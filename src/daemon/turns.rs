@@ -95,6 +95,41 @@ pub async fn answer(node: &Node, peer: Option<PeerId>, data: &[u8]) -> wire::Tur
     }
 }
 
+/// The speaker's request for one turn, from the host's call and the
+/// passages this node prepared: the turn's passages and the pool before
+/// them (this extends it).
+pub fn turn_request(
+    call: &wire::TurnCall,
+    passages: Vec<Passage>,
+    mut pool: Vec<Passage>,
+) -> Result<TurnRequest, String> {
+    let mv = Move::parse(&call.r#move).ok_or_else(|| format!("unknown move `{}`", call.r#move))?;
+    speaker::extend_pool(&mut pool, &passages);
+    Ok(TurnRequest {
+        turn: call.turn,
+        speaker: tree(call.speaker.as_ref()),
+        other: tree(call.other.as_ref()),
+        topic: (!call.topic.is_empty()).then(|| call.topic.clone()),
+        query: call.query.clone(),
+        passages,
+        pool,
+        other_turns: call.other_turns.clone().into_iter().collect(),
+        own_turns: call.own_turns.clone().into_iter().collect(),
+        incoming: call.incoming.as_ref().map(line),
+        recent: call.recent.iter().map(line).collect(),
+        summary: (!call.summary.is_empty()).then(|| call.summary.clone()),
+        mv,
+        // Bounded whatever the host asks: this node's model time is its own.
+        temperature: if call.temperature.is_finite() {
+            call.temperature.clamp(0.0, 2.0)
+        } else {
+            0.0
+        },
+        max_tokens: call.max_tokens.clamp(1, MAX_TURN_TOKENS),
+        seed: call.seed,
+    })
+}
+
 /// This node's turn policy on one turn: speak or pass, why, and how long
 /// deciding took. A policy that fails or runs past its time bound does not
 /// silence the tree.
@@ -204,37 +239,8 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
             })),
         });
     }
-    let mv = Move::parse(&call.r#move).ok_or_else(|| {
-        ApiError::new(
-            ErrorKind::BadRequest,
-            format!("unknown move `{}`", call.r#move),
-        )
-    })?;
-    let mut pool = prepared.pool.clone();
-    speaker::extend_pool(&mut pool, &prepared.passages);
-    let request = TurnRequest {
-        turn: call.turn,
-        speaker: tree(call.speaker.as_ref()),
-        other: tree(call.other.as_ref()),
-        topic: (!call.topic.is_empty()).then(|| call.topic.clone()),
-        query: call.query.clone(),
-        passages: prepared.passages.clone(),
-        pool,
-        other_turns: call.other_turns.clone().into_iter().collect(),
-        own_turns: call.own_turns.clone().into_iter().collect(),
-        incoming: call.incoming.as_ref().map(line),
-        recent: call.recent.iter().map(line).collect(),
-        summary: (!call.summary.is_empty()).then(|| call.summary.clone()),
-        mv,
-        // Bounded whatever the host asks: this node's model time is its own.
-        temperature: if call.temperature.is_finite() {
-            call.temperature.clamp(0.0, 2.0)
-        } else {
-            0.0
-        },
-        max_tokens: call.max_tokens.clamp(1, MAX_TURN_TOKENS),
-        seed: call.seed,
-    };
+    let request = turn_request(&call, prepared.passages.clone(), prepared.pool.clone())
+        .map_err(|e| ApiError::new(ErrorKind::BadRequest, e))?;
     let decision = decision.unwrap_or_else(|| policy::decide(&node.shared().policy, None, 0));
     let utterance = if decision.speak {
         let mut utterance = node

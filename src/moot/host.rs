@@ -51,6 +51,15 @@ impl Speaker for LocalSpeaker<'_> {
     }
 
     fn turn(&mut self, call: &TurnCall) -> Result<Utterance, MootError> {
+        let request = self.prepare(call)?;
+        speaker::speak(self.model, &request)
+    }
+}
+
+impl LocalSpeaker<'_> {
+    /// The speaker's request for `call`: the given passages (the opening)
+    /// or this turn's retrieval, added to the pool.
+    pub fn prepare(&mut self, call: &TurnCall) -> Result<TurnRequest, MootError> {
         let passages = match &call.given {
             Some(given) => given.clone(),
             None => speaker::retrieve(
@@ -64,7 +73,7 @@ impl Speaker for LocalSpeaker<'_> {
         let mut request = call.request.clone();
         speaker::extend_pool(&mut request.pool, &passages);
         request.passages = passages;
-        speaker::speak(self.model, &request)
+        Ok(request)
     }
 }
 
