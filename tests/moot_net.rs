@@ -123,6 +123,14 @@ fn three_nodes_with(
 /// Starts a moot on `host` between alpha's and bravo's books on "the sea";
 /// returns its id.
 fn start_sea_moot(host: &Daemon, turns: u32) -> String {
+    start_sea_moot_json(host, turns)["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// [`start_sea_moot`], returning what `moot start --json` printed.
+fn start_sea_moot_json(host: &Daemon, turns: u32) -> Value {
     let turns = turns.to_string();
     host.json(&[
         "moot",
@@ -135,10 +143,7 @@ fn start_sea_moot(host: &Daemon, turns: u32) -> String {
         "the sea",
         "--turns",
         &turns,
-    ])["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    ])
 }
 
 /// Polls a hosted moot until at least `n` of its turns are done.
@@ -179,18 +184,7 @@ fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
         .contains("does not announce")
     );
 
-    let started = c.json(&[
-        "moot",
-        "start",
-        "--a",
-        "alpha:fiction/sea-tales",
-        "--b",
-        "bravo:essays/field-notes",
-        "--topic",
-        "the sea",
-        "--turns",
-        "4",
-    ]);
+    let started = start_sea_moot_json(&c, 4);
     let id = started["id"].as_str().unwrap().to_string();
     let shown = wait_state(&c, &id, "finished");
     assert_eq!(shown["turns_done"], 4);
