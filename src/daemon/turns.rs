@@ -1,11 +1,11 @@
 //! The speaker side of a cross-node moot (`/grove/turn/1`): a member asks
 //! this node to speak for a book it holds. The request carries everything
 //! the turn needs (the pool as node ids, the cited set, the lines), so this
-//! node keeps no moot state: it rebuilds the pool from its own store. Its
-//! turn policy decides first whether the tree speaks or passes (within the
-//! policy's time bound); then it retrieves, runs its own model through the
-//! unchanged local speaker (or records the pass), and answers with a signed
-//! turn whose passages carry Merkle proofs and whose utterance records the
+//! node keeps no moot state: it rebuilds the pool from its own store and
+//! retrieves. Its turn policy decides (within its time bound) whether the
+//! tree speaks or passes; then it runs its own model through the unchanged
+//! local speaker (or records the pass), and answers with a signed turn
+//! whose passages carry Merkle proofs and whose utterance records the
 //! decision.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -174,13 +174,6 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
         call.pool.clone(),
         call.cited.iter().cloned().collect::<BTreeSet<String>>(),
     );
-    // The policy decides before anything is prepared, within its own time
-    // bound; an opening search is retrieval only and needs no decision.
-    let decision = if opening {
-        None
-    } else {
-        Some(decide(node, &book, &call.query, k).await)
-    };
     let key = book.clone();
     let prepared = node
         .shared()
@@ -241,7 +234,9 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
     }
     let request = turn_request(&call, prepared.passages.clone(), prepared.pool.clone())
         .map_err(|e| ApiError::new(ErrorKind::BadRequest, e))?;
-    let decision = decision.unwrap_or_else(|| policy::decide(&node.shared().policy, None, 0));
+    // An opening search (answered above) is retrieval only; a turn asks the
+    // policy, within its own time bound, whether the tree speaks.
+    let decision = decide(node, &book, &call.query, k).await;
     let utterance = if decision.speak {
         let mut utterance = node
             .shared()

@@ -233,11 +233,7 @@ impl EventLoop {
             self.connecting.push((peer, None, reply));
             return;
         }
-        let shown = addrs
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let shown = super::address_list(&addrs);
         // `Disconnected` dials even while another dial to the peer is under
         // way (a redial at an address that went stale, say).
         let opts = DialOpts::peer_id(peer)

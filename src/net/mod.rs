@@ -228,24 +228,24 @@ impl Network {
         addrs: &[Multiaddr],
         timeout: Duration,
     ) -> Result<(), NetError> {
-        let (tx, rx) = oneshot::channel();
-        self.commands
-            .send(Command::Connect(peer, addrs.to_vec(), tx))
-            .await
-            .map_err(|_| NetError::Stopped)?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(NetError::Stopped),
+        let settled = self.ask(|tx| Command::Connect(peer, addrs.to_vec(), tx));
+        match tokio::time::timeout(timeout, settled).await {
+            Ok(answer) => answer?,
             Err(_) => Err(NetError::Dial {
-                addr: addrs
-                    .iter()
-                    .map(|a| a.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                addr: address_list(addrs),
                 reason: format!("no connection to {peer} within {timeout:?}"),
             }),
         }
     }
+}
+
+/// Addresses as error messages show them.
+fn address_list(addrs: &[Multiaddr]) -> String {
+    addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `addr` ending in `/p2p/<peer>` (added when missing).
