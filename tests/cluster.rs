@@ -461,14 +461,14 @@ fn non_member_is_refused(member: &Daemon) {
             key: String::new(),
         };
         let answer = net
-            .request(peer, "/grove/search/1", call.encode_to_vec())
+            .request(peer, grove::net::Protocol::Search, call.encode_to_vec())
             .await
             .unwrap();
         let answer = grove::wire::node::SearchAnswer::decode(answer.as_slice()).unwrap();
         assert!(answer.hits.is_empty());
         assert!(answer.refused.contains("members"), "{}", answer.refused);
         let answer = net
-            .request(peer, "/grove/sync/1", vec![1, 2, 3])
+            .request(peer, grove::net::Protocol::Sync, vec![1, 2, 3])
             .await
             .unwrap();
         let answer = grove::wire::node::SyncAnswer::decode(answer.as_slice()).unwrap();
@@ -477,7 +477,7 @@ fn non_member_is_refused(member: &Daemon) {
             Some(grove::wire::node::sync_answer::Kind::Refused(_))
         ));
         // A turn request (a moot asking this node to speak) is refused.
-        let answer = net.request(peer, "/grove/turn/1", vec![]).await.unwrap();
+        let answer = net.request(peer, grove::net::Protocol::Turn, vec![]).await.unwrap();
         let answer = grove::wire::moot::TurnAnswer::decode(answer.as_slice()).unwrap();
         assert!(
             matches!(&answer.kind, Some(grove::wire::moot::turn_answer::Kind::Refused(r)) if r.contains("members")),
@@ -485,7 +485,7 @@ fn non_member_is_refused(member: &Daemon) {
         );
         // A malformed join call is refused with a reason, not a panic.
         let answer = net
-            .request(peer, "/grove/join/1", vec![0xff; 7])
+            .request(peer, grove::net::Protocol::Join, vec![0xff; 7])
             .await
             .unwrap();
         let answer = grove::wire::node::JoinAnswer::decode(answer.as_slice()).unwrap();

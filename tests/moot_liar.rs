@@ -200,7 +200,7 @@ fn answer(store: &Store, identity: &Identity, data: &[u8]) -> wire::TurnAnswer {
             .map(|id| retriever.passage(index_of(id)).unwrap())
             .collect()
     };
-    let request = grove::daemon::turns::turn_request(&call, passages, pool).unwrap();
+    let request = grove::daemon::rpc::turn::turn_request(&call, passages, pool).unwrap();
     let mut utterance = speaker::speak(&mut Quoter, &request).unwrap();
     assert!(
         utterance.grounded && utterance.attempts == 1,
@@ -313,7 +313,7 @@ impl Liar {
                         _ = &mut stopped => break,
                         event = events.recv() => match event {
                             Some(grove::net::Event::Request { id, protocol, data, .. }) => {
-                                let bytes = if protocol == "/grove/turn/1" {
+                                let bytes = if protocol == grove::net::Protocol::Turn {
                                     let call = wire::TurnCall::decode(data.as_slice()).unwrap();
                                     log.lock().unwrap().push((call.topic.clone(), call.opening));
                                     answer(&store, &identity, &data).encode_to_vec()

@@ -105,7 +105,7 @@ async fn gossip_requests_limits_and_blocking() {
                     data,
                 }) => {
                     assert_eq!(peer, pb);
-                    let mut answer = protocol.into_bytes();
+                    let mut answer = protocol.name().as_bytes().to_vec();
                     answer.extend_from_slice(&data);
                     a.respond(id, answer).await.unwrap();
                 }
@@ -115,21 +115,21 @@ async fn gossip_requests_limits_and_blocking() {
         }
     });
     let answer = b
-        .request(pa, "/grove/search/1", b"whale".to_vec())
+        .request(pa, grove::net::Protocol::Search, b"whale".to_vec())
         .await
         .unwrap();
     assert_eq!(answer, b"/grove/search/1whale");
     let answer = b
-        .request(pa, "/grove/join/1", b"invite".to_vec())
+        .request(pa, grove::net::Protocol::Join, b"invite".to_vec())
         .await
         .unwrap();
     assert_eq!(answer, b"/grove/join/1invite");
     assert!(
-        b.request(pa, "/grove/nope/1", vec![]).await.is_err(),
+        grove::net::Protocol::from_name("/grove/nope/1").is_none(),
         "unknown protocol refused"
     );
     assert!(
-        b.request(pa, "/grove/search/1", vec![1u8; 65 * 1024])
+        b.request(pa, grove::net::Protocol::Search, vec![1u8; 65 * 1024])
             .await
             .is_err(),
         "oversized request refused"
@@ -142,7 +142,7 @@ async fn gossip_requests_limits_and_blocking() {
     })
     .await;
     assert!(
-        b.request(pa, "/grove/search/1", b"x".to_vec())
+        b.request(pa, grove::net::Protocol::Search, b"x".to_vec())
             .await
             .is_err()
     );

@@ -6,36 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use super::dto;
+pub use super::error::{ApiError, ErrorKind};
 use crate::book::{self, BookText, KeyError, PrepareError};
 use crate::config::Limits;
 use crate::store::{DEFAULT_SHARD, Store, StoreError, audit};
-
-/// What kind of failure an operation met; the daemon maps it to an HTTP status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    BadRequest,
-    NotFound,
-    Conflict,
-    Unavailable,
-    Internal,
-}
-
-/// A failed operation, with the message the operator sees.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct ApiError {
-    pub kind: ErrorKind,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ApiError {
-        ApiError {
-            kind,
-            message: message.into(),
-        }
-    }
-}
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {

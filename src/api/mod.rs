@@ -1,10 +1,11 @@
-//! The control API: the JSON that commands print (`dto`), the book
-//! operations both the CLI and the daemon run (`books`), and the HTTP+JSON
-//! control socket (`server`, `client`). The only place domain data is
-//! serialized besides `proto/` wire types and transcripts.
+//! The control API: its JSON shapes (`dto`), its error (`error`), the book
+//! operations both the CLI and the daemon run (`books`), and the client the
+//! CLI reaches a running daemon with (`client`). Nothing here knows the
+//! daemon: the server side of the socket lives in `daemon::control`.
 
 pub mod books;
 pub mod client;
 pub mod dto;
-mod node_routes;
-pub mod server;
+pub mod error;
+
+pub use error::{ApiError, ErrorKind};

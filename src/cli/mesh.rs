@@ -360,7 +360,7 @@ fn print_status(ctx: &Ctx, s: &dto::MeshStatus) -> anyhow::Result<()> {
 
 /// `mesh init` with no daemon: straight to `mesh.db` under the state lock.
 fn init_offline(ctx: &Ctx, name: &str, member: &str, quorum: &str) -> anyhow::Result<()> {
-    let rule = grove::daemon::control::parse_quorum(quorum).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rule = grove::mesh::roster::QuorumRule::parse(quorum)?;
     let _lock = StateLock::acquire(&ctx.state_dir)?;
     let id = super::identity::load(ctx)?;
     let mut store = MeshStore::open_in(&ctx.state_dir)?;

@@ -5,24 +5,27 @@
 //! [`run`] takes its shutdown signal as a future so tests can embed a node.
 
 pub mod control;
-pub mod mesh_actor;
-pub mod model_thread;
+pub mod gossip;
+pub mod mesh;
+pub mod model;
 pub mod moots;
 pub mod node;
 pub mod notify;
+pub mod outbox;
 pub mod peers;
 pub mod rpc;
 pub mod stats;
-pub mod turns;
+pub mod store;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::api::books::LocalBooks;
 use crate::api::dto;
-use crate::api::server::{self, StoreThread};
 use crate::config::Settings;
 
 /// How long in-flight control requests may take to finish at shutdown; the
@@ -47,8 +50,6 @@ pub enum DaemonError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("starting the store thread: {0}")]
-    StoreThread(std::io::Error),
     #[error("node identity: {0}")]
     Identity(#[from] crate::identity::IdentityError),
     #[error(transparent)]
@@ -60,7 +61,7 @@ pub enum DaemonError {
     #[error("node database: {0}")]
     NodeDb(#[from] rusqlite::Error),
     #[error("starting a worker thread: {0}")]
-    MeshThread(std::io::Error),
+    Worker(std::io::Error),
 }
 
 /// Runs the node until `shutdown` completes.
@@ -85,67 +86,48 @@ pub async fn run(
         crate::identity::Identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
     let keypair = libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
         .map_err(|e| crate::net::NetError::Transport(format!("node key: {e}")))?;
-    // The mesh state lock is held for the daemon's life: offline mesh
-    // commands refuse to write beside it.
     // The socket first: a second node on this state gets the clearer
-    // "in use" message rather than a lock error.
+    // "in use" message rather than a lock error. The mesh state lock is
+    // then held for the daemon's life: offline mesh commands refuse to
+    // write beside it.
     let socket_path = settings.control_socket(&state_dir);
     let listener = bind_control_socket(&socket_path)?;
-    let core = mesh_actor::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
+    let core = mesh::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
     let peer_book = peers::PeerBook::open(&state_dir)?;
-    let request_timeout = net_config.request_timeout;
     let (network, net_events) = crate::net::Network::start(keypair, net_config).await?;
     let bound = network.listeners().await?;
     let listen: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
     tracing::info!(peer_id = %network.local_peer_id(), listen = ?listen, "network listening");
-    let advertised = advertised_addresses(&settings.net.external_addresses, &bound);
+    let advertised = Arc::new(advertised_addresses(
+        &settings.net.external_addresses,
+        &bound,
+    ));
     let books = LocalBooks::new(
         &state_dir,
         settings.limits.clone(),
         settings.default_shard.clone(),
     );
-    let (store, store_thread) = StoreThread::spawn(books).map_err(DaemonError::StoreThread)?;
-    let (mesh, mesh_thread) =
-        mesh_actor::MeshActor::spawn(core).map_err(DaemonError::MeshThread)?;
-    let model = model_thread::ModelThread::spawn(settings.model.clone(), state_dir.clone())
-        .map_err(DaemonError::MeshThread)?;
-    let node = node::Node::new(node::Parts {
+    let (store, store_thread) = store::StoreWorker::spawn(books).map_err(DaemonError::Worker)?;
+    let (mesh_worker, mesh_thread) = mesh::MeshWorker::spawn(core).map_err(DaemonError::Worker)?;
+    let (model, _model_thread) =
+        model::ModelWorker::spawn(settings.model.clone(), state_dir.clone())
+            .map_err(DaemonError::Worker)?;
+    let parts = Parts {
+        settings: &settings,
+        state_dir: &state_dir,
         net: network.clone(),
-        mesh,
         store: store.clone(),
+        mesh: mesh_worker,
         model,
-        peers: peer_book,
+        peers: peers::Peers::new(peer_book),
         advertised,
-        request_timeout,
-        state_dir: state_dir.clone(),
-        moot_settings: settings.moot.clone(),
-        policy: settings.speaker.clone(),
-        turn_retry: moots::TurnRetry {
-            retries: settings.net.turn_retries,
-            backoff: std::time::Duration::from_millis(settings.net.turn_retry_backoff_ms),
-        },
-    });
-    let info = dto::NodeInfo {
-        peer_id: network.local_peer_id().to_string(),
-        listen,
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        state_dir: state_dir.display().to_string(),
-        pid: std::process::id(),
-        started_ms: crate::now_ms(),
     };
+    let (node, control) = wire_up(parts, listen);
     let (stop_tx, stop_rx) = watch::channel(false);
-    // A book is sent whole in one request; allow it plus headroom.
-    let max_body = usize::try_from(settings.limits.max_book_bytes)
-        .unwrap_or(usize::MAX)
-        .saturating_add(4096);
-    let node_task = tokio::spawn(node.clone().run(net_events, stop_rx.clone()));
-    let server = tokio::spawn(server::serve(
+    let node_task = tokio::spawn(node.run(net_events, stop_rx.clone()));
+    let server = tokio::spawn(control::serve(
         listener,
-        store.clone(),
-        node.clone(),
-        settings.node.name.clone(),
-        info,
-        max_body,
+        control::router(control),
         stop_rx,
         SHUTDOWN_GRACE,
     ));
@@ -153,16 +135,7 @@ pub async fn run(
     let notifier = notify::Notifier::from_env();
     tracing::info!(state_dir = %state_dir.display(), socket = %socket_path.display(), "grove node ready");
     notifier.notify("READY=1\nSTATUS=serving the control socket");
-    let watchdog = notify::Notifier::watchdog_interval().map(|every| {
-        tokio::spawn(async move {
-            let pinger = notify::Notifier::from_env();
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tick.tick().await;
-                pinger.notify("WATCHDOG=1");
-            }
-        })
-    });
+    let watchdog = notify::spawn_watchdog();
 
     shutdown.await;
     tracing::info!("shutting down: no new requests; finishing those in flight");
@@ -175,23 +148,134 @@ pub async fn run(
         tracing::warn!(error = %e, "control server task failed");
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), node_task).await;
-    // In-flight request handlers may still hold node handles: give them a
+    // In-flight request handlers may still hold worker handles: give them a
     // moment, then the threads finish queued work (each a whole
     // transaction) and end once the last handle is gone.
-    drop(node);
     drop(store);
     drop(network);
-    let joined = tokio::time::timeout(
-        Duration::from_secs(2),
-        tokio::task::spawn_blocking(move || (store_thread.join(), mesh_thread.join())),
-    )
-    .await;
-    if !matches!(joined, Ok(Ok((Ok(()), Ok(()))))) {
-        tracing::warn!("store or mesh thread did not end cleanly within the shutdown budget");
-    }
+    join_workers(vec![store_thread, mesh_thread]).await;
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Waits (within the shutdown budget) for the worker threads to finish
+/// their queued transactions.
+async fn join_workers(threads: Vec<std::thread::JoinHandle<()>>) {
+    let joined = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::task::spawn_blocking(move || threads.into_iter().all(|t| t.join().is_ok())),
+    )
+    .await;
+    if !matches!(joined, Ok(Ok(true))) {
+        tracing::warn!("store or mesh thread did not end cleanly within the shutdown budget");
+    }
+}
+
+/// The workers and handles a node is wired from.
+struct Parts<'a> {
+    settings: &'a Settings,
+    state_dir: &'a Path,
+    net: crate::net::Network,
+    store: store::StoreWorker,
+    mesh: mesh::MeshWorker,
+    model: model::ModelWorker,
+    peers: peers::Peers,
+    advertised: Arc<Vec<libp2p::Multiaddr>>,
+}
+
+/// Wires the node loop and the control routes from the workers: each gets
+/// the handles it needs and nothing else.
+fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::ControlState) {
+    let stats = Arc::new(stats::Stats::default());
+    let due = Arc::new(node::Due::default());
+    let link = outbox::MeshLink::new(p.mesh.clone(), p.net.clone(), stats.clone());
+    let speaking = rpc::turn::Speaking {
+        store: p.store.clone(),
+        model: p.model,
+        mesh: p.mesh.clone(),
+        policy: p.settings.speaker.clone(),
+    };
+    let rpc = rpc::Rpc {
+        mesh: link.clone(),
+        net: p.net.clone(),
+        peers: p.peers.clone(),
+        store: p.store.clone(),
+        speaker: speaking.clone(),
+        stats: stats.clone(),
+    };
+    let moots = moots::MootHost {
+        mesh: p.mesh.clone(),
+        net: p.net.clone(),
+        peers: p.peers.clone(),
+        speaking,
+        book: Arc::new(moots::book::MootBook::open(p.state_dir)),
+        settings: p.settings.moot.clone(),
+        retry: moots::TurnRetry {
+            retries: p.settings.net.turn_retries,
+            backoff: Duration::from_millis(p.settings.net.turn_retry_backoff_ms),
+        },
+        due: due.clone(),
+    };
+    let gossip = gossip::Gossip::new(
+        link.clone(),
+        p.net.clone(),
+        p.peers.clone(),
+        p.store.clone(),
+        stats.clone(),
+        due.clone(),
+        p.advertised.clone(),
+    );
+    let started_ms = crate::now_ms();
+    let control = control::ControlState {
+        books: control::Books {
+            store: p.store.clone(),
+            due: due.clone(),
+            // A book is sent whole in one request; allow it plus headroom.
+            max_body: usize::try_from(p.settings.limits.max_book_bytes)
+                .unwrap_or(usize::MAX)
+                .saturating_add(4096),
+        },
+        mesh: control::MeshOps {
+            link: link.clone(),
+            joiner: rpc::join::Joiner {
+                mesh: link.clone(),
+                net: p.net.clone(),
+                peers: p.peers.clone(),
+            },
+            advertised: p.advertised,
+            node_name: p.settings.node.name.clone(),
+        },
+        node: control::NodeView {
+            me: p.net.local_peer_id(),
+            mesh: p.mesh,
+            peers: p.peers.clone(),
+            stats: stats.clone(),
+            recent: gossip.recent.clone(),
+            started_ms,
+        },
+        moots: moots.clone(),
+        rpc: rpc.clone(),
+        info: Arc::new(dto::NodeInfo {
+            peer_id: p.net.local_peer_id().to_string(),
+            listen,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            state_dir: p.state_dir.display().to_string(),
+            pid: std::process::id(),
+            started_ms,
+        }),
+    };
+    let node = node::NodeLoop {
+        net: p.net,
+        mesh: link,
+        peers: p.peers,
+        stats,
+        due,
+        gossip,
+        rpc,
+        moots,
+    };
+    (node, control)
 }
 
 /// What invites and announcements advertise: `net.external_addresses` when

@@ -6,12 +6,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use libp2p::{Multiaddr, PeerId};
 use prost::Message;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::announce::Latest;
+use crate::mesh::state::MeshState;
+use crate::net::{NetError, Network};
 use crate::wire::mesh::Signed;
 use crate::wire::node::Announcement;
 
@@ -214,5 +218,79 @@ impl PeerBook {
     pub fn disconnected(&mut self, peer: PeerId, now_ms: i64) {
         self.connected.remove(&peer);
         self.last_seen.insert(peer, now_ms);
+    }
+}
+
+impl PeerBook {
+    /// Members (not this node) with a live connection.
+    pub fn connected_members(&self, view: &MeshState) -> Vec<PeerId> {
+        let Some(roster) = view.roster() else {
+            return Vec::new();
+        };
+        roster
+            .members
+            .iter()
+            .filter_map(|m| PeerId::from_bytes(&m.peer_id).ok())
+            .filter(|p| self.connected.contains(p))
+            .collect()
+    }
+}
+
+/// The peer book shared by the node loop and the handlers; cheap to clone.
+#[derive(Clone)]
+pub struct Peers(Arc<Mutex<PeerBook>>);
+
+impl Peers {
+    pub fn new(book: PeerBook) -> Peers {
+        Peers(Arc::new(Mutex::new(book)))
+    }
+
+    /// The book; a panic elsewhere while it was held does not poison it
+    /// (every change to it is one statement).
+    pub fn lock(&self) -> MutexGuard<'_, PeerBook> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes sure there is a connection to `peer` (a member), dialing its
+    /// known addresses when there is none.
+    pub async fn ensure_connected(&self, net: &Network, peer: PeerId) -> Result<(), NetError> {
+        let addrs = {
+            let book = self.lock();
+            if book.connected.contains(&peer) {
+                return Ok(());
+            }
+            book.addresses.get(&peer).cloned().unwrap_or_default()
+        };
+        net.connect(peer, &addrs, Duration::from_secs(10)).await
+    }
+}
+
+/// Resolves PEER as an operator writes it: a full peer id, a unique prefix
+/// of one, or a member's name.
+pub fn resolve_member(view: &MeshState, text: &str) -> Result<Vec<u8>, crate::api::ApiError> {
+    use crate::api::ApiError;
+    let text = text.trim();
+    if let Ok(p) = text.parse::<PeerId>() {
+        return Ok(p.to_bytes());
+    }
+    let roster = view.roster().ok_or_else(|| {
+        ApiError::from(crate::daemon::mesh::ActorError::Refused(
+            crate::mesh::MeshError::NoMesh,
+        ))
+    })?;
+    let matches: Vec<&crate::mesh::roster::Member> = roster
+        .members
+        .iter()
+        .filter(|m| m.name == text || crate::identity::peer_id_text(&m.peer_id).starts_with(text))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one.peer_id.clone()),
+        [] => Err(ApiError::not_found(format!(
+            "no member is named `{text}` or has a peer id starting with it"
+        ))),
+        many => Err(ApiError::bad_request(format!(
+            "`{text}` matches {} members; give more of the peer id",
+            many.len()
+        ))),
     }
 }

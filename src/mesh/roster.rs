@@ -19,6 +19,15 @@ pub struct Member {
     pub joined_epoch: u64,
 }
 
+/// Why a quorum rule an operator wrote is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum QuorumParseError {
+    #[error("quorum `{text}`: {part} is not a number")]
+    NotANumber { text: String, part: &'static str },
+    #[error(transparent)]
+    Invalid(#[from] MeshError),
+}
+
 /// Yes votes needed: `yes * denominator > members * numerator`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuorumRule {
@@ -48,6 +57,25 @@ impl QuorumRule {
                 denominator: self.denominator,
             })
         }
+    }
+
+    /// Parses `N/D` (or a bare `N` meaning N/100, a percentage), as the
+    /// operator writes it, and validates it.
+    pub fn parse(text: &str) -> Result<QuorumRule, QuorumParseError> {
+        let (n, d) = text.split_once('/').unwrap_or((text, "100"));
+        let number = |s: &str, part: &'static str| {
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| QuorumParseError::NotANumber {
+                    text: text.to_string(),
+                    part,
+                })
+        };
+        let rule = QuorumRule {
+            numerator: number(n, "numerator")?,
+            denominator: number(d, "denominator")?,
+        };
+        Ok(rule.validate()?)
     }
 
     /// The smallest number of yes votes that is a quorum of `members`.

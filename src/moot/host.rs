@@ -148,12 +148,17 @@ pub fn validate(trees: &[Tree], settings: &MootSettings) -> Result<(), MootError
             trees.len()
         )));
     }
-    for (i, tree) in trees.iter().enumerate() {
-        if trees[..i].iter().any(|t| t.key == tree.key) {
-            return Err(MootError::SameBook(tree.key.clone()));
-        }
+    if let Some(key) = repeated_book(trees.iter().map(|t| t.key.as_str())) {
+        return Err(MootError::SameBook(key.to_string()));
     }
     settings.validate()
+}
+
+/// The first book key that appears twice: a moot's trees must be different
+/// books (the one rule the host, the local `moot run` and `verify` share).
+pub fn repeated_book<'a>(keys: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = std::collections::BTreeSet::new();
+    keys.into_iter().find(|k| !seen.insert(*k))
 }
 
 /// The seed of a turn's first attempt (the retry adds 1).

@@ -1,5 +1,6 @@
 //! The composed libp2p behaviour: identify, gossipsub tuned for small
-//! private meshes, framed request-response, connection limits and a block list.
+//! private meshes, one framed request-response behaviour per [`Protocol`],
+//! connection limits and a block list.
 
 use std::time::Duration;
 
@@ -12,18 +13,12 @@ use sha2::{Digest, Sha256};
 
 use super::NetConfig;
 use super::codec::FrameCodec;
-
-/// Request-response protocols, each versioned, each its own behaviour (so
-/// an outbound request names its protocol, and an inbound one says which).
-pub const PROTOCOLS: &[&str] = &[
-    "/grove/join/1",
-    "/grove/sync/1",
-    "/grove/search/1",
-    "/grove/turn/1",
-];
+use super::protocol::{self, Protocol};
 
 pub type Rpc = request_response::Behaviour<FrameCodec>;
 
+/// Each request-response protocol is its own behaviour, so an outbound
+/// request names its protocol and an inbound one says which it came on.
 #[derive(NetworkBehaviour)]
 pub struct Behaviour {
     pub limits: connection_limits::Behaviour,
@@ -37,14 +32,13 @@ pub struct Behaviour {
 }
 
 impl Behaviour {
-    /// The behaviour serving `protocol` (an entry of [`PROTOCOLS`]).
-    pub fn rpc(&mut self, protocol: &str) -> Option<&mut Rpc> {
+    /// The behaviour serving `protocol`.
+    pub fn rpc(&mut self, protocol: Protocol) -> &mut Rpc {
         match protocol {
-            "/grove/join/1" => Some(&mut self.join),
-            "/grove/sync/1" => Some(&mut self.sync),
-            "/grove/search/1" => Some(&mut self.search),
-            "/grove/turn/1" => Some(&mut self.turn),
-            _ => None,
+            Protocol::Join => &mut self.join,
+            Protocol::Sync => &mut self.sync,
+            Protocol::Search => &mut self.search,
+            Protocol::Turn => &mut self.turn,
         }
     }
 }
@@ -79,34 +73,29 @@ pub fn build(keypair: &identity::Keypair, config: &NetConfig) -> Result<Behaviou
         gossipsub::MessageAuthenticity::Signed(keypair.clone()),
         gossip_config,
     )?;
-    let rpc = |protocol: &'static str| {
-        let timeout = if protocol == "/grove/turn/1" {
-            config.turn_timeout
-        } else {
-            config.request_timeout
-        };
+    let rpc = |protocol: Protocol| {
         request_response::Behaviour::with_codec(
             FrameCodec {
-                max_bytes: config.max_message_bytes,
+                max_bytes: protocol.max_bytes(config),
             },
             [(
-                StreamProtocol::new(protocol),
+                StreamProtocol::new(protocol.name()),
                 request_response::ProtocolSupport::Full,
             )],
-            request_response::Config::default().with_request_timeout(timeout),
+            request_response::Config::default().with_request_timeout(protocol.timeout(config)),
         )
     };
     Ok(Behaviour {
         limits: connection_limits::Behaviour::new(limits),
         blocked: allow_block_list::Behaviour::default(),
         identify: identify::Behaviour::new(identify::Config::new(
-            "/grove/1".into(),
+            protocol::IDENTIFY.into(),
             keypair.public(),
         )),
         gossipsub,
-        join: rpc(PROTOCOLS[0]),
-        sync: rpc(PROTOCOLS[1]),
-        search: rpc(PROTOCOLS[2]),
-        turn: rpc(PROTOCOLS[3]),
+        join: rpc(Protocol::Join),
+        sync: rpc(Protocol::Sync),
+        search: rpc(Protocol::Search),
+        turn: rpc(Protocol::Turn),
     })
 }

@@ -64,35 +64,20 @@ async fn write_frame<T: AsyncWrite + Unpin + Send>(
     io.close().await
 }
 
-/// A request and the protocol it arrived on (the only place libp2p tells
-/// which protocol was negotiated).
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub protocol: String,
-    pub data: Vec<u8>,
-}
-
 impl libp2p::request_response::Codec for FrameCodec {
     type Protocol = StreamProtocol;
-    type Request = Request;
+    type Request = Vec<u8>;
     type Response = Vec<u8>;
 
     fn read_request<T>(
         &mut self,
-        protocol: &StreamProtocol,
+        _: &StreamProtocol,
         io: &mut T,
-    ) -> impl Future<Output = io::Result<Request>> + Send
+    ) -> impl Future<Output = io::Result<Vec<u8>>> + Send
     where
         T: AsyncRead + Unpin + Send,
     {
-        let max = self.max_bytes;
-        let protocol = protocol.to_string();
-        async move {
-            Ok(Request {
-                protocol,
-                data: read_frame(io, max).await?,
-            })
-        }
+        read_frame(io, self.max_bytes)
     }
 
     fn read_response<T>(
@@ -110,13 +95,13 @@ impl libp2p::request_response::Codec for FrameCodec {
         &mut self,
         _: &StreamProtocol,
         io: &mut T,
-        req: Request,
+        req: Vec<u8>,
     ) -> impl Future<Output = io::Result<()>> + Send
     where
         T: AsyncWrite + Unpin + Send,
     {
         let max = self.max_bytes;
-        async move { write_frame(io, &req.data, max).await }
+        async move { write_frame(io, &req, max).await }
     }
 
     fn write_response<T>(

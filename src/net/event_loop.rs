@@ -11,7 +11,7 @@ use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, identity, noise, tcp, yamux};
 use tokio::sync::{mpsc, oneshot};
 
 use super::behaviour::{self, Behaviour, BehaviourEvent};
-use super::{Command, Event, NetConfig, NetError, Verdict};
+use super::{Command, DropReason, Event, NetConfig, NetError, Protocol, Verdict};
 
 type Pending = oneshot::Sender<Result<Vec<u8>, NetError>>;
 
@@ -21,8 +21,8 @@ struct EventLoop {
     events: mpsc::Sender<Event>,
     /// Outbound requests awaiting an answer, by protocol and id (ids are
     /// per behaviour).
-    requests: HashMap<(&'static str, OutboundRequestId), Pending>,
-    responses: HashMap<u64, (&'static str, ResponseChannel<Vec<u8>>)>,
+    requests: HashMap<(Protocol, OutboundRequestId), Pending>,
+    responses: HashMap<u64, (Protocol, ResponseChannel<Vec<u8>>)>,
     next_inbound: u64,
     members: Vec<PeerId>,
     blocked: Vec<PeerId>,
@@ -165,25 +165,13 @@ impl EventLoop {
                 );
             }
             Command::Request(peer, protocol, data, reply) => {
-                let Some(name) = behaviour::PROTOCOLS
-                    .iter()
-                    .copied()
-                    .find(|p| *p == protocol)
-                else {
-                    let _ = reply.send(Err(NetError::UnknownProtocol(protocol)));
-                    return;
-                };
-                if let Some(rpc) = behaviour.rpc(name) {
-                    let id = rpc.send_request(&peer, super::codec::Request { protocol, data });
-                    self.requests.insert((name, id), reply);
-                }
+                let id = behaviour.rpc(protocol).send_request(&peer, data);
+                self.requests.insert((protocol, id), reply);
             }
             Command::Respond(id, data) => {
-                if let Some((name, channel)) = self.responses.remove(&id) {
-                    let sent = behaviour
-                        .rpc(name)
-                        .map(|rpc| rpc.send_response(channel, data).is_ok());
-                    if sent != Some(true) {
+                if let Some((protocol, channel)) = self.responses.remove(&id) {
+                    let sent = behaviour.rpc(protocol).send_response(channel, data).is_ok();
+                    if !sent {
                         tracing::debug!(id, "response not sent: the requester went away");
                     }
                 }
@@ -310,7 +298,8 @@ impl EventLoop {
             SwarmEvent::IncomingConnectionError { error, .. } => {
                 self.emit(Event::Dropped {
                     peer: None,
-                    reason: format!("incoming connection: {error}"),
+                    reason: DropReason::IncomingConnection,
+                    detail: error.to_string(),
                 });
             }
             SwarmEvent::OutgoingConnectionError {
@@ -323,7 +312,8 @@ impl EventLoop {
                 }
                 self.emit(Event::Dropped {
                     peer: peer_id,
-                    reason: format!("outgoing connection: {error}"),
+                    reason: DropReason::OutgoingConnection,
+                    detail: error.to_string(),
                 });
             }
             SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
@@ -342,26 +332,22 @@ impl EventLoop {
                 });
             }
             SwarmEvent::Behaviour(BehaviourEvent::Join(event)) => {
-                self.on_rpc(behaviour::PROTOCOLS[0], event)
+                self.on_rpc(Protocol::Join, event)
             }
             SwarmEvent::Behaviour(BehaviourEvent::Sync(event)) => {
-                self.on_rpc(behaviour::PROTOCOLS[1], event)
+                self.on_rpc(Protocol::Sync, event)
             }
             SwarmEvent::Behaviour(BehaviourEvent::Search(event)) => {
-                self.on_rpc(behaviour::PROTOCOLS[2], event)
+                self.on_rpc(Protocol::Search, event)
             }
             SwarmEvent::Behaviour(BehaviourEvent::Turn(event)) => {
-                self.on_rpc(behaviour::PROTOCOLS[3], event)
+                self.on_rpc(Protocol::Turn, event)
             }
             _ => {}
         }
     }
 
-    fn on_rpc(
-        &mut self,
-        name: &'static str,
-        event: request_response::Event<super::codec::Request, Vec<u8>>,
-    ) {
+    fn on_rpc(&mut self, protocol: Protocol, event: request_response::Event<Vec<u8>, Vec<u8>>) {
         match event {
             request_response::Event::Message { peer, message, .. } => match message {
                 request_response::Message::Request {
@@ -369,19 +355,19 @@ impl EventLoop {
                 } => {
                     let id = self.next_inbound;
                     self.next_inbound += 1;
-                    self.responses.insert(id, (name, channel));
+                    self.responses.insert(id, (protocol, channel));
                     self.emit(Event::Request {
                         id,
                         peer,
-                        protocol: request.protocol,
-                        data: request.data,
+                        protocol,
+                        data: request,
                     });
                 }
                 request_response::Message::Response {
                     request_id,
                     response,
                 } => {
-                    if let Some(reply) = self.requests.remove(&(name, request_id)) {
+                    if let Some(reply) = self.requests.remove(&(protocol, request_id)) {
                         let _ = reply.send(Ok(response));
                     }
                 }
@@ -392,7 +378,7 @@ impl EventLoop {
                 error,
                 ..
             } => {
-                if let Some(reply) = self.requests.remove(&(name, request_id)) {
+                if let Some(reply) = self.requests.remove(&(protocol, request_id)) {
                     let _ = reply.send(Err(NetError::Request {
                         peer,
                         reason: error.to_string(),
@@ -402,7 +388,8 @@ impl EventLoop {
             request_response::Event::InboundFailure { peer, error, .. } => {
                 self.emit(Event::Dropped {
                     peer: Some(peer),
-                    reason: format!("inbound request: {error}"),
+                    reason: DropReason::InboundRequest,
+                    detail: format!("{protocol}: {error}"),
                 });
             }
             request_response::Event::ResponseSent { .. } => {}

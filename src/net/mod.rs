@@ -8,11 +8,12 @@
 mod behaviour;
 pub mod codec;
 mod event_loop;
+pub mod protocol;
 
 use std::time::Duration;
 
-pub use behaviour::PROTOCOLS;
 use libp2p::{Multiaddr, PeerId, identity};
+pub use protocol::{DropReason, Protocol};
 use tokio::sync::{mpsc, oneshot};
 
 /// Network settings, already validated.
@@ -41,8 +42,6 @@ pub enum NetError {
     Publish(String),
     #[error("request to {peer}: {reason}")]
     Request { peer: PeerId, reason: String },
-    #[error("unknown protocol {0}")]
-    UnknownProtocol(String),
     #[error("the network task has stopped")]
     Stopped,
 }
@@ -76,13 +75,15 @@ pub enum Event {
     Request {
         id: u64,
         peer: PeerId,
-        protocol: String,
+        protocol: Protocol,
         data: Vec<u8>,
     },
-    /// Something was dropped (oversized, malformed, failed stream…), for counters.
+    /// Something was dropped (oversized, malformed, failed stream…), for
+    /// counters; `detail` is the underlying error, for the log.
     Dropped {
         peer: Option<PeerId>,
-        reason: String,
+        reason: DropReason,
+        detail: String,
     },
 }
 
@@ -94,7 +95,7 @@ enum Command {
     Report(String, PeerId, Verdict),
     Request(
         PeerId,
-        String,
+        Protocol,
         Vec<u8>,
         oneshot::Sender<Result<Vec<u8>, NetError>>,
     ),
@@ -184,10 +185,9 @@ impl Network {
     pub async fn request(
         &self,
         peer: PeerId,
-        protocol: &str,
+        protocol: Protocol,
         data: Vec<u8>,
     ) -> Result<Vec<u8>, NetError> {
-        let protocol = protocol.to_string();
         self.ask(|tx| Command::Request(peer, protocol, data, tx))
             .await?
     }

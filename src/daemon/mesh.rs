@@ -1,12 +1,13 @@
-//! The mesh actor: one thread owns the node's identity, `mesh.db` and the
+//! The mesh worker: one thread owns the node's identity, `mesh.db` and the
 //! membership state, so every transition is decided and persisted in order
 //! (one SQLite transaction each) before anything is sent. Others read a
 //! snapshot of the state through a watch channel.
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::watch;
 
+use super::worker::{Stopped, Worker};
 use crate::identity::Identity;
 use crate::mesh::MeshError;
 use crate::mesh::state::{MeshState, Transition};
@@ -21,7 +22,7 @@ pub enum ActorError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the node is shutting down")]
-    Stopped,
+    Stopped(#[from] Stopped),
 }
 
 /// What a job works on.
@@ -68,49 +69,35 @@ impl MeshCore {
     }
 }
 
-type Job = Box<dyn FnOnce(&mut MeshCore) + Send>;
-
-/// A handle to the mesh thread; cheap to clone.
+/// A handle to the mesh worker; cheap to clone.
 #[derive(Clone)]
-pub struct MeshActor {
-    jobs: mpsc::Sender<Job>,
+pub struct MeshWorker {
+    worker: Worker<MeshCore>,
     view: watch::Receiver<Arc<MeshState>>,
 }
 
-impl MeshActor {
+impl MeshWorker {
     /// Starts the thread; it ends when every handle is dropped.
-    pub fn spawn(core: MeshCore) -> std::io::Result<(MeshActor, std::thread::JoinHandle<()>)> {
-        let (jobs, mut queue) = mpsc::channel::<Job>(64);
+    pub fn spawn(core: MeshCore) -> std::io::Result<(MeshWorker, std::thread::JoinHandle<()>)> {
         let (publish, view) = watch::channel(Arc::new(core.state.clone()));
-        let thread = std::thread::Builder::new()
-            .name("grove-mesh".into())
-            .spawn(move || {
-                let mut core = core;
-                while let Some(job) = queue.blocking_recv() {
-                    job(&mut core);
-                    publish.send_if_modified(|shown| {
-                        if **shown == core.state {
-                            return false;
-                        }
-                        *shown = Arc::new(core.state.clone());
-                        true
-                    });
+        let (worker, thread) = Worker::spawn("mesh", 64, core, move |core: &mut MeshCore| {
+            publish.send_if_modified(|shown| {
+                if **shown == core.state {
+                    return false;
                 }
-            })?;
-        Ok((MeshActor { jobs, view }, thread))
+                *shown = Arc::new(core.state.clone());
+                true
+            });
+        })?;
+        Ok((MeshWorker { worker, view }, thread))
     }
 
     /// Runs `f` on the mesh thread and waits for its answer.
     pub async fn call<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut MeshCore) -> R + Send + 'static,
-    ) -> Result<R, ActorError> {
-        let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |core| {
-            let _ = reply.send(f(core));
-        });
-        self.jobs.send(job).await.map_err(|_| ActorError::Stopped)?;
-        answer.await.map_err(|_| ActorError::Stopped)
+    ) -> Result<R, Stopped> {
+        self.worker.call(f).await
     }
 
     /// The state as of the last finished job.
@@ -121,5 +108,24 @@ impl MeshActor {
     /// A receiver that wakes on every state change.
     pub fn watch(&self) -> watch::Receiver<Arc<MeshState>> {
         self.view.clone()
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.worker.is_alive()
+    }
+}
+
+impl From<ActorError> for crate::api::ApiError {
+    fn from(e: ActorError) -> crate::api::ApiError {
+        use crate::api::ErrorKind;
+        let kind = match &e {
+            ActorError::Refused(MeshError::NoMesh)
+            | ActorError::Refused(MeshError::UnknownProposal(_))
+            | ActorError::Refused(MeshError::UnknownInvite(_)) => ErrorKind::NotFound,
+            ActorError::Refused(_) => ErrorKind::Conflict,
+            ActorError::Store(_) => ErrorKind::Internal,
+            ActorError::Stopped(_) => ErrorKind::Unavailable,
+        };
+        crate::api::ApiError::new(kind, e.to_string())
     }
 }

@@ -1,4 +1,4 @@
-//! The speaker side of a cross-node moot (`/grove/turn/1`): a member asks
+//! `/grove/turn/1`, the speaker's side of a cross-node moot: a member asks
 //! this node to speak for a book it holds. The request carries everything
 //! the turn needs (the pool as node ids, the cited set, the lines), so this
 //! node keeps no moot state: it rebuilds the pool from its own store and
@@ -14,16 +14,54 @@ use std::time::{Duration, Instant};
 use libp2p::PeerId;
 use prost::Message;
 
-use super::node::Node;
-use crate::api::books::{ApiError, ErrorKind};
-use crate::moot::policy::{self, Decision};
+use crate::daemon::mesh::MeshWorker;
+use crate::daemon::model::ModelWorker;
+use crate::daemon::store::StoreWorker;
+use crate::daemon::worker::Stopped;
+use crate::model::ModelError;
+use crate::moot::MootError;
+use crate::moot::policy::{self, Decision, PolicySettings};
 use crate::moot::prompt::Line;
 use crate::moot::signed;
 use crate::moot::speaker::{self, TurnRequest};
 use crate::moot::transcript::UtteranceRecord;
 use crate::moot::{Move, Passage, Tree};
+use crate::store::StoreError;
 use crate::store::retriever::BookRetriever;
 use crate::wire::moot as wire;
+
+/// Why this node does not speak a turn; the message is the refusal the
+/// host sees.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("this node does not hold {book}: {source}")]
+    NotHeld { book: String, source: StoreError },
+    #[error("{node_id} is not a passage of {book}")]
+    NotAPassage { node_id: String, book: String },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Retrieval(#[from] MootError),
+    #[error("model: {0}")]
+    Model(#[from] ModelError),
+    #[error("recording the utterance: {0}")]
+    Record(#[from] serde_json::Error),
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+}
+
+/// What speaking a turn needs; cheap to clone.
+#[derive(Clone)]
+pub struct Speaking {
+    pub store: StoreWorker,
+    pub model: ModelWorker,
+    /// Signs the turn with the node's key; its view says who is a member.
+    pub mesh: MeshWorker,
+    /// This node's turn policy when other nodes' moots ask it to speak.
+    pub policy: PolicySettings,
+}
 
 /// Most tokens a turn request may ask this node's model for.
 const MAX_TURN_TOKENS: u32 = 2048;
@@ -52,16 +90,14 @@ fn line(l: &wire::Line) -> Line {
 }
 
 /// The chunk index of `node_id` when it names a chunk of `book`.
-fn index_in(book: &str, node_id: &str) -> Result<u64, ApiError> {
+fn index_in(book: &str, node_id: &str) -> Result<u64, TurnError> {
     node_id
         .rsplit_once('#')
         .filter(|(key, _)| *key == book)
         .and_then(|(_, i)| i.parse().ok())
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorKind::BadRequest,
-                format!("{node_id} is not a passage of {book}"),
-            )
+        .ok_or_else(|| TurnError::NotAPassage {
+            node_id: node_id.to_string(),
+            book: book.to_string(),
         })
 }
 
@@ -76,22 +112,18 @@ struct Prepared {
 
 /// Answers one turn request; `peer` is None when this node hosts the moot
 /// and speaks for its own book.
-pub async fn answer(node: &Node, peer: Option<PeerId>, data: &[u8]) -> wire::TurnAnswer {
-    if let Some(peer) = peer {
-        let member = node
-            .view()
-            .roster()
-            .is_some_and(|r| r.member(&peer.to_bytes()).is_some());
-        if !member {
-            return refused("turn requests are for members of the current roster");
-        }
+pub async fn answer(speaking: &Speaking, peer: Option<PeerId>, data: &[u8]) -> wire::TurnAnswer {
+    if let Some(peer) = peer
+        && !super::is_member(&speaking.mesh.view(), peer)
+    {
+        return refused("turn requests are for members of the current roster");
     }
     let Ok(call) = wire::TurnCall::decode(data) else {
         return refused("malformed turn request");
     };
-    match speak(node, call).await {
+    match speak(speaking, call).await {
         Ok(answer) => answer,
-        Err(e) => refused(e.message),
+        Err(e) => refused(e.to_string()),
     }
 }
 
@@ -133,25 +165,24 @@ pub fn turn_request(
 /// This node's turn policy on one turn: speak or pass, why, and how long
 /// deciding took. A policy that fails or runs past its time bound does not
 /// silence the tree.
-async fn decide(node: &Node, book: &str, query: &str, k: usize) -> Decision {
-    let settings = node.shared().policy.clone();
+async fn decide(speaking: &Speaking, book: &str, query: &str, k: usize) -> Decision {
+    let settings = speaking.policy.clone();
     if !policy::needs_search(settings.policy) {
         return policy::decide(&settings, None, 0);
     }
     let started = Instant::now();
     let (key, query) = (book.to_string(), query.to_string());
-    let search = node.shared().store.call(move |b| {
+    let search = speaking.store.call(move |b| {
         let retriever = BookRetriever::open(b.store(), &key)?;
-        Ok(retriever.best_score(&query, k)?)
+        retriever.best_score(&query, k)
     });
     let bound = Duration::from_millis(settings.decide_timeout_ms);
     let outcome = tokio::time::timeout(bound, search).await;
     let ms = started.elapsed().as_millis() as u64;
     match outcome {
-        Ok(Ok(best)) => policy::decide(&settings, best, ms),
-        Ok(Err(e)) => {
-            policy::undecided(&settings, &format!("its search failed: {}", e.message), ms)
-        }
+        Ok(Ok(Ok(best))) => policy::decide(&settings, best, ms),
+        Ok(Ok(Err(e))) => policy::undecided(&settings, &format!("its search failed: {e}"), ms),
+        Ok(Err(e)) => policy::undecided(&settings, &format!("its search failed: {e}"), ms),
         Err(_) => policy::undecided(
             &settings,
             &format!("no decision within {} ms", settings.decide_timeout_ms),
@@ -160,7 +191,54 @@ async fn decide(node: &Node, book: &str, query: &str, k: usize) -> Decision {
     }
 }
 
-async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, ApiError> {
+/// The turn's passages (retrieved, or the ones the host gave), the pool
+/// rebuilt from its node ids, and a proof for every passage, read on the
+/// store worker.
+fn prepare(
+    books: &crate::api::books::LocalBooks,
+    key: &str,
+    call: &wire::TurnCall,
+    k: usize,
+) -> Result<Prepared, TurnError> {
+    let mut retriever =
+        BookRetriever::open(books.store(), key).map_err(|source| TurnError::NotHeld {
+            book: key.to_string(),
+            source,
+        })?;
+    let mut pool = Vec::new();
+    for id in &call.pool {
+        pool.push(retriever.passage(index_in(key, id)?)?);
+    }
+    let cited: BTreeSet<String> = call.cited.iter().cloned().collect();
+    let passages = if call.opening {
+        speaker::retrieve(&mut retriever, key, &call.query, k, &BTreeSet::new())
+    } else if call.given.is_empty() {
+        speaker::retrieve(&mut retriever, key, &call.query, k, &cited)
+    } else {
+        call.given
+            .iter()
+            .map(|id| Ok(retriever.passage(index_in(key, id)?)?))
+            .collect::<Result<Vec<_>, TurnError>>()
+            .map_err(|e| MootError::Speaker {
+                book: key.to_string(),
+                reason: e.to_string(),
+            })
+    }?;
+    let mut proofs = BTreeMap::new();
+    for p in &passages {
+        proofs.insert(p.index, retriever.proof(p.index)?);
+    }
+    let record = retriever.book();
+    Ok(Prepared {
+        pool,
+        passages,
+        proofs,
+        root: record.root,
+        count: record.count,
+    })
+}
+
+async fn speak(speaking: &Speaking, call: wire::TurnCall) -> Result<wire::TurnAnswer, TurnError> {
     let book = call
         .speaker
         .as_ref()
@@ -168,56 +246,11 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
         .unwrap_or_default();
     let k = (call.k as usize).clamp(1, 20);
     let opening = call.opening;
-    let (query, given, pool_ids, cited) = (
-        call.query.clone(),
-        call.given.clone(),
-        call.pool.clone(),
-        call.cited.iter().cloned().collect::<BTreeSet<String>>(),
-    );
-    let key = book.clone();
-    let prepared = node
-        .shared()
+    let (key, for_store) = (book.clone(), call.clone());
+    let prepared = speaking
         .store
-        .call(move |b| {
-            let mut retriever = BookRetriever::open(b.store(), &key).map_err(|e| {
-                ApiError::new(
-                    ErrorKind::NotFound,
-                    format!("this node does not hold {key}: {e}"),
-                )
-            })?;
-            let mut pool = Vec::new();
-            for id in &pool_ids {
-                pool.push(retriever.passage(index_in(&key, id)?)?);
-            }
-            let passages = if opening {
-                speaker::retrieve(&mut retriever, &key, &query, k, &BTreeSet::new())
-            } else if given.is_empty() {
-                speaker::retrieve(&mut retriever, &key, &query, k, &cited)
-            } else {
-                given
-                    .iter()
-                    .map(|id| Ok(retriever.passage(index_in(&key, id)?)?))
-                    .collect::<Result<Vec<_>, ApiError>>()
-                    .map_err(|e| crate::moot::MootError::Speaker {
-                        book: key.clone(),
-                        reason: e.message,
-                    })
-            }
-            .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
-            let mut proofs = BTreeMap::new();
-            for p in &passages {
-                proofs.insert(p.index, retriever.proof(p.index)?);
-            }
-            let record = retriever.book();
-            Ok(Prepared {
-                pool,
-                passages,
-                proofs,
-                root: record.root,
-                count: record.count,
-            })
-        })
-        .await?;
+        .call(move |b| prepare(b, &key, &for_store, k))
+        .await??;
     if opening {
         let passages = prepared
             .passages
@@ -233,18 +266,15 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
         });
     }
     let request = turn_request(&call, prepared.passages.clone(), prepared.pool.clone())
-        .map_err(|e| ApiError::new(ErrorKind::BadRequest, e))?;
+        .map_err(TurnError::BadRequest)?;
     // An opening search (answered above) is retrieval only; a turn asks the
     // policy, within its own time bound, whether the tree speaks.
-    let decision = decide(node, &book, &call.query, k).await;
+    let decision = decide(speaking, &book, &call.query, k).await;
     let utterance = if decision.speak {
-        let mut utterance = node
-            .shared()
+        let mut utterance = speaking
             .model
             .call(move |m| speaker::speak(m, &request))
-            .await
-            .map_err(|e| ApiError::new(ErrorKind::Unavailable, format!("model: {e}")))?
-            .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
+            .await??;
         utterance.decision = Some(decision);
         utterance
     } else {
@@ -262,13 +292,12 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
             signed::proven(&t.tag, &t.passage, &proof)
         })
         .collect();
-    let utterance_json = serde_json::to_string(&UtteranceRecord::from(&utterance))
-        .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
+    let utterance_json = serde_json::to_string(&UtteranceRecord::from(&utterance))?;
     let payload = wire::TurnPayload {
         moot_id: call.moot_id.clone(),
         turn: call.turn,
         prev_hash: call.prev_hash.clone(),
-        speaker: node.view().me.peer_id.clone(),
+        speaker: speaking.mesh.view().me.peer_id.clone(),
         book,
         book_root: prepared.root.to_vec(),
         book_count: prepared.count,
@@ -276,12 +305,10 @@ async fn speak(node: &Node, call: wire::TurnCall) -> Result<wire::TurnAnswer, Ap
         utterance: utterance_json,
         time_ms: crate::now_ms(),
     };
-    let signed_turn = node
-        .shared()
+    let signed_turn = speaking
         .mesh
         .call(move |core| signed::sign(&core.id, &payload))
-        .await
-        .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+        .await?;
     Ok(wire::TurnAnswer {
         kind: Some(wire::turn_answer::Kind::Turn(signed_turn)),
     })

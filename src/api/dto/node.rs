@@ -1,0 +1,117 @@
+//! JSON shapes of the running node: who answers on the socket, its identity,
+//! peers, announced roots, counters, backups and received gossip.
+
+use serde::{Deserialize, Serialize};
+
+/// `GET /v1/node`: who is answering on the socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub peer_id: String,
+    /// Addresses actually bound (after `/tcp/0` picked a port).
+    pub listen: Vec<String>,
+    pub version: String,
+    pub state_dir: String,
+    pub pid: u32,
+    pub started_ms: i64,
+}
+
+/// `identity show`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdentityView {
+    pub peer_id: String,
+    pub ed25519: String,
+    pub x25519: String,
+}
+
+/// One peer in `peers`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerView {
+    pub peer_id: String,
+    pub name: Option<String>,
+    pub member: bool,
+    pub connected: bool,
+    pub last_seen: Option<i64>,
+    pub addresses: Vec<String>,
+}
+
+/// `peers`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerList {
+    pub peers: Vec<PeerView>,
+}
+
+/// A book inside a root announcement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AnnouncedBook {
+    pub key: String,
+    pub title: Option<String>,
+    pub author: Option<String>,
+    pub root: String,
+    pub count: u64,
+    pub version: u32,
+}
+
+/// A shard inside a root announcement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AnnouncedShard {
+    pub name: String,
+    pub root: Option<String>,
+    pub books: Vec<AnnouncedBook>,
+}
+
+/// One member's latest verified announcement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemberRoots {
+    pub peer_id: String,
+    pub name: String,
+    pub seq: u64,
+    /// When the member announced it, Unix ms (its clock).
+    pub time: i64,
+    /// When this node received it, Unix ms.
+    pub received: i64,
+    pub addresses: Vec<String>,
+    pub shards: Vec<AnnouncedShard>,
+}
+
+/// `roots`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RootsView {
+    pub roots: Vec<MemberRoots>,
+}
+
+/// `node stats`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub peer_id: String,
+    pub uptime_ms: i64,
+    pub epoch: u64,
+    /// Epoch changes this node has seen since it started.
+    pub epochs_seen: u64,
+    pub members: usize,
+    pub peers_connected: usize,
+    /// Counters by name: `gossip.accepted`, `gossip.rejected.<reason>`,
+    /// `requests.served.<protocol>`, `dropped.<reason>` and so on.
+    pub counters: std::collections::BTreeMap<String, u64>,
+}
+
+/// `backup`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BackupDone {
+    pub dest: String,
+    pub files: Vec<String>,
+    pub bytes: u64,
+}
+
+/// One received gossip payload, still sealed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SealedGossip {
+    pub topic: String,
+    /// The encoded `grove.mesh.Gossip` message, hex.
+    pub sealed: String,
+}
+
+/// `GET /v1/node/gossip`: the last sealed gossip payloads received.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecentGossip {
+    pub messages: Vec<SealedGossip>,
+}

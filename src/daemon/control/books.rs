@@ -1,0 +1,166 @@
+//! Book, shard and audit endpoints: each runs one `BookApi` operation on
+//! the store worker (the shards' one writer); a change to the books makes
+//! the node announce its roots again.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use serde::Deserialize;
+
+use super::{Answer, Query};
+use crate::api::books::{AddRequest, BookApi, SearchRequest};
+use crate::api::{ApiError, dto};
+use crate::daemon::node::Due;
+use crate::daemon::rpc::{self, Rpc};
+use crate::daemon::store::StoreWorker;
+
+/// What the book endpoints need; cheap to clone.
+#[derive(Clone)]
+pub struct Books {
+    pub store: StoreWorker,
+    pub due: Arc<Due>,
+    /// The largest book body accepted, in bytes.
+    pub max_body: usize,
+}
+
+/// `true` in a query string.
+fn flag(value: &Option<String>) -> bool {
+    value.as_deref() == Some("true")
+}
+
+pub async fn node_info(State(info): State<Arc<dto::NodeInfo>>) -> Json<dto::NodeInfo> {
+    Json(dto::NodeInfo::clone(&info))
+}
+
+#[derive(Deserialize)]
+pub struct AddQuery {
+    key: Option<String>,
+    shard: Option<String>,
+    source: Option<String>,
+}
+
+pub async fn add(
+    State(books): State<Books>,
+    Query(q): Query<AddQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<dto::Added> {
+    let bytes = body.map_err(|e| {
+        ApiError::bad_request(format!(
+            "book body refused: {} (limit {} bytes)",
+            e.body_text(),
+            books.max_body
+        ))
+    })?;
+    let add = AddRequest {
+        key: q.key,
+        shard: q.shard,
+        source: q.source.unwrap_or_else(|| "(control socket)".into()),
+    };
+    let added = books
+        .store
+        .call(move |b| b.add(&add, &bytes, &mut |_| {}))
+        .await??;
+    books.due.announce();
+    Ok(Json(added))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    all: Option<String>,
+}
+
+pub async fn list(State(books): State<Books>, Query(q): Query<ListQuery>) -> Answer<dto::BookList> {
+    let all = flag(&q.all);
+    Ok(Json(books.store.call(move |b| b.list(all)).await??))
+}
+
+#[derive(Deserialize)]
+pub struct BookQuery {
+    key: String,
+    version: Option<u32>,
+}
+
+pub async fn show(State(books): State<Books>, Query(q): Query<BookQuery>) -> Answer<dto::Book> {
+    Ok(Json(
+        books
+            .store
+            .call(move |b| b.show(&q.key, q.version))
+            .await??,
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct KeyQuery {
+    key: String,
+}
+
+pub async fn remove(State(books): State<Books>, Query(q): Query<KeyQuery>) -> Answer<dto::Book> {
+    let removed = books.store.call(move |b| b.remove(&q.key)).await??;
+    books.due.announce();
+    Ok(Json(removed))
+}
+
+#[derive(Deserialize)]
+pub struct ProofQuery {
+    key: String,
+    index: u64,
+    version: Option<u32>,
+}
+
+pub async fn proof(State(books): State<Books>, Query(q): Query<ProofQuery>) -> Answer<dto::Proof> {
+    Ok(Json(
+        books
+            .store
+            .call(move |b| b.proof(&q.key, q.index, q.version))
+            .await??,
+    ))
+}
+
+pub async fn verify(
+    State(books): State<Books>,
+    Query(q): Query<BookQuery>,
+) -> Answer<dto::Verified> {
+    Ok(Json(
+        books
+            .store
+            .call(move |b| b.verify(&q.key, q.version))
+            .await??,
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    q: String,
+    key: Option<String>,
+    version: Option<u32>,
+    k: Option<usize>,
+    mesh: Option<String>,
+}
+
+pub async fn search(
+    State(books): State<Books>,
+    State(rpc): State<Rpc>,
+    Query(q): Query<SearchQuery>,
+) -> Answer<dto::Hits> {
+    let request = SearchRequest {
+        query: q.q,
+        key: q.key,
+        version: q.version,
+        k: q.k.unwrap_or(6),
+    };
+    if flag(&q.mesh) {
+        return Ok(Json(rpc::search::mesh_search(&rpc, request).await?));
+    }
+    Ok(Json(books.store.call(move |b| b.search(&request)).await??))
+}
+
+pub async fn shards(State(books): State<Books>) -> Answer<dto::ShardList> {
+    Ok(Json(books.store.call(|b| b.shards()).await??))
+}
+
+pub async fn audit(State(books): State<Books>) -> Answer<dto::AuditReport> {
+    Ok(Json(books.store.call(|b| b.audit()).await??))
+}

@@ -1,0 +1,376 @@
+//! The operator's mesh operations: init, invite, join, status, propose,
+//! vote, leave. Each takes one step on the mesh worker (through the mesh
+//! link, so what it queued goes out) and answers a `dto` type.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use libp2p::{Multiaddr, PeerId};
+use serde::Deserialize;
+
+use super::{Answer, Query};
+use crate::api::{ApiError, dto};
+use crate::daemon::mesh::ActorError;
+use crate::daemon::outbox::MeshLink;
+use crate::daemon::peers::resolve_member;
+use crate::daemon::rpc::join::Joiner;
+use crate::identity::peer_id_text;
+use crate::mesh::MeshError;
+use crate::mesh::invite;
+use crate::mesh::roster::{Change, QuorumRule};
+use crate::mesh::state::{MeshState, ProposalChange, Transition};
+
+/// What the mesh endpoints need; cheap to clone.
+#[derive(Clone)]
+pub struct MeshOps {
+    pub link: MeshLink,
+    pub joiner: Joiner,
+    /// Addresses invites carry (with this node's id appended).
+    pub advertised: Arc<Vec<Multiaddr>>,
+    /// `node.name`: the display name when a command gives none.
+    pub node_name: Option<String>,
+}
+
+fn no_mesh() -> ApiError {
+    ApiError::from(ActorError::Refused(MeshError::NoMesh))
+}
+
+fn quorum(text: &str) -> Result<QuorumRule, ApiError> {
+    QuorumRule::parse(text).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+fn proposal_views(view: &MeshState) -> Vec<dto::ProposalView> {
+    let needed = view.roster().map_or(0, |r| r.quorum_needed());
+    view.proposals
+        .values()
+        .map(|p| {
+            let votes: Vec<_> = view
+                .votes
+                .values()
+                .filter(|v| v.proposal_hash == p.hash)
+                .collect();
+            let (kind, target) = match &p.change {
+                Change::Add(m) => ("add", Some(peer_id_text(&m.peer_id))),
+                Change::Kick(peer) => ("kick", Some(peer_id_text(peer))),
+                Change::Rotate => ("rotate", None),
+                Change::Quorum(q) => ("quorum", Some(format!("{}/{}", q.numerator, q.denominator))),
+            };
+            dto::ProposalView {
+                id: hex::encode(p.hash),
+                kind: kind.into(),
+                target,
+                proposer: peer_id_text(&p.proposer),
+                votes: dto::Votes {
+                    yes: votes.iter().filter(|v| v.yes).count(),
+                    no: votes.iter().filter(|v| !v.yes).count(),
+                    needed,
+                    yes_by: votes
+                        .iter()
+                        .filter(|v| v.yes)
+                        .map(|v| peer_id_text(&v.voter))
+                        .collect(),
+                },
+                expires: p.expires_ms,
+            }
+        })
+        .collect()
+}
+
+/// The hash of the proposal a transition stored.
+fn stored_proposal(t: &Transition) -> Option<[u8; 32]> {
+    t.effects.iter().find_map(|e| match e {
+        crate::mesh::state::Effect::PutProposal(p) => Some(p.hash),
+        _ => None,
+    })
+}
+
+impl MeshOps {
+    fn status_now(&self) -> Result<dto::MeshStatus, ApiError> {
+        let view = self.link.view();
+        if view.mesh.is_none()
+            && let Some(p) = &view.pending_join
+        {
+            return Err(ApiError::not_found(format!(
+                "waiting to join mesh {}: the members are voting on this node's add",
+                hex::encode(p.mesh_id)
+            )));
+        }
+        let roster = view.roster().ok_or_else(no_mesh)?;
+        let me = self.joiner.net.local_peer_id();
+        let now = crate::now_ms();
+        let peers = self.joiner.peers.lock();
+        let members = roster
+            .members
+            .iter()
+            .map(|m| {
+                let peer = PeerId::from_bytes(&m.peer_id).ok();
+                let is_me = peer == Some(me);
+                dto::MemberView {
+                    peer_id: peer_id_text(&m.peer_id),
+                    name: m.name.clone(),
+                    online: is_me || peer.is_some_and(|p| peers.connected.contains(&p)),
+                    last_seen: if is_me {
+                        Some(now)
+                    } else {
+                        peer.and_then(|p| peers.last_seen.get(&p).copied())
+                    },
+                    joined_epoch: m.joined_epoch,
+                }
+            })
+            .collect();
+        Ok(dto::MeshStatus {
+            mesh_id: hex::encode(roster.mesh_id),
+            name: roster.mesh_name.clone(),
+            epoch: roster.epoch,
+            roster_hash: hex::encode(view.tip),
+            quorum: format!("{}/{}", roster.quorum.numerator, roster.quorum.denominator),
+            peer_id: me.to_string(),
+            member: view.is_member(),
+            synced: view.synced,
+            members,
+            proposals: proposal_views(&view),
+            evidence: view.evidence.len(),
+        })
+    }
+
+    async fn propose(&self, change: ProposalChange) -> Answer<dto::Proposed> {
+        let before = self.link.view().epoch();
+        let t = self
+            .link
+            .step(move |s, id| s.propose(id, change, crate::now_ms(), &mut rand::rng()))
+            .await?;
+        let id = stored_proposal(&t).map(hex::encode).unwrap_or_default();
+        let epoch = self.link.view().epoch();
+        Ok(Json(dto::Proposed {
+            id,
+            epoch,
+            committed: epoch > before,
+        }))
+    }
+}
+
+pub async fn status(State(ops): State<MeshOps>) -> Answer<dto::MeshStatus> {
+    Ok(Json(ops.status_now()?))
+}
+
+pub async fn proposals(State(ops): State<MeshOps>) -> Answer<dto::ProposalList> {
+    let view = ops.link.view();
+    view.roster().ok_or_else(no_mesh)?;
+    Ok(Json(dto::ProposalList {
+        proposals: proposal_views(&view),
+    }))
+}
+
+pub async fn invites(State(ops): State<MeshOps>) -> Json<dto::InviteList> {
+    let now = crate::now_ms();
+    Json(dto::InviteList {
+        invites: ops
+            .link
+            .view()
+            .invites
+            .values()
+            .map(|i| dto::InviteView {
+                id: hex::encode(i.id),
+                status: if i.status.as_str() == "open" && now >= i.expires_ms {
+                    "expired".into()
+                } else {
+                    i.status.as_str().into()
+                },
+                expires: i.expires_ms,
+                note: i.note.clone(),
+            })
+            .collect(),
+    })
+}
+
+#[derive(Deserialize)]
+pub struct InitQuery {
+    name: String,
+    quorum: Option<String>,
+    /// This node's display name in the roster.
+    #[serde(rename = "as")]
+    member: Option<String>,
+}
+
+pub async fn init(
+    State(ops): State<MeshOps>,
+    Query(q): Query<InitQuery>,
+) -> Answer<dto::MeshStatus> {
+    let rule = quorum(q.quorum.as_deref().unwrap_or("1/2"))?;
+    let member = q
+        .member
+        .or_else(|| ops.node_name.clone())
+        .unwrap_or_else(|| "founder".into());
+    let name = q.name;
+    ops.link
+        .step(move |s, id| s.init_as(id, &name, &member, rule, crate::now_ms(), &mut rand::rng()))
+        .await?;
+    Ok(Json(ops.status_now()?))
+}
+
+#[derive(Deserialize)]
+pub struct InviteQuery {
+    ttl_secs: Option<u64>,
+    note: Option<String>,
+}
+
+pub async fn invite(
+    State(ops): State<MeshOps>,
+    Query(q): Query<InviteQuery>,
+) -> Answer<dto::InviteCreated> {
+    let me = ops.joiner.net.local_peer_id();
+    let bootstrap: Vec<String> = ops
+        .advertised
+        .iter()
+        .map(|a| crate::net::with_peer_id(a, me).to_string())
+        .collect();
+    if bootstrap.is_empty() {
+        return Err(ApiError::bad_request(
+            "this node has no address to put in an invite: set net.external_addresses",
+        ));
+    }
+    let ttl = q
+        .ttl_secs
+        .map(|t| i64::try_from(t.saturating_mul(1000)).unwrap_or(i64::MAX));
+    let (boot, note) = (bootstrap.clone(), q.note.unwrap_or_default());
+    let t = ops
+        .link
+        .step(move |s, id| s.create_invite(id, boot, note, ttl, crate::now_ms(), &mut rand::rng()))
+        .await?;
+    let text = t.output.unwrap_or_default();
+    let inv = invite::from_text(&text)
+        .and_then(|s| invite::verify(&s))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(dto::InviteCreated {
+        invite: text,
+        id: hex::encode(inv.invite_id),
+        expires: inv.expires_ms,
+        bootstrap,
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct IdQuery {
+    id: String,
+}
+
+pub async fn revoke(State(ops): State<MeshOps>, Query(q): Query<IdQuery>) -> Answer<dto::Revoked> {
+    let bytes = hex::decode(q.id.trim())
+        .ok()
+        .and_then(|b| <[u8; 16]>::try_from(b).ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("invite id `{}`: expected 32 hex digits", q.id))
+        })?;
+    ops.link
+        .step(move |s, ident| s.revoke_invite(ident, bytes, crate::now_ms()))
+        .await?;
+    Ok(Json(dto::Revoked {
+        id: hex::encode(bytes),
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct JoinQuery {
+    invite: String,
+    name: Option<String>,
+}
+
+pub async fn join(
+    State(ops): State<MeshOps>,
+    Query(q): Query<JoinQuery>,
+) -> Answer<dto::JoinResult> {
+    let name = q.name.or_else(|| ops.node_name.clone()).ok_or_else(|| {
+        ApiError::bad_request("a display name is needed: pass --name or set node.name")
+    })?;
+    Ok(Json(ops.joiner.join(q.invite, name).await?))
+}
+
+#[derive(Deserialize)]
+pub struct ProposeQuery {
+    kind: String,
+    target: Option<String>,
+}
+
+pub async fn propose(
+    State(ops): State<MeshOps>,
+    Query(q): Query<ProposeQuery>,
+) -> Answer<dto::Proposed> {
+    let view = ops.link.view();
+    let change = match (q.kind.as_str(), q.target.as_deref()) {
+        ("kick", Some(peer)) => ProposalChange::Kick(resolve_member(&view, peer)?),
+        ("rotate", None) => ProposalChange::Rotate,
+        ("quorum", Some(rule)) => ProposalChange::Quorum(quorum(rule)?),
+        ("kick", None) => return Err(ApiError::bad_request("propose kick needs a PEER")),
+        ("quorum", None) => {
+            return Err(ApiError::bad_request(
+                "propose quorum needs a rule, e.g. 2/3",
+            ));
+        }
+        ("rotate", Some(_)) => {
+            return Err(ApiError::bad_request("propose rotate takes no argument"));
+        }
+        (other, _) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown proposal kind `{other}`: kick, rotate or quorum"
+            )));
+        }
+    };
+    ops.propose(change).await
+}
+
+pub async fn leave(State(ops): State<MeshOps>) -> Answer<dto::Proposed> {
+    let me = ops.link.view().me.peer_id.clone();
+    ops.propose(ProposalChange::Kick(me)).await
+}
+
+#[derive(Deserialize)]
+pub struct VoteQuery {
+    id: String,
+    choice: String,
+}
+
+pub async fn vote(State(ops): State<MeshOps>, Query(q): Query<VoteQuery>) -> Answer<dto::Voted> {
+    let yes = match q.choice.as_str() {
+        "yes" | "y" => true,
+        "no" | "n" => false,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "vote `{other}`: say yes or no"
+            )));
+        }
+    };
+    let view = ops.link.view();
+    let wanted = q.id.trim().to_ascii_lowercase();
+    let matching: Vec<[u8; 32]> = view
+        .proposals
+        .keys()
+        .filter(|h| hex::encode(h).starts_with(&wanted))
+        .copied()
+        .collect();
+    let hash = match matching.as_slice() {
+        [one] if !wanted.is_empty() => *one,
+        [] | [_] => {
+            return Err(ApiError::not_found(format!(
+                "no open proposal `{}` (see `grove mesh proposals`)",
+                q.id
+            )));
+        }
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "`{}` matches several proposals; give more of it",
+                q.id
+            )));
+        }
+    };
+    let before = view.epoch();
+    ops.link
+        .step(move |s, ident| s.vote(ident, hash, yes, crate::now_ms(), &mut rand::rng()))
+        .await?;
+    let epoch = ops.link.view().epoch();
+    Ok(Json(dto::Voted {
+        id: hex::encode(hash),
+        epoch,
+        committed: epoch > before,
+    }))
+}

@@ -1,0 +1,100 @@
+//! The model worker: the node's model on its own thread, opened on first
+//! use (a node that only holds books and votes never loads it), then shared
+//! one call at a time by the turns this node speaks and the summaries it
+//! narrates as a moot's host.
+
+use std::path::PathBuf;
+
+use super::worker::Worker;
+use crate::model::{ChatModel, ModelError, ModelSettings};
+
+/// The model, opened on the first job that needs it.
+pub struct LazyModel {
+    settings: ModelSettings,
+    state_dir: PathBuf,
+    model: Option<Box<dyn ChatModel + Send>>,
+}
+
+impl LazyModel {
+    /// The open model; a model that fails to open is tried again on the
+    /// next job (the operator may have installed it meanwhile).
+    fn get(&mut self) -> Result<&mut dyn ChatModel, ModelError> {
+        if self.model.is_none() {
+            let opened = crate::model::open_model(&self.settings, &self.state_dir)
+                .map_err(|e| ModelError::Failed(format!("cannot open the model: {e}")))?;
+            self.model = Some(opened);
+        }
+        match self.model.as_mut() {
+            Some(m) => Ok(m.as_mut()),
+            None => Err(ModelError::Failed("the model is not open".into())),
+        }
+    }
+}
+
+/// A handle to the model worker; cheap to clone.
+#[derive(Clone)]
+pub struct ModelWorker {
+    worker: Worker<LazyModel>,
+}
+
+fn stopped() -> ModelError {
+    ModelError::Failed("the model worker has stopped".into())
+}
+
+impl ModelWorker {
+    pub fn spawn(
+        settings: ModelSettings,
+        state_dir: PathBuf,
+    ) -> std::io::Result<(ModelWorker, std::thread::JoinHandle<()>)> {
+        let lazy = LazyModel {
+            settings,
+            state_dir,
+            model: None,
+        };
+        let (worker, thread) = Worker::spawn("model", 16, lazy, |_| {})?;
+        Ok((ModelWorker { worker }, thread))
+    }
+
+    /// Runs `f` with the model (blocking caller: not on the async runtime).
+    pub fn call_blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn ChatModel) -> R + Send + 'static,
+    ) -> Result<R, ModelError> {
+        self.worker
+            .call_blocking(move |lazy| lazy.get().map(f))
+            .map_err(|_| stopped())?
+    }
+
+    /// Runs `f` with the model from async code.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn ChatModel) -> R + Send + 'static,
+    ) -> Result<R, ModelError> {
+        self.worker
+            .call(move |lazy| lazy.get().map(f))
+            .await
+            .map_err(|_| stopped())?
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.worker.is_alive()
+    }
+}
+
+/// The model worker as a [`ChatModel`] (for the host's narrator, which runs
+/// on a blocking thread).
+pub struct WorkerModel {
+    pub worker: ModelWorker,
+    pub description: String,
+}
+
+impl ChatModel for WorkerModel {
+    fn complete(&mut self, request: &crate::model::ChatRequest) -> Result<String, ModelError> {
+        let request = request.clone();
+        self.worker.call_blocking(move |m| m.complete(&request))?
+    }
+
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+}

@@ -1,0 +1,424 @@
+//! Moots hosted by this node (`grove moot start` on any member): resolving
+//! each tree to the member holding its book and the root it announced,
+//! starting and resuming runs (`host.rs`), and the signed export of a
+//! finished moot. The moots themselves are kept by the [`MootBook`]
+//! (`book.rs`).
+
+pub mod book;
+mod host;
+
+use std::sync::Arc;
+
+use libp2p::PeerId;
+use prost::Message;
+
+use self::book::{Moot, MootBook, MootState, PauseCause, SavedPlan, SavedTree, SavedView};
+use self::host::{Paused, Resolved, Run};
+use super::mesh::MeshWorker;
+use super::node::Due;
+use super::peers::{Peers, resolve_member};
+use super::rpc::turn::Speaking;
+use crate::api::{ApiError, dto};
+use crate::identity::peer_id_text;
+use crate::merkle::Hash;
+use crate::mesh::codec;
+use crate::moot::export::{EXPORT_FORMAT, EXPORT_TAG};
+use crate::moot::{MootSettings, Tree};
+use crate::net::Network;
+use crate::store::retriever::BookRetriever;
+use crate::wire::mesh::Signed;
+use crate::wire::moot as wire;
+
+/// How a host retries a speaker's node that does not answer (config
+/// `net.turn_retries`, `net.turn_retry_backoff_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnRetry {
+    /// Tries after the first.
+    pub retries: u32,
+    /// The wait before the first retry; it doubles each time.
+    pub backoff: std::time::Duration,
+}
+
+/// What hosting needs; cheap to clone.
+#[derive(Clone)]
+pub struct MootHost {
+    pub mesh: MeshWorker,
+    pub net: Network,
+    pub peers: Peers,
+    /// This node's store, model and key, for its own trees' turns and the
+    /// host's narration.
+    pub speaking: Speaking,
+    pub book: Arc<MootBook>,
+    pub settings: MootSettings,
+    pub retry: TurnRetry,
+    pub due: Arc<Due>,
+}
+
+/// A tree argument: `PEER:KEY` (PEER is `self`, a member's name or peer id).
+pub fn parse_tree_arg(text: &str) -> Result<(String, String), ApiError> {
+    let (peer, key) = text.split_once(':').ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "tree `{text}`: expected PEER:KEY, e.g. self:fiction/moby-dick"
+        ))
+    })?;
+    Ok((peer.trim().to_string(), key.trim().to_string()))
+}
+
+impl MootHost {
+    /// The member holding `key` as `peer_text` names it, and the roots of the
+    /// book it announced.
+    async fn resolve_tree(&self, peer_text: &str, key: &str) -> Result<Resolved, ApiError> {
+        let view = self.mesh.view();
+        let roster = view
+            .roster()
+            .ok_or_else(|| ApiError::not_found("no mesh: a moot runs between members"))?;
+        let me = self.net.local_peer_id();
+        let peer_bytes = if peer_text == "self" {
+            me.to_bytes()
+        } else {
+            resolve_member(&view, peer_text)?
+        };
+        let member = roster.member(&peer_bytes).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "{} is not a member of the mesh",
+                peer_id_text(&peer_bytes)
+            ))
+        })?;
+        let peer =
+            PeerId::from_bytes(&peer_bytes).map_err(|_| ApiError::bad_request("bad peer id"))?;
+        if peer == me {
+            return self.resolve_own(key, member.ed25519, peer).await;
+        }
+        let peers = self.peers.lock();
+        let known = peers.announcements.get(&peer_bytes).ok_or_else(|| {
+            ApiError::conflict(format!("{} has not announced its books yet", member.name))
+        })?;
+        let book = known
+            .announcement
+            .shards
+            .iter()
+            .flat_map(|s| s.books.iter())
+            .find(|b| b.key == key)
+            .ok_or_else(|| {
+                ApiError::not_found(format!("{} does not announce a book {key}", member.name))
+            })?;
+        let root: Hash = book
+            .root
+            .as_slice()
+            .try_into()
+            .map_err(|_| ApiError::internal("bad announced root"))?;
+        Ok(Resolved {
+            peer,
+            local: false,
+            tree: Tree::new(key, &book.title, &book.author),
+            signer: member.ed25519,
+            roots: vec![(root, book.count)],
+            announcement: Some(known.signed.clone()),
+        })
+    }
+
+    /// A tree of this node's own books; the export vouches for every root
+    /// with a signed announcement, so this node's must list the book as it
+    /// is now.
+    async fn resolve_own(
+        &self,
+        key: &str,
+        signer: [u8; 32],
+        peer: PeerId,
+    ) -> Result<Resolved, ApiError> {
+        let k = key.to_string();
+        let (tree, root, count) = self
+            .speaking
+            .store
+            .call(move |b| {
+                let r = BookRetriever::open(b.store(), &k)?;
+                Ok::<_, crate::store::StoreError>((r.tree(), r.book().root, r.book().count))
+            })
+            .await??;
+        let announcement = self
+            .peers
+            .lock()
+            .own
+            .as_ref()
+            .filter(|k| {
+                k.announcement
+                    .shards
+                    .iter()
+                    .flat_map(|s| s.books.iter())
+                    .any(|b| {
+                        b.key == key && b.root.as_slice() == root.as_slice() && b.count == count
+                    })
+            })
+            .map(|k| k.signed.clone());
+        if announcement.is_none() {
+            self.due.announce();
+            return Err(ApiError::conflict(format!(
+                "this node has not announced {key} as it is now yet; try again in a second"
+            )));
+        }
+        Ok(Resolved {
+            peer,
+            local: true,
+            tree,
+            signer,
+            roots: vec![(root, count)],
+            announcement,
+        })
+    }
+
+    /// Starts a moot hosted here; returns at once with its id.
+    pub async fn start(&self, req: dto::MootStart) -> Result<dto::MootStarted, ApiError> {
+        if req.trees.len() < 2 {
+            return Err(ApiError::bad_request(
+                "a moot needs at least two trees (--a and --b, or --tree more than once)",
+            ));
+        }
+        let mut settings = self.settings.clone();
+        if let Some(t) = req.turns {
+            settings.turns = t;
+        }
+        if let Some(k) = req.k {
+            settings.k = k;
+        }
+        if let Some(m) = req.max_tokens {
+            settings.max_tokens = m;
+        }
+        settings
+            .validate()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let mut resolved = Vec::new();
+        for t in &req.trees {
+            let (peer, key) = parse_tree_arg(t)?;
+            resolved.push(self.resolve_tree(&peer, &key).await?);
+        }
+        if let Some(key) =
+            crate::moot::host::repeated_book(resolved.iter().map(|r| r.tree.key.as_str()))
+        {
+            return Err(ApiError::bad_request(format!(
+                "{key} is given twice: the trees must be different books"
+            )));
+        }
+        let mut id_bytes = [0u8; 16];
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut id_bytes);
+        let id = hex::encode(id_bytes);
+        let plan = SavedPlan {
+            trees: resolved
+                .iter()
+                .map(|r| format!("{}:{}", r.peer, r.tree.key))
+                .collect(),
+            topic: req.topic.clone(),
+            turns: settings.turns,
+            k: settings.k,
+            temperature: settings.temperature,
+            max_tokens: settings.max_tokens,
+            seed: settings.seed,
+            summary_every: settings.summary_every,
+        };
+        let view = SavedView {
+            id: id.clone(),
+            state: MootState::Running,
+            reason: None,
+            cause: None,
+            host: self.net.local_peer_id().to_string(),
+            trees: resolved
+                .iter()
+                .map(|r| SavedTree {
+                    peer_id: r.peer.to_string(),
+                    key: r.tree.key.clone(),
+                    title: r.tree.title.clone(),
+                })
+                .collect(),
+            topic: req.topic.clone(),
+            turns: settings.turns,
+            turns_done: 0,
+            turn_ms: Vec::new(),
+            lines: Vec::new(),
+            transcript: None,
+        };
+        self.book.insert(Moot {
+            view,
+            turns: Vec::new(),
+            announcements: resolved
+                .iter()
+                .filter_map(|r| r.announcement.clone())
+                .collect(),
+            plan: Some(plan),
+            summaries: Vec::new(),
+        });
+        self.spawn_run(Run {
+            id: id.clone(),
+            resolved,
+            topic: req.topic,
+            settings,
+            replay: Vec::new(),
+            summaries: Vec::new(),
+        });
+        Ok(dto::MootStarted { id })
+    }
+
+    /// Resumes a paused moot: the turns already accepted are re-checked
+    /// and kept, the rest are asked for.
+    pub async fn resume(&self, id: &str) -> Result<dto::MootStarted, ApiError> {
+        let moot = self.book.get(id)?;
+        if moot.view.state != MootState::Paused {
+            return Err(ApiError::conflict(format!(
+                "moot {id} is {}; only a paused moot resumes",
+                moot.view.state.as_str()
+            )));
+        }
+        let plan = moot
+            .plan
+            .clone()
+            .ok_or_else(|| ApiError::conflict("this moot was saved without its plan"))?;
+        let mut resolved = Vec::new();
+        for t in &plan.trees {
+            let (peer, key) = parse_tree_arg(t)?;
+            let mut r = self.resolve_tree(&peer, &key).await?;
+            // Turns already taken were against the roots announced then.
+            for a in &moot.announcements {
+                add_announced_roots(&mut r, a, &key);
+            }
+            resolved.push(r);
+        }
+        let settings = MootSettings {
+            turns: plan.turns,
+            k: plan.k,
+            temperature: plan.temperature,
+            max_tokens: plan.max_tokens,
+            seed: plan.seed,
+            summary_every: plan.summary_every,
+        };
+        let new_announcements: Vec<Signed> = resolved
+            .iter()
+            .filter_map(|r| r.announcement.clone())
+            .collect();
+        self.book.update(id, |m| {
+            m.view.state = MootState::Running;
+            m.view.reason = None;
+            m.view.cause = None;
+            for a in new_announcements {
+                if !m.announcements.contains(&a) {
+                    m.announcements.push(a);
+                }
+            }
+        });
+        tracing::info!(%id, done = moot.turns.len(), "resuming moot");
+        self.spawn_run(Run {
+            id: id.to_string(),
+            resolved,
+            topic: plan.topic,
+            settings,
+            replay: moot.turns,
+            summaries: moot.summaries,
+        });
+        Ok(dto::MootStarted { id: id.to_string() })
+    }
+
+    /// Resumes, shortly after start, the moots that were running when this
+    /// host stopped.
+    pub async fn resume_after_start(&self) {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        for (id, cause, _) in self.book.paused() {
+            if cause == PauseCause::HostStopped
+                && let Err(e) = self.resume(&id).await
+            {
+                tracing::warn!(%id, error = %e, "moot not resumed");
+            }
+        }
+    }
+
+    /// A member reconnected: resume the moots paused because its node did
+    /// not answer.
+    pub async fn resume_of(&self, peer: PeerId) {
+        let peer = peer.to_string();
+        for (id, cause, peers) in self.book.paused() {
+            if peers.contains(&peer)
+                && cause == PauseCause::SpeakerSilent
+                && let Err(e) = self.resume(&id).await
+            {
+                tracing::info!(%id, error = %e, "moot not resumed yet");
+            }
+        }
+    }
+
+    fn spawn_run(&self, run: Run) {
+        let host = self.clone();
+        let rt = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            let id = run.id.clone();
+            match host::run(&host, rt, run) {
+                Ok(transcript) => host.book.update(&id, |m| {
+                    m.view.state = MootState::Finished;
+                    m.view.reason = None;
+                    m.view.cause = None;
+                    m.view.turns_done = m.turns.len() as u32;
+                    m.view.transcript = Some(transcript);
+                }),
+                Err(Paused { reason, cause }) => {
+                    tracing::warn!(%id, %reason, "moot paused");
+                    host.book.pause(&id, reason, cause);
+                }
+            }
+        });
+    }
+
+    /// The export of a finished moot: everything a reader needs, signed by
+    /// this node (the host).
+    pub async fn export(&self, id: &str) -> Result<dto::MootExport, ApiError> {
+        let moot = self.book.get(id)?;
+        let Some(transcript) = moot.view.transcript.clone() else {
+            return Err(ApiError::conflict(format!(
+                "moot {id} is {}; only a finished moot exports",
+                moot.view.state.as_str()
+            )));
+        };
+        let view = self.mesh.view();
+        let roster = view
+            .roster()
+            .ok_or_else(|| ApiError::not_found("no mesh"))?
+            .clone();
+        let body = wire::ExportBody {
+            moot_id: hex::decode(id).unwrap_or_default(),
+            host: view.me.peer_id.clone(),
+            mesh_id: roster.mesh_id.to_vec(),
+            roster: roster.encode(),
+            transcript: transcript.to_json_pretty(),
+            turns: moot.turns.clone(),
+            announcements: moot.announcements.clone(),
+            exported_ms: crate::now_ms(),
+        };
+        let signed = self
+            .mesh
+            .call(move |core| codec::sign(&core.id, EXPORT_TAG, &body))
+            .await?;
+        Ok(dto::MootExport {
+            format: EXPORT_FORMAT.into(),
+            version: 1,
+            id: id.to_string(),
+            host: moot.view.host.clone(),
+            mesh_id: hex::encode(roster.mesh_id),
+            roster_hash: hex::encode(roster.hash()),
+            transcript,
+            signed: hex::encode(signed.encode_to_vec()),
+        })
+    }
+}
+
+/// Adds to `r` the roots of `key` that a saved announcement of its member
+/// vouched for.
+fn add_announced_roots(r: &mut Resolved, announcement: &Signed, key: &str) {
+    let Ok(ann) = crate::wire::node::Announcement::decode(announcement.body.as_slice()) else {
+        return;
+    };
+    if ann.peer_id != r.peer.to_bytes() {
+        return;
+    }
+    for b in ann.shards.iter().flat_map(|s| s.books.iter()) {
+        if b.key == key
+            && let Ok(root) = <Hash>::try_from(b.root.as_slice())
+            && !r.roots.contains(&(root, b.count))
+        {
+            r.roots.push((root, b.count));
+        }
+    }
+}

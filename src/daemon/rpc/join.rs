@@ -1,0 +1,278 @@
+//! `/grove/join/1`, both sides. The inviter's side takes a joiner's signed
+//! request to the mesh worker (the add proposal, or a welcome at once) and
+//! answers its polls; the joiner's side sends the request to the inviter
+//! named in the invite and, while the members vote, polls in the background.
+
+use std::time::Duration;
+
+use libp2p::{Multiaddr, PeerId};
+use prost::Message;
+
+use crate::api::{ApiError, ErrorKind, dto};
+use crate::daemon::outbox::MeshLink;
+use crate::daemon::peers::Peers;
+use crate::mesh::invite;
+use crate::mesh::state::{Dest, parse_join_request};
+use crate::net::{Network, Protocol};
+use crate::wire::mesh as wire;
+use crate::wire::mesh::mesh_message::Kind;
+use crate::wire::node as node_wire;
+use node_wire::join_answer::Kind as Answer;
+
+/// How long a joiner waits for a connection to its inviter.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Polling of a pending join: first and longest wait between polls.
+const POLL_FIRST: Duration = Duration::from_millis(500);
+const POLL_MAX: Duration = Duration::from_secs(10);
+
+fn refused(reason: impl Into<String>) -> node_wire::JoinAnswer {
+    node_wire::JoinAnswer {
+        kind: Some(Answer::Refused(reason.into())),
+    }
+}
+
+fn pending(ticket: Vec<u8>) -> node_wire::JoinAnswer {
+    node_wire::JoinAnswer {
+        kind: Some(Answer::Pending(ticket)),
+    }
+}
+
+fn welcome(w: wire::Welcome) -> node_wire::JoinAnswer {
+    node_wire::JoinAnswer {
+        kind: Some(Answer::Welcome(w)),
+    }
+}
+
+/// The open add proposal for `peer`, if any.
+fn pending_ticket(mesh: &MeshLink, peer: &[u8]) -> Option<[u8; 32]> {
+    mesh.view()
+        .proposals
+        .values()
+        .find(|p| p.joiner.as_deref() == Some(peer))
+        .map(|p| p.hash)
+}
+
+/// The inviter's answer to a join call: a welcome, a ticket to poll with
+/// while the members vote, or the reason it is refused.
+pub async fn answer(mesh: &MeshLink, peer: PeerId, data: &[u8]) -> node_wire::JoinAnswer {
+    let Ok(call) = node_wire::JoinCall::decode(data) else {
+        return refused("malformed join call");
+    };
+    let peer_bytes = peer.to_bytes();
+    match call.kind {
+        Some(node_wire::join_call::Kind::Ticket(ticket)) => {
+            if let Some(t) = pending_ticket(mesh, &peer_bytes)
+                && t.as_slice() == ticket.as_slice()
+            {
+                return pending(ticket);
+            }
+            let view = mesh.view();
+            let welcomed = view
+                .roster()
+                .and_then(|r| r.member(&peer_bytes))
+                .and_then(|m| view.welcome_for(m));
+            match welcomed {
+                Some(w) => welcome(w),
+                None => refused(
+                    "the add was not voted through (expired, voted down or overtaken by another change); ask for a new invite",
+                ),
+            }
+        }
+        Some(node_wire::join_call::Kind::Request(signed)) => {
+            request(mesh, &peer_bytes, signed).await
+        }
+        None => refused("empty join call"),
+    }
+}
+
+async fn request(
+    mesh: &MeshLink,
+    peer_bytes: &[u8],
+    signed: wire::Signed,
+) -> node_wire::JoinAnswer {
+    let check = match parse_join_request(&signed) {
+        Ok((check, _)) => check,
+        Err(e) => return refused(e.to_string()),
+    };
+    if check.member.peer_id != peer_bytes {
+        return refused("the join request is signed by another node than the caller");
+    }
+    if let Some(t) = pending_ticket(mesh, peer_bytes) {
+        return pending(t.to_vec());
+    }
+    let message = wire::MeshMessage {
+        kind: Some(Kind::JoinRequest(signed)),
+    }
+    .encode_to_vec();
+    let t = match mesh.receive(message).await {
+        Ok(t) => t,
+        Err(e) => return refused(e.to_string()),
+    };
+    let welcomed = t.outbound.iter().find_map(|o| match &o.to {
+        Dest::Peer(p) if p.as_slice() == peer_bytes => {
+            match wire::MeshMessage::decode(o.message.as_slice()).ok()?.kind? {
+                Kind::Welcome(w) => Some(w),
+                _ => None,
+            }
+        }
+        _ => None,
+    });
+    if let Some(w) = welcomed {
+        return welcome(w);
+    }
+    match pending_ticket(mesh, peer_bytes) {
+        Some(t) => pending(t.to_vec()),
+        None => refused("the join request was not taken up"),
+    }
+}
+
+/// The joiner's side: what joining needs.
+#[derive(Clone)]
+pub struct Joiner {
+    pub mesh: MeshLink,
+    pub net: Network,
+    pub peers: Peers,
+}
+
+enum Outcome {
+    Joined,
+    Pending(Vec<u8>),
+}
+
+impl Joiner {
+    /// Joins by invite: asks the inviter, then either is welcomed at once
+    /// or keeps polling in the background while the members vote.
+    pub async fn join(
+        &self,
+        invite_text: String,
+        name: String,
+    ) -> Result<dto::JoinResult, ApiError> {
+        let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(e.to_string());
+        let signed_invite = invite::from_text(&invite_text).map_err(|e| bad(&e))?;
+        let inv = invite::verify(&signed_invite).map_err(|e| bad(&e))?;
+        let inviter = PeerId::from_bytes(&inv.inviter)
+            .map_err(|_| ApiError::bad_request("the invite names an invalid inviter"))?;
+        let addrs: Vec<Multiaddr> = inv
+            .bootstrap
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect();
+        if addrs.is_empty() {
+            return Err(ApiError::bad_request(
+                "the invite carries no address to reach its inviter",
+            ));
+        }
+        let text = invite_text.clone();
+        let t = self
+            .mesh
+            .step(move |s, id| s.request_join(id, &text, &name, crate::now_ms()))
+            .await?;
+        let request = t
+            .outbound
+            .iter()
+            .find_map(
+                |o| match (&o.to, wire::MeshMessage::decode(o.message.as_slice())) {
+                    (
+                        Dest::Peer(_),
+                        Ok(wire::MeshMessage {
+                            kind: Some(Kind::JoinRequest(s)),
+                        }),
+                    ) => Some(s),
+                    _ => None,
+                },
+            )
+            .ok_or_else(|| ApiError::internal("no join request was made"))?;
+        if let Err(e) = self.peers.lock().remember_addresses(inviter, addrs.clone()) {
+            tracing::warn!(error = %e, "node.db: the inviter's addresses are not stored");
+        }
+        self.net
+            .connect(inviter, &addrs, CONNECT_TIMEOUT)
+            .await
+            .map_err(|e| ApiError::unavailable(format!("cannot reach the inviter: {e}")))?;
+        let call = node_wire::JoinCall {
+            kind: Some(node_wire::join_call::Kind::Request(request)),
+        };
+        let mesh_id = hex::encode(inv.mesh_id);
+        match self.call(inviter, call).await? {
+            Outcome::Joined => Ok(dto::JoinResult {
+                state: "joined".into(),
+                mesh_id,
+                ticket: None,
+                epoch: Some(self.mesh.view().epoch()),
+            }),
+            Outcome::Pending(ticket) => {
+                let joiner = self.clone();
+                let poll_ticket = ticket.clone();
+                tokio::spawn(async move { joiner.poll(inviter, addrs, poll_ticket).await });
+                Ok(dto::JoinResult {
+                    state: "pending".into(),
+                    mesh_id,
+                    ticket: Some(hex::encode(ticket)),
+                    epoch: None,
+                })
+            }
+        }
+    }
+
+    async fn call(&self, inviter: PeerId, call: node_wire::JoinCall) -> Result<Outcome, ApiError> {
+        let answer = self
+            .net
+            .request(inviter, Protocol::Join, call.encode_to_vec())
+            .await
+            .map_err(|e| ApiError::unavailable(format!("join request: {e}")))?;
+        let answer = node_wire::JoinAnswer::decode(answer.as_slice())
+            .map_err(|_| ApiError::unavailable("the inviter sent a malformed answer"))?;
+        match answer.kind {
+            Some(Answer::Welcome(w)) => {
+                let message = wire::MeshMessage {
+                    kind: Some(Kind::Welcome(w)),
+                }
+                .encode_to_vec();
+                self.mesh.receive(message).await?;
+                Ok(Outcome::Joined)
+            }
+            Some(Answer::Pending(ticket)) => Ok(Outcome::Pending(ticket)),
+            Some(Answer::Refused(reason)) => {
+                Err(ApiError::conflict(format!("the inviter refused: {reason}")))
+            }
+            None => Err(ApiError::unavailable("the inviter sent an empty answer")),
+        }
+    }
+
+    /// Polls the inviter until the add is voted through (welcome), refused,
+    /// or this node joined some other way.
+    async fn poll(&self, inviter: PeerId, addrs: Vec<Multiaddr>, ticket: Vec<u8>) {
+        let mut wait = POLL_FIRST;
+        loop {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(POLL_MAX);
+            let view = self.mesh.view();
+            if view.mesh.is_some() || view.pending_join.is_none() {
+                return;
+            }
+            if self
+                .net
+                .connect(inviter, &addrs, CONNECT_TIMEOUT)
+                .await
+                .is_err()
+            {
+                continue;
+            }
+            let call = node_wire::JoinCall {
+                kind: Some(node_wire::join_call::Kind::Ticket(ticket.clone())),
+            };
+            match self.call(inviter, call).await {
+                Ok(Outcome::Joined) => {
+                    tracing::info!("joined the mesh");
+                    return;
+                }
+                Ok(Outcome::Pending(_)) => {}
+                Err(e) if e.kind == ErrorKind::Conflict => {
+                    tracing::warn!(error = %e, "join refused");
+                    return;
+                }
+                Err(e) => tracing::debug!(error = %e, "join poll failed; retrying"),
+            }
+        }
+    }
+}

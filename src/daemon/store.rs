@@ -1,0 +1,39 @@
+//! The store worker: the one thread that opens the state directory's shards
+//! while a daemon runs, so every book operation (the control socket's, a
+//! peer's search, a turn's retrieval) runs on a single writer, in order.
+
+use super::worker::{Stopped, Worker};
+use crate::api::books::LocalBooks;
+
+/// A handle to the store worker; cheap to clone.
+#[derive(Clone)]
+pub struct StoreWorker {
+    worker: Worker<LocalBooks>,
+}
+
+impl StoreWorker {
+    /// Starts the thread; it ends when every handle is dropped, after
+    /// finishing the jobs already queued.
+    pub fn spawn(books: LocalBooks) -> std::io::Result<(StoreWorker, std::thread::JoinHandle<()>)> {
+        let (worker, thread) = Worker::spawn("store", 64, books, |_| {})?;
+        Ok((StoreWorker { worker }, thread))
+    }
+
+    /// Runs `f` on the store thread and waits for its answer.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&LocalBooks) -> R + Send + 'static,
+    ) -> Result<R, Stopped> {
+        self.worker.call(move |books| f(books)).await
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.worker.is_alive()
+    }
+}
+
+impl From<Stopped> for crate::api::ApiError {
+    fn from(_: Stopped) -> Self {
+        crate::api::ApiError::unavailable("the node is shutting down")
+    }
+}

@@ -1,0 +1,117 @@
+//! Every name grove speaks on the wire, in one place: the request-response
+//! protocols (with their size limit and timeout), the gossip topics and the
+//! identify protocol. Nothing else in the crate spells a protocol id.
+
+use std::time::Duration;
+
+use super::NetConfig;
+
+/// The identify protocol version grove announces.
+pub const IDENTIFY: &str = "/grove/1";
+
+/// A request-response protocol. Each is versioned in its name; a new
+/// version is a new variant, so an old peer is refused rather than misread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// A joiner's request (and its polling ticket) to its inviter; open to
+    /// non-members holding an invite.
+    Join,
+    /// A member asks for the commits it lacks.
+    Sync,
+    /// A member searches this node's books.
+    Search,
+    /// A moot's host asks this node to speak a turn for a book it holds.
+    Turn,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Join,
+        Protocol::Sync,
+        Protocol::Search,
+        Protocol::Turn,
+    ];
+
+    /// The protocol id negotiated on the stream.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Join => "/grove/join/1",
+            Protocol::Sync => "/grove/sync/1",
+            Protocol::Search => "/grove/search/1",
+            Protocol::Turn => "/grove/turn/1",
+        }
+    }
+
+    /// The short name counters use (`requests.served.join`).
+    pub fn short(self) -> &'static str {
+        match self {
+            Protocol::Join => "join",
+            Protocol::Sync => "sync",
+            Protocol::Search => "search",
+            Protocol::Turn => "turn",
+        }
+    }
+
+    /// The protocol a negotiated id names, if grove speaks it.
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// How long a request may take before it fails: a turn runs the
+    /// speaker's model, everything else answers from memory or the store.
+    pub fn timeout(self, config: &NetConfig) -> Duration {
+        match self {
+            Protocol::Turn => config.turn_timeout,
+            _ => config.request_timeout,
+        }
+    }
+
+    /// The largest request or response frame, in bytes.
+    pub fn max_bytes(self, config: &NetConfig) -> usize {
+        config.max_message_bytes
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The gossip topic of a mesh's membership messages.
+pub fn mesh_topic(mesh_id: &[u8; 16]) -> String {
+    format!("grove/{}/mesh/1", hex::encode(mesh_id))
+}
+
+/// The gossip topic of a mesh's shard-root announcements.
+pub fn roots_topic(mesh_id: &[u8; 16]) -> String {
+    format!("grove/{}/roots/1", hex::encode(mesh_id))
+}
+
+/// Why the network dropped something, for counters (`dropped.<reason>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// An inbound connection failed before it was established.
+    IncomingConnection,
+    /// A dial failed.
+    OutgoingConnection,
+    /// An inbound request failed (oversized, malformed, timed out, or the
+    /// answer could not be sent).
+    InboundRequest,
+}
+
+impl DropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::IncomingConnection => "incoming-connection",
+            DropReason::OutgoingConnection => "outgoing-connection",
+            DropReason::InboundRequest => "inbound-request",
+        }
+    }
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
