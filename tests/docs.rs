@@ -168,3 +168,22 @@ fn daemon_outputs() -> Vec<(&'static str, Value)> {
     ));
     out
 }
+
+/// Every `src/…` path `docs/ARCHITECTURE.md` names exists, so the code map
+/// cannot drift from the tree unnoticed.
+#[test]
+fn every_source_path_the_architecture_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
+    let re = regex::Regex::new(r"src/[A-Za-z0-9_\-./]*[A-Za-z0-9_/]").unwrap();
+    let mut named = std::collections::BTreeSet::new();
+    for m in re.find_iter(&doc) {
+        named.insert(m.as_str().trim_end_matches('/').to_string());
+    }
+    assert!(named.len() > 25, "the code map names {} paths", named.len());
+    let missing: Vec<&String> = named.iter().filter(|p| !root.join(p).exists()).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md names paths that do not exist: {missing:?}"
+    );
+}

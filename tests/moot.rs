@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use grove::model::{ChatModel, ChatRequest, ModelError, Role};
 use grove::moot::host::run_local;
 use grove::moot::transcript::TranscriptRecord;
-use grove::moot::verify::{leaf_hash_hex, verify};
+use grove::moot::verify::verify;
 use grove::moot::{MootError, MootSettings, Passage, RetrieveError, Retriever, Tree};
 
 /// A book as a list of chunks; search ranks chunks by shared words.
@@ -61,7 +61,7 @@ impl Retriever for FakeBook {
                 node_id: format!("{}#{i}", self.key),
                 label: format!("chunk:{i:04}"),
                 index: i as u64,
-                leaf: leaf_hash_hex(&self.chunks[i]),
+                leaf: hex::encode(grove::merkle::leaf_hash(self.chunks[i].as_bytes())),
                 content: self.chunks[i].clone(),
             })
             .collect())

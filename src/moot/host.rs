@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::prompt::{self, Line};
 use super::speaker::{self, TurnRequest};
 use super::stats::{self, Stats};
-use super::verify::leaf_hash_hex;
 use super::{MootError, MootSettings, Move, Passage, Retriever, Summary, Tree, Utterance};
 use crate::model::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
 
@@ -378,7 +377,7 @@ fn check_passages(tree: &Tree, passages: &[Passage]) -> Result<(), MootError> {
     for p in passages {
         let reason = if p.node_id != format!("{}#{}", tree.key, p.index) {
             format!("passage {} is not from this book", p.node_id)
-        } else if p.leaf != leaf_hash_hex(&p.content) {
+        } else if p.leaf != hex::encode(crate::merkle::leaf_hash(p.content.as_bytes())) {
             format!("passage {} does not match its leaf hash", p.node_id)
         } else {
             continue;

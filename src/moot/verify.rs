@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use sha2::{Digest, Sha256};
-
 use super::host::{lines_of, turn_maps};
 use super::speaker::{extend_pool, opening_query, pass_problem, record_reply, turn_query};
 use super::stats;
@@ -38,14 +36,6 @@ pub trait ChunkLookup {
     /// The stored text of chunk `index` of book `key`; `Ok(None)` when the
     /// store does not hold that book.
     fn chunk_text(&mut self, key: &str, index: u64) -> Result<Option<String>, String>;
-}
-
-/// Leaf hash of a chunk (merkle-v1): SHA-256(0x00 || bytes), hex.
-pub fn leaf_hash_hex(content: &str) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update([0u8]);
-    hasher.update(content.as_bytes());
-    hex::encode(hasher.finalize())
 }
 
 /// The chunk label of index `i` (para-200-v1): `chunk:` and 4+ digits.
@@ -330,7 +320,7 @@ fn check_passages(
         if p.label != chunk_label(p.index) {
             report.add(at, format!("passage {} has label {}", p.node_id, p.label));
         }
-        let leaf = leaf_hash_hex(&p.content);
+        let leaf = hex::encode(crate::merkle::leaf_hash(p.content.as_bytes()));
         if p.leaf != leaf {
             report.add(
                 at,

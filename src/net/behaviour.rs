@@ -11,9 +11,9 @@ use libp2p::{
 };
 use sha2::{Digest, Sha256};
 
-use super::NetConfig;
 use super::codec::FrameCodec;
 use super::protocol::{self, Protocol};
+use super::{NetConfig, NetError};
 
 pub type Rpc = request_response::Behaviour<FrameCodec>;
 
@@ -50,7 +50,7 @@ fn content_id(message: &gossipsub::Message) -> gossipsub::MessageId {
     gossipsub::MessageId::from(hex::encode(&digest[..20]))
 }
 
-pub fn build(keypair: &identity::Keypair, config: &NetConfig) -> Result<Behaviour, String> {
+pub fn build(keypair: &identity::Keypair, config: &NetConfig) -> Result<Behaviour, NetError> {
     let limits = connection_limits::ConnectionLimits::default()
         .with_max_established(Some(config.max_connections))
         .with_max_established_per_peer(Some(2))
@@ -68,11 +68,12 @@ pub fn build(keypair: &identity::Keypair, config: &NetConfig) -> Result<Behaviou
         .validate_messages()
         .message_id_fn(content_id)
         .build()
-        .map_err(|e| format!("gossipsub config: {e}"))?;
+        .map_err(|e| NetError::Transport(format!("gossipsub config: {e}")))?;
     let gossipsub = gossipsub::Behaviour::new(
         gossipsub::MessageAuthenticity::Signed(keypair.clone()),
         gossip_config,
-    )?;
+    )
+    .map_err(|e| NetError::Transport(format!("gossipsub: {e}")))?;
     let rpc = |protocol: Protocol| {
         request_response::Behaviour::with_codec(
             FrameCodec {

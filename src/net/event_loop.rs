@@ -42,7 +42,7 @@ pub(super) async fn spawn(
     commands: mpsc::Receiver<Command>,
     events: mpsc::Sender<Event>,
 ) -> Result<(), NetError> {
-    let behaviour = behaviour::build(&keypair, &config).map_err(NetError::Transport)?;
+    let behaviour = behaviour::build(&keypair, &config)?;
     let mut swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
         .with_tokio()
         .with_tcp(

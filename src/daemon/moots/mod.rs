@@ -5,7 +5,7 @@
 //! (`book.rs`).
 
 pub mod book;
-mod host;
+mod run;
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use libp2p::PeerId;
 use prost::Message;
 
 use self::book::{Moot, MootBook, MootState, PauseCause, SavedPlan, SavedTree, SavedView};
-use self::host::{Paused, Resolved, Run};
+use self::run::{Paused, Resolved, Run};
 use super::mesh::MeshWorker;
 use super::node::Due;
 use super::peers::{Peers, resolve_member};
@@ -346,7 +346,7 @@ impl MootHost {
         let rt = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
             let id = run.id.clone();
-            match host::run(&host, rt, run) {
+            match run::run(&host, rt, run) {
                 Ok(transcript) => host.book.update(&id, |m| {
                     m.view.state = MootState::Finished;
                     m.view.reason = None;

@@ -134,8 +134,9 @@ pub fn turn_request(
     call: &wire::TurnCall,
     passages: Vec<Passage>,
     mut pool: Vec<Passage>,
-) -> Result<TurnRequest, String> {
-    let mv = Move::parse(&call.r#move).ok_or_else(|| format!("unknown move `{}`", call.r#move))?;
+) -> Result<TurnRequest, TurnError> {
+    let mv = Move::parse(&call.r#move)
+        .ok_or_else(|| TurnError::BadRequest(format!("unknown move `{}`", call.r#move)))?;
     speaker::extend_pool(&mut pool, &passages);
     Ok(TurnRequest {
         turn: call.turn,
@@ -265,8 +266,7 @@ async fn speak(speaking: &Speaking, call: wire::TurnCall) -> Result<wire::TurnAn
             })),
         });
     }
-    let request = turn_request(&call, prepared.passages.clone(), prepared.pool.clone())
-        .map_err(TurnError::BadRequest)?;
+    let request = turn_request(&call, prepared.passages.clone(), prepared.pool.clone())?;
     // An opening search (answered above) is retrieval only; a turn asks the
     // policy, within its own time bound, whether the tree speaks.
     let decision = decide(speaking, &book, &call.query, k).await;
