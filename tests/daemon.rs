@@ -16,6 +16,11 @@ struct Node {
 
 impl Node {
     fn start(g: &Grove) -> Node {
+        Node::start_with(g, "/ip4/127.0.0.1/tcp/0", &[])
+    }
+
+    /// A node listening on `listen`, with extra environment variables.
+    fn start_with(g: &Grove, listen: &str, env: &[(&str, &str)]) -> Node {
         let notify_path = g.dir.path().join("notify.sock");
         let _ = std::fs::remove_file(&notify_path);
         let notify = UnixDatagram::bind(&notify_path).unwrap();
@@ -23,9 +28,10 @@ impl Node {
             .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
         let child = g
-            .cmd(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"])
+            .cmd(&["node", "run", "--listen", listen])
             .env("NOTIFY_SOCKET", &notify_path)
             .env("RUST_LOG", "grove=debug,info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -163,4 +169,59 @@ fn bad_config_is_refused_at_start_with_key_and_reason() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("log.level"));
+}
+
+/// A worker that panics (the test-only fault switch `GROVETEST_PANIC`)
+/// ends the process with an error naming it, within the watchdog interval,
+/// and no watchdog ping follows the failure.
+#[test]
+fn a_worker_that_panics_ends_the_node_naming_it() {
+    for worker in ["store", "mesh", "model"] {
+        let g = Grove::new();
+        let node = Node::start_with(
+            &g,
+            "/ip4/127.0.0.1/tcp/0",
+            &[("GROVETEST_PANIC", worker), ("WATCHDOG_USEC", "4000000")],
+        );
+        assert!(node.next_notification().contains("READY=1"));
+        // Pings come while the node is healthy (every second here).
+        assert!(node.next_notification().contains("WATCHDOG=1"));
+        let (ok, stderr, took) = node.wait(Duration::from_secs(30));
+        assert!(
+            !ok,
+            "the node exits with an error when its {worker} worker panics"
+        );
+        assert!(
+            stderr.contains(&format!("the {worker} worker stopped")),
+            "{stderr}"
+        );
+        // The fault comes a second after start; the exit follows within
+        // the watchdog interval (4 s), plus the shutdown budget.
+        assert!(took < Duration::from_secs(15), "{took:?}");
+    }
+}
+
+/// A second daemon on a port another one listens on exits with an error
+/// naming the port, instead of sharing it (libp2p sets port reuse).
+#[test]
+fn a_second_daemon_on_a_used_port_is_refused() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("/ip4/127.0.0.1/tcp/{port}");
+    let (a, b) = (Grove::new(), Grove::new());
+    let first = Node::start_with(&a, &listen, &[]);
+    assert!(first.next_notification().contains("READY=1"));
+    let second = Node::start_with(&b, &listen, &[]);
+    let (ok, stderr, _) = second.wait(Duration::from_secs(30));
+    assert!(!ok, "the second daemon must not start");
+    assert!(
+        stderr.contains(&format!("TCP port {port}")) && stderr.contains("already in use"),
+        "{stderr}"
+    );
+    first.signal(libc::SIGTERM);
+    let (ok, stderr, _) = first.wait(Duration::from_secs(10));
+    assert!(ok, "{stderr}");
 }

@@ -113,6 +113,10 @@ impl MeshWorker {
     pub fn is_alive(&self) -> bool {
         self.worker.is_alive()
     }
+
+    pub async fn inject_panic(&self) {
+        self.worker.inject_panic().await
+    }
 }
 
 impl From<ActorError> for crate::api::ApiError {

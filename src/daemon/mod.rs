@@ -62,6 +62,10 @@ pub enum DaemonError {
     NodeDb(#[from] rusqlite::Error),
     #[error("starting a worker thread: {0}")]
     Worker(std::io::Error),
+    #[error(
+        "the {0} stopped (it panicked); the node exits so that its service manager restarts it"
+    )]
+    Unhealthy(&'static str),
 }
 
 /// Runs the node until `shutdown` completes.
@@ -112,6 +116,12 @@ pub async fn run(
     let (model, _model_thread) =
         model::ModelWorker::spawn(settings.model.clone(), state_dir.clone())
             .map_err(DaemonError::Worker)?;
+    let health = Health {
+        store: store.clone(),
+        mesh: mesh_worker.clone(),
+        model: model.clone(),
+        net: network.clone(),
+    };
     let parts = Parts {
         settings: &settings,
         state_dir: &state_dir,
@@ -135,14 +145,16 @@ pub async fn run(
     let notifier = notify::Notifier::from_env();
     tracing::info!(state_dir = %state_dir.display(), socket = %socket_path.display(), "grove node ready");
     notifier.notify("READY=1\nSTATUS=serving the control socket");
-    let watchdog = notify::spawn_watchdog();
-
-    shutdown.await;
+    health.inject_fault_if_asked();
+    let outcome = tokio::select! {
+        _ = shutdown => Ok(()),
+        dead = health.watch(&node_task) => {
+            tracing::error!(part = dead, "a part of the node stopped; shutting down");
+            Err(DaemonError::Unhealthy(dead))
+        }
+    };
     tracing::info!("shutting down: no new requests; finishing those in flight");
     notifier.notify("STOPPING=1\nSTATUS=shutting down");
-    if let Some(w) = watchdog {
-        w.abort();
-    }
     let _ = stop_tx.send(true);
     if let Err(e) = server.await {
         tracing::warn!(error = %e, "control server task failed");
@@ -156,7 +168,77 @@ pub async fn run(
     join_workers(vec![store_thread, mesh_thread]).await;
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("stopped");
-    Ok(())
+    outcome
+}
+
+/// The parts whose death leaves a node that only looks alive: the workers,
+/// the network task and the node loop. The watchdog pings only while all
+/// answer.
+struct Health {
+    store: store::StoreWorker,
+    mesh: mesh::MeshWorker,
+    model: model::ModelWorker,
+    net: crate::net::Network,
+}
+
+/// How often health is checked when systemd set no watchdog.
+const HEALTH_EVERY: Duration = Duration::from_secs(1);
+
+impl Health {
+    /// The first part found dead, if any.
+    fn failed(&self, node_task: &tokio::task::JoinHandle<()>) -> Option<&'static str> {
+        if !self.store.is_alive() {
+            Some("store worker")
+        } else if !self.mesh.is_alive() {
+            Some("mesh worker")
+        } else if !self.model.is_alive() {
+            Some("model worker")
+        } else if !self.net.is_alive() {
+            Some("network task")
+        } else if node_task.is_finished() {
+            Some("node loop")
+        } else {
+            None
+        }
+    }
+
+    /// Checks health at half the watchdog interval (or every second) and
+    /// pings the watchdog while every part is alive; returns the first part
+    /// that died.
+    async fn watch(&self, node_task: &tokio::task::JoinHandle<()>) -> &'static str {
+        let watchdog = notify::Notifier::watchdog_interval();
+        let every = watchdog.unwrap_or(HEALTH_EVERY).min(HEALTH_EVERY);
+        let pinger = notify::Notifier::from_env();
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            if let Some(dead) = self.failed(node_task) {
+                return dead;
+            }
+            if watchdog.is_some() {
+                pinger.notify("WATCHDOG=1");
+            }
+        }
+    }
+
+    /// The test-only fault switch: `GROVETEST_PANIC=store|mesh|model` makes
+    /// that worker panic a second after start.
+    fn inject_fault_if_asked(&self) {
+        let Some(which) = std::env::var_os("GROVETEST_PANIC") else {
+            return;
+        };
+        let (store, mesh, model) = (self.store.clone(), self.mesh.clone(), self.model.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            tracing::warn!(worker = ?which, "GROVETEST_PANIC: injecting a fault");
+            match which.to_str() {
+                Some("store") => store.inject_panic().await,
+                Some("mesh") => mesh.inject_panic().await,
+                Some("model") => model.inject_panic().await,
+                _ => tracing::warn!("GROVETEST_PANIC names no worker (store, mesh, model)"),
+            }
+        });
+    }
 }
 
 /// Waits (within the shutdown budget) for the worker threads to finish

@@ -79,6 +79,10 @@ impl ModelWorker {
     pub fn is_alive(&self) -> bool {
         self.worker.is_alive()
     }
+
+    pub async fn inject_panic(&self) {
+        self.worker.inject_panic().await
+    }
 }
 
 /// The model worker as a [`ChatModel`] (for the host's narrator, which runs

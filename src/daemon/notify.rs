@@ -69,18 +69,3 @@ impl Notifier {
         (usec > 0).then(|| Duration::from_micros(usec / 2))
     }
 }
-
-/// Pings systemd's watchdog at the interval it asked for (none when it did
-/// not ask); abort the task to stop.
-pub fn spawn_watchdog() -> Option<tokio::task::JoinHandle<()>> {
-    Notifier::watchdog_interval().map(|every| {
-        tokio::spawn(async move {
-            let pinger = Notifier::from_env();
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tick.tick().await;
-                pinger.notify("WATCHDOG=1");
-            }
-        })
-    })
-}

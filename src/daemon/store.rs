@@ -30,6 +30,10 @@ impl StoreWorker {
     pub fn is_alive(&self) -> bool {
         self.worker.is_alive()
     }
+
+    pub async fn inject_panic(&self) {
+        self.worker.inject_panic().await
+    }
 }
 
 impl From<Stopped> for crate::api::ApiError {

@@ -125,6 +125,15 @@ impl<S: Send + 'static> Worker<S> {
     pub fn name(&self) -> &'static str {
         self.name
     }
+
+    /// Makes the worker's thread panic (the daemon's test-only fault
+    /// switch, `GROVETEST_PANIC`): the health check must notice.
+    pub async fn inject_panic(&self) {
+        let name = self.name;
+        let _ = self
+            .call(move |_| -> () { panic!("fault injected into the {name} worker") })
+            .await;
+    }
 }
 
 #[cfg(test)]

@@ -87,10 +87,8 @@ pub fn verify(
         report.add(None, format!("{n} trees; a moot has at least 2"));
         return Ok(report.mismatches);
     }
-    for (i, tree) in trees.iter().enumerate() {
-        if trees[..i].iter().any(|t| t.key == tree.key) {
-            report.add(None, format!("the same book {} twice", tree.key));
-        }
+    if let Some(key) = super::host::repeated_book(trees.iter().map(|t| t.key.as_str())) {
+        report.add(None, format!("the same book {key} twice"));
     }
     for tree in &trees {
         let genre = tree.key.split('/').next().unwrap_or_default();

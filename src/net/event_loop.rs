@@ -55,12 +55,17 @@ pub(super) async fn spawn(
         .map_err(|e| NetError::Transport(e.to_string()))?
         .with_swarm_config(|c| c.with_idle_connection_timeout(config.idle_timeout))
         .build();
+    // Every port is probed before this node binds any (two of its own
+    // addresses may share a port).
+    for addr in &config.listen {
+        refuse_port_in_use(addr)?;
+    }
     for addr in &config.listen {
         swarm
             .listen_on(addr.clone())
             .map_err(|e| NetError::Listen {
                 addr: addr.to_string(),
-                reason: e.to_string(),
+                reason: with_causes(&e),
             })?;
     }
     // Wait until every listener has its address, so callers (and invites)
@@ -78,7 +83,7 @@ pub(super) async fn spawn(
             } => {
                 return Err(NetError::Listen {
                     addr: "listener".into(),
-                    reason: error.to_string(),
+                    reason: with_causes(&error),
                 });
             }
             _ => {}
@@ -98,6 +103,64 @@ pub(super) async fn spawn(
     };
     tokio::spawn(event_loop.run());
     Ok(())
+}
+
+/// An error with every cause under it (libp2p's transport errors keep the
+/// OS error, "Address family not supported by protocol", in the chain, and
+/// their own text is often empty).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut parts = Vec::new();
+    let mut next: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string();
+        let text = text.trim().trim_matches(':').trim();
+        if !text.is_empty() && !parts.iter().any(|p: &String| p.contains(text)) {
+            parts.push(text.to_string());
+        }
+        next = err.source();
+    }
+    if parts.is_empty() {
+        "unknown error".into()
+    } else {
+        parts.join(": ")
+    }
+}
+
+/// libp2p-tcp always sets port reuse (hole punching needs it), so two
+/// processes could both listen on one port and peers would reach either at
+/// random. An exclusive bind first (no port reuse; the probe is closed at
+/// once) refuses a port another process already listens on.
+fn refuse_port_in_use(addr: &Multiaddr) -> Result<(), NetError> {
+    use libp2p::multiaddr::Protocol;
+    let mut ip = None;
+    let mut port = None;
+    for p in addr.iter() {
+        match p {
+            Protocol::Ip4(a) => ip = Some(std::net::IpAddr::V4(a)),
+            Protocol::Ip6(a) => ip = Some(std::net::IpAddr::V6(a)),
+            Protocol::Tcp(p) => port = Some(p),
+            _ => {}
+        }
+    }
+    let (Some(ip), Some(port)) = (ip, port) else {
+        return Ok(());
+    };
+    if port == 0 {
+        return Ok(());
+    }
+    match std::net::TcpListener::bind((ip, port)) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(NetError::Listen {
+            addr: addr.to_string(),
+            reason: format!(
+                "TCP port {port} on {ip} is already in use by another process (Address already in use); stop it or choose another port in net.listen"
+            ),
+        }),
+        Err(e) => Err(NetError::Listen {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        }),
+    }
 }
 
 impl EventLoop {

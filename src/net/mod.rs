@@ -139,6 +139,11 @@ impl Network {
         self.local
     }
 
+    /// False once the network task has ended (it panicked or was stopped).
+    pub fn is_alive(&self) -> bool {
+        !self.commands.is_closed()
+    }
+
     async fn ask<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,
