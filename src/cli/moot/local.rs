@@ -113,7 +113,7 @@ pub fn run_stored(args: &RunArgs, ctx: &Ctx) -> anyhow::Result<()> {
 
 /// `grove moot run`: the books (their metadata and searches, in order a, b)
 /// and the model come from the caller; `base` is the `moot` config section.
-pub fn run_moot(
+fn run_moot(
     args: &RunArgs,
     ctx: &Ctx,
     base: &MootSettings,
@@ -192,7 +192,7 @@ impl Show for Ran {
 }
 
 /// An utterance for people: speaker, move, text, citations and verdict.
-pub fn render_utterance(u: &Utterance) -> String {
+fn render_utterance(u: &Utterance) -> String {
     let mut s = format!(
         "\n── turn {} · {} · {} ──\n{}\n",
         u.turn,
@@ -235,7 +235,7 @@ pub fn render_utterance(u: &Utterance) -> String {
 }
 
 /// The stats as `name: value` lines.
-pub fn render_stats(stats: &Stats) -> String {
+fn render_stats(stats: &Stats) -> String {
     let value = serde_json::to_value(StatsRecord::from(stats)).unwrap_or_default();
     let mut s = String::from("\nstats:\n");
     if let Some(map) = value.as_object() {
