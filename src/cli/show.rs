@@ -1,6 +1,7 @@
 //! One way to print a command's answer: pretty JSON with `--json`, else the
 //! human text its [`Show`] impl writes. Commands build a DTO and call
-//! [`Ctx::show`]; none of them branches on the output mode itself.
+//! [`Ctx::show`]; only progress lines for people (a moot's turns as they
+//! land, "installing …") look at `ctx.json` themselves.
 
 use std::io::{self, Write};
 
