@@ -116,6 +116,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Model { cmd } => cli::model::run(cmd, &ctx),
         Command::Peers => cli::peers::peers(&ctx),
         Command::Roots => cli::peers::roots(&ctx),
-        Command::Backup { dest } => cli::peers::backup(&ctx, &dest),
+        Command::Backup { dest } => cli::backup::backup(&ctx, &dest),
     }
 }

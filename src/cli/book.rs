@@ -1,14 +1,16 @@
 //! `grove book …`: add, list, show, remove, proof, verify, search.
 
-use std::io::IsTerminal;
+use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use grove::api::books::{AddRequest, BookApi, SearchRequest};
+use grove::api::dto;
 use grove::book;
+use serde::Serialize;
 
-use super::{Ctx, or_dash, print_json};
+use super::{Ctx, Show, or_dash};
 
 #[derive(Subcommand)]
 pub enum BookCmd {
@@ -71,118 +73,19 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
     let books = ctx.books();
     let api: &dyn BookApi = books.as_ref();
     match cmd {
-        BookCmd::Add { source, key, shard } => add(ctx, api, &source, key, shard),
-        BookCmd::List { all } => {
-            let list = api.list(all)?;
-            if ctx.json {
-                return print_json(&list);
-            }
-            if list.books.is_empty() {
-                println!("no books");
-            }
-            for b in &list.books {
-                let status = if all {
-                    format!(" v{} {}", b.version, b.status)
-                } else {
-                    String::new()
-                };
-                println!(
-                    "{}{}  {} chunks  {} — {}  [{}]",
-                    b.key,
-                    status,
-                    b.count,
-                    or_dash(&b.title),
-                    or_dash(&b.author),
-                    b.shard
-                );
-            }
-            Ok(())
-        }
-        BookCmd::Show { key, version } => {
-            let book = api.show(&key, version)?;
-            if ctx.json {
-                return print_json(&book);
-            }
-            println!("key:      {}", book.key);
-            println!("version:  {} ({})", book.version, book.status);
-            println!("title:    {}", or_dash(&book.title));
-            println!("author:   {}", or_dash(&book.author));
-            println!("language: {}", or_dash(&book.language));
-            println!(
-                "ebook:    {}",
-                book.ebook.map_or("-".to_string(), |n| n.to_string())
-            );
-            println!("shard:    {}", book.shard);
-            println!("root:     {}", book.root);
-            println!("chunks:   {}", book.count);
-            println!("bytes:    {}", book.bytes);
-            println!("source:   {}", book.source);
-            println!(
-                "spec:     {} {} {}",
-                book.spec.decoding, book.spec.chunking, book.spec.hashing
-            );
-            Ok(())
-        }
-        BookCmd::Remove { key } => {
-            let book = api.remove(&key)?;
-            if ctx.json {
-                return print_json(&book);
-            }
-            println!(
-                "removed {} (version {}; history kept)",
-                book.key, book.version
-            );
-            Ok(())
-        }
+        BookCmd::Add { source, key, shard } => ctx.show(&add(ctx, api, &source, key, shard)?),
+        BookCmd::List { all } => ctx.show(&Listing {
+            list: api.list(all)?,
+            all,
+        }),
+        BookCmd::Show { key, version } => ctx.show(&api.show(&key, version)?),
+        BookCmd::Remove { key } => ctx.show(&Removed(api.remove(&key)?)),
         BookCmd::Proof {
             key,
             index,
             version,
-        } => {
-            let out = api.proof(&key, index, version)?;
-            if ctx.json {
-                return print_json(&out);
-            }
-            println!(
-                "{} {} of {} chunks, root {}",
-                out.key, out.label, out.count, out.root
-            );
-            println!("leaf {}", out.leaf);
-            for step in &out.proof {
-                println!(
-                    "  {} {}",
-                    if step.is_left { "L" } else { "R" },
-                    step.sibling
-                );
-            }
-            println!("\n{}", out.text);
-            Ok(())
-        }
-        BookCmd::Verify { key, version } => {
-            let report = api.verify(&key, version)?;
-            if ctx.json {
-                print_json(&report)?;
-            } else {
-                for p in &report.problems {
-                    println!("problem: {p}");
-                }
-                if report.ok {
-                    println!(
-                        "ok: {} version {}: {} chunks, root {} recomputed; proof data and search index agree",
-                        report.key, report.version, report.chunks_checked, report.root
-                    );
-                }
-            }
-            if !report.ok {
-                bail!(
-                    "{} version {} failed verification ({} problems)",
-                    report.key,
-                    report.version,
-                    report.problems.len()
-                );
-            }
-            Ok(())
-        }
+        } => ctx.show(&api.proof(&key, index, version)?),
+        BookCmd::Verify { key, version } => verify(ctx, api, &key, version),
         BookCmd::Search {
             query,
             key,
@@ -197,65 +100,55 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 k,
             };
             let hits = if mesh {
-                let client = ctx.daemon()?;
-                let mut params = form_urlencoded::Serializer::new(String::new());
-                params.append_pair("q", &request.query);
-                params.append_pair("k", &request.k.to_string());
-                params.append_pair("mesh", "true");
-                if let Some(key) = &request.key {
-                    params.append_pair("key", key);
-                }
-                client.request(
-                    hyper::Method::GET,
-                    &format!("/v1/books/search?{}", params.finish()),
-                    Vec::new(),
-                )?
+                search_mesh(ctx, &request)?
             } else {
                 api.search(&request)?
             };
-            if ctx.json {
-                return print_json(&hits);
-            }
-            if hits.hits.is_empty() {
-                println!("no hits");
-            }
-            for e in &hits.errors {
-                eprintln!("warning: {e}");
-            }
-            for h in &hits.hits {
-                let preview: String = h.content.chars().take(240).collect();
-                println!(
-                    "{:8.3}  {}  {}  ({}){}",
-                    h.score,
-                    h.node_id,
-                    h.label,
-                    or_dash(&h.title),
-                    h.peer_id
-                        .as_ref()
-                        .map(|p| format!("  on {p}"))
-                        .unwrap_or_default()
-                );
-                println!(
-                    "          {preview}{}\n",
-                    if h.content.chars().count() > 240 {
-                        "…"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            Ok(())
+            ctx.show(&hits)
         }
     }
 }
 
+/// `grove book verify`: the report, then a failure when it found problems.
+fn verify(ctx: &Ctx, api: &dyn BookApi, key: &str, version: Option<u32>) -> anyhow::Result<()> {
+    let report = api.verify(key, version)?;
+    ctx.show(&report)?;
+    if !report.ok {
+        bail!(
+            "{} version {} failed verification ({} problems)",
+            report.key,
+            report.version,
+            report.problems.len()
+        );
+    }
+    Ok(())
+}
+
+/// `grove book search --mesh`: every member's books, through the daemon.
+fn search_mesh(ctx: &Ctx, request: &SearchRequest) -> anyhow::Result<dto::Hits> {
+    let client = ctx.daemon()?;
+    let mut params = form_urlencoded::Serializer::new(String::new());
+    params.append_pair("q", &request.query);
+    params.append_pair("k", &request.k.to_string());
+    params.append_pair("mesh", "true");
+    if let Some(key) = &request.key {
+        params.append_pair("key", key);
+    }
+    Ok(client.request(
+        hyper::Method::GET,
+        &format!("/v1/books/search?{}", params.finish()),
+        Vec::new(),
+    )?)
+}
+
+/// `grove book add`: reads or downloads the source, then stores it.
 fn add(
     ctx: &Ctx,
     api: &dyn BookApi,
     source: &str,
     key: Option<String>,
     shard: Option<String>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<dto::Added> {
     let limits = &ctx.settings.limits;
     // Refuse a bad key or shard name before reading or downloading anything.
     if let Some(key) = &key {
@@ -295,20 +188,7 @@ fn add(
     };
     let added = api.add(&request, &bytes, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
-    if ctx.json {
-        return print_json(&added);
-    }
-    println!(
-        "{}: {} ({} by {}), {} chunks, root {} in shard {}",
-        added.status,
-        added.key,
-        or_dash(&added.title),
-        or_dash(&added.author),
-        added.count,
-        added.root,
-        added.shard
-    );
-    Ok(())
+    Ok(added)
 }
 
 /// A progress counter on a terminal; hidden (prints nothing) when stderr is piped.
@@ -321,4 +201,172 @@ fn progress_bar() -> indicatif::ProgressBar {
         bar.set_style(style);
     }
     bar
+}
+
+/// `book list`: the list, and whether it holds every version (the text
+/// then names each one's version and status).
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Listing {
+    list: dto::BookList,
+    #[serde(skip)]
+    all: bool,
+}
+
+/// `book remove`: the removed version (same JSON as `book show`).
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Removed(dto::Book);
+
+impl Show for dto::Added {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "{}: {} ({} by {}), {} chunks, root {} in shard {}",
+            self.status,
+            self.key,
+            or_dash(&self.title),
+            or_dash(&self.author),
+            self.count,
+            self.root,
+            self.shard
+        )
+    }
+}
+
+impl Show for Listing {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.list.books.is_empty() {
+            writeln!(out, "no books")?;
+        }
+        for b in &self.list.books {
+            let status = if self.all {
+                format!(" v{} {}", b.version, b.status)
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "{}{}  {} chunks  {} — {}  [{}]",
+                b.key,
+                status,
+                b.count,
+                or_dash(&b.title),
+                or_dash(&b.author),
+                b.shard
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Show for dto::Book {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "key:      {}", self.key)?;
+        writeln!(out, "version:  {} ({})", self.version, self.status)?;
+        writeln!(out, "title:    {}", or_dash(&self.title))?;
+        writeln!(out, "author:   {}", or_dash(&self.author))?;
+        writeln!(out, "language: {}", or_dash(&self.language))?;
+        writeln!(
+            out,
+            "ebook:    {}",
+            self.ebook.map_or("-".to_string(), |n| n.to_string())
+        )?;
+        writeln!(out, "shard:    {}", self.shard)?;
+        writeln!(out, "root:     {}", self.root)?;
+        writeln!(out, "chunks:   {}", self.count)?;
+        writeln!(out, "bytes:    {}", self.bytes)?;
+        writeln!(out, "source:   {}", self.source)?;
+        writeln!(
+            out,
+            "spec:     {} {} {}",
+            self.spec.decoding, self.spec.chunking, self.spec.hashing
+        )
+    }
+}
+
+impl Show for Removed {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "removed {} (version {}; history kept)",
+            self.0.key, self.0.version
+        )
+    }
+}
+
+impl Show for dto::Proof {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "{} {} of {} chunks, root {}",
+            self.key, self.label, self.count, self.root
+        )?;
+        writeln!(out, "leaf {}", self.leaf)?;
+        for step in &self.proof {
+            writeln!(
+                out,
+                "  {} {}",
+                if step.is_left { "L" } else { "R" },
+                step.sibling
+            )?;
+        }
+        writeln!(out, "\n{}", self.text)
+    }
+}
+
+impl Show for dto::Verified {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        for p in &self.problems {
+            writeln!(out, "problem: {p}")?;
+        }
+        if self.ok {
+            writeln!(
+                out,
+                "ok: {} version {}: {} chunks, root {} recomputed; proof data and search index agree",
+                self.key, self.version, self.chunks_checked, self.root
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Show for dto::Hits {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.hits.is_empty() {
+            writeln!(out, "no hits")?;
+        }
+        for h in &self.hits {
+            let preview: String = h.content.chars().take(240).collect();
+            writeln!(
+                out,
+                "{:8.3}  {}  {}  ({}){}",
+                h.score,
+                h.node_id,
+                h.label,
+                or_dash(&h.title),
+                h.peer_id
+                    .as_ref()
+                    .map(|p| format!("  on {p}"))
+                    .unwrap_or_default()
+            )?;
+            writeln!(
+                out,
+                "          {preview}{}\n",
+                if h.content.chars().count() > 240 {
+                    "…"
+                } else {
+                    ""
+                }
+            )?;
+        }
+        Ok(())
+    }
+
+    fn note(&self, err: &mut dyn Write) -> io::Result<()> {
+        for e in &self.errors {
+            writeln!(err, "warning: {e}")?;
+        }
+        Ok(())
+    }
 }

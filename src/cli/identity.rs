@@ -1,9 +1,12 @@
 //! `grove identity show`: this node's peer id and public keys.
 
+use std::io::{self, Write};
+
 use anyhow::Context;
 
-use super::Ctx;
-use grove::identity::{self, Identity};
+use super::{Ctx, Show};
+use grove::api::dto;
+use grove::identity::Identity;
 use grove::mesh::store::StateLock;
 
 pub use grove::identity::IDENTITY_DIR;
@@ -16,38 +19,25 @@ pub enum IdentityCmd {
 
 pub fn run(cmd: IdentityCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
-        IdentityCmd::Show => {
-            if let Some(client) = ctx.daemon_if_running() {
-                let v: grove::api::dto::IdentityView =
-                    client.request(hyper::Method::GET, "/v1/identity", Vec::new())?;
-                if ctx.json {
-                    return super::print_json(&v);
-                }
-                println!("peer id  {}", v.peer_id);
-                println!("ed25519  {}", v.ed25519);
-                println!("x25519   {}", v.x25519);
-                return Ok(());
-            }
-            let _lock = StateLock::acquire(&ctx.state_dir)?;
-            let id = load(ctx)?;
-            let p = id.public();
-            let peer_id = identity::peer_id_text(&p.peer_id);
-            if ctx.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "peer_id": peer_id,
-                        "ed25519": hex::encode(p.ed25519),
-                        "x25519": hex::encode(p.x25519),
-                    })
-                );
-            } else {
-                println!("peer id  {peer_id}");
-                println!("ed25519  {}", hex::encode(p.ed25519));
-                println!("x25519   {}", hex::encode(p.x25519));
-            }
-            Ok(())
-        }
+        IdentityCmd::Show => ctx.show(&identity(ctx)?),
+    }
+}
+
+/// The daemon's answer when one runs (it holds the keys), else the keys
+/// read under the state lock: the same DTO either way.
+fn identity(ctx: &Ctx) -> anyhow::Result<dto::IdentityView> {
+    if let Some(client) = ctx.daemon_if_running() {
+        return Ok(client.request(hyper::Method::GET, "/v1/identity", Vec::new())?);
+    }
+    let _lock = StateLock::acquire(&ctx.state_dir)?;
+    Ok(dto::IdentityView::from(&load(ctx)?.public()))
+}
+
+impl Show for dto::IdentityView {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "peer id  {}", self.peer_id)?;
+        writeln!(out, "ed25519  {}", self.ed25519)?;
+        writeln!(out, "x25519   {}", self.x25519)
     }
 }
 

@@ -2,10 +2,12 @@
 //! status, propose, vote, proposals, leave). `mesh init` also works with no
 //! daemon, directly on `mesh.db` under the state lock.
 
+use std::io::{self, Write};
+
 use anyhow::Context;
 use hyper::Method;
 
-use super::Ctx;
+use super::{Ctx, Show};
 use grove::api::client::Client;
 use grove::api::dto;
 use grove::mesh::roster::QuorumRule;
@@ -133,7 +135,7 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             .clone()
             .or_else(|| ctx.settings.node.name.clone())
             .unwrap_or_else(|| "founder".into());
-        return init_offline(ctx, name, &member, quorum);
+        return ctx.show(&init_offline(ctx, name, &member, quorum)?);
     }
     let client = ctx.daemon()?;
     match cmd {
@@ -141,174 +143,179 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             name,
             quorum,
             member_name,
-        } => {
-            let status: dto::MeshStatus = post(
-                &client,
-                "/v1/mesh/init",
-                &[
-                    ("name", Some(name)),
-                    ("quorum", Some(quorum)),
-                    ("as", member_name),
-                ],
-            )?;
-            print_status(ctx, &status)
-        }
-        MeshCmd::Invite {
-            cmd: None,
-            ttl,
-            note,
-        } => {
-            let ttl = ttl.as_deref().map(parse_duration_secs).transpose()?;
-            let inv: dto::InviteCreated = post(
-                &client,
-                "/v1/mesh/invite",
-                &[
-                    ("ttl_secs", ttl.map(|t| t.to_string())),
-                    ("note", Some(note)),
-                ],
-            )?;
-            if ctx.json {
-                return super::print_json(&inv);
-            }
-            println!("{}", inv.invite);
-            eprintln!(
-                "invite {} expires at {} (Unix ms); it tells the joiner to dial {}",
-                inv.id,
-                inv.expires,
-                inv.bootstrap.join(", ")
-            );
-            Ok(())
-        }
-        MeshCmd::Invite {
-            cmd: Some(InviteCmd::Revoke { id }),
-            ..
-        } => {
-            let r: dto::Revoked = post(&client, "/v1/mesh/invite/revoke", &[("id", Some(id))])?;
-            if ctx.json {
-                return super::print_json(&r);
-            }
-            println!("revoked invite {}", r.id);
-            Ok(())
-        }
-        MeshCmd::Invite {
-            cmd: Some(InviteCmd::List),
-            ..
-        } => {
-            let list: dto::InviteList = get(&client, "/v1/mesh/invites")?;
-            if ctx.json {
-                return super::print_json(&list);
-            }
-            if list.invites.is_empty() {
-                println!("no invites issued");
-            }
-            for i in &list.invites {
-                println!(
-                    "{}  {:8}  expires {}  {}",
-                    i.id, i.status, i.expires, i.note
-                );
-            }
-            Ok(())
-        }
-        MeshCmd::Join { invite, name } => {
-            let r: dto::JoinResult = post(
-                &client,
-                "/v1/mesh/join",
-                &[("invite", Some(invite)), ("name", name)],
-            )?;
-            if ctx.json {
-                return super::print_json(&r);
-            }
-            match r.state.as_str() {
-                "joined" => println!(
-                    "joined mesh {} at epoch {}",
-                    r.mesh_id,
-                    r.epoch.unwrap_or(0)
-                ),
-                _ => println!(
-                    "asked to join mesh {}; the members are voting (ticket {}). The node keeps polling; see `grove mesh status`.",
-                    r.mesh_id,
-                    r.ticket.unwrap_or_default()
-                ),
-            }
-            Ok(())
-        }
-        MeshCmd::Status => {
-            let status: dto::MeshStatus = get(&client, "/v1/mesh/status")?;
-            print_status(ctx, &status)
-        }
+        } => ctx.show(&post::<dto::MeshStatus>(
+            &client,
+            "/v1/mesh/init",
+            &[
+                ("name", Some(name)),
+                ("quorum", Some(quorum)),
+                ("as", member_name),
+            ],
+        )?),
+        MeshCmd::Invite { cmd, ttl, note } => invite(ctx, &client, cmd, ttl, note),
+        MeshCmd::Join { invite, name } => ctx.show(&post::<dto::JoinResult>(
+            &client,
+            "/v1/mesh/join",
+            &[("invite", Some(invite)), ("name", name)],
+        )?),
+        MeshCmd::Status => ctx.show(&get::<dto::MeshStatus>(&client, "/v1/mesh/status")?),
         MeshCmd::Propose(p) => {
             let (kind, target) = match p {
                 ProposeCmd::Kick { peer } => ("kick", Some(peer)),
                 ProposeCmd::Rotate => ("rotate", None),
                 ProposeCmd::Quorum { rule } => ("quorum", Some(rule)),
             };
-            let r: dto::Proposed = post(
+            ctx.show(&post::<dto::Proposed>(
                 &client,
                 "/v1/mesh/propose",
                 &[("kind", Some(kind.into())), ("target", target)],
+            )?)
+        }
+        MeshCmd::Leave => ctx.show(&post::<dto::Proposed>(&client, "/v1/mesh/leave", &[])?),
+        MeshCmd::Vote { proposal, choice } => ctx.show(&post::<dto::Voted>(
+            &client,
+            "/v1/mesh/vote",
+            &[("id", Some(proposal)), ("choice", Some(choice))],
+        )?),
+        MeshCmd::Proposals => ctx.show(&get::<dto::ProposalList>(&client, "/v1/mesh/proposals")?),
+    }
+}
+
+/// `grove mesh invite [revoke ID | list]`.
+fn invite(
+    ctx: &Ctx,
+    client: &Client,
+    cmd: Option<InviteCmd>,
+    ttl: Option<String>,
+    note: String,
+) -> anyhow::Result<()> {
+    match cmd {
+        None => {
+            let ttl = ttl.as_deref().map(parse_duration_secs).transpose()?;
+            ctx.show(&post::<dto::InviteCreated>(
+                client,
+                "/v1/mesh/invite",
+                &[
+                    ("ttl_secs", ttl.map(|t| t.to_string())),
+                    ("note", Some(note)),
+                ],
+            )?)
+        }
+        Some(InviteCmd::Revoke { id }) => ctx.show(&post::<dto::Revoked>(
+            client,
+            "/v1/mesh/invite/revoke",
+            &[("id", Some(id))],
+        )?),
+        Some(InviteCmd::List) => ctx.show(&get::<dto::InviteList>(client, "/v1/mesh/invites")?),
+    }
+}
+
+impl Show for dto::InviteCreated {
+    /// The invite alone on stdout, so `$(grove mesh invite)` is the invite.
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}", self.invite)
+    }
+
+    fn note(&self, err: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            err,
+            "invite {} expires at {} (Unix ms); it tells the joiner to dial {}",
+            self.id,
+            self.expires,
+            self.bootstrap.join(", ")
+        )
+    }
+}
+
+impl Show for dto::Revoked {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "revoked invite {}", self.id)
+    }
+}
+
+impl Show for dto::InviteList {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.invites.is_empty() {
+            writeln!(out, "no invites issued")?;
+        }
+        for i in &self.invites {
+            writeln!(
+                out,
+                "{}  {:8}  expires {}  {}",
+                i.id, i.status, i.expires, i.note
             )?;
-            print_proposed(ctx, &r)
         }
-        MeshCmd::Leave => {
-            let r: dto::Proposed = post(&client, "/v1/mesh/leave", &[])?;
-            print_proposed(ctx, &r)
-        }
-        MeshCmd::Vote { proposal, choice } => {
-            let r: dto::Voted = post(
-                &client,
-                "/v1/mesh/vote",
-                &[("id", Some(proposal)), ("choice", Some(choice))],
-            )?;
-            if ctx.json {
-                return super::print_json(&r);
-            }
-            if r.committed {
-                println!(
-                    "voted on {}; it passed: the mesh is now at epoch {}",
-                    r.id, r.epoch
-                );
-            } else {
-                println!("voted on {} (epoch {})", r.id, r.epoch);
-            }
-            Ok(())
-        }
-        MeshCmd::Proposals => {
-            let list: dto::ProposalList = get(&client, "/v1/mesh/proposals")?;
-            if ctx.json {
-                return super::print_json(&list);
-            }
-            if list.proposals.is_empty() {
-                println!("no open proposals");
-            }
-            for p in &list.proposals {
-                print_proposal(p);
-            }
-            Ok(())
+        Ok(())
+    }
+}
+
+impl Show for dto::JoinResult {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        match self.state.as_str() {
+            "joined" => writeln!(
+                out,
+                "joined mesh {} at epoch {}",
+                self.mesh_id,
+                self.epoch.unwrap_or(0)
+            ),
+            _ => writeln!(
+                out,
+                "asked to join mesh {}; the members are voting (ticket {}). The node keeps polling; see `grove mesh status`.",
+                self.mesh_id,
+                self.ticket.as_deref().unwrap_or_default()
+            ),
         }
     }
 }
 
-fn print_proposed(ctx: &Ctx, r: &dto::Proposed) -> anyhow::Result<()> {
-    if ctx.json {
-        return super::print_json(r);
+impl Show for dto::Voted {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.committed {
+            writeln!(
+                out,
+                "voted on {}; it passed: the mesh is now at epoch {}",
+                self.id, self.epoch
+            )
+        } else {
+            writeln!(out, "voted on {} (epoch {})", self.id, self.epoch)
+        }
     }
-    if r.committed {
-        println!(
-            "proposal {} passed at once: the mesh is now at epoch {}",
-            r.id, r.epoch
-        );
-    } else {
-        println!(
-            "proposed {}; members vote with `grove mesh vote {} yes`",
-            r.id,
-            &r.id[..r.id.len().min(12)]
-        );
-    }
-    Ok(())
 }
 
-fn print_proposal(p: &dto::ProposalView) {
-    println!(
+impl Show for dto::ProposalList {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.proposals.is_empty() {
+            writeln!(out, "no open proposals")?;
+        }
+        for p in &self.proposals {
+            write_proposal(out, p)?;
+        }
+        Ok(())
+    }
+}
+
+impl Show for dto::Proposed {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.committed {
+            writeln!(
+                out,
+                "proposal {} passed at once: the mesh is now at epoch {}",
+                self.id, self.epoch
+            )
+        } else {
+            writeln!(
+                out,
+                "proposed {}; members vote with `grove mesh vote {} yes`",
+                self.id,
+                &self.id[..self.id.len().min(12)]
+            )
+        }
+    }
+}
+
+fn write_proposal(out: &mut dyn Write, p: &dto::ProposalView) -> io::Result<()> {
+    writeln!(
+        out,
         "{}  {} {}  by {}  yes {} / needed {}  no {}",
         p.id,
         p.kind,
@@ -317,49 +324,59 @@ fn print_proposal(p: &dto::ProposalView) {
         p.votes.yes,
         p.votes.needed,
         p.votes.no
-    );
+    )
 }
 
-fn print_status(ctx: &Ctx, s: &dto::MeshStatus) -> anyhow::Result<()> {
-    if ctx.json {
-        return super::print_json(s);
-    }
-    println!("mesh {} ({})", s.name, s.mesh_id);
-    println!(
-        "epoch {}  roster {}  quorum {}",
-        s.epoch, s.roster_hash, s.quorum
-    );
-    println!(
-        "this node {}{}{}",
-        s.peer_id,
-        if s.member { "" } else { "  (not a member)" },
-        if s.synced { "" } else { "  (not synced yet)" }
-    );
-    println!("members:");
-    let now = grove::now_ms();
-    for m in &s.members {
-        let seen = match (m.online, m.last_seen) {
-            (true, _) => "online".to_string(),
-            (false, Some(t)) => format!("offline, last seen {}s ago", (now - t).max(0) / 1000),
-            (false, None) => "offline, never seen".to_string(),
-        };
-        println!("  {:16} {}  {}", m.name, m.peer_id, seen);
-    }
-    if !s.proposals.is_empty() {
-        println!("open proposals:");
-        for p in &s.proposals {
-            print!("  ");
-            print_proposal(p);
+impl Show for dto::MeshStatus {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "mesh {} ({})", self.name, self.mesh_id)?;
+        writeln!(
+            out,
+            "epoch {}  roster {}  quorum {}",
+            self.epoch, self.roster_hash, self.quorum
+        )?;
+        writeln!(
+            out,
+            "this node {}{}{}",
+            self.peer_id,
+            if self.member { "" } else { "  (not a member)" },
+            if self.synced {
+                ""
+            } else {
+                "  (not synced yet)"
+            }
+        )?;
+        writeln!(out, "members:")?;
+        let now = grove::now_ms();
+        for m in &self.members {
+            let seen = match (m.online, m.last_seen) {
+                (true, _) => "online".to_string(),
+                (false, Some(t)) => format!("offline, last seen {}s ago", (now - t).max(0) / 1000),
+                (false, None) => "offline, never seen".to_string(),
+            };
+            writeln!(out, "  {:16} {}  {}", m.name, m.peer_id, seen)?;
         }
+        if !self.proposals.is_empty() {
+            writeln!(out, "open proposals:")?;
+            for p in &self.proposals {
+                write!(out, "  ")?;
+                write_proposal(out, p)?;
+            }
+        }
+        if self.evidence > 0 {
+            writeln!(out, "equivocation evidence kept: {}", self.evidence)?;
+        }
+        Ok(())
     }
-    if s.evidence > 0 {
-        println!("equivocation evidence kept: {}", s.evidence);
-    }
-    Ok(())
 }
 
 /// `mesh init` with no daemon: straight to `mesh.db` under the state lock.
-fn init_offline(ctx: &Ctx, name: &str, member: &str, quorum: &str) -> anyhow::Result<()> {
+fn init_offline(
+    ctx: &Ctx,
+    name: &str,
+    member: &str,
+    quorum: &str,
+) -> anyhow::Result<dto::MeshStatus> {
     let rule = grove::mesh::roster::QuorumRule::parse(quorum)?;
     let _lock = StateLock::acquire(&ctx.state_dir)?;
     let id = super::identity::load(ctx)?;
@@ -378,7 +395,7 @@ fn init_offline(ctx: &Ctx, name: &str, member: &str, quorum: &str) -> anyhow::Re
     )?;
     store.persist(&t, now)?;
     let roster = state.roster().context("no roster after init")?;
-    let status = dto::MeshStatus {
+    Ok(dto::MeshStatus {
         mesh_id: hex::encode(roster.mesh_id),
         name: roster.mesh_name.clone(),
         epoch: roster.epoch,
@@ -400,6 +417,5 @@ fn init_offline(ctx: &Ctx, name: &str, member: &str, quorum: &str) -> anyhow::Re
             .collect(),
         proposals: Vec::new(),
         evidence: 0,
-    };
-    print_status(ctx, &status)
+    })
 }

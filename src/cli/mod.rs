@@ -1,19 +1,21 @@
-//! The `grove` command line: one file per command group, run on a [`Ctx`].
+//! The `grove` command line: one file per command group, run on a [`Ctx`];
+//! every answer is a DTO printed through [`Ctx::show`].
 
 pub mod audit;
+pub mod backup;
 pub mod book;
 pub mod identity;
 pub mod mesh;
 pub mod model;
 pub mod moot;
-pub mod moots;
 pub mod node;
 pub mod peers;
 pub mod shard;
+pub mod show;
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+pub use show::{Show, or_dash, print_json};
 
 /// What every command gets: the resolved settings and output mode.
 pub struct Ctx {
@@ -62,15 +64,4 @@ impl Ctx {
             )
         })
     }
-}
-
-/// Prints a value as pretty JSON on stdout.
-pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
-
-/// `value` or a dash for human output of missing metadata.
-pub fn or_dash(value: &Option<String>) -> &str {
-    value.as_deref().unwrap_or("-")
 }

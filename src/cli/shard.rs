@@ -1,8 +1,11 @@
 //! `grove shard list`: each shard's root (books.md section 7) and its books.
 
-use clap::Subcommand;
+use std::io::{self, Write};
 
-use super::{Ctx, print_json};
+use clap::Subcommand;
+use grove::api::dto;
+
+use super::{Ctx, Show};
 
 #[derive(Subcommand)]
 pub enum ShardCmd {
@@ -12,25 +15,26 @@ pub enum ShardCmd {
 
 pub fn run(cmd: ShardCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
-        ShardCmd::List => {
-            let list = ctx.books().shards()?;
-            if ctx.json {
-                return print_json(&list);
-            }
-            if list.shards.is_empty() {
-                println!("no shards");
-            }
-            for s in &list.shards {
-                println!(
-                    "{}  root {}",
-                    s.name,
-                    s.root.as_deref().unwrap_or("(none: no books)")
-                );
-                for b in &s.books {
-                    println!("  {}  {} chunks  {}", b.key, b.count, b.root);
-                }
-            }
-            Ok(())
+        ShardCmd::List => ctx.show(&ctx.books().shards()?),
+    }
+}
+
+impl Show for dto::ShardList {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.shards.is_empty() {
+            writeln!(out, "no shards")?;
         }
+        for s in &self.shards {
+            writeln!(
+                out,
+                "{}  root {}",
+                s.name,
+                s.root.as_deref().unwrap_or("(none: no books)")
+            )?;
+            for b in &s.books {
+                writeln!(out, "  {}  {} chunks  {}", b.key, b.count, b.root)?;
+            }
+        }
+        Ok(())
     }
 }

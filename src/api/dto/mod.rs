@@ -4,11 +4,13 @@
 //! a shape is named `dto::Book` wherever it is used.
 
 mod books;
+mod cli;
 mod mesh;
 mod moots;
 mod node;
 
 pub use books::*;
+pub use cli::*;
 pub use mesh::*;
 pub use moots::*;
 pub use node::*;

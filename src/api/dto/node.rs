@@ -115,3 +115,13 @@ pub struct SealedGossip {
 pub struct RecentGossip {
     pub messages: Vec<SealedGossip>,
 }
+
+impl From<&crate::identity::PublicIdentity> for IdentityView {
+    fn from(p: &crate::identity::PublicIdentity) -> IdentityView {
+        IdentityView {
+            peer_id: crate::identity::peer_id_text(&p.peer_id),
+            ed25519: hex::encode(p.ed25519),
+            x25519: hex::encode(p.x25519),
+        }
+    }
+}

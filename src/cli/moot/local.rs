@@ -1,51 +1,18 @@
-//! `grove moot`: run a moot between two books, check one reply, verify a
-//! transcript.
+//! `grove moot run` and `grove moot check` on this node: both books from
+//! the local store and the node's own model, no daemon and no mesh.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use grove::model::ChatModel;
-use grove::moot::host::run_local;
+use grove::moot::host::{repeated_book, run_local};
 use grove::moot::stats::Stats;
 use grove::moot::transcript::{CheckInput, StatsRecord, TranscriptRecord};
-use grove::moot::verify::{ChunkLookup, verify};
 use grove::moot::{MootSettings, Retriever, Tree, Utterance};
+use serde::Serialize;
 
-use crate::cli::Ctx;
-
-#[derive(clap::Subcommand, Debug)]
-pub enum MootCmd {
-    /// Run a moot between two stored books on the local model.
-    Run(RunArgs),
-    /// Grade and snap one reply: JSON `{reply, passages, pool, others, own}`
-    /// on stdin, JSON `{grounding, passes, text, snaps}` on stdout.
-    Check,
-    /// Re-check a transcript from the transcript alone; exits non-zero on
-    /// any mismatch.
-    Verify {
-        /// The transcript file (JSON), or a moot export (`grove moot export`).
-        file: PathBuf,
-        /// For an export: fail unless the mesh that vouches for it is this one.
-        #[arg(long)]
-        expect_mesh: Option<String>,
-        /// For an export: fail unless the roster that vouches for it has this hash.
-        #[arg(long)]
-        expect_roster: Option<String>,
-    },
-    /// Start a moot hosted by the running node between books held on members.
-    Start(super::moots::StartArgs),
-    /// The moots this node hosts.
-    List,
-    /// One hosted moot: state (running, paused and why, finished) and transcript.
-    Show { id: String },
-    /// Print a hosted moot's turns as they land, until it finishes or pauses.
-    Watch { id: String },
-    /// Resume a paused moot (turns already accepted are kept).
-    Resume { id: String },
-    /// Print a finished moot's export (signed by this node) for `moot verify`.
-    Export { id: String },
-}
+use crate::cli::{Ctx, Show};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -101,46 +68,6 @@ impl RunArgs {
     }
 }
 
-/// Runs `check` and `verify`. `run` needs the store and the model, so the
-/// caller dispatches it to [`run_moot`] with both books opened.
-pub fn run(cmd: MootCmd, ctx: &Ctx) -> anyhow::Result<()> {
-    match cmd {
-        MootCmd::Check => check(ctx),
-        MootCmd::Verify {
-            file,
-            expect_mesh,
-            expect_roster,
-        } => {
-            // Where the local store holds a book, its passages are also
-            // checked against the stored chunks.
-            let mut store = grove::store::Store::new(&ctx.state_dir);
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            if super::moots::is_export(&text) {
-                return super::moots::verify_export(
-                    &file,
-                    &text,
-                    expect_mesh.as_deref(),
-                    expect_roster.as_deref(),
-                    &mut store,
-                    ctx,
-                );
-            }
-            if expect_mesh.is_some() || expect_roster.is_some() {
-                bail!("--expect-mesh and --expect-roster apply to moot exports only");
-            }
-            verify_file(&file, Some(&mut store), ctx)
-        }
-        MootCmd::Start(args) => super::moots::start(&args, ctx),
-        MootCmd::List => super::moots::list(ctx),
-        MootCmd::Show { id } => super::moots::show(&id, ctx),
-        MootCmd::Watch { id } => super::moots::watch(&id, ctx),
-        MootCmd::Resume { id } => super::moots::resume(&id, ctx),
-        MootCmd::Export { id } => super::moots::export(&id, ctx),
-        MootCmd::Run(args) => run_stored(&args, ctx),
-    }
-}
-
 /// `grove moot check`.
 pub fn check(ctx: &Ctx) -> anyhow::Result<()> {
     let mut input = String::new();
@@ -160,57 +87,11 @@ pub fn check(ctx: &Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `grove moot verify FILE`. `store` checks passages against stored chunks
-/// where it holds the book.
-pub fn verify_file(
-    file: &Path,
-    store: Option<&mut dyn ChunkLookup>,
-    ctx: &Ctx,
-) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("reading transcript {}", file.display()))?;
-    let transcript = TranscriptRecord::from_json(&text)
-        .with_context(|| format!("reading transcript {}", file.display()))?;
-    let mismatches = verify(&transcript, store)?;
-    if ctx.json {
-        let list: Vec<serde_json::Value> = mismatches
-            .iter()
-            .map(|m| serde_json::json!({"turn": m.turn, "what": m.what}))
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "file": file.display().to_string(),
-                "utterances": transcript.utterances.len(),
-                "ok": mismatches.is_empty(),
-                "mismatches": list,
-            })
-        );
-    } else {
-        for m in &mismatches {
-            println!("MISMATCH {m}");
-        }
-        if mismatches.is_empty() {
-            println!(
-                "ok: {} utterances re-graded, re-snapped and hashed; stats agree",
-                transcript.utterances.len()
-            );
-        }
-    }
-    if !mismatches.is_empty() {
-        bail!("{} mismatches in {}", mismatches.len(), file.display());
-    }
-    Ok(())
-}
-
 /// `grove moot run` on this node: both books from the local store, each
 /// searching its own book, and the node's configured model.
-fn run_stored(args: &RunArgs, ctx: &Ctx) -> anyhow::Result<()> {
-    if args.a == args.b {
-        bail!(
-            "a moot needs two different books; `{}` was given twice",
-            args.a
-        );
+pub fn run_stored(args: &RunArgs, ctx: &Ctx) -> anyhow::Result<()> {
+    if let Some(key) = repeated_book([args.a.as_str(), args.b.as_str()]) {
+        bail!("a moot needs two different books; `{key}` was given twice");
     }
     let store = grove::store::Store::new(&ctx.state_dir);
     let open = |key: &str| {
@@ -232,7 +113,7 @@ fn run_stored(args: &RunArgs, ctx: &Ctx) -> anyhow::Result<()> {
 
 /// `grove moot run`: the books (their metadata and searches, in order a, b)
 /// and the model come from the caller; `base` is the `moot` config section.
-pub fn run_moot(
+fn run_moot(
     args: &RunArgs,
     ctx: &Ctx,
     base: &MootSettings,
@@ -280,19 +161,38 @@ pub fn run_moot(
         std::fs::write(out, record.to_json_pretty() + "\n")
             .with_context(|| format!("writing transcript {}", out.display()))?;
     }
-    if json {
-        println!("{}", record.to_json_pretty());
-    } else {
-        print!("{}", render_stats(&moot.stats));
-        if let Some(out) = &args.out {
-            println!("transcript written to {}", out.display());
+    ctx.show(&Ran {
+        record,
+        stats: moot.stats,
+        out: args.out.clone(),
+    })
+}
+
+/// A finished local moot: its transcript (the JSON), and for people the
+/// stats and where the transcript was written (the turns were printed as
+/// they landed).
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Ran {
+    record: TranscriptRecord,
+    #[serde(skip)]
+    stats: Stats,
+    #[serde(skip)]
+    out: Option<PathBuf>,
+}
+
+impl Show for Ran {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        write!(out, "{}", render_stats(&self.stats))?;
+        if let Some(file) = &self.out {
+            writeln!(out, "transcript written to {}", file.display())?;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// An utterance for people: speaker, move, text, citations and verdict.
-pub fn render_utterance(u: &Utterance) -> String {
+fn render_utterance(u: &Utterance) -> String {
     let mut s = format!(
         "\n── turn {} · {} · {} ──\n{}\n",
         u.turn,
@@ -335,7 +235,7 @@ pub fn render_utterance(u: &Utterance) -> String {
 }
 
 /// The stats as `name: value` lines.
-pub fn render_stats(stats: &Stats) -> String {
+fn render_stats(stats: &Stats) -> String {
     let value = serde_json::to_value(StatsRecord::from(stats)).unwrap_or_default();
     let mut s = String::from("\nstats:\n");
     if let Some(map) = value.as_object() {

@@ -1,0 +1,84 @@
+//! JSON shapes only the command line prints (no control route answers them):
+//! `moot verify` of a transcript or an export, `model install`, `model chat`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::moot::verify::Mismatch;
+
+/// One disagreement `moot verify` found; `turn` is null when it concerns
+/// the whole file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MismatchView {
+    pub turn: Option<u32>,
+    pub what: String,
+}
+
+impl From<&Mismatch> for MismatchView {
+    fn from(m: &Mismatch) -> MismatchView {
+        MismatchView {
+            turn: m.turn,
+            what: m.what.clone(),
+        }
+    }
+}
+
+/// Who vouches for a verified moot export (absent for a plain transcript).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VouchedBy {
+    pub mesh_id: String,
+    pub roster_hash: String,
+    /// The hosting node's peer id.
+    pub host: String,
+    /// Signed turns checked (the human text names it; not in the JSON).
+    #[serde(skip)]
+    pub signed_turns: usize,
+}
+
+/// `moot verify FILE`: a transcript, or an export with who vouches for it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MootVerified {
+    pub file: String,
+    pub utterances: usize,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub vouched: Option<VouchedBy>,
+    pub ok: bool,
+    pub mismatches: Vec<MismatchView>,
+}
+
+impl MootVerified {
+    /// The one builder of the report, for transcripts and exports alike.
+    pub fn new(
+        file: &std::path::Path,
+        utterances: usize,
+        vouched: Option<VouchedBy>,
+        mismatches: &[Mismatch],
+    ) -> MootVerified {
+        MootVerified {
+            file: file.display().to_string(),
+            utterances,
+            vouched,
+            ok: mismatches.is_empty(),
+            mismatches: mismatches.iter().map(MismatchView::from).collect(),
+        }
+    }
+}
+
+/// `model install`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelInstalled {
+    /// The file the embedded backend will load.
+    pub model_file: String,
+    pub downloaded: bool,
+    pub converted: bool,
+}
+
+/// `model chat`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelReply {
+    /// The backend and model that answered.
+    pub model: String,
+    pub reply: String,
+    pub seed: u64,
+    pub open_seconds: f64,
+    pub answer_seconds: f64,
+}

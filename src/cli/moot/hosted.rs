@@ -1,0 +1,246 @@
+//! `grove moot start|list|show|watch|resume|export`: moots hosted by the
+//! running node between books held on members, all through the daemon.
+
+use std::io::{self, Write};
+
+use anyhow::bail;
+use hyper::Method;
+use serde::Serialize;
+
+use crate::cli::{Ctx, Show, print_json};
+use grove::api::dto;
+use grove::moot::transcript::DecisionRecord;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct StartArgs {
+    /// A tree as PEER:KEY (PEER: `self`, a member's name or peer id);
+    /// repeatable, in speaking order.
+    #[arg(long = "tree")]
+    pub trees: Vec<String>,
+    /// Shorthand for the first tree.
+    #[arg(long)]
+    pub a: Option<String>,
+    /// Shorthand for the second tree.
+    #[arg(long)]
+    pub b: Option<String>,
+    #[arg(long)]
+    pub topic: Option<String>,
+    #[arg(long)]
+    pub turns: Option<u32>,
+    #[arg(short = 'k', long = "k")]
+    pub k: Option<usize>,
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+}
+
+pub fn start(args: &StartArgs, ctx: &Ctx) -> anyhow::Result<()> {
+    let client = ctx.daemon()?;
+    let mut trees: Vec<String> = args.a.iter().chain(args.b.iter()).cloned().collect();
+    trees.extend(args.trees.iter().cloned());
+    if trees.len() < 2 {
+        bail!("a moot needs two trees: --a PEER:KEY --b PEER:KEY (or --tree twice)");
+    }
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    q.append_pair("trees", &trees.join("\n"));
+    if let Some(t) = &args.topic {
+        q.append_pair("topic", t);
+    }
+    if let Some(t) = args.turns {
+        q.append_pair("turns", &t.to_string());
+    }
+    if let Some(k) = args.k {
+        q.append_pair("k", &k.to_string());
+    }
+    if let Some(m) = args.max_tokens {
+        q.append_pair("max_tokens", &m.to_string());
+    }
+    let started: dto::MootStarted = client.request(
+        Method::POST,
+        &format!("/v1/moot/start?{}", q.finish()),
+        Vec::new(),
+    )?;
+    ctx.show(&Started(started))
+}
+
+pub fn list(ctx: &Ctx) -> anyhow::Result<()> {
+    let client = ctx.daemon()?;
+    let list: dto::MootList = client.request(Method::GET, "/v1/moots", Vec::new())?;
+    ctx.show(&list)
+}
+
+fn url(path: &str, id: &str) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    q.append_pair("id", id);
+    format!("{path}?{}", q.finish())
+}
+
+pub fn show(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    let client = ctx.daemon()?;
+    let v: dto::MootView = client.request(Method::GET, &url("/v1/moot/show", id), Vec::new())?;
+    ctx.show(&v)
+}
+
+/// One turn as `moot show` and `moot watch` print it; a pass shows its
+/// node's reason instead of text.
+fn write_turn(
+    out: &mut dyn Write,
+    turn: u32,
+    title: &str,
+    text: &str,
+    grounded: bool,
+    decision: Option<&DecisionRecord>,
+) -> io::Result<()> {
+    match decision.filter(|d| d.action == "pass") {
+        Some(d) => writeln!(
+            out,
+            "── turn {turn} · {title} passes ──\n   {} ({}, {} ms)\n",
+            d.reason, d.policy, d.ms
+        ),
+        None => writeln!(
+            out,
+            "── turn {turn} · {title} ──\n{text}\n   {}\n",
+            if grounded { "grounded" } else { "NOT grounded" }
+        ),
+    }
+}
+
+pub fn resume(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    let client = ctx.daemon()?;
+    let r: dto::MootStarted =
+        client.request(Method::POST, &url("/v1/moot/resume", id), Vec::new())?;
+    ctx.show(&Resumed(r))
+}
+
+pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    let client = ctx.daemon()?;
+    let mut printed = 0usize;
+    loop {
+        let v: dto::MootView =
+            client.request(Method::GET, &url("/v1/moot/show", id), Vec::new())?;
+        for line in v.lines.iter().skip(printed) {
+            ctx.show_line(line)?;
+        }
+        printed = v.lines.len();
+        if v.state != "running" {
+            if !ctx.json {
+                match &v.reason {
+                    Some(r) => println!("moot {} is {}: {r}", v.id, v.state),
+                    None => println!("moot {} is {}", v.id, v.state),
+                }
+            }
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+pub fn export(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    let client = ctx.daemon()?;
+    let e: dto::MootExport =
+        client.request(Method::GET, &url("/v1/moot/export", id), Vec::new())?;
+    print_json(&e)
+}
+
+/// `moot start`: the new moot's id (same JSON as the daemon's answer).
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Started(dto::MootStarted);
+
+/// `moot resume`: the resumed moot's id.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Resumed(dto::MootStarted);
+
+impl Show for Started {
+    /// The id alone on stdout, so `$(grove moot start …)` is the id.
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}", self.0.id)
+    }
+
+    fn note(&self, err: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            err,
+            "moot {} started; follow it with `grove moot show {}`",
+            self.0.id, self.0.id
+        )
+    }
+}
+
+impl Show for Resumed {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "moot {} resumed; follow it with `grove moot watch {}`",
+            self.0.id, self.0.id
+        )
+    }
+}
+
+impl Show for dto::MootList {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.moots.is_empty() {
+            writeln!(out, "no moots hosted here")?;
+        }
+        for m in &self.moots {
+            let trees: Vec<&str> = m.trees.iter().map(|t| t.key.as_str()).collect();
+            writeln!(
+                out,
+                "{}  {:8}  {}/{} turns  {}{}",
+                m.id,
+                m.state,
+                m.turns_done,
+                m.turns,
+                trees.join(" ⇄ "),
+                m.reason
+                    .as_ref()
+                    .map(|r| format!("  ({r})"))
+                    .unwrap_or_default()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Show for dto::MootView {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "moot {}  {}  {}/{} turns",
+            self.id, self.state, self.turns_done, self.turns
+        )?;
+        if let Some(r) = &self.reason {
+            writeln!(out, "reason: {r}")?;
+        }
+        for t in &self.trees {
+            writeln!(out, "  {} ({}) on {}", t.key, t.title, t.peer_id)?;
+        }
+        if let Some(t) = &self.transcript {
+            for u in &t.utterances {
+                writeln!(out)?;
+                write_turn(
+                    out,
+                    u.turn,
+                    &u.title,
+                    &u.text,
+                    u.grounded,
+                    u.decision.as_ref(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One accepted turn as `moot watch` prints it (one JSON line with --json).
+impl Show for dto::MootLine {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        write_turn(
+            out,
+            self.turn,
+            &self.title,
+            &self.text,
+            self.grounded,
+            self.decision.as_ref(),
+        )
+    }
+}
