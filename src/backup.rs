@@ -30,6 +30,10 @@ pub enum BackupError {
     },
     #[error("nothing to back up in {0}: no identity or databases")]
     Empty(PathBuf),
+    #[error(
+        "cannot read {path}: a node's state is private to its user (files 0600); run the backup as that user or as root, e.g. `sudo grove backup --state {state} DEST`"
+    )]
+    NotReadable { path: PathBuf, state: PathBuf },
 }
 
 /// What a backup wrote.
@@ -84,6 +88,18 @@ pub fn backup(state_dir: &Path, dest: &Path) -> Result<BackupReport, BackupError
     let (keys, dbs) = sources(state_dir)?;
     if keys.is_empty() && dbs.is_empty() {
         return Err(BackupError::Empty(state_dir.to_path_buf()));
+    }
+    // Say who can take the backup before writing anything.
+    for rel in keys.iter().chain(&dbs) {
+        let path = state_dir.join(rel);
+        if let Err(e) = fs::File::open(&path)
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            return Err(BackupError::NotReadable {
+                path,
+                state: state_dir.to_path_buf(),
+            });
+        }
     }
     let parent = dest
         .parent()

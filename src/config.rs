@@ -11,6 +11,10 @@ use serde::Deserialize;
 /// Default config file, read when present and no `--config` is given.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/grove/grove.toml";
 
+/// Where the packaged service (`systemd/grove.service`, `RuntimeDirectory=grove`)
+/// puts its control socket.
+pub const SYSTEM_SOCKET: &str = "/run/grove/grove.sock";
+
 /// Errors while loading or validating configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -20,10 +24,14 @@ pub enum ConfigError {
     Invalid { key: String, reason: String },
     #[error("no state directory: pass --state, set state_dir (GROVE_STATE_DIR), or set $HOME")]
     NoStateDir,
+    #[error(
+        "{var} is not a config key: there is no key `{key}` (GROVE_SECTION__KEY sets `section.key`)"
+    )]
+    UnknownVariable { var: String, key: String },
 }
 
 /// Size limits applied to every book (bytes).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Largest book file or download accepted.
@@ -42,7 +50,7 @@ impl Default for Limits {
 }
 
 /// How books are fetched from http(s) URLs.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FetchSettings {
     pub connect_timeout_secs: u64,
@@ -61,7 +69,7 @@ impl Default for FetchSettings {
 }
 
 /// The daemon's control socket.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControlSettings {
     /// Socket path; default `$RUNTIME_DIRECTORY/grove.sock` under systemd,
@@ -70,7 +78,7 @@ pub struct ControlSettings {
 }
 
 /// This node as members see it.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NodeSettings {
     /// Display name members see.
@@ -78,7 +86,7 @@ pub struct NodeSettings {
 }
 
 /// Logging of the daemon (to stderr; journald adds its own timestamps).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogSettings {
     /// A tracing filter such as `info` or `grove=debug`; `RUST_LOG` wins.
@@ -94,7 +102,7 @@ impl Default for LogSettings {
 }
 
 /// The node's network (`[net]`).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NetSettings {
     /// Multiaddrs to listen on; `/tcp/0` picks a free port.
@@ -199,7 +207,7 @@ impl NetSettings {
 }
 
 /// Everything configurable, as written by the operator.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Where shards, keys and mesh state live.
@@ -242,18 +250,23 @@ impl Settings {
             }
             None => {}
         }
+        check_environment(std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()))?;
         builder = builder.add_source(
             config::Environment::with_prefix("GROVE")
                 .prefix_separator("_")
                 .separator("__")
                 .try_parsing(true),
         );
-        let raw = builder
-            .build()
-            .map_err(|e| ConfigError::Load(e.to_string()))?;
-        let settings: Settings = raw
-            .try_deserialize()
-            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        // Name the file in every load error (a wrong type or unknown key
+        // in it), since the message alone may not.
+        let origin = match file {
+            Some(path) => path.display().to_string(),
+            None if Path::new(DEFAULT_CONFIG_FILE).is_file() => DEFAULT_CONFIG_FILE.to_string(),
+            None => "the environment".to_string(),
+        };
+        let load = |e: config::ConfigError| ConfigError::Load(format!("{origin}: {e}"));
+        let raw = builder.build().map_err(load)?;
+        let settings: Settings = raw.try_deserialize().map_err(load)?;
         settings.validate()?;
         Ok(settings)
     }
@@ -322,6 +335,34 @@ impl Settings {
         state_dir.join("grove.sock")
     }
 
+    /// The effective configuration as JSON, every key with its value;
+    /// values of keys named like secrets are masked. (No key holds a
+    /// secret today: `model.api_key_env` names the variable that does.)
+    pub fn effective(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        mask_secrets(&mut value);
+        value
+    }
+
+    /// The control socket a command talks to. In order: `control.socket`
+    /// (which `--socket` and `GROVE_CONTROL__SOCKET` set);
+    /// `$RUNTIME_DIRECTORY/grove.sock`; the state directory's `grove.sock`
+    /// when it exists (a node runs on that state); the system service's
+    /// [`SYSTEM_SOCKET`] when it exists and no `--state` was given (an
+    /// explicit state directory never sends work to another node); else the
+    /// state directory's `grove.sock` (named in "not running" errors).
+    pub fn client_socket(&self, state_flag: Option<&Path>, state_dir: &Path) -> PathBuf {
+        let own = self.control_socket(state_dir);
+        if self.control.socket.is_some() || own != state_dir.join("grove.sock") || own.exists() {
+            return own;
+        }
+        let system = Path::new(SYSTEM_SOCKET);
+        if state_flag.is_none() && system.exists() {
+            return system.to_path_buf();
+        }
+        own
+    }
+
     /// The state directory: `flag`, else `state_dir`, else systemd's
     /// `$STATE_DIRECTORY`, else a per-user default.
     pub fn resolve_state_dir(&self, flag: Option<&Path>) -> Result<PathBuf, ConfigError> {
@@ -344,5 +385,62 @@ impl Settings {
         dirs::data_local_dir()
             .map(|d| d.join("grove"))
             .ok_or(ConfigError::NoStateDir)
+    }
+}
+
+/// Every config key, dotted (`net.listen`), from the settings' own shape.
+pub fn known_keys() -> Vec<String> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        if let serde_json::Value::Object(map) = v {
+            for (k, v) in map {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.push(key.clone());
+                walk(&key, v, out);
+            }
+        }
+    }
+    let mut keys = Vec::new();
+    walk(
+        "",
+        &serde_json::to_value(Settings::default()).unwrap_or_default(),
+        &mut keys,
+    );
+    keys
+}
+
+/// Refuses a `GROVE_*` variable that names no config key, by its own name
+/// (the config loader would only say ``unknown field `nope` ``).
+fn check_environment(vars: impl Iterator<Item = String>) -> Result<(), ConfigError> {
+    let known = known_keys();
+    for var in vars {
+        let Some(rest) = var.strip_prefix("GROVE_") else {
+            continue;
+        };
+        let key = rest.to_ascii_lowercase().replace("__", ".");
+        if !known.contains(&key) {
+            return Err(ConfigError::UnknownVariable { var, key });
+        }
+    }
+    Ok(())
+}
+
+/// Replaces the values of secret-looking keys with `"********"`.
+fn mask_secrets(v: &mut serde_json::Value) {
+    if let serde_json::Value::Object(map) = v {
+        for (k, v) in map.iter_mut() {
+            let secret = ["secret", "password", "token"]
+                .iter()
+                .any(|s| k.contains(s))
+                || k.ends_with("_key");
+            if secret && !v.is_null() {
+                *v = serde_json::Value::String("********".into());
+            } else {
+                mask_secrets(v);
+            }
+        }
     }
 }

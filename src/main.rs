@@ -24,6 +24,11 @@ struct Args {
     /// Print JSON for scripting.
     #[arg(long, global = true)]
     json: bool,
+    /// The daemon's control socket (else control.socket, GROVE_CONTROL__SOCKET,
+    /// $RUNTIME_DIRECTORY, the state directory's when a node runs there,
+    /// /run/grove/grove.sock without --state, then the state directory's).
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -71,6 +76,11 @@ enum Command {
     Roots,
     /// A consistent copy of the state directory (databases and keys) into DEST.
     Backup { dest: PathBuf },
+    /// The effective configuration: `config check` validates and prints it.
+    Config {
+        #[command(subcommand)]
+        cmd: cli::config::ConfigCmd,
+    },
     /// The audit chains of every database in the state directory.
     Audit {
         #[command(subcommand)]
@@ -96,16 +106,35 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let settings = grove::config::Settings::load(args.config.as_deref())?;
+    let Args {
+        state,
+        config,
+        json,
+        socket,
+        command,
+    } = args;
+    let command = match command {
+        // Checked before anything else reads the settings (or a state dir).
+        Command::Config { cmd } => return cli::config::run(cmd, config.as_deref(), json),
+        other => other,
+    };
+    let mut settings = grove::config::Settings::load(config.as_deref())?;
     // candle reads its thread count once: set it before any thread starts.
     grove::model::apply_thread_setting(&settings.model);
-    let state_dir = settings.resolve_state_dir(args.state.as_deref())?;
+    if let Some(path) = socket {
+        // A flag overrides the config like any other: the daemon binds
+        // there and commands talk to it there.
+        settings.control.socket = Some(path);
+    }
+    let state_dir = settings.resolve_state_dir(state.as_deref())?;
+    let socket = settings.client_socket(state.as_deref(), &state_dir);
     let ctx = cli::Ctx {
         settings,
         state_dir,
-        json: args.json,
+        json,
+        socket,
     };
-    match args.command {
+    match command {
         Command::Book { cmd } => cli::book::run(cmd, &ctx),
         Command::Shard { cmd } => cli::shard::run(cmd, &ctx),
         Command::Audit { cmd } => cli::audit::run(cmd, &ctx),
@@ -117,5 +146,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Peers => cli::peers::peers(&ctx),
         Command::Roots => cli::peers::roots(&ctx),
         Command::Backup { dest } => cli::backup::backup(&ctx, &dest),
+        Command::Config { cmd } => cli::config::run(cmd, config.as_deref(), json),
     }
 }

@@ -3,6 +3,7 @@
 
 mod books;
 mod cluster;
+mod config;
 mod corpus;
 mod daemon;
 mod docs;

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod backup;
 pub mod book;
+pub mod config;
 pub mod identity;
 pub mod mesh;
 pub mod model;
@@ -25,14 +26,15 @@ pub struct Ctx {
     pub state_dir: PathBuf,
     /// Print JSON for scripting instead of human text.
     pub json: bool,
+    /// The control socket commands talk to (`Settings::client_socket`).
+    pub socket: PathBuf,
 }
 
 impl Ctx {
     /// The book operations: through the daemon when one answers on the
     /// control socket (so there is one writer), else directly on the state.
     pub fn books(&self) -> Box<dyn grove::api::books::BookApi> {
-        let socket = self.settings.control_socket(&self.state_dir);
-        match grove::api::client::Client::connect(&socket) {
+        match grove::api::client::Client::connect(&self.socket) {
             Some(client) => Box::new(client),
             None => Box::new(grove::api::books::LocalBooks::new(
                 &self.state_dir,
@@ -46,7 +48,7 @@ impl Ctx {
 impl Ctx {
     /// The control socket this node's daemon answers on.
     pub fn socket(&self) -> PathBuf {
-        self.settings.control_socket(&self.state_dir)
+        self.socket.clone()
     }
 
     /// A client of the running daemon, when one answers.

@@ -97,6 +97,11 @@ pub async fn run(
     let socket_path = settings.control_socket(&state_dir);
     let listener = bind_control_socket(&socket_path)?;
     let core = mesh::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
+    let node_db = state_dir.join(peers::DB_FILE);
+    crate::store::create_private(&node_db).map_err(|e| DaemonError::StateDir {
+        path: node_db.clone(),
+        source: e,
+    })?;
     let peer_book = peers::PeerBook::open(&state_dir)?;
     let (network, net_events) = crate::net::Network::start(keypair, net_config).await?;
     let bound = network.listeners().await?;

@@ -57,6 +57,8 @@ pub struct PeerBook {
 impl PeerBook {
     /// Opens `node.db`, loading the stored announcements.
     pub fn open(state_dir: &Path) -> Result<PeerBook, rusqlite::Error> {
+        // The daemon creates it private first (the state directory's
+        // file-mode policy, `store::create_private`).
         let conn = Connection::open(state_dir.join(DB_FILE))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.execute_batch(SCHEMA)?;

@@ -17,7 +17,7 @@ pub mod store;
 use serde::Deserialize;
 
 /// Mesh configuration (`[mesh]` in grove.toml).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MeshSettings {
     /// How long a proposal stays open before its votes are released.

@@ -91,7 +91,7 @@ pub trait ChatModel {
 }
 
 /// Which backend runs the node's model.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// A GGUF model run in-process (no server needed).
@@ -102,7 +102,7 @@ pub enum Backend {
 }
 
 /// The `[model]` settings (env: `GROVE_MODEL__<KEY>`).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelSettings {
     /// `embedded` or `openai`.

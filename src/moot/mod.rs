@@ -231,7 +231,7 @@ pub struct Summary {
 }
 
 /// Moot settings (config key `moot`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MootSettings {
     /// Number of turns (both books together).

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 /// How a node decides whether its tree speaks (config key `speaker.policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyKind {
     /// The tree speaks on every turn it is asked for.
@@ -26,7 +26,7 @@ impl PolicyKind {
 }
 
 /// The speaker side of cross-node moots (config section `speaker`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicySettings {
     pub policy: PolicyKind,

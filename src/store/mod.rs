@@ -227,3 +227,22 @@ impl Store {
         Ok(hits)
     }
 }
+
+/// Creates `path` as an empty file only its owner can read and write
+/// (0600), unless it exists. The state directory's one file-mode policy:
+/// keys and every database (SQLite gives a database's -wal and -shm files
+/// its mode) are private to the node's user; only the control socket is
+/// shared, with its group (0660).
+pub fn create_private(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}

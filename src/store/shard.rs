@@ -165,6 +165,12 @@ impl Shard {
 
     fn open_read_write(path: &Path) -> Result<Connection, StoreError> {
         let err = |e| StoreError::sql(path, e);
+        if !path.exists() {
+            super::create_private(path).map_err(|source| StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;

@@ -82,3 +82,16 @@ pub struct ModelReply {
     pub open_seconds: f64,
     pub answer_seconds: f64,
 }
+
+/// `config check`: the effective configuration (file, environment,
+/// defaults), every key with its value, secrets masked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConfigReport {
+    /// The config file read, or null when none was (defaults and environment).
+    pub file: Option<String>,
+    /// The `GROVE_*` variables that set keys.
+    pub environment: Vec<String>,
+    pub ok: bool,
+    /// Every key, nested by section (`net.listen` is `settings.net.listen`).
+    pub settings: serde_json::Value,
+}

@@ -27,12 +27,7 @@ pub struct NodeView {
 }
 
 pub async fn identity(State(node): State<NodeView>) -> Json<dto::IdentityView> {
-    let me = &node.mesh.view().me;
-    Json(dto::IdentityView {
-        peer_id: peer_id_text(&me.peer_id),
-        ed25519: hex::encode(me.ed25519),
-        x25519: hex::encode(me.x25519),
-    })
+    Json(dto::IdentityView::from(&node.mesh.view().me))
 }
 
 pub async fn peers(State(node): State<NodeView>) -> Json<dto::PeerList> {

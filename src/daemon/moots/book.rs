@@ -307,6 +307,9 @@ impl MootBook {
             std::fs::create_dir_all(&self.dir)?;
             let path = self.dir.join(format!("{}.json", moot.view.id));
             let tmp = self.dir.join(format!(".{}.json.tmp", moot.view.id));
+            // Private like every file of the state directory.
+            let _ = std::fs::remove_file(&tmp);
+            crate::store::create_private(&tmp)?;
             std::fs::write(&tmp, bytes)?;
             std::fs::rename(&tmp, &path)
         };
