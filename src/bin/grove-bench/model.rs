@@ -165,7 +165,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         median(&mut gen_rates),
         gen_rates.len()
     );
-    guided_overhead(&mut model, &prompt, &passage, gen_tokens, runs)?;
+    guided_overhead(&mut model, &prompt, &messages, &passage, gen_tokens, runs)?;
     println!(
         "peak RSS: {}",
         peak_rss().unwrap_or_else(|| "unknown".into())
@@ -183,9 +183,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 
 /// Guided generations of the same prompt: the guide's time per token, and
 /// its share of a token's time (greedy, so runs repeat the same tokens).
+/// The guide has every rule on, the copy rule over the whole prompt as a
+/// moot turn has it.
 fn guided_overhead(
     model: &mut EmbeddedModel,
     prompt: &[u32],
+    messages: &[ChatMessage],
     passage: &str,
     gen_tokens: usize,
     runs: usize,
@@ -201,6 +204,8 @@ fn guided_overhead(
         passages: vec![passage.to_string()],
         turns: Default::default(),
         max_words: 0,
+        avoid: messages.iter().map(|m| m.content.clone()).collect(),
+        exempt: vec!["Moby Dick".into(), "Pride and Prejudice".into()],
     };
     let mut per_token = Vec::new();
     let mut shares = Vec::new();
