@@ -304,7 +304,10 @@ fn own_words_figures_are_recorded_and_re_derived() {
     // five words) ends mid-sentence. Turn 2 repeats turn 1's words (`as I
     // have said`) outside its quotes.
     assert_eq!(figures[0].copied_words_outside_quotes, 0, "{figures:?}");
-    assert_eq!((figures[0].quotes, figures[0].quotes_clause_aligned), (1, 0));
+    assert_eq!(
+        (figures[0].quotes, figures[0].quotes_clause_aligned),
+        (1, 0)
+    );
     assert!(figures[1].copied_words_outside_quotes >= 4, "{figures:?}");
     let copied: u32 = figures.iter().map(|f| f.copied_words_outside_quotes).sum();
     let quotes: u32 = figures.iter().map(|f| f.quotes).sum();
@@ -317,7 +320,10 @@ fn own_words_figures_are_recorded_and_re_derived() {
     assert_eq!(record.settings.copy_run_words, Some(4));
     let json = record.to_json_pretty();
     assert!(json.contains("\"copied_words_outside_quotes\""), "{json}");
-    assert!(json.contains("\"quotes_clause_aligned_rate\": 0.0"), "{json}");
+    assert!(
+        json.contains("\"quotes_clause_aligned_rate\": 0.0"),
+        "{json}"
+    );
     assert!(json.contains("\"copy_run_words\": 4"), "{json}");
     let parsed = TranscriptRecord::from_json(&json).expect("parses");
     assert_eq!(verify(&parsed, None).expect("verifies"), []);
@@ -325,7 +331,9 @@ fn own_words_figures_are_recorded_and_re_derived() {
     tampered.utterances[1].copied_words_outside_quotes = Some(0);
     let mismatches = verify(&tampered, None).expect("verifies");
     assert!(
-        mismatches.iter().any(|m| m.what.contains("own-words figures")),
+        mismatches
+            .iter()
+            .any(|m| m.what.contains("own-words figures")),
         "{mismatches:?}"
     );
     // A transcript from before the figures: no run length, no figures.
@@ -403,11 +411,9 @@ fn the_prompt_carries_persona_passages_and_moves() {
             .ends_with(&format!("has just said: {}", moot.utterances[1].text))
     );
     // Turn 3 of 3 closes: the last-turn instruction is in the system message.
-    assert!(
-        third.messages[0]
-            .content
-            .ends_with("This is your last turn in the moot: give Moby Dick your final word on the matter.")
-    );
+    assert!(third.messages[0].content.ends_with(
+        "This is your last turn in the moot: give Moby Dick your final word on the matter."
+    ));
 }
 
 #[test]

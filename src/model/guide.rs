@@ -234,7 +234,10 @@ impl Vocabulary {
         let multi_word = tokens
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.as_deref().is_some_and(|b| is_safe_text(b) && holds_two_words(b)))
+            .filter(|(_, b)| {
+                b.as_deref()
+                    .is_some_and(|b| is_safe_text(b) && holds_two_words(b))
+            })
             .map(|(id, _)| id as u32)
             .collect();
         Vocabulary {
@@ -260,6 +263,11 @@ impl Vocabulary {
 
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
+    }
+
+    /// How many tokens hold two words (checked one by one by the copy rule).
+    pub fn two_word_tokens(&self) -> usize {
+        self.multi_word.len()
     }
 
     /// The decoded bytes of `id` (`None` for special tokens).
@@ -1024,7 +1032,8 @@ impl QuoteGuide {
         let after = words::words(&format!("{tail}{token}"));
         let continues = partial && token.chars().next().is_some_and(is_word_char);
         let first_touched = words - usize::from(continues);
-        (first_touched.max(n - 1)..after.len()).any(|end| self.runs.contains(&after[end + 1 - n..=end]))
+        (first_touched.max(n - 1)..after.len())
+            .any(|end| self.runs.contains(&after[end + 1 - n..=end]))
     }
 
     /// Whether a quote of `quoted` bytes (content so far plus the token's
@@ -1707,7 +1716,10 @@ mod tests {
         feed(&mut g, &w, &[","]);
         assert!(allows(&mut g, &w, "\""), "after the comma");
         feed(&mut g, &w, &[" "]);
-        assert!(!allows(&mut g, &w, "\""), "never a space just inside the mark");
+        assert!(
+            !allows(&mut g, &w, "\""),
+            "never a space just inside the mark"
+        );
         // Four words to the passage's end: `from the sea.` has three, so no
         // quote starts at `from`.
         let (mut g, w) = guide(&[WHALE], 100);
@@ -1776,7 +1788,11 @@ mod tests {
             200,
         );
         feed(&mut g, &w, &["I"]);
-        for quote in ["one two three four", "five six seven eight", "nine ten eleven twelve"] {
+        for quote in [
+            "one two three four",
+            "five six seven eight",
+            "nine ten eleven twelve",
+        ] {
             feed(&mut g, &w, &[" \""]);
             feed_chars(&mut g, &w, quote);
             feed(&mut g, &w, &["\"", " [s1]", " we"]);
@@ -1828,7 +1844,11 @@ mod tests {
         let stop = *g.vocab.stops.first().expect("a stop token");
         feed(&mut g, &w, &["I"]);
         assert!(!allowed(&mut g).contains(&stop), "no quote yet");
-        feed(&mut g, &w, &[" \"The", " whale", " rose", " at", " dawn", "\""]);
+        feed(
+            &mut g,
+            &w,
+            &[" \"The", " whale", " rose", " at", " dawn", "\""],
+        );
         assert!(!allowed(&mut g).contains(&stop), "inside the forced tag");
         feed(&mut g, &w, &[" [s1]", " we"]);
         assert!(!allowed(&mut g).contains(&stop), "mid-sentence");
@@ -1854,7 +1874,8 @@ mod tests {
 
     #[test]
     fn quotes_open_only_where_a_boundary_is_within_the_word_cap() {
-        let text = "one two three four five, six seven eight nine ten eleven twelve thirteen fourteen.";
+        let text =
+            "one two three four five, six seven eight nine ten eleven twelve thirteen fourteen.";
         let rules = GuideRules {
             max_quote_words: 6,
             ..GuideRules::default()
@@ -1931,7 +1952,9 @@ mod tests {
         feed(
             &mut g,
             &w,
-            &["I", " \"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we"],
+            &[
+                "I", " \"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we",
+            ],
         );
         feed(&mut g, &w, &[" \""]);
         // `The whale rose at dawn` was quoted: no quote starts inside it again...
@@ -1989,19 +2012,34 @@ mod tests {
     fn titles_may_always_be_named_and_runs_restart_after_a_quote() {
         let title = "The Whale Rose at Dawn";
         let (mut g, w) = copy_guide("nothing", &[title]);
-        feed(&mut g, &w, &["I", " said", " the", " whale", " rose", " at"]);
+        feed(
+            &mut g,
+            &w,
+            &["I", " said", " the", " whale", " rose", " at"],
+        );
         assert!(allows(&mut g, &w, " dawn"));
         // Words before a quote and after it are not one run.
         let (mut g, w) = copy_guide("we said the whale and the sea was calm", &[]);
-        feed(&mut g, &w, &["I", " said", " the", " \"The", " whale", " rose", " at"]);
-        feed(&mut g, &w, &[" dawn", "\"", " [s1]", " and", " the", " sea"]);
+        feed(
+            &mut g,
+            &w,
+            &["I", " said", " the", " \"The", " whale", " rose", " at"],
+        );
+        feed(
+            &mut g,
+            &w,
+            &[" dawn", "\"", " [s1]", " and", " the", " sea"],
+        );
         assert!(!allows(&mut g, &w, " was"), "`and the sea was`");
         let (mut g, w) = copy_guide("said the whale rose", &[]);
         feed(&mut g, &w, &["I", " said", " the"]);
         feed(&mut g, &w, &[" \"", "w"]);
         feed_chars(&mut g, &w, "hale rose at dawn");
         feed(&mut g, &w, &["\"", " [s1]"]);
-        assert!(allows(&mut g, &w, " rose"), "`said the` came before the quote");
+        assert!(
+            allows(&mut g, &w, " rose"),
+            "`said the` came before the quote"
+        );
     }
 
     #[test]

@@ -282,7 +282,9 @@ mod tests {
         );
         assert!(m.starts_with("[s1] (chunk:0001)\nFirst text.\n\n[s2] (chunk:0002)\nSecond text."));
         // The other book's line comes last; the move is in the system message.
-        assert!(m.ends_with("The moot so far: so far\n\nTurn 1, A: hello\n\nTurn 2, B has just said: well"));
+        assert!(m.ends_with(
+            "The moot so far: so far\n\nTurn 1, A: hello\n\nTurn 2, B has just said: well"
+        ));
         let opening = user_message(&passages, None, &[], &Cue::Opening { topic: None }, "B");
         assert!(opening.ends_with("Second text."));
     }

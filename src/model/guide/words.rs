@@ -74,7 +74,11 @@ pub fn without_tags(text: &str) -> String {
 
 /// The words of `text` after `norm()`.
 pub fn words(text: &str) -> Vec<String> {
-    norm(text).split(' ').filter(|w| !w.is_empty()).map(str::to_string).collect()
+    norm(text)
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// The runs of [`COPY_RUN_WORDS`] (or `n`) words of some texts, indexed by
@@ -163,14 +167,11 @@ impl RunIndex {
         if run.len() != self.n {
             return false;
         }
-        let Some(ids) = run
-            .iter()
-            .map(|w| self.id(w))
-            .collect::<Option<Vec<u32>>>()
-        else {
+        let Some(ids) = run.iter().map(|w| self.id(w)).collect::<Option<Vec<u32>>>() else {
             return false;
         };
-        self.next_words(&ids[..self.n - 1]).contains(&ids[self.n - 1])
+        self.next_words(&ids[..self.n - 1])
+            .contains(&ids[self.n - 1])
     }
 
     /// How many of `words` belong to at least one run of the texts.
@@ -262,9 +263,9 @@ pub fn quote_is_clause_aligned(inner: &str, sources: &[Vec<(String, bool)>]) -> 
         return false;
     }
     sources.iter().any(|source| {
-        source.windows(q.len()).any(|w| {
-            w.iter().zip(&q).all(|((a, _), b)| a == b) && w[q.len() - 1].1
-        })
+        source
+            .windows(q.len())
+            .any(|w| w.iter().zip(&q).all(|((a, _), b)| a == b) && w[q.len() - 1].1)
     })
 }
 
@@ -332,11 +333,17 @@ mod tests {
         assert!(aligned("It is a truth universally acknowledged,"));
         assert!(aligned("a single man must be in want of a wife."));
         assert!(!aligned("a single man must be"), "ends inside a clause");
-        assert!(!aligned(" a single man must be in want of a wife"), "blank edge");
+        assert!(
+            !aligned(" a single man must be in want of a wife"),
+            "blank edge"
+        );
         assert!(aligned("want of a wife."), "4 words");
         assert!(aligned("in want of a wife"));
         assert!(!aligned("of a wife"), "under 4 words");
-        assert!(!aligned("ruth universally acknowledged, that"), "not whole words");
+        assert!(
+            !aligned("ruth universally acknowledged, that"),
+            "not whole words"
+        );
         let (n, ok) = clause_aligned_quotes(
             "I say \"It is a truth universally acknowledged\" [s1] and \"A charge of\" [s1].",
             &src,
