@@ -81,6 +81,8 @@ enum Act {
     Misquote,
     /// Quote the other book's last line as [oN], plus a good quote.
     QuoteOther,
+    /// Repeat the other book's last line as its own words, plus a good quote.
+    Echo,
 }
 
 struct FakeModel {
@@ -150,6 +152,10 @@ impl ChatModel for FakeModel {
                     .and_then(|t| t.trim().parse().ok())
                     .unwrap_or(0);
                 format!("You said \"{said}\" [o{turn}], yet \"{quote}\" [s1].")
+            }
+            Act::Echo => {
+                let said = user.rsplit(" has just said: ").next().unwrap_or_default();
+                format!("{said} \"{quote}\" [s1].")
             }
         })
     }
@@ -272,12 +278,93 @@ fn a_moot_runs_records_and_verifies() {
     assert!(!verify(&tampered, None).expect("verifies").is_empty());
 }
 
+/// Each turn records its own-words figures; the moot's stats add them up;
+/// `verify` re-derives them from the transcript, catches a changed one, and
+/// still accepts a transcript written before they existed.
+#[test]
+fn own_words_figures_are_recorded_and_re_derived() {
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    let mut model = FakeModel::new(&[Act::Good, Act::Echo, Act::Good]);
+    let moot = run_local(
+        trees(),
+        None,
+        settings(3),
+        [&mut a, &mut b],
+        &mut model,
+        &mut |_| {},
+    )
+    .expect("moot runs");
+    let figures: Vec<_> = moot
+        .utterances
+        .iter()
+        .map(|u| u.figures.expect("figures"))
+        .collect();
+    // Turn 1 has nothing before it to copy; its quote (a passage's first
+    // five words) ends mid-sentence. Turn 2 repeats turn 1's words (`as I
+    // have said`) outside its quotes.
+    assert_eq!(figures[0].copied_words_outside_quotes, 0, "{figures:?}");
+    assert_eq!(
+        (figures[0].quotes, figures[0].quotes_clause_aligned),
+        (1, 0)
+    );
+    assert!(figures[1].copied_words_outside_quotes >= 4, "{figures:?}");
+    let copied: u32 = figures.iter().map(|f| f.copied_words_outside_quotes).sum();
+    let quotes: u32 = figures.iter().map(|f| f.quotes).sum();
+    let aligned: u32 = figures.iter().map(|f| f.quotes_clause_aligned).sum();
+    assert_eq!(moot.stats.copied_words_outside_quotes, Some(copied));
+    let rate = (f64::from(aligned) / f64::from(quotes) * 1000.0).round() / 1000.0;
+    assert_eq!(moot.stats.quotes_clause_aligned_rate, Some(rate));
+
+    let record = TranscriptRecord::from(&moot);
+    assert_eq!(record.settings.copy_run_words, Some(4));
+    let json = record.to_json_pretty();
+    assert!(json.contains("\"copied_words_outside_quotes\""), "{json}");
+    assert!(
+        json.contains("\"quotes_clause_aligned_rate\": 0.0"),
+        "{json}"
+    );
+    assert!(json.contains("\"copy_run_words\": 4"), "{json}");
+    let parsed = TranscriptRecord::from_json(&json).expect("parses");
+    assert_eq!(verify(&parsed, None).expect("verifies"), []);
+    let mut tampered = parsed.clone();
+    tampered.utterances[1].copied_words_outside_quotes = Some(0);
+    let mismatches = verify(&tampered, None).expect("verifies");
+    assert!(
+        mismatches
+            .iter()
+            .any(|m| m.what.contains("own-words figures")),
+        "{mismatches:?}"
+    );
+    // A transcript from before the figures: no run length, no figures.
+    let mut old: serde_json::Value = serde_json::from_str(&json).expect("json");
+    old["settings"]
+        .as_object_mut()
+        .expect("settings")
+        .remove("copy_run_words");
+    for key in ["copied_words_outside_quotes", "quotes_clause_aligned_rate"] {
+        old["stats"].as_object_mut().expect("stats").remove(key);
+    }
+    for u in old["utterances"].as_array_mut().expect("utterances") {
+        let u = u.as_object_mut().expect("utterance");
+        for key in [
+            "copied_words_outside_quotes",
+            "quotes_clause_aligned",
+            "quotes_clause_aligned_rate",
+        ] {
+            assert!(u.remove(key).is_some(), "{key}");
+        }
+    }
+    let old = TranscriptRecord::from_json(&old.to_string()).expect("an older transcript parses");
+    assert_eq!(verify(&old, None).expect("verifies"), []);
+}
+
 #[test]
 fn the_prompt_carries_persona_passages_and_moves() {
     let mut a = FakeBook::new("nature/angler", RIVER);
     let mut b = FakeBook::new("fiction/whale", SEA);
     let mut model = FakeModel::new(&[]);
-    run_local(
+    let moot = run_local(
         trees(),
         None,
         settings(3),
@@ -294,11 +381,15 @@ fn the_prompt_carries_persona_passages_and_moves() {
             .contains("\"The Compleat Angler\" by Izaak Walton")
     );
     assert!(first.messages[1].content.starts_with("[s1] (chunk:"));
+    // Every instruction is in the system message: the user message ends
+    // with a passage (turn 1) or the other book's line, nothing to echo.
     assert!(
-        first.messages[1]
+        first.messages[0]
             .content
-            .ends_with("Open the moot by introducing yourself to Moby Dick.")
+            .ends_with("This turn you open the moot by introducing yourself to Moby Dick.")
     );
+    assert!(first.messages[1].content.ends_with('.'));
+    assert!(!first.messages[1].content.contains("moot"));
     // With no topic, the opening searches are on each book's title.
     assert_eq!(a.queries[0].0, "The Compleat Angler");
     assert_eq!(b.queries[0].0, "Moby Dick");
@@ -313,6 +404,16 @@ fn the_prompt_carries_persona_passages_and_moves() {
             .content
             .contains("Turn 2, Moby Dick has just said: ")
     );
+    // ...which is the last thing in it.
+    assert!(
+        third.messages[1]
+            .content
+            .ends_with(&format!("has just said: {}", moot.utterances[1].text))
+    );
+    // Turn 3 of 3 closes: the last-turn instruction is in the system message.
+    assert!(third.messages[0].content.ends_with(
+        "This is your last turn in the moot: give Moby Dick your final word on the matter."
+    ));
 }
 
 #[test]
@@ -623,8 +724,9 @@ fn generated_fake_book(key: &str, title: &str, seed: u64) -> FakeBook {
 }
 
 /// A short moot on the embedded model, guided (the default): every turn
-/// cites valid tags and quotes its passages verbatim on the first try, the
-/// utterances record guidance, and the transcript verifies.
+/// cites valid tags and quotes its passages verbatim on the first try, in
+/// quotes that end at a clause boundary, copies no run of words outside
+/// them, the utterances record guidance, and the transcript verifies.
 #[test]
 fn a_guided_moot_on_the_embedded_model_grounds_every_turn() {
     let Some(path) = crate::model::embedded_model_file() else {
@@ -665,12 +767,18 @@ fn a_guided_moot_on_the_embedded_model_grounds_every_turn() {
         assert_eq!(u.attempts, 1, "turn {turn}: {raw}");
         assert!(u.grounded, "turn {turn}: {raw}");
         assert!(u.snaps.is_empty(), "turn {turn}: {raw}");
+        // Its own words outside quotes, and quotes that read as quotations.
+        let f = u.figures.expect("figures");
+        assert_eq!(f.copied_words_outside_quotes, 0, "turn {turn}: {raw}");
+        assert_eq!(f.quotes_clause_aligned, f.quotes, "turn {turn}: {raw}");
     }
     let stats = &moot.stats;
     assert_eq!(stats.guided_turns, 3);
     assert_eq!(stats.tags_valid_rate, Some(1.0));
     assert_eq!(stats.quote_found_rate, Some(1.0));
     assert_eq!(stats.retried_turns, 0);
+    assert_eq!(stats.copied_words_outside_quotes, Some(0));
+    assert_eq!(stats.quotes_clause_aligned_rate, Some(1.0));
     let record = TranscriptRecord::from(&moot);
     let parsed = TranscriptRecord::from_json(&record.to_json_pretty()).expect("parses");
     assert!(parsed.utterances.iter().all(|u| u.guided));

@@ -3,6 +3,12 @@
 //! construction (the rules of `ground-v1`); the model still chooses among the
 //! tokens left.
 //!
+//! Two more rules make the reply read well (defined once, in [`words`]):
+//! outside quotes the reply uses its own words (it cannot write a run of
+//! [`words::COPY_RUN_WORDS`] words taken from its prompt), and a quote reads
+//! as a quotation (whole words, 4 to 25 of them, ending at a clause or
+//! sentence boundary of its source).
+//!
 //! Pure, no IO. A [`Vocabulary`] (each token's decoded bytes, and a byte trie
 //! over them) is built once per model load. A [`QuoteGuide`] per reply keeps
 //! the reply's state: free text, an open quote with its live positions
@@ -10,11 +16,16 @@
 //! continuation such as ` [s2]` after a closed quote. Inside a quote the
 //! allowed tokens are found by walking the trie along each live position's
 //! text, so a step costs (live positions x token length) lookups, never a
-//! scan of the whole vocabulary's strings.
+//! scan of the whole vocabulary's strings. In free text the tokens that would
+//! complete a copied run are found the same way: the trie is walked along
+//! the few words that would complete one after the reply's last words.
+
+pub mod words;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use self::words::{RunIndex, gap_is_boundary, is_word_char};
 use super::sampling::{DecodeGuide, GuideControl};
 use crate::grounding::{Haystack, is_alnum, is_quote_char, norm, trim_edge};
 
@@ -25,7 +36,8 @@ const BARRIER: u8 = 0;
 const NO_TOKEN: u32 = u32::MAX;
 
 /// What guided decoding may use for one reply: this turn's passages (tagged
-/// `s1..sk` in order) and the texts of earlier moot turns (quoted as `[oN]`).
+/// `s1..sk` in order) and the texts of earlier moot turns (quoted as `[oN]`),
+/// and what its own words must not copy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Guidance {
     pub passages: Vec<String>,
@@ -34,10 +46,17 @@ pub struct Guidance {
     /// The reply's word limit (0: none); the turn ends at a sentence end
     /// before it.
     pub max_words: usize,
+    /// Further texts whose runs of words the reply may not copy outside
+    /// quotes (besides the passages and turns): the prompt's instructions,
+    /// the speaker's own earlier turns.
+    pub avoid: Vec<String>,
+    /// Phrases a reply may always write (the books' titles), even where the
+    /// texts above hold them.
+    pub exempt: Vec<String>,
 }
 
 /// Limits guidance works within. The defaults follow the moot prompt: 1 to 3
-/// quotes of 3 or more words.
+/// quotes of 4 to 25 words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuideRules {
     /// A quote closes only after this many words (ground-v1 §3 counts only
@@ -45,8 +64,12 @@ pub struct GuideRules {
     pub min_quote_words: usize,
     /// Quote marks are no longer allowed after this many quotes.
     pub max_quotes: u32,
-    /// A quote this long closes at its next word boundary.
+    /// A quote closes at a clause boundary no later than this many words;
+    /// it opens only where such a boundary is that near.
     pub max_quote_words: usize,
+    /// Outside quotes, no run of this many words may copy the prompt's
+    /// texts (0: no such rule).
+    pub copy_run_words: usize,
     /// With no passage quote yet, guidance opens one after the first
     /// sentence or after this many tokens, whichever comes first.
     pub open_after_tokens: usize,
@@ -64,11 +87,12 @@ pub struct GuideRules {
 impl Default for GuideRules {
     fn default() -> Self {
         GuideRules {
-            min_quote_words: 3,
+            min_quote_words: words::MIN_QUOTE_WORDS,
             max_quotes: 3,
-            max_quote_words: 24,
+            max_quote_words: words::MAX_QUOTE_WORDS,
+            copy_run_words: words::COPY_RUN_WORDS,
             open_after_tokens: 40,
-            open_reserve: 30,
+            open_reserve: 40,
             close_reserve: 14,
             end_reserve: 24,
             end_words: 15,
@@ -166,6 +190,13 @@ pub struct Vocabulary {
     sentence_enders: Vec<u32>,
     /// The id of `"` alone, the last resort that closes a quote.
     quote_mark: Option<u32>,
+    /// Trie nodes spelling up to 3 bytes of space or punctuation (no quote
+    /// mark, no bracket) that some token continues with a letter or digit:
+    /// where a token starting a new word leaves the previous one.
+    gap_nodes: Vec<u32>,
+    /// Safe-text tokens holding two words (`e.g`): checked one by one
+    /// against the copy rule, since no single trie walk covers them.
+    multi_word: Vec<u32>,
 }
 
 impl Vocabulary {
@@ -199,6 +230,16 @@ impl Vocabulary {
             }
         }
         let quote_mark = trie.walk(b"\"").and_then(|n| trie.token(n));
+        let gap_nodes = gap_nodes(&trie);
+        let multi_word = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| {
+                b.as_deref()
+                    .is_some_and(|b| is_safe_text(b) && holds_two_words(b))
+            })
+            .map(|(id, _)| id as u32)
+            .collect();
         Vocabulary {
             bytes: tokens
                 .into_iter()
@@ -210,6 +251,8 @@ impl Vocabulary {
             with_bracket,
             sentence_enders,
             quote_mark,
+            gap_nodes,
+            multi_word,
         }
     }
 
@@ -220,6 +263,11 @@ impl Vocabulary {
 
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
+    }
+
+    /// How many tokens hold two words (checked one by one by the copy rule).
+    pub fn two_word_tokens(&self) -> usize {
+        self.multi_word.len()
     }
 
     /// The decoded bytes of `id` (`None` for special tokens).
@@ -237,10 +285,54 @@ fn is_safe_text(bytes: &[u8]) -> bool {
     }
 }
 
-/// Letters, digits and apostrophes: a quote may not start or end between two
-/// of these (norm() keeps `'` inside words, so `whale's` is one word).
-fn is_wordish(c: char) -> bool {
-    is_alnum(c) || matches!(c, '\'' | '\u{2019}' | '\u{2018}')
+/// An ASCII byte that is neither part of a word nor a quote mark or
+/// bracket: the space and punctuation between words in free text.
+fn is_gap_byte(b: u8) -> bool {
+    b.is_ascii() && !is_word_char(char::from(b)) && is_safe_text(&[b])
+}
+
+/// See [`Vocabulary::gap_nodes`].
+fn gap_nodes(trie: &Trie) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![Trie::ROOT];
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for node in frontier {
+            for &(b, child) in &trie.nodes[node as usize].children {
+                if !is_gap_byte(b) {
+                    continue;
+                }
+                let starts_word = trie.nodes[child as usize]
+                    .children
+                    .iter()
+                    .any(|&(c, _)| c.is_ascii_alphanumeric() || c >= 0x80);
+                if starts_word {
+                    out.push(child);
+                }
+                next.push(child);
+            }
+        }
+        frontier = next;
+    }
+    out
+}
+
+/// Whether (UTF-8) bytes hold a word, then a gap, then another word.
+fn holds_two_words(bytes: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(bytes) else {
+        return false;
+    };
+    let mut state = 0;
+    for c in s.chars() {
+        let w = is_word_char(c);
+        state = match (state, w) {
+            (0, true) => 1,
+            (1, false) => 2,
+            (2, true) => return true,
+            (s, _) => s,
+        };
+    }
+    false
 }
 
 /// Where a quote's text comes from, and so the tag forced after it.
@@ -271,13 +363,26 @@ struct Source {
     bytes: Vec<u8>,
     /// The original text, for the grader's own containment test.
     haystack: Haystack,
-    /// Offsets where a quote may start: a word start with enough words
-    /// before the next barrier.
-    starts: Vec<u32>,
+    /// Per byte offset: whether a quote may end there (see [`close_points`]).
+    close_ok: Vec<bool>,
+    /// Per byte offset: how many whitespace-separated runs start before it.
+    runs_before: Vec<u32>,
+    /// Where a quote may start, each with the span its end may fall in.
+    starts: Vec<Start>,
+}
+
+/// A quote start: a word start from which a clause-aligned end lies within
+/// the word limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Start {
+    at: u32,
+    /// The nearest and the farthest offset the quote may end at.
+    first_end: u32,
+    last_end: u32,
 }
 
 impl Source {
-    fn new(tag: SourceTag, text: &str, min_words: usize) -> Source {
+    fn new(tag: SourceTag, text: &str, rules: &GuideRules) -> Source {
         let chars: Vec<char> = text.chars().collect();
         let mut bytes = Vec::with_capacity(text.len());
         let mut pending_space = false;
@@ -304,67 +409,160 @@ impl Source {
                 bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
             }
         }
-        let starts = quote_starts(&bytes, min_words);
-        Source {
+        let close_ok = close_points(&bytes);
+        let mut runs_before = Vec::with_capacity(bytes.len() + 1);
+        let mut runs = 0u32;
+        for i in 0..=bytes.len() {
+            runs_before.push(runs);
+            if i < bytes.len() && bytes[i] != b' ' && (i == 0 || bytes[i - 1] == b' ') {
+                runs += 1;
+            }
+        }
+        let mut source = Source {
             tag,
             bytes,
             haystack: Haystack::new(text),
-            starts,
+            close_ok,
+            runs_before,
+            starts: Vec::new(),
+        };
+        source.starts = source.quote_starts(rules.min_quote_words, rules.max_quote_words);
+        source
+    }
+
+    /// Words (whitespace-separated runs) of the quote `start..end`.
+    fn words_between(&self, start: usize, end: usize) -> usize {
+        if end <= start {
+            return 0;
         }
+        // The run holding `start` may have begun before it (`(The`).
+        (1 + self.runs_before[end] - self.runs_before[start + 1]) as usize
+    }
+
+    /// Word starts (an alphanumeric character not preceded by a letter,
+    /// digit or apostrophe) from which a quote of `min..=max` words can end
+    /// at a clause boundary before the next barrier.
+    fn quote_starts(&self, min: usize, max: usize) -> Vec<Start> {
+        let text = String::from_utf8_lossy(&self.bytes);
+        // Lossy decoding cannot change offsets here: the bytes came from a
+        // str with only ASCII barriers added.
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        let mut starts = Vec::new();
+        for (k, &(at, c)) in chars.iter().enumerate() {
+            if !is_alnum(c) || (k > 0 && is_word_char(chars[k - 1].1)) {
+                continue;
+            }
+            let mut first_end = None;
+            let mut last_end = None;
+            for end in at + 1..=self.bytes.len() {
+                if self.bytes[end - 1] == BARRIER {
+                    break;
+                }
+                let n = self.words_between(at, end);
+                if n > max {
+                    break;
+                }
+                if n >= min && self.close_ok[end] {
+                    first_end.get_or_insert(end as u32);
+                    last_end = Some(end as u32);
+                }
+            }
+            if let (Some(first_end), Some(last_end)) = (first_end, last_end) {
+                starts.push(Start {
+                    at: at as u32,
+                    first_end,
+                    last_end,
+                });
+            }
+        }
+        starts
+    }
+
+    /// The nearest offset after `pos` a quote started at `start` may end at.
+    fn next_end(&self, start: usize, pos: usize, min: usize) -> Option<usize> {
+        (pos + 1..=self.bytes.len())
+            .take_while(|&end| self.bytes[end - 1] != BARRIER)
+            .find(|&end| self.close_ok[end] && self.words_between(start, end) >= min)
     }
 }
 
-/// Word starts (an alphanumeric character not preceded by a letter, digit or
-/// apostrophe) followed by at least `min_words` whitespace-separated words
-/// holding a letter or digit before the next barrier.
-fn quote_starts(bytes: &[u8], min_words: usize) -> Vec<u32> {
+/// Punctuation a quote may end with (after its last word): marks that close
+/// a clause, a sentence or a parenthesis.
+fn is_closing_mark(c: char) -> bool {
+    matches!(c, '.' | ',' | ';' | ':' | '!' | '?' | '\u{2026}' | ')')
+}
+
+/// For each byte offset of a source's walked bytes, whether a quote may end
+/// there: at a character boundary, not inside a word, after a word or a
+/// closing mark that follows one (never after a space), where a clause
+/// boundary separates the last word from the next (a clause mark or a
+/// barrier between them, or the end of the text).
+fn close_points(bytes: &[u8]) -> Vec<bool> {
     let text = String::from_utf8_lossy(bytes);
-    // Lossy decoding cannot change offsets here: the bytes came from a str
-    // with only ASCII barriers added.
     let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let mut starts = Vec::new();
-    for (k, &(at, c)) in chars.iter().enumerate() {
-        if !is_alnum(c) || (k > 0 && is_wordish(chars[k - 1].1)) {
+    let mut ok = vec![false; bytes.len() + 1];
+    // Per char index: the end of the gap (index of the next word char or
+    // the end) and whether the gap is a boundary, filled from the right.
+    let n = chars.len();
+    let mut gap_end = vec![n; n + 1];
+    for k in (0..n).rev() {
+        gap_end[k] = if is_word_char(chars[k].1) {
+            k
+        } else {
+            gap_end[k + 1]
+        };
+    }
+    let gap_is_break = |from: usize| -> bool {
+        let to = gap_end[from];
+        if to == n {
+            return true;
+        }
+        let gap: String = chars[from..to]
+            .iter()
+            .map(|&(_, c)| if c == '\0' { '"' } else { c })
+            .collect();
+        gap_is_boundary(&gap)
+    };
+    for k in 1..=n {
+        // Ending just after char k - 1.
+        let last = chars[k - 1].1;
+        let end = chars.get(k).map_or(bytes.len(), |&(at, _)| at);
+        let after_word = if is_word_char(last) {
+            // Not inside a word.
+            k == n || !is_word_char(chars[k].1)
+        } else if is_closing_mark(last) {
+            // `sea,` or `sea.)`: the marks run back to a word.
+            let mut j = k - 1;
+            while j > 0 && is_closing_mark(chars[j].1) {
+                j -= 1;
+            }
+            is_word_char(chars[j].1)
+        } else {
+            false
+        };
+        if !after_word {
             continue;
         }
-        let mut words = 0;
-        let mut in_word = false;
-        let mut has_alnum = false;
-        for &(_, d) in &chars[k..] {
-            if d == '\0' {
-                break;
-            }
-            if d == ' ' {
-                if in_word && has_alnum {
-                    words += 1;
-                }
-                in_word = false;
-                has_alnum = false;
-            } else {
-                in_word = true;
-                has_alnum |= is_alnum(d);
-            }
-            if words >= min_words {
-                break;
-            }
+        // The gap that follows the quote's last word.
+        let mut w = k;
+        while w > 0 && !is_word_char(chars[w - 1].1) {
+            w -= 1;
         }
-        if in_word && has_alnum {
-            words += 1;
-        }
-        if words >= min_words {
-            starts.push(at as u32);
+        if w > 0 && gap_is_break(w) {
+            ok[end] = true;
         }
     }
-    starts
+    ok
 }
 
-/// A live position of an open quote: source index, byte offset, and the
-/// offset the quote started at in that source.
+/// A live position of an open quote: source index, byte offset, the offset
+/// the quote started at in that source and the farthest it may end at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Live {
     source: u32,
     pos: u32,
     start: u32,
+    limit: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -425,6 +623,11 @@ pub struct QuoteGuide {
     forced_step: bool,
     /// Whether the current quote was opened by guidance.
     opening_forced: bool,
+    /// The runs of words free text may not copy.
+    runs: RunIndex,
+    /// Free text since the last quote (tag groups as spaces): where a
+    /// copied run would be.
+    segment: Vec<u8>,
 }
 
 impl QuoteGuide {
@@ -439,14 +642,27 @@ impl QuoteGuide {
             .passages
             .iter()
             .enumerate()
-            .map(|(i, p)| Source::new(SourceTag::Passage(i + 1), p, rules.min_quote_words))
+            .map(|(i, p)| Source::new(SourceTag::Passage(i + 1), p, &rules))
             .collect();
         sources.extend(
             guidance
                 .turns
                 .iter()
-                .map(|(&n, t)| Source::new(SourceTag::Turn(n), t, rules.min_quote_words)),
+                .map(|(&n, t)| Source::new(SourceTag::Turn(n), t, &rules)),
         );
+        let runs = if rules.copy_run_words == 0 {
+            RunIndex::default()
+        } else {
+            let texts: Vec<&str> = guidance
+                .passages
+                .iter()
+                .chain(guidance.turns.values())
+                .chain(&guidance.avoid)
+                .map(String::as_str)
+                .collect();
+            let exempt: Vec<&str> = guidance.exempt.iter().map(String::as_str).collect();
+            RunIndex::new(&texts, &exempt, rules.copy_run_words)
+        };
         let passage_tags = (1..=guidance.passages.len())
             .map(|n| format!("s{n}"))
             .collect();
@@ -473,6 +689,8 @@ impl QuoteGuide {
             scratch: Vec::new(),
             forced_step: false,
             opening_forced: false,
+            runs,
+            segment: Vec::new(),
         };
         guide.openers_any = guide.openers(false);
         guide.openers_passages = guide.openers(true);
@@ -537,7 +755,7 @@ impl QuoteGuide {
                     continue;
                 }
                 for k in 0..self.sources[s].starts.len() {
-                    let start = self.sources[s].starts[k] as usize;
+                    let start = self.sources[s].starts[k].at as usize;
                     let bytes = &self.sources[s].bytes;
                     for first in first_byte_variants(bytes[start]) {
                         let Some(mut node) = trie.child(base, first) else {
@@ -700,7 +918,7 @@ impl QuoteGuide {
         self.next_epoch();
         let may_open = quotes_left
             && (self.counts.passage_quotes == 0
-                || (remaining > rules.close_reserve + 10 && !self.near_end()));
+                || (remaining > rules.close_reserve + 20 && !self.near_end()));
         if may_open {
             for id in self.usable_openers() {
                 self.mark(id);
@@ -725,10 +943,103 @@ impl QuoteGuide {
                 }
             }
         }
+        self.forbid_copies(logits);
+    }
+
+    /// The copy rule: forbids the tokens that would complete, outside
+    /// quotes, a run of [`GuideRules::copy_run_words`] words of the prompt's
+    /// texts. Only the words that would complete a run after the reply's
+    /// last words are spelled out in the trie (usually none), so a step
+    /// costs a few lookups.
+    fn forbid_copies(&mut self, logits: &mut [f32]) {
+        let n = self.runs.run_words();
+        if self.runs.is_empty() || n < 2 {
+            return;
+        }
+        let tail = &self.segment[tail_start(&self.segment, n + 1)..];
+        let tail_text = String::from_utf8_lossy(tail).into_owned();
+        let ws = words::words(&tail_text);
+        let partial = !ws.is_empty() && tail_text.chars().next_back().is_some_and(is_word_char);
+        // Complete words (the last one of `ws` is still being written when
+        // `partial`).
+        let complete = ws.len() - usize::from(partial);
+        let vocab = Arc::clone(&self.vocab);
+        let trie = &vocab.trie;
+        let mut banned: Vec<u32> = Vec::new();
+        // The word being written (or, after a gap, the next one) ends a run.
+        if complete >= n - 1
+            && let Some(context) = self.word_ids(&ws[complete + 1 - n..complete])
+        {
+            for &w in self.runs.next_words(&context) {
+                let word = self.runs.word(w);
+                if partial {
+                    if let Some(rest) = word.strip_prefix(ws[complete].as_str())
+                        && !rest.is_empty()
+                    {
+                        spell_word(trie, Trie::ROOT, rest, &mut banned);
+                    }
+                } else {
+                    spell_word(trie, Trie::ROOT, word, &mut banned);
+                    for &g in &vocab.gap_nodes {
+                        spell_word(trie, g, word, &mut banned);
+                    }
+                }
+            }
+        }
+        // The word being written is finished by a gap, and the next ends a run.
+        if partial
+            && complete + 2 >= n
+            && let Some(context) = self.word_ids(&ws[complete + 2 - n..=complete])
+        {
+            for &w in self.runs.next_words(&context) {
+                let word = self.runs.word(w);
+                for &g in &vocab.gap_nodes {
+                    spell_word(trie, g, word, &mut banned);
+                }
+            }
+        }
+        // Tokens holding two words, one by one.
+        for &id in &vocab.multi_word {
+            if logits.get(id as usize).is_some_and(|l| l.is_finite())
+                && self.token_completes_run(&tail_text, ws.len(), partial, id)
+            {
+                banned.push(id);
+            }
+        }
+        for id in banned {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+    }
+
+    /// The run ids of normalized words (`None` if a word is in no run).
+    fn word_ids(&self, words: &[String]) -> Option<Vec<u32>> {
+        words.iter().map(|w| self.runs.id(w)).collect()
+    }
+
+    /// Whether appending token `id` to `tail` (which has `words` words,
+    /// the last one still being written when `partial`) completes a run.
+    fn token_completes_run(&self, tail: &str, words: usize, partial: bool, id: u32) -> bool {
+        let Some(token) = self
+            .vocab
+            .token_bytes(id)
+            .and_then(|b| std::str::from_utf8(b).ok())
+        else {
+            return false;
+        };
+        let n = self.runs.run_words();
+        let after = words::words(&format!("{tail}{token}"));
+        let continues = partial && token.chars().next().is_some_and(is_word_char);
+        let first_touched = words - usize::from(continues);
+        (first_touched.max(n - 1)..after.len())
+            .any(|end| self.runs.contains(&after[end + 1 - n..=end]))
     }
 
     /// Whether a quote of `quoted` bytes (content so far plus the token's
-    /// continuation) may close at `pos` of source `s`.
+    /// continuation) may close at `pos` of source `s`: its word count within
+    /// the limits, at a clause boundary (see [`close_points`]), and found by
+    /// the grader.
     fn closable(&self, s: usize, pos: usize, quoted: &[u8]) -> bool {
         let source = &self.sources[s];
         let Ok(q) = std::str::from_utf8(quoted) else {
@@ -738,24 +1049,9 @@ impl QuoteGuide {
         if q_trimmed.split_whitespace().count() < self.rules.min_quote_words {
             return false;
         }
-        let last = q.chars().next_back();
-        let next = match source.bytes.get(pos) {
-            None | Some(&BARRIER) => None,
-            Some(_) => match std::str::from_utf8(&source.bytes[pos..]) {
-                Ok(rest) => rest.chars().next(),
-                // Not at a character boundary: the next byte continues one.
-                Err(e) if e.valid_up_to() == 0 => match std::str::from_utf8(
-                    &source.bytes[pos..pos + e.error_len().unwrap_or(1).min(4)],
-                ) {
-                    Ok(rest) => rest.chars().next(),
-                    Err(_) => return false,
-                },
-                Err(e) => std::str::from_utf8(&source.bytes[pos..pos + e.valid_up_to()])
-                    .ok()
-                    .and_then(|r| r.chars().next()),
-            },
-        };
-        if last.is_some_and(is_wordish) && next.is_some_and(is_wordish) {
+        if !source.close_ok.get(pos).copied().unwrap_or(false)
+            || q_trimmed.split_whitespace().count() > self.rules.max_quote_words
+        {
             return false;
         }
         // The grader's own test (ground-v1 §6), so the quote is found.
@@ -775,10 +1071,18 @@ impl QuoteGuide {
         self.allowed.clear();
         self.closing.clear();
         let first = content.is_empty();
-        let content_words = String::from_utf8_lossy(&content).split_whitespace().count();
+        // Short of tokens: on to the nearest end, then close.
+        let tight = self.remaining() <= self.rules.close_reserve;
         for l in &live {
             let s = l.source as usize;
             let start = l.pos as usize;
+            let limit = if tight {
+                self.sources[s]
+                    .next_end(l.start as usize, start, self.rules.min_quote_words)
+                    .map_or(l.limit as usize, |end| end.min(l.limit as usize))
+            } else {
+                l.limit as usize
+            };
             // A close right here (the token is `"` alone).
             if !first && let Some(id) = quote_node(Trie::ROOT) {
                 self.try_close(s, start, &content, start, id);
@@ -797,6 +1101,10 @@ impl QuoteGuide {
                 };
                 let mut p = start + 1;
                 loop {
+                    // Never past the farthest clause-aligned end.
+                    if p > limit {
+                        break;
+                    }
                     if let Some(id) = trie.token(node)
                         && self.mark(id)
                     {
@@ -817,8 +1125,7 @@ impl QuoteGuide {
                 }
             }
         }
-        let must_close = content_words >= self.rules.max_quote_words
-            || self.remaining() <= self.rules.close_reserve;
+        let must_close = tight;
         let mut allowed = std::mem::take(&mut self.allowed);
         let closing = std::mem::take(&mut self.closing);
         if must_close && !closing.is_empty() {
@@ -828,8 +1135,9 @@ impl QuoteGuide {
         if allowed.is_empty()
             && let Some(id) = self.vocab.quote_mark
         {
-            // No way on (should not happen: quotes start only where enough
-            // words follow); close rather than fail, and let grading decide.
+            // No way on (should not happen: quotes start only where a
+            // clause-aligned end follows); close rather than fail, and let
+            // grading decide.
             allowed.push(id);
         }
         self.keep_only(logits, &allowed);
@@ -931,20 +1239,36 @@ impl QuoteGuide {
         self.state = match state {
             State::Free => match b {
                 b'"' => {
+                    self.segment.clear();
                     let passages_only = self.passages_only();
-                    let live = self
+                    let all: Vec<(Live, u32)> = self
                         .sources
                         .iter()
                         .enumerate()
                         .filter(|(_, s)| !passages_only || is_passage(s))
                         .flat_map(|(i, s)| {
-                            s.starts.iter().map(move |&pos| Live {
-                                source: i as u32,
-                                pos,
-                                start: pos,
+                            s.starts.iter().map(move |st| {
+                                let live = Live {
+                                    source: i as u32,
+                                    pos: st.at,
+                                    start: st.at,
+                                    limit: st.last_end,
+                                };
+                                (live, st.first_end - st.at)
                             })
                         })
                         .collect();
+                    // Only quotes whose nearest end fits the tokens left
+                    // (if any does: else all, and grading decides).
+                    let budget = self.remaining();
+                    let reserve = self.rules.close_reserve;
+                    let fitting: Vec<Live> = all
+                        .iter()
+                        .filter(|(_, bytes)| (*bytes as usize).div_ceil(3) + reserve <= budget)
+                        .map(|(l, _)| *l)
+                        .collect();
+                    let all: Vec<Live> = all.into_iter().map(|(l, _)| l).collect();
+                    let live = if fitting.is_empty() { all } else { fitting };
                     if self.opening_forced {
                         self.counts.forced_openings += 1;
                     }
@@ -953,11 +1277,17 @@ impl QuoteGuide {
                         content: Vec::new(),
                     }
                 }
-                b'[' => State::Forced {
-                    options: self.tag_options(),
-                    consumed: 0,
-                },
-                _ => State::Free,
+                b'[' => {
+                    self.segment.push(b' ');
+                    State::Forced {
+                        options: self.tag_options(),
+                        consumed: 0,
+                    }
+                }
+                _ => {
+                    self.segment.push(b);
+                    State::Free
+                }
             },
             State::Quote { mut live, content } if b == b'"' => {
                 let tag = self.close_tag(&live, &content);
@@ -1018,7 +1348,9 @@ impl QuoteGuide {
             return;
         }
         for (s, start, end) in spans {
-            self.sources[s].starts.retain(|&p| p < start || p >= end);
+            self.sources[s]
+                .starts
+                .retain(|st| st.at < start || st.at >= end);
         }
         self.openers_any = self.openers(false);
         self.openers_passages = self.openers(true);
@@ -1039,6 +1371,83 @@ impl QuoteGuide {
         // source, so the tag at least names a text the quote came from.
         best.or_else(|| live.first().map(|l| self.sources[l.source as usize].tag))
             .or_else(|| (!self.passage_tags.is_empty()).then_some(SourceTag::Passage(1)))
+    }
+}
+
+/// The byte offset where the last `words` words of `text` begin (just
+/// after an ASCII gap byte, so the words from there are the text's own last
+/// words; non-ASCII bytes count as word bytes, which can only start it
+/// earlier).
+fn tail_start(text: &[u8], words: usize) -> usize {
+    let mut seen = 0;
+    let mut in_word = false;
+    for i in (0..text.len()).rev() {
+        let b = text[i];
+        if b >= 0x80 || is_word_char(char::from(b)) {
+            in_word = true;
+        } else if in_word {
+            seen += 1;
+            in_word = false;
+            if seen >= words {
+                return i + 1;
+            }
+        }
+    }
+    0
+}
+
+/// Ways a normalized character may be written: as it is, in upper case,
+/// and for `'` as a curly apostrophe (norm() maps all of them to it).
+fn spellings(c: char) -> Vec<String> {
+    let mut out = vec![c.to_string()];
+    let upper: String = c.to_uppercase().collect();
+    if upper != out[0] {
+        out.push(upper);
+    }
+    if c == '\'' {
+        out.push('\u{2019}'.to_string());
+        out.push('\u{2018}'.to_string());
+    }
+    out
+}
+
+/// Collects the tokens that, read from trie `node` on, spell `word` (in any
+/// letter case) and then end, or go on only with space or punctuation: the
+/// tokens that finish writing `word`.
+fn spell_word(trie: &Trie, node: u32, word: &str, out: &mut Vec<u32>) {
+    let mut chars = word.chars();
+    let Some(c) = chars.next() else {
+        if let Some(id) = trie.token(node) {
+            out.push(id);
+        }
+        collect_gap_tails(trie, node, 0, out);
+        return;
+    };
+    let rest = chars.as_str();
+    for spelling in spellings(c) {
+        let mut at = Some(node);
+        for &b in spelling.as_bytes() {
+            at = at.and_then(|n| trie.child(n, b));
+        }
+        if let Some(next) = at {
+            spell_word(trie, next, rest, out);
+        }
+    }
+}
+
+/// Every token below `node` whose next byte is space or punctuation.
+fn collect_gap_tails(trie: &Trie, node: u32, depth: usize, out: &mut Vec<u32>) {
+    if depth >= 6 {
+        return;
+    }
+    for &(b, child) in &trie.nodes[node as usize].children {
+        if depth == 0 && !is_gap_byte(b) {
+            continue;
+        }
+        if let Some(id) = trie.token(child) {
+            out.push(id);
+        }
+        collect_gap_tails(trie, child, depth + 1, out);
     }
 }
 
@@ -1183,6 +1592,16 @@ mod tests {
             "at",
             " all",
             " here",
+            " answer",
+            " point",
+            " directly",
+            "your",
+            " move",
+            ":",
+            " now",
+            " and",
+            " was",
+            " calm",
             "<|im_end|>",
         ] {
             words.push(w.to_string());
@@ -1201,16 +1620,23 @@ mod tests {
     }
 
     fn guide(passages: &[&str], max_tokens: usize) -> (QuoteGuide, Vec<String>) {
-        let (vocab, words) = vocab();
-        let guidance = Guidance {
-            passages: passages.iter().map(|p| p.to_string()).collect(),
-            turns: BTreeMap::new(),
-            max_words: 0,
-        };
-        (
-            QuoteGuide::new(vocab, &guidance, max_tokens, GuideRules::default()),
-            words,
+        guide_with(
+            Guidance {
+                passages: passages.iter().map(|p| p.to_string()).collect(),
+                ..Guidance::default()
+            },
+            max_tokens,
+            GuideRules::default(),
         )
+    }
+
+    fn guide_with(
+        guidance: Guidance,
+        max_tokens: usize,
+        rules: GuideRules,
+    ) -> (QuoteGuide, Vec<String>) {
+        let (vocab, words) = vocab();
+        (QuoteGuide::new(vocab, &guidance, max_tokens, rules), words)
     }
 
     /// The ids the guide allows at this step.
@@ -1226,6 +1652,13 @@ mod tests {
         allowed(g).contains(&id(words, w))
     }
 
+    /// Feeds a text one character at a time.
+    fn feed_chars(g: &mut QuoteGuide, words: &[String], text: &str) {
+        for c in text.chars() {
+            feed(g, words, &[c.to_string().as_str()]);
+        }
+    }
+
     /// Feeds tokens, checking each is allowed first.
     fn feed(g: &mut QuoteGuide, words: &[String], tokens: &[&str]) -> GuideControl {
         let mut control = GuideControl::Continue;
@@ -1236,7 +1669,8 @@ mod tests {
         control
     }
 
-    const WHALE: &str = "The whale rose from the sea at dawn.";
+    /// Clause boundaries after `dawn` and at the end.
+    const WHALE: &str = "The whale rose at dawn, from the sea.";
 
     #[test]
     fn the_tag_grammar_names_only_this_turns_passages() {
@@ -1254,7 +1688,7 @@ mod tests {
         let (mut g, w) = guide(&[WHALE], 100);
         feed(&mut g, &w, &["I", " \"The", " whale"]);
         assert!(allows(&mut g, &w, " rose"));
-        assert!(!allows(&mut g, &w, " sea"), "skips a word");
+        assert!(!allows(&mut g, &w, " at"), "skips a word");
         assert!(!allows(&mut g, &w, " the"));
         assert!(!allows(&mut g, &w, "s"), "`whales` is not in the passage");
         // Starts only at a word boundary: `"hale` is not a quote start.
@@ -1265,24 +1699,44 @@ mod tests {
         // The first letter's case may differ (norm lowercases).
         assert!(allows(&mut g, &w, "t"));
         assert!(allows(&mut g, &w, "T"));
+        assert!(!allows(&mut g, &w, " "), "no space just inside the mark");
     }
 
     #[test]
-    fn no_close_before_three_words_nor_inside_a_word() {
+    fn a_quote_closes_only_at_a_clause_boundary_after_four_words() {
         let (mut g, w) = guide(&[WHALE], 100);
-        feed(&mut g, &w, &["I", " \"The", " whale"]);
-        assert!(!allows(&mut g, &w, "\""), "two words only");
-        feed(&mut g, &w, &[" rose", " ", "f"]);
-        assert!(!allows(&mut g, &w, "\""), "inside `from`");
-        feed(&mut g, &w, &["r", "o", "m"]);
-        assert!(allows(&mut g, &w, "\""));
+        feed(&mut g, &w, &["I", " \"The", " whale", " rose"]);
+        assert!(!allows(&mut g, &w, "\""), "three words");
+        feed(&mut g, &w, &[" at"]);
+        assert!(!allows(&mut g, &w, "\""), "four words, but mid-clause");
+        feed(&mut g, &w, &[" ", "d", "a"]);
+        assert!(!allows(&mut g, &w, "\""), "inside `dawn`");
+        feed(&mut g, &w, &["w", "n"]);
+        assert!(allows(&mut g, &w, "\""), "before the comma");
+        feed(&mut g, &w, &[","]);
+        assert!(allows(&mut g, &w, "\""), "after the comma");
+        feed(&mut g, &w, &[" "]);
+        assert!(
+            !allows(&mut g, &w, "\""),
+            "never a space just inside the mark"
+        );
+        // Four words to the passage's end: `from the sea.` has three, so no
+        // quote starts at `from`.
+        let (mut g, w) = guide(&[WHALE], 100);
+        feed(&mut g, &w, &["I", " \""]);
+        assert!(!allows(&mut g, &w, "f"));
+        assert!(allows(&mut g, &w, "d"), "`dawn, from the sea.`");
     }
 
     #[test]
     fn a_closed_quote_forces_its_tag() {
         let other = "Nothing here but a lighthouse.";
         let (mut g, w) = guide(&[other, WHALE], 100);
-        feed(&mut g, &w, &["I", " \"The", " whale", " rose", "\""]);
+        feed(
+            &mut g,
+            &w,
+            &["I", " \"The", " whale", " rose", " at", " dawn", "\""],
+        );
         // Only the pieces of ` [s2]` (the passage holding the quote).
         let now: Vec<String> = allowed(&mut g)
             .iter()
@@ -1295,7 +1749,7 @@ mod tests {
         assert!(allows(&mut g, &w, "]"));
         assert!(allows(&mut g, &w, "]."), "may run on into a full stop");
         feed(&mut g, &w, &["]."]);
-        assert_eq!(g.text(), "I \"The whale rose\" [s2].");
+        assert_eq!(g.text(), "I \"The whale rose at dawn\" [s2].");
         assert_eq!(g.counts().passage_quotes, 1);
         let grading = crate::grounding::grade(
             &g.text(),
@@ -1329,13 +1783,18 @@ mod tests {
 
     #[test]
     fn at_most_three_quotes() {
-        let (mut g, w) = guide(&["one two three four five six seven eight nine ten"], 200);
+        let (mut g, w) = guide(
+            &["one two three four, five six seven eight, nine ten eleven twelve."],
+            200,
+        );
         feed(&mut g, &w, &["I"]);
-        for quote in ["one two three", "four five six", "seven eight nine"] {
+        for quote in [
+            "one two three four",
+            "five six seven eight",
+            "nine ten eleven twelve",
+        ] {
             feed(&mut g, &w, &[" \""]);
-            for c in quote.chars() {
-                feed(&mut g, &w, &[c.to_string().as_str()]);
-            }
+            feed_chars(&mut g, &w, quote);
             feed(&mut g, &w, &["\"", " [s1]", " we"]);
         }
         assert_eq!(g.counts().quotes, 3);
@@ -1385,7 +1844,11 @@ mod tests {
         let stop = *g.vocab.stops.first().expect("a stop token");
         feed(&mut g, &w, &["I"]);
         assert!(!allowed(&mut g).contains(&stop), "no quote yet");
-        feed(&mut g, &w, &[" \"The", " whale", " rose", "\""]);
+        feed(
+            &mut g,
+            &w,
+            &[" \"The", " whale", " rose", " at", " dawn", "\""],
+        );
         assert!(!allowed(&mut g).contains(&stop), "inside the forced tag");
         feed(&mut g, &w, &[" [s1]", " we"]);
         assert!(!allowed(&mut g).contains(&stop), "mid-sentence");
@@ -1400,7 +1863,9 @@ mod tests {
         let control = feed(
             &mut g,
             &w,
-            &["\"The", " whale", " rose", "\"", " [s1]", " we", " said"],
+            &[
+                "\"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we", " said",
+            ],
         );
         assert_eq!(control, GuideControl::Continue);
         assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);
@@ -1408,39 +1873,44 @@ mod tests {
     }
 
     #[test]
-    fn a_long_quote_closes_at_its_cap() {
-        let text = "one two three four five six seven eight nine ten eleven twelve";
-        let (vocab, words) = vocab();
+    fn quotes_open_only_where_a_boundary_is_within_the_word_cap() {
+        let text =
+            "one two three four five, six seven eight nine ten eleven twelve thirteen fourteen.";
+        let rules = GuideRules {
+            max_quote_words: 6,
+            ..GuideRules::default()
+        };
         let guidance = Guidance {
             passages: vec![text.into()],
             ..Guidance::default()
         };
-        let rules = GuideRules {
-            max_quote_words: 4,
-            ..GuideRules::default()
-        };
-        let mut g = QuoteGuide::new(vocab, &guidance, 200, rules);
-        let w = words;
+        let (mut g, w) = guide_with(guidance.clone(), 200, rules.clone());
         feed(&mut g, &w, &["\""]);
-        for c in "one two three four".chars() {
-            let s = c.to_string();
-            feed(&mut g, &w, &[s.as_str()]);
-        }
+        // `six` and `seven` are 9 and 8 words from the next boundary.
+        assert!(!allows(&mut g, &w, "s"));
+        assert!(allows(&mut g, &w, "n"), "`nine ... fourteen.`, 6 words");
+        assert!(allows(&mut g, &w, "e"), "`eleven ... fourteen.`, 4 words");
+        feed_chars(&mut g, &w, "one two three four five");
+        // The quote may not run past `five,`: it closes there.
         let now: Vec<&str> = allowed(&mut g)
             .iter()
             .map(|&i| w[i as usize].as_str())
             .collect();
         assert!(now.contains(&"\""), "{now:?}");
-        assert!(
-            now.iter().all(|t| t.ends_with('"')),
-            "only closing tokens are left: {now:?}"
-        );
+        assert!(now.contains(&","), "{now:?}");
+        assert!(!now.contains(&" "), "{now:?}");
+        feed(&mut g, &w, &[","]);
+        let now: Vec<&str> = allowed(&mut g)
+            .iter()
+            .map(|&i| w[i as usize].as_str())
+            .collect();
+        assert!(now.iter().all(|t| t.starts_with('"')), "{now:?}");
     }
 
     #[test]
     fn quotes_do_not_cross_quote_marks_or_newlines_matter_not() {
         // Line breaks in the source read as spaces; a quote mark inside the
-        // source ends what a quote can copy.
+        // source ends what a quote can copy (and is a boundary).
         let text = "The whale\nrose from \u{201C}the sea at dawn\u{201D} said we";
         let (mut g, w) = guide(&[text], 200);
         feed(&mut g, &w, &["I", " \"The", " whale", " rose", " from"]);
@@ -1452,30 +1922,25 @@ mod tests {
 
     #[test]
     fn moot_quotes_are_tagged_with_their_turn() {
-        let (vocab, w) = vocab();
         let guidance = Guidance {
             passages: vec!["Nothing about it at all here.".into()],
-            turns: BTreeMap::from([(3, "Call me Ishmael, the whale said.".to_string())]),
-            max_words: 0,
+            turns: BTreeMap::from([(3, "Call me Ishmael now, the whale said.".to_string())]),
+            ..Guidance::default()
         };
-        let mut g = QuoteGuide::new(vocab, &guidance, 200, GuideRules::default());
+        let (mut g, w) = guide_with(guidance, 200, GuideRules::default());
         feed(&mut g, &w, &["I"]);
         // The first quote must come from a passage.
         assert!(!allows(&mut g, &w, " \"Call"));
-        feed(
-            &mut g,
-            &w,
-            &[
-                " \"", "at", " all", " here", "\"", " [", "s", "1", "]", " we",
-            ],
-        );
-        feed(&mut g, &w, &[" \"Call", " me", " Ishmael", "\""]);
+        feed(&mut g, &w, &[" \""]);
+        feed_chars(&mut g, &w, "about it at all here");
+        feed(&mut g, &w, &["\"", " [", "s", "1", "]", " we"]);
+        feed(&mut g, &w, &[" \"Call", " me", " Ishmael", " now", "\""]);
         for c in [" ", "[", "o", "3", "]"] {
             feed(&mut g, &w, &[c]);
         }
         assert_eq!(
             g.text(),
-            "I \"at all here\" [s1] we \"Call me Ishmael\" [o3]"
+            "I \"about it at all here\" [s1] we \"Call me Ishmael now\" [o3]"
         );
         assert_eq!(g.counts().quotes, 2);
         assert_eq!(g.counts().passage_quotes, 1);
@@ -1483,18 +1948,111 @@ mod tests {
 
     #[test]
     fn the_same_words_are_not_quoted_twice() {
-        let (mut g, w) = guide(&[WHALE], 200);
+        let (mut g, w) = guide(&["The whale rose at dawn, and the sea was calm."], 200);
         feed(
             &mut g,
             &w,
-            &["I", " \"The", " whale", " rose", "\"", " [s1]", " we"],
+            &[
+                "I", " \"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we",
+            ],
         );
         feed(&mut g, &w, &[" \""]);
-        // `The whale rose` was quoted: no quote starts inside it again...
+        // `The whale rose at dawn` was quoted: no quote starts inside it again...
         assert!(!allows(&mut g, &w, "w"));
         assert!(!allows(&mut g, &w, "r"));
-        // ...but `from the sea at dawn` is still free.
-        assert!(allows(&mut g, &w, "f"));
+        // ...but `and the sea was calm.` is still free.
+        assert!(allows(&mut g, &w, "a"));
         assert!(allows(&mut g, &w, "t"));
+    }
+
+    /// A guide whose free text may not copy `avoid` (and the passage).
+    fn copy_guide(avoid: &str, exempt: &[&str]) -> (QuoteGuide, Vec<String>) {
+        guide_with(
+            Guidance {
+                passages: vec![WHALE.into()],
+                avoid: vec![avoid.into()],
+                exempt: exempt.iter().map(|t| t.to_string()).collect(),
+                ..Guidance::default()
+            },
+            200,
+            GuideRules::default(),
+        )
+    }
+
+    #[test]
+    fn free_text_cannot_complete_a_run_of_four_words_of_its_prompt() {
+        let (mut g, w) = copy_guide("Your move: answer the point directly.", &[]);
+        feed(&mut g, &w, &["I", " answer", " the", " point"]);
+        assert!(!allows(&mut g, &w, " directly"), "the run's fourth word");
+        assert!(allows(&mut g, &w, " now"));
+        assert!(allows(&mut g, &w, "."));
+        // Case and punctuation do not matter (norm()): `your move: answer`
+        // may not go on with `the`, in either case.
+        let (mut g, w) = copy_guide("Your move: answer the point directly.", &[]);
+        feed(&mut g, &w, &["your", " move", ":", " answer"]);
+        assert!(!allows(&mut g, &w, " the"));
+        assert!(!allows(&mut g, &w, " The"));
+        assert!(allows(&mut g, &w, " now"));
+        // A word written in pieces is caught at its last piece: `th` may
+        // become `tha`, not `the`.
+        let (mut g, w) = copy_guide("Your move: answer the point directly.", &[]);
+        feed(&mut g, &w, &["your", " move", ":", " answer", " "]);
+        feed_chars(&mut g, &w, "th");
+        assert!(!allows(&mut g, &w, "e"));
+        assert!(allows(&mut g, &w, "a"));
+        // The passages count too, and a quote is the way to use their words.
+        let (mut g, w) = copy_guide("nothing", &[]);
+        feed(&mut g, &w, &["I", " we", " whale", " rose"]);
+        feed(&mut g, &w, &[" at"]);
+        assert!(!allows(&mut g, &w, " dawn"), "`whale rose at dawn`");
+        assert!(allows(&mut g, &w, " \""));
+    }
+
+    #[test]
+    fn titles_may_always_be_named_and_runs_restart_after_a_quote() {
+        let title = "The Whale Rose at Dawn";
+        let (mut g, w) = copy_guide("nothing", &[title]);
+        feed(
+            &mut g,
+            &w,
+            &["I", " said", " the", " whale", " rose", " at"],
+        );
+        assert!(allows(&mut g, &w, " dawn"));
+        // Words before a quote and after it are not one run.
+        let (mut g, w) = copy_guide("we said the whale and the sea was calm", &[]);
+        feed(
+            &mut g,
+            &w,
+            &["I", " said", " the", " \"The", " whale", " rose", " at"],
+        );
+        feed(
+            &mut g,
+            &w,
+            &[" dawn", "\"", " [s1]", " and", " the", " sea"],
+        );
+        assert!(!allows(&mut g, &w, " was"), "`and the sea was`");
+        let (mut g, w) = copy_guide("said the whale rose", &[]);
+        feed(&mut g, &w, &["I", " said", " the"]);
+        feed(&mut g, &w, &[" \"", "w"]);
+        feed_chars(&mut g, &w, "hale rose at dawn");
+        feed(&mut g, &w, &["\"", " [s1]"]);
+        assert!(
+            allows(&mut g, &w, " rose"),
+            "`said the` came before the quote"
+        );
+    }
+
+    #[test]
+    fn the_copy_rule_words_match_the_stats_definition() {
+        // What the guide lets through scores no copied words.
+        let avoid = "Your move: answer the point directly.";
+        let (mut g, w) = copy_guide(avoid, &[]);
+        feed(&mut g, &w, &["I", " answer", " the", " point", " now", "."]);
+        let runs = RunIndex::new(&[WHALE, avoid], &[], words::COPY_RUN_WORDS);
+        assert_eq!(words::copied_words_outside_quotes(&g.text(), &runs), 0);
+        assert_eq!(
+            words::copied_words_outside_quotes("I answer the point directly.", &runs),
+            4
+        );
     }
 }

@@ -105,6 +105,12 @@ impl Tree {
         }
     }
 
+    /// How a header shows the book: `Title (key)`, or the key alone when
+    /// it has no title (never empty parentheses).
+    pub fn label(&self) -> String {
+        book_label(&self.key, &self.title)
+    }
+
     /// The author, unless there is no named author (empty, `Various`,
     /// `Anonymous`, `Unknown`), in which case the book speaks as itself.
     pub fn named_author(&self) -> Option<&str> {
@@ -114,6 +120,17 @@ impl Tree {
                 .iter()
                 .any(|u| author.eq_ignore_ascii_case(u));
         (!unnamed).then_some(author)
+    }
+}
+
+/// `Title (key)`, or `key` alone when the title is empty: how headers show
+/// a book.
+pub fn book_label(key: &str, title: &str) -> String {
+    let title = title.trim();
+    if title.is_empty() || title == key {
+        key.to_string()
+    } else {
+        format!("{title} ({key})")
     }
 }
 
@@ -210,6 +227,10 @@ pub struct Utterance {
     /// The speaking node's turn policy decision (cross-node moots; a local
     /// moot always speaks and records none).
     pub decision: Option<policy::Decision>,
+    /// How the stored text uses its words (copied runs, clause-aligned
+    /// quotes); `None` for a pass, and in transcripts written before these
+    /// figures existed.
+    pub figures: Option<stats::TurnFigures>,
 }
 
 impl Utterance {

@@ -11,8 +11,11 @@ pub const MAX_REPLY_WORDS: usize = 120;
 /// Longest rolling summary kept, in words.
 pub const MAX_SUMMARY_WORDS: usize = 80;
 
-/// The persona system message for `speaker` in a moot with `other`.
-pub fn persona(speaker: &Tree, other: &Tree) -> String {
+/// The persona system message for `speaker` in a moot with `other`: who it
+/// is, the rules, and what this turn asks. Every instruction is here, so
+/// the user message ends with the other book's line and gives a small model
+/// no instruction to continue into its reply (it copies what comes last).
+pub fn persona(speaker: &Tree, other: &Tree, cue: &Cue<'_>) -> String {
     let me = speaker.name();
     let you = other.name();
     let mut s = String::new();
@@ -39,17 +42,20 @@ pub fn persona(speaker: &Tree, other: &Tree) -> String {
         "\n\nRules:\n\
          - Speak only from this turn's passages, and answer the point {you} just made: \
          agree, disagree or press it further.\n\
-         - Never repeat an earlier sentence, and do not argue about being quoted unless \
-         you are truly misquoted.\n\
+         - Say everything in your own words: outside double quotes, repeat nothing \
+         from the passages, from these rules or from the moot so far.\n\
          - Cite every claim with its passage tag, e.g. [s2].\n\
-         - Quote at least one and at most 3 exact phrases of 3 or more words from the \
-         passages, in double quotes, and paraphrase the rest with its tag.\n\
+         - Quote at least one and at most 3 exact phrases of 4 to 25 words from the \
+         passages, in double quotes, each a whole clause or sentence that ends where the \
+         passage has a comma or a full stop; paraphrase the rest with its tag.\n\
          - Quote words spoken in this moot only as \"...\" [oN], with N the turn they were \
          spoken in, and never tag them [sN].\n\
          - Never mention passages or sources, and never claim the book lacks something.\n\
          - If nothing in the passages bears on what was said, turn the talk to what the \
          book does say.\n\
-         - At most {MAX_REPLY_WORDS} words, no lists, and address {you} by its title."
+         - At most {MAX_REPLY_WORDS} words, no lists, and address {you} by its title.\n\n\
+         {}",
+        this_turn(cue, you)
     );
     s
 }
@@ -62,7 +68,7 @@ pub struct Line {
     pub text: String,
 }
 
-/// What the user message ends with.
+/// What this turn asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cue<'a> {
     /// Turn 1: open on the topic, or by introducing yourself.
@@ -71,25 +77,39 @@ pub enum Cue<'a> {
     Reply { incoming: &'a Line, mv: Move },
 }
 
+/// What this turn asks of the speaker, said in the system message.
+pub fn this_turn(cue: &Cue<'_>, other: &str) -> String {
+    match cue {
+        Cue::Opening { topic: Some(topic) } => {
+            format!("This turn you open the moot on the topic \"{topic}\", speaking to {other}.")
+        }
+        Cue::Opening { topic: None } => {
+            format!("This turn you open the moot by introducing yourself to {other}.")
+        }
+        Cue::Reply { mv, .. } => move_instruction(*mv, other),
+    }
+}
+
 /// How each move is asked for.
 pub fn move_instruction(mv: Move, other: &str) -> String {
     match mv {
-        Move::Open => format!("Open the moot, speaking to {other}."),
-        Move::Answer => format!("Your move: answer {other}'s point directly."),
+        Move::Open => format!("This turn you open the moot, speaking to {other}."),
+        Move::Answer => format!("This turn you answer {other}'s point directly."),
         Move::Challenge => {
-            format!("Your move: challenge what {other} just said, from your own words.")
+            format!("This turn you challenge what {other} just said, from your own passages.")
         }
-        Move::Extend => format!("Your move: extend {other}'s point further with your own."),
+        Move::Extend => format!("This turn you take {other}'s point further with your own."),
         Move::Ask => {
-            format!("Your move: put a pointed question to {other}, grounded in your words.")
+            format!("This turn you put a pointed question to {other}, grounded in your passages.")
         }
         Move::Close => format!(
-            "Your move: close. This is your last turn; give {other} your final word on the matter."
+            "This is your last turn in the moot: give {other} your final word on the matter."
         ),
     }
 }
 
-/// The user message: passages, summary, recent lines, then the cue.
+/// The user message: passages, summary, recent lines, then the other
+/// book's line (no instruction: those are in the system message).
 pub fn user_message(
     passages: &[TaggedPassage],
     summary: Option<&str>,
@@ -120,27 +140,12 @@ pub fn user_message(
             let _ = write!(s, "Turn {}, {}: {}", line.turn, line.title, line.text);
         }
     }
-    s.push_str("\n\n");
-    match cue {
-        Cue::Opening { topic: Some(topic) } => {
-            let _ = write!(
-                s,
-                "Open the moot on the topic \"{topic}\", speaking to {other}."
-            );
-        }
-        Cue::Opening { topic: None } => {
-            let _ = write!(s, "Open the moot by introducing yourself to {other}.");
-        }
-        Cue::Reply { incoming, mv } => {
-            let _ = write!(
-                s,
-                "Turn {}, {} has just said: {}\n{}",
-                incoming.turn,
-                other,
-                incoming.text,
-                move_instruction(*mv, other)
-            );
-        }
+    if let Cue::Reply { incoming, .. } = cue {
+        let _ = write!(
+            s,
+            "\n\nTurn {}, {} has just said: {}",
+            incoming.turn, other, incoming.text
+        );
     }
     s
 }
@@ -219,10 +224,14 @@ mod tests {
     fn persona_uses_author_or_book() {
         let a = Tree::new("fiction/pride", "Pride and Prejudice", "Jane Austen");
         let b = Tree::new("ref/devils", "The Devil's Dictionary", "Various");
-        let pa = persona(&a, &b);
+        let opening = Cue::Opening { topic: None };
+        let pa = persona(&a, &b, &opening);
         assert!(pa.contains("by Jane Austen"));
         assert!(pa.contains("address The Devil's Dictionary by its title"));
-        let pb = persona(&b, &a);
+        assert!(pa.ends_with(
+            "This turn you open the moot by introducing yourself to The Devil's Dictionary."
+        ));
+        let pb = persona(&b, &a, &opening);
         assert!(pb.contains("speak as the book itself"));
         assert!(!pb.contains("Various"));
     }
@@ -272,6 +281,11 @@ mod tests {
             "B",
         );
         assert!(m.starts_with("[s1] (chunk:0001)\nFirst text.\n\n[s2] (chunk:0002)\nSecond text."));
-        assert!(m.contains("The moot so far: so far\n\nTurn 1, A: hello\n\nTurn 2, B has just said: well\nYour move: put"));
+        // The other book's line comes last; the move is in the system message.
+        assert!(m.ends_with(
+            "The moot so far: so far\n\nTurn 1, A: hello\n\nTurn 2, B has just said: well"
+        ));
+        let opening = user_message(&passages, None, &[], &Cue::Opening { topic: None }, "B");
+        assert!(opening.ends_with("Second text."));
     }
 }

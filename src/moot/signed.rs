@@ -256,6 +256,7 @@ mod tests {
             intent: Move::Open,
             guided: false,
             decision: None,
+            figures: None,
         }
     }
 

@@ -8,8 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::policy::Decision;
 use super::prompt::{self, Cue, Line};
+use super::stats::{self, TurnFigures};
 use super::{MootError, Move, Passage, Retriever, TaggedPassage, Tree, Utterance};
 use crate::grounding::{self, Tag, TurnSources};
+use crate::model::guide::words::COPY_RUN_WORDS;
 use crate::model::{ChatMessage, ChatModel, ChatRequest, Guidance, Role};
 
 /// Everything a speaker needs for one turn.
@@ -174,7 +176,7 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     let mut messages = vec![
         ChatMessage {
             role: Role::System,
-            content: prompt::persona(&request.speaker, &request.other),
+            content: prompt::persona(&request.speaker, &request.other, &cue),
         },
         ChatMessage {
             role: Role::User,
@@ -190,21 +192,29 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     // What a guiding backend needs: quotes may copy this turn's passages
     // (tagged s1..sk) or the other book's earlier turns (tagged oN), as the
     // grader reads them. Its own turns are left out: a book echoing itself
-    // is how a small model loops.
+    // is how a small model loops. Outside quotes it may copy nothing of its
+    // prompt (the messages sent) nor of any earlier turn; it may always
+    // name the two books.
     let guidance = Guidance {
         passages: tagged.iter().map(|t| t.passage.content.clone()).collect(),
         turns: request.other_turns.clone(),
         max_words: prompt::MAX_REPLY_WORDS,
+        avoid: request.own_turns.values().cloned().collect(),
+        exempt: titles(request),
     };
     let guided = model.guides_decoding();
     let mut call = |messages: &[ChatMessage], seed: u64| {
+        let mut guidance = guidance.clone();
+        guidance
+            .avoid
+            .extend(messages.iter().map(|m| m.content.clone()));
         model
             .complete(&ChatRequest {
                 messages: messages.to_vec(),
                 max_tokens: request.max_tokens,
                 temperature: request.temperature as f32,
                 seed,
-                guidance: Some(guidance.clone()),
+                guidance: Some(guidance),
             })
             .map_err(|source| MootError::Model {
                 book: book.clone(),
@@ -244,10 +254,19 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             return Err(MootError::NoText { book });
         }
     };
+    let figures = turn_figures(
+        &checked.text,
+        &tagged,
+        &request.own_turns,
+        &request.other_turns,
+        &titles(request),
+        COPY_RUN_WORDS,
+    );
     Ok(Utterance {
         turn: request.turn,
         speaker: request.speaker.key.clone(),
         title: request.speaker.name().to_string(),
+        figures: Some(figures),
         text: checked.text,
         cited,
         grounded: checked.passes,
@@ -291,7 +310,37 @@ pub fn pass(request: &TurnRequest, decision: Decision) -> Utterance {
         intent: request.mv,
         guided: false,
         decision: Some(decision),
+        figures: None,
     }
+}
+
+/// The books a turn may always name: the speaker's and the addressed one's
+/// titles (keys when untitled).
+pub fn titles(request: &TurnRequest) -> Vec<String> {
+    vec![
+        request.speaker.name().to_string(),
+        request.other.name().to_string(),
+    ]
+}
+
+/// A turn's own-words figures ([`stats::turn_figures`]) from its passages,
+/// the moot's earlier turns (both maps) and the books it may name.
+pub fn turn_figures(
+    text: &str,
+    tagged: &[TaggedPassage],
+    own_turns: &BTreeMap<u64, String>,
+    other_turns: &BTreeMap<u64, String>,
+    titles: &[String],
+    copy_run_words: usize,
+) -> TurnFigures {
+    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
+    let earlier: Vec<&str> = own_turns
+        .values()
+        .chain(other_turns.values())
+        .map(String::as_str)
+        .collect();
+    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    stats::turn_figures(text, &passages, &earlier, &titles, copy_run_words)
 }
 
 /// What is wrong with a recorded pass, if anything: it must be exactly what
@@ -312,6 +361,8 @@ pub fn pass_problem(
         Some("a pass claims grounding")
     } else if u.attempts != 0 || u.guided {
         Some("a pass claims model attempts")
+    } else if u.figures.is_some() {
+        Some("a pass carries word figures")
     } else {
         None
     }

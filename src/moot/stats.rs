@@ -1,8 +1,53 @@
 //! Moot statistics, computed from the utterances alone (so `verify` can
-//! recompute and compare them).
+//! recompute and compare them), and each turn's own-words figures, computed
+//! from what the transcript holds for that turn.
 
 use super::Utterance;
 use crate::grounding::{SnapAction, UnquoteReason, round3};
+use crate::model::guide::words::{
+    RunIndex, clause_aligned_quotes, clause_words, copied_words_outside_quotes,
+};
+
+/// How a turn's stored text uses its words: copying outside quotes, and
+/// quotes that read as quotations (the rules of guided decoding, measured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TurnFigures {
+    /// Words outside quotes that belong to a run of `copy_run_words` words
+    /// of the turn's data (after `norm()`).
+    pub copied_words_outside_quotes: u32,
+    /// Quotes in the text (pairs of marks).
+    pub quotes: u32,
+    /// Those with 4 to 25 words, no whitespace just inside the marks,
+    /// found on whole words of the turn's data ending at a clause boundary.
+    pub quotes_clause_aligned: u32,
+}
+
+impl TurnFigures {
+    pub fn clause_aligned_rate(&self) -> Option<f64> {
+        rate(self.quotes_clause_aligned, self.quotes)
+    }
+}
+
+/// A turn's figures. Its data: the passages it was given and the stored
+/// texts of the moot's earlier turns (every book's); runs inside `titles`
+/// (the speaker's and the addressed book's names) do not count as copied.
+pub fn turn_figures(
+    text: &str,
+    passages: &[&str],
+    earlier: &[&str],
+    titles: &[&str],
+    copy_run_words: usize,
+) -> TurnFigures {
+    let data: Vec<&str> = passages.iter().chain(earlier).copied().collect();
+    let runs = RunIndex::new(&data, titles, copy_run_words);
+    let sources: Vec<_> = data.iter().map(|t| clause_words(t)).collect();
+    let (quotes, quotes_clause_aligned) = clause_aligned_quotes(text, &sources);
+    TurnFigures {
+        copied_words_outside_quotes: copied_words_outside_quotes(text, &runs),
+        quotes,
+        quotes_clause_aligned,
+    }
+}
 
 /// Figures over a whole moot. Rates are `None` when there is nothing to
 /// count, and rounded to 3 places.
@@ -40,6 +85,11 @@ pub struct Stats {
     /// Turns a tree passed (its node's policy decided not to speak). Every
     /// other figure counts spoken turns only; `turns` counts both.
     pub passed_turns: u32,
+    /// Words outside quotes copied from a turn's data, over the turns with
+    /// figures (`None`: no turn has them, as before they existed).
+    pub copied_words_outside_quotes: Option<u32>,
+    /// Share of the quotes (of turns with figures) that are clause-aligned.
+    pub quotes_clause_aligned_rate: Option<f64>,
 }
 
 fn rate(part: u32, whole: u32) -> Option<f64> {
@@ -52,10 +102,16 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
         turns: u32::try_from(utterances.len()).unwrap_or(u32::MAX),
         ..Stats::default()
     };
+    let (mut copied, mut quotes, mut aligned) = (None, 0, 0);
     for u in utterances {
         if u.passed() {
             s.passed_turns += 1;
             continue;
+        }
+        if let Some(f) = &u.figures {
+            *copied.get_or_insert(0) += f.copied_words_outside_quotes;
+            quotes += f.quotes;
+            aligned += f.quotes_clause_aligned;
         }
         let g = &u.grounding;
         s.tags_valid_turns += u32::from(g.tags_valid);
@@ -84,5 +140,41 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
     s.quote_found_rate = rate(s.quotes_found, s.quotes_total);
     s.other_quote_valid_rate = rate(s.other_quotes_found, s.other_quotes_total);
     s.quotes_per_turn = rate(s.quotes_total, spoken);
+    s.copied_words_outside_quotes = copied;
+    s.quotes_clause_aligned_rate = rate(aligned, quotes);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_count_copied_words_and_aligned_quotes() {
+        let passage = "The whale rose from the sea, at dawn; and the ship sailed on.";
+        let earlier = "Moby Dick; or The Whale says the sea is a cold place to be.";
+        let titles = ["Moby Dick; or The Whale", "Pride and Prejudice"];
+        let f = turn_figures(
+            "I say \"The whale rose from the sea\" [s1], yet the sea is a cold thing.",
+            &[passage],
+            &[earlier],
+            &titles,
+            4,
+        );
+        assert_eq!(f.quotes, 1);
+        assert_eq!(f.quotes_clause_aligned, 1);
+        // `the sea is a cold` is turn text, copied outside the quote.
+        assert_eq!(f.copied_words_outside_quotes, 5);
+        assert_eq!(f.clause_aligned_rate(), Some(1.0));
+        let f = turn_figures(
+            "Moby Dick, or the Whale: \"whale rose from the\" [s1] I say.",
+            &[passage],
+            &[earlier],
+            &titles,
+            4,
+        );
+        assert_eq!(f.quotes_clause_aligned, 0, "cut mid-clause");
+        assert_eq!(f.copied_words_outside_quotes, 0, "titles may be named");
+        assert_eq!(f.clause_aligned_rate(), Some(0.0));
+    }
 }

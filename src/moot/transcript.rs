@@ -11,11 +11,12 @@ use serde::{Deserialize, Serialize};
 use super::host::Moot;
 use super::policy::Decision;
 use super::speaker::tag_passages;
-use super::stats::Stats;
+use super::stats::{Stats, TurnFigures};
 use super::{Move, Passage, SPEC_VERSIONS, TaggedPassage, Tree, Utterance};
 use crate::grounding::{
     Checked, Grounding, QuoteCheck, QuoteSource, SnapAction, SnapRecord, UnquoteReason,
 };
+use crate::model::guide::words::COPY_RUN_WORDS;
 
 /// The `format` field of every transcript.
 pub const TRANSCRIPT_FORMAT: &str = "grove-moot-transcript";
@@ -297,6 +298,12 @@ pub struct SettingsRecord {
     pub summary_every: u32,
     /// Spec versions: grounding, decoding, chunks, merkle.
     pub specs: BTreeMap<String, String>,
+    /// The run length of the own-words figures: words outside quotes count
+    /// as copied when they belong to a run of this many words of the turn's
+    /// data. Absent in transcripts written before the figures existed
+    /// (whose utterances have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_run_words: Option<u32>,
 }
 
 /// A passage as shown to the model, with its tag.
@@ -363,6 +370,17 @@ pub struct UtteranceRecord {
     /// The speaking node's turn policy decision (cross-node moots only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<DecisionRecord>,
+    /// Own-words figures of `text` (absent for a pass, and before they
+    /// existed): words outside quotes copied from the turn's data...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_words_outside_quotes: Option<u32>,
+    /// ...the quotes that read as quotations (whole words, 4 to 25, ending
+    /// at a clause boundary of the data), of all the text's quotes...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotes_clause_aligned: Option<u32>,
+    /// ...and their share (null with no quotes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotes_clause_aligned_rate: Option<f64>,
 }
 
 /// Whether a tree spoke on its turn, as its node's policy decided.
@@ -441,6 +459,14 @@ pub struct StatsRecord {
     /// Turns passed by a tree's policy (absent before policies existed: 0).
     #[serde(default)]
     pub passed_turns: u32,
+    /// Words outside quotes copied from their turn's data, all turns
+    /// (absent before the figures existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_words_outside_quotes: Option<u32>,
+    /// Share of all quotes that are clause-aligned (absent with no quotes,
+    /// and before the figures existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotes_clause_aligned_rate: Option<f64>,
 }
 
 impl From<&Stats> for StatsRecord {
@@ -466,6 +492,8 @@ impl From<&Stats> for StatsRecord {
             quotes_too_short: s.quotes_too_short,
             guided_turns: s.guided_turns,
             passed_turns: s.passed_turns,
+            copied_words_outside_quotes: s.copied_words_outside_quotes,
+            quotes_clause_aligned_rate: s.quotes_clause_aligned_rate,
         }
     }
 }
@@ -560,6 +588,9 @@ impl From<&Utterance> for UtteranceRecord {
             intent: u.intent.as_str().to_string(),
             guided: u.guided,
             decision: u.decision.as_ref().map(DecisionRecord::from),
+            copied_words_outside_quotes: u.figures.map(|f| f.copied_words_outside_quotes),
+            quotes_clause_aligned: u.figures.map(|f| f.quotes_clause_aligned),
+            quotes_clause_aligned_rate: u.figures.and_then(|f| f.clause_aligned_rate()),
         }
     }
 }
@@ -604,6 +635,13 @@ impl TryFrom<&UtteranceRecord> for Utterance {
                 .ok_or_else(|| RecordError::UnknownMove(u.intent.clone()))?,
             guided: u.guided,
             decision: u.decision.as_ref().map(Decision::try_from).transpose()?,
+            // The quotes counted are the text's own pairs of marks; `verify`
+            // re-derives all three figures and compares them as recorded.
+            figures: u.copied_words_outside_quotes.map(|copied| TurnFigures {
+                copied_words_outside_quotes: copied,
+                quotes: crate::grounding::ParsedReply::parse(&u.text).quotes.len() as u32,
+                quotes_clause_aligned: u.quotes_clause_aligned.unwrap_or(0),
+            }),
         })
     }
 }
@@ -628,6 +666,7 @@ impl From<&Moot> for TranscriptRecord {
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
+                copy_run_words: Some(COPY_RUN_WORDS as u32),
             },
             openings: m
                 .openings

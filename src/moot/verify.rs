@@ -4,12 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use super::host::{lines_of, turn_maps};
-use super::speaker::{extend_pool, opening_query, pass_problem, record_reply, turn_query};
-use super::stats;
+use super::host::{answered_tree, lines_of, turn_maps};
+use super::speaker::{
+    extend_pool, opening_query, pass_problem, record_reply, turn_figures, turn_query,
+};
+use super::stats::{self, TurnFigures};
 use super::transcript::{
     GroundingCounts, PassageRecord, QuoteRecord, RecordError, SnapRecordJson, StatsRecord,
-    TranscriptRecord,
+    TranscriptRecord, UtteranceRecord,
 };
 use super::{Move, Passage, TaggedPassage, Tree, Utterance};
 
@@ -229,8 +231,22 @@ pub fn verify(
         if record.raw_text.trim().is_empty() {
             report.add(at, "the kept reply is empty");
         }
+        let other = &trees[answered_tree(&rechecked, &trees, t)];
+        let titles = [tree.name().to_string(), other.name().to_string()];
+        let figures = settings.copy_run_words.map(|n| {
+            turn_figures(
+                &checked.text,
+                &tagged,
+                &own_turns,
+                &other_turns,
+                &titles,
+                n as usize,
+            )
+        });
+        compare_figures(&mut report, at, record, figures);
         // Carry the recorded text forward: later turns quote what was stored.
         let mut utterance = utterance;
+        utterance.figures = figures;
         utterance.text = checked.text;
         utterance.grounding = checked.grounding;
         utterance.grounded = checked.passes;
@@ -276,6 +292,33 @@ pub fn verify(
         );
     }
     Ok(report.mismatches)
+}
+
+/// Compares a spoken turn's recorded own-words figures with the ones
+/// re-derived (`None` when the transcript records no run length, as before
+/// the figures existed).
+fn compare_figures(
+    report: &mut Report,
+    at: Option<u32>,
+    record: &UtteranceRecord,
+    figures: Option<TurnFigures>,
+) {
+    let recorded = (
+        record.copied_words_outside_quotes,
+        record.quotes_clause_aligned,
+        record.quotes_clause_aligned_rate,
+    );
+    let rechecked = (
+        figures.map(|f| f.copied_words_outside_quotes),
+        figures.map(|f| f.quotes_clause_aligned),
+        figures.and_then(|f| f.clause_aligned_rate()),
+    );
+    report.compare(
+        at,
+        "own-words figures (copied words outside quotes, clause-aligned quotes, rate)",
+        &recorded,
+        &rechecked,
+    );
 }
 
 /// Checks a turn's passages: tags `s1..sk`, ids from the tree's own book,
