@@ -8,6 +8,17 @@ use std::process::{Command, Output};
 use grove::merkle::{self, Hash, ProofStep};
 use serde_json::Value;
 
+/// Reports a test that cannot run here because something it needs is
+/// missing (a tool, the model, a sandbox capability, shared files): prints
+/// SKIP, and fails the test when `GROVE_TEST_STRICT=1` (CI sets it), so CI
+/// cannot pass by skipping. The caller returns after it.
+pub fn skip(reason: &str) {
+    if std::env::var("GROVE_TEST_STRICT").is_ok_and(|v| v == "1") {
+        panic!("GROVE_TEST_STRICT=1 and this test would skip: {reason}");
+    }
+    eprintln!("SKIP: {reason}");
+}
+
 /// `../shared` beside the repository (or `$GROVE_SHARED_DIR`), when present.
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("GROVE_SHARED_DIR")
@@ -21,7 +32,9 @@ pub fn shared_file(rel: &str) -> Option<PathBuf> {
     match shared_dir().map(|d| d.join(rel)).filter(|p| p.exists()) {
         Some(p) => Some(p),
         None => {
-            eprintln!("SKIP: shared file {rel} not present (set GROVE_SHARED_DIR)");
+            skip(&format!(
+                "shared file {rel} not present (set GROVE_SHARED_DIR)"
+            ));
             None
         }
     }
@@ -193,7 +206,7 @@ pub fn generated_book(
 pub fn in_mount_namespace(script: &str) -> Option<Output> {
     let probe = Command::new("unshare").args(["-m", "true"]).output().ok()?;
     if !probe.status.success() {
-        eprintln!("SKIP: unshare -m is not permitted here");
+        skip("unshare -m is not permitted here");
         return None;
     }
     let mut cmd = Command::new("unshare");
