@@ -802,19 +802,25 @@ impl Machine {
         let main = self.main_pid();
         let start = Instant::now();
         loop {
-            let left = limit.checked_sub(start.elapsed()).unwrap_or_default();
-            let Some((pid, text)) = self.notification(left.max(Duration::from_millis(1))) else {
-                panic!("no {want} within {limit:?}:\n{}", self.stderr());
-            };
-            assert_eq!(pid, main, "notification {text:?} not from the main process");
-            if text.lines().any(|l| l == want) {
-                return start.elapsed();
-            }
             assert!(
                 start.elapsed() < limit,
                 "no {want} within {limit:?}:\n{}",
                 self.stderr()
             );
+            // In short slices, so that a service that died is seen at once.
+            let Some((pid, text)) = self.notification(Duration::from_millis(200)) else {
+                if let Some(status) = self.child.try_wait().unwrap() {
+                    panic!(
+                        "the service exited ({status}) before {want}:\n{}",
+                        self.stderr()
+                    );
+                }
+                continue;
+            };
+            assert_eq!(pid, main, "notification {text:?} not from the main process");
+            if text.lines().any(|l| l == want) {
+                return start.elapsed();
+            }
         }
     }
 
@@ -1056,16 +1062,15 @@ fn the_daemon_runs_under_the_units_sandbox_with_the_default_config() {
     println!(
         "READY=1 after {ready:?}; watchdog pings {ping:?} and {again:?} apart (WatchdogSec={watchdog:?})"
     );
-    // The operator's command. The CLI does not look for the system socket
-    // by itself yet (issue 13, item 5), so the socket is named for it.
-    let socket = [("GROVE_CONTROL__SOCKET", "/run/grove/grove.sock")];
+    // The operator's command, with no flags: the CLI finds the system
+    // daemon at /run/grove/grove.sock.
     let groups = m.as_user("alice", &[], &["id", "-nG"]);
     let groups = String::from_utf8_lossy(&groups.stdout);
     assert!(
         groups.split_whitespace().any(|g| g == "grove"),
         "alice's groups: {groups}"
     );
-    let status = m.as_user("alice", &socket, &["grove", "node", "status", "--json"]);
+    let status = m.as_user("alice", &[], &["grove", "node", "status", "--json"]);
     assert!(
         status.status.success(),
         "grove node status for a grove-group operator:\n{}\n{}\ndaemon:\n{}",
@@ -1086,7 +1091,7 @@ fn the_daemon_runs_under_the_units_sandbox_with_the_default_config() {
         listen.iter().any(|a| a.ends_with("/tcp/4100")),
         "the default listen port: {listen:?}"
     );
-    let outsider = m.as_user("bob", &socket, &["grove", "node", "status", "--json"]);
+    let outsider = m.as_user("bob", &[], &["grove", "node", "status", "--json"]);
     assert!(
         !outsider.status.success(),
         "bob is not in group grove yet was answered"

@@ -8,17 +8,6 @@ use std::process::{Command, Output};
 use grove::merkle::{self, Hash, ProofStep};
 use serde_json::Value;
 
-/// Reports a test that cannot run here because something it needs is
-/// missing (a tool, the model, a sandbox capability, shared files): prints
-/// SKIP, and fails the test when `GROVE_TEST_STRICT=1` (CI sets it), so CI
-/// cannot pass by skipping. The caller returns after it.
-pub fn skip(reason: &str) {
-    if std::env::var("GROVE_TEST_STRICT").is_ok_and(|v| v == "1") {
-        panic!("GROVE_TEST_STRICT=1 and this test would skip: {reason}");
-    }
-    eprintln!("SKIP: {reason}");
-}
-
 /// `../shared` beside the repository (or `$GROVE_SHARED_DIR`), when present.
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("GROVE_SHARED_DIR")
