@@ -20,7 +20,7 @@ fn vectors() -> Option<Value> {
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("vectors are valid JSON")),
         Err(_) => {
-            println!("skipping: {} not present", path.display());
+            crate::support::skip(&format!("{} not present", path.display()));
             None
         }
     }

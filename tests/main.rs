@@ -16,6 +16,7 @@ mod moot_liar;
 mod moot_net;
 mod net;
 mod proofs;
+mod sandbox;
 #[path = "support/scripted_openai.rs"]
 mod scripted_openai;
 mod support;

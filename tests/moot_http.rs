@@ -150,13 +150,15 @@ fn moot_over_http_retries_snaps_quotes_and_verifies() {
 #[test]
 fn embedded_model_runs_a_short_moot() {
     let Some(state) = std::env::var_os("GROVE_TEST_STATE") else {
-        eprintln!("SKIP: no embedded model (set GROVE_TEST_STATE to a state dir with models/)");
+        crate::support::skip(
+            "no embedded model (set GROVE_TEST_STATE to a state dir with models/)",
+        );
         return;
     };
     let dir = grove::model::install::model_dir(std::path::Path::new(&state));
     let model = grove::model::install::default_model_file(&dir);
     if !model.is_file() {
-        eprintln!("SKIP: no model file at {}", model.display());
+        crate::support::skip(&format!("no model file at {}", model.display()));
         return;
     }
     let g = two_books(30);

@@ -21,7 +21,9 @@ pub fn shared_file(rel: &str) -> Option<PathBuf> {
     match shared_dir().map(|d| d.join(rel)).filter(|p| p.exists()) {
         Some(p) => Some(p),
         None => {
-            eprintln!("SKIP: shared file {rel} not present (set GROVE_SHARED_DIR)");
+            skip(&format!(
+                "shared file {rel} not present (set GROVE_SHARED_DIR)"
+            ));
             None
         }
     }
@@ -191,9 +193,12 @@ pub fn generated_book(
 /// Runs a shell script in a private mount namespace (for read-only or full
 /// file systems); `None` when namespaces are not available here.
 pub fn in_mount_namespace(script: &str) -> Option<Output> {
-    let probe = Command::new("unshare").args(["-m", "true"]).output().ok()?;
-    if !probe.status.success() {
-        eprintln!("SKIP: unshare -m is not permitted here");
+    let permitted = Command::new("unshare")
+        .args(["-m", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !permitted {
+        skip("unshare -m is not available or not permitted here");
         return None;
     }
     let mut cmd = Command::new("unshare");

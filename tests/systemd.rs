@@ -1,5 +1,7 @@
 //! systemd/grove.service: `systemd-analyze verify` is clean and the offline
-//! security exposure is at most 2.0 (skipped where systemd-analyze is absent).
+//! security exposure is at most 1.5 (where systemd-analyze is absent the test
+//! skips, and fails under GROVE_TEST_STRICT=1). tests/sandbox.rs runs the
+//! daemon under the unit's sandbox.
 
 use std::process::Command;
 
@@ -10,7 +12,7 @@ fn unit_verifies_and_is_hardened() {
         .output()
         .is_err()
     {
-        eprintln!("SKIP: systemd-analyze not installed");
+        crate::support::skip("systemd-analyze not installed (apt-get install systemd)");
         return;
     }
     let unit = std::fs::read_to_string(concat!(
@@ -54,5 +56,5 @@ fn unit_verifies_and_is_hardened() {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("cannot read the level in {line:?}"));
-    assert!(level <= 2.0, "exposure {level} > 2.0:\n{text}");
+    assert!(level <= 1.5, "exposure {level} > 1.5:\n{text}");
 }
