@@ -21,9 +21,9 @@ pub fn shared_file(rel: &str) -> Option<PathBuf> {
     match shared_dir().map(|d| d.join(rel)).filter(|p| p.exists()) {
         Some(p) => Some(p),
         None => {
-            skip(&format!(
-                "shared file {rel} not present (set GROVE_SHARED_DIR)"
-            ));
+            // The shared spec and corpus are read "when present" (a fresh
+            // clone elsewhere has none): not a strict failure.
+            eprintln!("SKIP: shared file {rel} not present (set GROVE_SHARED_DIR)");
             None
         }
     }

@@ -32,11 +32,13 @@ use crate::config::Settings;
 /// whole process exits well within systemd's 10 s budget.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(7);
 
-/// Why the daemon could not start or run.
+/// Why the daemon could not start or run. A variant with a source names
+/// only its own context: `main` prints the chain (`{:#}`), so the cause
+/// appears once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DaemonError {
-    #[error("state directory {path}: {source}")]
+    #[error("state directory {path}")]
     StateDir {
         path: PathBuf,
         source: std::io::Error,
@@ -45,23 +47,23 @@ pub enum DaemonError {
         "control socket {path} is in use by a running grove node; stop it first, or give this node its own state directory or control.socket"
     )]
     SocketInUse { path: PathBuf },
-    #[error("control socket {path}: {source}")]
+    #[error("control socket {path}")]
     Socket {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("node identity: {0}")]
+    #[error("node identity")]
     Identity(#[from] crate::identity::IdentityError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    #[error("network: {0}")]
+    #[error("network")]
     Net(#[from] crate::net::NetError),
-    #[error("mesh state: {0}")]
+    #[error("mesh state")]
     Mesh(#[from] crate::mesh::store::StoreError),
-    #[error("node database: {0}")]
+    #[error("node database")]
     NodeDb(#[from] rusqlite::Error),
-    #[error("starting a worker thread: {0}")]
-    Worker(std::io::Error),
+    #[error("starting a worker thread")]
+    Worker(#[source] std::io::Error),
     #[error(
         "the {0} stopped (it panicked); the node exits so that its service manager restarts it"
     )]
