@@ -80,14 +80,7 @@ pub async fn run(
         path: state_dir.clone(),
         source: e,
     })?;
-    let net_config = settings.net.checked()?;
-    settings
-        .mesh
-        .validate()
-        .map_err(|(key, reason)| crate::config::ConfigError::Invalid {
-            key: format!("mesh.{key}"),
-            reason,
-        })?;
+    let net_config = checked_network(&settings)?;
     let identity =
         crate::identity::Identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
     let keypair = libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
@@ -99,12 +92,7 @@ pub async fn run(
     let socket_path = settings.control_socket(&state_dir);
     let listener = bind_control_socket(&socket_path)?;
     let core = mesh::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
-    let node_db = state_dir.join(peers::DB_FILE);
-    crate::store::create_private(&node_db).map_err(|e| DaemonError::StateDir {
-        path: node_db.clone(),
-        source: e,
-    })?;
-    let peer_book = peers::PeerBook::open(&state_dir)?;
+    let peer_book = open_peer_book(&state_dir)?;
     let (network, net_events) = crate::net::Network::start(keypair, net_config).await?;
     let bound = network.listeners().await?;
     let listen: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
@@ -129,6 +117,7 @@ pub async fn run(
         model: model.clone(),
         net: network.clone(),
     };
+    health.inject_fault_if_asked();
     let parts = Parts {
         settings: &settings,
         state_dir: &state_dir,
@@ -152,7 +141,6 @@ pub async fn run(
     let notifier = notify::Notifier::from_env();
     tracing::info!(state_dir = %state_dir.display(), socket = %socket_path.display(), "grove node ready");
     notifier.notify("READY=1\nSTATUS=serving the control socket");
-    health.inject_fault_if_asked();
     let outcome = tokio::select! {
         _ = shutdown => Ok(()),
         dead = health.watch(&node_task) => {
@@ -246,6 +234,30 @@ impl Health {
             }
         });
     }
+}
+
+/// The network settings, checked with the mesh's (which the network's
+/// peers depend on) before anything starts.
+fn checked_network(settings: &Settings) -> Result<crate::net::NetConfig, DaemonError> {
+    settings
+        .mesh
+        .validate()
+        .map_err(|(key, reason)| crate::config::ConfigError::Invalid {
+            key: format!("mesh.{key}"),
+            reason,
+        })?;
+    Ok(settings.net.checked()?)
+}
+
+/// `node.db`, created private first (the state directory's file-mode
+/// policy).
+fn open_peer_book(state_dir: &Path) -> Result<peers::PeerBook, DaemonError> {
+    let path = state_dir.join(peers::DB_FILE);
+    crate::store::create_private(&path).map_err(|source| DaemonError::StateDir {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(peers::PeerBook::open(state_dir)?)
 }
 
 /// Waits (within the shutdown budget) for the worker threads to finish
