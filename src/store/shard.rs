@@ -7,7 +7,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::json;
 
 use super::schema::{self, SchemaError};
-use super::{StoreError, audit, search};
+use super::{StoreError, audit, fts5, search};
 use crate::book::BookText;
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
 use crate::text::{self, ChunkError, Chunker};
@@ -177,6 +177,7 @@ impl Shard {
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(err)?;
         schema::migrate(&mut conn).map_err(|e| Self::schema_err(path, e))?;
+        fts5::register(&conn).map_err(err)?;
         Ok(conn)
     }
 
@@ -197,6 +198,7 @@ impl Shard {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(uri, flags).map_err(err)?;
         schema::migrate(&mut conn).map_err(|e| Self::schema_err(path, e))?;
+        fts5::register(&conn).map_err(err)?;
         Ok(conn)
     }
 
@@ -477,6 +479,7 @@ impl Shard {
             params![&root[..], count as i64, book_id],
         )
         .map_err(err)?;
+        search::count_index(&tx, book_id).map_err(err)?;
         {
             let mut block_stmt = tx
                 .prepare_cached(

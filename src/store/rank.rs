@@ -1,0 +1,333 @@
+//! BM25 over a collection of books, computed as FTS5's `bm25()` computes it
+//! over one index holding every searched chunk: statistics in, scores out.
+//!
+//! A search over several books (one node's, or a whole mesh's) runs in two
+//! rounds. First every holder reports [`QueryStats`] for the query over its
+//! books; the stats sum ([`QueryStats::merge`]). Then the summed stats fix
+//! the query's plan (every word, or the rarest words when every word finds
+//! fewer than `k` chunks) and each word's weight ([`Ranking`]), and every
+//! holder scores its own chunks with them, so all scores are comparable.
+//!
+//! Query text is user input, so it is never handed to FTS5 as syntax: it is
+//! cut into words and each word is quoted, so quotes, parentheses, `NEAR`,
+//! `*`, `^` and column filters are plain words.
+
+use serde::{Deserialize, Serialize};
+
+/// FTS5's `bm25()` constants.
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+/// How many of the query's words the fallback keeps (the rarest).
+const FALLBACK_TERMS: usize = 3;
+/// How many of the longest words are counted to find the rarest.
+const COUNTED_TERMS: usize = 8;
+
+/// The words of a query: maximal runs of letters and digits, lowercased,
+/// first occurrence kept.
+pub fn terms(query: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let word = word.to_lowercase();
+        if !out.contains(&word) {
+            out.push(word);
+        }
+    }
+    out
+}
+
+/// One word as an FTS5 string literal (a word never holds `"`, but doubling
+/// keeps the literal closed whatever it holds).
+pub fn quote(term: &str) -> String {
+    format!("\"{}\"", term.replace('"', "\"\""))
+}
+
+/// The FTS5 query holding every word.
+pub fn all_words_query(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| quote(w))
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// The fallback's FTS5 query: any of the rare words, or every word (so
+/// chunks holding every word still rank with all their words).
+pub fn fallback_query(rare: &[String], words: &[String]) -> String {
+    let mut any = rare
+        .iter()
+        .map(|w| quote(w))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    any.push_str(&format!(" OR ({})", all_words_query(words)));
+    any
+}
+
+/// The words whose rarity is counted: the longest few (ties in query order).
+pub fn counted_words(words: &[String]) -> Vec<&String> {
+    let mut longest: Vec<&String> = words.iter().collect();
+    longest.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
+    longest.truncate(COUNTED_TERMS);
+    longest
+}
+
+/// The fallback's words: of the counted `(chunks holding it, word)` pairs,
+/// the few held by the fewest chunks, never by none.
+pub fn rarest(mut counted: Vec<(u64, String)>) -> Vec<String> {
+    counted.retain(|(n, _)| *n > 0);
+    counted.sort();
+    counted
+        .into_iter()
+        .take(FALLBACK_TERMS)
+        .map(|(_, w)| w)
+        .collect()
+}
+
+/// What one holder (or, summed, a whole collection) knows about a query:
+/// what BM25 needs and what the fallback decision needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryStats {
+    /// The query's words ([`terms`]), in order; the other fields follow them.
+    pub words: Vec<String>,
+    /// Chunks searched (FTS5's row count).
+    pub chunks: u64,
+    /// Tokens in those chunks (FTS5's total size).
+    pub tokens: u64,
+    /// For each word: how many chunks hold it.
+    pub word_chunks: Vec<u64>,
+    /// Chunks holding every word, counted up to the `k` asked for (the
+    /// fallback only asks whether there are `k`).
+    pub all_words: u64,
+}
+
+/// Stats for different queries cannot be summed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("search statistics are for the words {found:?}, not {expected:?}")]
+pub struct StatsMismatch {
+    pub expected: Vec<String>,
+    pub found: Vec<String>,
+}
+
+impl QueryStats {
+    /// Stats of no chunks, for `words`: the start of a sum.
+    pub fn empty(words: Vec<String>) -> QueryStats {
+        let word_chunks = vec![0; words.len()];
+        QueryStats {
+            words,
+            chunks: 0,
+            tokens: 0,
+            word_chunks,
+            all_words: 0,
+        }
+    }
+
+    /// Adds another holder's stats for the same words.
+    pub fn merge(&mut self, other: &QueryStats) -> Result<(), StatsMismatch> {
+        self.check_words(&other.words)?;
+        if other.word_chunks.len() != self.words.len() {
+            return Err(StatsMismatch {
+                expected: self.words.clone(),
+                found: other.words.clone(),
+            });
+        }
+        self.chunks = self.chunks.saturating_add(other.chunks);
+        self.tokens = self.tokens.saturating_add(other.tokens);
+        for (mine, theirs) in self.word_chunks.iter_mut().zip(&other.word_chunks) {
+            *mine = mine.saturating_add(*theirs);
+        }
+        self.all_words = self.all_words.saturating_add(other.all_words);
+        Ok(())
+    }
+
+    /// Errs unless these stats are for exactly `words`.
+    pub fn check_words(&self, words: &[String]) -> Result<(), StatsMismatch> {
+        if self.words == words && self.word_chunks.len() == words.len() {
+            Ok(())
+        } else {
+            Err(StatsMismatch {
+                expected: words.to_vec(),
+                found: self.words.clone(),
+            })
+        }
+    }
+
+    fn chunks_of(&self, word: &str) -> u64 {
+        self.words
+            .iter()
+            .position(|w| w == word)
+            .and_then(|i| self.word_chunks.get(i).copied())
+            .unwrap_or(0)
+    }
+
+    /// The plan for the top `k`, decided once for the whole collection:
+    /// every word, unless that finds fewer than `k` chunks; then the
+    /// rarest few words (rarity over the collection), ranked together with
+    /// the all-words match.
+    pub fn plan(&self, k: usize) -> Plan {
+        if self.all_words >= k as u64 || self.words.len() <= 1 {
+            return Plan::AllWords;
+        }
+        let counted = counted_words(&self.words)
+            .into_iter()
+            .map(|w| (self.chunks_of(w), w.clone()))
+            .collect();
+        match rarest(counted) {
+            rare if rare.is_empty() => Plan::AllWords,
+            rare => Plan::AnyRare(rare),
+        }
+    }
+
+    /// The query and weights every holder scores with for the top `k`.
+    pub fn ranking(&self, k: usize) -> Ranking {
+        let plan = self.plan(k);
+        let (query, phrases): (String, Vec<&String>) = match &plan {
+            Plan::AllWords => (all_words_query(&self.words), self.words.iter().collect()),
+            Plan::AnyRare(rare) => (
+                fallback_query(rare, &self.words),
+                rare.iter().chain(&self.words).collect(),
+            ),
+        };
+        let idf = phrases
+            .iter()
+            .map(|w| idf(self.chunks, self.chunks_of(w)))
+            .collect();
+        Ranking {
+            plan,
+            fts_query: query,
+            idf,
+            avgdl: self.tokens as f64 / self.chunks as f64,
+        }
+    }
+}
+
+/// Which words a search matches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Plan {
+    /// Chunks holding every word.
+    AllWords,
+    /// Chunks holding any of these rare words, or every word.
+    AnyRare(Vec<String>),
+}
+
+/// A query ready to score: the FTS5 query every holder matches with and,
+/// for each of its phrases in order, the collection's weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranking {
+    pub plan: Plan,
+    pub fts_query: String,
+    /// One per phrase of `fts_query`, in the order FTS5 numbers them.
+    pub idf: Vec<f64>,
+    /// The collection's average chunk length in tokens.
+    pub avgdl: f64,
+}
+
+impl Ranking {
+    /// A chunk's score (higher is better) from each phrase's count in it
+    /// and its length in tokens.
+    pub fn score(&self, freq: &[f64], tokens: f64) -> f64 {
+        bm25(&self.idf, self.avgdl, freq, tokens)
+    }
+}
+
+/// The order of hits `(score, book key, chunk index)` from any number of
+/// holders: best score first, then key and index, so ties break the same
+/// way everywhere.
+pub fn order(a: (f64, &str, u64), b: (f64, &str, u64)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0)
+        .then_with(|| a.1.cmp(b.1))
+        .then(a.2.cmp(&b.2))
+}
+
+/// FTS5's IDF: `ln((N - n + 0.5) / (n + 0.5))`, floored at 1e-6 so a word
+/// in more than half the chunks still counts a little.
+pub fn idf(chunks: u64, hits: u64) -> f64 {
+    let idf = ((chunks as i64 - hits as i64) as f64 + 0.5) / (hits as f64 + 0.5);
+    let idf = idf.ln();
+    if idf <= 0.0 { 1e-6 } else { idf }
+}
+
+/// FTS5's `bm25()` for one row, negated (higher is better), with the same
+/// operations in the same order so the result is bit-identical.
+pub fn bm25(idf: &[f64], avgdl: f64, freq: &[f64], tokens: f64) -> f64 {
+    let mut score = 0.0;
+    for (idf, f) in idf.iter().zip(freq) {
+        score += idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * tokens / avgdl)));
+    }
+    score
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(ws: &[&str]) -> Vec<String> {
+        ws.iter().map(|w| w.to_string()).collect()
+    }
+
+    fn stats(ws: &[&str], chunks: u64, word_chunks: &[u64], all_words: u64) -> QueryStats {
+        QueryStats {
+            words: words(ws),
+            chunks,
+            tokens: chunks * 100,
+            word_chunks: word_chunks.to_vec(),
+            all_words,
+        }
+    }
+
+    #[test]
+    fn stats_sum_and_refuse_other_words() {
+        let mut total = QueryStats::empty(words(&["white", "whale"]));
+        total
+            .merge(&stats(&["white", "whale"], 10, &[3, 1], 1))
+            .unwrap();
+        total
+            .merge(&stats(&["white", "whale"], 5, &[0, 4], 0))
+            .unwrap();
+        assert_eq!(total, stats(&["white", "whale"], 15, &[3, 5], 1));
+        let err = total.merge(&stats(&["whale", "white"], 1, &[1, 1], 1));
+        assert!(err.is_err());
+        assert_eq!(total.chunks, 15, "a refused merge changes nothing");
+    }
+
+    #[test]
+    fn the_fallback_is_decided_on_the_collection() {
+        let s = stats(&["the", "white", "whale"], 100, &[90, 20, 5], 2);
+        assert_eq!(s.plan(2), Plan::AllWords);
+        assert_eq!(
+            s.plan(3),
+            Plan::AnyRare(words(&["whale", "white", "the"])),
+            "rarest first, every counted word held by some chunk"
+        );
+        let r = s.ranking(3);
+        assert_eq!(
+            r.fts_query,
+            "\"whale\" OR \"white\" OR \"the\" OR (\"the\" AND \"white\" AND \"whale\")"
+        );
+        assert_eq!(r.idf.len(), 6);
+        assert_eq!(r.idf[0], idf(100, 5));
+        assert_eq!(r.idf[5], idf(100, 5));
+        let one = stats(&["whale"], 100, &[5], 0);
+        assert_eq!(one.plan(3), Plan::AllWords, "one word has no fallback");
+        let none = stats(&["zz", "yy"], 100, &[0, 0], 0);
+        assert_eq!(none.plan(3), Plan::AllWords);
+    }
+
+    #[test]
+    fn idf_follows_fts5_and_floors_common_words() {
+        assert!((idf(1000, 10) - (990.5f64 / 10.5).ln()).abs() < 1e-15);
+        assert_eq!(idf(1000, 500), 1e-6);
+        assert_eq!(idf(1000, 1000), 1e-6);
+    }
+
+    #[test]
+    fn bm25_rewards_frequency_and_short_chunks() {
+        let idf = [2.0, 0.5];
+        let base = bm25(&idf, 100.0, &[1.0, 1.0], 100.0);
+        assert!(bm25(&idf, 100.0, &[2.0, 1.0], 100.0) > base);
+        assert!(bm25(&idf, 100.0, &[1.0, 1.0], 50.0) > base);
+        // At the average length one hit scores its idf exactly.
+        assert!((bm25(&[2.0], 100.0, &[1.0], 100.0) - 2.0).abs() < 1e-12);
+    }
+}
