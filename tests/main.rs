@@ -17,6 +17,7 @@ mod net;
 mod proofs;
 #[path = "support/scripted_openai.rs"]
 mod scripted_openai;
+mod search;
 mod support;
 mod systemd;
 mod vectors;
