@@ -1,12 +1,17 @@
 //! The two FTS5 extension points grove's collection-wide ranking needs, over
-//! SQLite's C API: the `grove_bm25` ranking function (FTS5's own `bm25()`,
+//! SQLite's C API: the `grove_rank` ranking function (FTS5's own `bm25()`,
 //! fed the collection's statistics instead of its table's), and the index's
 //! tokenizer, to find the indexed terms of a query's words.
 //!
-//! `grove_bm25(fts_table, weights)`: `weights` is a blob of little-endian
-//! f64s, the collection's average chunk length then one IDF per phrase of
-//! the query; the result is the chunk's score, higher is better. Scoring
-//! itself is [`rank::bm25`]; this file only reads FTS5's counts.
+//! `grove_rank(fts_table, weights, books, k)` keeps the best `k` rows of its
+//! query as FTS5 hands them over: a row's score (higher is better) when it
+//! enters the best `k` so far, NULL when it cannot, so `WHERE ... IS NOT
+//! NULL` keeps only a few rows, a superset of the top `k`. `weights` and
+//! `books` are [`rank::Scorer`]'s encoding of the collection's weights and of
+//! the searched books' chunk ranges (for ties, which break by book key and
+//! chunk index). A row whose score cannot reach the best `k` even at the
+//! shortest length is dropped before its length is read. Scoring itself is
+//! [`rank::Scorer`]; this file only reads FTS5's counts.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
@@ -21,7 +26,7 @@ pub(crate) const TOKENIZE: &str = "porter unicode61 remove_diacritics 2";
 const TOKENIZER_NAME: &CStr = c"porter";
 const TOKENIZER_ARGS: [&CStr; 3] = [c"unicode61", c"remove_diacritics", c"2"];
 
-const FUNCTION_NAME: &CStr = c"grove_bm25";
+const FUNCTION_NAME: &CStr = c"grove_rank";
 
 /// The FTS5 API of a connection (`SELECT fts5(?1)`, as FTS5 documents).
 fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api> {
@@ -65,7 +70,7 @@ fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api> {
     Ok(api)
 }
 
-/// Registers `grove_bm25` on a connection (each connection, once).
+/// Registers `grove_rank` on a connection (each connection, once).
 pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
     let api = fts5_api(conn)?;
     // SAFETY: `api` is the live FTS5 API of this connection; the function
@@ -76,7 +81,7 @@ pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
                 api,
                 FUNCTION_NAME.as_ptr(),
                 ptr::null_mut(),
-                Some(grove_bm25),
+                Some(grove_rank),
                 None,
             ),
             None => ffi::SQLITE_ERROR,
@@ -98,8 +103,42 @@ unsafe fn fail(ctx: *mut ffi::sqlite3_context, message: &CStr) {
     unsafe { ffi::sqlite3_result_error(ctx, message.as_ptr(), -1) }
 }
 
-/// `grove_bm25(fts_table, weights)`: see the module documentation.
-unsafe extern "C" fn grove_bm25(
+/// A blob argument's bytes.
+///
+/// # Safety
+/// `value` must be a live argument value; the slice must not outlive it.
+unsafe fn blob<'a>(value: *mut ffi::sqlite3_value) -> &'a [u8] {
+    // SAFETY: SQLite returns the blob's bytes (or null for an empty one),
+    // valid until the value changes, which it does not during the call.
+    unsafe {
+        let data = ffi::sqlite3_value_blob(value).cast::<u8>();
+        let bytes = ffi::sqlite3_value_bytes(value);
+        if data.is_null() || bytes <= 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(data, bytes as usize)
+        }
+    }
+}
+
+/// What `grove_rank` keeps for one query: its arguments, decoded once, and
+/// the best rows so far.
+struct Query {
+    scorer: rank::Scorer,
+    top: rank::TopK,
+    freq: Vec<f64>,
+    /// The last row answered, and the answer.
+    last: Option<(i64, Option<f64>)>,
+}
+
+unsafe extern "C" fn drop_query(p: *mut c_void) {
+    // SAFETY: `p` is the Box leaked by `grove_rank` for this query, which
+    // FTS5 frees once.
+    unsafe { drop(Box::from_raw(p.cast::<Query>())) }
+}
+
+/// `grove_rank(fts_table, weights, books, k)`: see the module documentation.
+unsafe extern "C" fn grove_rank(
     api: *const ffi::Fts5ExtensionApi,
     fts: *mut ffi::Fts5Context,
     ctx: *mut ffi::sqlite3_context,
@@ -108,60 +147,96 @@ unsafe extern "C" fn grove_bm25(
 ) {
     // SAFETY: FTS5 calls this with its live API, context and `n_val`
     // argument values; every pointer read below comes from them and is used
-    // only during this call.
+    // only during this call, except the per-query state, which FTS5 owns
+    // (set with xSetAuxdata, freed with `drop_query`).
     unsafe {
-        if n_val != 1 {
-            return fail(ctx, c"grove_bm25 takes the table and one weights blob");
-        }
-        let value = *values;
-        let bytes = ffi::sqlite3_value_bytes(value);
-        let blob = ffi::sqlite3_value_blob(value).cast::<u8>();
-        let (Some(phrase_count), Some(inst_count), Some(inst), Some(column_size)) = (
-            (*api).xPhraseCount,
-            (*api).xInstCount,
-            (*api).xInst,
-            (*api).xColumnSize,
-        ) else {
-            return fail(ctx, c"grove_bm25: FTS5 API incomplete");
+        let api = &*api;
+        let (
+            Some(phrase_count),
+            Some(rowid),
+            Some(phrase_first),
+            Some(phrase_next),
+            Some(column_size),
+            Some(get_aux),
+            Some(set_aux),
+        ) = (
+            api.xPhraseCount,
+            api.xRowid,
+            api.xPhraseFirst,
+            api.xPhraseNext,
+            api.xColumnSize,
+            api.xGetAuxdata,
+            api.xSetAuxdata,
+        )
+        else {
+            return fail(ctx, c"grove_rank: FTS5 API incomplete");
         };
-        let phrases = phrase_count(fts).max(0) as usize;
-        if blob.is_null() || bytes as usize != 8 * (phrases + 1) {
-            return fail(ctx, c"grove_bm25: weights do not match the query's phrases");
-        }
-        let weights: Vec<f64> = std::slice::from_raw_parts(blob, bytes as usize)
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-            .collect();
-        let (avgdl, idf) = (weights[0], &weights[1..]);
-        let mut freq = vec![0.0f64; phrases];
-        let mut n_inst: c_int = 0;
-        if inst_count(fts, &mut n_inst) != ffi::SQLITE_OK {
-            return fail(ctx, c"grove_bm25: cannot count instances");
-        }
-        for i in 0..n_inst {
-            let (mut phrase, mut column, mut offset) = (0, 0, 0);
-            if inst(fts, i, &mut phrase, &mut column, &mut offset) != ffi::SQLITE_OK {
-                return fail(ctx, c"grove_bm25: cannot read an instance");
+        let mut query = get_aux(fts, 0).cast::<Query>();
+        if query.is_null() {
+            if n_val != 3 || values.is_null() {
+                return fail(ctx, c"grove_rank takes the table, weights, books and k");
             }
-            if let Some(f) = freq.get_mut(phrase as usize) {
-                *f += 1.0;
+            let args = std::slice::from_raw_parts(values, 3);
+            let k = ffi::sqlite3_value_int64(args[2]).max(0) as usize;
+            let phrases = phrase_count(fts).max(0) as usize;
+            let Some(scorer) = rank::Scorer::decode(blob(args[0]), blob(args[1]), phrases) else {
+                return fail(ctx, c"grove_rank: weights or books malformed");
+            };
+            let fresh = Box::into_raw(Box::new(Query {
+                scorer,
+                top: rank::TopK::new(k),
+                freq: vec![0.0; phrases],
+                last: None,
+            }));
+            if set_aux(fts, fresh.cast::<c_void>(), Some(drop_query)) != ffi::SQLITE_OK {
+                return fail(ctx, c"grove_rank: out of memory");
             }
+            query = fresh;
         }
-        let mut tokens: c_int = 0;
-        if column_size(fts, -1, &mut tokens) != ffi::SQLITE_OK {
-            return fail(ctx, c"grove_bm25: cannot read the chunk's length");
+        let query = &mut *query;
+        let id = rowid(fts);
+        // SQLite may evaluate the call twice for one row (in WHERE and in
+        // the result): the second time answers as the first.
+        let result = match query.last {
+            Some((last, result)) if last == id => result,
+            _ => {
+                for (phrase, f) in query.freq.iter_mut().enumerate() {
+                    let mut iter: ffi::Fts5PhraseIter = std::mem::zeroed();
+                    let (mut column, mut offset) = (0, 0);
+                    if phrase_first(fts, phrase as c_int, &mut iter, &mut column, &mut offset)
+                        != ffi::SQLITE_OK
+                    {
+                        return fail(ctx, c"grove_rank: cannot read a phrase");
+                    }
+                    let mut n = 0u32;
+                    while column >= 0 {
+                        n += 1;
+                        phrase_next(fts, &mut iter, &mut column, &mut offset);
+                    }
+                    *f = f64::from(n);
+                }
+                let Some(tie) = query.scorer.tie(id) else {
+                    return fail(ctx, c"grove_rank: a row outside the searched books");
+                };
+                let result = if query.top.beaten(query.scorer.bound(&query.freq), tie) {
+                    None
+                } else {
+                    let mut tokens: c_int = 0;
+                    if column_size(fts, -1, &mut tokens) != ffi::SQLITE_OK {
+                        return fail(ctx, c"grove_rank: cannot read the chunk's length");
+                    }
+                    let score = query.scorer.score(&query.freq, f64::from(tokens));
+                    query.top.offer(score, tie).then_some(score)
+                };
+                query.last = Some((id, result));
+                result
+            }
+        };
+        match result {
+            Some(score) => ffi::sqlite3_result_double(ctx, score),
+            None => ffi::sqlite3_result_null(ctx),
         }
-        let score = rank::bm25(idf, avgdl, &freq, tokens as f64);
-        ffi::sqlite3_result_double(ctx, score);
     }
-}
-
-/// The weights blob `grove_bm25` takes for `ranking`.
-pub(crate) fn weights(ranking: &rank::Ranking) -> Vec<u8> {
-    std::iter::once(ranking.avgdl)
-        .chain(ranking.idf.iter().copied())
-        .flat_map(f64::to_le_bytes)
-        .collect()
 }
 
 /// The index's tokenizer, borrowed from a connection's FTS5 (so it cannot

@@ -231,6 +231,182 @@ impl Ranking {
     }
 }
 
+/// One book a scorer may meet: its chunks are rows `first .. first + count`,
+/// and its key is the `key_rank`-th of the searched books in key order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BookRows {
+    pub first: i64,
+    pub count: u64,
+    pub key_rank: u64,
+}
+
+/// Which of two tied rows comes first: the book earlier in key order, then
+/// the lower chunk index.
+pub type Tie = (u64, u64);
+
+/// A [`Ranking`] at work in one index: the weights, and the searched books'
+/// rows, so every row has its place among ties.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scorer {
+    idf: Vec<f64>,
+    avgdl: f64,
+    /// Sorted by `first`.
+    books: Vec<BookRows>,
+}
+
+impl Scorer {
+    pub fn new(ranking: &Ranking, mut books: Vec<BookRows>) -> Scorer {
+        books.sort_by_key(|b| b.first);
+        Scorer {
+            idf: ranking.idf.clone(),
+            avgdl: ranking.avgdl,
+            books,
+        }
+    }
+
+    /// The scorer as two blobs (weights: the average length then each IDF;
+    /// books: first, count, key rank), little-endian, for the SQL function.
+    pub fn encode(&self) -> (Vec<u8>, Vec<u8>) {
+        let weights = std::iter::once(self.avgdl)
+            .chain(self.idf.iter().copied())
+            .flat_map(f64::to_le_bytes)
+            .collect();
+        let books = self
+            .books
+            .iter()
+            .flat_map(|b| {
+                [
+                    b.first.to_le_bytes(),
+                    b.count.to_le_bytes(),
+                    b.key_rank.to_le_bytes(),
+                ]
+            })
+            .flatten()
+            .collect();
+        (weights, books)
+    }
+
+    /// [`Scorer::encode`]'s blobs back, for a query of `phrases` phrases;
+    /// `None` when they do not fit.
+    pub fn decode(weights: &[u8], books: &[u8], phrases: usize) -> Option<Scorer> {
+        let word = |b: &[u8]| -> Option<[u8; 8]> { b.try_into().ok() };
+        if weights.len() != 8 * (phrases + 1) || !books.len().is_multiple_of(24) {
+            return None;
+        }
+        let floats: Vec<f64> = weights
+            .chunks_exact(8)
+            .map(|b| word(b).map(f64::from_le_bytes))
+            .collect::<Option<_>>()?;
+        let mut rows = Vec::with_capacity(books.len() / 24);
+        for b in books.chunks_exact(24) {
+            rows.push(BookRows {
+                first: i64::from_le_bytes(word(&b[..8])?),
+                count: u64::from_le_bytes(word(&b[8..16])?),
+                key_rank: u64::from_le_bytes(word(&b[16..])?),
+            });
+        }
+        let (avgdl, idf) = floats.split_first()?;
+        Some(Scorer {
+            idf: idf.to_vec(),
+            avgdl: *avgdl,
+            books: rows,
+        })
+    }
+
+    /// Where a row stands among ties, or `None` for a row of no searched book.
+    pub fn tie(&self, row: i64) -> Option<Tie> {
+        let at = self
+            .books
+            .partition_point(|b| b.first <= row)
+            .checked_sub(1)?;
+        let book = self.books[at];
+        let index = u64::try_from(row - book.first).ok()?;
+        (index < book.count).then_some((book.key_rank, index))
+    }
+
+    /// A row's score from each phrase's count in it and its length.
+    pub fn score(&self, freq: &[f64], tokens: f64) -> f64 {
+        bm25(&self.idf, self.avgdl, freq, tokens)
+    }
+
+    /// The most a row with these counts can score: its length is at least
+    /// its most frequent phrase's count, and BM25 only falls with length.
+    pub fn bound(&self, freq: &[f64]) -> f64 {
+        self.score(freq, freq.iter().copied().fold(0.0, f64::max))
+    }
+}
+
+/// A row kept by [`TopK`]; the worst row is the greatest, so it sits on top
+/// of the heap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Kept {
+    score: f64,
+    tie: Tie,
+}
+
+impl Eq for Kept {}
+
+impl Ord for Kept {
+    fn cmp(&self, other: &Kept) -> std::cmp::Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then(self.tie.cmp(&other.tie))
+    }
+}
+
+impl PartialOrd for Kept {
+    fn partial_cmp(&self, other: &Kept) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The best `k` rows seen so far, best score first and ties by [`Tie`].
+#[derive(Debug, Clone)]
+pub struct TopK {
+    k: usize,
+    kept: std::collections::BinaryHeap<Kept>,
+}
+
+impl TopK {
+    pub fn new(k: usize) -> TopK {
+        TopK {
+            k,
+            kept: std::collections::BinaryHeap::new(),
+        }
+    }
+
+    /// Whether a row scoring at most `bound` cannot enter the best `k`.
+    pub fn beaten(&self, bound: f64, tie: Tie) -> bool {
+        if self.k == 0 {
+            return true;
+        }
+        if self.kept.len() < self.k {
+            return false;
+        }
+        self.kept
+            .peek()
+            .is_some_and(|worst| Kept { score: bound, tie } > *worst)
+    }
+
+    /// Offers a row; true when it is among the best `k` so far.
+    pub fn offer(&mut self, score: f64, tie: Tie) -> bool {
+        let row = Kept { score, tie };
+        if self.kept.len() < self.k {
+            self.kept.push(row);
+            return true;
+        }
+        match self.kept.peek() {
+            Some(worst) if row < *worst => {
+                self.kept.pop();
+                self.kept.push(row);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The order of hits `(score, book key, chunk index)` from any number of
 /// holders: best score first, then key and index, so ties break the same
 /// way everywhere.
@@ -319,6 +495,52 @@ mod tests {
         assert!((idf(1000, 10) - (990.5f64 / 10.5).ln()).abs() < 1e-15);
         assert_eq!(idf(1000, 500), 1e-6);
         assert_eq!(idf(1000, 1000), 1e-6);
+    }
+
+    #[test]
+    fn top_k_keeps_the_best_and_breaks_ties_by_book_then_index() {
+        let mut top = TopK::new(2);
+        assert!(top.offer(1.0, (0, 5)));
+        assert!(top.offer(3.0, (1, 0)));
+        assert!(!top.offer(0.5, (0, 0)), "worse than both kept");
+        assert!(top.beaten(0.9, (0, 0)));
+        assert!(
+            !top.beaten(1.0, (0, 4)),
+            "a tie with a lower index may enter"
+        );
+        assert!(top.beaten(1.0, (0, 6)));
+        assert!(top.offer(1.0, (0, 4)));
+        assert!(!top.offer(1.0, (0, 5)), "pushed out by its tie");
+        assert!(TopK::new(0).beaten(f64::MAX, (0, 0)));
+    }
+
+    #[test]
+    fn scorers_round_trip_and_place_rows_in_their_books() {
+        let ranking = stats(&["a", "b"], 10, &[2, 3], 1).ranking(1);
+        let books = vec![
+            BookRows {
+                first: 11,
+                count: 4,
+                key_rank: 0,
+            },
+            BookRows {
+                first: 1,
+                count: 10,
+                key_rank: 1,
+            },
+        ];
+        let scorer = Scorer::new(&ranking, books);
+        let (w, b) = scorer.encode();
+        let back = Scorer::decode(&w, &b, 2).unwrap();
+        assert_eq!(back, scorer);
+        assert!(Scorer::decode(&w, &b, 3).is_none());
+        assert_eq!(scorer.tie(1), Some((1, 0)));
+        assert_eq!(scorer.tie(14), Some((0, 3)));
+        assert_eq!(scorer.tie(15), None);
+        assert_eq!(scorer.tie(0), None);
+        let freq = [2.0, 1.0];
+        assert!(scorer.bound(&freq) >= scorer.score(&freq, 2.0));
+        assert!(scorer.bound(&freq) > scorer.score(&freq, 50.0));
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! summed stats) are described in `rank` and docs/search.md. The
 //! collection's statistics come from each version's token count
 //! (`books.tokens`) and the shard's `terms` table (how many current chunks
-//! hold each indexed term), both kept in step with every change.
+//! hold each indexed term); its matching runs on one collection index
+//! (`fts_all`) holding every current chunk. All three change in the same
+//! transaction as the books.
 
 use rusqlite::{Connection, params};
 
@@ -55,6 +57,22 @@ pub(crate) fn index_table(book_id: i64) -> String {
     format!("fts_{book_id}")
 }
 
+/// The FTS5 table holding every current chunk of the shard (rowid =
+/// chunks.id), which a search across books matches in one pass.
+pub(crate) const COLLECTION_INDEX: &str = "fts_all";
+
+/// Creates the collection index and fills it with every current chunk
+/// (schema step 2; a fresh shard starts it empty).
+fn create_collection_index(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE {COLLECTION_INDEX} USING fts5 (text, content = '', contentless_delete = 1, tokenize = '{}');
+         INSERT INTO {COLLECTION_INDEX} (rowid, text)
+            SELECT c.id, c.text FROM chunks c JOIN books b ON b.id = c.book_id
+            WHERE b.status = 'current' ORDER BY c.id;",
+        fts5::TOKENIZE
+    ))
+}
+
 /// Creates a book version's search index (inside the ingest transaction).
 pub(crate) fn create_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
     conn.execute_batch(&format!(
@@ -84,7 +102,8 @@ pub(crate) fn count_index(conn: &Connection, book_id: i64) -> rusqlite::Result<(
 }
 
 /// Drops a version's search index when it is superseded or removed (its
-/// chunks stay in `chunks`), taking its terms out of the statistics.
+/// chunks stay in `chunks`), taking its chunks out of the collection index
+/// and its terms out of the statistics.
 pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
     if index_exists(conn, book_id)? {
         with_vocabulary(conn, book_id, |vocab| {
@@ -93,6 +112,12 @@ pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()
                  DELETE FROM terms WHERE chunks <= 0"
             ))
         })?;
+        conn.execute(
+            &format!(
+                "DELETE FROM {COLLECTION_INDEX} WHERE rowid IN (SELECT id FROM chunks WHERE book_id = ?1)"
+            ),
+            [book_id],
+        )?;
     }
     conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", index_table(book_id)))
 }
@@ -118,7 +143,7 @@ fn with_vocabulary(
 /// The tokens in a version's index, as FTS5 keeps the total for `bm25()`:
 /// the "averages" record (row 1 of its data table) is a varint row count
 /// then a varint token count per column.
-fn index_tokens(conn: &Connection, book_id: i64) -> rusqlite::Result<i64> {
+pub(crate) fn index_tokens(conn: &Connection, book_id: i64) -> rusqlite::Result<i64> {
     let record: Vec<u8> = conn.query_row(
         &format!(
             "SELECT block FROM {}_data WHERE id = 1",
@@ -150,9 +175,11 @@ fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-/// Fills the statistics of a shard written before they were kept (schema
-/// step 2): every current version's token count and terms.
+/// Fills what a search across books needs in a shard written before it
+/// was kept (schema step 2): the collection index, and every current
+/// version's token count and terms.
 pub(crate) fn backfill_statistics(conn: &Connection) -> rusqlite::Result<()> {
+    create_collection_index(conn)?;
     let ids: Vec<i64> = conn
         .prepare("SELECT id FROM books WHERE status = 'current' ORDER BY id")?
         .query_map([], |r| r.get(0))?
@@ -216,19 +243,17 @@ impl Shard {
         if words.is_empty() || chunks == 0 {
             return Ok(stats);
         }
-        let books = self.books(false)?;
-        self.fit_statement_cache(books.len());
         let tokenizer = fts5::Tokenizer::new(self.conn()).map_err(|e| self.err(e))?;
         for (word, held) in words.iter().zip(stats.word_chunks.iter_mut()) {
             let tokens = tokenizer.tokens(word).map_err(|e| self.err(e))?;
             *held = match &tokens[..] {
                 [term] => match std::str::from_utf8(term) {
                     Ok(term) => self.term_chunks(term)?,
-                    Err(_) => self.count_matches(&books, &quote(word), u64::MAX)?,
+                    Err(_) => self.count_matches(&quote(word), u64::MAX)?,
                 },
                 // A word FTS5 cuts in several terms (or none) is a phrase:
                 // counted by matching it.
-                _ => self.count_matches(&books, &quote(word), u64::MAX)?,
+                _ => self.count_matches(&quote(word), u64::MAX)?,
             };
         }
         let cap = k as u64;
@@ -237,7 +262,7 @@ impl Shard {
         } else if stats.word_chunks.contains(&0) {
             0
         } else {
-            self.count_matches(&books, &rank::all_words_query(&words), cap)?
+            self.count_matches(&rank::all_words_query(&words), cap)?
         };
         Ok(stats)
     }
@@ -257,68 +282,64 @@ impl Shard {
             return Ok(Vec::new());
         }
         let ranking = stats.ranking(k);
-        let weights = fts5::weights(&ranking);
+        // Current books in key order: a book's place breaks ties.
         let books = self.books(false)?;
-        self.fit_statement_cache(books.len());
-        let mut best: Vec<(f64, &BookRecord, i64)> = Vec::new();
-        for book in &books {
-            let table = index_table(book.id);
+        let rows = books
+            .iter()
+            .enumerate()
+            .map(|(i, b)| rank::BookRows {
+                first: b.first_chunk,
+                count: b.count,
+                key_rank: i as u64,
+            })
+            .collect();
+        let scorer = rank::Scorer::new(&ranking, rows);
+        let (weights, book_rows) = scorer.encode();
+        let mut best: Vec<(f64, rank::Tie, i64)> = Vec::new();
+        {
             let mut stmt = self
                 .conn()
                 .prepare_cached(&format!(
-                    "SELECT rowid, grove_bm25({table}, ?2) AS score FROM {table}
-                     WHERE {table} MATCH ?1 ORDER BY score DESC, rowid LIMIT ?3"
+                    "SELECT id, score FROM (
+                        SELECT rowid AS id, grove_rank({COLLECTION_INDEX}, ?2, ?3, ?4) AS score
+                        FROM {COLLECTION_INDEX} WHERE {COLLECTION_INDEX} MATCH ?1)
+                     WHERE score IS NOT NULL"
                 ))
                 .map_err(|e| self.err(e))?;
             let mut rows = stmt
-                .query(params![ranking.fts_query, weights, k as i64])
+                .query(params![ranking.fts_query, weights, book_rows, k as i64])
                 .map_err(|e| self.err(e))?;
             while let Some(r) = rows.next().map_err(|e| self.err(e))? {
                 let id: i64 = r.get(0).map_err(|e| self.err(e))?;
                 let score: f64 = r.get(1).map_err(|e| self.err(e))?;
-                best.push((score, book, id));
+                if let Some(tie) = scorer.tie(id) {
+                    best.push((score, tie, id));
+                }
             }
-            best.sort_by(|a, b| {
-                rank::order(
-                    (a.0, &a.1.key, (a.2 - a.1.first_chunk) as u64),
-                    (b.0, &b.1.key, (b.2 - b.1.first_chunk) as u64),
-                )
-            });
-            best.truncate(k);
         }
+        best.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        best.truncate(k);
         best.into_iter()
             .map(|(score, _, id)| self.hit(id, score))
             .collect()
     }
 
-    /// How many chunks of `books` match `fts_query`, counted up to `cap`.
-    fn count_matches(
-        &self,
-        books: &[BookRecord],
-        fts_query: &str,
-        cap: u64,
-    ) -> Result<u64, StoreError> {
-        let mut total = 0u64;
-        for book in books {
-            if total >= cap {
-                break;
-            }
-            let table = index_table(book.id);
-            let n: i64 = self
-                .conn()
-                .prepare_cached(&format!(
-                    "SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?1 LIMIT ?2)"
-                ))
-                .and_then(|mut s| {
-                    s.query_row(
-                        params![fts_query, i64::try_from(cap - total).unwrap_or(i64::MAX)],
-                        |r| r.get(0),
-                    )
-                })
-                .map_err(|e| self.err(e))?;
-            total += n as u64;
-        }
-        Ok(total.min(cap))
+    /// How many current chunks match `fts_query`, counted up to `cap`.
+    fn count_matches(&self, fts_query: &str, cap: u64) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT count(*) FROM (SELECT 1 FROM {COLLECTION_INDEX}
+                 WHERE {COLLECTION_INDEX} MATCH ?1 LIMIT ?2)"
+            ))
+            .and_then(|mut s| {
+                s.query_row(
+                    params![fts_query, i64::try_from(cap).unwrap_or(i64::MAX)],
+                    |r| r.get(0),
+                )
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(n as u64)
     }
 
     /// Current chunks holding an indexed term.
@@ -329,12 +350,6 @@ impl Shard {
             .and_then(|mut s| s.query_row([term], |r| r.get::<_, i64>(0)).optional())
             .map(|n| n.unwrap_or(0) as u64)
             .map_err(|e| self.err(e))
-    }
-
-    /// Room for one statement per book and round in the statement cache.
-    fn fit_statement_cache(&self, books: usize) {
-        self.conn()
-            .set_prepared_statement_cache_capacity(32 + 2 * books);
     }
 
     fn search_book(
@@ -427,7 +442,145 @@ fn hit_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SearchHit> {
 
 #[cfg(test)]
 mod tests {
-    use super::varint;
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::book::BookText;
+    use crate::store::Store;
+
+    fn book(title: &str, words: &[&str], paragraphs: usize) -> BookText {
+        let mut text =
+            format!("Title: {title}\n\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\n");
+        for p in 0..paragraphs {
+            let line: Vec<&str> = (0..30 + p % 17)
+                .map(|i| words[(i * 7 + p * 3) % words.len()])
+                .collect();
+            text.push_str(&line.join(" "));
+            text.push_str("\n\n");
+        }
+        BookText::decode(text.as_bytes(), 1 << 20).unwrap()
+    }
+
+    /// The shard's kept statistics, and the same counted afresh from one
+    /// FTS5 index over its current chunks.
+    fn statistics(shard: &Shard) -> (BTreeMap<String, i64>, BTreeMap<String, i64>, i64, i64) {
+        let conn = shard.conn();
+        let kept = conn
+            .prepare("SELECT term, chunks FROM terms")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let fresh = Connection::open_in_memory().unwrap();
+        fresh
+            .execute_batch(&format!(
+                "CREATE VIRTUAL TABLE f USING fts5 (text, tokenize = '{}');
+                 CREATE VIRTUAL TABLE v USING fts5vocab (f, row);",
+                fts5::TOKENIZE
+            ))
+            .unwrap();
+        let mut rows = conn
+            .prepare(
+                "SELECT c.text FROM chunks c JOIN books b ON b.id = c.book_id WHERE b.status = 'current'",
+            )
+            .unwrap();
+        let mut chunks = 0;
+        for text in rows.query_map([], |r| r.get::<_, String>(0)).unwrap() {
+            fresh
+                .execute("INSERT INTO f (text) VALUES (?1)", [text.unwrap()])
+                .unwrap();
+            chunks += 1;
+        }
+        let counted = fresh
+            .prepare("SELECT term, doc FROM v")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let tokens: i64 = fresh
+            .query_row("SELECT sum(cnt) FROM v", [], |r| r.get(0))
+            .unwrap();
+        let kept_tokens: i64 = conn
+            .query_row(
+                "SELECT coalesce(sum(tokens), 0) FROM books WHERE status = 'current'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(kept_tokens, tokens, "token counts");
+        (kept, counted, chunks, tokens)
+    }
+
+    #[test]
+    fn statistics_follow_every_change_and_old_shards_gain_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut shard = store.open_or_create("main").unwrap();
+        let add = |shard: &mut Shard, key: &str, text: &BookText| {
+            shard
+                .ingest(key, text, 1 << 16, "test", 0, &mut |_| {})
+                .unwrap()
+        };
+        add(
+            &mut shard,
+            "t/a",
+            &book("A", &["sea", "ship", "whale", "the"], 30),
+        );
+        add(
+            &mut shard,
+            "t/b",
+            &book("B", &["pride", "ball", "the", "sea"], 20),
+        );
+        add(
+            &mut shard,
+            "t/c",
+            &book("C", &["angler", "trout", "river"], 12),
+        );
+        let (kept, counted, ..) = statistics(&shard);
+        assert_eq!(kept, counted);
+        // A new version and a removal take the old chunks out.
+        add(
+            &mut shard,
+            "t/b",
+            &book("B", &["pride", "dance", "letter"], 25),
+        );
+        shard.remove("t/c", 1).unwrap();
+        let (kept, counted, chunks, _) = statistics(&shard);
+        assert_eq!(kept, counted);
+        assert!(!kept.contains_key("trout") && !kept.contains_key("ball"));
+        for b in shard.books(true).unwrap() {
+            let report = shard.verify(&b).unwrap();
+            assert!(
+                report.problems.is_empty(),
+                "{}: {:?}",
+                b.key,
+                report.problems
+            );
+        }
+        let stats = shard.query_stats("the sea whale", 3).unwrap();
+        assert_eq!(stats.chunks, chunks as u64);
+        let before = shard.search("the sea whale", SearchScope::All, 5).unwrap();
+        assert_eq!(before.len(), 5);
+
+        // A shard from before the statistics (schema 1) gains them on open.
+        shard
+            .conn()
+            .execute_batch(&format!(
+                "DROP TABLE {COLLECTION_INDEX}; DROP TABLE terms;
+                 ALTER TABLE books DROP COLUMN tokens; PRAGMA user_version = 1;"
+            ))
+            .unwrap();
+        drop(shard);
+        let shard = store.open("main").unwrap();
+        let (kept, counted, ..) = statistics(&shard);
+        assert_eq!(kept, counted);
+        assert_eq!(
+            shard.search("the sea whale", SearchScope::All, 5).unwrap(),
+            before
+        );
+    }
 
     #[test]
     fn varints_decode_as_sqlite_writes_them() {
