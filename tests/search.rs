@@ -274,9 +274,41 @@ fn search_across_books_ranks_like_one_index() {
             shard,
         );
     }
+    // Words the tokenizer treats specially: diacritics folded, a script
+    // whose vowel signs cut a word into several terms, a long word.
+    let long = "z".repeat(300);
+    let mut odd = themed_book("Odd Words", 9, 30);
+    let end = odd.rfind("*** END").unwrap();
+    let lines: String = (0..24)
+        .map(|i| {
+            format!(
+                "Café crème, naïve straße; हिन्दी भाषा {long} {}\n\n",
+                if i % 2 == 0 { "cafe" } else { "NAIVE" }
+            )
+        })
+        .collect();
+    odd.insert_str(end, &lines);
+    add(&g, "odd.txt", &odd, "themed/odd", "main");
     let reference = Reference::build(&g.state());
     let checked = check_against_reference(&g, &reference, 30, 11);
     assert!(checked >= 30);
+    for query in ["Café crème", "naive", "हिन्दी", "भाषा straße", &long] {
+        // The documented query words: runs of letters and digits, lowercased.
+        let words: Vec<String> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let fts_query = all_words(&words);
+        let k = reference.count(&fts_query).min(3) as usize;
+        assert!(k > 0, "{query:?} ({fts_query}) finds nothing");
+        assert_same(
+            query,
+            &reference.top(&fts_query, k),
+            &grove_top(&g, query, k, None),
+        );
+    }
 
     // The fallback is decided once for the collection: a query whose words
     // never meet finds the rarest words (by the collection's counts) or

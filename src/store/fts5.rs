@@ -215,18 +215,23 @@ unsafe extern "C" fn grove_rank(
                     }
                     *f = f64::from(n);
                 }
-                let Some(tie) = query.scorer.tie(id) else {
-                    return fail(ctx, c"grove_rank: a row outside the searched books");
-                };
-                let result = if query.top.beaten(query.scorer.bound(&query.freq), tie) {
+                let bound = query.scorer.bound(&query.freq);
+                let result = if query.top.below(bound) {
                     None
                 } else {
-                    let mut tokens: c_int = 0;
-                    if column_size(fts, -1, &mut tokens) != ffi::SQLITE_OK {
-                        return fail(ctx, c"grove_rank: cannot read the chunk's length");
+                    let Some(tie) = query.scorer.tie(id) else {
+                        return fail(ctx, c"grove_rank: a row outside the searched books");
+                    };
+                    if query.top.beaten(bound, tie) {
+                        None
+                    } else {
+                        let mut tokens: c_int = 0;
+                        if column_size(fts, -1, &mut tokens) != ffi::SQLITE_OK {
+                            return fail(ctx, c"grove_rank: cannot read the chunk's length");
+                        }
+                        let score = query.scorer.score(&query.freq, f64::from(tokens));
+                        query.top.offer(score, tie).then_some(score)
                     }
-                    let score = query.scorer.score(&query.freq, f64::from(tokens));
-                    query.top.offer(score, tie).then_some(score)
                 };
                 query.last = Some((id, result));
                 result

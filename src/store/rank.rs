@@ -376,6 +376,14 @@ impl TopK {
         }
     }
 
+    /// Whether a row scoring at most `bound` cannot enter the best `k`
+    /// whatever its place among ties (a cheap first test).
+    pub fn below(&self, bound: f64) -> bool {
+        self.k == 0
+            || (self.kept.len() >= self.k
+                && self.kept.peek().is_some_and(|worst| bound < worst.score))
+    }
+
     /// Whether a row scoring at most `bound` cannot enter the best `k`.
     pub fn beaten(&self, bound: f64, tie: Tie) -> bool {
         if self.k == 0 {
@@ -504,6 +512,7 @@ mod tests {
         assert!(top.offer(3.0, (1, 0)));
         assert!(!top.offer(0.5, (0, 0)), "worse than both kept");
         assert!(top.beaten(0.9, (0, 0)));
+        assert!(top.below(0.9) && !top.below(1.0));
         assert!(
             !top.beaten(1.0, (0, 4)),
             "a tie with a lower index may enter"

@@ -20,6 +20,9 @@ use crate::merkle::Hash;
 
 pub(crate) use rank::{quote, terms};
 
+/// FTS5's longest term (`FTS5_MAX_TOKEN_SIZE`): it truncates longer ones.
+const MAX_TERM_BYTES: usize = 32768;
+
 /// What a search looks through.
 #[derive(Debug, Clone, Copy)]
 pub enum SearchScope<'a> {
@@ -247,7 +250,8 @@ impl Shard {
         for (word, held) in words.iter().zip(stats.word_chunks.iter_mut()) {
             let tokens = tokenizer.tokens(word).map_err(|e| self.err(e))?;
             *held = match &tokens[..] {
-                [term] => match std::str::from_utf8(term) {
+                // FTS5 cuts terms at 32 KiB; a longer one is counted by matching.
+                [term] if term.len() < MAX_TERM_BYTES => match std::str::from_utf8(term) {
                     Ok(term) => self.term_chunks(term)?,
                     Err(_) => self.count_matches(&quote(word), u64::MAX)?,
                 },
