@@ -8,10 +8,10 @@
 //! enters the best `k` so far, NULL when it cannot, so `WHERE ... IS NOT
 //! NULL` keeps only a few rows, a superset of the top `k`. `weights` and
 //! `books` are [`rank::Scorer`]'s encoding of the collection's weights and of
-//! the searched books' chunk ranges (for ties, which break by book key and
-//! chunk index). A row whose score cannot reach the best `k` even at the
-//! shortest length is dropped before its length is read. Scoring itself is
-//! [`rank::Scorer`]; this file only reads FTS5's counts.
+//! the searched books' chunks: each chunk's length in tokens (kept at ingest
+//! from FTS5's own counts, so no row's length is read from the index) and
+//! its place among ties (book key, then chunk index). Scoring itself is
+//! [`rank::Scorer`]; this file only reads FTS5's phrase counts.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
@@ -156,7 +156,6 @@ unsafe extern "C" fn grove_rank(
             Some(rowid),
             Some(phrase_first),
             Some(phrase_next),
-            Some(column_size),
             Some(get_aux),
             Some(set_aux),
         ) = (
@@ -164,7 +163,6 @@ unsafe extern "C" fn grove_rank(
             api.xRowid,
             api.xPhraseFirst,
             api.xPhraseNext,
-            api.xColumnSize,
             api.xGetAuxdata,
             api.xSetAuxdata,
         )
@@ -215,24 +213,11 @@ unsafe extern "C" fn grove_rank(
                     }
                     *f = f64::from(n);
                 }
-                let bound = query.scorer.bound(&query.freq);
-                let result = if query.top.below(bound) {
-                    None
-                } else {
-                    let Some(tie) = query.scorer.tie(id) else {
-                        return fail(ctx, c"grove_rank: a row outside the searched books");
-                    };
-                    if query.top.beaten(bound, tie) {
-                        None
-                    } else {
-                        let mut tokens: c_int = 0;
-                        if column_size(fts, -1, &mut tokens) != ffi::SQLITE_OK {
-                            return fail(ctx, c"grove_rank: cannot read the chunk's length");
-                        }
-                        let score = query.scorer.score(&query.freq, f64::from(tokens));
-                        query.top.offer(score, tie).then_some(score)
-                    }
+                let Some((tie, tokens)) = query.scorer.locate(id) else {
+                    return fail(ctx, c"grove_rank: a row outside the searched books");
                 };
+                let score = query.scorer.score(&query.freq, tokens);
+                let result = query.top.offer(score, tie).then_some(score);
                 query.last = Some((id, result));
                 result
             }

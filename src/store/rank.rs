@@ -231,13 +231,14 @@ impl Ranking {
     }
 }
 
-/// One book a scorer may meet: its chunks are rows `first .. first + count`,
+/// One book a scorer may meet: its chunks are rows `first ..`, one per
+/// entry of `lengths` (each chunk's length in tokens, as FTS5 counts it),
 /// and its key is the `key_rank`-th of the searched books in key order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BookRows {
     pub first: i64,
-    pub count: u64,
     pub key_rank: u64,
+    pub lengths: Vec<u32>,
 }
 
 /// Which of two tied rows comes first: the book earlier in key order, then
@@ -245,7 +246,7 @@ pub struct BookRows {
 pub type Tie = (u64, u64);
 
 /// A [`Ranking`] at work in one index: the weights, and the searched books'
-/// rows, so every row has its place among ties.
+/// rows, so every row has its length and its place among ties.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scorer {
     idf: Vec<f64>,
@@ -264,45 +265,54 @@ impl Scorer {
         }
     }
 
-    /// The scorer as two blobs (weights: the average length then each IDF;
-    /// books: first, count, key rank), little-endian, for the SQL function.
+    /// The scorer as two little-endian blobs for the SQL function: weights
+    /// (the average length, then each IDF, f64) and books (for each: first
+    /// row i64, key rank u64, chunk count u64, then each length u32).
     pub fn encode(&self) -> (Vec<u8>, Vec<u8>) {
         let weights = std::iter::once(self.avgdl)
             .chain(self.idf.iter().copied())
             .flat_map(f64::to_le_bytes)
             .collect();
-        let books = self
-            .books
-            .iter()
-            .flat_map(|b| {
-                [
-                    b.first.to_le_bytes(),
-                    b.count.to_le_bytes(),
-                    b.key_rank.to_le_bytes(),
-                ]
-            })
-            .flatten()
-            .collect();
+        let mut books = Vec::new();
+        for b in &self.books {
+            books.extend_from_slice(&b.first.to_le_bytes());
+            books.extend_from_slice(&b.key_rank.to_le_bytes());
+            books.extend_from_slice(&(b.lengths.len() as u64).to_le_bytes());
+            for n in &b.lengths {
+                books.extend_from_slice(&n.to_le_bytes());
+            }
+        }
         (weights, books)
     }
 
     /// [`Scorer::encode`]'s blobs back, for a query of `phrases` phrases;
     /// `None` when they do not fit.
-    pub fn decode(weights: &[u8], books: &[u8], phrases: usize) -> Option<Scorer> {
-        let word = |b: &[u8]| -> Option<[u8; 8]> { b.try_into().ok() };
-        if weights.len() != 8 * (phrases + 1) || !books.len().is_multiple_of(24) {
+    pub fn decode(weights: &[u8], mut books: &[u8], phrases: usize) -> Option<Scorer> {
+        if weights.len() != 8 * (phrases + 1) {
             return None;
         }
         let floats: Vec<f64> = weights
             .chunks_exact(8)
-            .map(|b| word(b).map(f64::from_le_bytes))
+            .map(|b| b.try_into().ok().map(f64::from_le_bytes))
             .collect::<Option<_>>()?;
-        let mut rows = Vec::with_capacity(books.len() / 24);
-        for b in books.chunks_exact(24) {
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let (head, rest) = books.split_at_checked(n)?;
+            books = rest;
+            Some(head)
+        };
+        let mut rows = Vec::new();
+        while let Some(first) = take(8) {
+            let first = i64::from_le_bytes(first.try_into().ok()?);
+            let key_rank = u64::from_le_bytes(take(8)?.try_into().ok()?);
+            let count = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
+            let lengths = take(count.checked_mul(4)?)?
+                .chunks_exact(4)
+                .map(|b| b.try_into().ok().map(u32::from_le_bytes))
+                .collect::<Option<_>>()?;
             rows.push(BookRows {
-                first: i64::from_le_bytes(word(&b[..8])?),
-                count: u64::from_le_bytes(word(&b[8..16])?),
-                key_rank: u64::from_le_bytes(word(&b[16..])?),
+                first,
+                key_rank,
+                lengths,
             });
         }
         let (avgdl, idf) = floats.split_first()?;
@@ -313,26 +323,22 @@ impl Scorer {
         })
     }
 
-    /// Where a row stands among ties, or `None` for a row of no searched book.
-    pub fn tie(&self, row: i64) -> Option<Tie> {
+    /// A row's place among ties and its length in tokens, or `None` for a
+    /// row of no searched book.
+    pub fn locate(&self, row: i64) -> Option<(Tie, f64)> {
         let at = self
             .books
             .partition_point(|b| b.first <= row)
             .checked_sub(1)?;
-        let book = self.books[at];
-        let index = u64::try_from(row - book.first).ok()?;
-        (index < book.count).then_some((book.key_rank, index))
+        let book = &self.books[at];
+        let index = usize::try_from(row - book.first).ok()?;
+        let tokens = *book.lengths.get(index)?;
+        Some(((book.key_rank, index as u64), f64::from(tokens)))
     }
 
     /// A row's score from each phrase's count in it and its length.
     pub fn score(&self, freq: &[f64], tokens: f64) -> f64 {
         bm25(&self.idf, self.avgdl, freq, tokens)
-    }
-
-    /// The most a row with these counts can score: its length is at least
-    /// its most frequent phrase's count, and BM25 only falls with length.
-    pub fn bound(&self, freq: &[f64]) -> f64 {
-        self.score(freq, freq.iter().copied().fold(0.0, f64::max))
     }
 }
 
@@ -374,14 +380,6 @@ impl TopK {
             k,
             kept: std::collections::BinaryHeap::new(),
         }
-    }
-
-    /// Whether a row scoring at most `bound` cannot enter the best `k`
-    /// whatever its place among ties (a cheap first test).
-    pub fn below(&self, bound: f64) -> bool {
-        self.k == 0
-            || (self.kept.len() >= self.k
-                && self.kept.peek().is_some_and(|worst| bound < worst.score))
     }
 
     /// Whether a row scoring at most `bound` cannot enter the best `k`.
@@ -512,7 +510,6 @@ mod tests {
         assert!(top.offer(3.0, (1, 0)));
         assert!(!top.offer(0.5, (0, 0)), "worse than both kept");
         assert!(top.beaten(0.9, (0, 0)));
-        assert!(top.below(0.9) && !top.below(1.0));
         assert!(
             !top.beaten(1.0, (0, 4)),
             "a tie with a lower index may enter"
@@ -529,13 +526,13 @@ mod tests {
         let books = vec![
             BookRows {
                 first: 11,
-                count: 4,
                 key_rank: 0,
+                lengths: vec![5, 6, 7, 8],
             },
             BookRows {
                 first: 1,
-                count: 10,
                 key_rank: 1,
+                lengths: vec![9; 10],
             },
         ];
         let scorer = Scorer::new(&ranking, books);
@@ -543,13 +540,11 @@ mod tests {
         let back = Scorer::decode(&w, &b, 2).unwrap();
         assert_eq!(back, scorer);
         assert!(Scorer::decode(&w, &b, 3).is_none());
-        assert_eq!(scorer.tie(1), Some((1, 0)));
-        assert_eq!(scorer.tie(14), Some((0, 3)));
-        assert_eq!(scorer.tie(15), None);
-        assert_eq!(scorer.tie(0), None);
-        let freq = [2.0, 1.0];
-        assert!(scorer.bound(&freq) >= scorer.score(&freq, 2.0));
-        assert!(scorer.bound(&freq) > scorer.score(&freq, 50.0));
+        assert!(Scorer::decode(&w, &b[..b.len() - 1], 2).is_none());
+        assert_eq!(scorer.locate(1), Some(((1, 0), 9.0)));
+        assert_eq!(scorer.locate(14), Some(((0, 3), 8.0)));
+        assert_eq!(scorer.locate(15), None);
+        assert_eq!(scorer.locate(0), None);
     }
 
     #[test]

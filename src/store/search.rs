@@ -86,15 +86,19 @@ pub(crate) fn create_index(conn: &Connection, book_id: i64) -> rusqlite::Result<
 }
 
 /// Adds a just-filled index to the collection's statistics: the version's
-/// token count and each of its terms' chunk count.
+/// token count, each chunk's, and each of its terms' chunk count.
 pub(crate) fn count_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
     // FTS5 keeps new rows and its totals in memory until the transaction
     // commits; `flush` writes them now, where the totals can be read.
     let table = index_table(book_id);
     conn.execute_batch(&format!("INSERT INTO {table} ({table}) VALUES ('flush')"))?;
     conn.execute(
-        "UPDATE books SET tokens = ?1 WHERE id = ?2",
-        params![index_tokens(conn, book_id)?, book_id],
+        "UPDATE books SET tokens = ?1, chunk_tokens = ?2 WHERE id = ?3",
+        params![
+            index_tokens(conn, book_id)?,
+            encode_lengths(&chunk_lengths(conn, book_id)?),
+            book_id
+        ],
     )?;
     with_vocabulary(conn, book_id, |vocab| {
         conn.execute_batch(&format!(
@@ -161,6 +165,41 @@ pub(crate) fn index_tokens(conn: &Connection, book_id: i64) -> rusqlite::Result<
     let (_, used) = varint(&record).ok_or_else(bad)?;
     let (tokens, _) = varint(record.get(used..).ok_or_else(bad)?).ok_or_else(bad)?;
     i64::try_from(tokens).map_err(|_| bad())
+}
+
+/// Each chunk's length in tokens, in chunk order, as the version's index
+/// counts them (its "docsize" table: one varint per row and column).
+pub(crate) fn chunk_lengths(conn: &Connection, book_id: i64) -> rusqlite::Result<Vec<u32>> {
+    let bad = || {
+        rusqlite::Error::InvalidColumnType(0, "FTS5 docsize".into(), rusqlite::types::Type::Blob)
+    };
+    let mut stmt = conn.prepare(&format!(
+        "SELECT sz FROM {}_docsize ORDER BY id",
+        index_table(book_id)
+    ))?;
+    let mut rows = stmt.query([])?;
+    let mut lengths = Vec::new();
+    while let Some(r) = rows.next()? {
+        let sz: Vec<u8> = r.get(0)?;
+        let (n, _) = varint(&sz).ok_or_else(bad)?;
+        lengths.push(u32::try_from(n).map_err(|_| bad())?);
+    }
+    Ok(lengths)
+}
+
+/// Chunk lengths as `books.chunk_tokens` keeps them: u32 little-endian.
+pub(crate) fn encode_lengths(lengths: &[u32]) -> Vec<u8> {
+    lengths.iter().flat_map(|n| n.to_le_bytes()).collect()
+}
+
+fn decode_lengths(bytes: &[u8]) -> Option<Vec<u32>> {
+    if !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    bytes
+        .chunks_exact(4)
+        .map(|b| b.try_into().ok().map(u32::from_le_bytes))
+        .collect()
 }
 
 /// An SQLite varint: big-endian 7-bit groups, the ninth byte whole.
@@ -287,17 +326,7 @@ impl Shard {
         }
         let ranking = stats.ranking(k);
         // Current books in key order: a book's place breaks ties.
-        let books = self.books(false)?;
-        let rows = books
-            .iter()
-            .enumerate()
-            .map(|(i, b)| rank::BookRows {
-                first: b.first_chunk,
-                count: b.count,
-                key_rank: i as u64,
-            })
-            .collect();
-        let scorer = rank::Scorer::new(&ranking, rows);
+        let scorer = rank::Scorer::new(&ranking, self.book_rows()?);
         let (weights, book_rows) = scorer.encode();
         let mut best: Vec<(f64, rank::Tie, i64)> = Vec::new();
         {
@@ -316,7 +345,7 @@ impl Shard {
             while let Some(r) = rows.next().map_err(|e| self.err(e))? {
                 let id: i64 = r.get(0).map_err(|e| self.err(e))?;
                 let score: f64 = r.get(1).map_err(|e| self.err(e))?;
-                if let Some(tie) = scorer.tie(id) {
+                if let Some((tie, _)) = scorer.locate(id) {
                     best.push((score, tie, id));
                 }
             }
@@ -326,6 +355,43 @@ impl Shard {
         best.into_iter()
             .map(|(score, _, id)| self.hit(id, score))
             .collect()
+    }
+
+    /// Every current book's rows for a scorer, in key order (a book's place
+    /// breaks ties).
+    fn book_rows(&self) -> Result<Vec<rank::BookRows>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT first_chunk, chunk_count, chunk_tokens, key FROM books
+                 WHERE status = 'current' ORDER BY key",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut books = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let get = |i| r.get_ref(i).map_err(|e| self.err(e.into()));
+            let first = get(0)?.as_i64().map_err(|e| self.err(e.into()))?;
+            let count = get(1)?.as_i64().map_err(|e| self.err(e.into()))?;
+            let lengths = get(2)?
+                .as_blob()
+                .ok()
+                .and_then(decode_lengths)
+                .filter(|l| l.len() as i64 == count)
+                .ok_or_else(|| StoreError::Corrupt {
+                    path: self.path().to_path_buf(),
+                    detail: format!(
+                        "the chunk lengths of book `{}` are missing or do not match its {count} chunks",
+                        get(3).ok().and_then(|k| k.as_str().ok()).unwrap_or("?")
+                    ),
+                })?;
+            books.push(rank::BookRows {
+                first,
+                key_rank: books.len() as u64,
+                lengths,
+            });
+        }
+        Ok(books)
     }
 
     /// How many current chunks match `fts_query`, counted up to `cap`.
@@ -573,7 +639,8 @@ mod tests {
             .conn()
             .execute_batch(&format!(
                 "DROP TABLE {COLLECTION_INDEX}; DROP TABLE terms;
-                 ALTER TABLE books DROP COLUMN tokens; PRAGMA user_version = 1;"
+                 ALTER TABLE books DROP COLUMN tokens; ALTER TABLE books DROP COLUMN chunk_tokens;
+                 PRAGMA user_version = 1;"
             ))
             .unwrap();
         drop(shard);

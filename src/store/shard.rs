@@ -783,6 +783,20 @@ impl Shard {
                 "the book's recorded token count {recorded:?} is not its index's {tokens}"
             ));
         }
+        let lengths: Option<Vec<u8>> = self
+            .conn
+            .query_row(
+                "SELECT chunk_tokens FROM books WHERE id = ?1",
+                [book.id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let counted = search::chunk_lengths(&self.conn, book.id).map_err(|e| self.err(e))?;
+        if lengths != Some(search::encode_lengths(&counted)) {
+            report
+                .problems
+                .push("the book's recorded chunk lengths are not its index's".into());
+        }
         let mut match_stmt = self
             .conn
             .prepare(&format!(
