@@ -19,6 +19,7 @@ mod proofs;
 mod sandbox;
 #[path = "support/scripted_openai.rs"]
 mod scripted_openai;
+mod search;
 mod support;
 mod systemd;
 mod vectors;

@@ -5,6 +5,8 @@
 //! transaction that also appends to the shard's audit chain.
 
 pub mod audit;
+mod fts5;
+pub mod rank;
 pub mod retriever;
 mod schema;
 mod search;
@@ -12,7 +14,8 @@ mod shard;
 
 use std::path::{Path, PathBuf};
 
-pub use search::{SearchHit, SearchScope};
+pub use rank::{Plan, QueryStats, StatsMismatch};
+pub use search::{SearchHit, SearchScope, hit_order};
 pub use shard::{BookRecord, BookStatus, IngestStatus, ProofRecord, Shard, VerifyReport};
 
 use crate::merkle::Hash;
@@ -64,6 +67,8 @@ pub enum StoreError {
     },
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
+    #[error(transparent)]
+    Stats(#[from] StatsMismatch),
 }
 
 impl StoreError {
@@ -206,7 +211,9 @@ impl Store {
             .ok_or_else(|| StoreError::NoSuchBook(key.to_string()))
     }
 
-    /// Searches every shard (or one book when `key` is given), best first.
+    /// Searches one book when `key` is given (with that book's own ranking),
+    /// or every current book of every shard ranked as one collection; best
+    /// first.
     pub fn search(
         &self,
         query: &str,
@@ -218,12 +225,36 @@ impl Store {
             let book = shard.book(key, version)?;
             return shard.search(query, SearchScope::Book(&book), k);
         }
+        let stats = self.query_stats(query, k)?;
+        self.search_ranked(query, &stats, k)
+    }
+
+    /// Round one of a search across books: what every current book of
+    /// every shard knows about `query` for the top `k`, summed. A mesh-wide
+    /// search sums this over every member.
+    pub fn query_stats(&self, query: &str, k: usize) -> Result<QueryStats, StoreError> {
+        let mut total = QueryStats::empty(search::terms(query));
+        for shard in self.open_all()? {
+            total.merge(&shard.query_stats(query, k)?)?;
+        }
+        Ok(total)
+    }
+
+    /// Round two: the top `k` chunks of every current book, scored with the
+    /// collection's `stats` (round one, summed over every holder), best
+    /// first in [`hit_order`].
+    pub fn search_ranked(
+        &self,
+        query: &str,
+        stats: &QueryStats,
+        k: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
         let mut hits = Vec::new();
         for shard in self.open_all()? {
-            hits.extend(shard.search(query, SearchScope::All, k)?);
+            hits.extend(shard.search_ranked(query, stats, k)?);
+            hits.sort_by(hit_order);
+            hits.truncate(k);
         }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        hits.truncate(k);
         Ok(hits)
     }
 }

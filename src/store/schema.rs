@@ -53,6 +53,17 @@ const MIGRATIONS: &[&str] = &[
     -- Each current book version has its own contentless FTS5 table,
     -- `fts_<books.id>`, rowid = chunks.id: a book-scoped search reads only
     -- that book's index. Superseding or removing a version drops its table.",
+    // 2: what a search across books matches and ranks with (see search.rs):
+    // each current version's token count and its chunks' (u32 little-endian
+    // each), how many current chunks hold each indexed term, and (created by
+    // `backfill_statistics`, which also fills the rest for existing books)
+    // the collection index `fts_all`.
+    "ALTER TABLE books ADD COLUMN tokens INTEGER;
+    ALTER TABLE books ADD COLUMN chunk_tokens BLOB;
+    CREATE TABLE terms (
+        term   TEXT PRIMARY KEY,
+        chunks INTEGER NOT NULL CHECK (chunks >= 0)
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.
@@ -95,6 +106,9 @@ pub fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
         if step == 0 {
             tx.execute_batch(super::audit::SCHEMA)?;
             tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
+        }
+        if step == 1 {
+            super::search::backfill_statistics(&tx)?;
         }
         tx.execute_batch(&format!("PRAGMA user_version = {}", step + 1))?;
         tx.commit()?;

@@ -1,30 +1,39 @@
 //! BM25 search over a shard's current chunks, scoped to one book or all.
 //!
-//! Query text is user input, so it is never handed to FTS5 as syntax: it is
-//! cut into words and each word is quoted, so quotes, parentheses, `NEAR`,
-//! `*`, `^` and column filters are plain words.
+//! A book-scoped search (what a moot retrieves with) reads that book's own
+//! FTS5 index and ranks with FTS5's `bm25()` over the book. A search over
+//! every book ranks like one index holding every searched chunk: its two
+//! rounds ([`Shard::query_stats`], then [`Shard::search_ranked`] with the
+//! summed stats) are described in `rank` and docs/search.md. The
+//! collection's statistics come from each version's token count
+//! (`books.tokens`) and the shard's `terms` table (how many current chunks
+//! hold each indexed term); its matching runs on one collection index
+//! (`fts_all`) holding every current chunk. All three change in the same
+//! transaction as the books.
 
 use rusqlite::{Connection, params};
 
-use super::StoreError;
+use super::rank::{self, QueryStats};
 use super::shard::{BookRecord, Shard};
+use super::{StoreError, fts5};
 use crate::merkle::Hash;
 
-/// How many of the query's words the fallback keeps (the rarest).
-const FALLBACK_TERMS: usize = 3;
-/// How many of the longest words are counted to find the rarest.
-const COUNTED_TERMS: usize = 8;
+pub(crate) use rank::{quote, terms};
+
+/// FTS5's longest term (`FTS5_MAX_TOKEN_SIZE`): it truncates longer ones.
+const MAX_TERM_BYTES: usize = 32768;
 
 /// What a search looks through.
 #[derive(Debug, Clone, Copy)]
 pub enum SearchScope<'a> {
-    /// Every current book of the shard.
+    /// Every current book of the shard, ranked as one collection.
     All,
     /// One book version (what a moot retrieves with).
     Book(&'a BookRecord),
 }
 
-/// One hit, best first. `score` is FTS5's bm25 negated: higher is better.
+/// One hit, best first. `score` is BM25 negated as FTS5's `rank` is:
+/// higher is better.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchHit {
     pub key: String,
@@ -40,26 +49,10 @@ pub struct SearchHit {
     pub leaf: Hash,
 }
 
-/// The words of a query: maximal runs of letters and digits, lowercased,
-/// first occurrence kept.
-pub(crate) fn terms(query: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for word in query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        let word = word.to_lowercase();
-        if !out.contains(&word) {
-            out.push(word);
-        }
-    }
-    out
-}
-
-/// One word as an FTS5 string literal (a word never holds `"`, but doubling
-/// keeps the literal closed whatever it holds).
-pub(crate) fn quote(term: &str) -> String {
-    format!("\"{}\"", term.replace('"', "\"\""))
+/// The order of hits from several holders: best score first, then book key
+/// and chunk index, so equal scores come out the same everywhere.
+pub fn hit_order(a: &SearchHit, b: &SearchHit) -> std::cmp::Ordering {
+    rank::order((a.score, &a.key, a.index), (b.score, &b.key, b.index))
 }
 
 /// The FTS5 table holding one book version's chunks.
@@ -67,18 +60,176 @@ pub(crate) fn index_table(book_id: i64) -> String {
     format!("fts_{book_id}")
 }
 
-/// Creates a book version's search index (inside the ingest transaction).
-pub(crate) fn create_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
+/// The FTS5 table holding every current chunk of the shard (rowid =
+/// chunks.id), which a search across books matches in one pass.
+pub(crate) const COLLECTION_INDEX: &str = "fts_all";
+
+/// Creates the collection index and fills it with every current chunk
+/// (schema step 2; a fresh shard starts it empty).
+fn create_collection_index(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(&format!(
-        "CREATE VIRTUAL TABLE {} USING fts5 (text, content = '', tokenize = 'porter unicode61 remove_diacritics 2')",
-        index_table(book_id)
+        "CREATE VIRTUAL TABLE {COLLECTION_INDEX} USING fts5 (text, content = '', contentless_delete = 1, tokenize = '{}');
+         INSERT INTO {COLLECTION_INDEX} (rowid, text)
+            SELECT c.id, c.text FROM chunks c JOIN books b ON b.id = c.book_id
+            WHERE b.status = 'current' ORDER BY c.id;",
+        fts5::TOKENIZE
     ))
 }
 
+/// Creates a book version's search index (inside the ingest transaction).
+pub(crate) fn create_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE {} USING fts5 (text, content = '', tokenize = '{}')",
+        index_table(book_id),
+        fts5::TOKENIZE
+    ))
+}
+
+/// Adds a just-filled index to the collection's statistics: the version's
+/// token count, each chunk's, and each of its terms' chunk count.
+pub(crate) fn count_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
+    // FTS5 keeps new rows and its totals in memory until the transaction
+    // commits; `flush` writes them now, where the totals can be read.
+    let table = index_table(book_id);
+    conn.execute_batch(&format!("INSERT INTO {table} ({table}) VALUES ('flush')"))?;
+    conn.execute(
+        "UPDATE books SET tokens = ?1, chunk_tokens = ?2 WHERE id = ?3",
+        params![
+            index_tokens(conn, book_id)?,
+            encode_lengths(&chunk_lengths(conn, book_id)?),
+            book_id
+        ],
+    )?;
+    with_vocabulary(conn, book_id, |vocab| {
+        conn.execute_batch(&format!(
+            "INSERT INTO terms (term, chunks) SELECT term, doc FROM {vocab} WHERE true
+             ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks"
+        ))
+    })
+}
+
 /// Drops a version's search index when it is superseded or removed (its
-/// chunks stay in `chunks`).
+/// chunks stay in `chunks`), taking its chunks out of the collection index
+/// and its terms out of the statistics.
 pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
+    if index_exists(conn, book_id)? {
+        with_vocabulary(conn, book_id, |vocab| {
+            conn.execute_batch(&format!(
+                "UPDATE terms SET chunks = terms.chunks - v.doc FROM {vocab} AS v WHERE terms.term = v.term;
+                 DELETE FROM terms WHERE chunks <= 0"
+            ))
+        })?;
+        conn.execute(
+            &format!(
+                "DELETE FROM {COLLECTION_INDEX} WHERE rowid IN (SELECT id FROM chunks WHERE book_id = ?1)"
+            ),
+            [book_id],
+        )?;
+    }
     conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", index_table(book_id)))
+}
+
+/// Runs `f` with a temporary `fts5vocab` table (one row per term: the
+/// chunks holding it) over a version's index.
+fn with_vocabulary(
+    conn: &Connection,
+    book_id: i64,
+    f: impl FnOnce(&str) -> rusqlite::Result<()>,
+) -> rusqlite::Result<()> {
+    let vocab = "temp.grove_vocabulary";
+    conn.execute_batch(&format!(
+        "DROP TABLE IF EXISTS {vocab};
+         CREATE VIRTUAL TABLE {vocab} USING fts5vocab (main, {}, row)",
+        index_table(book_id)
+    ))?;
+    let result = f(vocab);
+    conn.execute_batch(&format!("DROP TABLE IF EXISTS {vocab}"))?;
+    result
+}
+
+/// The tokens in a version's index, as FTS5 keeps the total for `bm25()`:
+/// the "averages" record (row 1 of its data table) is a varint row count
+/// then a varint token count per column.
+pub(crate) fn index_tokens(conn: &Connection, book_id: i64) -> rusqlite::Result<i64> {
+    let record: Vec<u8> = conn.query_row(
+        &format!(
+            "SELECT block FROM {}_data WHERE id = 1",
+            index_table(book_id)
+        ),
+        [],
+        |r| r.get(0),
+    )?;
+    let bad = || {
+        rusqlite::Error::InvalidColumnType(0, "FTS5 averages".into(), rusqlite::types::Type::Blob)
+    };
+    let (_, used) = varint(&record).ok_or_else(bad)?;
+    let (tokens, _) = varint(record.get(used..).ok_or_else(bad)?).ok_or_else(bad)?;
+    i64::try_from(tokens).map_err(|_| bad())
+}
+
+/// Each chunk's length in tokens, in chunk order, as the version's index
+/// counts them (its "docsize" table: one varint per row and column).
+pub(crate) fn chunk_lengths(conn: &Connection, book_id: i64) -> rusqlite::Result<Vec<u32>> {
+    let bad = || {
+        rusqlite::Error::InvalidColumnType(0, "FTS5 docsize".into(), rusqlite::types::Type::Blob)
+    };
+    let mut stmt = conn.prepare(&format!(
+        "SELECT sz FROM {}_docsize ORDER BY id",
+        index_table(book_id)
+    ))?;
+    let mut rows = stmt.query([])?;
+    let mut lengths = Vec::new();
+    while let Some(r) = rows.next()? {
+        let sz: Vec<u8> = r.get(0)?;
+        let (n, _) = varint(&sz).ok_or_else(bad)?;
+        lengths.push(u32::try_from(n).map_err(|_| bad())?);
+    }
+    Ok(lengths)
+}
+
+/// Chunk lengths as `books.chunk_tokens` keeps them: u32 little-endian.
+pub(crate) fn encode_lengths(lengths: &[u32]) -> Vec<u8> {
+    lengths.iter().flat_map(|n| n.to_le_bytes()).collect()
+}
+
+fn decode_lengths(bytes: &[u8]) -> Option<Vec<u32>> {
+    if !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    bytes
+        .chunks_exact(4)
+        .map(|b| b.try_into().ok().map(u32::from_le_bytes))
+        .collect()
+}
+
+/// An SQLite varint: big-endian 7-bit groups, the ninth byte whole.
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, &byte) in bytes.iter().enumerate().take(9) {
+        if i == 8 {
+            return Some(((value << 8) | u64::from(byte), 9));
+        }
+        value = (value << 7) | u64::from(byte & 0x7f);
+        if byte & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+/// Fills what a search across books needs in a shard written before it
+/// was kept (schema step 2): the collection index, and every current
+/// version's token count and terms.
+pub(crate) fn backfill_statistics(conn: &Connection) -> rusqlite::Result<()> {
+    create_collection_index(conn)?;
+    let ids: Vec<i64> = conn
+        .prepare("SELECT id FROM books WHERE status = 'current' ORDER BY id")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in ids {
+        count_index(conn, id)?;
+    }
+    Ok(())
 }
 
 pub(crate) fn index_exists(conn: &Connection, book_id: i64) -> rusqlite::Result<bool> {
@@ -110,15 +261,165 @@ impl Shard {
             SearchScope::Book(b) if b.status != super::BookStatus::Current => Ok(Vec::new()),
             SearchScope::Book(b) => self.search_book(b.id, &words, k),
             SearchScope::All => {
-                let mut hits = Vec::new();
-                for book in self.books(false)? {
-                    hits.extend(self.search_book(book.id, &words, k)?);
-                }
-                hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-                hits.truncate(k);
-                Ok(hits)
+                let stats = self.query_stats(query, k)?;
+                self.search_ranked(query, &stats, k)
             }
         }
+    }
+
+    /// Round one of a collection-wide search: what this shard's current
+    /// books know about `query` (see [`QueryStats`]), for the top `k`.
+    pub fn query_stats(&self, query: &str, k: usize) -> Result<QueryStats, StoreError> {
+        let words = terms(query);
+        let mut stats = QueryStats::empty(words.clone());
+        let (chunks, tokens): (i64, i64) = self
+            .conn()
+            .prepare_cached(
+                "SELECT coalesce(sum(chunk_count), 0), coalesce(sum(tokens), 0)
+                 FROM books WHERE status = 'current'",
+            )
+            .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+            .map_err(|e| self.err(e))?;
+        stats.chunks = chunks as u64;
+        stats.tokens = tokens as u64;
+        if words.is_empty() || chunks == 0 {
+            return Ok(stats);
+        }
+        let tokenizer = fts5::Tokenizer::new(self.conn()).map_err(|e| self.err(e))?;
+        for (word, held) in words.iter().zip(stats.word_chunks.iter_mut()) {
+            let tokens = tokenizer.tokens(word).map_err(|e| self.err(e))?;
+            *held = match &tokens[..] {
+                // FTS5 cuts terms at 32 KiB; a longer one is counted by matching.
+                [term] if term.len() < MAX_TERM_BYTES => match std::str::from_utf8(term) {
+                    Ok(term) => self.term_chunks(term)?,
+                    Err(_) => self.count_matches(&quote(word), u64::MAX)?,
+                },
+                // A word FTS5 cuts in several terms (or none) is a phrase:
+                // counted by matching it.
+                _ => self.count_matches(&quote(word), u64::MAX)?,
+            };
+        }
+        let cap = k as u64;
+        stats.all_words = if words.len() == 1 {
+            stats.word_chunks[0].min(cap)
+        } else if stats.word_chunks.contains(&0) {
+            0
+        } else {
+            self.count_matches(&rank::all_words_query(&words), cap)?
+        };
+        Ok(stats)
+    }
+
+    /// Round two: the top `k` chunks of this shard's current books for
+    /// `query`, scored with the collection's `stats` (round one, summed
+    /// over every holder), best first in [`hit_order`].
+    pub fn search_ranked(
+        &self,
+        query: &str,
+        stats: &QueryStats,
+        k: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        let words = terms(query);
+        stats.check_words(&words)?;
+        if words.is_empty() || k == 0 || stats.chunks == 0 {
+            return Ok(Vec::new());
+        }
+        let ranking = stats.ranking(k);
+        // Current books in key order: a book's place breaks ties.
+        let scorer = rank::Scorer::new(&ranking, self.book_rows()?);
+        let (weights, book_rows) = scorer.encode();
+        let mut best: Vec<(f64, rank::Tie, i64)> = Vec::new();
+        {
+            let mut stmt = self
+                .conn()
+                .prepare_cached(&format!(
+                    "SELECT id, score FROM (
+                        SELECT rowid AS id, grove_rank({COLLECTION_INDEX}, ?2, ?3, ?4) AS score
+                        FROM {COLLECTION_INDEX} WHERE {COLLECTION_INDEX} MATCH ?1)
+                     WHERE score IS NOT NULL"
+                ))
+                .map_err(|e| self.err(e))?;
+            let mut rows = stmt
+                .query(params![ranking.fts_query, weights, book_rows, k as i64])
+                .map_err(|e| self.err(e))?;
+            while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+                let id: i64 = r.get(0).map_err(|e| self.err(e))?;
+                let score: f64 = r.get(1).map_err(|e| self.err(e))?;
+                if let Some((tie, _)) = scorer.locate(id) {
+                    best.push((score, tie, id));
+                }
+            }
+        }
+        best.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        best.truncate(k);
+        best.into_iter()
+            .map(|(score, _, id)| self.hit(id, score))
+            .collect()
+    }
+
+    /// Every current book's rows for a scorer, in key order (a book's place
+    /// breaks ties).
+    fn book_rows(&self) -> Result<Vec<rank::BookRows>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT first_chunk, chunk_count, chunk_tokens, key FROM books
+                 WHERE status = 'current' ORDER BY key",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut books = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let get = |i| r.get_ref(i).map_err(|e| self.err(e.into()));
+            let first = get(0)?.as_i64().map_err(|e| self.err(e.into()))?;
+            let count = get(1)?.as_i64().map_err(|e| self.err(e.into()))?;
+            let lengths = get(2)?
+                .as_blob()
+                .ok()
+                .and_then(decode_lengths)
+                .filter(|l| l.len() as i64 == count)
+                .ok_or_else(|| StoreError::Corrupt {
+                    path: self.path().to_path_buf(),
+                    detail: format!(
+                        "the chunk lengths of book `{}` are missing or do not match its {count} chunks",
+                        get(3).ok().and_then(|k| k.as_str().ok()).unwrap_or("?")
+                    ),
+                })?;
+            books.push(rank::BookRows {
+                first,
+                key_rank: books.len() as u64,
+                lengths,
+            });
+        }
+        Ok(books)
+    }
+
+    /// How many current chunks match `fts_query`, counted up to `cap`.
+    fn count_matches(&self, fts_query: &str, cap: u64) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT count(*) FROM (SELECT 1 FROM {COLLECTION_INDEX}
+                 WHERE {COLLECTION_INDEX} MATCH ?1 LIMIT ?2)"
+            ))
+            .and_then(|mut s| {
+                s.query_row(
+                    params![fts_query, i64::try_from(cap).unwrap_or(i64::MAX)],
+                    |r| r.get(0),
+                )
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(n as u64)
+    }
+
+    /// Current chunks holding an indexed term.
+    fn term_chunks(&self, term: &str) -> Result<u64, StoreError> {
+        use rusqlite::OptionalExtension;
+        self.conn()
+            .prepare_cached("SELECT chunks FROM terms WHERE term = ?1")
+            .and_then(|mut s| s.query_row([term], |r| r.get::<_, i64>(0)).optional())
+            .map(|n| n.unwrap_or(0) as u64)
+            .map_err(|e| self.err(e))
     }
 
     fn search_book(
@@ -128,11 +429,7 @@ impl Shard {
         k: usize,
     ) -> Result<Vec<SearchHit>, StoreError> {
         let table = index_table(book_id);
-        let all_words = words
-            .iter()
-            .map(|w| quote(w))
-            .collect::<Vec<_>>()
-            .join(" AND ");
+        let all_words = rank::all_words_query(words);
         let hits = self.ranked(&table, &all_words, k)?;
         if hits.len() >= k || words.len() == 1 {
             return Ok(hits);
@@ -141,13 +438,7 @@ impl Shard {
         if rare.is_empty() {
             return Ok(hits);
         }
-        let mut any = rare
-            .iter()
-            .map(|w| quote(w))
-            .collect::<Vec<_>>()
-            .join(" OR ");
-        any.push_str(&format!(" OR ({all_words})"));
-        self.ranked(&table, &any, k)
+        self.ranked(&table, &rank::fallback_query(&rare, words), k)
     }
 
     fn ranked(&self, table: &str, fts_query: &str, k: usize) -> Result<Vec<SearchHit>, StoreError> {
@@ -163,38 +454,24 @@ impl Shard {
             ))
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(params![fts_query, k as i64], |r| {
-                let key: String = r.get(5)?;
-                let index = r.get::<_, i64>(1)? as u64;
-                let leaf: Vec<u8> = r.get(3)?;
-                Ok(SearchHit {
-                    node_id: format!("{key}#{index}"),
-                    key,
-                    version: r.get(6)?,
-                    title: r.get(7)?,
-                    author: r.get(8)?,
-                    label: r.get(2)?,
-                    index,
-                    score: r.get(0)?,
-                    content: r.get(4)?,
-                    leaf: leaf.try_into().map_err(|_| {
-                        rusqlite::Error::InvalidColumnType(
-                            3,
-                            "leaf".into(),
-                            rusqlite::types::Type::Blob,
-                        )
-                    })?,
-                })
-            })
+            .query_map(params![fts_query, k as i64], hit_from_row)
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// One chunk as a hit with `score`.
+    fn hit(&self, chunk_id: i64, score: f64) -> Result<SearchHit, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "SELECT ?2, c.idx, c.label, c.leaf, c.text, b.key, b.version, b.title, b.author
+                 FROM chunks c JOIN books b ON b.id = c.book_id WHERE c.id = ?1",
+            )
+            .and_then(|mut s| s.query_row(params![chunk_id, score], hit_from_row))
+            .map_err(|e| self.err(e))
+    }
+
     /// Up to three words with the fewest matching chunks (never zero).
     fn rarest(&self, table: &str, words: &[String]) -> Result<Vec<String>, StoreError> {
-        let mut longest: Vec<&String> = words.iter().collect();
-        longest.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
-        longest.truncate(COUNTED_TERMS);
         let mut stmt = self
             .conn()
             .prepare_cached(&format!(
@@ -202,19 +479,185 @@ impl Shard {
             ))
             .map_err(|e| self.err(e))?;
         let mut counted = Vec::new();
-        for word in longest {
+        for word in rank::counted_words(words) {
             let n: i64 = stmt
                 .query_row(params![quote(word)], |r| r.get(0))
                 .map_err(|e| self.err(e))?;
-            if n > 0 {
-                counted.push((n, word.clone()));
-            }
+            counted.push((n as u64, word.clone()));
         }
-        counted.sort();
-        Ok(counted
-            .into_iter()
-            .take(FALLBACK_TERMS)
-            .map(|(_, w)| w)
-            .collect())
+        Ok(rank::rarest(counted))
+    }
+}
+
+/// A hit from `score, idx, label, leaf, text, key, version, title, author`.
+fn hit_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SearchHit> {
+    let key: String = r.get(5)?;
+    let index = r.get::<_, i64>(1)? as u64;
+    let leaf: Vec<u8> = r.get(3)?;
+    Ok(SearchHit {
+        node_id: format!("{key}#{index}"),
+        key,
+        version: r.get(6)?,
+        title: r.get(7)?,
+        author: r.get(8)?,
+        label: r.get(2)?,
+        index,
+        score: r.get(0)?,
+        content: r.get(4)?,
+        leaf: leaf.try_into().map_err(|_| {
+            rusqlite::Error::InvalidColumnType(3, "leaf".into(), rusqlite::types::Type::Blob)
+        })?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::book::BookText;
+    use crate::store::Store;
+
+    fn book(title: &str, words: &[&str], paragraphs: usize) -> BookText {
+        let mut text =
+            format!("Title: {title}\n\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\n");
+        for p in 0..paragraphs {
+            let line: Vec<&str> = (0..30 + p % 17)
+                .map(|i| words[(i * 7 + p * 3) % words.len()])
+                .collect();
+            text.push_str(&line.join(" "));
+            text.push_str("\n\n");
+        }
+        BookText::decode(text.as_bytes(), 1 << 20).unwrap()
+    }
+
+    /// The shard's kept statistics, and the same counted afresh from one
+    /// FTS5 index over its current chunks.
+    fn statistics(shard: &Shard) -> (BTreeMap<String, i64>, BTreeMap<String, i64>, i64, i64) {
+        let conn = shard.conn();
+        let kept = conn
+            .prepare("SELECT term, chunks FROM terms")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let fresh = Connection::open_in_memory().unwrap();
+        fresh
+            .execute_batch(&format!(
+                "CREATE VIRTUAL TABLE f USING fts5 (text, tokenize = '{}');
+                 CREATE VIRTUAL TABLE v USING fts5vocab (f, row);",
+                fts5::TOKENIZE
+            ))
+            .unwrap();
+        let mut rows = conn
+            .prepare(
+                "SELECT c.text FROM chunks c JOIN books b ON b.id = c.book_id WHERE b.status = 'current'",
+            )
+            .unwrap();
+        let mut chunks = 0;
+        for text in rows.query_map([], |r| r.get::<_, String>(0)).unwrap() {
+            fresh
+                .execute("INSERT INTO f (text) VALUES (?1)", [text.unwrap()])
+                .unwrap();
+            chunks += 1;
+        }
+        let counted = fresh
+            .prepare("SELECT term, doc FROM v")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let tokens: i64 = fresh
+            .query_row("SELECT sum(cnt) FROM v", [], |r| r.get(0))
+            .unwrap();
+        let kept_tokens: i64 = conn
+            .query_row(
+                "SELECT coalesce(sum(tokens), 0) FROM books WHERE status = 'current'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(kept_tokens, tokens, "token counts");
+        (kept, counted, chunks, tokens)
+    }
+
+    #[test]
+    fn statistics_follow_every_change_and_old_shards_gain_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut shard = store.open_or_create("main").unwrap();
+        let add = |shard: &mut Shard, key: &str, text: &BookText| {
+            shard
+                .ingest(key, text, 1 << 16, "test", 0, &mut |_| {})
+                .unwrap()
+        };
+        add(
+            &mut shard,
+            "t/a",
+            &book("A", &["sea", "ship", "whale", "the"], 30),
+        );
+        add(
+            &mut shard,
+            "t/b",
+            &book("B", &["pride", "ball", "the", "sea"], 20),
+        );
+        add(
+            &mut shard,
+            "t/c",
+            &book("C", &["angler", "trout", "river"], 12),
+        );
+        let (kept, counted, ..) = statistics(&shard);
+        assert_eq!(kept, counted);
+        // A new version and a removal take the old chunks out.
+        add(
+            &mut shard,
+            "t/b",
+            &book("B", &["pride", "dance", "letter"], 25),
+        );
+        shard.remove("t/c", 1).unwrap();
+        let (kept, counted, chunks, _) = statistics(&shard);
+        assert_eq!(kept, counted);
+        assert!(!kept.contains_key("trout") && !kept.contains_key("ball"));
+        for b in shard.books(true).unwrap() {
+            let report = shard.verify(&b).unwrap();
+            assert!(
+                report.problems.is_empty(),
+                "{}: {:?}",
+                b.key,
+                report.problems
+            );
+        }
+        let stats = shard.query_stats("the sea whale", 3).unwrap();
+        assert_eq!(stats.chunks, chunks as u64);
+        let before = shard.search("the sea whale", SearchScope::All, 5).unwrap();
+        assert_eq!(before.len(), 5);
+
+        // A shard from before the statistics (schema 1) gains them on open.
+        shard
+            .conn()
+            .execute_batch(&format!(
+                "DROP TABLE {COLLECTION_INDEX}; DROP TABLE terms;
+                 ALTER TABLE books DROP COLUMN tokens; ALTER TABLE books DROP COLUMN chunk_tokens;
+                 PRAGMA user_version = 1;"
+            ))
+            .unwrap();
+        drop(shard);
+        let shard = store.open("main").unwrap();
+        let (kept, counted, ..) = statistics(&shard);
+        assert_eq!(kept, counted);
+        assert_eq!(
+            shard.search("the sea whale", SearchScope::All, 5).unwrap(),
+            before
+        );
+    }
+
+    #[test]
+    fn varints_decode_as_sqlite_writes_them() {
+        assert_eq!(varint(&[0x05]), Some((5, 1)));
+        assert_eq!(varint(&[0x81, 0x00]), Some((128, 2)));
+        assert_eq!(varint(&[0xff; 9]), Some((u64::MAX, 9)));
+        assert_eq!(varint(&[0x81]), None);
     }
 }

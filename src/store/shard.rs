@@ -7,7 +7,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::json;
 
 use super::schema::{self, SchemaError};
-use super::{StoreError, audit, search};
+use super::{StoreError, audit, fts5, search};
 use crate::book::BookText;
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
 use crate::text::{self, ChunkError, Chunker};
@@ -183,6 +183,7 @@ impl Shard {
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(err)?;
         schema::migrate(&mut conn).map_err(|e| Self::schema_err(path, e))?;
+        fts5::register(&conn).map_err(err)?;
         Ok(conn)
     }
 
@@ -203,6 +204,7 @@ impl Shard {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(uri, flags).map_err(err)?;
         schema::migrate(&mut conn).map_err(|e| Self::schema_err(path, e))?;
+        fts5::register(&conn).map_err(err)?;
         Ok(conn)
     }
 
@@ -439,6 +441,12 @@ impl Shard {
                     search::index_table(book_id)
                 ))
                 .map_err(err)?;
+            let mut all_stmt = tx
+                .prepare_cached(&format!(
+                    "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
+                    search::COLLECTION_INDEX
+                ))
+                .map_err(err)?;
             loop {
                 match chunks.recv() {
                     Ok(Produced::Chunk(chunk)) => {
@@ -455,6 +463,7 @@ impl Shard {
                             ])
                             .map_err(err)?;
                         fts_stmt.execute(params![id, chunk.text]).map_err(err)?;
+                        all_stmt.execute(params![id, chunk.text]).map_err(err)?;
                         leaves.push(leaf);
                         if leaves.len() % 64 == 0 {
                             progress(leaves.len() as u64);
@@ -483,6 +492,7 @@ impl Shard {
             params![&root[..], count as i64, book_id],
         )
         .map_err(err)?;
+        search::count_index(&tx, book_id).map_err(err)?;
         {
             let mut block_stmt = tx
                 .prepare_cached(
@@ -709,10 +719,22 @@ impl Shard {
         Ok(report)
     }
 
-    /// A current version's index holds exactly its chunks, each findable by
-    /// its own words; other versions have no index.
+    /// A current version's index and the collection index hold exactly its
+    /// chunks, each findable by its own words, and its recorded token count
+    /// is its index's; other versions are in no index.
     fn verify_index(&self, book: &BookRecord, report: &mut VerifyReport) -> Result<(), StoreError> {
         let exists = search::index_exists(&self.conn, book.id).map_err(|e| self.err(e))?;
+        let collected: i64 = self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT count(*) FROM {} WHERE rowid BETWEEN ?1 AND ?2",
+                    search::COLLECTION_INDEX
+                ),
+                params![book.first_chunk, book.first_chunk + book.count as i64 - 1],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
         if book.status != BookStatus::Current {
             if exists {
                 report.problems.push(format!(
@@ -720,7 +742,19 @@ impl Shard {
                     book.status.as_str()
                 ));
             }
+            if collected != 0 {
+                report.problems.push(format!(
+                    "{collected} chunks of a {} version are still in the collection index",
+                    book.status.as_str()
+                ));
+            }
             return Ok(());
+        }
+        if collected != book.count as i64 {
+            report.problems.push(format!(
+                "the collection index holds {collected} of the book's {} chunks",
+                book.count
+            ));
         }
         if !exists {
             report
@@ -743,10 +777,43 @@ impl Shard {
             .conn
             .prepare("SELECT id, text FROM chunks WHERE book_id = ?1 ORDER BY idx")
             .map_err(|e| self.err(e))?;
+        let recorded: Option<i64> = self
+            .conn
+            .query_row("SELECT tokens FROM books WHERE id = ?1", [book.id], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.err(e))?;
+        let tokens = search::index_tokens(&self.conn, book.id).map_err(|e| self.err(e))?;
+        if recorded != Some(tokens) {
+            report.problems.push(format!(
+                "the book's recorded token count {recorded:?} is not its index's {tokens}"
+            ));
+        }
+        let lengths: Option<Vec<u8>> = self
+            .conn
+            .query_row(
+                "SELECT chunk_tokens FROM books WHERE id = ?1",
+                [book.id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let counted = search::chunk_lengths(&self.conn, book.id).map_err(|e| self.err(e))?;
+        if lengths != Some(search::encode_lengths(&counted)) {
+            report
+                .problems
+                .push("the book's recorded chunk lengths are not its index's".into());
+        }
         let mut match_stmt = self
             .conn
             .prepare(&format!(
                 "SELECT count(*) FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2"
+            ))
+            .map_err(|e| self.err(e))?;
+        let all = search::COLLECTION_INDEX;
+        let mut all_stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT count(*) FROM {all} WHERE {all} MATCH ?1 AND rowid = ?2"
             ))
             .map_err(|e| self.err(e))?;
         let mut rows = text_stmt.query([book.id]).map_err(|e| self.err(e))?;
@@ -763,6 +830,15 @@ impl Shard {
             if n != 1 {
                 report.problems.push(format!(
                     "chunk {} is not found in the search index by its word `{word}`",
+                    id - book.first_chunk
+                ));
+            }
+            let n: i64 = all_stmt
+                .query_row(params![search::quote(&word), id], |r| r.get(0))
+                .map_err(|e| self.err(e))?;
+            if n != 1 {
+                report.problems.push(format!(
+                    "chunk {} is not found in the collection index by its word `{word}`",
                     id - book.first_chunk
                 ));
             }

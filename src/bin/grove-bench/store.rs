@@ -1,5 +1,6 @@
 //! Store benchmarks: ingest throughput against `sha256sum` and a bare FTS5
-//! insert of the same chunks, peak RSS for a 100 MB corpus, book-scoped
+//! insert of the same chunks (and what keeping statistics for search across
+//! books costs), peak RSS for a 100 MB corpus, book-scoped and all-books
 //! search latency on 100 books, and proof serving latency.
 
 use std::path::{Path, PathBuf};
@@ -14,15 +15,22 @@ const LIMITS: PrepareLimits = PrepareLimits {
     max_chunk_bytes: 64 << 10,
 };
 
-/// `grove-bench store [--corpus-mb N] [--book-kb N]` (defaults: 100 MB of 1 MiB books)
+/// `grove-bench store [--corpus-mb N] [--book-kb N] [--search-only [--state DIR]]`
+/// (defaults: 100 MB of 1 MiB books; `--search-only` ingests the generated
+/// corpus once, into DIR when given and reusing it when it holds a shard, and
+/// measures only search and proofs)
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut corpus_mb = 100usize;
     let mut book_kb = 1024usize;
+    let mut search_only = false;
+    let mut kept_state: Option<PathBuf> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--corpus-mb" => corpus_mb = it.next().context("--corpus-mb N")?.parse()?,
             "--book-kb" => book_kb = it.next().context("--book-kb N")?.parse()?,
+            "--search-only" => search_only = true,
+            "--state" => kept_state = Some(PathBuf::from(it.next().context("--state DIR")?)),
             "--ingest-child" => {
                 // Internal: ingest the given files in this process and print peak RSS.
                 let state = PathBuf::from(it.next().context("state dir")?);
@@ -36,6 +44,16 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     }
     let tmp = tempfile::tempdir()?;
     println!("# grove store benchmark (release build recommended)\n");
+    if search_only {
+        let state = kept_state.unwrap_or_else(|| tmp.path().join("state"));
+        if !Store::new(&state).shard_path("main").is_file() {
+            let books = (corpus_mb * 1024).div_ceil(book_kb);
+            println!("generating and ingesting a {corpus_mb} MB corpus of {books} books…");
+            let files = generate_corpus(&tmp.path().join("gen"), corpus_mb, book_kb << 10)?;
+            ingest_files(&state, &files)?;
+        }
+        return search_and_proofs(&state);
+    }
 
     let moby = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/moby-dick-2701.txt");
     if moby.is_file() {
@@ -105,6 +123,8 @@ fn throughput(name: &str, files: &[PathBuf], state: &Path, reps: usize) -> anyho
     }
     let (mut sha, mut bare, mut grove) = (Duration::MAX, Duration::MAX, Duration::MAX);
     let (mut bare_cpu, mut grove_cpu) = (Duration::MAX, Duration::MAX);
+    let (mut with_terms, mut with_collection) = (Duration::MAX, Duration::MAX);
+    let mut sizes = (0u64, 0u64, 0u64, 0u64);
     for rep in 0..reps {
         let t = Instant::now();
         let status = std::process::Command::new("sha256sum")
@@ -116,16 +136,34 @@ fn throughput(name: &str, files: &[PathBuf], state: &Path, reps: usize) -> anyho
             bail!("sha256sum failed");
         }
         let cpu = cpu_time();
-        bare = bare.min(bare_insert(
+        let (time, size) = bare_insert(
             &state.with_extension(format!("bare{rep}.db")),
             &chunk_sets,
-        )?);
+            Extra::None,
+        )?;
+        bare = bare.min(time);
         bare_cpu = bare_cpu.min(cpu_time().saturating_sub(cpu));
+        sizes.0 = size;
+        let (time, size) = bare_insert(
+            &state.with_extension(format!("terms{rep}.db")),
+            &chunk_sets,
+            Extra::TermCounts,
+        )?;
+        with_terms = with_terms.min(time);
+        sizes.1 = size;
+        let (time, size) = bare_insert(
+            &state.with_extension(format!("everything{rep}.db")),
+            &chunk_sets,
+            Extra::CollectionIndex,
+        )?;
+        with_collection = with_collection.min(time);
+        sizes.2 = size;
         // grove end to end: read, decode, chunk, hash, store, index, audit, commit.
         let cpu = cpu_time();
         let (_, secs) = ingest_files(&state.with_extension(format!("grove{rep}")), files)?;
         grove_cpu = grove_cpu.min(cpu_time().saturating_sub(cpu));
         grove = grove.min(Duration::from_secs_f64(secs));
+        sizes.3 = shard_size(&state.with_extension(format!("grove{rep}")))?;
     }
     drop(chunk_sets);
     println!(
@@ -145,6 +183,24 @@ fn throughput(name: &str, files: &[PathBuf], state: &Path, reps: usize) -> anyho
         mb / grove.as_secs_f64(),
         grove.as_secs_f64() / bare.as_secs_f64()
     );
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!(
+        "  statistics for search across books, beside the bare per-book insert ({:.1} MiB on disk):",
+        mib(sizes.0)
+    );
+    println!(
+        "    term counts (grove)    +{:>5.1}% time, +{:.1} MiB ({:+.1}%)",
+        (with_terms.as_secs_f64() / bare.as_secs_f64() - 1.0) * 100.0,
+        mib(sizes.1.saturating_sub(sizes.0)),
+        (sizes.1 as f64 / sizes.0 as f64 - 1.0) * 100.0
+    );
+    println!(
+        "    a collection index     +{:>5.1}% time, +{:.1} MiB ({:+.1}%)",
+        (with_collection.as_secs_f64() / bare.as_secs_f64() - 1.0) * 100.0,
+        mib(sizes.2.saturating_sub(sizes.0)),
+        (sizes.2 as f64 / sizes.0 as f64 - 1.0) * 100.0
+    );
+    println!("  grove shard on disk    {:>8.1} MiB", mib(sizes.3));
     println!(
         "  CPU time (both threads): bare {:.0} ms, grove {:.0} ms ({:.2}x)",
         bare_cpu.as_secs_f64() * 1e3,
@@ -165,30 +221,79 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// The same index layout grove uses (one FTS5 table per book), with nothing
-/// else: no chunk rows, hashes, Merkle blocks or audit.
-fn bare_insert(path: &Path, chunk_sets: &[Vec<grove::text::Chunk>]) -> anyhow::Result<Duration> {
+/// What a bare insert builds beside the per-book index.
+#[derive(Clone, Copy, PartialEq)]
+enum Extra {
+    /// One FTS5 table per book (grove's layout), nothing else.
+    None,
+    /// Plus the statistics grove keeps for ranking across books: each
+    /// book's term counts summed into one `terms` table.
+    TermCounts,
+    /// Plus one collection-wide FTS5 table holding every chunk again (the
+    /// alternative to term counts that docs/search.md weighs).
+    CollectionIndex,
+}
+
+/// The same index layout grove uses (one FTS5 table per book), with
+/// nothing else: no chunk rows, hashes, Merkle blocks or audit; `extra`
+/// adds one way of keeping collection statistics. Returns the time taken
+/// and the database's size once checkpointed.
+fn bare_insert(
+    path: &Path,
+    chunk_sets: &[Vec<grove::text::Chunk>],
+    extra: Extra,
+) -> anyhow::Result<(Duration, u64)> {
+    const FTS: &str =
+        "USING fts5 (text, content = '', tokenize = 'porter unicode61 remove_diacritics 2')";
     let conn = rusqlite::Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "wal")?;
+    conn.execute_batch(&format!(
+        "CREATE TABLE terms (term TEXT PRIMARY KEY, chunks INTEGER NOT NULL) WITHOUT ROWID;
+         CREATE VIRTUAL TABLE everything {FTS};"
+    ))?;
     let t = Instant::now();
     let mut rowid = 0i64;
     for (b, chunks) in chunk_sets.iter().enumerate() {
         let tx =
             rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Deferred)?;
-        tx.execute_batch(&format!(
-            "CREATE VIRTUAL TABLE t{b} USING fts5 (text, content = '', tokenize = 'porter unicode61 remove_diacritics 2')"
-        ))?;
+        tx.execute_batch(&format!("CREATE VIRTUAL TABLE t{b} {FTS}"))?;
         {
             let mut stmt =
                 tx.prepare(&format!("INSERT INTO t{b} (rowid, text) VALUES (?1, ?2)"))?;
+            let mut everything =
+                tx.prepare("INSERT INTO everything (rowid, text) VALUES (?1, ?2)")?;
             for c in chunks {
                 rowid += 1;
                 stmt.execute(rusqlite::params![rowid, c.text])?;
+                if extra == Extra::CollectionIndex {
+                    everything.execute(rusqlite::params![rowid, c.text])?;
+                }
             }
+        }
+        if extra == Extra::TermCounts {
+            tx.execute_batch(&format!(
+                "INSERT INTO t{b} (t{b}) VALUES ('flush');
+                 CREATE VIRTUAL TABLE temp.v USING fts5vocab (main, t{b}, row);
+                 INSERT INTO terms (term, chunks) SELECT term, doc FROM temp.v WHERE true
+                 ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks;
+                 DROP TABLE temp.v;"
+            ))?;
         }
         tx.commit()?;
     }
-    Ok(t.elapsed())
+    let elapsed = t.elapsed();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")?;
+    drop(conn);
+    Ok((elapsed, std::fs::metadata(path)?.len()))
+}
+
+/// A state directory's main shard file, checkpointed.
+fn shard_size(state: &Path) -> anyhow::Result<u64> {
+    let path = Store::new(state).shard_path("main");
+    let conn = rusqlite::Connection::open(&path)?;
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")?;
+    drop(conn);
+    Ok(std::fs::metadata(&path)?.len())
 }
 
 fn ingest_files(state: &Path, files: &[PathBuf]) -> anyhow::Result<(u64, f64)> {
@@ -291,30 +396,73 @@ fn search_and_proofs(state: &Path) -> anyhow::Result<()> {
     let store = Store::new(state);
     let shard = store.open("main")?;
     let books = shard.books(false)?;
-    println!(
-        "\nsearch on a shard of {} books, book-scoped top-6:",
-        books.len()
-    );
+    println!("\nsearch on a shard of {} books, top-6:", books.len());
+    // The same queries for every scope: two to four Zipf-distributed words.
     let mut words = Words::new(7);
-    let mut times = Vec::new();
-    let mut hits = 0usize;
-    for i in 0..2000 {
+    let queries: Vec<String> = (0..2000)
+        .map(|i| {
+            let n = 2 + i % 3;
+            (0..n)
+                .map(|_| words.word().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let report = |what: &str, goal: &str, times: &mut Vec<Duration>, hits: usize| {
+        times.sort();
+        println!(
+            "  {what}: {} queries, {:.1} hits/query: p50 {:?}, p99 {:?} ({goal})",
+            times.len(),
+            hits as f64 / times.len() as f64,
+            percentile(times, 0.5),
+            percentile(times, 0.99)
+        );
+    };
+    let (mut times, mut hits) = (Vec::new(), 0usize);
+    for (i, query) in queries.iter().enumerate() {
         let book = &books[i % books.len()];
-        let n = 2 + i % 3;
-        let query: Vec<String> = (0..n).map(|_| words.word().to_string()).collect();
         let t = Instant::now();
-        hits += shard
-            .search(&query.join(" "), SearchScope::Book(book), 6)?
-            .len();
+        hits += shard.search(query, SearchScope::Book(book), 6)?.len();
         times.push(t.elapsed());
     }
-    times.sort();
-    println!(
-        "  {} queries, {:.1} hits/query: p50 {:?}, p99 {:?} (goal p50 < 1 ms, p99 < 5 ms)",
-        times.len(),
-        hits as f64 / times.len() as f64,
-        percentile(&times, 0.5),
-        percentile(&times, 0.99)
+    report(
+        "book-scoped",
+        "goal p50 < 1 ms, p99 < 5 ms",
+        &mut times,
+        hits,
+    );
+    // All books ranked as one collection: far fewer queries, each reads
+    // every book's index.
+    let all = &queries[..400];
+    let (mut times, mut hits) = (Vec::new(), 0usize);
+    for query in all {
+        let t = Instant::now();
+        hits += shard.search(query, SearchScope::All, 6)?.len();
+        times.push(t.elapsed());
+    }
+    report("all books", "goal p50 < 5 ms", &mut times, hits);
+    let (mut times, mut stats_times) = (Vec::new(), Vec::new());
+    for query in all {
+        let t = Instant::now();
+        let stats = shard.query_stats(query, 6)?;
+        stats_times.push(t.elapsed());
+        shard.search_ranked(query, &stats, 6)?;
+        times.push(t.elapsed() - stats_times[stats_times.len() - 1]);
+    }
+    report("  of which round 1 (stats)", "", &mut stats_times, 0);
+    report("  of which round 2 (scoring)", "", &mut times, 0);
+    // As `grove book search` without a daemon runs it: shards opened per query.
+    let (mut times, mut hits) = (Vec::new(), 0usize);
+    for query in &all[..100] {
+        let t = Instant::now();
+        hits += store.search(query, None, 6)?.len();
+        times.push(t.elapsed());
+    }
+    report(
+        "all books, opening the store per query",
+        "what one CLI call pays",
+        &mut times,
+        hits,
     );
     let mut times = Vec::new();
     for i in 0..5000u64 {

@@ -1,0 +1,332 @@
+//! The two FTS5 extension points grove's collection-wide ranking needs, over
+//! SQLite's C API: the `grove_rank` ranking function (FTS5's own `bm25()`,
+//! fed the collection's statistics instead of its table's), and the index's
+//! tokenizer, to find the indexed terms of a query's words.
+//!
+//! `grove_rank(fts_table, weights, books, k)` keeps the best `k` rows of its
+//! query as FTS5 hands them over: a row's score (higher is better) when it
+//! enters the best `k` so far, NULL when it cannot, so `WHERE ... IS NOT
+//! NULL` keeps only a few rows, a superset of the top `k`. `weights` and
+//! `books` are [`rank::Scorer`]'s encoding of the collection's weights and of
+//! the searched books' chunks: each chunk's length in tokens (kept at ingest
+//! from FTS5's own counts, so no row's length is read from the index) and
+//! its place among ties (book key, then chunk index). Scoring itself is
+//! [`rank::Scorer`]; this file only reads FTS5's phrase counts.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ptr;
+
+use rusqlite::Connection;
+use rusqlite::ffi;
+
+use super::rank;
+
+/// The tokenizer every grove index is created with.
+pub(crate) const TOKENIZE: &str = "porter unicode61 remove_diacritics 2";
+const TOKENIZER_NAME: &CStr = c"porter";
+const TOKENIZER_ARGS: [&CStr; 3] = [c"unicode61", c"remove_diacritics", c"2"];
+
+const FUNCTION_NAME: &CStr = c"grove_rank";
+
+/// The FTS5 API of a connection (`SELECT fts5(?1)`, as FTS5 documents).
+fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api> {
+    let mut api: *mut ffi::fts5_api = ptr::null_mut();
+    // SAFETY: `db` is this connection's open handle. The statement is
+    // prepared, bound to a pointer slot that outlives it, stepped once and
+    // finalized here; FTS5 writes the API pointer into `api` during the step.
+    unsafe {
+        let db = conn.handle();
+        let mut stmt: *mut ffi::sqlite3_stmt = ptr::null_mut();
+        let rc = ffi::sqlite3_prepare_v2(
+            db,
+            c"SELECT fts5(?1)".as_ptr(),
+            -1,
+            &mut stmt,
+            ptr::null_mut(),
+        );
+        if rc != ffi::SQLITE_OK {
+            return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None));
+        }
+        let rc = ffi::sqlite3_bind_pointer(
+            stmt,
+            1,
+            (&mut api as *mut *mut ffi::fts5_api).cast::<c_void>(),
+            c"fts5_api_ptr".as_ptr(),
+            None,
+        );
+        let step = if rc == ffi::SQLITE_OK {
+            ffi::sqlite3_step(stmt)
+        } else {
+            rc
+        };
+        ffi::sqlite3_finalize(stmt);
+        if step != ffi::SQLITE_ROW || api.is_null() {
+            return Err(rusqlite::Error::SqliteFailure(
+                ffi::Error::new(ffi::SQLITE_ERROR),
+                Some("FTS5 is not available".into()),
+            ));
+        }
+    }
+    Ok(api)
+}
+
+/// Registers `grove_rank` on a connection (each connection, once).
+pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
+    let api = fts5_api(conn)?;
+    // SAFETY: `api` is the live FTS5 API of this connection; the function
+    // has no user data and nothing to destroy.
+    let rc = unsafe {
+        match (*api).xCreateFunction {
+            Some(create) => create(
+                api,
+                FUNCTION_NAME.as_ptr(),
+                ptr::null_mut(),
+                Some(grove_rank),
+                None,
+            ),
+            None => ffi::SQLITE_ERROR,
+        }
+    };
+    if rc == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None))
+    }
+}
+
+/// Reports an error from inside the ranking function.
+///
+/// # Safety
+/// `ctx` must be the function's live context.
+unsafe fn fail(ctx: *mut ffi::sqlite3_context, message: &CStr) {
+    // SAFETY: the caller's context; SQLite copies the message.
+    unsafe { ffi::sqlite3_result_error(ctx, message.as_ptr(), -1) }
+}
+
+/// A blob argument's bytes.
+///
+/// # Safety
+/// `value` must be a live argument value; the slice must not outlive it.
+unsafe fn blob<'a>(value: *mut ffi::sqlite3_value) -> &'a [u8] {
+    // SAFETY: SQLite returns the blob's bytes (or null for an empty one),
+    // valid until the value changes, which it does not during the call.
+    unsafe {
+        let data = ffi::sqlite3_value_blob(value).cast::<u8>();
+        let bytes = ffi::sqlite3_value_bytes(value);
+        if data.is_null() || bytes <= 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(data, bytes as usize)
+        }
+    }
+}
+
+/// What `grove_rank` keeps for one query: its arguments, decoded once, and
+/// the best rows so far.
+struct Query {
+    scorer: rank::Scorer,
+    top: rank::TopK,
+    freq: Vec<f64>,
+    /// The last row answered, and the answer.
+    last: Option<(i64, Option<f64>)>,
+}
+
+unsafe extern "C" fn drop_query(p: *mut c_void) {
+    // SAFETY: `p` is the Box leaked by `grove_rank` for this query, which
+    // FTS5 frees once.
+    unsafe { drop(Box::from_raw(p.cast::<Query>())) }
+}
+
+/// `grove_rank(fts_table, weights, books, k)`: see the module documentation.
+unsafe extern "C" fn grove_rank(
+    api: *const ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    ctx: *mut ffi::sqlite3_context,
+    n_val: c_int,
+    values: *mut *mut ffi::sqlite3_value,
+) {
+    // SAFETY: FTS5 calls this with its live API, context and `n_val`
+    // argument values; every pointer read below comes from them and is used
+    // only during this call, except the per-query state, which FTS5 owns
+    // (set with xSetAuxdata, freed with `drop_query`).
+    unsafe {
+        let api = &*api;
+        let (
+            Some(phrase_count),
+            Some(rowid),
+            Some(phrase_first),
+            Some(phrase_next),
+            Some(get_aux),
+            Some(set_aux),
+        ) = (
+            api.xPhraseCount,
+            api.xRowid,
+            api.xPhraseFirst,
+            api.xPhraseNext,
+            api.xGetAuxdata,
+            api.xSetAuxdata,
+        )
+        else {
+            return fail(ctx, c"grove_rank: FTS5 API incomplete");
+        };
+        let mut query = get_aux(fts, 0).cast::<Query>();
+        if query.is_null() {
+            if n_val != 3 || values.is_null() {
+                return fail(ctx, c"grove_rank takes the table, weights, books and k");
+            }
+            let args = std::slice::from_raw_parts(values, 3);
+            let k = ffi::sqlite3_value_int64(args[2]).max(0) as usize;
+            let phrases = phrase_count(fts).max(0) as usize;
+            let Some(scorer) = rank::Scorer::decode(blob(args[0]), blob(args[1]), phrases) else {
+                return fail(ctx, c"grove_rank: weights or books malformed");
+            };
+            let fresh = Box::into_raw(Box::new(Query {
+                scorer,
+                top: rank::TopK::new(k),
+                freq: vec![0.0; phrases],
+                last: None,
+            }));
+            if set_aux(fts, fresh.cast::<c_void>(), Some(drop_query)) != ffi::SQLITE_OK {
+                return fail(ctx, c"grove_rank: out of memory");
+            }
+            query = fresh;
+        }
+        let query = &mut *query;
+        let id = rowid(fts);
+        // SQLite may evaluate the call twice for one row (in WHERE and in
+        // the result): the second time answers as the first.
+        let result = match query.last {
+            Some((last, result)) if last == id => result,
+            _ => {
+                for (phrase, f) in query.freq.iter_mut().enumerate() {
+                    let mut iter: ffi::Fts5PhraseIter = std::mem::zeroed();
+                    let (mut column, mut offset) = (0, 0);
+                    if phrase_first(fts, phrase as c_int, &mut iter, &mut column, &mut offset)
+                        != ffi::SQLITE_OK
+                    {
+                        return fail(ctx, c"grove_rank: cannot read a phrase");
+                    }
+                    let mut n = 0u32;
+                    while column >= 0 {
+                        n += 1;
+                        phrase_next(fts, &mut iter, &mut column, &mut offset);
+                    }
+                    *f = f64::from(n);
+                }
+                let Some((tie, tokens)) = query.scorer.locate(id) else {
+                    return fail(ctx, c"grove_rank: a row outside the searched books");
+                };
+                let score = query.scorer.score(&query.freq, tokens);
+                let result = query.top.offer(score, tie).then_some(score);
+                query.last = Some((id, result));
+                result
+            }
+        };
+        match result {
+            Some(score) => ffi::sqlite3_result_double(ctx, score),
+            None => ffi::sqlite3_result_null(ctx),
+        }
+    }
+}
+
+/// The index's tokenizer, borrowed from a connection's FTS5 (so it cannot
+/// outlive the connection).
+pub(crate) struct Tokenizer<'conn> {
+    tokenizer: ffi::fts5_tokenizer,
+    instance: *mut ffi::Fts5Tokenizer,
+    _conn: std::marker::PhantomData<&'conn Connection>,
+}
+
+impl<'conn> Tokenizer<'conn> {
+    /// The tokenizer grove's indexes use, as this connection's FTS5 has it.
+    pub(crate) fn new(conn: &'conn Connection) -> rusqlite::Result<Tokenizer<'conn>> {
+        let api = fts5_api(conn)?;
+        let none = || {
+            rusqlite::Error::SqliteFailure(
+                ffi::Error::new(ffi::SQLITE_ERROR),
+                Some(format!("FTS5 has no tokenizer `{TOKENIZE}`")),
+            )
+        };
+        // SAFETY: `api` is this connection's live FTS5 API; `tokenizer` is
+        // filled in by it, and the instance it creates is deleted in Drop.
+        unsafe {
+            let find = (*api).xFindTokenizer.ok_or_else(none)?;
+            let mut user: *mut c_void = ptr::null_mut();
+            let mut tokenizer: ffi::fts5_tokenizer = std::mem::zeroed();
+            if find(api, TOKENIZER_NAME.as_ptr(), &mut user, &mut tokenizer) != ffi::SQLITE_OK {
+                return Err(none());
+            }
+            let create = tokenizer.xCreate.ok_or_else(none)?;
+            let mut args: Vec<*const c_char> = TOKENIZER_ARGS.iter().map(|a| a.as_ptr()).collect();
+            let mut instance: *mut ffi::Fts5Tokenizer = ptr::null_mut();
+            if create(user, args.as_mut_ptr(), args.len() as c_int, &mut instance) != ffi::SQLITE_OK
+                || instance.is_null()
+            {
+                return Err(none());
+            }
+            Ok(Tokenizer {
+                tokenizer,
+                instance,
+                _conn: std::marker::PhantomData,
+            })
+        }
+    }
+
+    /// The terms FTS5 makes of `word` when it is a quoted phrase of a query.
+    pub(crate) fn tokens(&self, word: &str) -> rusqlite::Result<Vec<Vec<u8>>> {
+        unsafe extern "C" fn push(
+            ctx: *mut c_void,
+            _flags: c_int,
+            token: *const c_char,
+            n: c_int,
+            _start: c_int,
+            _end: c_int,
+        ) -> c_int {
+            // SAFETY: `ctx` is the Vec passed below; FTS5 hands a token of
+            // `n` bytes valid for this call.
+            unsafe {
+                let out = &mut *ctx.cast::<Vec<Vec<u8>>>();
+                out.push(
+                    std::slice::from_raw_parts(token.cast::<u8>(), n.max(0) as usize).to_vec(),
+                );
+            }
+            ffi::SQLITE_OK
+        }
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let Ok(len) = c_int::try_from(word.len()) else {
+            return Err(rusqlite::Error::ToSqlConversionFailure(
+                "word too long".into(),
+            ));
+        };
+        // SAFETY: the instance is live (deleted only in Drop); the text and
+        // the output Vec outlive the call.
+        let rc = unsafe {
+            match self.tokenizer.xTokenize {
+                Some(tokenize) => tokenize(
+                    self.instance,
+                    (&mut out as *mut Vec<Vec<u8>>).cast::<c_void>(),
+                    ffi::FTS5_TOKENIZE_QUERY,
+                    word.as_ptr().cast::<c_char>(),
+                    len,
+                    Some(push),
+                ),
+                None => ffi::SQLITE_ERROR,
+            }
+        };
+        if rc == ffi::SQLITE_OK {
+            Ok(out)
+        } else {
+            Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None))
+        }
+    }
+}
+
+impl Drop for Tokenizer<'_> {
+    fn drop(&mut self) {
+        if let Some(delete) = self.tokenizer.xDelete {
+            // SAFETY: the instance was created by this tokenizer and is
+            // deleted once.
+            unsafe { delete(self.instance) }
+        }
+    }
+}
