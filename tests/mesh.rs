@@ -104,16 +104,17 @@ fn deliver_all(nodes: &mut [Node], from: usize, t: Transition, now: i64, rng: &m
 
 /// A founder plus `extra` members added one by one over a reliable network.
 fn mesh_of(n: usize, seed: u64) -> (Vec<Node>, StdRng, i64) {
+    mesh_with_quorum(n, seed, QuorumRule::MAJORITY)
+}
+
+/// Like `mesh_of`, with the quorum rule chosen at genesis.
+fn mesh_with_quorum(n: usize, seed: u64, quorum: QuorumRule) -> (Vec<Node>, StdRng, i64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut nodes = vec![Node::new(&mut rng)];
     let mut now = 1_000_000;
-    let r = nodes[0].state.init(
-        &nodes[0].id,
-        "test mesh",
-        QuorumRule::MAJORITY,
-        now,
-        &mut rng,
-    );
+    let r = nodes[0]
+        .state
+        .init(&nodes[0].id, "test mesh", quorum, now, &mut rng);
     nodes[0].take(r, now).unwrap();
     for _ in 1..n {
         now += STEP_MS;
@@ -493,6 +494,8 @@ fn equivocation_is_refused_and_evidence_kept() {
         voter: nodes[0].id.peer_id(),
         proposal_created_ms: p1rec.created_ms,
         proposal_expires_ms: p1rec.expires_ms,
+        seq: 0,
+        releases: Vec::new(),
     };
     let second = codec::sign(&nodes[0].id, codec::tag::VOTE, &body);
     let msg = wire::MeshMessage {
@@ -532,13 +535,13 @@ fn expired_proposal_releases_votes_for_a_later_one() {
     let t = nodes[0].take(r, now).unwrap();
     deliver_all(&mut nodes, 0, t, now, &mut rng);
     // Node 0 cannot propose again while its yes is still bound.
-    assert_eq!(
+    assert!(matches!(
         nodes[0]
             .state
             .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng)
             .unwrap_err(),
-        MeshError::AlreadyVoted(epoch)
-    );
+        MeshError::AlreadyVoted { epoch: e, .. } if e == epoch
+    ));
     now += timing().proposal_ttl_ms;
     for node in nodes.iter_mut() {
         let r = node.state.tick(&node.id, now, &mut rng);
@@ -557,6 +560,269 @@ fn expired_proposal_releases_votes_for_a_later_one() {
     deliver_all(&mut nodes, 0, t, now, &mut rng);
     for n in &nodes {
         assert_eq!(n.state.epoch(), epoch + 1);
+    }
+}
+
+const TWO_THIRDS: QuorumRule = QuorumRule {
+    numerator: 2,
+    denominator: 3,
+};
+
+/// Node `by` proposes `change` (delivered to all); returns the proposal hash.
+fn propose_all(
+    nodes: &mut [Node],
+    by: usize,
+    change: ProposalChange,
+    now: i64,
+    rng: &mut StdRng,
+) -> [u8; 32] {
+    let r = nodes[by].state.propose(&nodes[by].id, change, now, rng);
+    let t = nodes[by].take(r, now).unwrap();
+    let hash = t
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            grove::mesh::state::Effect::PutProposal(p) => Some(p.hash),
+            _ => None,
+        })
+        .unwrap();
+    deliver_all(nodes, by, t, now, rng);
+    hash
+}
+
+/// Node `by` votes on `p` (delivered to all).
+fn vote_all(nodes: &mut [Node], by: usize, p: [u8; 32], yes: bool, now: i64, rng: &mut StdRng) {
+    let r = nodes[by].state.vote(&nodes[by].id, p, yes, now, rng);
+    let t = nodes[by].take(r, now).unwrap();
+    deliver_all(nodes, by, t, now, rng);
+}
+
+/// Every node can propose a rotate and have it committed by the others' yes votes.
+fn each_can_propose_and_commit(nodes: &mut [Node], now: &mut i64, rng: &mut StdRng) {
+    for by in 0..nodes.len() {
+        *now += STEP_MS;
+        let epoch = nodes[by].state.epoch();
+        let p = propose_all(nodes, by, ProposalChange::Rotate, *now, rng);
+        for other in (0..nodes.len()).filter(|&o| o != by) {
+            if nodes[other].state.epoch() == epoch {
+                vote_all(nodes, other, p, true, *now, rng);
+            }
+        }
+        for n in nodes.iter() {
+            assert_eq!(
+                n.state.epoch(),
+                epoch + 1,
+                "node {by}'s rotate was not committed"
+            );
+            assert_eq!(n.state.current_secret(), nodes[by].state.current_secret());
+        }
+    }
+}
+
+#[test]
+fn two_members_two_thirds_one_no_rejects_at_once_and_both_can_go_on() {
+    use grove::mesh::state::CloseReason;
+    let (mut nodes, mut rng, mut now) = mesh_with_quorum(2, 31, TWO_THIRDS);
+    assert_eq!(nodes[0].state.roster().unwrap().quorum_needed(), 2);
+    let epoch = nodes[0].state.epoch();
+    let p = propose_all(&mut nodes, 0, ProposalChange::Rotate, now, &mut rng);
+    vote_all(&mut nodes, 1, p, false, now, &mut rng);
+    // One no of two members leaves the 2/3 quorum unreachable: rejected at
+    // once on both nodes, decided by the same signed no vote.
+    for n in &nodes {
+        assert!(n.state.proposals.is_empty(), "the proposal is still open");
+        assert_eq!(n.state.closed[&p].reason, CloseReason::Rejected);
+        assert_eq!(n.state.epoch(), epoch);
+        assert!(n.state.evidence.is_empty());
+        n.store.verify_audit().unwrap();
+    }
+    // The rejection survives a restart.
+    nodes[1].restart();
+    assert_eq!(nodes[1].state.closed[&p].reason, CloseReason::Rejected);
+    let r = nodes[1].state.sync_request(&nodes[1].id, now);
+    let t = nodes[1].take(r, now).unwrap();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    // Both members can then propose and commit a rotate, each in turn.
+    each_can_propose_and_commit(&mut nodes, &mut now, &mut rng);
+    assert_eq!(nodes[0].state.epoch(), epoch + 2);
+    for n in &nodes {
+        assert!(
+            n.state.evidence.is_empty(),
+            "an honest release was taken for equivocation"
+        );
+    }
+}
+
+#[test]
+fn a_proposer_withdraws_and_every_vote_on_it_is_free() {
+    use grove::mesh::state::CloseReason;
+    let (mut nodes, mut rng, mut now) = mesh_of(3, 32);
+    let p = propose_all(&mut nodes, 0, ProposalChange::Rotate, now, &mut rng);
+    vote_all(&mut nodes, 1, p, false, now, &mut rng);
+    // Only its proposer may withdraw it.
+    assert!(matches!(
+        nodes[1].state.withdraw(&nodes[1].id, p, now).unwrap_err(),
+        MeshError::NotProposer(_)
+    ));
+    // Bound votes refuse a new proposal, and say what they wait for.
+    let err = nodes[1]
+        .state
+        .propose(&nodes[1].id, ProposalChange::Rotate, now, &mut rng)
+        .unwrap_err();
+    assert!(err.to_string().contains(&hex::encode(p)), "{err}");
+    assert!(err.to_string().contains("withdrawn"), "{err}");
+    let r = nodes[0].state.withdraw(&nodes[0].id, p, now);
+    let t = nodes[0].take(r, now).unwrap();
+    deliver_all(&mut nodes, 0, t, now, &mut rng);
+    for n in &nodes {
+        assert!(n.state.proposals.is_empty());
+        assert_eq!(n.state.closed[&p].reason, CloseReason::Withdrawn);
+    }
+    // A second withdrawal changes nothing.
+    assert_eq!(
+        nodes[0].state.withdraw(&nodes[0].id, p, now).unwrap_err(),
+        MeshError::Duplicate("withdrawal")
+    );
+    each_can_propose_and_commit(&mut nodes, &mut now, &mut rng);
+    for n in &nodes {
+        assert!(n.state.evidence.is_empty());
+    }
+}
+
+#[test]
+fn a_release_reaches_a_node_that_missed_the_closure_and_late_votes_are_no_evidence() {
+    let (mut nodes, mut rng, now) = mesh_of(3, 33);
+    // Node 0 proposes rotate and node 2 never hears of it (nor of its withdrawal).
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    let first_vote = t.outbound[1].message.clone();
+    let p = *nodes[0].state.proposals.keys().next().unwrap();
+    for o in &t.outbound {
+        let r = nodes[1]
+            .state
+            .receive(&nodes[1].id, &o.message, now, &mut rng);
+        nodes[1].take(r, now).unwrap();
+    }
+    let r = nodes[0].state.withdraw(&nodes[0].id, p, now);
+    nodes[0].take(r, now).unwrap();
+    // Node 0 proposes again: its new yes carries the withdrawal that frees the first.
+    let r = nodes[0]
+        .state
+        .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
+    let t = nodes[0].take(r, now).unwrap();
+    let released: Vec<Vec<u8>> = t.outbound.iter().map(|o| o.message.clone()).collect();
+    let bare = {
+        let m = wire::MeshMessage::decode(released[1].as_slice()).unwrap();
+        let Some(wire::mesh_message::Kind::ReleasedVote(rv)) = m.kind else {
+            panic!("a later vote travels with its release");
+        };
+        wire::MeshMessage {
+            kind: Some(wire::mesh_message::Kind::Vote(rv.vote.unwrap())),
+        }
+        .encode_to_vec()
+    };
+    // Without its release, node 2 cannot tell the vote is free: refused, no evidence.
+    let r = nodes[2]
+        .state
+        .receive(&nodes[2].id, &released[0], now, &mut rng);
+    nodes[2].take(r, now).unwrap();
+    assert_eq!(
+        nodes[2]
+            .state
+            .receive(&nodes[2].id, &bare, now, &mut rng)
+            .unwrap_err(),
+        MeshError::ReleaseMissing
+    );
+    // Node 1 holds the released vote but not the withdrawal: refused as well.
+    let r = nodes[1]
+        .state
+        .receive(&nodes[1].id, &released[0], now, &mut rng);
+    nodes[1].take(r, now).unwrap();
+    assert_eq!(
+        nodes[1]
+            .state
+            .receive(&nodes[1].id, &bare, now, &mut rng)
+            .unwrap_err(),
+        MeshError::ReleaseMissing
+    );
+    // Whole, it counts on both, and teaches them the withdrawal.
+    for i in [1, 2] {
+        let r = nodes[i]
+            .state
+            .receive(&nodes[i].id, &released[1], now, &mut rng);
+        nodes[i].take(r, now).unwrap();
+        assert!(nodes[i].state.closed.contains_key(&p));
+        assert!(!nodes[i].state.proposals.contains_key(&p));
+    }
+    // The first vote arriving late at node 2 is outdated, not equivocation.
+    let late = nodes[2]
+        .state
+        .receive(&nodes[2].id, &first_vote, now, &mut rng);
+    assert!(late.is_err() || late.unwrap().1.refused.is_none());
+    assert!(nodes[2].state.evidence.is_empty());
+    // Once a node knows the closure, the bare re-send is a duplicate.
+    assert_eq!(
+        nodes[1]
+            .state
+            .receive(&nodes[1].id, &bare, now, &mut rng)
+            .unwrap_err(),
+        MeshError::Duplicate("vote")
+    );
+    // The new proposal passes with node 1's yes.
+    let q = *nodes[1].state.proposals.keys().next().unwrap();
+    let epoch = nodes[0].state.epoch();
+    vote_all(&mut nodes, 1, q, true, now, &mut rng);
+    for n in &nodes {
+        assert_eq!(n.state.epoch(), epoch + 1);
+        assert!(n.state.evidence.is_empty());
+    }
+}
+
+#[test]
+fn a_release_that_proves_nothing_is_refused() {
+    let (mut nodes, mut rng, now) = mesh_of(3, 34);
+    let p = propose_all(&mut nodes, 0, ProposalChange::Rotate, now, &mut rng);
+    // Node 1 votes no (not enough to reject: 2 of 3 members must say no).
+    vote_all(&mut nodes, 1, p, false, now, &mut rng);
+    assert!(nodes[2].state.proposals.contains_key(&p));
+    // Node 1 builds a later vote on another proposal whose "release" is its
+    // one no vote: it proves nothing, so every node refuses it alike.
+    let prev = nodes[1].state.votes[&(nodes[1].state.epoch(), nodes[1].id.peer_id())].clone();
+    let prev_signed = wire::Signed::decode(prev.signed.as_slice()).unwrap();
+    let roster = nodes[1].state.roster().unwrap().clone();
+    let body = wire::Vote {
+        mesh_id: roster.mesh_id.to_vec(),
+        epoch: roster.epoch,
+        roster_hash: nodes[1].state.tip.to_vec(),
+        proposal_hash: vec![7; 32],
+        yes: true,
+        voter: nodes[1].id.peer_id(),
+        proposal_created_ms: now,
+        proposal_expires_ms: now + 10_000,
+        seq: 1,
+        releases: codec::hash(codec::label::VOTE, &prev_signed.body).to_vec(),
+    };
+    let vote = codec::sign(&nodes[1].id, codec::tag::VOTE, &body);
+    let msg = wire::MeshMessage {
+        kind: Some(wire::mesh_message::Kind::ReleasedVote(wire::ReleasedVote {
+            vote: Some(vote),
+            release: Some(wire::VoteRelease {
+                previous: Some(prev_signed.clone()),
+                proposal: None,
+                withdrawal: None,
+                no_votes: vec![prev_signed],
+            }),
+        })),
+    }
+    .encode_to_vec();
+    for i in [0, 2] {
+        let before = nodes[i].state.clone();
+        let err = before
+            .receive(&nodes[i].id, &msg, now, &mut rng)
+            .unwrap_err();
+        assert!(matches!(err, MeshError::InvalidRelease(_)), "{err}");
     }
 }
 
@@ -1084,6 +1350,12 @@ fn forge(bytes: &[u8], outsider: &Identity) -> Vec<u8> {
         Some(Kind::JoinRequest(s)) => resign(s, codec::tag::JOIN),
         Some(Kind::SyncRequest(s)) => resign(s, codec::tag::SYNC_REQUEST),
         Some(Kind::SyncResponse(s)) => resign(s, codec::tag::SYNC_RESPONSE),
+        Some(Kind::Withdrawal(s)) => resign(s, codec::tag::WITHDRAWAL),
+        Some(Kind::ReleasedVote(rv)) => {
+            if let Some(v) = rv.vote.as_mut() {
+                resign(v, codec::tag::VOTE);
+            }
+        }
         Some(Kind::Welcome(w)) => {
             if let Some(c) = w.commit.as_mut() {
                 resign(c, codec::tag::COMMIT);

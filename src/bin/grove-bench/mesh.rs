@@ -136,6 +136,8 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
                     voter: id.peer_id(),
                     proposal_created_ms: now,
                     proposal_expires_ms: now + 3_600_000,
+                    seq: 0,
+                    releases: Vec::new(),
                 },
             )
         })
@@ -265,6 +267,9 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
                 proposal_created_ms: body.proposal_created_ms,
                 proposal_expires_ms: body.proposal_expires_ms,
                 signed: v.encode_to_vec(),
+                seq: 0,
+                releases: None,
+                release: None,
             },
         );
     }
