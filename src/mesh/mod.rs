@@ -5,12 +5,15 @@
 //! gossip keys), `invite` (signed invites and their text form) and `state`
 //! (the membership state machine: input -> effects + messages to send).
 //! IO at the edge: `store` persists every transition in `<state_dir>/mesh.db`.
+//! `sim` is a seeded simulation of a whole mesh over the real state machine
+//! (safety and liveness checks for tests and `grove-bench`).
 //! The protocol is written down in docs/mesh-protocol.md.
 
 pub mod codec;
 pub mod envelope;
 pub mod invite;
 pub mod roster;
+pub mod sim;
 pub mod state;
 pub mod store;
 

@@ -1345,8 +1345,8 @@ impl MeshState {
     }
 
     /// The messages this node re-sends while they matter: its own open
-    /// proposals and its votes at the current roster (each whole, a later
-    /// vote with its release).
+    /// proposals, its votes at the current roster (each whole, a later vote
+    /// with its release) and its withdrawals.
     pub fn republish(&self) -> Vec<Vec<u8>> {
         let me = &self.me.peer_id;
         let mut out = Vec::new();
@@ -1364,6 +1364,21 @@ impl MeshState {
         {
             if let Ok(m) = vote_message(v) {
                 out.push(m);
+            }
+        }
+        for c in self
+            .closed
+            .values()
+            .filter(|c| c.reason == CloseReason::Withdrawn && c.roster_hash == self.tip)
+        {
+            let withdrawal = codec::decode_canonical::<wire::VoteRelease>(&c.proof, "closure")
+                .ok()
+                .and_then(|proof| proof.withdrawal)
+                .filter(|w| w.signer == self.me.ed25519);
+            if let Some(w) = withdrawal {
+                out.push(codec::encode(&wire::MeshMessage {
+                    kind: Some(Kind::Withdrawal(w)),
+                }));
             }
         }
         out
@@ -2162,16 +2177,28 @@ impl MeshState {
             .filter_map(|k| <[u8; 32]>::try_from(k.as_slice()).ok())
             .collect();
         let chain = self.chain();
-        let mut commits = Vec::new();
+        let mut nodes = Vec::new();
         for hash in &chain {
             if known.contains(hash) {
                 break;
             }
-            if let Some(c) = self.rosters.get(hash).and_then(|n| n.commit.as_ref()) {
-                commits.push(codec::decode_canonical::<wire::Signed>(c, "stored commit")?);
+            if let Some(n) = self.rosters.get(hash) {
+                nodes.push(n);
             }
         }
-        commits.reverse();
+        nodes.reverse();
+        // A former member gets the commits up to the one that removed it and
+        // nothing after (§10): it can use no later one.
+        if let Some(cut) = nodes
+            .iter()
+            .position(|n| n.roster.member_with_key(&body.requester, &signer).is_none())
+        {
+            nodes.truncate(cut + 1);
+        }
+        let mut commits = Vec::new();
+        for c in nodes.iter().filter_map(|n| n.commit.as_ref()) {
+            commits.push(codec::decode_canonical::<wire::Signed>(c, "stored commit")?);
+        }
         let mut revocations = Vec::new();
         for r in self.revoked.values() {
             revocations.push(codec::decode_canonical::<wire::Signed>(
