@@ -23,7 +23,6 @@ use super::stats::Stats;
 use crate::mesh::state::MeshState;
 use crate::net::protocol::{mesh_topic, roots_topic};
 use crate::net::{Event, Network};
-use crate::wire::mesh as wire;
 
 /// How often the node re-announces its roots even when nothing changed.
 const ANNOUNCE_EVERY_TICKS: u64 = 120;
@@ -236,8 +235,9 @@ impl NodeLoop {
         }
     }
 
-    /// Re-sends this node's open proposals and its votes of the current
-    /// epoch, sealed as when first sent.
+    /// Re-sends this node's open proposals, its votes (with the releases
+    /// they carry) and its withdrawals of the current epoch, sealed as when
+    /// first sent (`MeshState::republish` says which).
     async fn republish_open(&self, view: &MeshState) {
         let Some(mesh) = &view.mesh else {
             return;
@@ -245,26 +245,8 @@ impl NodeLoop {
         if !view.is_member() || view.roster().is_some_and(|r| r.members.len() <= 1) {
             return;
         }
-        let me = &view.me.peer_id;
-        let epoch = view.epoch();
-        let mut messages = Vec::new();
-        for p in view.proposals.values().filter(|p| &p.proposer == me) {
-            if let Ok(signed) = wire::Signed::decode(p.signed.as_slice()) {
-                messages.push(wire::mesh_message::Kind::Proposal(signed));
-            }
-        }
-        for v in view
-            .votes
-            .values()
-            .filter(|v| &v.voter == me && v.epoch == epoch)
-        {
-            if let Ok(signed) = wire::Signed::decode(v.signed.as_slice()) {
-                messages.push(wire::mesh_message::Kind::Vote(signed));
-            }
-        }
         let topic = mesh_topic(&mesh.mesh_id);
-        for kind in messages {
-            let bytes = wire::MeshMessage { kind: Some(kind) }.encode_to_vec();
+        for bytes in view.republish() {
             let sealed = view.seal_mesh_message(&topic, &bytes, &mut rand::rng());
             if let Ok(sealed) = sealed
                 && self

@@ -26,6 +26,7 @@ pub mod tag {
     pub const REVOCATION: &[u8] = b"grove-mesh/v1/revocation\0";
     pub const SYNC_REQUEST: &[u8] = b"grove-mesh/v1/sync-request\0";
     pub const SYNC_RESPONSE: &[u8] = b"grove-mesh/v1/sync-response\0";
+    pub const WITHDRAWAL: &[u8] = b"grove-mesh/v1/withdrawal\0";
 }
 
 /// Hash domain labels.
@@ -34,6 +35,7 @@ pub mod label {
     pub const COMMIT: &[u8] = b"grove-mesh/v1/commit-hash\0";
     pub const PROPOSAL: &[u8] = b"grove-mesh/v1/proposal-hash\0";
     pub const MESSAGE: &[u8] = b"grove-mesh/v1/message-hash\0";
+    pub const VOTE: &[u8] = b"grove-mesh/v1/vote-hash\0";
 }
 
 /// SHA-256 of `label || bytes`.

@@ -5,12 +5,15 @@
 //! gossip keys), `invite` (signed invites and their text form) and `state`
 //! (the membership state machine: input -> effects + messages to send).
 //! IO at the edge: `store` persists every transition in `<state_dir>/mesh.db`.
+//! `sim` is a seeded simulation of a whole mesh over the real state machine
+//! (safety and liveness checks for tests and `grove-bench`).
 //! The protocol is written down in docs/mesh-protocol.md.
 
 pub mod codec;
 pub mod envelope;
 pub mod invite;
 pub mod roster;
+pub mod sim;
 pub mod state;
 pub mod store;
 
@@ -139,8 +142,24 @@ pub enum MeshError {
     NotAMember,
     #[error("not synced since restart: this node casts no vote until it has synced with a member")]
     NotSynced,
-    #[error("this node already voted at epoch {0} on a proposal that is still open")]
-    AlreadyVoted(u64),
+    #[error(
+        "this node already voted at epoch {epoch} on proposal {proposal}, which is still open: \
+         its vote is bound until that proposal is committed, rejected or withdrawn by its \
+         proposer, or expires in {expires_in_secs} s"
+    )]
+    AlreadyVoted {
+        epoch: u64,
+        proposal: String,
+        expires_in_secs: i64,
+    },
+    #[error("only the proposer of {0} can withdraw it")]
+    NotProposer(String),
+    #[error(
+        "a vote that releases an earlier one must carry its release; wait for the voter's full message"
+    )]
+    ReleaseMissing,
+    #[error("invalid release of an earlier vote: {0}")]
+    InvalidRelease(String),
     #[error("invalid quorum rule {numerator}/{denominator}: it must stay above half the roster")]
     BadQuorum { numerator: u32, denominator: u32 },
     #[error("{0}")]

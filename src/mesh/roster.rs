@@ -269,6 +269,12 @@ impl Roster {
         self.quorum.needed(self.members.len())
     }
 
+    /// The smallest number of no votes that makes a quorum unreachable: with
+    /// that many members against, the others are fewer than a quorum.
+    pub fn rejection_needed(&self) -> usize {
+        self.members.len().saturating_sub(self.quorum_needed()) + 1
+    }
+
     /// Checks that `change` can apply to this roster.
     pub fn check_change(&self, change: &Change) -> Result<(), MeshError> {
         match change {

@@ -96,6 +96,54 @@ pub struct VoteRec {
     pub proposal_expires_ms: i64,
     /// Encoded `Signed { Vote }`.
     pub signed: Vec<u8>,
+    /// This voter's vote number at the epoch (0 for its first).
+    pub seq: u32,
+    /// The vote hash of the vote this one releases (seq - 1), from seq 1 on.
+    pub releases: Option<[u8; 32]>,
+    /// Encoded `VoteRelease` carried with it (this node's own votes, and
+    /// received ones that came with theirs), so it can be sent again whole.
+    pub release: Option<Vec<u8>>,
+}
+
+/// How a proposal closed before it was committed or expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Signed no votes made its quorum unreachable.
+    Rejected,
+    /// Its proposer signed a withdrawal.
+    Withdrawn,
+}
+
+impl CloseReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::Rejected => "rejected",
+            CloseReason::Withdrawn => "withdrawn",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CloseReason> {
+        Some(match s {
+            "rejected" => CloseReason::Rejected,
+            "withdrawn" => CloseReason::Withdrawn,
+            _ => return None,
+        })
+    }
+}
+
+/// A proposal of the current roster that closed early, with the signed
+/// artifacts that prove it (anyone can check them against the roster).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClosedRec {
+    pub hash: [u8; 32],
+    pub epoch: u64,
+    pub roster_hash: [u8; 32],
+    pub reason: CloseReason,
+    /// Encoded `VoteRelease` without `previous`: the proposal and its
+    /// withdrawal, or the no votes. A vote that releases a vote on this
+    /// proposal carries it.
+    pub proof: Vec<u8>,
+    pub at_ms: i64,
 }
 
 /// Two conflicting signed votes by one member at one epoch.
@@ -190,6 +238,8 @@ pub enum Effect {
     DeleteProposal([u8; 32]),
     PutVote(VoteRec),
     DeleteVotesBefore(u64),
+    PutClosed(ClosedRec),
+    DeleteClosed([u8; 32]),
     PutEvidence(Evidence),
     PutInvite(InviteRec),
     PutRevocation { id: [u8; 16], signed: Vec<u8> },
@@ -260,6 +310,8 @@ pub struct MeshState {
     pub secrets: BTreeMap<[u8; 32], SecretEntry>,
     pub proposals: BTreeMap<[u8; 32], Arc<ProposalRec>>,
     pub votes: BTreeMap<(u64, Vec<u8>), VoteRec>,
+    /// Proposals of the current roster that were rejected or withdrawn.
+    pub closed: BTreeMap<[u8; 32], ClosedRec>,
     pub evidence: Vec<Evidence>,
     pub invites: BTreeMap<[u8; 16], InviteRec>,
     pub revoked: BTreeMap<[u8; 16], Vec<u8>>,
@@ -303,6 +355,12 @@ impl Tx {
             }
             Effect::DeleteVotesBefore(epoch) => {
                 self.s.votes.retain(|(e, _), _| *e >= *epoch);
+            }
+            Effect::PutClosed(c) => {
+                self.s.closed.insert(c.hash, c.clone());
+            }
+            Effect::DeleteClosed(h) => {
+                self.s.closed.remove(h);
             }
             Effect::PutEvidence(ev) => self.s.evidence.push(ev.clone()),
             Effect::PutInvite(i) => {
@@ -363,6 +421,7 @@ impl MeshState {
             secrets: BTreeMap::new(),
             proposals: BTreeMap::new(),
             votes: BTreeMap::new(),
+            closed: BTreeMap::new(),
             evidence: Vec::new(),
             invites: BTreeMap::new(),
             revoked: BTreeMap::new(),
@@ -721,10 +780,8 @@ fn tx_propose<R: CryptoRng + ?Sized>(
         return Err(MeshError::NotSynced);
     }
     let epoch = roster.epoch;
-    if let Some(mine) = tx.s.votes.get(&(epoch, id.peer_id()))
-        && now_ms < mine.proposal_expires_ms
-    {
-        return Err(MeshError::AlreadyVoted(epoch));
+    if let Some(mine) = tx.s.binding_vote(&id.peer_id(), now_ms) {
+        return Err(already_voted(mine, now_ms));
     }
     let wire_change = match change {
         ProposalChange::Add(req) => wire::proposal::Change::Add(req),
@@ -794,13 +851,34 @@ fn tx_cast_vote(
     if now_ms >= p.expires_ms {
         return Err(MeshError::ProposalExpired);
     }
-    if let Some(prev) = tx.s.votes.get(&(p.epoch, id.peer_id())) {
-        if prev.proposal_hash == proposal_hash && prev.yes == yes {
-            return Err(MeshError::Duplicate("vote"));
+    let me = id.peer_id();
+    // A later vote at the same epoch names the one it releases and carries
+    // why that one is free (§5), so every node can check it alike.
+    let mut seq = 0;
+    let mut releases = None;
+    let mut release = None;
+    let prev =
+        tx.s.votes
+            .get(&(p.epoch, me.clone()))
+            .filter(|v| v.roster_hash == p.roster_hash)
+            .cloned();
+    if let Some(prev) = prev {
+        if prev.proposal_hash == proposal_hash {
+            if prev.yes == yes {
+                return Err(MeshError::Duplicate("vote"));
+            }
+            return Err(already_voted(&prev, now_ms));
         }
-        if p.created_ms < prev.proposal_expires_ms {
-            return Err(MeshError::AlreadyVoted(p.epoch));
-        }
+        let mut proof = match tx.s.closed.get(&prev.proposal_hash) {
+            Some(c) => codec::decode_canonical::<wire::VoteRelease>(&c.proof, "stored closure")?,
+            None if p.created_ms >= prev.proposal_expires_ms => wire::VoteRelease::default(),
+            None => return Err(already_voted(&prev, now_ms)),
+        };
+        let prev_signed = codec::decode_canonical::<wire::Signed>(&prev.signed, "stored vote")?;
+        releases = Some(codec::hash(label::VOTE, &prev_signed.body));
+        proof.previous = Some(prev_signed);
+        seq = prev.seq + 1;
+        release = Some(proof);
     }
     let body = wire::Vote {
         mesh_id: tx.s.mesh_id()?.to_vec(),
@@ -808,27 +886,544 @@ fn tx_cast_vote(
         roster_hash: p.roster_hash.to_vec(),
         proposal_hash: proposal_hash.to_vec(),
         yes,
-        voter: id.peer_id(),
+        voter: me.clone(),
         proposal_created_ms: p.created_ms,
         proposal_expires_ms: p.expires_ms,
+        seq,
+        releases: releases.map(|r| r.to_vec()).unwrap_or_default(),
     };
     let signed = codec::sign(id, tag::VOTE, &body);
     let rec = VoteRec {
         epoch: p.epoch,
-        voter: id.peer_id(),
+        voter: me,
         roster_hash: p.roster_hash,
         proposal_hash,
         yes,
         proposal_created_ms: p.created_ms,
         proposal_expires_ms: p.expires_ms,
         signed: codec::encode(&signed),
+        seq,
+        releases,
+        release: release.as_ref().map(codec::encode),
     };
     tx.effect(Effect::PutVote(rec));
     tx.audit(
         "mesh.vote",
         json!({"proposal": h(&proposal_hash), "epoch": p.epoch, "yes": yes, "by": "self"}),
     );
-    tx.send(Dest::All, Kind::Vote(signed));
+    match release {
+        Some(r) => tx.send(
+            Dest::All,
+            Kind::ReleasedVote(wire::ReleasedVote {
+                vote: Some(signed),
+                release: Some(r),
+            }),
+        ),
+        None => tx.send(Dest::All, Kind::Vote(signed)),
+    }
+    if !yes {
+        tx_check_rejection(tx, proposal_hash, now_ms)?;
+    }
+    Ok(())
+}
+
+/// The refusal for a vote or proposal while `v` still binds this node.
+fn already_voted(v: &VoteRec, now_ms: i64) -> MeshError {
+    let left_ms = v.proposal_expires_ms.saturating_sub(now_ms).max(0);
+    MeshError::AlreadyVoted {
+        epoch: v.epoch,
+        proposal: h(&v.proposal_hash),
+        expires_in_secs: left_ms.saturating_add(999) / 1000,
+    }
+}
+
+/// The facts of one signed vote that the release and conflict rules use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct VoteFacts {
+    hash: [u8; 32],
+    proposal: [u8; 32],
+    seq: u32,
+    releases: Option<[u8; 32]>,
+    created_ms: i64,
+    expires_ms: i64,
+}
+
+impl VoteFacts {
+    fn of(body: &wire::Vote, signed_body: &[u8]) -> Result<VoteFacts, MeshError> {
+        let releases = match (body.seq, body.releases.is_empty()) {
+            (0, true) => None,
+            (0, false) | (_, true) => {
+                return Err(MeshError::malformed(
+                    "vote",
+                    "a vote names the vote it releases exactly when seq > 0",
+                ));
+            }
+            _ => Some(bytes32(&body.releases, "vote releases")?),
+        };
+        Ok(VoteFacts {
+            hash: codec::hash(label::VOTE, signed_body),
+            proposal: bytes32(&body.proposal_hash, "vote proposal hash")?,
+            seq: body.seq,
+            releases,
+            created_ms: body.proposal_created_ms,
+            expires_ms: body.proposal_expires_ms,
+        })
+    }
+
+    fn of_rec(v: &VoteRec) -> Result<VoteFacts, MeshError> {
+        let signed = codec::decode_canonical::<wire::Signed>(&v.signed, "stored vote")?;
+        Ok(VoteFacts {
+            hash: codec::hash(label::VOTE, &signed.body),
+            proposal: v.proposal_hash,
+            seq: v.seq,
+            releases: v.releases,
+            created_ms: v.proposal_created_ms,
+            expires_ms: v.proposal_expires_ms,
+        })
+    }
+}
+
+/// True when two different signed votes by one member at one roster cannot
+/// both be honest (§5): two votes on one proposal; two with the same number
+/// whose proposals' lifetimes overlap; or consecutive ones where the later
+/// names another vote as the one it releases. Depends on the two votes only,
+/// so every node holding them judges alike.
+fn votes_conflict(a: &VoteFacts, b: &VoteFacts) -> bool {
+    if a.hash == b.hash {
+        return false;
+    }
+    if a.proposal == b.proposal {
+        return true;
+    }
+    let (lo, hi) = if a.seq <= b.seq { (a, b) } else { (b, a) };
+    if lo.seq == hi.seq {
+        return !(hi.created_ms >= lo.expires_ms || lo.created_ms >= hi.expires_ms);
+    }
+    if lo.seq + 1 == hi.seq {
+        return hi.releases != Some(lo.hash);
+    }
+    false
+}
+
+/// Checks that `withdrawal` is the proposer's withdrawal of `proposal_hash`
+/// at this roster (`proposer` and `proposer_key` come from the proposal).
+fn check_withdrawal_body(
+    roster: &Roster,
+    roster_hash: &[u8; 32],
+    proposal_hash: &[u8; 32],
+    proposer: &[u8],
+    proposer_key: &[u8; 32],
+    withdrawal: &wire::Withdrawal,
+    signer: &[u8; 32],
+) -> Result<(), MeshError> {
+    if withdrawal.mesh_id != roster.mesh_id {
+        return Err(MeshError::WrongMesh("withdrawal"));
+    }
+    if withdrawal.epoch != roster.epoch
+        || withdrawal.roster_hash != roster_hash
+        || withdrawal.proposal_hash != proposal_hash
+    {
+        return Err(MeshError::InvalidRelease(
+            "the withdrawal is for another proposal or roster".into(),
+        ));
+    }
+    if withdrawal.proposer != proposer || signer != proposer_key {
+        return Err(MeshError::NotProposer(h(proposal_hash)));
+    }
+    if roster.member_with_key(proposer, signer).is_none() {
+        return Err(MeshError::NotMember("withdrawal"));
+    }
+    Ok(())
+}
+
+/// Checks a closure proof (a withdrawal with its proposal, or no votes) of
+/// `proposal_hash` at `roster`; needs nothing but the roster.
+fn check_closure(
+    roster: &Roster,
+    roster_hash: &[u8; 32],
+    proposal_hash: &[u8; 32],
+    proof: &wire::VoteRelease,
+) -> Result<CloseReason, MeshError> {
+    if let Some(w) = &proof.withdrawal {
+        if !proof.no_votes.is_empty() {
+            return Err(MeshError::InvalidRelease(
+                "both a withdrawal and no votes".into(),
+            ));
+        }
+        let sp = proof.proposal.as_ref().ok_or_else(|| {
+            MeshError::InvalidRelease("a withdrawal travels with its proposal".into())
+        })?;
+        if codec::hash(label::PROPOSAL, &sp.body) != *proposal_hash {
+            return Err(MeshError::InvalidRelease(
+                "the carried proposal is not the released vote's".into(),
+            ));
+        }
+        let (prop, prop_signer) =
+            codec::open_signed::<wire::Proposal>(sp, tag::PROPOSAL, "proposal")?;
+        let (wb, signer) =
+            codec::open_signed::<wire::Withdrawal>(w, tag::WITHDRAWAL, "withdrawal")?;
+        check_withdrawal_body(
+            roster,
+            roster_hash,
+            proposal_hash,
+            &prop.proposer,
+            &prop_signer,
+            &wb,
+            &signer,
+        )?;
+        return Ok(CloseReason::Withdrawn);
+    }
+    let mut parsed = Vec::with_capacity(proof.no_votes.len());
+    for v in &proof.no_votes {
+        parsed.push(codec::parse_signed::<wire::Vote>(v, tag::VOTE, "no vote")?);
+    }
+    let mut voters: BTreeSet<&[u8]> = BTreeSet::new();
+    let mut checks = Vec::with_capacity(parsed.len());
+    for v in &parsed {
+        let b = &v.msg;
+        if b.mesh_id != roster.mesh_id
+            || b.epoch != roster.epoch
+            || b.roster_hash != roster_hash
+            || b.proposal_hash != proposal_hash
+            || b.yes
+        {
+            return Err(MeshError::InvalidRelease(
+                "a carried vote is not a no on the released vote's proposal".into(),
+            ));
+        }
+        if roster.member_with_key(&b.voter, &v.signer).is_none() {
+            return Err(MeshError::NotMember("no vote"));
+        }
+        if !voters.insert(&b.voter) {
+            return Err(MeshError::InvalidRelease(
+                "two no votes by one member".into(),
+            ));
+        }
+        checks.push(SigCheck {
+            signer: v.signer,
+            tag: v.tag,
+            body: &v.body,
+            signature: v.signature,
+        });
+    }
+    let needed = roster.rejection_needed();
+    if voters.len() < needed {
+        return Err(MeshError::InvalidRelease(format!(
+            "{} no votes; {needed} reject this roster's proposals",
+            voters.len()
+        )));
+    }
+    codec::verify_batch(&checks, "no votes")?;
+    Ok(CloseReason::Rejected)
+}
+
+/// What a carried release showed: the released vote and, when it was
+/// released by a closure rather than expiry, that closure.
+struct CheckedRelease {
+    previous: VoteFacts,
+    previous_signed: Vec<u8>,
+    closure: Option<(CloseReason, wire::VoteRelease)>,
+}
+
+/// Checks the release carried with vote `body` (signed by `signer`): the
+/// released vote is this voter's vote number seq - 1 at the same roster,
+/// named by the vote, on another proposal, and is free by expiry or by the
+/// closure of its proposal.
+fn check_release(
+    roster: &Roster,
+    roster_hash: &[u8; 32],
+    body: &wire::Vote,
+    facts: &VoteFacts,
+    signer: &[u8; 32],
+    release: &wire::VoteRelease,
+) -> Result<CheckedRelease, MeshError> {
+    let prev_signed = release
+        .previous
+        .as_ref()
+        .ok_or_else(|| MeshError::InvalidRelease("no released vote".into()))?;
+    let (pb, psigner) = codec::open_signed::<wire::Vote>(prev_signed, tag::VOTE, "released vote")?;
+    if psigner != *signer
+        || pb.voter != body.voter
+        || pb.mesh_id != body.mesh_id
+        || pb.epoch != body.epoch
+        || pb.roster_hash != body.roster_hash
+    {
+        return Err(MeshError::InvalidRelease(
+            "the released vote is not this voter's at this roster".into(),
+        ));
+    }
+    let previous = VoteFacts::of(&pb, &prev_signed.body)?;
+    if previous.seq + 1 != facts.seq || Some(previous.hash) != facts.releases {
+        return Err(MeshError::InvalidRelease(
+            "the carried vote is not the one this vote names".into(),
+        ));
+    }
+    if previous.proposal == facts.proposal {
+        return Err(MeshError::InvalidRelease(
+            "a vote cannot release a vote on its own proposal".into(),
+        ));
+    }
+    let closes = release.withdrawal.is_some() || !release.no_votes.is_empty();
+    let closure = if closes {
+        let reason = check_closure(roster, roster_hash, &previous.proposal, release)?;
+        let mut proof = release.clone();
+        proof.previous = None;
+        Some((reason, proof))
+    } else {
+        if facts.created_ms < previous.expires_ms {
+            return Err(MeshError::InvalidRelease(
+                "the released vote's proposal had not expired when this vote's was made, \
+                 and no withdrawal or rejection is carried"
+                    .into(),
+            ));
+        }
+        None
+    };
+    Ok(CheckedRelease {
+        previous,
+        previous_signed: codec::encode(prev_signed),
+        closure,
+    })
+}
+
+/// Records that `proposal_hash` (of the current roster) closed early and
+/// drops it from the open proposals; the proof is kept so this node's next
+/// vote can carry it.
+fn tx_close(
+    tx: &mut Tx,
+    proposal_hash: [u8; 32],
+    reason: CloseReason,
+    proof: &wire::VoteRelease,
+    now_ms: i64,
+) {
+    if tx.s.closed.contains_key(&proposal_hash) {
+        return;
+    }
+    let epoch = tx.s.epoch();
+    tx.effect(Effect::PutClosed(ClosedRec {
+        hash: proposal_hash,
+        epoch,
+        roster_hash: tx.s.tip,
+        reason,
+        proof: codec::encode(proof),
+        at_ms: now_ms,
+    }));
+    if tx.s.proposals.contains_key(&proposal_hash) {
+        tx.effect(Effect::DeleteProposal(proposal_hash));
+    }
+    tx.audit(
+        match reason {
+            CloseReason::Rejected => "mesh.proposal.reject",
+            CloseReason::Withdrawn => "mesh.proposal.withdraw",
+        },
+        json!({"proposal": h(&proposal_hash), "epoch": epoch}),
+    );
+}
+
+/// Closes an open proposal as rejected once its no votes make its quorum
+/// unreachable; the proof is exactly that many signed no votes.
+fn tx_check_rejection(tx: &mut Tx, proposal_hash: [u8; 32], now_ms: i64) -> Result<(), MeshError> {
+    let Some(p) = tx.s.proposals.get(&proposal_hash).cloned() else {
+        return Ok(());
+    };
+    let Some(roster) = tx.s.roster().cloned() else {
+        return Ok(());
+    };
+    if p.roster_hash != tx.s.tip {
+        return Ok(());
+    }
+    let needed = roster.rejection_needed();
+    let no: Vec<&VoteRec> = tx
+        .s
+        .votes
+        .range((p.epoch, Vec::new())..(p.epoch + 1, Vec::new()))
+        .map(|(_, v)| v)
+        .filter(|v| v.proposal_hash == proposal_hash && !v.yes && v.roster_hash == p.roster_hash)
+        .filter(|v| roster.member(&v.voter).is_some())
+        .take(needed)
+        .collect();
+    if no.len() < needed {
+        return Ok(());
+    }
+    let mut no_votes = Vec::with_capacity(needed);
+    for v in no {
+        no_votes.push(codec::decode_canonical::<wire::Signed>(
+            &v.signed,
+            "stored vote",
+        )?);
+    }
+    let proof = wire::VoteRelease {
+        previous: None,
+        proposal: Some(codec::decode_canonical::<wire::Signed>(
+            &p.signed,
+            "stored proposal",
+        )?),
+        withdrawal: None,
+        no_votes,
+    };
+    tx_close(tx, proposal_hash, CloseReason::Rejected, &proof, now_ms);
+    Ok(())
+}
+
+/// The message that carries a stored vote: a `ReleasedVote` when it came
+/// with its release, else a plain `Vote`.
+pub fn vote_message(v: &VoteRec) -> Result<Vec<u8>, MeshError> {
+    let signed = codec::decode_canonical::<wire::Signed>(&v.signed, "stored vote")?;
+    let kind = match &v.release {
+        Some(r) => Kind::ReleasedVote(wire::ReleasedVote {
+            vote: Some(signed),
+            release: Some(codec::decode_canonical(r, "stored release")?),
+        }),
+        None => Kind::Vote(signed),
+    };
+    Ok(codec::encode(&wire::MeshMessage { kind: Some(kind) }))
+}
+
+impl MeshState {
+    /// `voter`'s vote at the current roster that still binds it for a
+    /// proposal created at `created_ms`: its proposal neither closed
+    /// (rejected, withdrawn) nor expired by then.
+    pub fn binding_vote(&self, voter: &[u8], created_ms: i64) -> Option<&VoteRec> {
+        let v = self.votes.get(&(self.epoch(), voter.to_vec()))?;
+        let binds = v.roster_hash == self.tip
+            && !self.closed.contains_key(&v.proposal_hash)
+            && created_ms < v.proposal_expires_ms;
+        binds.then_some(v)
+    }
+
+    /// Withdraws this node's own open proposal: signs a withdrawal, closes
+    /// the proposal here and sends the withdrawal; every vote on it is free.
+    pub fn withdraw(
+        &self,
+        id: &Identity,
+        proposal_hash: [u8; 32],
+        now_ms: i64,
+    ) -> Result<(MeshState, Transition), MeshError> {
+        let roster = self.require_member()?.clone();
+        if self.closed.contains_key(&proposal_hash) {
+            return Err(MeshError::Duplicate("withdrawal"));
+        }
+        let p = self
+            .proposals
+            .get(&proposal_hash)
+            .cloned()
+            .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))?;
+        if p.proposer != id.peer_id() {
+            return Err(MeshError::NotProposer(h(&proposal_hash)));
+        }
+        if now_ms >= p.expires_ms {
+            return Err(MeshError::ProposalExpired);
+        }
+        let body = wire::Withdrawal {
+            mesh_id: roster.mesh_id.to_vec(),
+            epoch: p.epoch,
+            roster_hash: p.roster_hash.to_vec(),
+            proposal_hash: proposal_hash.to_vec(),
+            proposer: id.peer_id(),
+            withdrawn_ms: now_ms,
+        };
+        let signed = codec::sign(id, tag::WITHDRAWAL, &body);
+        let proof = wire::VoteRelease {
+            previous: None,
+            proposal: Some(codec::decode_canonical::<wire::Signed>(
+                &p.signed,
+                "stored proposal",
+            )?),
+            withdrawal: Some(signed.clone()),
+            no_votes: Vec::new(),
+        };
+        let mut tx = self.tx();
+        tx_close(
+            &mut tx,
+            proposal_hash,
+            CloseReason::Withdrawn,
+            &proof,
+            now_ms,
+        );
+        tx.send(Dest::All, Kind::Withdrawal(signed));
+        Ok(tx.done())
+    }
+
+    /// The messages this node re-sends while they matter: its own open
+    /// proposals, its votes at the current roster (each whole, a later vote
+    /// with its release) and its withdrawals.
+    pub fn republish(&self) -> Vec<Vec<u8>> {
+        let me = &self.me.peer_id;
+        let mut out = Vec::new();
+        for p in self.proposals.values().filter(|p| &p.proposer == me) {
+            if let Ok(signed) = codec::decode_canonical::<wire::Signed>(&p.signed, "proposal") {
+                out.push(codec::encode(&wire::MeshMessage {
+                    kind: Some(Kind::Proposal(signed)),
+                }));
+            }
+        }
+        for v in self
+            .votes
+            .values()
+            .filter(|v| &v.voter == me && v.roster_hash == self.tip)
+        {
+            if let Ok(m) = vote_message(v) {
+                out.push(m);
+            }
+        }
+        for c in self
+            .closed
+            .values()
+            .filter(|c| c.reason == CloseReason::Withdrawn && c.roster_hash == self.tip)
+        {
+            let withdrawal = codec::decode_canonical::<wire::VoteRelease>(&c.proof, "closure")
+                .ok()
+                .and_then(|proof| proof.withdrawal)
+                .filter(|w| w.signer == self.me.ed25519);
+            if let Some(w) = withdrawal {
+                out.push(codec::encode(&wire::MeshMessage {
+                    kind: Some(Kind::Withdrawal(w)),
+                }));
+            }
+        }
+        out
+    }
+}
+
+fn tx_receive_withdrawal(tx: &mut Tx, signed: &wire::Signed, now_ms: i64) -> Result<(), MeshError> {
+    let roster = tx.s.roster().cloned().ok_or(MeshError::NoMesh)?;
+    let (wb, signer) =
+        codec::open_signed::<wire::Withdrawal>(signed, tag::WITHDRAWAL, "withdrawal")?;
+    let roster_hash = tx.s.check_tip_binding(
+        &roster,
+        "withdrawal",
+        "withdrawal roster hash",
+        &wb.mesh_id,
+        wb.epoch,
+        &wb.roster_hash,
+    )?;
+    let proposal_hash = bytes32(&wb.proposal_hash, "withdrawal proposal hash")?;
+    if tx.s.closed.contains_key(&proposal_hash) {
+        return Err(MeshError::Duplicate("withdrawal"));
+    }
+    let p =
+        tx.s.proposals
+            .get(&proposal_hash)
+            .cloned()
+            .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))?;
+    let sp = codec::decode_canonical::<wire::Signed>(&p.signed, "stored proposal")?;
+    let proposer_key = bytes32(&sp.signer, "stored proposal signer")?;
+    check_withdrawal_body(
+        &roster,
+        &roster_hash,
+        &proposal_hash,
+        &p.proposer,
+        &proposer_key,
+        &wb,
+        &signer,
+    )?;
+    let proof = wire::VoteRelease {
+        previous: None,
+        proposal: Some(sp),
+        withdrawal: Some(signed.clone()),
+        no_votes: Vec::new(),
+    };
+    tx_close(tx, proposal_hash, CloseReason::Withdrawn, &proof, now_ms);
     Ok(())
 }
 
@@ -953,14 +1548,29 @@ impl MeshState {
                     "mesh.proposal",
                     json!({"proposal": h(&hash), "epoch": tx.s.epoch()}),
                 );
+                // Its no votes may have come first.
+                tx_check_rejection(&mut tx, hash, now_ms)?;
                 tx_try_commit(&mut tx, id, hash, false, now_ms, rng)?;
             }
             Kind::Vote(s) => {
-                let hash = self.receive_vote(&mut tx, &s, now_ms)?;
+                let hash = self.receive_vote(&mut tx, &s, None, now_ms)?;
                 if tx.t.refused.is_none() {
                     tx_try_commit(&mut tx, id, hash, false, now_ms, rng)?;
                 }
             }
+            Kind::ReleasedVote(rv) => {
+                let (Some(s), Some(release)) = (rv.vote, rv.release) else {
+                    return Err(MeshError::malformed(
+                        "released vote",
+                        "needs a vote and its release",
+                    ));
+                };
+                let hash = self.receive_vote(&mut tx, &s, Some(&release), now_ms)?;
+                if tx.t.refused.is_none() {
+                    tx_try_commit(&mut tx, id, hash, false, now_ms, rng)?;
+                }
+            }
+            Kind::Withdrawal(s) => tx_receive_withdrawal(&mut tx, &s, now_ms)?,
             Kind::Commit(s) => {
                 tx_apply_commit(&mut tx, id, &s, now_ms)?;
             }
@@ -992,7 +1602,7 @@ impl MeshState {
             &body.roster_hash,
         )?;
         let hash = codec::hash(label::PROPOSAL, &signed.body);
-        if self.proposals.contains_key(&hash) && !own {
+        if (self.proposals.contains_key(&hash) && !own) || self.closed.contains_key(&hash) {
             return Err(MeshError::Duplicate("proposal"));
         }
         let (rec_change, joiner, invite_id) =
@@ -1031,11 +1641,15 @@ impl MeshState {
         })
     }
 
-    /// Records a received vote; an equivocating vote is refused but its evidence kept.
+    /// Records a received vote; an equivocating vote is refused but its
+    /// evidence kept. A vote with seq > 0 counts only with its release:
+    /// carried (`release`), or evident from the released vote this node
+    /// holds.
     fn receive_vote(
         &self,
         tx: &mut Tx,
         signed: &wire::Signed,
+        release: Option<&wire::VoteRelease>,
         now_ms: i64,
     ) -> Result<[u8; 32], MeshError> {
         let roster = self.roster().ok_or(MeshError::NoMesh)?;
@@ -1054,7 +1668,8 @@ impl MeshState {
         if body.proposal_expires_ms <= body.proposal_created_ms {
             return Err(MeshError::malformed("vote", "proposal lifetime"));
         }
-        let proposal_hash = bytes32(&body.proposal_hash, "vote proposal hash")?;
+        let facts = VoteFacts::of(&body, &signed.body)?;
+        let proposal_hash = facts.proposal;
         if let Some(p) = self.proposals.get(&proposal_hash)
             && (p.created_ms != body.proposal_created_ms
                 || p.expires_ms != body.proposal_expires_ms)
@@ -1065,26 +1680,66 @@ impl MeshState {
             ));
         }
         let encoded = codec::encode(signed);
-        if let Some(prev) = self.votes.get(&(body.epoch, body.voter.clone())) {
-            if prev.signed == encoded {
-                return Err(MeshError::Duplicate("vote"));
+        // A vote stored for a sibling roster of this epoch (before a switch) binds nothing here.
+        let prev = self
+            .votes
+            .get(&(body.epoch, body.voter.clone()))
+            .filter(|v| v.roster_hash == roster_hash);
+        if prev.is_some_and(|p| p.signed == encoded) {
+            return Err(MeshError::Duplicate("vote"));
+        }
+        let prev_facts = prev.map(VoteFacts::of_rec).transpose()?;
+        let checked = match (release, facts.releases) {
+            (Some(_), None) => {
+                return Err(MeshError::malformed(
+                    "released vote",
+                    "a first vote releases nothing",
+                ));
             }
-            let released = body.proposal_created_ms >= prev.proposal_expires_ms;
-            let older = prev.proposal_created_ms >= body.proposal_expires_ms;
-            if older {
-                // A vote the member already released: outdated, not conflicting.
-                return Err(MeshError::StaleEpoch {
-                    what: "released vote",
-                    got: body.epoch,
-                    current: roster.epoch,
-                });
+            (Some(r), Some(_)) => Some(check_release(
+                roster,
+                &roster_hash,
+                &body,
+                &facts,
+                &signer,
+                r,
+            )?),
+            (None, Some(named)) => {
+                // Sent without its release (a plain re-send): it counts only
+                // when this node holds the vote it releases and sees why that
+                // one is free, or already holds a later one (compared below).
+                let evident = match (prev, &prev_facts) {
+                    (Some(p), Some(pf)) => {
+                        pf.seq >= facts.seq
+                            || (pf.seq + 1 == facts.seq
+                                && pf.hash == named
+                                && (facts.created_ms >= pf.expires_ms
+                                    || self.closed.contains_key(&p.proposal_hash)))
+                    }
+                    _ => false,
+                };
+                if !evident {
+                    return Err(MeshError::ReleaseMissing);
+                }
+                None
             }
-            if !released {
+            (None, None) => None,
+        };
+        if let Some(pf) = &prev_facts {
+            let second = if votes_conflict(pf, &facts) {
+                Some(encoded.clone())
+            } else {
+                checked
+                    .as_ref()
+                    .filter(|c| votes_conflict(pf, &c.previous))
+                    .map(|c| c.previous_signed.clone())
+            };
+            if let (Some(second), Some(prev)) = (second, prev) {
                 let voter = identity::peer_id_text(&body.voter);
                 let known = self
                     .evidence
                     .iter()
-                    .any(|e| e.epoch == body.epoch && e.voter == body.voter && e.second == encoded);
+                    .any(|e| e.epoch == body.epoch && e.voter == body.voter && e.second == second);
                 if known {
                     return Err(MeshError::Duplicate("equivocation evidence"));
                 }
@@ -1092,7 +1747,7 @@ impl MeshState {
                     epoch: body.epoch,
                     voter: body.voter.clone(),
                     first: prev.signed.clone(),
-                    second: encoded,
+                    second,
                     at_ms: now_ms,
                 }));
                 tx.audit(
@@ -1105,6 +1760,24 @@ impl MeshState {
                 });
                 return Ok(proposal_hash);
             }
+            let newer =
+                facts.seq > pf.seq || (facts.seq == pf.seq && facts.created_ms >= pf.expires_ms);
+            if !newer {
+                // A vote the member already released: outdated, not conflicting.
+                return Err(MeshError::StaleEpoch {
+                    what: "released vote",
+                    got: body.epoch,
+                    current: roster.epoch,
+                });
+            }
+        }
+        if let Some(CheckedRelease {
+            closure: Some((reason, proof)),
+            previous,
+            ..
+        }) = &checked
+        {
+            tx_close(tx, previous.proposal, *reason, proof, now_ms);
         }
         tx.effect(Effect::PutVote(VoteRec {
             epoch: body.epoch,
@@ -1115,12 +1788,18 @@ impl MeshState {
             proposal_created_ms: body.proposal_created_ms,
             proposal_expires_ms: body.proposal_expires_ms,
             signed: encoded,
+            seq: facts.seq,
+            releases: facts.releases,
+            release: release.map(codec::encode),
         }));
         tx.audit(
             "mesh.vote",
             json!({"proposal": h(&proposal_hash), "epoch": body.epoch, "yes": body.yes,
                    "voter": identity::peer_id_text(&body.voter)}),
         );
+        if !body.yes {
+            tx_check_rejection(tx, proposal_hash, now_ms)?;
+        }
         Ok(proposal_hash)
     }
 }
@@ -1333,6 +2012,15 @@ fn tx_move_tip(tx: &mut Tx, new_tip: [u8; 32], now_ms: i64) {
     for p in stale {
         tx.effect(Effect::DeleteProposal(p));
     }
+    let closed: Vec<[u8; 32]> =
+        tx.s.closed
+            .values()
+            .filter(|c| c.roster_hash != new_tip)
+            .map(|c| c.hash)
+            .collect();
+    for c in closed {
+        tx.effect(Effect::DeleteClosed(c));
+    }
     let keep_from = node.roster.epoch.saturating_sub(1);
     if tx.s.votes.keys().any(|(e, _)| *e < keep_from) {
         tx.effect(Effect::DeleteVotesBefore(keep_from));
@@ -1489,16 +2177,28 @@ impl MeshState {
             .filter_map(|k| <[u8; 32]>::try_from(k.as_slice()).ok())
             .collect();
         let chain = self.chain();
-        let mut commits = Vec::new();
+        let mut nodes = Vec::new();
         for hash in &chain {
             if known.contains(hash) {
                 break;
             }
-            if let Some(c) = self.rosters.get(hash).and_then(|n| n.commit.as_ref()) {
-                commits.push(codec::decode_canonical::<wire::Signed>(c, "stored commit")?);
+            if let Some(n) = self.rosters.get(hash) {
+                nodes.push(n);
             }
         }
-        commits.reverse();
+        nodes.reverse();
+        // A former member gets the commits up to the one that removed it and
+        // nothing after (§10): it can use no later one.
+        if let Some(cut) = nodes
+            .iter()
+            .position(|n| n.roster.member_with_key(&body.requester, &signer).is_none())
+        {
+            nodes.truncate(cut + 1);
+        }
+        let mut commits = Vec::new();
+        for c in nodes.iter().filter_map(|n| n.commit.as_ref()) {
+            commits.push(codec::decode_canonical::<wire::Signed>(c, "stored commit")?);
+        }
         let mut revocations = Vec::new();
         for r in self.revoked.values() {
             revocations.push(codec::decode_canonical::<wire::Signed>(
@@ -1754,6 +2454,16 @@ fn bound_roster(message: &[u8]) -> Option<[u8; 32]> {
     let roster = match msg.kind? {
         Kind::Proposal(s) => wire::Proposal::decode(s.body.as_slice()).ok()?.roster_hash,
         Kind::Vote(s) => wire::Vote::decode(s.body.as_slice()).ok()?.roster_hash,
+        Kind::ReleasedVote(rv) => {
+            wire::Vote::decode(rv.vote?.body.as_slice())
+                .ok()?
+                .roster_hash
+        }
+        Kind::Withdrawal(s) => {
+            wire::Withdrawal::decode(s.body.as_slice())
+                .ok()?
+                .roster_hash
+        }
         Kind::Commit(s) => {
             let commit = wire::Commit::decode(s.body.as_slice()).ok()?;
             wire::CommitCore::decode(commit.core.as_slice())

@@ -18,8 +18,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::codec::{self, bytes16, bytes32, label, tag};
 use super::roster::Roster;
 use super::state::{
-    Dest, Effect, Evidence, HistoryEntry, InviteRec, InviteStatus, MeshInfo, MeshState,
-    PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition, VoteRec,
+    CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec, InviteStatus,
+    MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition,
+    VoteRec,
 };
 use crate::identity::PublicIdentity;
 use crate::store::audit;
@@ -52,7 +53,8 @@ pub enum StoreError {
     },
 }
 
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE rosters (
     hash BLOB PRIMARY KEY CHECK (length(hash) = 32),
@@ -118,7 +120,22 @@ CREATE TABLE pending_join (
     name TEXT NOT NULL
 );
 CREATE TABLE outbox (seq INTEGER PRIMARY KEY, dest BLOB, message BLOB NOT NULL);
-"];
+",
+    "
+-- Protocol 1.1: numbered votes with their releases; early-closed proposals.
+ALTER TABLE votes ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE votes ADD COLUMN releases BLOB;
+ALTER TABLE votes ADD COLUMN release BLOB;
+CREATE TABLE closed (
+    hash BLOB PRIMARY KEY CHECK (length(hash) = 32),
+    epoch INTEGER NOT NULL,
+    roster_hash BLOB NOT NULL,
+    reason TEXT NOT NULL CHECK (reason IN ('rejected', 'withdrawn')),
+    proof BLOB NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+",
+];
 
 /// The mesh database of one node.
 pub struct MeshStore {
@@ -354,7 +371,7 @@ impl MeshStore {
         }
         {
             let mut stmt = self.conn.prepare(
-                "SELECT epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, proposal_expires_ms, signed FROM votes",
+                "SELECT epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, proposal_expires_ms, signed, seq, releases, release FROM votes",
             )?;
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
@@ -367,8 +384,36 @@ impl MeshStore {
                     proposal_created_ms: r.get(5)?,
                     proposal_expires_ms: r.get(6)?,
                     signed: r.get(7)?,
+                    seq: u32::try_from(r.get::<_, i64>(8)?).map_err(|_| corrupt("vote seq"))?,
+                    releases: r
+                        .get::<_, Option<Vec<u8>>>(9)?
+                        .map(|x| arr32(x, "vote releases"))
+                        .transpose()?,
+                    release: r.get(10)?,
                 };
                 s.votes.insert((v.epoch, v.voter.clone()), v);
+            }
+        }
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT hash, epoch, roster_hash, reason, proof, at_ms FROM closed")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let hash = arr32(r.get(0)?, "closed proposal")?;
+                let reason: String = r.get(3)?;
+                s.closed.insert(
+                    hash,
+                    ClosedRec {
+                        hash,
+                        epoch: r.get::<_, i64>(1)? as u64,
+                        roster_hash: arr32(r.get(2)?, "closed roster")?,
+                        reason: CloseReason::parse(&reason)
+                            .ok_or_else(|| corrupt("closed reason"))?,
+                        proof: r.get(4)?,
+                        at_ms: r.get(5)?,
+                    },
+                );
             }
         }
         {
@@ -562,7 +607,7 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), StoreError> {
         }
         Effect::PutVote(v) => {
             tx.execute(
-                "INSERT OR REPLACE INTO votes (epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, proposal_expires_ms, signed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT OR REPLACE INTO votes (epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, proposal_expires_ms, signed, seq, releases, release) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     v.epoch as i64,
                     v.voter,
@@ -571,9 +616,28 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), StoreError> {
                     v.yes,
                     v.proposal_created_ms,
                     v.proposal_expires_ms,
-                    v.signed
+                    v.signed,
+                    i64::from(v.seq),
+                    v.releases.map(|r| r.to_vec()),
+                    v.release
                 ],
             )?;
+        }
+        Effect::PutClosed(c) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO closed (hash, epoch, roster_hash, reason, proof, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    &c.hash[..],
+                    c.epoch as i64,
+                    &c.roster_hash[..],
+                    c.reason.as_str(),
+                    c.proof,
+                    c.at_ms
+                ],
+            )?;
+        }
+        Effect::DeleteClosed(h) => {
+            tx.execute("DELETE FROM closed WHERE hash = ?1", params![&h[..]])?;
         }
         Effect::DeleteVotesBefore(epoch) => {
             tx.execute("DELETE FROM votes WHERE epoch < ?1", params![*epoch as i64])?;

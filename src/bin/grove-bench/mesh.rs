@@ -2,6 +2,11 @@
 //! rosters of 10, 100 and 1000 members; prints build time, check-and-apply
 //! time (without fsync), the persist time with and without fsync, and the
 //! commit's size in bytes.
+//!
+//! `grove-bench mesh liveness [seeds] [first seed] [steps]`: runs the seeded
+//! membership simulation (`grove::mesh::sim`, 10,000 seeds by default) and
+//! prints how many runs got stuck or broke safety, how the proposals open at
+//! the liveness checks were decided, and how long it took.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +15,7 @@ use grove::identity::Identity;
 use grove::mesh::codec::{self, tag};
 use grove::mesh::envelope::EnvelopeSender;
 use grove::mesh::roster::{Change, Member, QuorumRule, Roster};
+use grove::mesh::sim as state_sim;
 use grove::mesh::state::{
     self, Effect, MeshInfo, MeshState, RosterNode, SecretEntry, Timing, Transition,
 };
@@ -48,6 +54,9 @@ fn ms(d: Duration) -> f64 {
 }
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
+    if args.first().map(String::as_str) == Some("liveness") {
+        return liveness(&args[1..]);
+    }
     let sizes: Vec<usize> = if args.is_empty() {
         vec![10, 100, 1000]
     } else {
@@ -136,6 +145,8 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
                     voter: id.peer_id(),
                     proposal_created_ms: now,
                     proposal_expires_ms: now + 3_600_000,
+                    seq: 0,
+                    releases: Vec::new(),
                 },
             )
         })
@@ -265,6 +276,9 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
                 proposal_created_ms: body.proposal_created_ms,
                 proposal_expires_ms: body.proposal_expires_ms,
                 signed: v.encode_to_vec(),
+                seq: 0,
+                releases: None,
+                release: None,
             },
         );
     }
@@ -296,5 +310,107 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         ms(median(fsync_times)),
         message.len()
     );
+    Ok(())
+}
+
+/// Seeds the liveness simulation runs by default.
+const LIVENESS_SEEDS: u64 = 10_000;
+/// Random steps per seed before the last liveness check.
+const LIVENESS_STEPS: usize = 120;
+
+fn liveness(args: &[String]) -> anyhow::Result<()> {
+    let number = |i: usize, default: u64| -> anyhow::Result<u64> {
+        args.get(i).map_or(Ok(default), |a| {
+            a.parse()
+                .map_err(|e| anyhow::anyhow!("`{a}` is not a number: {e}"))
+        })
+    };
+    let seeds = number(0, LIVENESS_SEEDS)?;
+    let first = number(1, 0)?;
+    let steps = usize::try_from(number(2, LIVENESS_STEPS as u64)?)?;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8) as u64;
+    let start = Instant::now();
+    let cpu0 = process_cpu();
+    let results: Vec<(u64, Result<state_sim::Report, state_sim::SimError>)> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    scope.spawn(move || {
+                        (first..first + seeds)
+                            .filter(|s| s % threads == t)
+                            .map(|seed| {
+                                let (cfg, quorum) = state_sim::Config::sweep(seed, steps);
+                                (seed, state_sim::run(seed, cfg, quorum))
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+    let wall = start.elapsed();
+    let cpu = match (cpu0, process_cpu()) {
+        (Some(a), Some(b)) => format!("{:.1} s", (b - a).as_secs_f64()),
+        _ => "unknown".into(),
+    };
+    let mut total = state_sim::Report::default();
+    let mut stuck = Vec::new();
+    let mut broken = Vec::new();
+    for (_, r) in &results {
+        match r {
+            Ok(r) => {
+                total.liveness_checks += r.liveness_checks;
+                total.offline_checks += r.offline_checks;
+                total.committed += r.committed;
+                total.rejected += r.rejected;
+                total.withdrawn += r.withdrawn;
+                total.expired += r.expired;
+                total.switches += r.switches;
+                total.injected += r.injected;
+            }
+            Err(e @ state_sim::SimError::Stuck { .. }) => stuck.push(e.to_string()),
+            Err(e) => broken.push(e.to_string()),
+        }
+    }
+    println!(
+        "liveness: {} seeds ({first}..{}), {steps} random steps each, {threads} threads",
+        results.len(),
+        first + seeds
+    );
+    println!(
+        "stuck: {}   unsafe or failed: {}   wall {:.1} s   cpu {cpu}   {:.2} ms per seed (wall)",
+        stuck.len(),
+        broken.len(),
+        wall.as_secs_f64(),
+        ms(wall) / results.len().max(1) as f64
+    );
+    println!(
+        "liveness checks: {} ({} with members offline); proposals open at them: committed {}, rejected {}, withdrawn {}, expired or void {}",
+        total.liveness_checks,
+        total.offline_checks,
+        total.committed,
+        total.rejected,
+        total.withdrawn,
+        total.expired
+    );
+    println!(
+        "convergent switches: {}   bad messages injected (all refused): {}",
+        total.switches, total.injected
+    );
+    for e in stuck.iter().chain(&broken).take(10) {
+        println!("  {e}");
+    }
+    if !stuck.is_empty() || !broken.is_empty() {
+        anyhow::bail!(
+            "{} of {} seeds stuck or failed",
+            stuck.len() + broken.len(),
+            results.len()
+        );
+    }
     Ok(())
 }
