@@ -370,7 +370,7 @@ impl Shard {
         let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
         let mut books = Vec::new();
         while let Some(r) = rows.next().map_err(|e| self.err(e))? {
-            let get = |i| r.get_ref(i).map_err(|e| self.err(e.into()));
+            let get = |i| r.get_ref(i).map_err(|e| self.err(e));
             let first = get(0)?.as_i64().map_err(|e| self.err(e.into()))?;
             let count = get(1)?.as_i64().map_err(|e| self.err(e.into()))?;
             let lengths = get(2)?
