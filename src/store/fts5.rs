@@ -3,12 +3,12 @@
 //! fed the collection's statistics instead of its table's), and the index's
 //! tokenizer, to find the indexed terms of a query's words.
 //!
-//! `grove_rank(fts_table, weights, books, k)` keeps the best `k` rows of its
+//! `grove_rank(fts_table, weights, books, lengths, k)` keeps the best `k` rows of its
 //! query as FTS5 hands them over: a row's score (higher is better) when it
 //! enters the best `k` so far, NULL when it cannot, so `WHERE ... IS NOT
-//! NULL` keeps only a few rows, a superset of the top `k`. `weights` and
-//! `books` are [`rank::Scorer`]'s encoding of the collection's weights and of
-//! the searched books' chunks: each chunk's length in tokens (kept at ingest
+//! NULL` keeps only a few rows, a superset of the top `k`. `weights`, `books`
+//! and `lengths` are [`rank::Scorer`]'s encoding of the collection's weights
+//! and of the searched books' chunks: each chunk's length in tokens (kept at ingest
 //! from FTS5's own counts, so no row's length is read from the index) and
 //! its place among ties (book key, then chunk index). Scoring itself is
 //! [`rank::Scorer`]; this file only reads FTS5's phrase counts.
@@ -137,7 +137,8 @@ unsafe extern "C" fn drop_query(p: *mut c_void) {
     unsafe { drop(Box::from_raw(p.cast::<Query>())) }
 }
 
-/// `grove_rank(fts_table, weights, books, k)`: see the module documentation.
+/// `grove_rank(fts_table, weights, books, lengths, k)`: see the module
+/// documentation.
 unsafe extern "C" fn grove_rank(
     api: *const ffi::Fts5ExtensionApi,
     fts: *mut ffi::Fts5Context,
@@ -171,13 +172,17 @@ unsafe extern "C" fn grove_rank(
         };
         let mut query = get_aux(fts, 0).cast::<Query>();
         if query.is_null() {
-            if n_val != 3 || values.is_null() {
-                return fail(ctx, c"grove_rank takes the table, weights, books and k");
+            if n_val != 4 || values.is_null() {
+                return fail(
+                    ctx,
+                    c"grove_rank takes the table, weights, books, lengths and k",
+                );
             }
-            let args = std::slice::from_raw_parts(values, 3);
-            let k = ffi::sqlite3_value_int64(args[2]).max(0) as usize;
+            let args = std::slice::from_raw_parts(values, 4);
+            let k = ffi::sqlite3_value_int64(args[3]).max(0) as usize;
             let phrases = phrase_count(fts).max(0) as usize;
-            let Some(scorer) = rank::Scorer::decode(blob(args[0]), blob(args[1]), phrases) else {
+            let scorer = rank::Scorer::decode(blob(args[0]), blob(args[1]), blob(args[2]), phrases);
+            let Some(scorer) = scorer else {
                 return fail(ctx, c"grove_rank: weights or books malformed");
             };
             let fresh = Box::into_raw(Box::new(Query {

@@ -232,18 +232,29 @@ impl Ranking {
 }
 
 /// One book a scorer may meet: its chunks are rows `first ..`, one per
-/// entry of `lengths` (each chunk's length in tokens, as FTS5 counts it),
-/// and its key is the `key_rank`-th of the searched books in key order.
+/// u32 little-endian entry of `lengths` (each chunk's length in tokens, as
+/// FTS5 counts it), and its key is the `key_rank`-th of the searched books
+/// in key order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BookRows {
     pub first: i64,
     pub key_rank: u64,
-    pub lengths: Vec<u32>,
+    pub lengths: Vec<u8>,
 }
 
 /// Which of two tied rows comes first: the book earlier in key order, then
 /// the lower chunk index.
 pub type Tie = (u64, u64);
+
+/// Where one book's rows sit in a [`Scorer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    first: i64,
+    key_rank: u64,
+    count: u64,
+    /// Byte offset of the book's first length.
+    at: usize,
+}
 
 /// A [`Ranking`] at work in one index: the weights, and the searched books'
 /// rows, so every row has its length and its place among ties.
@@ -252,74 +263,89 @@ pub struct Scorer {
     idf: Vec<f64>,
     avgdl: f64,
     /// Sorted by `first`.
-    books: Vec<BookRows>,
+    spans: Vec<Span>,
+    lengths: Vec<u8>,
 }
 
 impl Scorer {
     pub fn new(ranking: &Ranking, mut books: Vec<BookRows>) -> Scorer {
         books.sort_by_key(|b| b.first);
-        Scorer {
+        let mut scorer = Scorer {
             idf: ranking.idf.clone(),
             avgdl: ranking.avgdl,
-            books,
+            spans: Vec::with_capacity(books.len()),
+            lengths: Vec::with_capacity(books.iter().map(|b| b.lengths.len()).sum()),
+        };
+        for b in books {
+            scorer.spans.push(Span {
+                first: b.first,
+                key_rank: b.key_rank,
+                count: (b.lengths.len() / 4) as u64,
+                at: scorer.lengths.len(),
+            });
+            scorer
+                .lengths
+                .extend_from_slice(&b.lengths[..b.lengths.len() / 4 * 4]);
         }
+        scorer
     }
 
-    /// The scorer as two little-endian blobs for the SQL function: weights
-    /// (the average length, then each IDF, f64) and books (for each: first
-    /// row i64, key rank u64, chunk count u64, then each length u32).
-    pub fn encode(&self) -> (Vec<u8>, Vec<u8>) {
+    /// The scorer as three little-endian blobs for the SQL function:
+    /// weights (the average length, then each IDF, f64), books (for each:
+    /// first row i64, key rank u64, chunk count u64) and their chunks'
+    /// lengths (u32 each, book after book).
+    pub fn encode(&self) -> (Vec<u8>, Vec<u8>, &[u8]) {
         let weights = std::iter::once(self.avgdl)
             .chain(self.idf.iter().copied())
             .flat_map(f64::to_le_bytes)
             .collect();
-        let mut books = Vec::new();
-        for b in &self.books {
-            books.extend_from_slice(&b.first.to_le_bytes());
-            books.extend_from_slice(&b.key_rank.to_le_bytes());
-            books.extend_from_slice(&(b.lengths.len() as u64).to_le_bytes());
-            for n in &b.lengths {
-                books.extend_from_slice(&n.to_le_bytes());
-            }
-        }
-        (weights, books)
+        let books = self
+            .spans
+            .iter()
+            .flat_map(|b| {
+                [
+                    b.first.to_le_bytes(),
+                    b.key_rank.to_le_bytes(),
+                    b.count.to_le_bytes(),
+                ]
+            })
+            .flatten()
+            .collect();
+        (weights, books, &self.lengths)
     }
 
     /// [`Scorer::encode`]'s blobs back, for a query of `phrases` phrases;
     /// `None` when they do not fit.
-    pub fn decode(weights: &[u8], mut books: &[u8], phrases: usize) -> Option<Scorer> {
-        if weights.len() != 8 * (phrases + 1) {
+    pub fn decode(weights: &[u8], books: &[u8], lengths: &[u8], phrases: usize) -> Option<Scorer> {
+        let word = |b: &[u8]| -> Option<[u8; 8]> { b.try_into().ok() };
+        if weights.len() != 8 * (phrases + 1) || !books.len().is_multiple_of(24) {
             return None;
         }
         let floats: Vec<f64> = weights
             .chunks_exact(8)
-            .map(|b| b.try_into().ok().map(f64::from_le_bytes))
+            .map(|b| word(b).map(f64::from_le_bytes))
             .collect::<Option<_>>()?;
-        let mut take = |n: usize| -> Option<&[u8]> {
-            let (head, rest) = books.split_at_checked(n)?;
-            books = rest;
-            Some(head)
-        };
-        let mut rows = Vec::new();
-        while let Some(first) = take(8) {
-            let first = i64::from_le_bytes(first.try_into().ok()?);
-            let key_rank = u64::from_le_bytes(take(8)?.try_into().ok()?);
-            let count = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
-            let lengths = take(count.checked_mul(4)?)?
-                .chunks_exact(4)
-                .map(|b| b.try_into().ok().map(u32::from_le_bytes))
-                .collect::<Option<_>>()?;
-            rows.push(BookRows {
-                first,
-                key_rank,
-                lengths,
+        let mut spans = Vec::with_capacity(books.len() / 24);
+        let mut at = 0usize;
+        for b in books.chunks_exact(24) {
+            let count = u64::from_le_bytes(word(&b[16..])?);
+            spans.push(Span {
+                first: i64::from_le_bytes(word(&b[..8])?),
+                key_rank: u64::from_le_bytes(word(&b[8..16])?),
+                count,
+                at,
             });
+            at = at.checked_add(usize::try_from(count).ok()?.checked_mul(4)?)?;
+        }
+        if at != lengths.len() {
+            return None;
         }
         let (avgdl, idf) = floats.split_first()?;
         Some(Scorer {
             idf: idf.to_vec(),
             avgdl: *avgdl,
-            books: rows,
+            spans,
+            lengths: lengths.to_vec(),
         })
     }
 
@@ -327,13 +353,17 @@ impl Scorer {
     /// row of no searched book.
     pub fn locate(&self, row: i64) -> Option<(Tie, f64)> {
         let at = self
-            .books
+            .spans
             .partition_point(|b| b.first <= row)
             .checked_sub(1)?;
-        let book = &self.books[at];
-        let index = usize::try_from(row - book.first).ok()?;
-        let tokens = *book.lengths.get(index)?;
-        Some(((book.key_rank, index as u64), f64::from(tokens)))
+        let book = self.spans[at];
+        let index = u64::try_from(row - book.first).ok()?;
+        if index >= book.count {
+            return None;
+        }
+        let from = book.at + 4 * index as usize;
+        let tokens = u32::from_le_bytes(self.lengths.get(from..from + 4)?.try_into().ok()?);
+        Some(((book.key_rank, index), f64::from(tokens)))
     }
 
     /// A row's score from each phrase's count in it and its length.
@@ -380,19 +410,6 @@ impl TopK {
             k,
             kept: std::collections::BinaryHeap::new(),
         }
-    }
-
-    /// Whether a row scoring at most `bound` cannot enter the best `k`.
-    pub fn beaten(&self, bound: f64, tie: Tie) -> bool {
-        if self.k == 0 {
-            return true;
-        }
-        if self.kept.len() < self.k {
-            return false;
-        }
-        self.kept
-            .peek()
-            .is_some_and(|worst| Kept { score: bound, tie } > *worst)
     }
 
     /// Offers a row; true when it is among the best `k` so far.
@@ -509,38 +526,34 @@ mod tests {
         assert!(top.offer(1.0, (0, 5)));
         assert!(top.offer(3.0, (1, 0)));
         assert!(!top.offer(0.5, (0, 0)), "worse than both kept");
-        assert!(top.beaten(0.9, (0, 0)));
-        assert!(
-            !top.beaten(1.0, (0, 4)),
-            "a tie with a lower index may enter"
-        );
-        assert!(top.beaten(1.0, (0, 6)));
-        assert!(top.offer(1.0, (0, 4)));
+        assert!(top.offer(1.0, (0, 4)), "a tie with a lower index enters");
         assert!(!top.offer(1.0, (0, 5)), "pushed out by its tie");
-        assert!(TopK::new(0).beaten(f64::MAX, (0, 0)));
+        assert!(!top.offer(1.0, (0, 6)));
+        assert!(!TopK::new(0).offer(f64::MAX, (0, 0)));
     }
 
     #[test]
     fn scorers_round_trip_and_place_rows_in_their_books() {
         let ranking = stats(&["a", "b"], 10, &[2, 3], 1).ranking(1);
+        let lengths = |l: &[u32]| l.iter().flat_map(|n| n.to_le_bytes()).collect();
         let books = vec![
             BookRows {
                 first: 11,
                 key_rank: 0,
-                lengths: vec![5, 6, 7, 8],
+                lengths: lengths(&[5, 6, 7, 8]),
             },
             BookRows {
                 first: 1,
                 key_rank: 1,
-                lengths: vec![9; 10],
+                lengths: lengths(&[9; 10]),
             },
         ];
         let scorer = Scorer::new(&ranking, books);
-        let (w, b) = scorer.encode();
-        let back = Scorer::decode(&w, &b, 2).unwrap();
+        let (w, b, l) = scorer.encode();
+        let back = Scorer::decode(&w, &b, l, 2).unwrap();
         assert_eq!(back, scorer);
-        assert!(Scorer::decode(&w, &b, 3).is_none());
-        assert!(Scorer::decode(&w, &b[..b.len() - 1], 2).is_none());
+        assert!(Scorer::decode(&w, &b, l, 3).is_none());
+        assert!(Scorer::decode(&w, &b, &l[..l.len() - 4], 2).is_none());
         assert_eq!(scorer.locate(1), Some(((1, 0), 9.0)));
         assert_eq!(scorer.locate(14), Some(((0, 3), 8.0)));
         assert_eq!(scorer.locate(15), None);

@@ -192,16 +192,6 @@ pub(crate) fn encode_lengths(lengths: &[u32]) -> Vec<u8> {
     lengths.iter().flat_map(|n| n.to_le_bytes()).collect()
 }
 
-fn decode_lengths(bytes: &[u8]) -> Option<Vec<u32>> {
-    if !bytes.len().is_multiple_of(4) {
-        return None;
-    }
-    bytes
-        .chunks_exact(4)
-        .map(|b| b.try_into().ok().map(u32::from_le_bytes))
-        .collect()
-}
-
 /// An SQLite varint: big-endian 7-bit groups, the ninth byte whole.
 fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value = 0u64;
@@ -327,20 +317,26 @@ impl Shard {
         let ranking = stats.ranking(k);
         // Current books in key order: a book's place breaks ties.
         let scorer = rank::Scorer::new(&ranking, self.book_rows()?);
-        let (weights, book_rows) = scorer.encode();
+        let (weights, book_rows, lengths) = scorer.encode();
         let mut best: Vec<(f64, rank::Tie, i64)> = Vec::new();
         {
             let mut stmt = self
                 .conn()
                 .prepare_cached(&format!(
                     "SELECT id, score FROM (
-                        SELECT rowid AS id, grove_rank({COLLECTION_INDEX}, ?2, ?3, ?4) AS score
+                        SELECT rowid AS id, grove_rank({COLLECTION_INDEX}, ?2, ?3, ?4, ?5) AS score
                         FROM {COLLECTION_INDEX} WHERE {COLLECTION_INDEX} MATCH ?1)
                      WHERE score IS NOT NULL"
                 ))
                 .map_err(|e| self.err(e))?;
             let mut rows = stmt
-                .query(params![ranking.fts_query, weights, book_rows, k as i64])
+                .query(params![
+                    ranking.fts_query,
+                    weights,
+                    book_rows,
+                    lengths,
+                    k as i64
+                ])
                 .map_err(|e| self.err(e))?;
             while let Some(r) = rows.next().map_err(|e| self.err(e))? {
                 let id: i64 = r.get(0).map_err(|e| self.err(e))?;
@@ -376,15 +372,15 @@ impl Shard {
             let lengths = get(2)?
                 .as_blob()
                 .ok()
-                .and_then(decode_lengths)
-                .filter(|l| l.len() as i64 == count)
+                .filter(|l| l.len() as i64 == 4 * count)
                 .ok_or_else(|| StoreError::Corrupt {
                     path: self.path().to_path_buf(),
                     detail: format!(
                         "the chunk lengths of book `{}` are missing or do not match its {count} chunks",
                         get(3).ok().and_then(|k| k.as_str().ok()).unwrap_or("?")
                     ),
-                })?;
+                })?
+                .to_vec();
             books.push(rank::BookRows {
                 first,
                 key_rank: books.len() as u64,
