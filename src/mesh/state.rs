@@ -219,6 +219,20 @@ pub struct HistoryEntry {
     pub at_ms: i64,
 }
 
+/// The commit that removed this node from the mesh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal {
+    /// The first epoch without this node.
+    pub epoch: u64,
+    pub roster_hash: [u8; 32],
+    pub commit_hash: [u8; 32],
+    /// The kick (or leave) proposal the commit carried.
+    pub proposal_hash: Option<[u8; 32]>,
+    /// When this node applied it (None when it learned it only by sync
+    /// without moving its tip there).
+    pub at_ms: Option<i64>,
+}
+
 /// The mesh this node belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MeshInfo {
@@ -525,9 +539,68 @@ impl MeshState {
             .member_with_key(&self.me.peer_id, &self.me.ed25519)
             .is_none()
         {
+            if let (Some(r), Some(mesh)) = (self.removal(), &self.mesh) {
+                return Err(MeshError::Removed {
+                    mesh: mesh.name.clone(),
+                    epoch: r.epoch,
+                });
+            }
             return Err(MeshError::NotAMember);
         }
         Ok(roster)
+    }
+
+    /// When this node was a member and its current roster no longer lists
+    /// it: the commit that removed it.
+    pub fn removal(&self) -> Option<Removal> {
+        if self.is_member() {
+            return None;
+        }
+        let me = |n: &RosterNode| {
+            n.roster
+                .member_with_key(&self.me.peer_id, &self.me.ed25519)
+                .is_some()
+        };
+        // Walk back from the tip to the first roster without this node
+        // whose parent still had it.
+        let mut at = self.tip_node()?.clone();
+        loop {
+            let parent = self.rosters.get(&at.parent?)?;
+            if me(parent) {
+                let at_ms = self
+                    .history
+                    .iter()
+                    .find(|h| h.roster_hash == at.hash)
+                    .map(|h| h.at_ms);
+                return Some(Removal {
+                    epoch: at.roster.epoch,
+                    roster_hash: at.hash,
+                    commit_hash: at.roster.commit_hash,
+                    proposal_hash: at.proposal_hash,
+                    at_ms,
+                });
+            }
+            at = parent.clone();
+        }
+    }
+
+    /// Forgets a join this node asked for and was not welcomed into (the
+    /// inviter refused it or cannot be reached), so it can use another invite.
+    pub fn cancel_join(&self) -> Result<(MeshState, Transition), MeshError> {
+        if self.mesh.is_some() {
+            return Err(MeshError::MeshExists);
+        }
+        let pending = self
+            .pending_join
+            .clone()
+            .ok_or_else(|| MeshError::Refused("no join pending on this node".into()))?;
+        let mut tx = self.tx();
+        tx.effect(Effect::SetPendingJoin(None));
+        tx.audit(
+            "mesh.join.cancel",
+            json!({"mesh_id": h(&pending.mesh_id), "invite_id": h(&pending.invite_id)}),
+        );
+        Ok(tx.done())
     }
 
     // ----- local commands -------------------------------------------------
