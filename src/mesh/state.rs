@@ -1605,10 +1605,15 @@ impl MeshState {
         if self.mesh.is_none() {
             return Err(MeshError::NoMesh);
         }
-        // A removed node still follows commits (public, verifiable) so the
+        // A removed node still takes commits (public, verifiable) so the
         // fork choice can bring it back if its removal lost a convergent
-        // switch; it takes part in nothing else.
-        let follows_only = matches!(kind, Kind::Commit(_) | Kind::SyncResponse(_));
+        // switch, and answers sync requests with the commits it holds (the
+        // one that removed it may have reached no one else); it takes part
+        // in nothing else.
+        let follows_only = matches!(
+            kind,
+            Kind::Commit(_) | Kind::SyncResponse(_) | Kind::SyncRequest(_)
+        );
         if !self.is_member() && !follows_only {
             return Err(MeshError::NotAMember);
         }
@@ -2260,14 +2265,6 @@ impl MeshState {
             }
         }
         nodes.reverse();
-        // A former member gets the commits up to the one that removed it and
-        // nothing after (§10): it can use no later one.
-        if let Some(cut) = nodes
-            .iter()
-            .position(|n| n.roster.member_with_key(&body.requester, &signer).is_none())
-        {
-            nodes.truncate(cut + 1);
-        }
         let mut commits = Vec::new();
         for c in nodes.iter().filter_map(|n| n.commit.as_ref()) {
             commits.push(codec::decode_canonical::<wire::Signed>(c, "stored commit")?);
@@ -2312,9 +2309,23 @@ impl MeshState {
                 "sync response to a request this node is not waiting on".into(),
             ));
         }
+        let derived = identity::peer_id_bytes(&signer)
+            .map_err(|_| MeshError::BadSignature("sync response"))?;
+        if derived != body.responder {
+            return Err(MeshError::BadSignature("sync response"));
+        }
         let responder_known = self
             .roster()
             .is_some_and(|r| r.member_with_key(&body.responder, &signer).is_some());
+        // A former member's commits are checked in full like any; only a
+        // current member's answer makes this node synced.
+        let former = self
+            .rosters
+            .values()
+            .any(|n| n.roster.member_with_key(&body.responder, &signer).is_some());
+        if !responder_known && !former {
+            return Err(MeshError::NotMember("sync response"));
+        }
         for c in &body.commits {
             match tx.s.check_commit(id, c) {
                 Ok(checked) => tx_insert_checked(tx, checked, now_ms),
@@ -2334,7 +2345,7 @@ impl MeshState {
                 .roster()
                 .is_some_and(|r| r.member_with_key(&body.responder, &signer).is_some());
         if !responder_member {
-            return Err(MeshError::NotMember("sync response"));
+            return Ok(());
         }
         if !tx.s.synced {
             tx.audit(
