@@ -394,7 +394,47 @@ fn kicked_member_learns_nothing_of_later_epochs() {
         .state
         .propose(&nodes[3].id, ProposalChange::Rotate, now, &mut rng)
         .unwrap_err();
-    assert_eq!(err, MeshError::NotAMember);
+    // It is told it was removed, when, and by which proposal.
+    let removal = nodes[3].state.removal().unwrap();
+    assert_eq!(
+        err,
+        MeshError::Removed {
+            mesh: "test mesh".into(),
+            epoch: removal.epoch
+        }
+    );
+    assert!(
+        err.to_string()
+            .contains("this node is no longer a member of mesh test mesh (removed at epoch"),
+        "{err}"
+    );
+    let removing = &nodes[0].state.rosters[&removal.roster_hash];
+    assert!(removing.roster.member(&nodes[3].id.peer_id()).is_none());
+    assert!(removal.proposal_hash.is_some() && removal.at_ms.is_some());
+    assert!(nodes[0].state.removal().is_none());
+}
+
+#[test]
+fn a_failed_join_can_be_cancelled_and_leaves_nothing() {
+    let (mut nodes, mut rng, now) = mesh_of(1, 35);
+    let r = nodes[0]
+        .state
+        .create_invite(&nodes[0].id, vec![], String::new(), None, now, &mut rng);
+    let text = nodes[0].take(r, now).unwrap().output.unwrap();
+    let mut joiner = Node::new(&mut rng);
+    let r = joiner.state.request_join(&joiner.id, &text, "j", now);
+    joiner.take(r, now).unwrap();
+    assert!(joiner.state.pending_join.is_some());
+    // The inviter is never reached: the joiner gives up.
+    let r = joiner.state.cancel_join();
+    joiner.take(r, now).unwrap();
+    assert!(joiner.state.pending_join.is_none() && joiner.state.mesh.is_none());
+    joiner.restart();
+    assert!(joiner.state.pending_join.is_none());
+    assert!(joiner.state.cancel_join().is_err());
+    // It can then found or join a mesh.
+    let r = joiner.state.request_join(&joiner.id, &text, "j", now);
+    joiner.take(r, now).unwrap();
 }
 
 /// Checks that `victim` holds no secret of, and opens no envelope or gossip

@@ -140,6 +140,8 @@ pub enum MeshError {
     MeshExists,
     #[error("this node is not a member of the mesh (removed or not yet joined)")]
     NotAMember,
+    #[error("this node is no longer a member of mesh {mesh} (removed at epoch {epoch})")]
+    Removed { mesh: String, epoch: u64 },
     #[error("not synced since restart: this node casts no vote until it has synced with a member")]
     NotSynced,
     #[error(

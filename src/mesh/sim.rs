@@ -311,6 +311,21 @@ impl<S: Storage> Sim<S> {
         Some(joiner)
     }
 
+    /// True when a joiner still waits though an online member's roster lists it.
+    fn welcome_due(&self) -> bool {
+        self.invites.keys().any(|&j| {
+            let s = &self.nodes[j].state;
+            s.mesh.is_none()
+                && !self.offline[j]
+                && self.online_members().iter().any(|&m| {
+                    self.nodes[m]
+                        .state
+                        .roster()
+                        .is_some_and(|r| r.member(&self.nodes[j].id.peer_id()).is_some())
+                })
+        })
+    }
+
     /// Joiners still waiting ask again with their invite, as the daemon's
     /// joiner polls: a lost welcome is sent again once it is a member.
     fn joiners_ask_again(&mut self) {
@@ -692,7 +707,10 @@ impl<S: Storage> Sim<S> {
         for &m in &members {
             let s = &self.nodes[m].state;
             if s.tip != first.tip || s.roster() != first.roster() {
-                return Err(unsafe_(format!("node {m} on another roster")));
+                return Err(unsafe_(format!(
+                    "node {m} on another roster: {}",
+                    self.describe()
+                )));
             }
             if s.current_secret().is_none() || s.current_secret() != first.current_secret() {
                 return Err(unsafe_(format!("node {m}: secrets differ")));
@@ -708,7 +726,10 @@ impl<S: Storage> Sim<S> {
             }
         }
         if first.epoch() != max_epoch {
-            return Err(unsafe_("members are behind the highest epoch".into()));
+            return Err(unsafe_(format!(
+                "members are behind the highest epoch: {}",
+                self.describe()
+            )));
         }
         for (i, n) in self.nodes.iter().enumerate() {
             let mut seen: BTreeMap<u64, BTreeSet<[u8; 32]>> = BTreeMap::new();
@@ -794,7 +815,7 @@ impl<S: Storage> Sim<S> {
             probe.joiners_ask_again();
             probe.sync_all();
             probe.drain_queue();
-            if probe.online_converged() {
+            if probe.online_converged() && !probe.welcome_due() {
                 break;
             }
         }
@@ -1057,6 +1078,7 @@ impl<S: Storage> Sim<S> {
                 let _ = self.act(i, |s, id, rng, now| s.tick(id, now, rng));
             }
             if step % 4 == 3 {
+                self.joiners_ask_again();
                 self.republish_all();
                 self.sync_all();
             }
@@ -1083,6 +1105,13 @@ impl<S: Storage> Sim<S> {
         for (i, n) in self.nodes.iter().enumerate() {
             let s = &n.state;
             if s.mesh.is_none() {
+                if let Some(p) = &s.pending_join {
+                    out.push(format!(
+                        "node {i}{}: waiting to join with invite {}",
+                        if self.offline[i] { " (offline)" } else { "" },
+                        &hex::encode(p.invite_id)[..8]
+                    ));
+                }
                 continue;
             }
             let me = n.id.peer_id();

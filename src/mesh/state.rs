@@ -219,6 +219,20 @@ pub struct HistoryEntry {
     pub at_ms: i64,
 }
 
+/// The commit that removed this node from the mesh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal {
+    /// The first epoch without this node.
+    pub epoch: u64,
+    pub roster_hash: [u8; 32],
+    pub commit_hash: [u8; 32],
+    /// The kick (or leave) proposal the commit carried.
+    pub proposal_hash: Option<[u8; 32]>,
+    /// When this node applied it (None when it learned it only by sync
+    /// without moving its tip there).
+    pub at_ms: Option<i64>,
+}
+
 /// The mesh this node belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MeshInfo {
@@ -525,9 +539,68 @@ impl MeshState {
             .member_with_key(&self.me.peer_id, &self.me.ed25519)
             .is_none()
         {
+            if let (Some(r), Some(mesh)) = (self.removal(), &self.mesh) {
+                return Err(MeshError::Removed {
+                    mesh: mesh.name.clone(),
+                    epoch: r.epoch,
+                });
+            }
             return Err(MeshError::NotAMember);
         }
         Ok(roster)
+    }
+
+    /// When this node was a member and its current roster no longer lists
+    /// it: the commit that removed it.
+    pub fn removal(&self) -> Option<Removal> {
+        if self.is_member() {
+            return None;
+        }
+        let me = |n: &RosterNode| {
+            n.roster
+                .member_with_key(&self.me.peer_id, &self.me.ed25519)
+                .is_some()
+        };
+        // Walk back from the tip to the first roster without this node
+        // whose parent still had it.
+        let mut at = self.tip_node()?.clone();
+        loop {
+            let parent = self.rosters.get(&at.parent?)?;
+            if me(parent) {
+                let at_ms = self
+                    .history
+                    .iter()
+                    .find(|h| h.roster_hash == at.hash)
+                    .map(|h| h.at_ms);
+                return Some(Removal {
+                    epoch: at.roster.epoch,
+                    roster_hash: at.hash,
+                    commit_hash: at.roster.commit_hash,
+                    proposal_hash: at.proposal_hash,
+                    at_ms,
+                });
+            }
+            at = parent.clone();
+        }
+    }
+
+    /// Forgets a join this node asked for and was not welcomed into (the
+    /// inviter refused it or cannot be reached), so it can use another invite.
+    pub fn cancel_join(&self) -> Result<(MeshState, Transition), MeshError> {
+        if self.mesh.is_some() {
+            return Err(MeshError::MeshExists);
+        }
+        let pending = self
+            .pending_join
+            .clone()
+            .ok_or_else(|| MeshError::Refused("no join pending on this node".into()))?;
+        let mut tx = self.tx();
+        tx.effect(Effect::SetPendingJoin(None));
+        tx.audit(
+            "mesh.join.cancel",
+            json!({"mesh_id": h(&pending.mesh_id), "invite_id": h(&pending.invite_id)}),
+        );
+        Ok(tx.done())
     }
 
     // ----- local commands -------------------------------------------------
@@ -1532,10 +1605,15 @@ impl MeshState {
         if self.mesh.is_none() {
             return Err(MeshError::NoMesh);
         }
-        // A removed node still follows commits (public, verifiable) so the
+        // A removed node still takes commits (public, verifiable) so the
         // fork choice can bring it back if its removal lost a convergent
-        // switch; it takes part in nothing else.
-        let follows_only = matches!(kind, Kind::Commit(_) | Kind::SyncResponse(_));
+        // switch, and answers sync requests with the commits it holds (the
+        // one that removed it may have reached no one else); it takes part
+        // in nothing else.
+        let follows_only = matches!(
+            kind,
+            Kind::Commit(_) | Kind::SyncResponse(_) | Kind::SyncRequest(_)
+        );
         if !self.is_member() && !follows_only {
             return Err(MeshError::NotAMember);
         }
@@ -2187,14 +2265,6 @@ impl MeshState {
             }
         }
         nodes.reverse();
-        // A former member gets the commits up to the one that removed it and
-        // nothing after (§10): it can use no later one.
-        if let Some(cut) = nodes
-            .iter()
-            .position(|n| n.roster.member_with_key(&body.requester, &signer).is_none())
-        {
-            nodes.truncate(cut + 1);
-        }
         let mut commits = Vec::new();
         for c in nodes.iter().filter_map(|n| n.commit.as_ref()) {
             commits.push(codec::decode_canonical::<wire::Signed>(c, "stored commit")?);
@@ -2239,9 +2309,23 @@ impl MeshState {
                 "sync response to a request this node is not waiting on".into(),
             ));
         }
+        let derived = identity::peer_id_bytes(&signer)
+            .map_err(|_| MeshError::BadSignature("sync response"))?;
+        if derived != body.responder {
+            return Err(MeshError::BadSignature("sync response"));
+        }
         let responder_known = self
             .roster()
             .is_some_and(|r| r.member_with_key(&body.responder, &signer).is_some());
+        // A former member's commits are checked in full like any; only a
+        // current member's answer makes this node synced.
+        let former = self
+            .rosters
+            .values()
+            .any(|n| n.roster.member_with_key(&body.responder, &signer).is_some());
+        if !responder_known && !former {
+            return Err(MeshError::NotMember("sync response"));
+        }
         for c in &body.commits {
             match tx.s.check_commit(id, c) {
                 Ok(checked) => tx_insert_checked(tx, checked, now_ms),
@@ -2261,7 +2345,7 @@ impl MeshState {
                 .roster()
                 .is_some_and(|r| r.member_with_key(&body.responder, &signer).is_some());
         if !responder_member {
-            return Err(MeshError::NotMember("sync response"));
+            return Ok(());
         }
         if !tx.s.synced {
             tx.audit(

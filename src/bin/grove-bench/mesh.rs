@@ -342,7 +342,16 @@ fn liveness(args: &[String]) -> anyhow::Result<()> {
                             .filter(|s| s % threads == t)
                             .map(|seed| {
                                 let (cfg, quorum) = state_sim::Config::sweep(seed, steps);
-                                (seed, state_sim::run(seed, cfg, quorum))
+                                // A panic is a failure of that seed, not of the sweep.
+                                let run =
+                                    std::panic::catch_unwind(|| state_sim::run(seed, cfg, quorum))
+                                        .unwrap_or_else(|_| {
+                                            Err(state_sim::SimError::Setup {
+                                                seed,
+                                                what: "panicked".into(),
+                                            })
+                                        });
+                                (seed, run)
                             })
                             .collect::<Vec<_>>()
                     })
