@@ -82,6 +82,9 @@ pub struct GuideRules {
     /// left, the turn ends at the next sentence end.
     pub end_reserve: usize,
     pub end_words: usize,
+    /// The reply is one paragraph: free text may not break lines (a small
+    /// model otherwise falls into lists of fragments, line after line).
+    pub one_paragraph: bool,
 }
 
 impl Default for GuideRules {
@@ -96,6 +99,7 @@ impl Default for GuideRules {
             close_reserve: 14,
             end_reserve: 24,
             end_words: 15,
+            one_paragraph: true,
         }
     }
 }
@@ -188,6 +192,8 @@ pub struct Vocabulary {
     with_bracket: Vec<u32>,
     /// Ids made only of `.`, `!` or `?`.
     sentence_enders: Vec<u32>,
+    /// Ids holding a line break.
+    line_breaks: Vec<u32>,
     /// The id of `"` alone, the last resort that closes a quote.
     quote_mark: Option<u32>,
     /// Trie nodes spelling up to 3 bytes of space or punctuation (no quote
@@ -207,6 +213,7 @@ impl Vocabulary {
         let mut unsafe_in_text = Vec::new();
         let mut with_bracket = Vec::new();
         let mut sentence_enders = Vec::new();
+        let mut line_breaks = Vec::new();
         for (id, bytes) in tokens.iter().enumerate() {
             let id = id as u32;
             let Some(bytes) = bytes.as_deref().filter(|b| !b.is_empty()) else {
@@ -227,6 +234,9 @@ impl Vocabulary {
             }
             if bytes.iter().all(|b| matches!(b, b'.' | b'!' | b'?')) {
                 sentence_enders.push(id);
+            }
+            if bytes.iter().any(|b| matches!(b, b'\n' | b'\r')) {
+                line_breaks.push(id);
             }
         }
         let quote_mark = trie.walk(b"\"").and_then(|n| trie.token(n));
@@ -250,6 +260,7 @@ impl Vocabulary {
             unsafe_in_text,
             with_bracket,
             sentence_enders,
+            line_breaks,
             quote_mark,
             gap_nodes,
             multi_word,
@@ -943,6 +954,13 @@ impl QuoteGuide {
                 }
             }
         }
+        if rules.one_paragraph {
+            for &id in &vocab.line_breaks {
+                if let Some(l) = logits.get_mut(id as usize) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+        }
         self.forbid_copies(logits);
     }
 
@@ -1602,6 +1620,7 @@ mod tests {
             " and",
             " was",
             " calm",
+            "\n",
             "<|im_end|>",
         ] {
             words.push(w.to_string());
@@ -1963,6 +1982,29 @@ mod tests {
         // ...but `and the sea was calm.` is still free.
         assert!(allows(&mut g, &w, "a"));
         assert!(allows(&mut g, &w, "t"));
+    }
+
+    #[test]
+    fn a_reply_is_one_paragraph() {
+        let (mut g, w) = guide(&[WHALE], 200);
+        feed(&mut g, &w, &["I", " said", "."]);
+        feed(
+            &mut g,
+            &w,
+            &[" \"The", " whale", " rose", " at", " dawn", "\"", " [s1]"],
+        );
+        assert!(!allows(&mut g, &w, "\n"));
+        assert!(allows(&mut g, &w, " we"));
+        let rules = GuideRules {
+            one_paragraph: false,
+            ..GuideRules::default()
+        };
+        let guidance = Guidance {
+            passages: vec![WHALE.into()],
+            ..Guidance::default()
+        };
+        let (mut g, w) = guide_with(guidance, 200, rules);
+        feed(&mut g, &w, &["I", "\n"]);
     }
 
     /// A guide whose free text may not copy `avoid` (and the passage).
