@@ -935,9 +935,13 @@ impl QuoteGuide {
                 self.mark(id);
             }
         }
-        for i in 0..self.tag_openers.len() {
-            let id = self.tag_openers[i];
-            self.mark(id);
+        // A tag cites a claim: none before the reply's first word (a small
+        // model otherwise opens with a passage header, `[s6] (chunk:0359)`).
+        if self.text.iter().any(u8::is_ascii_alphanumeric) {
+            for i in 0..self.tag_openers.len() {
+                let id = self.tag_openers[i];
+                self.mark(id);
+            }
         }
         let vocab = Arc::clone(&self.vocab);
         for &id in &vocab.unsafe_in_text {
@@ -1089,17 +1093,25 @@ impl QuoteGuide {
         self.allowed.clear();
         self.closing.clear();
         let first = content.is_empty();
-        // Short of tokens: on to the nearest end, then close.
-        let tight = self.remaining() <= self.rules.close_reserve;
+        // A quote goes on past its next end only if the tokens left reach
+        // that end (about 3 bytes a token, then the closing mark, tag and
+        // full stop); else it closes at the nearest end, here if it can.
+        let remaining = self.remaining();
+        let reserve = self.rules.close_reserve;
+        let mut may_go_on = false;
         for l in &live {
             let s = l.source as usize;
             let start = l.pos as usize;
-            let limit = if tight {
-                self.sources[s]
-                    .next_end(l.start as usize, start, self.rules.min_quote_words)
-                    .map_or(l.limit as usize, |end| end.min(l.limit as usize))
-            } else {
+            let nearest = self.sources[s]
+                .next_end(l.start as usize, start, self.rules.min_quote_words)
+                .map(|end| end.min(l.limit as usize));
+            let affordable =
+                nearest.is_some_and(|end| (end - start).div_ceil(3) + reserve <= remaining);
+            may_go_on |= affordable;
+            let limit = if affordable {
                 l.limit as usize
+            } else {
+                nearest.unwrap_or(l.limit as usize)
             };
             // A close right here (the token is `"` alone).
             if !first && let Some(id) = quote_node(Trie::ROOT) {
@@ -1143,19 +1155,20 @@ impl QuoteGuide {
                 }
             }
         }
-        let must_close = tight;
         let mut allowed = std::mem::take(&mut self.allowed);
         let closing = std::mem::take(&mut self.closing);
-        if must_close && !closing.is_empty() {
+        if !may_go_on && !closing.is_empty() {
             allowed.clear();
         }
         allowed.extend(closing.iter().copied());
-        if allowed.is_empty()
+        // No way on (should not happen: quotes start only where a
+        // clause-aligned end follows), or the last tokens: close rather
+        // than end inside the quote, and let grading decide.
+        let last_tokens = remaining <= 3 && closing.is_empty();
+        if (allowed.is_empty() || last_tokens)
             && let Some(id) = self.vocab.quote_mark
         {
-            // No way on (should not happen: quotes start only where a
-            // clause-aligned end follows); close rather than fail, and let
-            // grading decide.
+            allowed.clear();
             allowed.push(id);
         }
         self.keep_only(logits, &allowed);
@@ -1785,6 +1798,7 @@ mod tests {
     #[test]
     fn brackets_outside_quotes_only_open_valid_tags() {
         let (mut g, w) = guide(&[WHALE], 100);
+        assert!(!allows(&mut g, &w, "[s"), "no tag before the first word");
         feed(&mut g, &w, &["I"]);
         assert!(allows(&mut g, &w, " ["));
         assert!(!allows(&mut g, &w, "]"));
@@ -1924,6 +1938,29 @@ mod tests {
             .map(|&i| w[i as usize].as_str())
             .collect();
         assert!(now.iter().all(|t| t.starts_with('"')), "{now:?}");
+    }
+
+    #[test]
+    fn a_quote_goes_past_an_end_only_when_the_tokens_left_reach_the_next() {
+        // Ends after `four,` and after `ten.` (`, five ... ten.` is 30
+        // bytes, about 10 tokens, plus 14 for the close).
+        let text = "one two three four, five six seven eight nine ten.";
+        let (mut g, w) = guide(&[text], 200);
+        feed(&mut g, &w, &["\""]);
+        feed_chars(&mut g, &w, "one two three four");
+        assert!(allows(&mut g, &w, ","));
+        assert!(allows(&mut g, &w, "\""));
+        let (mut g, w) = guide(&[text], 40);
+        feed(&mut g, &w, &["\""]);
+        feed_chars(&mut g, &w, "one two three four");
+        // 40 - 19 = 21 tokens left: enough to take the comma, not for
+        // `five ... ten.` too; so after the comma the quote closes.
+        let now = |g: &mut QuoteGuide| -> Vec<String> {
+            allowed(g).iter().map(|&i| w[i as usize].clone()).collect()
+        };
+        assert_eq!(now(&mut g), ["\"", ","]);
+        feed(&mut g, &w, &[","]);
+        assert_eq!(now(&mut g), ["\""], "closes here");
     }
 
     #[test]
