@@ -386,7 +386,7 @@ fn the_prompt_carries_persona_passages_and_moves() {
     assert!(
         first.messages[0]
             .content
-            .ends_with("This turn you open the moot by introducing yourself to Moby Dick.")
+            .ends_with("Begin the moot: tell Moby Dick who you are.")
     );
     assert!(first.messages[1].content.ends_with('.'));
     assert!(!first.messages[1].content.contains("moot"));
@@ -411,9 +411,11 @@ fn the_prompt_carries_persona_passages_and_moves() {
             .ends_with(&format!("has just said: {}", moot.utterances[1].text))
     );
     // Turn 3 of 3 closes: the last-turn instruction is in the system message.
-    assert!(third.messages[0].content.ends_with(
-        "This is your last turn in the moot: give Moby Dick your final word on the matter."
-    ));
+    assert!(
+        third.messages[0]
+            .content
+            .ends_with("Give Moby Dick your final word on the matter: the moot ends with you.")
+    );
 }
 
 #[test]

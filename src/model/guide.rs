@@ -82,6 +82,9 @@ pub struct GuideRules {
     /// left, the turn ends at the next sentence end.
     pub end_reserve: usize,
     pub end_words: usize,
+    /// The reply is one paragraph: free text may not break lines (a small
+    /// model otherwise falls into lists of fragments, line after line).
+    pub one_paragraph: bool,
 }
 
 impl Default for GuideRules {
@@ -96,6 +99,7 @@ impl Default for GuideRules {
             close_reserve: 14,
             end_reserve: 24,
             end_words: 15,
+            one_paragraph: true,
         }
     }
 }
@@ -188,6 +192,8 @@ pub struct Vocabulary {
     with_bracket: Vec<u32>,
     /// Ids made only of `.`, `!` or `?`.
     sentence_enders: Vec<u32>,
+    /// Ids holding a line break.
+    line_breaks: Vec<u32>,
     /// The id of `"` alone, the last resort that closes a quote.
     quote_mark: Option<u32>,
     /// Trie nodes spelling up to 3 bytes of space or punctuation (no quote
@@ -207,6 +213,7 @@ impl Vocabulary {
         let mut unsafe_in_text = Vec::new();
         let mut with_bracket = Vec::new();
         let mut sentence_enders = Vec::new();
+        let mut line_breaks = Vec::new();
         for (id, bytes) in tokens.iter().enumerate() {
             let id = id as u32;
             let Some(bytes) = bytes.as_deref().filter(|b| !b.is_empty()) else {
@@ -227,6 +234,9 @@ impl Vocabulary {
             }
             if bytes.iter().all(|b| matches!(b, b'.' | b'!' | b'?')) {
                 sentence_enders.push(id);
+            }
+            if bytes.iter().any(|b| matches!(b, b'\n' | b'\r')) {
+                line_breaks.push(id);
             }
         }
         let quote_mark = trie.walk(b"\"").and_then(|n| trie.token(n));
@@ -250,6 +260,7 @@ impl Vocabulary {
             unsafe_in_text,
             with_bracket,
             sentence_enders,
+            line_breaks,
             quote_mark,
             gap_nodes,
             multi_word,
@@ -924,9 +935,13 @@ impl QuoteGuide {
                 self.mark(id);
             }
         }
-        for i in 0..self.tag_openers.len() {
-            let id = self.tag_openers[i];
-            self.mark(id);
+        // A tag cites a claim: none before the reply's first word (a small
+        // model otherwise opens with a passage header, `[s6] (chunk:0359)`).
+        if self.text.iter().any(u8::is_ascii_alphanumeric) {
+            for i in 0..self.tag_openers.len() {
+                let id = self.tag_openers[i];
+                self.mark(id);
+            }
         }
         let vocab = Arc::clone(&self.vocab);
         for &id in &vocab.unsafe_in_text {
@@ -938,6 +953,13 @@ impl QuoteGuide {
         }
         if !self.may_end() {
             for &id in &vocab.stops {
+                if let Some(l) = logits.get_mut(id as usize) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+        }
+        if rules.one_paragraph {
+            for &id in &vocab.line_breaks {
                 if let Some(l) = logits.get_mut(id as usize) {
                     *l = f32::NEG_INFINITY;
                 }
@@ -1071,17 +1093,25 @@ impl QuoteGuide {
         self.allowed.clear();
         self.closing.clear();
         let first = content.is_empty();
-        // Short of tokens: on to the nearest end, then close.
-        let tight = self.remaining() <= self.rules.close_reserve;
+        // A quote goes on past its next end only if the tokens left reach
+        // that end (about 3 bytes a token, then the closing mark, tag and
+        // full stop); else it closes at the nearest end, here if it can.
+        let remaining = self.remaining();
+        let reserve = self.rules.close_reserve;
+        let mut may_go_on = false;
         for l in &live {
             let s = l.source as usize;
             let start = l.pos as usize;
-            let limit = if tight {
-                self.sources[s]
-                    .next_end(l.start as usize, start, self.rules.min_quote_words)
-                    .map_or(l.limit as usize, |end| end.min(l.limit as usize))
-            } else {
+            let nearest = self.sources[s]
+                .next_end(l.start as usize, start, self.rules.min_quote_words)
+                .map(|end| end.min(l.limit as usize));
+            let affordable =
+                nearest.is_some_and(|end| (end - start).div_ceil(3) + reserve <= remaining);
+            may_go_on |= affordable;
+            let limit = if affordable {
                 l.limit as usize
+            } else {
+                nearest.unwrap_or(l.limit as usize)
             };
             // A close right here (the token is `"` alone).
             if !first && let Some(id) = quote_node(Trie::ROOT) {
@@ -1125,19 +1155,20 @@ impl QuoteGuide {
                 }
             }
         }
-        let must_close = tight;
         let mut allowed = std::mem::take(&mut self.allowed);
         let closing = std::mem::take(&mut self.closing);
-        if must_close && !closing.is_empty() {
+        if !may_go_on && !closing.is_empty() {
             allowed.clear();
         }
         allowed.extend(closing.iter().copied());
-        if allowed.is_empty()
+        // No way on (should not happen: quotes start only where a
+        // clause-aligned end follows), or the last tokens: close rather
+        // than end inside the quote, and let grading decide.
+        let last_tokens = remaining <= 3 && closing.is_empty();
+        if (allowed.is_empty() || last_tokens)
             && let Some(id) = self.vocab.quote_mark
         {
-            // No way on (should not happen: quotes start only where a
-            // clause-aligned end follows); close rather than fail, and let
-            // grading decide.
+            allowed.clear();
             allowed.push(id);
         }
         self.keep_only(logits, &allowed);
@@ -1602,6 +1633,7 @@ mod tests {
             " and",
             " was",
             " calm",
+            "\n",
             "<|im_end|>",
         ] {
             words.push(w.to_string());
@@ -1766,6 +1798,7 @@ mod tests {
     #[test]
     fn brackets_outside_quotes_only_open_valid_tags() {
         let (mut g, w) = guide(&[WHALE], 100);
+        assert!(!allows(&mut g, &w, "[s"), "no tag before the first word");
         feed(&mut g, &w, &["I"]);
         assert!(allows(&mut g, &w, " ["));
         assert!(!allows(&mut g, &w, "]"));
@@ -1908,6 +1941,29 @@ mod tests {
     }
 
     #[test]
+    fn a_quote_goes_past_an_end_only_when_the_tokens_left_reach_the_next() {
+        // Ends after `four,` and after `ten.` (`, five ... ten.` is 30
+        // bytes, about 10 tokens, plus 14 for the close).
+        let text = "one two three four, five six seven eight nine ten.";
+        let (mut g, w) = guide(&[text], 200);
+        feed(&mut g, &w, &["\""]);
+        feed_chars(&mut g, &w, "one two three four");
+        assert!(allows(&mut g, &w, ","));
+        assert!(allows(&mut g, &w, "\""));
+        let (mut g, w) = guide(&[text], 40);
+        feed(&mut g, &w, &["\""]);
+        feed_chars(&mut g, &w, "one two three four");
+        // 40 - 19 = 21 tokens left: enough to take the comma, not for
+        // `five ... ten.` too; so after the comma the quote closes.
+        let now = |g: &mut QuoteGuide| -> Vec<String> {
+            allowed(g).iter().map(|&i| w[i as usize].clone()).collect()
+        };
+        assert_eq!(now(&mut g), ["\"", ","]);
+        feed(&mut g, &w, &[","]);
+        assert_eq!(now(&mut g), ["\""], "closes here");
+    }
+
+    #[test]
     fn quotes_do_not_cross_quote_marks_or_newlines_matter_not() {
         // Line breaks in the source read as spaces; a quote mark inside the
         // source ends what a quote can copy (and is a boundary).
@@ -1963,6 +2019,29 @@ mod tests {
         // ...but `and the sea was calm.` is still free.
         assert!(allows(&mut g, &w, "a"));
         assert!(allows(&mut g, &w, "t"));
+    }
+
+    #[test]
+    fn a_reply_is_one_paragraph() {
+        let (mut g, w) = guide(&[WHALE], 200);
+        feed(&mut g, &w, &["I", " said", "."]);
+        feed(
+            &mut g,
+            &w,
+            &[" \"The", " whale", " rose", " at", " dawn", "\"", " [s1]"],
+        );
+        assert!(!allows(&mut g, &w, "\n"));
+        assert!(allows(&mut g, &w, " we"));
+        let rules = GuideRules {
+            one_paragraph: false,
+            ..GuideRules::default()
+        };
+        let guidance = Guidance {
+            passages: vec![WHALE.into()],
+            ..Guidance::default()
+        };
+        let (mut g, w) = guide_with(guidance, 200, rules);
+        feed(&mut g, &w, &["I", "\n"]);
     }
 
     /// A guide whose free text may not copy `avoid` (and the passage).

@@ -77,15 +77,14 @@ pub enum Cue<'a> {
     Reply { incoming: &'a Line, mv: Move },
 }
 
-/// What this turn asks of the speaker, said in the system message.
+/// What this turn asks of the speaker, said in the system message (as a
+/// plain request, not as talk about turns, which a small model repeats).
 pub fn this_turn(cue: &Cue<'_>, other: &str) -> String {
     match cue {
         Cue::Opening { topic: Some(topic) } => {
-            format!("This turn you open the moot on the topic \"{topic}\", speaking to {other}.")
+            format!("Begin the moot: tell {other} what you hold about {topic}.")
         }
-        Cue::Opening { topic: None } => {
-            format!("This turn you open the moot by introducing yourself to {other}.")
-        }
+        Cue::Opening { topic: None } => format!("Begin the moot: tell {other} who you are."),
         Cue::Reply { mv, .. } => move_instruction(*mv, other),
     }
 }
@@ -93,18 +92,14 @@ pub fn this_turn(cue: &Cue<'_>, other: &str) -> String {
 /// How each move is asked for.
 pub fn move_instruction(mv: Move, other: &str) -> String {
     match mv {
-        Move::Open => format!("This turn you open the moot, speaking to {other}."),
-        Move::Answer => format!("This turn you answer {other}'s point directly."),
-        Move::Challenge => {
-            format!("This turn you challenge what {other} just said, from your own passages.")
+        Move::Open => format!("Begin the moot: speak to {other}."),
+        Move::Answer => format!("Answer {other}'s point directly."),
+        Move::Challenge => format!("Challenge what {other} just said."),
+        Move::Extend => format!("Take {other}'s point further with your own."),
+        Move::Ask => format!("Put a pointed question to {other}."),
+        Move::Close => {
+            format!("Give {other} your final word on the matter: the moot ends with you.")
         }
-        Move::Extend => format!("This turn you take {other}'s point further with your own."),
-        Move::Ask => {
-            format!("This turn you put a pointed question to {other}, grounded in your passages.")
-        }
-        Move::Close => format!(
-            "This is your last turn in the moot: give {other} your final word on the matter."
-        ),
     }
 }
 
@@ -228,9 +223,7 @@ mod tests {
         let pa = persona(&a, &b, &opening);
         assert!(pa.contains("by Jane Austen"));
         assert!(pa.contains("address The Devil's Dictionary by its title"));
-        assert!(pa.ends_with(
-            "This turn you open the moot by introducing yourself to The Devil's Dictionary."
-        ));
+        assert!(pa.ends_with("Begin the moot: tell The Devil's Dictionary who you are."));
         let pb = persona(&b, &a, &opening);
         assert!(pb.contains("speak as the book itself"));
         assert!(!pb.contains("Various"));
