@@ -90,14 +90,7 @@ impl Client {
         let message = serde_json::from_slice::<dto::ErrorBody>(&bytes)
             .map(|b| b.error)
             .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-        let kind = match status {
-            StatusCode::BAD_REQUEST => ErrorKind::BadRequest,
-            StatusCode::NOT_FOUND => ErrorKind::NotFound,
-            StatusCode::CONFLICT => ErrorKind::Conflict,
-            StatusCode::SERVICE_UNAVAILABLE => ErrorKind::Unavailable,
-            _ => ErrorKind::Internal,
-        };
-        Err(ApiError::new(kind, message))
+        Err(ApiError::new(ErrorKind::from_status(status.as_u16()), message))
     }
 }
 
