@@ -36,20 +36,18 @@ pub async fn answer(
     let Ok(call) = node_wire::SearchCall::decode(data) else {
         return refused("malformed search call");
     };
-    let request = SearchRequest {
-        query: call.query,
-        key: (!call.key.is_empty()).then_some(call.key),
-        version: None,
-        k: call.k.clamp(1, MAX_SEARCH_K) as usize,
-    };
-    let hits = match store.call(move |b| b.search(&request)).await {
+    let key = (!call.key.is_empty()).then_some(call.key);
+    let k = call.k.clamp(1, MAX_SEARCH_K) as usize;
+    let hits = match store
+        .call(move |b| b.store().search(&call.query, key.as_deref().map(|k| (k, None)), k))
+        .await
+    {
         Ok(Ok(hits)) => hits,
-        Ok(Err(e)) => return refused(&e.message),
+        Ok(Err(e)) => return refused(&e.to_string()),
         Err(e) => return refused(&e.to_string()),
     };
     node_wire::SearchAnswer {
         hits: hits
-            .hits
             .into_iter()
             .map(|h| node_wire::SearchHit {
                 key: h.key,
@@ -61,7 +59,7 @@ pub async fn answer(
                 score: h.score,
                 version: h.version,
                 label: h.label,
-                leaf: hex::decode(h.leaf).unwrap_or_default(),
+                leaf: h.leaf.to_vec(),
             })
             .collect(),
         refused: String::new(),
