@@ -320,19 +320,17 @@ impl Settings {
     /// (systemd), else `grove.sock` in the state directory, so several nodes
     /// with their own state directories run side by side.
     pub fn control_socket(&self, state_dir: &Path) -> PathBuf {
+        self.configured_socket()
+            .unwrap_or_else(|| state_dir.join("grove.sock"))
+    }
+
+    /// The socket named outright: `control.socket`, else systemd's
+    /// `$RUNTIME_DIRECTORY/grove.sock`; `None` when the state directory decides.
+    fn configured_socket(&self) -> Option<PathBuf> {
         if let Some(path) = &self.control.socket {
-            return path.clone();
+            return Some(path.clone());
         }
-        if let Some(dir) = std::env::var_os("RUNTIME_DIRECTORY").filter(|d| !d.is_empty()) {
-            let first = dir
-                .to_string_lossy()
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            return PathBuf::from(first).join("grove.sock");
-        }
-        state_dir.join("grove.sock")
+        first_systemd_dir("RUNTIME_DIRECTORY").map(|dir| dir.join("grove.sock"))
     }
 
     /// The effective configuration as JSON, every key with its value;
@@ -352,12 +350,12 @@ impl Settings {
     /// explicit state directory never sends work to another node); else the
     /// state directory's `grove.sock` (named in "not running" errors).
     pub fn client_socket(&self, state_flag: Option<&Path>, state_dir: &Path) -> PathBuf {
-        let own = self.control_socket(state_dir);
-        if self.control.socket.is_some() || own != state_dir.join("grove.sock") || own.exists() {
-            return own;
+        if let Some(named) = self.configured_socket() {
+            return named;
         }
+        let own = state_dir.join("grove.sock");
         let system = Path::new(SYSTEM_SOCKET);
-        if state_flag.is_none() && system.exists() {
+        if !own.exists() && state_flag.is_none() && system.exists() {
             return system.to_path_buf();
         }
         own
@@ -372,20 +370,21 @@ impl Settings {
         if let Some(dir) = &self.state_dir {
             return Ok(dir.clone());
         }
-        if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
-            // systemd may pass several colon-separated directories; the first is ours.
-            let first = dir
-                .to_string_lossy()
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            return Ok(PathBuf::from(first));
+        if let Some(dir) = first_systemd_dir("STATE_DIRECTORY") {
+            return Ok(dir);
         }
         dirs::data_local_dir()
             .map(|d| d.join("grove"))
             .ok_or(ConfigError::NoStateDir)
     }
+}
+
+/// The first directory systemd passes in `var` (it may pass several,
+/// colon-separated; the first is ours), if set and not empty.
+fn first_systemd_dir(var: &str) -> Option<PathBuf> {
+    let dirs = std::env::var_os(var).filter(|d| !d.is_empty())?;
+    let first = dirs.to_string_lossy().split(':').next()?.to_string();
+    Some(PathBuf::from(first))
 }
 
 /// Every config key, dotted (`net.listen`), from the settings' own shape.

@@ -90,7 +90,10 @@ impl Client {
         let message = serde_json::from_slice::<dto::ErrorBody>(&bytes)
             .map(|b| b.error)
             .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-        Err(ApiError::new(ErrorKind::from_status(status.as_u16()), message))
+        Err(ApiError::new(
+            ErrorKind::from_status(status.as_u16()),
+            message,
+        ))
     }
 }
 

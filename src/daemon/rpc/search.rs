@@ -39,7 +39,10 @@ pub async fn answer(
     let key = (!call.key.is_empty()).then_some(call.key);
     let k = call.k.clamp(1, MAX_SEARCH_K) as usize;
     let hits = match store
-        .call(move |b| b.store().search(&call.query, key.as_deref().map(|k| (k, None)), k))
+        .call(move |b| {
+            b.store()
+                .search(&call.query, key.as_deref().map(|k| (k, None)), k)
+        })
         .await
     {
         Ok(Ok(hits)) => hits,
