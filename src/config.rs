@@ -124,6 +124,55 @@ pub struct NetSettings {
     /// up to a minute.
     pub turn_retry_backoff_ms: u64,
     pub idle_timeout_secs: u64,
+    /// Most connections at once from peers that are not roster members
+    /// (joiners, strangers); members' slots (`max_connections`) stay free.
+    pub max_stranger_connections: u32,
+    /// Most of those from one IP address.
+    pub max_stranger_connections_per_ip: u32,
+    /// Most inbound connections still in their handshake, in all and from
+    /// one IP address.
+    pub max_pending_incoming: u32,
+    pub max_pending_incoming_per_ip: u32,
+    /// A non-member's connection that sends no join request within this
+    /// window is closed (a joiner's, six windows after its last call).
+    pub join_window_secs: u64,
+    /// A request must arrive in full within this time (a turn's model time
+    /// runs after it, under `turn_timeout_secs`).
+    pub request_read_secs: u64,
+    /// Most concurrent streams per connection, per protocol.
+    pub max_inbound_streams: usize,
+    /// Bytes of requests being read at once, over all peers.
+    pub inflight_request_bytes: usize,
+    /// Most requests being answered at once; more are refused as busy.
+    pub max_request_tasks: usize,
+    /// Model seconds one member's turn requests may use per hour.
+    pub turn_quota_secs: u64,
+    /// Longest search query accepted from a peer, in bytes.
+    pub max_query_bytes: usize,
+    /// Requests per minute one peer may make, per protocol.
+    pub rate: RateSettings,
+}
+
+/// Requests per minute one peer may make on each protocol; a burst of a
+/// quarter of that (at least 5) is allowed at once.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateSettings {
+    pub join: u32,
+    pub sync: u32,
+    pub search: u32,
+    pub turn: u32,
+}
+
+impl Default for RateSettings {
+    fn default() -> Self {
+        RateSettings {
+            join: 60,
+            sync: 120,
+            search: 300,
+            turn: 60,
+        }
+    }
 }
 
 impl Default for NetSettings {
@@ -138,6 +187,18 @@ impl Default for NetSettings {
             turn_retries: 3,
             turn_retry_backoff_ms: 1_000,
             idle_timeout_secs: 120,
+            max_stranger_connections: 64,
+            max_stranger_connections_per_ip: 16,
+            max_pending_incoming: 128,
+            max_pending_incoming_per_ip: 32,
+            join_window_secs: 10,
+            request_read_secs: 10,
+            max_inbound_streams: 16,
+            inflight_request_bytes: 32 << 20,
+            max_request_tasks: 64,
+            turn_quota_secs: 1800,
+            max_query_bytes: 4096,
+            rate: RateSettings::default(),
         }
     }
 }
@@ -195,6 +256,65 @@ impl NetSettings {
         if self.turn_retries > 20 {
             return Err(invalid("net.turn_retries", "must be at most 20".into()));
         }
+        for (key, value) in [
+            (
+                "net.max_stranger_connections",
+                self.max_stranger_connections,
+            ),
+            (
+                "net.max_stranger_connections_per_ip",
+                self.max_stranger_connections_per_ip,
+            ),
+            ("net.max_pending_incoming", self.max_pending_incoming),
+            (
+                "net.max_pending_incoming_per_ip",
+                self.max_pending_incoming_per_ip,
+            ),
+            ("net.rate.join", self.rate.join),
+            ("net.rate.sync", self.rate.sync),
+            ("net.rate.search", self.rate.search),
+            ("net.rate.turn", self.rate.turn),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be greater than 0".into()));
+            }
+        }
+        for (key, value) in [
+            ("net.join_window_secs", self.join_window_secs),
+            ("net.request_read_secs", self.request_read_secs),
+            ("net.turn_quota_secs", self.turn_quota_secs),
+        ] {
+            if value == 0 || value > 86_400 {
+                return Err(invalid(key, "must be between 1 and 86400".into()));
+            }
+        }
+        if !(1..=1024).contains(&self.max_inbound_streams) {
+            return Err(invalid(
+                "net.max_inbound_streams",
+                "must be between 1 and 1024".into(),
+            ));
+        }
+        if !(1..=4096).contains(&self.max_request_tasks) {
+            return Err(invalid(
+                "net.max_request_tasks",
+                "must be between 1 and 4096".into(),
+            ));
+        }
+        if self.inflight_request_bytes < self.max_message_bytes {
+            return Err(invalid(
+                "net.inflight_request_bytes",
+                format!(
+                    "must be at least net.max_message_bytes ({})",
+                    self.max_message_bytes
+                ),
+            ));
+        }
+        if !(16..=self.max_message_bytes).contains(&self.max_query_bytes) {
+            return Err(invalid(
+                "net.max_query_bytes",
+                "must be between 16 and net.max_message_bytes".into(),
+            ));
+        }
         Ok(crate::net::NetConfig {
             listen,
             max_message_bytes: self.max_message_bytes,
@@ -202,6 +322,16 @@ impl NetSettings {
             request_timeout: std::time::Duration::from_secs(self.request_timeout_secs),
             turn_timeout: std::time::Duration::from_secs(self.turn_timeout_secs),
             idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs),
+            admission: crate::net::AdmissionLimits {
+                max_strangers: self.max_stranger_connections as usize,
+                max_strangers_per_ip: self.max_stranger_connections_per_ip as usize,
+                max_pending: self.max_pending_incoming as usize,
+                max_pending_per_ip: self.max_pending_incoming_per_ip as usize,
+                join_window: std::time::Duration::from_secs(self.join_window_secs),
+            },
+            request_read: std::time::Duration::from_secs(self.request_read_secs),
+            max_inbound_streams: self.max_inbound_streams,
+            inflight_request_bytes: self.inflight_request_bytes,
         })
     }
 }
