@@ -189,6 +189,8 @@ impl PeerBook {
                 .execute("DELETE FROM announcements WHERE peer_id = ?1", [&peer])?;
             self.announcements.remove(&peer);
         }
+        self.last_seen
+            .retain(|p, _| members.contains(&p.to_bytes()) || self.connected.contains(p));
         Ok(())
     }
 
@@ -217,9 +219,15 @@ impl PeerBook {
         self.last_seen.insert(peer, now_ms);
     }
 
-    pub fn disconnected(&mut self, peer: PeerId, now_ms: i64) {
+    /// A peer's last connection closed; its time is kept for members only
+    /// (a stranger's would grow the map with every identity that calls).
+    pub fn disconnected(&mut self, peer: PeerId, now_ms: i64, member: bool) {
         self.connected.remove(&peer);
-        self.last_seen.insert(peer, now_ms);
+        if member {
+            self.last_seen.insert(peer, now_ms);
+        } else {
+            self.last_seen.remove(&peer);
+        }
     }
 }
 

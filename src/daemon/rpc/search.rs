@@ -16,7 +16,7 @@ use crate::wire::node as node_wire;
 /// Most hits a search request may ask for.
 const MAX_SEARCH_K: u32 = 50;
 
-fn refused(reason: &str) -> node_wire::SearchAnswer {
+pub(super) fn refused(reason: &str) -> node_wire::SearchAnswer {
     node_wire::SearchAnswer {
         hits: Vec::new(),
         refused: reason.to_string(),
@@ -27,6 +27,7 @@ fn refused(reason: &str) -> node_wire::SearchAnswer {
 pub async fn answer(
     store: &StoreWorker,
     view: &MeshState,
+    limits: &super::limits::Limits,
     peer: PeerId,
     data: &[u8],
 ) -> node_wire::SearchAnswer {
@@ -36,6 +37,13 @@ pub async fn answer(
     let Ok(call) = node_wire::SearchCall::decode(data) else {
         return refused("malformed search call");
     };
+    if call.query.len() > limits.max_query_bytes {
+        return refused(&format!(
+            "a query of {} bytes is over this node's limit of {} (net.max_query_bytes)",
+            call.query.len(),
+            limits.max_query_bytes
+        ));
+    }
     let key = (!call.key.is_empty()).then_some(call.key);
     let k = call.k.clamp(1, MAX_SEARCH_K) as usize;
     let hits = match store
