@@ -233,7 +233,7 @@ mod tests {
             Refusal::Busy(2)
         );
         drop(one);
-        limits.admit(p, Protocol::Sync).unwrap();
+        let _three = limits.admit(p, Protocol::Sync).unwrap();
     }
 
     #[test]
