@@ -197,6 +197,19 @@ impl NodeLoop {
         if n.is_multiple_of(60) {
             self.due.sync();
         }
+        if n.is_multiple_of(4)
+            && let Ok(c) = self.net.admission_counts().await
+        {
+            for (name, value) in [
+                ("admission.refused.handshakes", c.refused_pending),
+                ("admission.refused.full", c.refused_full),
+                ("admission.closed.evicted", c.evicted),
+                ("admission.closed.join-window", c.window_closed),
+                ("admission.closed.membership-changed", c.membership_changed),
+            ] {
+                self.stats.set(name, value);
+            }
+        }
         let view = self.view();
         if !view.is_member() {
             return;
