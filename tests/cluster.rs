@@ -460,7 +460,7 @@ fn non_member_is_refused(member: &Daemon) {
         let call = grove::wire::node::SearchCall {
             query: "whale".into(),
             k: 5,
-            key: String::new(),
+            ..Default::default()
         };
         for (protocol, body) in [
             (grove::net::Protocol::Search, call.encode_to_vec()),

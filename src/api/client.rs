@@ -39,6 +39,19 @@ impl Client {
     }
 
     /// One request; the answer's JSON as `T`, or the daemon's error.
+    /// `POST /v1/books/search`: this node's books, or every member's.
+    pub fn search_call(&self, req: &SearchRequest, mesh: bool) -> Result<dto::Hits, ApiError> {
+        let call = dto::SearchCall {
+            query: req.query.clone(),
+            key: req.key.clone(),
+            version: req.version,
+            k: req.k,
+            mesh,
+        };
+        let body = serde_json::to_vec(&call).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.request(Method::POST, "/v1/books/search", body)
+    }
+
     pub fn request<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -184,16 +197,7 @@ impl BookApi for Client {
     }
 
     fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
-        let path = url(
-            "/v1/books/search",
-            &[
-                ("q", Some(req.query.clone())),
-                ("key", req.key.clone()),
-                ("version", req.version.map(|v| v.to_string())),
-                ("k", Some(req.k.to_string())),
-            ],
-        );
-        self.request(Method::GET, &path, Vec::new())
+        self.search_call(req, false)
     }
 
     fn shards(&self) -> Result<dto::ShardList, ApiError> {

@@ -214,6 +214,23 @@ impl PeerBook {
         Ok(next as u64)
     }
 
+    /// The root and chunk count `peer` last announced for `key` at `version`.
+    pub fn announced_root(
+        &self,
+        peer: &PeerId,
+        key: &str,
+        version: u32,
+    ) -> Option<([u8; 32], u64)> {
+        let known = self.announcements.get(&peer.to_bytes())?;
+        known
+            .announcement
+            .shards
+            .iter()
+            .flat_map(|s| s.books.iter())
+            .find(|b| b.key == key && b.version == version)
+            .and_then(|b| Some((b.root.as_slice().try_into().ok()?, b.count)))
+    }
+
     pub fn connected(&mut self, peer: PeerId, now_ms: i64) {
         self.connected.insert(peer);
         self.last_seen.insert(peer, now_ms);
