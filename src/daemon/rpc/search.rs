@@ -157,25 +157,22 @@ fn proven_hit(rpc: &Rpc, peer: PeerId, h: node_wire::SearchHit) -> Result<Search
     let announced = rpc.peers.lock().announced_root(&peer, &h.key, h.version);
     let Some((root, count)) = announced else {
         return Err(format!(
-            "{}: it has not announced {} version {}",
-            h.node_id, h.key, h.version
+            "it has not announced {} version {}",
+            h.key, h.version
         ));
     };
     if h.count != count {
         return Err(format!(
-            "{}: it names {} chunks where it announced {count}",
-            h.node_id, h.count
+            "it names {} chunks of {} where it announced {count}",
+            h.count, h.key
         ));
     }
     if h.node_id != format!("{}#{}", h.key, h.index) {
-        return Err(format!(
-            "{}: its node id is not of its book and index",
-            h.node_id
-        ));
+        return Err("its node id is not of its book and index".to_string());
     }
     let leaf = merkle::leaf_hash(h.text.as_bytes());
     if h.leaf.as_slice() != leaf.as_slice() {
-        return Err(format!("{}: its text does not hash to its leaf", h.node_id));
+        return Err("its text does not hash to its leaf".to_string());
     }
     let steps = h
         .proof
@@ -186,17 +183,13 @@ fn proven_hit(rpc: &Rpc, peer: PeerId, h: node_wire::SearchHit) -> Result<Search
                     .sibling
                     .as_slice()
                     .try_into()
-                    .map_err(|_| format!("{}: a proof sibling is not 32 bytes", h.node_id))?,
+                    .map_err(|_| "a proof sibling is not 32 bytes".to_string())?,
                 is_left: s.is_left,
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    merkle::verify(&leaf, h.index, count, &steps, &root).map_err(|e| {
-        format!(
-            "{}: its proof fails against the announced root: {e}",
-            h.node_id
-        )
-    })?;
+    merkle::verify(&leaf, h.index, count, &steps, &root)
+        .map_err(|e| format!("its proof fails against the announced root: {e}"))?;
     Ok(SearchHit {
         key: h.key,
         version: h.version,
@@ -322,11 +315,23 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
     for (peer, answer) in ask_all(rpc, &asked, &call).await {
         match answer {
             Ok(a) => {
+                // Failures are listed once per reason, with how many hits
+                // met it and the first of them.
+                let mut dropped: Vec<(String, usize, String)> = Vec::new();
                 for h in a.hits {
+                    let node_id = h.node_id.clone();
                     match proven_hit(rpc, peer, h) {
                         Ok(hit) => hits.push((hit, peer)),
-                        Err(e) => errors.push(format!("{peer}: hit dropped: {e}")),
+                        Err(reason) => match dropped.iter_mut().find(|d| d.0 == reason) {
+                            Some(d) => d.1 += 1,
+                            None => dropped.push((reason, 1, node_id)),
+                        },
                     }
+                }
+                for (reason, n, first) in dropped {
+                    errors.push(format!(
+                        "{peer}: {n} hit(s) dropped (first {first}): {reason}"
+                    ));
                 }
             }
             Err(e) => errors.push(format!("{peer}: {e}")),
