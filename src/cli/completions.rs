@@ -21,7 +21,8 @@ pub enum GenerateCmd {
         shell: clap_complete::Shell,
     },
     /// Write a man page for grove and every subcommand into DIR (the
-    /// package build runs this; hidden from help and completions).
+    /// package build runs this; hidden from help and from the man pages,
+    /// though clap_complete still completes it).
     #[command(hide = true)]
     Manpages {
         /// The directory the `*.1` pages are written to (created if missing).
