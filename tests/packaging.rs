@@ -325,7 +325,19 @@ fn package_installs_follows_the_operator_guide_and_purges() {
             "the guide's commands lack {want:?}: {commands:?}"
         );
     }
-    let deb_name = deb.file_name().unwrap().to_string_lossy().to_string();
+    // Under the name the guide's `target/debian/grove_*.deb` finds, whatever
+    // GROVE_TEST_DEB is called.
+    let fields = Command::new("dpkg-deb")
+        .args([
+            "--show",
+            "--showformat",
+            "${Package}_${Version}_${Architecture}",
+        ])
+        .arg(&deb)
+        .output()
+        .unwrap();
+    assert!(fields.status.success(), "dpkg-deb --show: {fields:?}");
+    let deb_name = format!("{}.deb", String::from_utf8(fields.stdout).unwrap().trim());
     let script = chroot_script(&commands, &deb_name);
     let dir = tempfile::tempdir().unwrap();
     let inner = dir.path().join("inner.sh");
@@ -344,6 +356,7 @@ fn package_installs_follows_the_operator_guide_and_purges() {
     ])
     .arg(&outer)
     .env("DEB", &deb)
+    .env("DEB_NAME", &deb_name)
     .env("INNER", &inner);
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("GROVE_") {

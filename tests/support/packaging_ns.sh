@@ -1,7 +1,7 @@
 # Run by tests/packaging.rs under `unshare --mount --pid --fork --net`: a
 # throwaway root whose / is an overlay of the host's / with a tmpfs upper
 # layer, so nothing reaches the host's /etc, /run, users or systemd. Runs
-# $INNER there with the package $DEB, then lists what the upper layer holds.
+# $INNER there with the package $DEB (as target/debian/$DEB_NAME), then lists what the upper layer holds.
 set -eu
 t=$(mktemp -d /tmp/grove-pkg.XXXXXX)
 mount -t tmpfs tmpfs "$t"
@@ -14,7 +14,7 @@ mount -t sysfs sysfs "$r/sys" 2>/dev/null || mount --rbind /sys "$r/sys"
 mount -t tmpfs tmpfs "$r/run"
 mount -t tmpfs tmpfs "$r/tmp"
 mkdir -p "$r/tmp/repo/target/debian"
-cp "$DEB" "$r/tmp/repo/target/debian/"
+cp "$DEB" "$r/tmp/repo/target/debian/$DEB_NAME"
 cp "$INNER" "$r/tmp/inner.sh"
 ip link set lo up
 rc=0
