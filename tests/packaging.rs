@@ -344,6 +344,14 @@ fn package_installs_follows_the_operator_guide_and_purges() {
     std::fs::write(&inner, script).unwrap();
     let outer = dir.path().join("outer.sh");
     std::fs::write(&outer, include_str!("support/packaging_ns.sh")).unwrap();
+    let workdir = dir.path().join("root");
+    std::fs::create_dir(&workdir).unwrap();
+    let host_files = ["/etc/passwd", "/etc/group", "/var/lib/dpkg/status"];
+    let etc_grove_before = Path::new("/etc/grove").exists();
+    let host_before: Vec<Vec<u8>> = host_files
+        .iter()
+        .map(|f| std::fs::read(f).unwrap())
+        .collect();
     let mut cmd = Command::new("unshare");
     cmd.args([
         "--mount",
@@ -357,6 +365,7 @@ fn package_installs_follows_the_operator_guide_and_purges() {
     .arg(&outer)
     .env("DEB", &deb)
     .env("DEB_NAME", &deb_name)
+    .env("WORKDIR", &workdir)
     .env("INNER", &inner);
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("GROVE_") {
@@ -364,6 +373,17 @@ fn package_installs_follows_the_operator_guide_and_purges() {
         }
     }
     let out = cmd.output().unwrap();
+    for (file, before) in host_files.iter().zip(&host_before) {
+        assert!(
+            std::fs::read(file).unwrap() == *before,
+            "the install test changed the host's {file}"
+        );
+    }
+    assert_eq!(
+        Path::new("/etc/grove").exists(),
+        etc_grove_before,
+        "the install test changed the host's /etc/grove"
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let context = format!("--- stdout\n{stdout}\n--- stderr\n{stderr}");

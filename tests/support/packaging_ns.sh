@@ -1,9 +1,9 @@
 # Run by tests/packaging.rs under `unshare --mount --pid --fork --net`: a
 # throwaway root whose / is an overlay of the host's / with a tmpfs upper
 # layer, so nothing reaches the host's /etc, /run, users or systemd. Runs
-# $INNER there with the package $DEB (as target/debian/$DEB_NAME), then lists what the upper layer holds.
+# $INNER there (mounts under $WORKDIR, the test's temporary directory) with the package $DEB (as target/debian/$DEB_NAME), then lists what the upper layer holds.
 set -eu
-t=$(mktemp -d /tmp/grove-pkg.XXXXXX)
+t="$WORKDIR"
 mount -t tmpfs tmpfs "$t"
 mkdir "$t/upper" "$t/work" "$t/root"
 mount -t overlay overlay -o "lowerdir=/,upperdir=$t/upper,workdir=$t/work" "$t/root"
