@@ -86,6 +86,8 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::audit::AuditCmd,
     },
+    #[command(flatten)]
+    Generate(cli::completions::GenerateCmd),
 }
 
 fn main() -> ExitCode {
@@ -116,6 +118,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let command = match command {
         // Checked before anything else reads the settings (or a state dir).
         Command::Config { cmd } => return cli::config::run(cmd, config.as_deref(), json),
+        Command::Generate(cmd) => return cli::completions::run(cmd),
         other => other,
     };
     let mut settings = grove::config::Settings::load(config.as_deref())?;
@@ -147,5 +150,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Roots => cli::peers::roots(&ctx),
         Command::Backup { dest } => cli::backup::backup(&ctx, &dest),
         Command::Config { cmd } => cli::config::run(cmd, config.as_deref(), json),
+        Command::Generate(cmd) => cli::completions::run(cmd),
     }
 }

@@ -15,6 +15,7 @@ mod moot_http;
 mod moot_liar;
 mod moot_net;
 mod net;
+mod packaging;
 mod proofs;
 mod sandbox;
 #[path = "support/scripted_openai.rs"]

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod backup;
 pub mod book;
+pub mod completions;
 pub mod config;
 pub mod identity;
 pub mod mesh;
