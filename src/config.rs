@@ -558,18 +558,41 @@ fn check_environment(vars: impl Iterator<Item = String>) -> Result<(), ConfigErr
 }
 
 /// Replaces the values of secret-looking keys with `"********"`.
+/// A key names a secret when one of its words is "secret", "password" or
+/// "token", or it ends in "_key" (`api_token`, yes; `max_tokens`, no).
+fn is_secret_key(key: &str) -> bool {
+    key.split('_')
+        .any(|w| ["secret", "password", "token"].contains(&w))
+        || key.ends_with("_key")
+}
+
 fn mask_secrets(v: &mut serde_json::Value) {
     if let serde_json::Value::Object(map) = v {
         for (k, v) in map.iter_mut() {
-            let secret = ["secret", "password", "token"]
-                .iter()
-                .any(|s| k.contains(s))
-                || k.ends_with("_key");
+            let secret = is_secret_key(k);
             if secret && !v.is_null() {
                 *v = serde_json::Value::String("********".into());
             } else {
                 mask_secrets(v);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_keys_that_name_a_secret_are_masked() {
+        for key in ["api_token", "token", "secret", "db_password", "signing_key"] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        for key in ["max_tokens", "api_key_env", "tokenizer", "turn_quota_secs"] {
+            assert!(!is_secret_key(key), "{key}");
+        }
+        let mut v = Settings::default().effective();
+        mask_secrets(&mut v);
+        assert_ne!(v["moot"]["max_tokens"], "********");
     }
 }

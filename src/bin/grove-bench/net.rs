@@ -302,6 +302,36 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         samples.last().copied().unwrap_or(0.0)
     );
 
+    // Mesh search: two rounds to every member, every remote hit proven.
+    let mut search_ms = Vec::new();
+    for _ in 0..30 {
+        let started = std::time::Instant::now();
+        let v = json(
+            &bin,
+            &nodes[0].state,
+            &[
+                "book",
+                "search",
+                "paragraph benchmark words",
+                "-k",
+                "6",
+                "--mesh",
+            ],
+        )?;
+        search_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        if v["errors"].as_array().is_some_and(|e| !e.is_empty()) {
+            bail!("mesh search reported errors: {}", v["errors"]);
+        }
+        // Under the members' default rate limit (300 a minute).
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    search_ms.sort_by(f64::total_cmp);
+    println!(
+        "search: `book search --mesh -k 6` across {n} nodes (two rounds, every remote hit proven; includes the CLI process): p50 {:.1} ms, p99 {:.1} ms",
+        percentile(&search_ms, 0.5),
+        percentile(&search_ms, 0.99)
+    );
+
     // Idle: let pending announcements finish, then measure.
     std::thread::sleep(Duration::from_secs(3));
     let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
