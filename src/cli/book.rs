@@ -27,28 +27,39 @@ pub enum BookCmd {
     },
     /// List current books (with --all, every version, removed ones too).
     List {
+        /// Every version of every key, superseded and removed ones too.
         #[arg(long)]
         all: bool,
     },
     /// Show one book.
     Show {
+        /// The book's key, GENRE/SLUG (see `book list`).
         key: String,
+        /// Which version of the key (default: the current one; see `book list --all`).
         #[arg(long = "book-version", value_name = "N")]
         version: Option<u32>,
     },
     /// Remove a book from search and listings, keeping its history (audited).
-    Remove { key: String },
+    Remove {
+        /// The book's key, GENRE/SLUG (see `book list`).
+        key: String,
+    },
     /// Print chunk INDEX with its Merkle inclusion proof.
     Proof {
+        /// The book's key, GENRE/SLUG (see `book list`).
         key: String,
+        /// The chunk's position in the book, from 0 (`book show` gives the count).
         index: u64,
+        /// Which version of the key (default: the current one; see `book list --all`).
         #[arg(long = "book-version", value_name = "N")]
         version: Option<u32>,
     },
     /// Recompute leaves and root from the stored text and check the stored
     /// root, proof data and search index agree.
     Verify {
+        /// The book's key, GENRE/SLUG (see `book list`).
         key: String,
+        /// Which version of the key (default: the current one; see `book list --all`).
         #[arg(long = "book-version", value_name = "N")]
         version: Option<u32>,
     },
@@ -57,10 +68,13 @@ pub enum BookCmd {
         /// Free text; FTS5 syntax in it is treated as plain words.
         #[arg(allow_hyphen_values = true)]
         query: String,
+        /// Search only this book (its key, GENRE/SLUG).
         #[arg(long)]
         key: Option<String>,
+        /// How many hits to print.
         #[arg(short = 'k', default_value_t = 6)]
         k: usize,
+        /// With --key: search this version of the book (default: the current one).
         #[arg(long = "book-version", value_name = "N", requires = "key")]
         version: Option<u32>,
         /// Search every member's books too (through the daemon); each hit names its peer.
