@@ -113,20 +113,6 @@ fn invite_ttl_secs(text: &str) -> anyhow::Result<u64> {
     Ok(secs)
 }
 
-/// The host's name, the display name a joining node gets when neither
-/// `--as` nor `node.name` gives one.
-fn host_name() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
-    (!name.is_empty()).then_some(name)
-}
-
 /// Parses `90s`, `30m`, `24h`, `7d` or plain seconds.
 pub fn parse_duration_secs(text: &str) -> anyhow::Result<u64> {
     let text = text.trim();
@@ -209,11 +195,6 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                     "`mesh join --name {name}`: the display name is now given with `--as {name}` (`--name` names the mesh, on `mesh init`)"
                 );
             }
-            let member_name = member_name.or_else(|| {
-                // The daemon falls back to its node.name; only without one
-                // does the host name stand in.
-                ctx.settings.node.name.is_none().then(host_name).flatten()
-            });
             ctx.show(&post::<dto::JoinResult>(
                 &client,
                 "/v1/mesh/join",

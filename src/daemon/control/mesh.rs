@@ -291,6 +291,20 @@ pub async fn revoke(State(ops): State<MeshOps>, Query(q): Query<IdQuery>) -> Ans
     }))
 }
 
+/// The host's name: the display name a joining node gets when neither
+/// `--as` nor `node.name` gives one.
+fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
+    (!name.is_empty()).then_some(name)
+}
+
 #[derive(Deserialize)]
 pub struct JoinQuery {
     invite: String,
@@ -301,9 +315,13 @@ pub async fn join(
     State(ops): State<MeshOps>,
     Query(q): Query<JoinQuery>,
 ) -> Answer<dto::JoinResult> {
-    let name = q.name.or_else(|| ops.node_name.clone()).ok_or_else(|| {
-        ApiError::bad_request("a display name is needed: pass --name or set node.name")
-    })?;
+    let name = q
+        .name
+        .or_else(|| ops.node_name.clone())
+        .or_else(host_name)
+        .ok_or_else(|| {
+            ApiError::bad_request("a display name is needed: pass --as NAME or set node.name")
+        })?;
     Ok(Json(ops.joiner.join(q.invite, name).await?))
 }
 
