@@ -24,6 +24,10 @@ pub enum BookCmd {
         /// Shard to store it in (default `default_shard`, else `main`).
         #[arg(long)]
         shard: Option<String>,
+        /// Store it even when it does not look like text (too many control
+        /// or replacement characters, too few letters and digits).
+        #[arg(long)]
+        force: bool,
     },
     /// List current books (with --all, every version, removed ones too).
     List {
@@ -87,7 +91,12 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
     let books = ctx.books();
     let api: &dyn BookApi = books.as_ref();
     match cmd {
-        BookCmd::Add { source, key, shard } => ctx.show(&add(ctx, api, &source, key, shard)?),
+        BookCmd::Add {
+            source,
+            key,
+            shard,
+            force,
+        } => ctx.show(&add(ctx, api, &source, key, shard, force)?),
         BookCmd::List { all } => ctx.show(&Listing {
             list: api.list(all)?,
             all,
@@ -162,6 +171,7 @@ fn add(
     source: &str,
     key: Option<String>,
     shard: Option<String>,
+    force: bool,
 ) -> anyhow::Result<dto::Added> {
     let limits = &ctx.settings.limits;
     // Refuse a bad key or shard name before reading or downloading anything.
@@ -199,6 +209,7 @@ fn add(
         key,
         shard,
         source: source_name,
+        force,
     };
     let added = api.add(&request, &bytes, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();

@@ -235,3 +235,17 @@ pub struct AuditReport {
     pub ok: bool,
     pub chains: Vec<Chain>,
 }
+
+/// One shard in `shard compact`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardCompacted {
+    pub name: String,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// `shard compact`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Compacted {
+    pub shards: Vec<ShardCompacted>,
+}
