@@ -25,6 +25,17 @@ pub enum SourceError {
     BadUrl { url: String, reason: String },
     #[error("cannot fetch {url}: {reason}")]
     Unreachable { url: String, reason: String },
+    #[error(
+        "cannot fetch {url}: no answer within {secs} s; raise {key} (e.g. GROVE_{env}={more}) if the server is slow"
+    )]
+    TimedOut {
+        url: String,
+        secs: u64,
+        /// The config key that bounds this wait.
+        key: &'static str,
+        env: &'static str,
+        more: u64,
+    },
     #[error("fetching {url} failed: HTTP {status}")]
     Status { url: String, status: u16 },
 }
@@ -98,9 +109,34 @@ pub async fn fetch_url(
             url: url.to_string(),
             reason: e.to_string(),
         })?;
-    let unreachable = |e: reqwest::Error| SourceError::Unreachable {
-        url: url.to_string(),
-        reason: describe(&e),
+    let unreachable = |e: reqwest::Error| {
+        if e.is_timeout() {
+            // A connect that timed out is bounded by its own key.
+            let (key, env, secs) = if e.is_connect() {
+                (
+                    "fetch.connect_timeout_secs",
+                    "FETCH__CONNECT_TIMEOUT_SECS",
+                    settings.connect_timeout_secs,
+                )
+            } else {
+                (
+                    "fetch.timeout_secs",
+                    "FETCH__TIMEOUT_SECS",
+                    settings.timeout_secs,
+                )
+            };
+            return SourceError::TimedOut {
+                url: url.to_string(),
+                secs,
+                key,
+                env,
+                more: secs.saturating_mul(4),
+            };
+        }
+        SourceError::Unreachable {
+            url: url.to_string(),
+            reason: describe(&e),
+        }
     };
     let mut response = client.get(parsed).send().await.map_err(unreachable)?;
     let status = response.status();

@@ -254,3 +254,32 @@ fn forced_random_input_is_stored_and_its_removal_reclaims_space() {
         3
     );
 }
+
+#[test]
+fn a_fetch_from_a_silent_server_shows_progress_and_names_the_timeout_key() {
+    // Accepts connections (the kernel does) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/book.txt", silent.local_addr().unwrap());
+    let g = Grove::new();
+    let started = std::time::Instant::now();
+    let out = g
+        .cmd(&["book", "add", &url])
+        .env("GROVE_FETCH__TIMEOUT_SECS", "2")
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("fetching {url}: 1 s, 0 bytes so far")),
+        "{err}"
+    );
+    assert!(
+        err.contains("no answer within 2 s; raise fetch.timeout_secs"),
+        "{err}"
+    );
+    drop(silent);
+}

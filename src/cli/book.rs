@@ -183,18 +183,7 @@ fn add(
     }
     let bar = progress_bar();
     let bytes = if grove::source::is_url(source) {
-        bar.set_message("bytes downloaded");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the download runtime")?;
-        let mut on_progress = |done: u64, _total: Option<u64>| bar.set_position(done);
-        runtime.block_on(grove::source::fetch_url(
-            source,
-            &ctx.settings.fetch,
-            limits.max_book_bytes,
-            &mut on_progress,
-        ))?
+        download(ctx, source, &bar)?
     } else {
         grove::source::read_path(Path::new(source), limits.max_book_bytes)?
     };
@@ -214,6 +203,58 @@ fn add(
     let added = api.add(&request, &bytes, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
     Ok(added)
+}
+
+/// Downloads `url`, saying while it waits how long it has waited, what
+/// arrived, and when it gives up (with the key that sets that): a bar on a
+/// terminal, a line every few seconds otherwise.
+fn download(ctx: &Ctx, url: &str, bar: &indicatif::ProgressBar) -> anyhow::Result<Vec<u8>> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let fetch = &ctx.settings.fetch;
+    bar.set_message("bytes downloaded");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the download runtime")?;
+    let received = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&received);
+    let on_bar = bar.clone();
+    let mut on_progress = move |done: u64, _total: Option<u64>| {
+        seen.store(done, Ordering::Relaxed);
+        on_bar.set_position(done);
+    };
+    let started = std::time::Instant::now();
+    let terminal = !bar.is_hidden();
+    runtime.block_on(async {
+        let download = grove::source::fetch_url(
+            url,
+            fetch,
+            ctx.settings.limits.max_book_bytes,
+            &mut on_progress,
+        );
+        tokio::pin!(download);
+        let first = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut ticks = tokio::time::interval_at(first, std::time::Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                done = &mut download => return Ok(done?),
+                _ = ticks.tick() => {
+                    let line = format!(
+                        "{} s, {} bytes so far (gives up after {} s: fetch.timeout_secs)",
+                        started.elapsed().as_secs(),
+                        received.load(Ordering::Relaxed),
+                        fetch.timeout_secs
+                    );
+                    if terminal {
+                        bar.set_message(format!("bytes downloaded, {line}"));
+                    } else {
+                        eprintln!("fetching {url}: {line}");
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// A progress counter on a terminal; hidden (prints nothing) when stderr is piped.
