@@ -283,3 +283,55 @@ fn a_fetch_from_a_silent_server_shows_progress_and_names_the_timeout_key() {
     );
     drop(silent);
 }
+
+#[test]
+fn audit_verify_on_a_database_it_cannot_write_only_reads() {
+    let intact = Grove::new();
+    let book = intact.write(
+        "b.txt",
+        generated_book("Kept", "Tester", 3, 8, 3).as_bytes(),
+    );
+    intact.ok(&["book", "add", book.to_str().unwrap()]);
+    intact.ok(&["mesh", "init", "--name", "ro"]);
+    // A second state whose shard chain was tampered with stays broken.
+    let tampered = Grove::new();
+    tampered.ok(&["book", "add", book.to_str().unwrap()]);
+    let db = rusqlite::Connection::open(tampered.state().join("shards/main.db")).unwrap();
+    db.execute("UPDATE audit SET body = '{}' WHERE seq = 1", [])
+        .unwrap();
+    drop(db);
+    let (a, b) = (intact.state(), tampered.state());
+    let script = format!(
+        "set -u; mount --bind -o ro {a} {a} && mount --bind -o ro {b} {b} && \
+         ls -R {a} > {a}/../before; \
+         \"$TEST_GROVE_BIN\" --state {a} audit verify; echo \"rc=$?\"; \
+         ls -R {a} > {a}/../after; \
+         \"$TEST_GROVE_BIN\" --state {b} audit verify; echo \"rc=$?\"",
+        a = a.display(),
+        b = b.display()
+    );
+    let Some(out) = crate::support::in_mount_namespace(&script) else {
+        return;
+    };
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let mut parts = stdout.split("rc=");
+    let first = parts.next().unwrap();
+    assert!(
+        first.contains("ok:") && !first.contains("BROKEN") && stdout.contains("rc=0"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("BROKEN:") && stdout.contains("rc=1"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("1 audit chain(s) broken"), "{stderr}");
+    // Only read: nothing was created beside the databases.
+    let dir = intact.dir.path();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("before")).unwrap(),
+        std::fs::read_to_string(dir.join("after")).unwrap()
+    );
+}

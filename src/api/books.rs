@@ -293,6 +293,8 @@ impl BookApi for LocalBooks {
                         events: r.events,
                         head: r.head.map(hex::encode),
                         ok: true,
+                        broken: false,
+                        immutable: r.immutable,
                         error: None,
                     },
                     Err(e) => dto::Chain {
@@ -300,6 +302,8 @@ impl BookApi for LocalBooks {
                         events: 0,
                         head: None,
                         ok: false,
+                        broken: matches!(e, audit::AuditError::Broken { .. }),
+                        immutable: false,
                         error: Some(e.to_string()),
                     },
                 }

@@ -264,6 +264,19 @@ impl Store {
 /// keys and every database (SQLite gives a database's -wal and -shm files
 /// its mode) are private to the node's user; only the control socket is
 /// shared, with its group (0660).
+/// The SQLite URI that opens `path` as immutable: no locks, no
+/// shared-memory file, nothing created beside it (read-only media, a
+/// directory the caller cannot write).
+pub(crate) fn immutable_uri(path: &Path) -> String {
+    let escaped = path
+        .display()
+        .to_string()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23");
+    format!("file:{escaped}?immutable=1")
+}
+
 pub fn create_private(path: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     match std::fs::OpenOptions::new()

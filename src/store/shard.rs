@@ -199,13 +199,7 @@ impl Shard {
     /// change it while the media is read-only, so that is safe.
     fn open_immutable(path: &Path) -> Result<Connection, StoreError> {
         let err = |e| StoreError::sql(path, e);
-        let escaped = path
-            .display()
-            .to_string()
-            .replace('%', "%25")
-            .replace('?', "%3f")
-            .replace('#', "%23");
-        let uri = format!("file:{escaped}?immutable=1");
+        let uri = super::immutable_uri(path);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
