@@ -335,3 +335,25 @@ fn audit_verify_on_a_database_it_cannot_write_only_reads() {
         std::fs::read_to_string(dir.join("after")).unwrap()
     );
 }
+
+#[test]
+fn a_node_that_cannot_listen_leaves_no_state_behind() {
+    // The port is taken: the same refusal as an address that is not this
+    // host's, on 127.0.0.1 (the tests' network).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("/ip4/127.0.0.1/tcp/{}", taken.local_addr().unwrap().port());
+    let g = Grove::new();
+    let out = g.cmd(&["node", "run", "--listen", &addr]).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on {addr} (net.listen)")),
+        "{err}"
+    );
+    assert!(
+        !g.state().exists(),
+        "a failed start left {:?}",
+        std::fs::read_dir(g.state()).map(|d| d.count())
+    );
+    drop(taken);
+}
