@@ -357,3 +357,55 @@ fn a_node_that_cannot_listen_leaves_no_state_behind() {
     );
     drop(taken);
 }
+
+#[test]
+fn a_moot_header_shows_an_untitled_book_by_its_key_alone() {
+    let g = Grove::new();
+    // No Gutenberg header: the book has no title.
+    let untitled: String = (0..40)
+        .map(|i| format!("The sea and the ship sailed on, line {i} of the log.\n\n"))
+        .collect();
+    let file = g.write("untitled.txt", untitled.as_bytes());
+    g.ok(&["book", "add", file.to_str().unwrap(), "--key", "notes/log"]);
+    let titled = g.write(
+        "t.txt",
+        generated_book("Sea Tales", "Ann", 2, 30, 2).as_bytes(),
+    );
+    g.ok(&[
+        "book",
+        "add",
+        titled.to_str().unwrap(),
+        "--key",
+        "fiction/sea-tales",
+    ]);
+    // The header is printed before the model is asked; a model endpoint
+    // that refuses connections ends the run right after it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let out = g
+        .cmd(&[
+            "moot",
+            "run",
+            "--a",
+            "notes/log",
+            "--b",
+            "fiction/sea-tales",
+            "--turns",
+            "1",
+            "-k",
+            "2",
+        ])
+        .env("GROVE_MODEL__BACKEND", "openai")
+        .env("GROVE_MODEL__URL", &url)
+        .env("GROVE_MODEL__MAX_RETRIES", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let header = stdout.lines().next().unwrap();
+    assert!(
+        header.starts_with("moot: notes/log and Sea Tales (fiction/sea-tales), 1 turns"),
+        "{header}"
+    );
+    assert!(!stdout.contains("()"), "{stdout}");
+}
