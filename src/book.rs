@@ -163,9 +163,14 @@ pub enum KeyError {
         "invalid key `{0}`: a key is GENRE/SLUG, lowercase letters, digits and '-', each part starting with a letter or digit (e.g. fiction/moby-dick)"
     )]
     Invalid(String),
+    #[error("invalid key `{start}…`: it is {len} bytes, over the limit of {MAX_KEY_BYTES}")]
+    TooLong { start: String, len: usize },
     #[error("the book has no title to make a key from; pass --key GENRE/SLUG")]
     NoTitle,
 }
+
+/// The longest key, in bytes.
+pub const MAX_KEY_BYTES: usize = 128;
 
 /// Checks a key against `^[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9-]*$` (at most 128 bytes).
 pub fn validate_key(key: &str) -> Result<(), KeyError> {
@@ -176,8 +181,14 @@ pub fn validate_key(key: &str) -> Result<(), KeyError> {
             && p.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     };
+    if key.len() > MAX_KEY_BYTES {
+        return Err(KeyError::TooLong {
+            start: key.chars().take(24).collect(),
+            len: key.len(),
+        });
+    }
     match key.split_once('/') {
-        Some((genre, slug)) if key.len() <= 128 && part_ok(genre) && part_ok(slug) => Ok(()),
+        Some((genre, slug)) if part_ok(genre) && part_ok(slug) => Ok(()),
         _ => Err(KeyError::Invalid(key.to_string())),
     }
 }
@@ -229,6 +240,9 @@ mod tests {
         for bad in ["Fiction/x", "fiction", "/x", "a/-b", "a/b/c", "a/b c", ""] {
             assert!(validate_key(bad).is_err(), "{bad}");
         }
+        let long = format!("books/{}", "a".repeat(200));
+        let e = validate_key(&long).unwrap_err().to_string();
+        assert!(e.contains("206 bytes, over the limit of 128"), "{e}");
     }
 
     #[test]

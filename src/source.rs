@@ -14,6 +14,8 @@ pub enum SourceError {
     Missing(PathBuf),
     #[error("{0} is a directory, not a book file")]
     Directory(PathBuf),
+    #[error("{path} is a {kind}, not a regular file; copy the book into a file first")]
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error("cannot read {path}: {source}")]
     Io {
         path: PathBuf,
@@ -58,6 +60,25 @@ pub fn read_path(path: &Path, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
     })?;
     if meta.is_dir() {
         return Err(SourceError::Directory(path.to_path_buf()));
+    }
+    if !meta.is_file() {
+        // A FIFO with no writer would block the read forever; devices and
+        // sockets have no size to check first.
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        let kind = if t.is_fifo() {
+            "named pipe (FIFO)"
+        } else if t.is_socket() {
+            "socket"
+        } else if t.is_char_device() || t.is_block_device() {
+            "device"
+        } else {
+            "special file"
+        };
+        return Err(SourceError::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+        });
     }
     let too_large = || SourceError::TooLarge {
         what: path.display().to_string(),

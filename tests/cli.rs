@@ -409,3 +409,42 @@ fn a_moot_header_shows_an_untitled_book_by_its_key_alone() {
     );
     assert!(!stdout.contains("()"), "{stdout}");
 }
+
+#[test]
+fn book_add_refuses_special_files_and_says_which_length_limit_was_hit() {
+    let g = Grove::new();
+    let fifo = g.dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // A FIFO with no writer would block the read: refused before reading.
+    let refused = g.fails(&["book", "add", fifo.to_str().unwrap()]);
+    assert!(
+        refused.contains("named pipe (FIFO), not a regular file"),
+        "{refused}"
+    );
+    let book = g.write(
+        "b.txt",
+        generated_book("Limits", "Tester", 9, 5, 9).as_bytes(),
+    );
+    let long_key = format!("books/{}", "a".repeat(200));
+    let refused = g.fails(&["book", "add", book.to_str().unwrap(), "--key", &long_key]);
+    assert!(
+        refused.contains("206 bytes, over the limit of 128"),
+        "{refused}"
+    );
+    let long_shard = "s".repeat(70);
+    let refused = g.fails(&[
+        "book",
+        "add",
+        book.to_str().unwrap(),
+        "--shard",
+        &long_shard,
+    ]);
+    assert!(
+        refused.contains("70 bytes, over the limit of 64"),
+        "{refused}"
+    );
+}

@@ -92,16 +92,31 @@ impl StoreError {
     }
 }
 
+/// The longest shard name, in bytes.
+pub const MAX_SHARD_NAME_BYTES: usize = 64;
+
 /// A shard name that cannot be used as one.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "invalid shard name `{0}`: use lowercase letters, digits and '-', starting with a letter or digit"
-)]
+#[error("{}", describe_bad_shard_name(.0))]
 pub struct BadShardName(pub String);
+
+fn describe_bad_shard_name(name: &str) -> String {
+    if name.len() > MAX_SHARD_NAME_BYTES {
+        let start: String = name.chars().take(24).collect();
+        format!(
+            "invalid shard name `{start}…`: it is {} bytes, over the limit of {MAX_SHARD_NAME_BYTES}",
+            name.len()
+        )
+    } else {
+        format!(
+            "invalid shard name `{name}`: use lowercase letters, digits and '-', starting with a letter or digit"
+        )
+    }
+}
 
 /// Checks a shard name: `^[a-z0-9][a-z0-9-]*$`, at most 64 bytes.
 pub fn validate_shard_name(name: &str) -> Result<(), BadShardName> {
-    let ok = name.len() <= 64
+    let ok = name.len() <= MAX_SHARD_NAME_BYTES
         && name
             .bytes()
             .next()
