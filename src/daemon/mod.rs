@@ -53,10 +53,11 @@ pub enum DaemonError {
         source: std::io::Error,
     },
     #[error(
-        "cannot listen on {addr} (net.listen); it must be an address of this host (or 0.0.0.0 / ::) with a free port"
+        "cannot listen on {addr} (net.listen): {ip} must be an address of this host (or 0.0.0.0 / ::)"
     )]
     Listen {
         addr: String,
+        ip: std::net::IpAddr,
         source: std::io::Error,
     },
     #[error("node identity")]
@@ -259,25 +260,22 @@ fn checked_network(settings: &Settings) -> Result<crate::net::NetConfig, DaemonE
     Ok(settings.net.checked()?)
 }
 
-/// Binds each `/ip4|ip6/ADDR/tcp/PORT` listen address for a moment: an
-/// address that is not this host's, or a port in use, fails here rather
-/// than after the identity, socket and databases were created. The socket
-/// is closed at once (it never accepted, so the port is free again for the
-/// network's own bind).
+/// Binds each `/ip4|ip6/ADDR/tcp/…` listen address's IP on a free port for
+/// a moment: an address that is not this host's fails here, before the
+/// identity, socket and databases exist, rather than in the network's own
+/// bind after them. (Whether the port is free is the network's check,
+/// `refuse_port_in_use` in `net/event_loop.rs`.)
 fn check_listen_addresses(addrs: &[libp2p::Multiaddr]) -> Result<(), DaemonError> {
     use libp2p::multiaddr::Protocol;
     for addr in addrs {
-        let mut parts = addr.iter();
-        let ip: std::net::IpAddr = match parts.next() {
+        let ip: std::net::IpAddr = match addr.iter().next() {
             Some(Protocol::Ip4(ip)) => ip.into(),
             Some(Protocol::Ip6(ip)) => ip.into(),
             _ => continue,
         };
-        let Some(Protocol::Tcp(port)) = parts.next() else {
-            continue;
-        };
-        std::net::TcpListener::bind((ip, port)).map_err(|source| DaemonError::Listen {
+        std::net::TcpListener::bind((ip, 0)).map_err(|source| DaemonError::Listen {
             addr: addr.to_string(),
+            ip,
             source,
         })?;
     }
