@@ -4,7 +4,7 @@
 //! before any transaction starts, so a bad input never touches the store.
 
 use crate::merkle::{self, Hash};
-use crate::text::{self, Chunk, ChunkError, Metadata};
+use crate::text::{self, Chunk, ChunkError, Metadata, NotText};
 
 /// Why a book could not be prepared.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -13,6 +13,12 @@ pub enum PrepareError {
     Empty,
     #[error("the input holds NUL bytes (at byte {0}); it is not a text file")]
     NulByte(usize),
+    #[error(
+        "the input looks like UTF-16 ({0}), which gutenberg-v1 does not decode; convert it to UTF-8 first, e.g. `iconv -f UTF-16 -t UTF-8 FILE > FILE.txt`"
+    )]
+    Utf16(&'static str),
+    #[error("{0}; pass --force to store it anyway")]
+    NotText(#[from] NotText),
     #[error("the input is {bytes} bytes, over the limit of {limit} (limits.max_book_bytes)")]
     TooLarge { bytes: u64, limit: u64 },
     #[error(transparent)]
@@ -72,7 +78,7 @@ impl BookText {
             });
         }
         if let Some(at) = input.iter().position(|b| *b == 0) {
-            return Err(PrepareError::NulByte(at));
+            return Err(utf16_order(input).map_or(PrepareError::NulByte(at), PrepareError::Utf16));
         }
         let text = text::decode(input);
         let (meta, body) = text::split(&text);
@@ -86,6 +92,42 @@ impl BookText {
 
     pub fn body(&self) -> &str {
         &self.text[self.body.clone()]
+    }
+
+    /// Whether the decoded input is text (`text::judge`); every ingest runs
+    /// it unless the operator forces the input in.
+    pub fn judge(&self) -> Result<(), PrepareError> {
+        Ok(text::judge(&self.text)?)
+    }
+}
+
+/// `little-endian` or `big-endian` when NUL-holding input looks like UTF-16:
+/// a byte-order mark, or NULs in most odd (or even) positions, as ASCII-range
+/// text in UTF-16 has. Only asked once NULs have refused the input, so
+/// `FF FE` without NULs stays windows-1252 as `gutenberg-v1` says.
+fn utf16_order(input: &[u8]) -> Option<&'static str> {
+    match input {
+        [0xFF, 0xFE, ..] => return Some("little-endian"),
+        [0xFE, 0xFF, ..] => return Some("big-endian"),
+        _ => {}
+    }
+    let sample = &input[..input.len().min(1 << 16)];
+    let pairs = sample.len() / 2;
+    if pairs < 2 {
+        return None;
+    }
+    let zeros_at = |parity: usize| {
+        sample
+            .chunks_exact(2)
+            .filter(|pair| pair[parity] == 0)
+            .count()
+    };
+    if zeros_at(1) * 2 > pairs && zeros_at(0) * 10 < pairs {
+        Some("little-endian")
+    } else if zeros_at(0) * 2 > pairs && zeros_at(1) * 10 < pairs {
+        Some("big-endian")
+    } else {
+        None
     }
 }
 
@@ -121,9 +163,14 @@ pub enum KeyError {
         "invalid key `{0}`: a key is GENRE/SLUG, lowercase letters, digits and '-', each part starting with a letter or digit (e.g. fiction/moby-dick)"
     )]
     Invalid(String),
+    #[error("invalid key `{start}…`: it is {len} bytes, over the limit of {MAX_KEY_BYTES}")]
+    TooLong { start: String, len: usize },
     #[error("the book has no title to make a key from; pass --key GENRE/SLUG")]
     NoTitle,
 }
+
+/// The longest key, in bytes.
+pub const MAX_KEY_BYTES: usize = 128;
 
 /// Checks a key against `^[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9-]*$` (at most 128 bytes).
 pub fn validate_key(key: &str) -> Result<(), KeyError> {
@@ -134,8 +181,14 @@ pub fn validate_key(key: &str) -> Result<(), KeyError> {
             && p.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     };
+    if key.len() > MAX_KEY_BYTES {
+        return Err(KeyError::TooLong {
+            start: key.chars().take(24).collect(),
+            len: key.len(),
+        });
+    }
     match key.split_once('/') {
-        Some((genre, slug)) if key.len() <= 128 && part_ok(genre) && part_ok(slug) => Ok(()),
+        Some((genre, slug)) if part_ok(genre) && part_ok(slug) => Ok(()),
         _ => Err(KeyError::Invalid(key.to_string())),
     }
 }
@@ -187,6 +240,9 @@ mod tests {
         for bad in ["Fiction/x", "fiction", "/x", "a/-b", "a/b/c", "a/b c", ""] {
             assert!(validate_key(bad).is_err(), "{bad}");
         }
+        let long = format!("books/{}", "a".repeat(200));
+        let e = validate_key(&long).unwrap_err().to_string();
+        assert!(e.contains("206 bytes, over the limit of 128"), "{e}");
     }
 
     #[test]
@@ -208,5 +264,33 @@ mod tests {
             prepare(b"abcd", small),
             Err(PrepareError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn utf16_is_named_and_ff_fe_without_nuls_is_not() {
+        let le: Vec<u8> = "Hello, world.\n"
+            .encode_utf16()
+            .flat_map(|u| u.to_le_bytes())
+            .collect();
+        let be: Vec<u8> = "Hello, world.\n"
+            .encode_utf16()
+            .flat_map(|u| u.to_be_bytes())
+            .collect();
+        assert_eq!(
+            prepare(&le, LIMITS).unwrap_err(),
+            PrepareError::Utf16("little-endian")
+        );
+        assert_eq!(
+            prepare(&be, LIMITS).unwrap_err(),
+            PrepareError::Utf16("big-endian")
+        );
+        let mut bom = vec![0xFF, 0xFE];
+        bom.extend_from_slice(&le);
+        assert!(matches!(prepare(&bom, LIMITS), Err(PrepareError::Utf16(_))));
+        assert!(prepare(b"\xff\xfeAB caf\xe9\n", LIMITS).is_ok());
+        assert_eq!(
+            prepare(b"ab\0c\0\0d", LIMITS).unwrap_err(),
+            PrepareError::NulByte(2)
+        );
     }
 }

@@ -75,7 +75,10 @@ enum Command {
     /// Every member's latest announced shard roots and books (daemon).
     Roots,
     /// A consistent copy of the state directory (databases and keys) into DEST.
-    Backup { dest: PathBuf },
+    Backup {
+        /// Directory to create for the copy (it must not exist yet).
+        dest: PathBuf,
+    },
     /// The effective configuration: `config check` validates and prints it.
     Config {
         #[command(subcommand)]
@@ -151,5 +154,47 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Backup { dest } => cli::backup::backup(&ctx, &dest),
         Command::Config { cmd } => cli::config::run(cmd, config.as_deref(), json),
         Command::Generate(cmd) => cli::completions::run(cmd),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every argument and flag of every command, as `grove a b --flag`,
+    /// that has no help text.
+    fn args_without_help(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let builtin = matches!(
+                arg.get_action(),
+                clap::ArgAction::Help | clap::ArgAction::HelpLong | clap::ArgAction::Version
+            );
+            if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                let name = match arg.get_long() {
+                    Some(long) => format!("--{long}"),
+                    None => arg.get_id().as_str().to_uppercase(),
+                };
+                missing.push(format!("{path} {name}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_about().is_none() && sub.get_name() != "help" {
+                missing.push(format!("{path} {} (the command itself)", sub.get_name()));
+            }
+            args_without_help(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+
+    #[test]
+    fn every_argument_and_flag_has_help_text() {
+        let cmd = super::Args::command();
+        cmd.clone().debug_assert();
+        let mut missing = Vec::new();
+        args_without_help(&cmd, "grove", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "arguments without help text:\n  {}",
+            missing.join("\n  ")
+        );
     }
 }

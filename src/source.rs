@@ -14,6 +14,8 @@ pub enum SourceError {
     Missing(PathBuf),
     #[error("{0} is a directory, not a book file")]
     Directory(PathBuf),
+    #[error("{path} is a {kind}, not a regular file; copy the book into a file first")]
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error("cannot read {path}: {source}")]
     Io {
         path: PathBuf,
@@ -25,6 +27,17 @@ pub enum SourceError {
     BadUrl { url: String, reason: String },
     #[error("cannot fetch {url}: {reason}")]
     Unreachable { url: String, reason: String },
+    #[error(
+        "cannot fetch {url}: no answer within {secs} s; raise {key} (e.g. GROVE_{env}={more}) if the server is slow"
+    )]
+    TimedOut {
+        url: String,
+        secs: u64,
+        /// The config key that bounds this wait.
+        key: &'static str,
+        env: &'static str,
+        more: u64,
+    },
     #[error("fetching {url} failed: HTTP {status}")]
     Status { url: String, status: u16 },
 }
@@ -47,6 +60,25 @@ pub fn read_path(path: &Path, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
     })?;
     if meta.is_dir() {
         return Err(SourceError::Directory(path.to_path_buf()));
+    }
+    if !meta.is_file() {
+        // A FIFO with no writer would block the read forever; devices and
+        // sockets have no size to check first.
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        let kind = if t.is_fifo() {
+            "named pipe (FIFO)"
+        } else if t.is_socket() {
+            "socket"
+        } else if t.is_char_device() || t.is_block_device() {
+            "device"
+        } else {
+            "special file"
+        };
+        return Err(SourceError::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+        });
     }
     let too_large = || SourceError::TooLarge {
         what: path.display().to_string(),
@@ -98,9 +130,34 @@ pub async fn fetch_url(
             url: url.to_string(),
             reason: e.to_string(),
         })?;
-    let unreachable = |e: reqwest::Error| SourceError::Unreachable {
-        url: url.to_string(),
-        reason: describe(&e),
+    let unreachable = |e: reqwest::Error| {
+        if e.is_timeout() {
+            // A connect that timed out is bounded by its own key.
+            let (key, env, secs) = if e.is_connect() {
+                (
+                    "fetch.connect_timeout_secs",
+                    "FETCH__CONNECT_TIMEOUT_SECS",
+                    settings.connect_timeout_secs,
+                )
+            } else {
+                (
+                    "fetch.timeout_secs",
+                    "FETCH__TIMEOUT_SECS",
+                    settings.timeout_secs,
+                )
+            };
+            return SourceError::TimedOut {
+                url: url.to_string(),
+                secs,
+                key,
+                env,
+                more: secs.saturating_mul(4),
+            };
+        }
+        SourceError::Unreachable {
+            url: url.to_string(),
+            reason: describe(&e),
+        }
     };
     let mut response = client.get(parsed).send().await.map_err(unreachable)?;
     let status = response.status();

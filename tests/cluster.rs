@@ -45,10 +45,14 @@ impl Daemon {
 
     fn launch(&mut self) {
         let log = std::fs::File::create(self.g.dir.path().join("node.log")).unwrap();
-        let child = self
+        let mut cmd = self
             .g
-            .cmd(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"])
-            .env("GROVE_NODE__NAME", &self.name)
+            .cmd(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"]);
+        // An empty name starts a node with no node.name.
+        if !self.name.is_empty() {
+            cmd.env("GROVE_NODE__NAME", &self.name);
+        }
+        let child = cmd
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("RUST_LOG", "grove=debug,info,libp2p_gossipsub=error")
             .stdout(Stdio::null())

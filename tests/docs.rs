@@ -84,6 +84,7 @@ fn every_json_output_matches_a_documented_example() {
         ("shard list", g.json(&["shard", "list"])),
         ("audit verify", g.json(&["audit", "verify"])),
         ("book remove", g.json(&["book", "remove", "fiction/doc"])),
+        ("shard compact", g.json(&["shard", "compact"])),
         ("identity show", g.json(&["identity", "show"])),
         (
             "mesh init (offline)",

@@ -2,6 +2,7 @@
 //! them by running the real `grove` binary in a temporary state directory.
 
 mod books;
+mod cli;
 mod cluster;
 mod config;
 mod corpus;

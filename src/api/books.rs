@@ -41,6 +41,8 @@ pub struct AddRequest {
     pub shard: Option<String>,
     /// The path or URL, recorded with the book.
     pub source: String,
+    /// Store it even when it does not look like text (`text::judge`).
+    pub force: bool,
 }
 
 /// `book search`: the query and its scope.
@@ -84,6 +86,8 @@ pub trait BookApi {
     fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError>;
     fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError>;
     fn shards(&self) -> Result<dto::ShardList, ApiError>;
+    /// Rewrites one shard (or every shard) without its free pages.
+    fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError>;
     fn audit(&self) -> Result<dto::AuditReport, ApiError>;
 }
 
@@ -132,13 +136,16 @@ impl BookApi for LocalBooks {
             .or_else(|| self.default_shard.clone())
             .unwrap_or_else(|| DEFAULT_SHARD.to_string());
         crate::store::validate_shard_name(&shard_name).map_err(StoreError::from)?;
-        let text =
-            BookText::decode(bytes, self.limits.max_book_bytes).map_err(|e: PrepareError| {
-                ApiError::new(
-                    ErrorKind::BadRequest,
-                    format!("{}: not stored: {e}", req.source),
-                )
-            })?;
+        let refused = |e: PrepareError| {
+            ApiError::new(
+                ErrorKind::BadRequest,
+                format!("{}: not stored: {e}", req.source),
+            )
+        };
+        let text = BookText::decode(bytes, self.limits.max_book_bytes).map_err(refused)?;
+        if !req.force {
+            text.judge().map_err(refused)?;
+        }
         let key = match &req.key {
             Some(k) => k.clone(),
             None => book::default_key(&text.meta.title)?,
@@ -245,6 +252,23 @@ impl BookApi for LocalBooks {
         Ok(dto::ShardList { shards })
     }
 
+    fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
+        let mut shards = match shard {
+            Some(name) => vec![self.store.open(name)?],
+            None => self.store.open_all()?,
+        };
+        let mut done = Vec::new();
+        for shard in &mut shards {
+            let (bytes_before, bytes_after) = shard.compact()?;
+            done.push(dto::ShardCompacted {
+                name: shard.name().to_string(),
+                bytes_before,
+                bytes_after,
+            });
+        }
+        Ok(dto::Compacted { shards: done })
+    }
+
     /// Every database keeps its own chain: each shard, and the databases at
     /// the top of the state directory (mesh state).
     fn audit(&self) -> Result<dto::AuditReport, ApiError> {
@@ -287,6 +311,8 @@ impl BookApi for LocalBooks {
                         events: r.events,
                         head: r.head.map(hex::encode),
                         ok: true,
+                        broken: false,
+                        immutable: r.immutable,
                         error: None,
                     },
                     Err(e) => dto::Chain {
@@ -294,6 +320,8 @@ impl BookApi for LocalBooks {
                         events: 0,
                         head: None,
                         ok: false,
+                        broken: matches!(e, audit::AuditError::Broken { .. }),
+                        immutable: false,
                         error: Some(e.to_string()),
                     },
                 }

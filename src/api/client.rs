@@ -139,6 +139,7 @@ impl BookApi for Client {
                 ("key", req.key.clone()),
                 ("shard", req.shard.clone()),
                 ("source", Some(req.source.clone())),
+                ("force", req.force.then(|| "true".to_string())),
             ],
         );
         let added: dto::Added = self.request(Method::POST, &path, bytes.to_vec())?;
@@ -202,6 +203,14 @@ impl BookApi for Client {
 
     fn shards(&self) -> Result<dto::ShardList, ApiError> {
         self.request(Method::GET, "/v1/shards", Vec::new())
+    }
+
+    fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
+        let path = url(
+            "/v1/shards/compact",
+            &[("shard", shard.map(str::to_string))],
+        );
+        self.request(Method::POST, &path, Vec::new())
     }
 
     fn audit(&self) -> Result<dto::AuditReport, ApiError> {

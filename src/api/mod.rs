@@ -7,5 +7,6 @@ pub mod books;
 pub mod client;
 pub mod dto;
 pub mod error;
+pub mod prefix;
 
 pub use error::{ApiError, ErrorKind};

@@ -20,8 +20,13 @@ pub fn run(cmd: AuditCmd, ctx: &Ctx) -> anyhow::Result<()> {
         AuditCmd::Verify => {
             let report = ctx.books().audit()?;
             ctx.show(&report)?;
-            if !report.ok {
-                bail!("an audit chain is broken");
+            let broken = report.chains.iter().filter(|c| c.broken).count();
+            let unread = report.chains.iter().filter(|c| !c.ok && !c.broken).count();
+            if broken > 0 {
+                bail!("{broken} audit chain(s) broken");
+            }
+            if unread > 0 {
+                bail!("{unread} database(s) could not be read, so their chains were not checked");
             }
             Ok(())
         }
@@ -32,8 +37,19 @@ impl Show for dto::AuditReport {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         for c in &self.chains {
             match &c.error {
-                None => writeln!(out, "ok: {} ({} events)", c.file, c.events)?,
-                Some(e) => writeln!(out, "BROKEN: {}: {e}", c.file)?,
+                None => writeln!(
+                    out,
+                    "ok: {} ({} events{})",
+                    c.file,
+                    c.events,
+                    if c.immutable {
+                        "; read from the main file only, the directory is not writable here"
+                    } else {
+                        ""
+                    }
+                )?,
+                Some(e) if c.broken => writeln!(out, "BROKEN: {}: {e}", c.file)?,
+                Some(e) => writeln!(out, "UNREADABLE: {}: {e}", c.file)?,
             }
         }
         if self.chains.is_empty() {

@@ -24,31 +24,46 @@ pub enum BookCmd {
         /// Shard to store it in (default `default_shard`, else `main`).
         #[arg(long)]
         shard: Option<String>,
+        /// Store it even when it does not look like text (too many control
+        /// or replacement characters, too few letters and digits).
+        #[arg(long)]
+        force: bool,
     },
     /// List current books (with --all, every version, removed ones too).
     List {
+        /// Every version of every key, superseded and removed ones too.
         #[arg(long)]
         all: bool,
     },
     /// Show one book.
     Show {
+        /// The book's key, GENRE/SLUG (see `book list`).
         key: String,
+        /// Which version of the key (default: the current one; see `book list --all`).
         #[arg(long = "book-version", value_name = "N")]
         version: Option<u32>,
     },
     /// Remove a book from search and listings, keeping its history (audited).
-    Remove { key: String },
+    Remove {
+        /// The book's key, GENRE/SLUG (see `book list`).
+        key: String,
+    },
     /// Print chunk INDEX with its Merkle inclusion proof.
     Proof {
+        /// The book's key, GENRE/SLUG (see `book list`).
         key: String,
+        /// The chunk's position in the book, from 0 (`book show` gives the count).
         index: u64,
+        /// Which version of the key (default: the current one; see `book list --all`).
         #[arg(long = "book-version", value_name = "N")]
         version: Option<u32>,
     },
     /// Recompute leaves and root from the stored text and check the stored
     /// root, proof data and search index agree.
     Verify {
+        /// The book's key, GENRE/SLUG (see `book list`).
         key: String,
+        /// Which version of the key (default: the current one; see `book list --all`).
         #[arg(long = "book-version", value_name = "N")]
         version: Option<u32>,
     },
@@ -57,10 +72,13 @@ pub enum BookCmd {
         /// Free text; FTS5 syntax in it is treated as plain words.
         #[arg(allow_hyphen_values = true)]
         query: String,
+        /// Search only this book (its key, GENRE/SLUG).
         #[arg(long)]
         key: Option<String>,
+        /// How many hits to print.
         #[arg(short = 'k', default_value_t = 6)]
         k: usize,
+        /// With --key: search this version of the book (default: the current one).
         #[arg(long = "book-version", value_name = "N", requires = "key")]
         version: Option<u32>,
         /// Search every member's books too (through the daemon); each hit names its peer.
@@ -73,7 +91,12 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
     let books = ctx.books();
     let api: &dyn BookApi = books.as_ref();
     match cmd {
-        BookCmd::Add { source, key, shard } => ctx.show(&add(ctx, api, &source, key, shard)?),
+        BookCmd::Add {
+            source,
+            key,
+            shard,
+            force,
+        } => ctx.show(&add(ctx, api, &source, key, shard, force)?),
         BookCmd::List { all } => ctx.show(&Listing {
             list: api.list(all)?,
             all,
@@ -136,6 +159,7 @@ fn add(
     source: &str,
     key: Option<String>,
     shard: Option<String>,
+    force: bool,
 ) -> anyhow::Result<dto::Added> {
     let limits = &ctx.settings.limits;
     // Refuse a bad key or shard name before reading or downloading anything.
@@ -147,18 +171,7 @@ fn add(
     }
     let bar = progress_bar();
     let bytes = if grove::source::is_url(source) {
-        bar.set_message("bytes downloaded");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the download runtime")?;
-        let mut on_progress = |done: u64, _total: Option<u64>| bar.set_position(done);
-        runtime.block_on(grove::source::fetch_url(
-            source,
-            &ctx.settings.fetch,
-            limits.max_book_bytes,
-            &mut on_progress,
-        ))?
+        download(ctx, source, &bar)?
     } else {
         grove::source::read_path(Path::new(source), limits.max_book_bytes)?
     };
@@ -173,10 +186,63 @@ fn add(
         key,
         shard,
         source: source_name,
+        force,
     };
     let added = api.add(&request, &bytes, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
     Ok(added)
+}
+
+/// Downloads `url`, saying while it waits how long it has waited, what
+/// arrived, and when it gives up (with the key that sets that): a bar on a
+/// terminal, a line every few seconds otherwise.
+fn download(ctx: &Ctx, url: &str, bar: &indicatif::ProgressBar) -> anyhow::Result<Vec<u8>> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let fetch = &ctx.settings.fetch;
+    bar.set_message("bytes downloaded");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the download runtime")?;
+    let received = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&received);
+    let on_bar = bar.clone();
+    let mut on_progress = move |done: u64, _total: Option<u64>| {
+        seen.store(done, Ordering::Relaxed);
+        on_bar.set_position(done);
+    };
+    let started = std::time::Instant::now();
+    let terminal = !bar.is_hidden();
+    runtime.block_on(async {
+        let download = grove::source::fetch_url(
+            url,
+            fetch,
+            ctx.settings.limits.max_book_bytes,
+            &mut on_progress,
+        );
+        tokio::pin!(download);
+        let first = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut ticks = tokio::time::interval_at(first, std::time::Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                done = &mut download => return Ok(done?),
+                _ = ticks.tick() => {
+                    let line = format!(
+                        "{} s, {} bytes so far (gives up after {} s: fetch.timeout_secs)",
+                        started.elapsed().as_secs(),
+                        received.load(Ordering::Relaxed),
+                        fetch.timeout_secs
+                    );
+                    if terminal {
+                        bar.set_message(format!("bytes downloaded, {line}"));
+                    } else {
+                        eprintln!("fetching {url}: {line}");
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// A progress counter on a terminal; hidden (prints nothing) when stderr is piped.

@@ -18,7 +18,8 @@ use grove::mesh::store::{MeshStore, StateLock};
 pub enum MeshCmd {
     /// Create a new mesh (epoch 0) with this node as its only member.
     Init {
-        #[arg(long)]
+        /// The mesh's name, shown to every member (`--as` names this node).
+        #[arg(long, value_name = "MESH_NAME")]
         name: String,
         /// Quorum rule as N/D: yes * D > members * N (default 1/2, a strict majority).
         #[arg(long, default_value = "1/2")]
@@ -41,9 +42,13 @@ pub enum MeshCmd {
     },
     /// Join a mesh with an invite; waits for the members' vote in the background.
     Join {
+        /// The invite text a member printed with `grove mesh invite`.
         invite: String,
-        /// Display name in the roster (default: node.name).
-        #[arg(long)]
+        /// This node's display name in the roster (default: node.name, else the host name).
+        #[arg(long = "as", value_name = "DISPLAY_NAME")]
+        member_name: Option<String>,
+        /// Old spelling of `--as`: refused with a pointer (`--name` names the mesh on `mesh init`).
+        #[arg(long, hide = true)]
         name: Option<String>,
     },
     /// The mesh, its members (online or not) and open proposals.
@@ -53,6 +58,7 @@ pub enum MeshCmd {
     Propose(ProposeCmd),
     /// Vote on an open proposal (its id or a unique prefix).
     Vote {
+        /// The proposal's id or a unique prefix of it (see `grove mesh proposals`).
         proposal: String,
         /// yes or no.
         choice: String,
@@ -66,7 +72,10 @@ pub enum MeshCmd {
 #[derive(Debug, clap::Subcommand)]
 pub enum InviteCmd {
     /// Revoke an invite by id.
-    Revoke { id: String },
+    Revoke {
+        /// The invite's id or a unique prefix of it (see `grove mesh invite list`).
+        id: String,
+    },
     /// The invites this node issued.
     List,
 }
@@ -74,11 +83,34 @@ pub enum InviteCmd {
 #[derive(Debug, clap::Subcommand)]
 pub enum ProposeCmd {
     /// Remove a member: peer id, unique prefix, or name.
-    Kick { peer: String },
+    Kick {
+        /// The member's peer id, a unique prefix of it, or its display name.
+        peer: String,
+    },
     /// A fresh epoch secret, same members.
     Rotate,
     /// Change the quorum rule (N/D, above one half).
-    Quorum { rule: String },
+    Quorum {
+        /// The new rule as N/D, e.g. 2/3: a change needs yes * D > members * N.
+        rule: String,
+    },
+}
+
+/// An invite's lifetime from `--ttl`: positive, at most the longest an
+/// invite may stay open.
+fn invite_ttl_secs(text: &str) -> anyhow::Result<u64> {
+    let secs = parse_duration_secs(text)?;
+    let max = grove::mesh::MAX_INVITE_TTL_SECS;
+    if secs == 0 {
+        anyhow::bail!("--ttl {text}: an invite needs a lifetime above 0");
+    }
+    if secs > max {
+        anyhow::bail!(
+            "--ttl {text}: at most {} days ({max} s), as for mesh.invite_ttl_secs",
+            max / 86_400
+        );
+    }
+    Ok(secs)
 }
 
 /// Parses `90s`, `30m`, `24h`, `7d` or plain seconds.
@@ -153,12 +185,30 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             ],
         )?),
         MeshCmd::Invite { cmd, ttl, note } => invite(ctx, &client, cmd, ttl, note),
-        MeshCmd::Join { invite, name } => ctx.show(&post::<dto::JoinResult>(
-            &client,
-            "/v1/mesh/join",
-            &[("invite", Some(invite)), ("name", name)],
-        )?),
-        MeshCmd::Status => ctx.show(&get::<dto::MeshStatus>(&client, "/v1/mesh/status")?),
+        MeshCmd::Join {
+            invite,
+            member_name,
+            name,
+        } => {
+            if let Some(name) = name {
+                anyhow::bail!(
+                    "`mesh join --name {name}`: the display name is now given with `--as {name}` (`--name` names the mesh, on `mesh init`)"
+                );
+            }
+            ctx.show(&post::<dto::JoinResult>(
+                &client,
+                "/v1/mesh/join",
+                &[("invite", Some(invite)), ("name", member_name)],
+            )?)
+        }
+        MeshCmd::Status => {
+            let status = get::<dto::MeshStatus>(&client, "/v1/mesh/status")?;
+            let node: dto::NodeInfo = get(&client, "/v1/node")?;
+            ctx.show(&StatusView {
+                status,
+                node_started_ms: Some(node.started_ms),
+            })
+        }
         MeshCmd::Propose(p) => {
             let (kind, target) = match p {
                 ProposeCmd::Kick { peer } => ("kick", Some(peer)),
@@ -191,7 +241,7 @@ fn invite(
 ) -> anyhow::Result<()> {
     match cmd {
         None => {
-            let ttl = ttl.as_deref().map(parse_duration_secs).transpose()?;
+            let ttl = ttl.as_deref().map(invite_ttl_secs).transpose()?;
             ctx.show(&post::<dto::InviteCreated>(
                 client,
                 "/v1/mesh/invite",
@@ -219,9 +269,9 @@ impl Show for dto::InviteCreated {
     fn note(&self, err: &mut dyn Write) -> io::Result<()> {
         writeln!(
             err,
-            "invite {} expires at {} (Unix ms); it tells the joiner to dial {}",
+            "invite {} expires {}; it tells the joiner to dial {}",
             self.id,
-            self.expires,
+            super::when(self.expires, grove::now_ms()),
             self.bootstrap.join(", ")
         )
     }
@@ -238,11 +288,15 @@ impl Show for dto::InviteList {
         if self.invites.is_empty() {
             writeln!(out, "no invites issued")?;
         }
+        let now = grove::now_ms();
         for i in &self.invites {
             writeln!(
                 out,
                 "{}  {:8}  expires {}  {}",
-                i.id, i.status, i.expires, i.note
+                i.id,
+                i.status,
+                super::when(i.expires, now),
+                i.note
             )?;
         }
         Ok(())
@@ -270,14 +324,15 @@ impl Show for dto::JoinResult {
 
 impl Show for dto::Voted {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let choice = if self.yes { "yes" } else { "no" };
         if self.committed {
             writeln!(
                 out,
-                "voted on {}; it passed: the mesh is now at epoch {}",
+                "voted {choice} on {}; it passed: the mesh is now at epoch {}",
                 self.id, self.epoch
             )
         } else {
-            writeln!(out, "voted on {} (epoch {})", self.id, self.epoch)
+            writeln!(out, "voted {choice} on {} (epoch {})", self.id, self.epoch)
         }
     }
 }
@@ -313,22 +368,80 @@ impl Show for dto::Proposed {
     }
 }
 
+/// `name (12D3KooWAbCdEfGh…)`: a member as people call it, with enough of
+/// its peer id to tell it apart (and to pass to `propose kick`).
+fn member_label(peer_id: &str, name: Option<&str>) -> String {
+    let short: String = peer_id.chars().take(16).collect();
+    let short = if short.len() < peer_id.len() {
+        format!("{short}…")
+    } else {
+        short
+    };
+    match name.filter(|n| !n.is_empty()) {
+        Some(name) => format!("{name} ({short})"),
+        None => short,
+    }
+}
+
 fn write_proposal(out: &mut dyn Write, p: &dto::ProposalView) -> io::Result<()> {
+    let target = match (p.kind.as_str(), &p.target) {
+        ("add" | "kick", Some(peer)) => member_label(peer, p.target_name.as_deref()),
+        (_, Some(other)) => other.clone(),
+        (_, None) => String::new(),
+    };
+    let yes_by: Vec<String> = p
+        .votes
+        .yes_by
+        .iter()
+        .enumerate()
+        .map(|(i, peer)| member_label(peer, p.votes.yes_names.get(i).map(String::as_str)))
+        .collect();
     writeln!(
         out,
-        "{}  {} {}  by {}  yes {} / needed {}  no {}",
+        "{}  {} {}  by {}  yes {} / needed {}  no {}  expires {}",
         p.id,
         p.kind,
-        p.target.as_deref().unwrap_or(""),
-        p.proposer,
+        target,
+        member_label(&p.proposer, p.proposer_name.as_deref()),
         p.votes.yes,
         p.votes.needed,
-        p.votes.no
-    )
+        p.votes.no,
+        super::when(p.expires, grove::now_ms())
+    )?;
+    if !yes_by.is_empty() {
+        writeln!(out, "    yes from {}", yes_by.join(", "))?;
+    }
+    Ok(())
+}
+
+/// `mesh status`: the status, and when the daemon started (a member not
+/// reached since then is still being dialed).
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct StatusView {
+    status: dto::MeshStatus,
+    #[serde(skip)]
+    node_started_ms: Option<i64>,
+}
+
+impl Show for StatusView {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        self.status.write(out, self.node_started_ms)
+    }
 }
 
 impl Show for dto::MeshStatus {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        self.write(out, None)
+    }
+}
+
+trait WriteStatus {
+    fn write(&self, out: &mut dyn Write, node_started_ms: Option<i64>) -> io::Result<()>;
+}
+
+impl WriteStatus for dto::MeshStatus {
+    fn write(&self, out: &mut dyn Write, node_started_ms: Option<i64>) -> io::Result<()> {
         writeln!(out, "mesh {} ({})", self.name, self.mesh_id)?;
         writeln!(
             out,
@@ -351,8 +464,16 @@ impl Show for dto::MeshStatus {
         for m in &self.members {
             let seen = match (m.online, m.last_seen) {
                 (true, _) => "online".to_string(),
-                (false, Some(t)) => format!("offline, last seen {}s ago", (now - t).max(0) / 1000),
-                (false, None) => "offline, never seen".to_string(),
+                (false, Some(t)) => format!("offline, last seen {}", super::when(t, now)),
+                // The daemon dials every member it has not reached (right
+                // after a join, the seconds before the first contact).
+                (false, None) => match node_started_ms {
+                    Some(started) if now - started > 60_000 => format!(
+                        "connecting (not reached since this node started {})",
+                        super::show::relative(started - now)
+                    ),
+                    _ => "connecting".to_string(),
+                },
             };
             writeln!(out, "  {:16} {}  {}", m.name, m.peer_id, seen)?;
         }

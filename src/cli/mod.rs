@@ -17,7 +17,7 @@ pub mod show;
 
 use std::path::PathBuf;
 
-pub use show::{Show, or_dash, print_json};
+pub use show::{Show, or_dash, print_json, when};
 
 /// What every command gets: the resolved settings and output mode.
 pub struct Ctx {

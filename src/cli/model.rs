@@ -37,10 +37,13 @@ pub enum ModelCmd {
         /// Optional system message.
         #[arg(long)]
         system: Option<String>,
+        /// Token budget of the reply.
         #[arg(long, default_value_t = 128)]
         max_tokens: u32,
+        /// Sampling temperature (0 picks the likeliest token every time).
         #[arg(long, default_value_t = 0.6)]
         temperature: f32,
+        /// Sampling seed: the same seed and prompt give the same reply.
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },

@@ -1,4 +1,5 @@
-//! `grove shard list`: each shard's root (books.md section 7) and its books.
+//! `grove shard list`: each shard's root (books.md section 7) and its
+//! books; `grove shard compact`: give a shard's free pages back.
 
 use std::io::{self, Write};
 
@@ -11,11 +12,34 @@ use super::{Ctx, Show};
 pub enum ShardCmd {
     /// List shards with their roots and current books.
     List,
+    /// Rewrite shards without their free pages (space left by removed
+    /// books in shards made before removals reclaimed it themselves).
+    Compact {
+        /// Only this shard (default: every shard).
+        shard: Option<String>,
+    },
 }
 
 pub fn run(cmd: ShardCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         ShardCmd::List => ctx.show(&ctx.books().shards()?),
+        ShardCmd::Compact { shard } => ctx.show(&ctx.books().compact(shard.as_deref())?),
+    }
+}
+
+impl Show for dto::Compacted {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.shards.is_empty() {
+            writeln!(out, "no shards")?;
+        }
+        for s in &self.shards {
+            writeln!(
+                out,
+                "{}  {} bytes -> {} bytes",
+                s.name, s.bytes_before, s.bytes_after
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -52,6 +52,14 @@ pub enum DaemonError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "cannot listen on {addr} (net.listen): {ip} must be an address of this host (or 0.0.0.0 / ::)"
+    )]
+    Listen {
+        addr: String,
+        ip: std::net::IpAddr,
+        source: std::io::Error,
+    },
     #[error("node identity")]
     Identity(#[from] crate::identity::IdentityError),
     #[error(transparent)]
@@ -76,11 +84,14 @@ pub async fn run(
     state_dir: PathBuf,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    // What can be checked is checked before any state exists, so a start
+    // that fails on its settings leaves nothing behind.
+    let net_config = checked_network(&settings)?;
+    check_listen_addresses(&net_config.listen)?;
     std::fs::create_dir_all(&state_dir).map_err(|e| DaemonError::StateDir {
         path: state_dir.clone(),
         source: e,
     })?;
-    let net_config = checked_network(&settings)?;
     let identity =
         crate::identity::Identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
     let keypair = libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
@@ -247,6 +258,28 @@ fn checked_network(settings: &Settings) -> Result<crate::net::NetConfig, DaemonE
             reason,
         })?;
     Ok(settings.net.checked()?)
+}
+
+/// Binds each `/ip4|ip6/ADDR/tcp/…` listen address's IP on a free port for
+/// a moment: an address that is not this host's fails here, before the
+/// identity, socket and databases exist, rather than in the network's own
+/// bind after them. (Whether the port is free is the network's check,
+/// `refuse_port_in_use` in `net/event_loop.rs`.)
+fn check_listen_addresses(addrs: &[libp2p::Multiaddr]) -> Result<(), DaemonError> {
+    use libp2p::multiaddr::Protocol;
+    for addr in addrs {
+        let ip: std::net::IpAddr = match addr.iter().next() {
+            Some(Protocol::Ip4(ip)) => ip.into(),
+            Some(Protocol::Ip6(ip)) => ip.into(),
+            _ => continue,
+        };
+        std::net::TcpListener::bind((ip, 0)).map_err(|source| DaemonError::Listen {
+            addr: addr.to_string(),
+            ip,
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 /// `node.db`, created private first (the state directory's file-mode

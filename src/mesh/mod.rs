@@ -19,6 +19,9 @@ pub mod store;
 
 use serde::Deserialize;
 
+/// The longest an invite may stay open (`mesh.invite_ttl_secs`, `mesh invite --ttl`).
+pub const MAX_INVITE_TTL_SECS: u64 = 365 * 24 * 3600;
+
 /// Mesh configuration (`[mesh]` in grove.toml).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -55,7 +58,7 @@ impl MeshSettings {
                 "must be between 60 s and 7 days".into(),
             ));
         }
-        if !(60..=365 * 24 * 3600).contains(&self.invite_ttl_secs) {
+        if !(60..=MAX_INVITE_TTL_SECS).contains(&self.invite_ttl_secs) {
             return Err((
                 "invite_ttl_secs",
                 "must be between 60 s and 365 days".into(),

@@ -87,6 +87,8 @@ pub fn append(
 pub struct ChainReport {
     pub events: u64,
     pub head: Option<[u8; 32]>,
+    /// Read as immutable (the main file alone; see `verify_file`).
+    pub immutable: bool,
 }
 
 /// Walks the whole chain from the first event and returns the first broken
@@ -126,16 +128,45 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, AuditError> {
     Ok(ChainReport {
         events,
         head: (events > 0).then_some(expected_prev),
+        immutable: false,
     })
 }
 
-/// Opens a database file read-only and walks its chain.
+/// Opens a database file read-only and walks its chain; never writes.
+///
+/// A WAL database whose directory the caller cannot write (an operator
+/// checking the service's state) cannot be opened read-only the usual way:
+/// SQLite would have to create its shared-memory file. It is then read as
+/// immutable, the main file alone, and the report says so (`immutable`):
+/// events still in a live writer's WAL are not seen, but what is seen is a
+/// prefix of the chain, so an intact chain never reads as broken.
 pub fn verify_file(path: &std::path::Path) -> Result<ChainReport, AuditError> {
-    let conn = Connection::open_with_flags(
-        path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    verify(&conn)
+    let flags =
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let locked = Connection::open_with_flags(path, flags).and_then(|conn| {
+        // The first read is where a missing shared-memory file shows.
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+        Ok(conn)
+    });
+    match locked {
+        Ok(conn) => verify(&conn),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly
+            ) =>
+        {
+            let conn = Connection::open_with_flags(
+                super::immutable_uri(path),
+                flags | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+            )?;
+            Ok(ChainReport {
+                immutable: true,
+                ..verify(&conn)?
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]

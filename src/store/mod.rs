@@ -92,16 +92,31 @@ impl StoreError {
     }
 }
 
+/// The longest shard name, in bytes.
+pub const MAX_SHARD_NAME_BYTES: usize = 64;
+
 /// A shard name that cannot be used as one.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "invalid shard name `{0}`: use lowercase letters, digits and '-', starting with a letter or digit"
-)]
+#[error("{}", describe_bad_shard_name(.0))]
 pub struct BadShardName(pub String);
+
+fn describe_bad_shard_name(name: &str) -> String {
+    if name.len() > MAX_SHARD_NAME_BYTES {
+        let start: String = name.chars().take(24).collect();
+        format!(
+            "invalid shard name `{start}…`: it is {} bytes, over the limit of {MAX_SHARD_NAME_BYTES}",
+            name.len()
+        )
+    } else {
+        format!(
+            "invalid shard name `{name}`: use lowercase letters, digits and '-', starting with a letter or digit"
+        )
+    }
+}
 
 /// Checks a shard name: `^[a-z0-9][a-z0-9-]*$`, at most 64 bytes.
 pub fn validate_shard_name(name: &str) -> Result<(), BadShardName> {
-    let ok = name.len() <= 64
+    let ok = name.len() <= MAX_SHARD_NAME_BYTES
         && name
             .bytes()
             .next()
@@ -264,6 +279,19 @@ impl Store {
 /// keys and every database (SQLite gives a database's -wal and -shm files
 /// its mode) are private to the node's user; only the control socket is
 /// shared, with its group (0660).
+/// The SQLite URI that opens `path` as immutable: no locks, no
+/// shared-memory file, nothing created beside it (read-only media, a
+/// directory the caller cannot write).
+pub(crate) fn immutable_uri(path: &Path) -> String {
+    let escaped = path
+        .display()
+        .to_string()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23");
+    format!("file:{escaped}?immutable=1")
+}
+
 pub fn create_private(path: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     match std::fs::OpenOptions::new()

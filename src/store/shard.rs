@@ -165,7 +165,8 @@ impl Shard {
 
     fn open_read_write(path: &Path) -> Result<Connection, StoreError> {
         let err = |e| StoreError::sql(path, e);
-        if !path.exists() {
+        let new = !path.exists();
+        if new {
             super::create_private(path).map_err(|source| StoreError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -177,6 +178,12 @@ impl Shard {
         let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(err)?;
+        if new {
+            // Set before the first table exists: pages freed by a removal
+            // can then go back to the file system (`reclaim`).
+            conn.pragma_update(None, "auto_vacuum", "incremental")
+                .map_err(err)?;
+        }
         // The first statement reads the header: a garbage file fails here.
         conn.pragma_update(None, "journal_mode", "wal")
             .map_err(err)?;
@@ -192,13 +199,7 @@ impl Shard {
     /// change it while the media is read-only, so that is safe.
     fn open_immutable(path: &Path) -> Result<Connection, StoreError> {
         let err = |e| StoreError::sql(path, e);
-        let escaped = path
-            .display()
-            .to_string()
-            .replace('%', "%25")
-            .replace('?', "%3f")
-            .replace('#', "%23");
-        let uri = format!("file:{escaped}?immutable=1");
+        let uri = super::immutable_uri(path);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -531,6 +532,10 @@ impl Shard {
             }),
         )?;
         tx.commit().map_err(err)?;
+        if current.is_some() {
+            // The superseded version's search index was dropped.
+            self.reclaim();
+        }
         progress(count);
         Ok((status, self.book(key, Some(version))?))
     }
@@ -555,7 +560,55 @@ impl Shard {
             &json!({ "key": key, "version": book.version, "root": hex::encode(book.root) }),
         )?;
         tx.commit().map_err(err)?;
+        self.reclaim();
         self.book(key, Some(book.version))
+    }
+
+    /// Returns the pages a dropped search index left free to the file
+    /// system (shards created with incremental auto-vacuum; older ones need
+    /// `compact`). After the commit: a failure here loses nothing, the
+    /// pages stay free for the next ingest.
+    fn reclaim(&self) {
+        // The pragma frees one page per step: step it to the end.
+        let freed = self
+            .conn
+            .prepare("PRAGMA incremental_vacuum")
+            .and_then(|mut stmt| {
+                let mut rows = stmt.query([])?;
+                while rows.next()?.is_some() {}
+                Ok(())
+            });
+        if let Err(e) = freed {
+            tracing::warn!(shard = %self.name, error = %e, "freeing unused pages failed");
+        }
+    }
+
+    /// The shard's size in bytes (pages in use and free).
+    pub fn size_bytes(&self) -> Result<u64, StoreError> {
+        let err = |e| StoreError::sql(&self.path, e);
+        let pages: i64 = self
+            .conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .map_err(err)?;
+        let page: i64 = self
+            .conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(err)?;
+        Ok(u64::try_from(pages * page).unwrap_or(0))
+    }
+
+    /// Rewrites the shard without its free pages (`VACUUM`), switching it to
+    /// incremental auto-vacuum so later removals reclaim space themselves;
+    /// returns its size before and after. Rows are untouched.
+    pub fn compact(&mut self) -> Result<(u64, u64), StoreError> {
+        let before = self.size_bytes()?;
+        let err = |e| StoreError::sql(&self.path, e);
+        self.conn
+            .execute_batch(
+                "PRAGMA auto_vacuum = INCREMENTAL; VACUUM; PRAGMA wal_checkpoint(TRUNCATE);",
+            )
+            .map_err(err)?;
+        Ok((before, self.size_bytes()?))
     }
 
     /// One chunk's label, leaf and text.

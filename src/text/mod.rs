@@ -1,14 +1,17 @@
 //! Decoding, metadata, paragraphs and chunks per `books.md` (pure, no IO).
 //!
 //! `gutenberg` turns file bytes into metadata and paragraphs (`gutenberg-v1`);
-//! `chunk` packs paragraphs into chunks (`para-200-v1`). The output bytes are
+//! `chunk` packs paragraphs into chunks (`para-200-v1`); `judge` decides
+//! whether decoded input is text at all, before it is stored. The output bytes are
 //! what every peer hashes, so nothing here may depend on locale or platform.
 
 pub mod chunk;
 pub mod gutenberg;
+pub mod judge;
 
 pub use chunk::{Chunk, ChunkError, Chunker, chunk_paragraphs, label};
 pub use gutenberg::{Metadata, ParsedBook, decode, paragraphs, parse, split};
+pub use judge::{NotText, TextTest, judge};
 
 /// Name of the decoding and metadata rules, recorded with every book.
 pub const DECODING: &str = "gutenberg-v1";

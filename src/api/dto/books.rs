@@ -241,6 +241,14 @@ pub struct Chain {
     pub events: u64,
     pub head: Option<String>,
     pub ok: bool,
+    /// True only when the chain was read and a link is wrong; a database
+    /// that could not be read is not ok but not broken either.
+    #[serde(default)]
+    pub broken: bool,
+    /// Read without locks from the main file alone (the directory is not
+    /// writable here); events a running writer holds in its WAL are not seen.
+    #[serde(default)]
+    pub immutable: bool,
     pub error: Option<String>,
 }
 
@@ -249,4 +257,18 @@ pub struct Chain {
 pub struct AuditReport {
     pub ok: bool,
     pub chains: Vec<Chain>,
+}
+
+/// One shard in `shard compact`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardCompacted {
+    pub name: String,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// `shard compact`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Compacted {
+    pub shards: Vec<ShardCompacted>,
 }

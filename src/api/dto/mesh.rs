@@ -50,6 +50,9 @@ pub struct Votes {
     pub needed: usize,
     /// Peer ids of the members who voted yes.
     pub yes_by: Vec<String>,
+    /// Their display names, in the same order (empty when not in the roster).
+    #[serde(default)]
+    pub yes_names: Vec<String>,
 }
 
 /// One open proposal.
@@ -60,7 +63,13 @@ pub struct ProposalView {
     pub kind: String,
     /// The peer added or kicked, or the new quorum rule; null for rotate.
     pub target: Option<String>,
+    /// The display name of the peer added or kicked.
+    #[serde(default)]
+    pub target_name: Option<String>,
     pub proposer: String,
+    /// The proposer's display name in the roster.
+    #[serde(default)]
+    pub proposer_name: Option<String>,
     pub votes: Votes,
     pub expires: i64,
 }
@@ -113,6 +122,8 @@ pub struct Proposed {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Voted {
     pub id: String,
+    /// The vote cast: true for yes.
+    pub yes: bool,
     pub epoch: u64,
     pub committed: bool,
 }

@@ -23,14 +23,8 @@ pub struct StartArgs {
     /// Shorthand for the second tree.
     #[arg(long)]
     pub b: Option<String>,
-    #[arg(long)]
-    pub topic: Option<String>,
-    #[arg(long)]
-    pub turns: Option<u32>,
-    #[arg(short = 'k', long = "k")]
-    pub k: Option<usize>,
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
+    #[command(flatten)]
+    pub moot: super::MootFlags,
 }
 
 pub fn start(args: &StartArgs, ctx: &Ctx) -> anyhow::Result<()> {
@@ -42,16 +36,16 @@ pub fn start(args: &StartArgs, ctx: &Ctx) -> anyhow::Result<()> {
     }
     let mut q = form_urlencoded::Serializer::new(String::new());
     q.append_pair("trees", &trees.join("\n"));
-    if let Some(t) = &args.topic {
+    if let Some(t) = &args.moot.topic {
         q.append_pair("topic", t);
     }
-    if let Some(t) = args.turns {
+    if let Some(t) = args.moot.turns {
         q.append_pair("turns", &t.to_string());
     }
-    if let Some(k) = args.k {
+    if let Some(k) = args.moot.k {
         q.append_pair("k", &k.to_string());
     }
-    if let Some(m) = args.max_tokens {
+    if let Some(m) = args.moot.max_tokens {
         q.append_pair("max_tokens", &m.to_string());
     }
     let started: dto::MootStarted = client.request(
@@ -212,7 +206,12 @@ impl Show for dto::MootView {
             writeln!(out, "reason: {r}")?;
         }
         for t in &self.trees {
-            writeln!(out, "  {} ({}) on {}", t.key, t.title, t.peer_id)?;
+            writeln!(
+                out,
+                "  {} on {}",
+                grove::moot::book_label(&t.key, &t.title),
+                t.peer_id
+            )?;
         }
         if let Some(t) = &self.transcript {
             for u in &t.utterances {

@@ -22,21 +22,11 @@ pub struct RunArgs {
     /// Key of the other book.
     #[arg(long)]
     pub b: String,
-    /// What the books talk about (default: each opens on its own title).
-    #[arg(long)]
-    pub topic: Option<String>,
-    /// Number of turns, both books together [config: moot.turns, default 8].
-    #[arg(long)]
-    pub turns: Option<u32>,
-    /// Passages per turn [config: moot.k, default 6].
-    #[arg(short = 'k', long = "k")]
-    pub k: Option<usize>,
+    #[command(flatten)]
+    pub moot: super::MootFlags,
     /// Sampling temperature [config: moot.temperature, default 0.6].
     #[arg(long)]
     pub temperature: Option<f64>,
-    /// Token budget of one reply [config: moot.max_tokens].
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
     /// Base sampling seed [config: moot.seed].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -49,16 +39,16 @@ impl RunArgs {
     /// The settings of this run: `base` (from config) overridden by flags.
     pub fn settings(&self, base: &MootSettings) -> MootSettings {
         let mut s = base.clone();
-        if let Some(v) = self.turns {
+        if let Some(v) = self.moot.turns {
             s.turns = v;
         }
-        if let Some(v) = self.k {
+        if let Some(v) = self.moot.k {
             s.k = v;
         }
         if let Some(v) = self.temperature {
             s.temperature = v;
         }
-        if let Some(v) = self.max_tokens {
+        if let Some(v) = self.moot.max_tokens {
             s.max_tokens = v;
         }
         if let Some(v) = self.seed {
@@ -125,11 +115,9 @@ fn run_moot(
     let json = ctx.json;
     if !json {
         println!(
-            "moot: {} ({}) and {} ({}), {} turns, k={}, on {}{}{}",
-            trees[0].name(),
-            trees[0].key,
-            trees[1].name(),
-            trees[1].key,
+            "moot: {} and {}, {} turns, k={}, on {}{}{}",
+            trees[0].label(),
+            trees[1].label(),
             settings.turns,
             settings.k,
             model.describe(),
@@ -138,7 +126,8 @@ fn run_moot(
             } else {
                 ""
             },
-            args.topic
+            args.moot
+                .topic
                 .as_deref()
                 .map(|t| format!(", topic {t:?}"))
                 .unwrap_or_default()
@@ -146,7 +135,7 @@ fn run_moot(
     }
     let moot = run_local(
         trees,
-        args.topic.clone(),
+        args.moot.topic.clone(),
         settings,
         retrievers,
         model,

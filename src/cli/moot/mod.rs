@@ -11,6 +11,24 @@ use std::path::PathBuf;
 
 use crate::cli::Ctx;
 
+/// The flags `moot run` (local) and `moot start` (hosted) share; unset
+/// ones come from the `moot` config section.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MootFlags {
+    /// What the books talk about (default: each opens on its own title).
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// Number of turns, both books together [config: moot.turns, default 8].
+    #[arg(long)]
+    pub turns: Option<u32>,
+    /// Passages retrieved per turn [config: moot.k, default 6].
+    #[arg(short = 'k', long = "k")]
+    pub k: Option<usize>,
+    /// Token budget of one reply [config: moot.max_tokens].
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub enum MootCmd {
     /// Run a moot between two stored books on the local model.
@@ -35,13 +53,25 @@ pub enum MootCmd {
     /// The moots this node hosts.
     List,
     /// One hosted moot: state (running, paused and why, finished) and transcript.
-    Show { id: String },
+    Show {
+        /// The moot's id (see `grove moot list`).
+        id: String,
+    },
     /// Print a hosted moot's turns as they land, until it finishes or pauses.
-    Watch { id: String },
+    Watch {
+        /// The moot's id (see `grove moot list`).
+        id: String,
+    },
     /// Resume a paused moot (turns already accepted are kept).
-    Resume { id: String },
+    Resume {
+        /// The paused moot's id (see `grove moot list`).
+        id: String,
+    },
     /// Print a finished moot's export (signed by this node) for `moot verify`.
-    Export { id: String },
+    Export {
+        /// The finished moot's id (see `grove moot list`).
+        id: String,
+    },
 }
 
 pub fn run(cmd: MootCmd, ctx: &Ctx) -> anyhow::Result<()> {

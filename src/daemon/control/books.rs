@@ -40,6 +40,8 @@ pub struct AddQuery {
     key: Option<String>,
     shard: Option<String>,
     source: Option<String>,
+    /// `true`: store it even when it does not look like text.
+    force: Option<String>,
 }
 
 pub async fn add(
@@ -58,6 +60,7 @@ pub async fn add(
         key: q.key,
         shard: q.shard,
         source: q.source.unwrap_or_else(|| "(control socket)".into()),
+        force: flag(&q.force),
     };
     let added = books
         .store
@@ -159,6 +162,23 @@ pub async fn search(
 
 pub async fn shards(State(books): State<Books>) -> Answer<dto::ShardList> {
     Ok(Json(books.store.call(|b| b.shards()).await??))
+}
+
+#[derive(Deserialize)]
+pub struct CompactQuery {
+    shard: Option<String>,
+}
+
+pub async fn compact(
+    State(books): State<Books>,
+    Query(q): Query<CompactQuery>,
+) -> Answer<dto::Compacted> {
+    Ok(Json(
+        books
+            .store
+            .call(move |b| b.compact(q.shard.as_deref()))
+            .await??,
+    ))
 }
 
 pub async fn audit(State(books): State<Books>) -> Answer<dto::AuditReport> {

@@ -42,6 +42,12 @@ fn quorum(text: &str) -> Result<QuorumRule, ApiError> {
 
 fn proposal_views(view: &MeshState) -> Vec<dto::ProposalView> {
     let needed = view.roster().map_or(0, |r| r.quorum_needed());
+    // Display names by peer id, for the people reading the proposals.
+    let name_of = |peer: &[u8]| {
+        view.roster()
+            .and_then(|r| r.members.iter().find(|m| m.peer_id == peer))
+            .map(|m| m.name.clone())
+    };
     view.proposals
         .values()
         .map(|p| {
@@ -50,17 +56,23 @@ fn proposal_views(view: &MeshState) -> Vec<dto::ProposalView> {
                 .values()
                 .filter(|v| v.proposal_hash == p.hash)
                 .collect();
-            let (kind, target) = match &p.change {
-                Change::Add(m) => ("add", Some(peer_id_text(&m.peer_id))),
-                Change::Kick(peer) => ("kick", Some(peer_id_text(peer))),
-                Change::Rotate => ("rotate", None),
-                Change::Quorum(q) => ("quorum", Some(format!("{}/{}", q.numerator, q.denominator))),
+            let (kind, target, target_name) = match &p.change {
+                Change::Add(m) => ("add", Some(peer_id_text(&m.peer_id)), Some(m.name.clone())),
+                Change::Kick(peer) => ("kick", Some(peer_id_text(peer)), name_of(peer)),
+                Change::Rotate => ("rotate", None, None),
+                Change::Quorum(q) => (
+                    "quorum",
+                    Some(format!("{}/{}", q.numerator, q.denominator)),
+                    None,
+                ),
             };
             dto::ProposalView {
                 id: hex::encode(p.hash),
                 kind: kind.into(),
                 target,
+                target_name,
                 proposer: peer_id_text(&p.proposer),
+                proposer_name: name_of(&p.proposer),
                 votes: dto::Votes {
                     yes: votes.iter().filter(|v| v.yes).count(),
                     no: votes.iter().filter(|v| !v.yes).count(),
@@ -69,6 +81,11 @@ fn proposal_views(view: &MeshState) -> Vec<dto::ProposalView> {
                         .iter()
                         .filter(|v| v.yes)
                         .map(|v| peer_id_text(&v.voter))
+                        .collect(),
+                    yes_names: votes
+                        .iter()
+                        .filter(|v| v.yes)
+                        .map(|v| name_of(&v.voter).unwrap_or_default())
                         .collect(),
                 },
                 expires: p.expires_ms,
@@ -256,18 +273,36 @@ pub struct IdQuery {
 }
 
 pub async fn revoke(State(ops): State<MeshOps>, Query(q): Query<IdQuery>) -> Answer<dto::Revoked> {
-    let bytes = hex::decode(q.id.trim())
-        .ok()
-        .and_then(|b| <[u8; 16]>::try_from(b).ok())
-        .ok_or_else(|| {
-            ApiError::bad_request(format!("invite id `{}`: expected 32 hex digits", q.id))
-        })?;
+    let bytes = crate::api::prefix::resolve(
+        &q.id,
+        ops.link
+            .view()
+            .invites
+            .keys()
+            .map(|id| (hex::encode(id), *id)),
+        "invite",
+        "grove mesh invite list",
+    )?;
     ops.link
         .step(move |s, ident| s.revoke_invite(ident, bytes, crate::now_ms()))
         .await?;
     Ok(Json(dto::Revoked {
         id: hex::encode(bytes),
     }))
+}
+
+/// The host's name: the display name a joining node gets when neither
+/// `--as` nor `node.name` gives one.
+fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
+    (!name.is_empty()).then_some(name)
 }
 
 #[derive(Deserialize)]
@@ -280,9 +315,13 @@ pub async fn join(
     State(ops): State<MeshOps>,
     Query(q): Query<JoinQuery>,
 ) -> Answer<dto::JoinResult> {
-    let name = q.name.or_else(|| ops.node_name.clone()).ok_or_else(|| {
-        ApiError::bad_request("a display name is needed: pass --name or set node.name")
-    })?;
+    let name = q
+        .name
+        .or_else(|| ops.node_name.clone())
+        .or_else(host_name)
+        .ok_or_else(|| {
+            ApiError::bad_request("a display name is needed: pass --as NAME or set node.name")
+        })?;
     Ok(Json(ops.joiner.join(q.invite, name).await?))
 }
 
@@ -341,28 +380,12 @@ pub async fn vote(State(ops): State<MeshOps>, Query(q): Query<VoteQuery>) -> Ans
         }
     };
     let view = ops.link.view();
-    let wanted = q.id.trim().to_ascii_lowercase();
-    let matching: Vec<[u8; 32]> = view
-        .proposals
-        .keys()
-        .filter(|h| hex::encode(h).starts_with(&wanted))
-        .copied()
-        .collect();
-    let hash = match matching.as_slice() {
-        [one] if !wanted.is_empty() => *one,
-        [] | [_] => {
-            return Err(ApiError::not_found(format!(
-                "no open proposal `{}` (see `grove mesh proposals`)",
-                q.id
-            )));
-        }
-        _ => {
-            return Err(ApiError::bad_request(format!(
-                "`{}` matches several proposals; give more of it",
-                q.id
-            )));
-        }
-    };
+    let hash = crate::api::prefix::resolve(
+        &q.id,
+        view.proposals.keys().map(|h| (hex::encode(h), *h)),
+        "open proposal",
+        "grove mesh proposals",
+    )?;
     let before = view.epoch();
     ops.link
         .step(move |s, ident| s.vote(ident, hash, yes, crate::now_ms(), &mut rand::rng()))
@@ -370,6 +393,7 @@ pub async fn vote(State(ops): State<MeshOps>, Query(q): Query<VoteQuery>) -> Ans
     let epoch = ops.link.view().epoch();
     Ok(Json(dto::Voted {
         id: hex::encode(hash),
+        yes,
         epoch,
         committed: epoch > before,
     }))

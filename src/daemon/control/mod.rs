@@ -108,6 +108,7 @@ pub fn router(state: ControlState) -> Router {
         .route("/v1/books/verify", get(books::verify))
         .route("/v1/books/search", post(books::search))
         .route("/v1/shards", get(books::shards))
+        .route("/v1/shards/compact", post(books::compact))
         .route("/v1/audit", get(books::audit))
         .route("/v1/identity", get(peers::identity))
         .route("/v1/peers", get(peers::peers))
