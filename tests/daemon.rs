@@ -221,6 +221,8 @@ fn a_second_daemon_on_a_used_port_is_refused() {
         stderr.contains(&format!("TCP port {port}")) && stderr.contains("already in use"),
         "{stderr}"
     );
+    // Refused before any state was made.
+    assert!(!b.state().exists(), "the refused daemon left state behind");
     first.signal(libc::SIGTERM);
     let (ok, stderr, _) = first.wait(Duration::from_secs(10));
     assert!(ok, "{stderr}");

@@ -263,8 +263,8 @@ fn checked_network(settings: &Settings) -> Result<crate::net::NetConfig, DaemonE
 /// Binds each `/ip4|ip6/ADDR/tcp/…` listen address's IP on a free port for
 /// a moment: an address that is not this host's fails here, before the
 /// identity, socket and databases exist, rather than in the network's own
-/// bind after them. (Whether the port is free is the network's check,
-/// `refuse_port_in_use` in `net/event_loop.rs`.)
+/// bind after them; so does a port another process already listens on
+/// (the network's own check, `net::refuse_port_in_use`, run early here).
 fn check_listen_addresses(addrs: &[libp2p::Multiaddr]) -> Result<(), DaemonError> {
     use libp2p::multiaddr::Protocol;
     for addr in addrs {
@@ -278,6 +278,7 @@ fn check_listen_addresses(addrs: &[libp2p::Multiaddr]) -> Result<(), DaemonError
             ip,
             source,
         })?;
+        crate::net::refuse_port_in_use(addr)?;
     }
     Ok(())
 }

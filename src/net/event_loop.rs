@@ -132,7 +132,7 @@ fn with_causes(e: &dyn std::error::Error) -> String {
 /// processes could both listen on one port and peers would reach either at
 /// random. An exclusive bind first (no port reuse; the probe is closed at
 /// once) refuses a port another process already listens on.
-fn refuse_port_in_use(addr: &Multiaddr) -> Result<(), NetError> {
+pub fn refuse_port_in_use(addr: &Multiaddr) -> Result<(), NetError> {
     use libp2p::multiaddr::Protocol;
     let mut ip = None;
     let mut port = None;

@@ -15,6 +15,7 @@ pub mod protocol;
 use std::time::Duration;
 
 pub use admission::AdmissionCounts;
+pub use event_loop::refuse_port_in_use;
 use libp2p::{Multiaddr, PeerId, identity};
 pub use protocol::{DropReason, Protocol};
 use tokio::sync::{mpsc, oneshot};
