@@ -36,9 +36,13 @@ impl std::fmt::Display for Mismatch {
 /// of each passage against the stored chunk.
 pub trait ChunkLookup {
     /// The stored text of chunk `index` of book `key`; `Ok(None)` when the
-    /// store does not hold that book.
-    fn chunk_text(&mut self, key: &str, index: u64) -> Result<Option<String>, String>;
+    /// store does not hold that book. (The error is the store's own, boxed:
+    /// this core does not know the store's types.)
+    fn chunk_text(&mut self, key: &str, index: u64) -> Result<Option<String>, LookupError>;
 }
+
+/// Why a chunk lookup failed, as the store reported it.
+pub type LookupError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The chunk label of index `i` (para-200-v1): `chunk:` and 4+ digits.
 pub fn chunk_label(index: u64) -> String {

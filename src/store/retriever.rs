@@ -2,7 +2,7 @@
 //! its own book-scoped search as the moot's retriever.
 
 use super::{BookRecord, SearchScope, Shard, Store, StoreError};
-use crate::moot::verify::ChunkLookup;
+use crate::moot::verify::{ChunkLookup, LookupError};
 use crate::moot::{Passage, RetrieveError, Retriever, Tree};
 
 /// One current book version and the shard it lives in.
@@ -92,19 +92,19 @@ impl Retriever for BookRetriever {
 
 /// The local store as `moot verify`'s check of passages against stored chunks.
 impl ChunkLookup for Store {
-    fn chunk_text(&mut self, key: &str, index: u64) -> Result<Option<String>, String> {
-        let Some(shard) = self.find_book(key).map_err(|e| e.to_string())? else {
+    fn chunk_text(&mut self, key: &str, index: u64) -> Result<Option<String>, LookupError> {
+        let Some(shard) = self.find_book(key)? else {
             return Ok(None);
         };
         let book = match shard.book(key, None) {
             Ok(book) => book,
             Err(StoreError::Removed(_)) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         match shard.chunk(&book, index) {
             Ok((_, _, text)) => Ok(Some(text)),
             Err(StoreError::NoSuchChunk { .. }) => Ok(Some(String::new())),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 }
