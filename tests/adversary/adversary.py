@@ -275,7 +275,7 @@ async def flood(args) -> dict:
                         result["first_error"] = f"{type(e).__name__}: {e}"[:300]
                     if not args.redial:
                         await trio.sleep_forever()
-                    await trio.sleep(0.2)
+                    await trio.sleep(1.0)
                     continue
                 # Held: poll until the node closes it or the hold ends.
                 while time.monotonic() < end and connected(host, info.peer_id):
@@ -295,7 +295,11 @@ async def flood(args) -> dict:
             # once, and the point is holding, not racing.
             await trio.sleep(args.spacing)
         log(f"flood: {args.conns} started")
+        in_place = False
         while time.monotonic() < end:
+            if not in_place and result["connected"] + result["failed"] >= args.conns:
+                in_place = True
+                log(f"flood: in place, {result['connected']} connected")
             if result["established_by_s"] is None and result["connected"] >= args.conns:
                 result["established_by_s"] = now()
                 log(f"flood: all {args.conns} connected")
@@ -336,9 +340,18 @@ async def stall(args) -> dict:
         else:
             closed_at.append(at)
 
+    key_pairs = []
+    if args.key_file:
+        # A member's own key (the 32-byte Ed25519 seed of a grove identity,
+        # identity/ed25519.key): the stall then comes from inside the mesh,
+        # past any members-only gate, to the frame reader itself.
+        with open(args.key_file, "rb") as f:
+            seed = f.read()
+        key_pairs = [create_new_key_pair(seed)]
+
     async def one_conn() -> None:
         nonlocal open_failed, first_error
-        host = new_host()
+        host = new_host(key_pairs.pop() if key_pairs else None)
         async with running(host):
             try:
                 with trio.fail_after(20):
@@ -615,6 +628,7 @@ def main() -> None:
     s.add_argument("--prefix", type=int, default=262144)
     s.add_argument("--hold", type=float, required=True)
     s.add_argument("--warm", type=int, default=4)
+    s.add_argument("--key-file", default="")
     g = sub.add_parser("graft")
     g.add_argument("--target", required=True)
     g.add_argument("--topics", required=True)

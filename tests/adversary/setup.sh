@@ -7,6 +7,10 @@
 set -euo pipefail
 venv="${1:?usage: setup.sh VENV_DIR}"
 stamp="$venv/.grove-adversary-ok"
+mkdir -p "$(dirname "$venv")"
+# Tests run in parallel processes: one installs, the others wait for it.
+exec 9>"$venv.lock"
+flock 9
 if [ -e "$stamp" ] && "$venv/bin/python" -c 'import libp2p' 2>/dev/null; then
     echo "adversary venv ready at $venv (cached)" >&2
     exit 0
