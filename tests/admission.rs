@@ -279,6 +279,8 @@ fn stalled_length_prefixes_cannot_pin_memory() {
             "262144",
             "--hold",
             "40",
+            "--warm",
+            "64",
         ],
     );
     // Sampled every 200 ms while the adversary runs.
@@ -360,7 +362,10 @@ fn a_non_member_grafting_receives_no_gossip() {
         v["messages"], 0,
         "a non-member received the mesh's gossip: {v}"
     );
-    assert_eq!(v["graft_from_node"], 0, "the node grafted a non-member: {v}");
+    assert_eq!(
+        v["graft_from_node"], 0,
+        "the node grafted a non-member: {v}"
+    );
 }
 
 /// (4) A flood of 3,000 join requests with self-signed invites for this
@@ -387,7 +392,7 @@ fn a_join_flood_does_not_stall_commits() {
             "--senders",
             "4",
             "--parallel",
-            "16",
+            "64",
             "--max-secs",
             "90",
         ],
@@ -397,9 +402,7 @@ fn a_join_flood_does_not_stall_commits() {
     assert!(proposed["id"].is_string(), "{proposed}");
     vote_yes(&b, "rotate");
     let voted = Instant::now();
-    let landed = within(MEMBER_DEADLINE, || {
-        epoch(&a) > before && epoch(&b) > before
-    });
+    let landed = within(MEMBER_DEADLINE, || epoch(&a) > before && epoch(&b) > before);
     let took = voted.elapsed();
     let v = flood.result();
     assert!(

@@ -240,7 +240,7 @@ async def flood(args) -> dict:
     result = {
         "command": "flood",
         "conns": args.conns,
-        "connected": 0,
+        "connected": 0,  # connections established, re-dials included
         "failed": 0,
         "closed_by_node": 0,
         "closed_at": [],
@@ -249,9 +249,11 @@ async def flood(args) -> dict:
         "dials": 0,
         "first_error": None,
         "established_by_s": None,
+        "open_peak": 0,
         "open_at_end": 0,
     }
     open_now = [0]
+    attempted: set[int] = set()
 
     async def one(slot: int) -> None:
         while time.monotonic() < end and result["dials"] < args.max_dials:
@@ -263,6 +265,7 @@ async def flood(args) -> dict:
                         await host.connect(info)
                         result["connected"] += 1
                         open_now[0] += 1
+                        result["open_peak"] = max(result["open_peak"], open_now[0])
                         if args.turn:
                             try:
                                 await host.new_stream(info.peer_id, [TURN])
@@ -270,6 +273,7 @@ async def flood(args) -> dict:
                             except Exception:
                                 result["turn_streams_refused"] += 1
                 except Exception as e:
+                    attempted.add(slot)
                     result["failed"] += 1
                     if result["first_error"] is None:
                         result["first_error"] = f"{type(e).__name__}: {e}"[:300]
@@ -277,6 +281,7 @@ async def flood(args) -> dict:
                         await trio.sleep_forever()
                     await trio.sleep(1.0)
                     continue
+                attempted.add(slot)
                 # Held: poll until the node closes it or the hold ends.
                 while time.monotonic() < end and connected(host, info.peer_id):
                     await trio.sleep(0.25)
@@ -297,10 +302,10 @@ async def flood(args) -> dict:
         log(f"flood: {args.conns} started")
         in_place = False
         while time.monotonic() < end:
-            if not in_place and result["connected"] + result["failed"] >= args.conns:
+            if not in_place and len(attempted) >= args.conns:
                 in_place = True
-                log(f"flood: in place, {result['connected']} connected")
-            if result["established_by_s"] is None and result["connected"] >= args.conns:
+                log(f"flood: in place, {open_now[0]} connections open")
+            if result["established_by_s"] is None and open_now[0] >= args.conns:
                 result["established_by_s"] = now()
                 log(f"flood: all {args.conns} connected")
             await trio.sleep(0.25)
@@ -373,18 +378,25 @@ async def stall(args) -> dict:
         mmap pages, as it would on a node that has been serving a while."""
         answered = 0
         host = new_host()
+
+        async def frame() -> None:
+            nonlocal answered
+            try:
+                with trio.fail_after(30):
+                    stream = await host.new_stream(info.peer_id, [TProtocol(args.proto)])
+                    await stream.write(varint(args.prefix) + b"\0" * args.prefix)
+                    await read_frame(stream)
+                    answered += 1
+            except Exception as e:
+                log(f"warm-up frame: {type(e).__name__}: {e}")
+
         async with running(host):
             with trio.fail_after(20):
                 await host.connect(info)
-            for _ in range(args.warm):
-                try:
-                    with trio.fail_after(20):
-                        stream = await host.new_stream(info.peer_id, [TProtocol(args.proto)])
-                        await stream.write(varint(args.prefix) + b"\0" * args.prefix)
-                        await read_frame(stream)
-                        answered += 1
-                except Exception as e:
-                    log(f"warm-up frame: {type(e).__name__}: {e}")
+            # All at once, so that many such buffers are live together.
+            async with trio.open_nursery() as frames:
+                for _ in range(args.warm):
+                    frames.start_soon(frame)
         return answered
 
     warmed = await warm() if args.warm else 0
