@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::cluster::{Daemon, converged, invite, vote_yes};
+use crate::moot_net::{
+    Env, quoting_reply, start_sea_moot, three_nodes_with, wait_state, wait_turns,
+};
+use crate::scripted_openai::{RecordedRequest, Reply};
 use crate::support::skip;
 
 /// What a member may wait for while the adversary runs.
@@ -411,4 +415,35 @@ fn a_join_flood_does_not_stall_commits() {
     );
     eprintln!("rotate committed {took:?} after the vote");
     assert!(v["answered"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// A reply that takes 1.5 s of model time, so a 1 s quota is spent by one
+/// turn.
+fn slow_reply(req: &RecordedRequest) -> Reply {
+    Reply::Delay(Duration::from_millis(1500), Box::new(quoting_reply(req)))
+}
+
+/// (5) A member that exceeds its turn quota gets a clear refusal, and the
+/// hosted moot pauses with that reason. Alpha allows each member 1 s of
+/// model time per hour (`net.turn_quota_secs`); its first turn for
+/// charlie's moot takes 1.5 s, so its next one is refused.
+///
+/// WAITING FOR THE LEAD'S KEY: until `net.turn_quota_secs` exists, alpha
+/// refuses its environment (an unknown config key) and the test fails when
+/// starting it.
+#[test]
+fn a_member_over_its_turn_quota_is_refused_and_the_moot_pauses() {
+    let quota: Env<'_> = &[("GROVE_NET__TURN_QUOTA_SECS", "1")];
+    let (_servers, a, _b, c) = three_nodes_with(slow_reply, false, [quota, &[], &[]]);
+    let id = start_sea_moot(&c, 6);
+    wait_turns(&c, &id, 1);
+    let paused = wait_state(&c, &id, "paused");
+    let reason = paused["reason"].as_str().unwrap();
+    assert!(reason.contains("quota"), "{paused}");
+    assert!(
+        reason.contains(&a.peer_id()) || reason.contains("alpha"),
+        "{paused}"
+    );
+    let done = paused["turns_done"].as_u64().unwrap();
+    assert!((1..6).contains(&done), "{paused}");
 }
