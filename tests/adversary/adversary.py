@@ -301,8 +301,12 @@ async def flood(args) -> dict:
             await trio.sleep(args.spacing)
         log(f"flood: {args.conns} started")
         in_place = False
+        all_started = time.monotonic()
         while time.monotonic() < end:
-            if not in_place and len(attempted) >= args.conns:
+            # In place once every slot has dialled once (connected or
+            # refused), or 15 s after the last one started.
+            settled = len(attempted) >= args.conns or time.monotonic() - all_started > 15
+            if not in_place and settled:
                 in_place = True
                 log(f"flood: in place, {open_now[0]} connections open")
             if result["established_by_s"] is None and open_now[0] >= args.conns:

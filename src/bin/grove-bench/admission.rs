@@ -124,13 +124,12 @@ fn join_under_flood(bin: &Path, python: &Path, root: &Path) -> anyhow::Result<()
             "--conns",
             "300",
             "--hold",
-            "50",
+            "60",
             "--turn",
-            "--redial",
         ],
     )?;
-    // Let the flood get in place (py-libp2p takes a few seconds for 300).
-    std::thread::sleep(Duration::from_secs(12));
+    // Let the flood get in place (py-libp2p takes 10-20 s for 300 hosts).
+    std::thread::sleep(Duration::from_secs(20));
     let inv = invite(bin, &a)?;
     let start = Instant::now();
     let mut attempts = 0;
