@@ -1,6 +1,7 @@
 //! grove's one integration-test crate: each module tests one area, most of
 //! them by running the real `grove` binary in a temporary state directory.
 
+mod admission;
 mod books;
 mod cli;
 mod cluster;

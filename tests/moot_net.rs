@@ -88,11 +88,11 @@ pub(crate) fn three_nodes(
 }
 
 /// Settings for one node's environment.
-type Env<'a> = &'a [(&'static str, &'a str)];
+pub(crate) type Env<'a> = &'a [(&'static str, &'a str)];
 
 /// [`three_nodes`], with extra settings in alpha's, bravo's and charlie's
 /// environments.
-fn three_nodes_with(
+pub(crate) fn three_nodes_with(
     reply: fn(&RecordedRequest) -> Reply,
     host_book: bool,
     envs: [Env<'_>; 3],
@@ -122,7 +122,7 @@ fn three_nodes_with(
 
 /// Starts a moot on `host` between alpha's and bravo's books on "the sea";
 /// returns its id.
-fn start_sea_moot(host: &Daemon, turns: u32) -> String {
+pub(crate) fn start_sea_moot(host: &Daemon, turns: u32) -> String {
     start_sea_moot_json(host, turns)["id"]
         .as_str()
         .unwrap()
@@ -147,7 +147,7 @@ fn start_sea_moot_json(host: &Daemon, turns: u32) -> Value {
 }
 
 /// Polls a hosted moot until at least `n` of its turns are done.
-fn wait_turns(host: &Daemon, id: &str, n: u64) {
+pub(crate) fn wait_turns(host: &Daemon, id: &str, n: u64) {
     eventually(&format!("turn {n} of moot {id}"), || {
         host.json(&["moot", "show", id])["turns_done"]
             .as_u64()

@@ -2,6 +2,7 @@
 //! Each area lives in its own file; run in release mode:
 //! `cargo run --release --bin grove-bench -- store`.
 
+mod admission;
 mod grounding;
 mod mesh;
 mod model;
@@ -14,6 +15,7 @@ fn main() -> anyhow::Result<()> {
     let area = args.first().map(String::as_str).unwrap_or("");
     let rest = args.get(1..).unwrap_or(&[]);
     match area {
+        "admission" => admission::run(rest),
         "grounding" => grounding::run(rest),
         "mesh" => mesh::run(rest),
         "model" => model::run(rest),
@@ -22,7 +24,7 @@ fn main() -> anyhow::Result<()> {
         "store" => store::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: grounding, mesh, model, moot-net, net, store"
+                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, net, store"
             )
         }
     }
