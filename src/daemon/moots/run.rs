@@ -299,7 +299,10 @@ impl Speaker for NodeSpeaker {
                     }
                 }
                 Some(wire::turn_answer::Kind::Refused(reason)) => {
-                    last = format!("turn {turn} refused by the speaker's node: {reason}")
+                    last = format!(
+                        "turn {turn} refused by the speaker's node {}: {reason}",
+                        self.who.peer
+                    )
                 }
                 _ => last = format!("turn {turn}: an unexpected answer"),
             }
