@@ -57,6 +57,9 @@ pub enum MeshCmd {
         /// yes or no.
         choice: String,
     },
+    /// Withdraw your own open proposal (its id or a unique prefix); every
+    /// vote on it is free at once.
+    Withdraw { proposal: String },
     /// Open proposals and their votes.
     Proposals,
     /// Propose removing this node from the mesh.
@@ -177,6 +180,11 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             "/v1/mesh/vote",
             &[("id", Some(proposal)), ("choice", Some(choice))],
         )?),
+        MeshCmd::Withdraw { proposal } => ctx.show(&post::<dto::Withdrawn>(
+            &client,
+            "/v1/mesh/withdraw",
+            &[("id", Some(proposal))],
+        )?),
         MeshCmd::Proposals => ctx.show(&get::<dto::ProposalList>(&client, "/v1/mesh/proposals")?),
     }
 }
@@ -268,9 +276,25 @@ impl Show for dto::JoinResult {
     }
 }
 
+impl Show for dto::Withdrawn {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "withdrew {} (epoch {}); every vote on it is free",
+            self.id, self.epoch
+        )
+    }
+}
+
 impl Show for dto::Voted {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        if self.committed {
+        if self.rejected {
+            writeln!(
+                out,
+                "voted no on {}; it can no longer reach its quorum, so it is rejected and every vote on it is free (epoch {})",
+                self.id, self.epoch
+            )
+        } else if self.committed {
             writeln!(
                 out,
                 "voted on {}; it passed: the mesh is now at epoch {}",
@@ -329,7 +353,28 @@ fn write_proposal(out: &mut dyn Write, p: &dto::ProposalView) -> io::Result<()> 
 
 impl Show for dto::MeshStatus {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if let Some(j) = &self.join {
+            writeln!(out, "state: pending")?;
+            writeln!(
+                out,
+                "asked to join mesh {} as {} with invite {} (inviter {})",
+                self.mesh_id, j.name, j.invite_id, j.inviter
+            )?;
+            return writeln!(out, "waiting for {}", j.waiting_for);
+        }
         writeln!(out, "mesh {} ({})", self.name, self.mesh_id)?;
+        if let Some(r) = &self.removed {
+            writeln!(
+                out,
+                "state: removed: this node is no longer a member of mesh {} (removed at epoch {} by proposal {}, commit {}{})",
+                self.name,
+                r.epoch,
+                r.proposal.as_deref().unwrap_or("unknown"),
+                r.commit,
+                r.at.map(|t| format!(", applied here at {t} Unix ms"))
+                    .unwrap_or_default()
+            )?;
+        }
         writeln!(
             out,
             "epoch {}  roster {}  quorum {}",
@@ -396,6 +441,7 @@ fn init_offline(
     store.persist(&t, now)?;
     let roster = state.roster().context("no roster after init")?;
     Ok(dto::MeshStatus {
+        state: "member".into(),
         mesh_id: hex::encode(roster.mesh_id),
         name: roster.mesh_name.clone(),
         epoch: roster.epoch,
@@ -417,5 +463,7 @@ fn init_offline(
             .collect(),
         proposals: Vec::new(),
         evidence: 0,
+        removed: None,
+        join: None,
     })
 }

@@ -133,3 +133,13 @@ impl From<ActorError> for crate::api::ApiError {
         crate::api::ApiError::new(kind, e.to_string())
     }
 }
+
+/// Refuses a command that needs membership on a node the mesh removed
+/// ("this node is no longer a member of mesh M (removed at epoch E)"); a
+/// node with no mesh, or a member, passes.
+pub fn refuse_if_removed(view: &MeshState) -> Result<(), crate::api::ApiError> {
+    match view.require_member() {
+        Err(e @ MeshError::Removed { .. }) => Err(ActorError::Refused(e).into()),
+        _ => Ok(()),
+    }
+}

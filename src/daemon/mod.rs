@@ -343,6 +343,7 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
                 mesh: link.clone(),
                 net: p.net.clone(),
                 peers: p.peers.clone(),
+                progress: Default::default(),
             },
             advertised: p.advertised,
             node_name: p.settings.node.name.clone(),

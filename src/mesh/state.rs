@@ -533,7 +533,9 @@ impl MeshState {
             .ok_or(MeshError::NoMesh)
     }
 
-    fn require_member(&self) -> Result<&Roster, MeshError> {
+    /// The current roster when this node is in it; otherwise why not (no
+    /// mesh, removed at an epoch, or not a member yet).
+    pub fn require_member(&self) -> Result<&Roster, MeshError> {
         let roster = self.roster().ok_or(MeshError::NoMesh)?;
         if roster
             .member_with_key(&self.me.peer_id, &self.me.ed25519)

@@ -82,9 +82,35 @@ pub struct MemberView {
     pub joined_epoch: u64,
 }
 
+/// The commit that removed this node, in `mesh status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemovalView {
+    /// The first epoch without this node.
+    pub epoch: u64,
+    /// The kick (or leave) proposal that removed it.
+    pub proposal: Option<String>,
+    pub commit: String,
+    /// When this node applied that commit, Unix ms (null: learned by sync).
+    pub at: Option<i64>,
+}
+
+/// The join a pending node waits on, in `mesh status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PendingJoinView {
+    pub invite_id: String,
+    pub inviter: String,
+    pub name: String,
+    /// What the node waits for, in words.
+    pub waiting_for: String,
+}
+
 /// `mesh status`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MeshStatus {
+    /// `member`; `pending` (asked to join, waiting: see `join`; the roster
+    /// fields are empty); `removed` (see `removed`); `outsider` (holds a
+    /// roster it is not in, e.g. not welcomed yet).
+    pub state: String,
     pub mesh_id: String,
     pub name: String,
     pub epoch: u64,
@@ -98,6 +124,10 @@ pub struct MeshStatus {
     pub members: Vec<MemberView>,
     pub proposals: Vec<ProposalView>,
     pub evidence: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<RemovalView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<PendingJoinView>,
 }
 
 /// `mesh propose …`, `mesh leave`.
@@ -115,6 +145,17 @@ pub struct Voted {
     pub id: String,
     pub epoch: u64,
     pub committed: bool,
+    /// True when this vote's no made the quorum unreachable: the proposal
+    /// closed as rejected, and every vote on it is free.
+    #[serde(default)]
+    pub rejected: bool,
+}
+
+/// `mesh withdraw`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Withdrawn {
+    pub id: String,
+    pub epoch: u64,
 }
 
 /// `mesh invite revoke`.

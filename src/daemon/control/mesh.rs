@@ -19,7 +19,7 @@ use crate::identity::peer_id_text;
 use crate::mesh::MeshError;
 use crate::mesh::invite;
 use crate::mesh::roster::{Change, QuorumRule};
-use crate::mesh::state::{MeshState, ProposalChange, Transition};
+use crate::mesh::state::{CloseReason, MeshState, ProposalChange, Transition};
 
 /// What the mesh endpoints need; cheap to clone.
 #[derive(Clone)]
@@ -88,16 +88,44 @@ fn stored_proposal(t: &Transition) -> Option<[u8; 32]> {
 impl MeshOps {
     fn status_now(&self) -> Result<dto::MeshStatus, ApiError> {
         let view = self.link.view();
+        let me = self.joiner.net.local_peer_id();
         if view.mesh.is_none()
             && let Some(p) = &view.pending_join
         {
-            return Err(ApiError::not_found(format!(
-                "waiting to join mesh {}: the members are voting on this node's add",
-                hex::encode(p.mesh_id)
-            )));
+            return Ok(dto::MeshStatus {
+                state: "pending".into(),
+                mesh_id: hex::encode(p.mesh_id),
+                name: String::new(),
+                epoch: 0,
+                roster_hash: String::new(),
+                quorum: String::new(),
+                peer_id: me.to_string(),
+                member: false,
+                synced: view.synced,
+                members: Vec::new(),
+                proposals: Vec::new(),
+                evidence: 0,
+                removed: None,
+                join: Some(dto::PendingJoinView {
+                    invite_id: hex::encode(p.invite_id),
+                    inviter: peer_id_text(&p.inviter),
+                    name: p.name.clone(),
+                    waiting_for: self.joiner.waiting_for(),
+                }),
+            });
         }
         let roster = view.roster().ok_or_else(no_mesh)?;
-        let me = self.joiner.net.local_peer_id();
+        let removed = view.removal().map(|r| dto::RemovalView {
+            epoch: r.epoch,
+            proposal: r.proposal_hash.map(hex::encode),
+            commit: hex::encode(r.commit_hash),
+            at: r.at_ms,
+        });
+        let state = match (view.is_member(), &removed) {
+            (true, _) => "member",
+            (false, Some(_)) => "removed",
+            (false, None) => "outsider",
+        };
         let now = crate::now_ms();
         let peers = self.joiner.peers.lock();
         let members = roster
@@ -120,6 +148,7 @@ impl MeshOps {
             })
             .collect();
         Ok(dto::MeshStatus {
+            state: state.into(),
             mesh_id: hex::encode(roster.mesh_id),
             name: roster.mesh_name.clone(),
             epoch: roster.epoch,
@@ -131,6 +160,8 @@ impl MeshOps {
             members,
             proposals: proposal_views(&view),
             evidence: view.evidence.len(),
+            removed,
+            join: None,
         })
     }
 
@@ -330,6 +361,46 @@ pub struct VoteQuery {
     choice: String,
 }
 
+/// The open proposal `text` names (its id or a unique prefix). A node that
+/// is not a member says so; a proposal that closed says how.
+fn resolve_proposal(view: &MeshState, text: &str) -> Result<[u8; 32], ApiError> {
+    view.require_member()
+        .map_err(|e| ApiError::from(ActorError::Refused(e)))?;
+    let wanted = text.trim().to_ascii_lowercase();
+    if wanted.is_empty() {
+        return Err(ApiError::bad_request(
+            "give a proposal id or a prefix of it",
+        ));
+    }
+    let matching = |keys: &mut dyn Iterator<Item = &[u8; 32]>| -> Vec<[u8; 32]> {
+        keys.filter(|h| hex::encode(h).starts_with(&wanted))
+            .copied()
+            .collect()
+    };
+    match matching(&mut view.proposals.keys()).as_slice() {
+        [one] => return Ok(*one),
+        [] => {}
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "`{text}` matches several proposals; give more of it"
+            )));
+        }
+    }
+    if let [one] = matching(&mut view.closed.keys()).as_slice()
+        && let Some(c) = view.closed.get(one)
+    {
+        return Err(ApiError::conflict(format!(
+            "proposal {} was {} at epoch {}; it is closed (see `grove mesh proposals`)",
+            hex::encode(one),
+            c.reason.as_str(),
+            c.epoch
+        )));
+    }
+    Err(ApiError::not_found(format!(
+        "no open proposal `{text}` (see `grove mesh proposals`)"
+    )))
+}
+
 pub async fn vote(State(ops): State<MeshOps>, Query(q): Query<VoteQuery>) -> Answer<dto::Voted> {
     let yes = match q.choice.as_str() {
         "yes" | "y" => true,
@@ -341,36 +412,34 @@ pub async fn vote(State(ops): State<MeshOps>, Query(q): Query<VoteQuery>) -> Ans
         }
     };
     let view = ops.link.view();
-    let wanted = q.id.trim().to_ascii_lowercase();
-    let matching: Vec<[u8; 32]> = view
-        .proposals
-        .keys()
-        .filter(|h| hex::encode(h).starts_with(&wanted))
-        .copied()
-        .collect();
-    let hash = match matching.as_slice() {
-        [one] if !wanted.is_empty() => *one,
-        [] | [_] => {
-            return Err(ApiError::not_found(format!(
-                "no open proposal `{}` (see `grove mesh proposals`)",
-                q.id
-            )));
-        }
-        _ => {
-            return Err(ApiError::bad_request(format!(
-                "`{}` matches several proposals; give more of it",
-                q.id
-            )));
-        }
-    };
+    let hash = resolve_proposal(&view, &q.id)?;
     let before = view.epoch();
     ops.link
         .step(move |s, ident| s.vote(ident, hash, yes, crate::now_ms(), &mut rand::rng()))
         .await?;
-    let epoch = ops.link.view().epoch();
+    let after = ops.link.view();
+    let epoch = after.epoch();
     Ok(Json(dto::Voted {
         id: hex::encode(hash),
         epoch,
         committed: epoch > before,
+        rejected: after
+            .closed
+            .get(&hash)
+            .is_some_and(|c| c.reason == CloseReason::Rejected),
+    }))
+}
+
+pub async fn withdraw(
+    State(ops): State<MeshOps>,
+    Query(q): Query<IdQuery>,
+) -> Answer<dto::Withdrawn> {
+    let hash = resolve_proposal(&ops.link.view(), &q.id)?;
+    ops.link
+        .step(move |s, ident| s.withdraw(ident, hash, crate::now_ms()))
+        .await?;
+    Ok(Json(dto::Withdrawn {
+        id: hex::encode(hash),
+        epoch: ops.link.view().epoch(),
     }))
 }

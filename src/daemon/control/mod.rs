@@ -123,6 +123,7 @@ pub fn router(state: ControlState) -> Router {
         .route("/v1/mesh/join", post(mesh::join))
         .route("/v1/mesh/propose", post(mesh::propose))
         .route("/v1/mesh/vote", post(mesh::vote))
+        .route("/v1/mesh/withdraw", post(mesh::withdraw))
         .route("/v1/mesh/leave", post(mesh::leave))
         .route("/v1/moots", get(moots::list))
         .route("/v1/moot/start", post(moots::start))

@@ -87,6 +87,7 @@ fn hit_from(h: node_wire::SearchHit, peer: PeerId) -> dto::Hit {
 /// Searches this node's books and every other member's, merging the hits
 /// by score; members that do not answer are listed under `errors`.
 pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits, ApiError> {
+    crate::daemon::mesh::refuse_if_removed(&rpc.mesh.view())?;
     let me = rpc.net.local_peer_id();
     let k = request.k;
     let local_request = request.clone();

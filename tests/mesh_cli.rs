@@ -1,0 +1,147 @@
+//! Membership that never wedges, through the real binary: a "no" that makes
+//! the quorum unreachable rejects at once, a proposer withdraws, a failed or
+//! rejected join leaves no false "pending" state, a pending joiner's status
+//! succeeds, and a removed node is told on every command that needs
+//! membership.
+
+use serde_json::Value;
+
+use crate::cluster::{Daemon, converged, eventually, invite};
+
+/// The one open proposal `d` sees (waits for it).
+fn open_proposal(d: &Daemon, kind: &str) -> String {
+    let mut id = String::new();
+    eventually(&format!("{} to see a {kind} proposal", d.name), || {
+        let list = d.json(&["mesh", "proposals"]);
+        match list["proposals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["kind"] == kind)
+        {
+            Some(p) => {
+                id = p["id"].as_str().unwrap().to_string();
+                true
+            }
+            None => false,
+        }
+    });
+    id
+}
+
+fn no_open_proposals(d: &Daemon) {
+    eventually(&format!("{} to hold no open proposal", d.name), || {
+        d.json(&["mesh", "proposals"])["proposals"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    });
+}
+
+fn status(d: &Daemon) -> Value {
+    d.json(&["mesh", "status"])
+}
+
+/// True once `d` holds no mesh and no pending join (`mesh status` says so).
+fn holds_nothing(d: &Daemon) -> bool {
+    let out = d.g.run(&["mesh", "status"]);
+    !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no mesh here yet")
+}
+
+#[test]
+fn a_no_rejects_at_once_a_proposer_withdraws_joins_fail_cleanly_and_a_removed_node_is_told() {
+    let a = Daemon::start("alpha");
+    let b = Daemon::start("bravo");
+    let c = Daemon::start("charlie");
+    a.ok(&["mesh", "init", "--name", "wedge", "--quorum", "2/3"]);
+    let first = invite(&a);
+    assert_eq!(b.json(&["mesh", "join", &first])["state"], "joined");
+    converged(&[&a, &b], 1);
+
+    // Two members, quorum 2/3: one "no" (by a one-character prefix) makes
+    // the quorum unreachable, so the proposal is rejected at once.
+    a.ok(&["mesh", "propose", "rotate"]);
+    let p = open_proposal(&b, "rotate");
+    let voted = b.json(&["mesh", "vote", &p[..1], "no"]);
+    assert_eq!(voted["rejected"], true, "{voted}");
+    assert_eq!(voted["committed"], false);
+    no_open_proposals(&a);
+    let again = a.fails(&["mesh", "vote", &p[..8], "yes"]);
+    assert!(again.contains("was rejected"), "{again}");
+    // Both can go on at once: a fresh proposal commits.
+    a.ok(&["mesh", "propose", "rotate"]);
+    let p = open_proposal(&b, "rotate");
+    b.ok(&["mesh", "vote", &p[..6], "yes"]);
+    converged(&[&a, &b], 2);
+
+    // Withdrawal: only the proposer; then every vote on it is free.
+    b.ok(&["mesh", "propose", "rotate"]);
+    let p = open_proposal(&a, "rotate");
+    let not_mine = a.fails(&["mesh", "withdraw", &p[..6]]);
+    assert!(not_mine.contains("only the proposer"), "{not_mine}");
+    let w = b.ok(&["mesh", "withdraw", &p[..6]]);
+    assert!(w.contains("withdrew"), "{w}");
+    no_open_proposals(&a);
+    a.ok(&["mesh", "propose", "rotate"]);
+    let p = open_proposal(&b, "rotate");
+    b.ok(&["mesh", "vote", &p[..6], "yes"]);
+    converged(&[&a, &b], 3);
+
+    // A used invite: refused, and nothing is left waiting.
+    let used = c.fails(&["mesh", "join", &first]);
+    assert!(used.contains("used"), "{used}");
+    assert!(holds_nothing(&c), "{}", c.g.run(&["mesh", "status"]).status);
+
+    // A pending joiner's status succeeds and says what it waits for; when
+    // the add is voted down the pending join is forgotten.
+    let second = invite(&a);
+    assert_eq!(c.json(&["mesh", "join", &second])["state"], "pending");
+    let s = status(&c);
+    assert_eq!(s["state"], "pending", "{s}");
+    assert!(
+        s["join"]["waiting_for"]
+            .as_str()
+            .unwrap()
+            .contains("vote on this node's add"),
+        "{s}"
+    );
+    assert!(c.ok(&["mesh", "status"]).contains("state: pending"));
+    let add = open_proposal(&b, "add");
+    assert_eq!(b.json(&["mesh", "vote", &add, "no"])["rejected"], true);
+    eventually("charlie to forget its voted-down join", || {
+        holds_nothing(&c)
+    });
+
+    // A removed node is told when and by which proposal, and every command
+    // that needs membership says so.
+    let leave = b.json(&["mesh", "leave"]);
+    let leave_id = leave["id"].as_str().unwrap().to_string();
+    let p = open_proposal(&a, "kick");
+    assert_eq!(p, leave_id);
+    a.ok(&["mesh", "vote", &p, "yes"]);
+    converged(&[&a], 4);
+    eventually("bravo to apply its removal", || {
+        status(&b)["state"] == "removed"
+    });
+    let s = status(&b);
+    assert_eq!(s["removed"]["epoch"], 4, "{s}");
+    assert_eq!(s["removed"]["proposal"].as_str(), Some(leave_id.as_str()));
+    let told = "this node is no longer a member of mesh wedge (removed at epoch 4)";
+    assert!(b.ok(&["mesh", "status"]).contains("removed at epoch 4"));
+    for args in [
+        &["book", "search", "whale", "--mesh"][..],
+        &["mesh", "propose", "rotate"],
+        &["mesh", "vote", "00", "yes"],
+        &["mesh", "withdraw", "00"],
+    ] {
+        let err = b.fails(args);
+        assert!(err.contains(told), "grove {args:?}: {err}");
+    }
+
+    // An unreachable inviter: the join fails and leaves nothing behind.
+    let third = invite(&a);
+    drop(a);
+    let unreachable = c.fails(&["mesh", "join", &third]);
+    assert!(unreachable.contains("reach"), "{unreachable}");
+    assert!(holds_nothing(&c));
+}
