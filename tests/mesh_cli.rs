@@ -4,9 +4,36 @@
 //! succeeds, and a removed node is told on every command that needs
 //! membership.
 
+use std::io::BufRead;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
 use serde_json::Value;
 
 use crate::cluster::{Daemon, converged, eventually, invite};
+
+/// `grove mesh watch --json` on `d`, its lines collected as they come.
+fn watch(d: &Daemon) -> (std::process::Child, Arc<Mutex<Vec<Value>>>) {
+    let mut child =
+        d.g.cmd(&["mesh", "watch", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+    let out = child.stdout.take().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            sink.lock()
+                .unwrap()
+                .push(serde_json::from_str(&line).unwrap());
+        }
+    });
+    (child, seen)
+}
 
 /// The one open proposal `d` sees (waits for it).
 fn open_proposal(d: &Daemon, kind: &str) -> String {
@@ -50,13 +77,38 @@ fn holds_nothing(d: &Daemon) -> bool {
 
 #[test]
 fn a_no_rejects_at_once_a_proposer_withdraws_joins_fail_cleanly_and_a_removed_node_is_told() {
-    let a = Daemon::start("alpha");
-    let b = Daemon::start("bravo");
+    // alpha's hook records every "rejected" and "joined" event it runs on.
+    let hook_dir = tempfile::tempdir().unwrap();
+    let hook = hook_dir.path().join("hook.sh");
+    let hook_log = hook_dir.path().join("hook.log");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho \"$GROVE_EVENT $GROVE_EVENT_EPOCH $GROVE_EVENT_PEER\" >> {}\n",
+            hook_log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let a = Daemon::start_with(
+        "alpha",
+        &[
+            ("GROVE_HOOKS__PROGRAM", hook.to_str().unwrap()),
+            ("GROVE_HOOKS__TIMEOUT_SECS", "5"),
+        ],
+    );
+    let mut b = Daemon::start("bravo");
     let c = Daemon::start("charlie");
     a.ok(&["mesh", "init", "--name", "wedge", "--quorum", "2/3"]);
+    let (mut watcher, seen) = watch(&a);
     let first = invite(&a);
     assert_eq!(b.json(&["mesh", "join", &first])["state"], "joined");
     converged(&[&a, &b], 1);
+    // A member going offline and coming back is an event on alpha.
+    b.restart();
+    eventually("bravo to sync after its restart", || {
+        status(&b)["synced"] == true
+    });
 
     // Two members, quorum 2/3: one "no" (by a one-character prefix) makes
     // the quorum unreachable, so the proposal is rejected at once.
@@ -137,6 +189,52 @@ fn a_no_rejects_at_once_a_proposer_withdraws_joins_fail_cleanly_and_a_removed_no
         let err = b.fails(args);
         assert!(err.contains(told), "grove {args:?}: {err}");
     }
+
+    // alpha's watcher saw every kind of membership event, in order, and
+    // its hook ran with the event in its environment.
+    let wanted = [
+        "member_offline",
+        "member_online",
+        "proposal_opened",
+        "vote_cast",
+        "rejected",
+        "committed",
+        "withdrawn",
+        "joined",
+        "removed",
+    ];
+    let start = std::time::Instant::now();
+    while !wanted
+        .iter()
+        .all(|w| seen.lock().unwrap().iter().any(|e| e["event"] == *w))
+    {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "alpha's watcher saw only {:?}\n{}",
+            seen.lock()
+                .unwrap()
+                .iter()
+                .map(|e| e["event"].as_str().unwrap_or("?").to_string())
+                .collect::<Vec<_>>(),
+            a.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    {
+        let seen = seen.lock().unwrap();
+        let removed = seen.iter().find(|e| e["event"] == "removed").unwrap();
+        assert_eq!(removed["epoch"], 4, "{removed}");
+        assert_eq!(removed["name"], "bravo", "{removed}");
+        let rejected = seen.iter().find(|e| e["event"] == "rejected").unwrap();
+        assert_eq!(rejected["kind"], "rotate", "{rejected}");
+    }
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    eventually("alpha's hook to have run", || {
+        let log = std::fs::read_to_string(&hook_log).unwrap_or_default();
+        log.contains("rejected 1") && log.contains("removed 4 12D3")
+    });
+    assert!(a.log().contains("hook ran"), "{}", a.log());
 
     // An unreachable inviter: the join fails and leaves nothing behind.
     let third = invite(&a);

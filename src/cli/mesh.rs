@@ -62,6 +62,11 @@ pub enum MeshCmd {
     Withdraw { proposal: String },
     /// Open proposals and their votes.
     Proposals,
+    /// Stream membership events as they happen (proposals, votes, commits,
+    /// rejections, withdrawals, joins, removals, members online/offline);
+    /// with --json one object per line. Runs until interrupted or the node
+    /// stops.
+    Watch,
     /// Propose removing this node from the mesh.
     Leave,
 }
@@ -186,6 +191,33 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             &[("id", Some(proposal))],
         )?),
         MeshCmd::Proposals => ctx.show(&get::<dto::ProposalList>(&client, "/v1/mesh/proposals")?),
+        MeshCmd::Watch => watch(ctx, &client),
+    }
+}
+
+/// `grove mesh watch`: each event as a line as it comes (stdout is line
+/// buffered, so a pipe sees it at once); ends when stdout closes or the
+/// node stops, and fails when the daemon dropped this watcher.
+fn watch(ctx: &Ctx, client: &Client) -> anyhow::Result<()> {
+    let mut dropped = None;
+    client.stream_lines("/v1/mesh/watch", |line| {
+        let Ok(e) = serde_json::from_slice::<dto::MeshEvent>(line) else {
+            return true;
+        };
+        if e.event == "watch_dropped" {
+            dropped = Some(e.detail.clone());
+        }
+        ctx.show_line(&e).is_ok()
+    })?;
+    if let Some(why) = dropped {
+        anyhow::bail!("{why}");
+    }
+    Ok(())
+}
+
+impl Show for dto::MeshEvent {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}  {:15} {}", self.at, self.event, self.detail)
     }
 }
 

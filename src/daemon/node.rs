@@ -288,8 +288,15 @@ impl NodeLoop {
         match event {
             Event::Listening(addr) => tracing::debug!(%addr, "listening"),
             Event::PeerConnected(peer) => {
+                let was_online = self.peers.lock().connected.contains(&peer);
                 self.peers.lock().connected(peer, now);
                 let view = self.view();
+                if !was_online {
+                    self.mesh
+                        .worker
+                        .events()
+                        .member_seen(&view, peer, true, now);
+                }
                 if view
                     .roster()
                     .is_some_and(|r| r.member(&peer.to_bytes()).is_some())
@@ -308,7 +315,14 @@ impl NodeLoop {
                     });
                 }
             }
-            Event::PeerDisconnected(peer) => self.peers.lock().disconnected(peer, now),
+            Event::PeerDisconnected(peer) => {
+                self.peers.lock().disconnected(peer, now);
+                let view = self.view();
+                self.mesh
+                    .worker
+                    .events()
+                    .member_seen(&view, peer, false, now);
+            }
             Event::Gossip {
                 id,
                 source,

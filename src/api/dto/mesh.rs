@@ -163,3 +163,31 @@ pub struct Withdrawn {
 pub struct Revoked {
     pub id: String,
 }
+
+/// One membership event, a line of `mesh watch --json` (and the
+/// `GROVE_EVENT*` variables of a hook).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MeshEvent {
+    /// proposal_opened, vote_cast, committed, rejected, withdrawn, expired,
+    /// joined, removed, member_online, member_offline; watch_dropped ends a
+    /// watch that fell behind.
+    pub event: String,
+    /// When this node saw it, Unix ms.
+    pub at: i64,
+    pub epoch: u64,
+    /// The proposal it concerns (hex id).
+    pub proposal: Option<String>,
+    /// The proposal's kind: add, kick, rotate or quorum.
+    pub kind: Option<String>,
+    /// The peer added or kicked, or the new quorum rule.
+    pub target: Option<String>,
+    /// Who: the proposer, the voter, the member that joined, left or went
+    /// online or offline.
+    pub peer: Option<String>,
+    /// That member's display name.
+    pub name: Option<String>,
+    /// A vote's choice.
+    pub yes: Option<bool>,
+    /// The event in words.
+    pub detail: String,
+}

@@ -18,7 +18,7 @@ use crate::daemon::rpc::join::Joiner;
 use crate::identity::peer_id_text;
 use crate::mesh::MeshError;
 use crate::mesh::invite;
-use crate::mesh::roster::{Change, QuorumRule};
+use crate::mesh::roster::QuorumRule;
 use crate::mesh::state::{CloseReason, MeshState, ProposalChange, Transition};
 
 /// What the mesh endpoints need; cheap to clone.
@@ -50,12 +50,7 @@ fn proposal_views(view: &MeshState) -> Vec<dto::ProposalView> {
                 .values()
                 .filter(|v| v.proposal_hash == p.hash)
                 .collect();
-            let (kind, target) = match &p.change {
-                Change::Add(m) => ("add", Some(peer_id_text(&m.peer_id))),
-                Change::Kick(peer) => ("kick", Some(peer_id_text(peer))),
-                Change::Rotate => ("rotate", None),
-                Change::Quorum(q) => ("quorum", Some(format!("{}/{}", q.numerator, q.denominator))),
-            };
+            let (kind, target) = crate::daemon::events::change_view(&p.change);
             dto::ProposalView {
                 id: hex::encode(p.hash),
                 kind: kind.into(),
@@ -179,6 +174,16 @@ impl MeshOps {
             committed: epoch > before,
         }))
     }
+}
+
+/// `mesh watch`: membership events as they happen, one JSON object per
+/// line, until the node stops or the watcher falls behind.
+pub async fn watch(State(ops): State<MeshOps>) -> axum::response::Response {
+    let lines = crate::daemon::events::watch_lines(ops.link.worker.events().subscribe());
+    axum::response::Response::builder()
+        .header(axum::http::header::CONTENT_TYPE, "application/x-ndjson")
+        .body(axum::body::Body::from_stream(lines))
+        .unwrap_or_default()
 }
 
 pub async fn status(State(ops): State<MeshOps>) -> Answer<dto::MeshStatus> {

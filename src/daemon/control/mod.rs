@@ -115,6 +115,7 @@ pub fn router(state: ControlState) -> Router {
         .route("/v1/node/stats", get(peers::stats))
         .route("/v1/node/gossip", get(peers::gossip))
         .route("/v1/mesh/status", get(mesh::status))
+        .route("/v1/mesh/watch", get(mesh::watch))
         .route("/v1/mesh/proposals", get(mesh::proposals))
         .route("/v1/mesh/invites", get(mesh::invites))
         .route("/v1/mesh/init", post(mesh::init))
