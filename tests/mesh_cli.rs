@@ -1,8 +1,9 @@
 //! Membership that never wedges, through the real binary: a "no" that makes
 //! the quorum unreachable rejects at once, a proposer withdraws, a failed or
 //! rejected join leaves no false "pending" state, a pending joiner's status
-//! succeeds, and a removed node is told on every command that needs
-//! membership.
+//! succeeds, a pre-approved invite adds its joiner without a vote, a
+//! removed node is told on every command that needs membership, and
+//! `mesh watch` and a `[hooks]` program see all of it.
 
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
@@ -76,7 +77,7 @@ fn holds_nothing(d: &Daemon) -> bool {
 }
 
 #[test]
-fn a_no_rejects_at_once_a_proposer_withdraws_joins_fail_cleanly_and_a_removed_node_is_told() {
+fn membership_never_wedges_through_the_cli() {
     // alpha's hook records every "rejected" and "joined" event it runs on.
     let hook_dir = tempfile::tempdir().unwrap();
     let hook = hook_dir.path().join("hook.sh");
@@ -144,6 +145,15 @@ fn a_no_rejects_at_once_a_proposer_withdraws_joins_fail_cleanly_and_a_removed_no
     assert!(used.contains("used"), "{used}");
     assert!(holds_nothing(&c), "{}", c.g.run(&["mesh", "status"]).status);
 
+    // An unreachable inviter: the join fails and leaves nothing behind.
+    let gone = Daemon::start("delta");
+    gone.ok(&["mesh", "init", "--name", "elsewhere"]);
+    let unreachable_invite = invite(&gone);
+    drop(gone);
+    let unreachable = c.fails(&["mesh", "join", &unreachable_invite]);
+    assert!(unreachable.contains("reach"), "{unreachable}");
+    assert!(holds_nothing(&c));
+
     // A pending joiner's status succeeds and says what it waits for; when
     // the add is voted down the pending join is forgotten.
     let second = invite(&a);
@@ -164,22 +174,57 @@ fn a_no_rejects_at_once_a_proposer_withdraws_joins_fail_cleanly_and_a_removed_no
         holds_nothing(&c)
     });
 
+    // A pre-approved invite: the members approve it (a commit), then a
+    // joiner presenting it is added at once, without a vote on the add.
+    let approved = a.json(&["mesh", "invite", "--approved", "--approved-name", "charlie"]);
+    let approval = approved["approval"].as_str().unwrap().to_string();
+    assert_eq!(approved["approved"], false, "{approved}");
+    let invite_id = approved["id"].as_str().unwrap().to_string();
+    let listed = |d: &Daemon| {
+        d.json(&["mesh", "invite", "list"])["invites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == invite_id.as_str())
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(listed(&a)["approval"], "proposed");
+    assert_eq!(open_proposal(&b, "approve"), approval);
+    b.ok(&["mesh", "vote", &approval[..8], "yes"]);
+    converged(&[&a, &b], 4);
+    assert_eq!(listed(&a)["approval"], "approved");
+    let joined = c.json(&[
+        "mesh",
+        "join",
+        approved["invite"].as_str().unwrap(),
+        "--name",
+        "charlie",
+    ]);
+    assert_eq!(joined["state"], "joined", "{joined}");
+    converged(&[&a, &b, &c], 5);
+    let used = listed(&a);
+    assert_eq!(used["status"], "used", "{used}");
+    assert!(used["approval"].is_null(), "single use: {used}");
+
     // A removed node is told when and by which proposal, and every command
     // that needs membership says so.
     let leave = b.json(&["mesh", "leave"]);
     let leave_id = leave["id"].as_str().unwrap().to_string();
-    let p = open_proposal(&a, "kick");
-    assert_eq!(p, leave_id);
-    a.ok(&["mesh", "vote", &p, "yes"]);
-    converged(&[&a], 4);
+    for voter in [&a, &c] {
+        let p = open_proposal(voter, "kick");
+        assert_eq!(p, leave_id);
+        voter.ok(&["mesh", "vote", &p, "yes"]);
+    }
+    converged(&[&a, &c], 6);
     eventually("bravo to apply its removal", || {
         status(&b)["state"] == "removed"
     });
     let s = status(&b);
-    assert_eq!(s["removed"]["epoch"], 4, "{s}");
+    assert_eq!(s["removed"]["epoch"], 6, "{s}");
     assert_eq!(s["removed"]["proposal"].as_str(), Some(leave_id.as_str()));
-    let told = "this node is no longer a member of mesh wedge (removed at epoch 4)";
-    assert!(b.ok(&["mesh", "status"]).contains("removed at epoch 4"));
+    let told = "this node is no longer a member of mesh wedge (removed at epoch 6)";
+    assert!(b.ok(&["mesh", "status"]).contains("removed at epoch 6"));
     for args in [
         &["book", "search", "whale", "--mesh"][..],
         &["mesh", "propose", "rotate"],
@@ -223,7 +268,7 @@ fn a_no_rejects_at_once_a_proposer_withdraws_joins_fail_cleanly_and_a_removed_no
     {
         let seen = seen.lock().unwrap();
         let removed = seen.iter().find(|e| e["event"] == "removed").unwrap();
-        assert_eq!(removed["epoch"], 4, "{removed}");
+        assert_eq!(removed["epoch"], 6, "{removed}");
         assert_eq!(removed["name"], "bravo", "{removed}");
         let rejected = seen.iter().find(|e| e["event"] == "rejected").unwrap();
         assert_eq!(rejected["kind"], "rotate", "{rejected}");
@@ -232,14 +277,7 @@ fn a_no_rejects_at_once_a_proposer_withdraws_joins_fail_cleanly_and_a_removed_no
     let _ = watcher.wait();
     eventually("alpha's hook to have run", || {
         let log = std::fs::read_to_string(&hook_log).unwrap_or_default();
-        log.contains("rejected 1") && log.contains("removed 4 12D3")
+        log.contains("rejected 1") && log.contains("removed 6 12D3")
     });
     assert!(a.log().contains("hook ran"), "{}", a.log());
-
-    // An unreachable inviter: the join fails and leaves nothing behind.
-    let third = invite(&a);
-    drop(a);
-    let unreachable = c.fails(&["mesh", "join", &third]);
-    assert!(unreachable.contains("reach"), "{unreachable}");
-    assert!(holds_nothing(&c));
 }

@@ -38,6 +38,14 @@ pub enum MeshCmd {
         /// A note kept with the invite (who it is for).
         #[arg(long, default_value = "")]
         note: String,
+        /// Ask the members to approve the invite in advance: once that
+        /// approval is committed, a joiner presenting it is added without a
+        /// further vote (single use, until the invite expires).
+        #[arg(long)]
+        approved: bool,
+        /// With --approved: the display name the joiner must use.
+        #[arg(long, value_name = "DISPLAY_NAME", requires = "approved")]
+        approved_name: Option<String>,
     },
     /// Join a mesh with an invite; waits for the members' vote in the background.
     Join {
@@ -160,7 +168,13 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 ("as", member_name),
             ],
         )?),
-        MeshCmd::Invite { cmd, ttl, note } => invite(ctx, &client, cmd, ttl, note),
+        MeshCmd::Invite {
+            cmd,
+            ttl,
+            note,
+            approved,
+            approved_name,
+        } => invite(ctx, &client, cmd, ttl, note, approved, approved_name),
         MeshCmd::Join { invite, name } => ctx.show(&post::<dto::JoinResult>(
             &client,
             "/v1/mesh/join",
@@ -228,6 +242,8 @@ fn invite(
     cmd: Option<InviteCmd>,
     ttl: Option<String>,
     note: String,
+    approved: bool,
+    approved_name: Option<String>,
 ) -> anyhow::Result<()> {
     match cmd {
         None => {
@@ -238,6 +254,8 @@ fn invite(
                 &[
                     ("ttl_secs", ttl.map(|t| t.to_string())),
                     ("note", Some(note)),
+                    ("approved", approved.then(|| "true".to_string())),
+                    ("approved_name", approved_name),
                 ],
             )?)
         }
@@ -263,13 +281,31 @@ impl Show for dto::InviteCreated {
             self.id,
             self.expires,
             self.bootstrap.join(", ")
-        )
+        )?;
+        match (self.approved, &self.approval) {
+            (Some(true), _) => writeln!(
+                err,
+                "approved in advance: a joiner with it is added without a vote"
+            ),
+            (_, Some(p)) => writeln!(
+                err,
+                "approval proposed as {p}; once the members vote it through, a joiner with it is added without a vote"
+            ),
+            _ => Ok(()),
+        }
     }
 }
 
 impl Show for dto::Revoked {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "revoked invite {}", self.id)
+        writeln!(out, "revoked invite {}", self.id)?;
+        if let Some(p) = &self.approval_revocation {
+            writeln!(
+                out,
+                "its approval ends with proposal {p} (a commit: the members vote on it)"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -281,8 +317,12 @@ impl Show for dto::InviteList {
         for i in &self.invites {
             writeln!(
                 out,
-                "{}  {:8}  expires {}  {}",
-                i.id, i.status, i.expires, i.note
+                "{}  {:8}  {:8}  expires {}  {}",
+                i.id,
+                i.status,
+                i.approval.as_deref().unwrap_or("-"),
+                i.expires,
+                i.note
             )?;
         }
         Ok(())

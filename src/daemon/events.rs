@@ -179,6 +179,8 @@ pub fn change_view(c: &Change) -> (&'static str, Option<String>) {
         Change::Kick(peer) => ("kick", Some(peer_id_text(peer))),
         Change::Rotate => ("rotate", None),
         Change::Quorum(q) => ("quorum", Some(format!("{}/{}", q.numerator, q.denominator))),
+        Change::Approve(a) => ("approve", Some(hex::encode(a.invite_id))),
+        Change::RevokeApproval(id) => ("revoke_approval", Some(hex::encode(id))),
     }
 }
 

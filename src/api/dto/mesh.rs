@@ -12,6 +12,13 @@ pub struct InviteCreated {
     pub expires: i64,
     /// Addresses the invite tells the joiner to dial.
     pub bootstrap: Vec<String>,
+    /// With `--approved`: the approval proposal's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+    /// With `--approved`: true when the approval is already committed (a
+    /// mesh of one), else the members vote on `approval`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved: Option<bool>,
 }
 
 /// One invite in `mesh invite list`.
@@ -22,6 +29,10 @@ pub struct InviteView {
     pub status: String,
     pub expires: i64,
     pub note: String,
+    /// `approved` while the current roster lists its approval (a joiner
+    /// with it is added without a vote), `proposed` while the approval is
+    /// being voted on, else null.
+    pub approval: Option<String>,
 }
 
 /// `mesh invite list`.
@@ -162,6 +173,10 @@ pub struct Withdrawn {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Revoked {
     pub id: String,
+    /// For an approved invite: the proposal that ends its approval (a
+    /// commit, so the members vote on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_revocation: Option<String>,
 }
 
 /// One membership event, a line of `mesh watch --json` (and the

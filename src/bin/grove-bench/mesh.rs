@@ -113,6 +113,7 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         members,
         quorum: QuorumRule::MAJORITY,
         commit_hash: [1u8; 32],
+        approved: Vec::new(),
     };
     let roster_hash = roster.hash();
     let now: i64 = 1_700_000_000_000;

@@ -18,7 +18,7 @@ use crate::daemon::rpc::join::Joiner;
 use crate::identity::peer_id_text;
 use crate::mesh::MeshError;
 use crate::mesh::invite;
-use crate::mesh::roster::QuorumRule;
+use crate::mesh::roster::{Change, QuorumRule};
 use crate::mesh::state::{CloseReason, MeshState, ProposalChange, Transition};
 
 /// What the mesh endpoints need; cheap to clone.
@@ -198,12 +198,23 @@ pub async fn proposals(State(ops): State<MeshOps>) -> Answer<dto::ProposalList> 
     }))
 }
 
+/// Whether invite `id` is approved in advance: `approved` (the current
+/// roster lists it), `proposed` (an open approval proposal), else None.
+fn approval_state(view: &MeshState, id: &[u8; 16]) -> Option<String> {
+    if view.roster().is_some_and(|r| r.approval(id).is_some()) {
+        return Some("approved".into());
+    }
+    view.proposals
+        .values()
+        .any(|p| matches!(&p.change, Change::Approve(a) if &a.invite_id == id))
+        .then(|| "proposed".into())
+}
+
 pub async fn invites(State(ops): State<MeshOps>) -> Json<dto::InviteList> {
     let now = crate::now_ms();
+    let view = ops.link.view();
     Json(dto::InviteList {
-        invites: ops
-            .link
-            .view()
+        invites: view
             .invites
             .values()
             .map(|i| dto::InviteView {
@@ -215,6 +226,7 @@ pub async fn invites(State(ops): State<MeshOps>) -> Json<dto::InviteList> {
                 },
                 expires: i.expires_ms,
                 note: i.note.clone(),
+                approval: approval_state(&view, &i.id),
             })
             .collect(),
     })
@@ -249,6 +261,10 @@ pub async fn init(
 pub struct InviteQuery {
     ttl_secs: Option<u64>,
     note: Option<String>,
+    /// Ask the members to approve it in advance (§8a).
+    approved: Option<bool>,
+    /// The display name an approved joiner must use (empty: any).
+    approved_name: Option<String>,
 }
 
 pub async fn invite(
@@ -275,14 +291,42 @@ pub async fn invite(
         .step(move |s, id| s.create_invite(id, boot, note, ttl, crate::now_ms(), &mut rand::rng()))
         .await?;
     let text = t.output.unwrap_or_default();
-    let inv = invite::from_text(&text)
-        .and_then(|s| invite::verify(&s))
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let signed = invite::from_text(&text).map_err(|e| ApiError::internal(e.to_string()))?;
+    let inv = invite::verify(&signed).map_err(|e| ApiError::internal(e.to_string()))?;
+    let (approval, approved) = if q.approved.unwrap_or(false) || q.approved_name.is_some() {
+        let change = ProposalChange::Approve {
+            invite: signed,
+            name: q.approved_name.unwrap_or_default(),
+        };
+        match ops.propose(change).await {
+            Ok(Json(p)) => (Some(p.id), Some(p.committed)),
+            Err(e) => {
+                // No approval without its invite: revoke the fresh invite,
+                // so nothing is left half made.
+                let id = inv.invite_id;
+                let _ = ops
+                    .link
+                    .step(move |s, ident| s.revoke_invite(ident, id, crate::now_ms()))
+                    .await;
+                return Err(ApiError::new(
+                    e.kind,
+                    format!(
+                        "the approval could not be proposed, so the invite was revoked: {}",
+                        e.message
+                    ),
+                ));
+            }
+        }
+    } else {
+        (None, None)
+    };
     Ok(Json(dto::InviteCreated {
         invite: text,
         id: hex::encode(inv.invite_id),
         expires: inv.expires_ms,
         bootstrap,
+        approval,
+        approved,
     }))
 }
 
@@ -298,11 +342,29 @@ pub async fn revoke(State(ops): State<MeshOps>, Query(q): Query<IdQuery>) -> Ans
         .ok_or_else(|| {
             ApiError::bad_request(format!("invite id `{}`: expected 32 hex digits", q.id))
         })?;
+    // An approval is ended by a commit; propose it first, so a refusal
+    // (e.g. this node's vote is bound) changes nothing.
+    let approval_revocation = if ops
+        .link
+        .view()
+        .roster()
+        .is_some_and(|r| r.approval(&bytes).is_some())
+    {
+        Some(
+            ops.propose(ProposalChange::RevokeApproval(bytes))
+                .await?
+                .0
+                .id,
+        )
+    } else {
+        None
+    };
     ops.link
         .step(move |s, ident| s.revoke_invite(ident, bytes, crate::now_ms()))
         .await?;
     Ok(Json(dto::Revoked {
         id: hex::encode(bytes),
+        approval_revocation,
     }))
 }
 
