@@ -1359,6 +1359,7 @@ fn liveness_sweep(seeds: std::ops::Range<u64>) {
                 total.withdrawn += r.withdrawn;
                 total.committed += r.committed;
                 total.expired += r.expired;
+                total.approved_adds += r.approved_adds;
             }
             Err(e) => failed.push(e.to_string()),
         }
@@ -1373,6 +1374,10 @@ fn liveness_sweep(seeds: std::ops::Range<u64>) {
     assert!(
         total.rejected > 0 && total.withdrawn > 0 && total.committed > 0,
         "the checks never saw a rejection, a withdrawal and a commit"
+    );
+    assert!(
+        total.approved_adds > 0,
+        "no run added a member on a pre-approved invite"
     );
 }
 
