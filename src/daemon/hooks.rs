@@ -94,6 +94,9 @@ async fn run_one(settings: &HookSettings, e: &MeshEvent) {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own process group, so a run past its time is killed with
+        // everything it started.
+        .process_group(0)
         .kill_on_drop(true);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -102,6 +105,7 @@ async fn run_one(settings: &HookSettings, e: &MeshEvent) {
             return;
         }
     };
+    let group = child.id().and_then(|p| i32::try_from(p).ok());
     let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
     let read = async {
         let mut buf = Vec::new();
@@ -127,8 +131,77 @@ async fn run_one(settings: &HookSettings, e: &MeshEvent) {
         Ok((_, Err(err))) => {
             tracing::warn!(program = %program.display(), event = %e.event, error = %err, "hook: waiting for it failed")
         }
-        // Dropping the child on timeout kills it (kill_on_drop).
-        Err(_) => tracing::warn!(program = %program.display(), event = %e.event,
-            timeout_secs = settings.timeout_secs, "hook killed: it ran past hooks.timeout_secs"),
+        Err(_) => {
+            if let Some(pgid) = group {
+                // SAFETY: signals the process group this run created (its
+                // leader is our child, not yet reaped, so the id is ours).
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            }
+            tracing::warn!(program = %program.display(), event = %e.event,
+                timeout_secs = settings.timeout_secs, "hook killed: it ran past hooks.timeout_secs")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event() -> MeshEvent {
+        MeshEvent {
+            event: "joined".into(),
+            at: 1,
+            epoch: 2,
+            proposal: None,
+            kind: None,
+            target: None,
+            peer: Some("12D3KooWpeer".into()),
+            name: Some("carol".into()),
+            yes: None,
+            detail: "carol joined".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hook_past_its_time_limit_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let settings = HookSettings {
+            program: Some("/bin/sh".into()),
+            args: vec![
+                "-c".into(),
+                format!(
+                    "echo \"$GROVE_EVENT $GROVE_EVENT_EPOCH $GROVE_EVENT_NAME\" > {}; sleep 30; echo late >> {}",
+                    out.display(),
+                    out.display()
+                ),
+            ],
+            timeout_secs: 1,
+            ..HookSettings::default()
+        };
+        let start = std::time::Instant::now();
+        run_one(&settings, &event()).await;
+        assert!(start.elapsed() < Duration::from_secs(10), "not cut off");
+        // Killed: it never got past its sleep.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(text, "joined 2 carol\n");
+    }
+
+    #[test]
+    fn hook_settings_name_the_bad_key() {
+        let bad = HookSettings {
+            events: vec!["joinde".into()],
+            ..HookSettings::default()
+        };
+        let (key, why) = bad.validate().unwrap_err();
+        assert_eq!(key, "events");
+        assert!(why.contains("joined"), "{why}");
+        let relative = HookSettings {
+            program: Some("hook.sh".into()),
+            ..HookSettings::default()
+        };
+        assert_eq!(relative.validate().unwrap_err().0, "program");
+        assert_eq!(HookSettings::default().validate(), Ok(()));
     }
 }
