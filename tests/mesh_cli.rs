@@ -230,6 +230,7 @@ fn membership_never_wedges_through_the_cli() {
         &["mesh", "propose", "rotate"],
         &["mesh", "vote", "00", "yes"],
         &["mesh", "withdraw", "00"],
+        &["moot", "start", "--a", "self:x/one", "--b", "self:x/two"],
     ] {
         let err = b.fails(args);
         assert!(err.contains(told), "grove {args:?}: {err}");
