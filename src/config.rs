@@ -124,6 +124,55 @@ pub struct NetSettings {
     /// up to a minute.
     pub turn_retry_backoff_ms: u64,
     pub idle_timeout_secs: u64,
+    /// Most connections at once from peers that are not roster members
+    /// (joiners, strangers); members' slots (`max_connections`) stay free.
+    pub max_stranger_connections: u32,
+    /// Most of those from one IP address.
+    pub max_stranger_connections_per_ip: u32,
+    /// Most inbound connections still in their handshake, in all and from
+    /// one IP address.
+    pub max_pending_incoming: u32,
+    pub max_pending_incoming_per_ip: u32,
+    /// A non-member's connection that sends no join request within this
+    /// window is closed (a joiner's, six windows after its last call).
+    pub join_window_secs: u64,
+    /// A request must arrive in full within this time (a turn's model time
+    /// runs after it, under `turn_timeout_secs`).
+    pub request_read_secs: u64,
+    /// Most concurrent streams per connection, per protocol.
+    pub max_inbound_streams: usize,
+    /// Bytes of requests being read at once, over all peers.
+    pub inflight_request_bytes: usize,
+    /// Most requests being answered at once; more are refused as busy.
+    pub max_request_tasks: usize,
+    /// Model seconds one member's turn requests may use per hour.
+    pub turn_quota_secs: u64,
+    /// Longest search query accepted from a peer, in bytes.
+    pub max_query_bytes: usize,
+    /// Requests per minute one peer may make, per protocol.
+    pub rate: RateSettings,
+}
+
+/// Requests per minute one peer may make on each protocol; a burst of a
+/// quarter of that (at least 5) is allowed at once.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateSettings {
+    pub join: u32,
+    pub sync: u32,
+    pub search: u32,
+    pub turn: u32,
+}
+
+impl Default for RateSettings {
+    fn default() -> Self {
+        RateSettings {
+            join: 60,
+            sync: 120,
+            search: 300,
+            turn: 60,
+        }
+    }
 }
 
 impl Default for NetSettings {
@@ -138,6 +187,18 @@ impl Default for NetSettings {
             turn_retries: 3,
             turn_retry_backoff_ms: 1_000,
             idle_timeout_secs: 120,
+            max_stranger_connections: 64,
+            max_stranger_connections_per_ip: 16,
+            max_pending_incoming: 128,
+            max_pending_incoming_per_ip: 32,
+            join_window_secs: 10,
+            request_read_secs: 10,
+            max_inbound_streams: 16,
+            inflight_request_bytes: 32 << 20,
+            max_request_tasks: 64,
+            turn_quota_secs: 1800,
+            max_query_bytes: 4096,
+            rate: RateSettings::default(),
         }
     }
 }
@@ -195,6 +256,65 @@ impl NetSettings {
         if self.turn_retries > 20 {
             return Err(invalid("net.turn_retries", "must be at most 20".into()));
         }
+        for (key, value) in [
+            (
+                "net.max_stranger_connections",
+                self.max_stranger_connections,
+            ),
+            (
+                "net.max_stranger_connections_per_ip",
+                self.max_stranger_connections_per_ip,
+            ),
+            ("net.max_pending_incoming", self.max_pending_incoming),
+            (
+                "net.max_pending_incoming_per_ip",
+                self.max_pending_incoming_per_ip,
+            ),
+            ("net.rate.join", self.rate.join),
+            ("net.rate.sync", self.rate.sync),
+            ("net.rate.search", self.rate.search),
+            ("net.rate.turn", self.rate.turn),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be greater than 0".into()));
+            }
+        }
+        for (key, value) in [
+            ("net.join_window_secs", self.join_window_secs),
+            ("net.request_read_secs", self.request_read_secs),
+            ("net.turn_quota_secs", self.turn_quota_secs),
+        ] {
+            if value == 0 || value > 86_400 {
+                return Err(invalid(key, "must be between 1 and 86400".into()));
+            }
+        }
+        if !(1..=1024).contains(&self.max_inbound_streams) {
+            return Err(invalid(
+                "net.max_inbound_streams",
+                "must be between 1 and 1024".into(),
+            ));
+        }
+        if !(1..=4096).contains(&self.max_request_tasks) {
+            return Err(invalid(
+                "net.max_request_tasks",
+                "must be between 1 and 4096".into(),
+            ));
+        }
+        if self.inflight_request_bytes < self.max_message_bytes {
+            return Err(invalid(
+                "net.inflight_request_bytes",
+                format!(
+                    "must be at least net.max_message_bytes ({})",
+                    self.max_message_bytes
+                ),
+            ));
+        }
+        if !(16..=self.max_message_bytes).contains(&self.max_query_bytes) {
+            return Err(invalid(
+                "net.max_query_bytes",
+                "must be between 16 and net.max_message_bytes".into(),
+            ));
+        }
         Ok(crate::net::NetConfig {
             listen,
             max_message_bytes: self.max_message_bytes,
@@ -202,6 +322,16 @@ impl NetSettings {
             request_timeout: std::time::Duration::from_secs(self.request_timeout_secs),
             turn_timeout: std::time::Duration::from_secs(self.turn_timeout_secs),
             idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs),
+            admission: crate::net::AdmissionLimits {
+                max_strangers: self.max_stranger_connections as usize,
+                max_strangers_per_ip: self.max_stranger_connections_per_ip as usize,
+                max_pending: self.max_pending_incoming as usize,
+                max_pending_per_ip: self.max_pending_incoming_per_ip as usize,
+                join_window: std::time::Duration::from_secs(self.join_window_secs),
+            },
+            request_read: std::time::Duration::from_secs(self.request_read_secs),
+            max_inbound_streams: self.max_inbound_streams,
+            inflight_request_bytes: self.inflight_request_bytes,
         })
     }
 }
@@ -386,19 +516,17 @@ impl Settings {
     /// (systemd), else `grove.sock` in the state directory, so several nodes
     /// with their own state directories run side by side.
     pub fn control_socket(&self, state_dir: &Path) -> PathBuf {
+        self.configured_socket()
+            .unwrap_or_else(|| state_dir.join("grove.sock"))
+    }
+
+    /// The socket named outright: `control.socket`, else systemd's
+    /// `$RUNTIME_DIRECTORY/grove.sock`; `None` when the state directory decides.
+    fn configured_socket(&self) -> Option<PathBuf> {
         if let Some(path) = &self.control.socket {
-            return path.clone();
+            return Some(path.clone());
         }
-        if let Some(dir) = std::env::var_os("RUNTIME_DIRECTORY").filter(|d| !d.is_empty()) {
-            let first = dir
-                .to_string_lossy()
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            return PathBuf::from(first).join("grove.sock");
-        }
-        state_dir.join("grove.sock")
+        first_systemd_dir("RUNTIME_DIRECTORY").map(|dir| dir.join("grove.sock"))
     }
 
     /// The effective configuration as JSON, every key with its value;
@@ -418,12 +546,12 @@ impl Settings {
     /// explicit state directory never sends work to another node); else the
     /// state directory's `grove.sock` (named in "not running" errors).
     pub fn client_socket(&self, state_flag: Option<&Path>, state_dir: &Path) -> PathBuf {
-        let own = self.control_socket(state_dir);
-        if self.control.socket.is_some() || own != state_dir.join("grove.sock") || own.exists() {
-            return own;
+        if let Some(named) = self.configured_socket() {
+            return named;
         }
+        let own = state_dir.join("grove.sock");
         let system = Path::new(SYSTEM_SOCKET);
-        if state_flag.is_none() && system.exists() {
+        if !own.exists() && state_flag.is_none() && system.exists() {
             return system.to_path_buf();
         }
         own
@@ -438,20 +566,21 @@ impl Settings {
         if let Some(dir) = &self.state_dir {
             return Ok(dir.clone());
         }
-        if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
-            // systemd may pass several colon-separated directories; the first is ours.
-            let first = dir
-                .to_string_lossy()
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            return Ok(PathBuf::from(first));
+        if let Some(dir) = first_systemd_dir("STATE_DIRECTORY") {
+            return Ok(dir);
         }
         dirs::data_local_dir()
             .map(|d| d.join("grove"))
             .ok_or(ConfigError::NoStateDir)
     }
+}
+
+/// The first directory systemd passes in `var` (it may pass several,
+/// colon-separated; the first is ours), if set and not empty.
+fn first_systemd_dir(var: &str) -> Option<PathBuf> {
+    let dirs = std::env::var_os(var).filter(|d| !d.is_empty())?;
+    let first = dirs.to_string_lossy().split(':').next()?.to_string();
+    Some(PathBuf::from(first))
 }
 
 /// Every config key, dotted (`net.listen`), from the settings' own shape.

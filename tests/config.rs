@@ -4,11 +4,10 @@
 
 use crate::support::{Grove, grove_cmd};
 
-fn check(g: &Grove, file: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+fn check(file: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = grove_cmd();
     cmd.args(["config", "check", "--config"]).arg(file);
     cmd.envs(env.iter().copied());
-    let _ = g;
     cmd.output().unwrap()
 }
 
@@ -19,7 +18,7 @@ fn a_good_file_is_printed_with_every_key() {
         "grove.toml",
         b"[node]\nname = \"alice\"\n[net]\nmax_connections = 64\n",
     );
-    let out = check(&g, &file, &[("GROVE_LOG__LEVEL", "debug")]);
+    let out = check(&file, &[("GROVE_LOG__LEVEL", "debug")]);
     assert!(
         out.status.success(),
         "{}",
@@ -49,7 +48,7 @@ fn a_good_file_is_printed_with_every_key() {
 fn an_unknown_key_a_wrong_type_and_an_unknown_variable_are_named() {
     let g = Grove::new();
     let unknown = g.write("unknown.toml", b"[net]\nnope = 1\n");
-    let out = check(&g, &unknown, &[]);
+    let out = check(&unknown, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -57,7 +56,7 @@ fn an_unknown_key_a_wrong_type_and_an_unknown_variable_are_named() {
         "{err}"
     );
     let wrong = g.write("wrong.toml", b"[net]\nmax_connections = \"lots\"\n");
-    let out = check(&g, &wrong, &[]);
+    let out = check(&wrong, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -65,13 +64,13 @@ fn an_unknown_key_a_wrong_type_and_an_unknown_variable_are_named() {
         "{err}"
     );
     let good = g.write("good.toml", b"");
-    let out = check(&g, &good, &[("GROVE_NOPE", "1")]);
+    let out = check(&good, &[("GROVE_NOPE", "1")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("GROVE_NOPE is not a config key"), "{err}");
     // A value the checked settings refuse names its key.
     let zero = g.write("zero.toml", b"[net]\nmax_connections = 0\n");
-    let err = String::from_utf8_lossy(&check(&g, &zero, &[]).stderr).into_owned();
+    let err = String::from_utf8_lossy(&check(&zero, &[]).stderr).into_owned();
     assert!(err.contains("`net.max_connections`"), "{err}");
 }
 

@@ -9,14 +9,16 @@ use tokio::sync::mpsc;
 use tokio::time::timeout;
 
 fn config() -> NetConfig {
-    NetConfig {
-        listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
+    let settings = grove::config::NetSettings {
+        listen: vec!["/ip4/127.0.0.1/tcp/0".into()],
         max_message_bytes: 64 * 1024,
         max_connections: 16,
-        request_timeout: Duration::from_secs(10),
-        turn_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(60),
-    }
+        request_timeout_secs: 10,
+        turn_timeout_secs: 10,
+        idle_timeout_secs: 60,
+        ..Default::default()
+    };
+    settings.checked().unwrap()
 }
 
 /// The next event matching `pick`, within 20 s.

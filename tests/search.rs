@@ -25,8 +25,16 @@ struct Reference {
 
 impl Reference {
     fn build(state: &Path) -> Reference {
+        Reference::build_many(&[state.to_path_buf()])
+    }
+
+    /// One index over the current chunks of every shard of these stores.
+    fn build_many(states: &[std::path::PathBuf]) -> Reference {
         let mut chunks: Vec<(String, i64, String)> = Vec::new();
-        for entry in std::fs::read_dir(state.join("shards")).expect("shards dir") {
+        for entry in states
+            .iter()
+            .flat_map(|s| std::fs::read_dir(s.join("shards")).expect("shards dir"))
+        {
             let path = entry.expect("entry").path();
             if path.extension().is_none_or(|e| e != "db") {
                 continue;
@@ -416,4 +424,286 @@ fn search_across_corpus_books_ranks_like_one_index() {
     }
     let checked = check_against_reference(&g, &reference, 30, 23);
     assert!(checked >= 30);
+}
+
+/// A mesh of three daemons, two themed books on each, formed by invite.
+fn three_node_mesh() -> Vec<crate::cluster::Daemon> {
+    use crate::cluster::{Daemon, converged, invite, vote_yes};
+    let nodes: Vec<Daemon> = ["alpha", "bravo", "charlie"]
+        .iter()
+        .map(|n| Daemon::start(n))
+        .collect();
+    for (i, n) in nodes.iter().enumerate() {
+        for j in 0..2u64 {
+            let b = i as u64 * 2 + j;
+            let path = n.g.write(
+                &format!("b{b}.txt"),
+                themed_book(&format!("Themed {b}"), b, 40 + 20 * b as usize).as_bytes(),
+            );
+            n.ok(&[
+                "book",
+                "add",
+                path.to_str().unwrap(),
+                "--key",
+                &format!("themed/book-{b}"),
+            ]);
+        }
+    }
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    a.ok(&["mesh", "init", "--name", "search-mesh"]);
+    let joined = b.json(&["mesh", "join", &invite(a)]);
+    assert_eq!(joined["state"], "joined", "{joined}");
+    c.json(&["mesh", "join", &invite(a)]);
+    vote_yes(b, "add");
+    converged(&[a, b, c], 2);
+    nodes
+}
+
+fn mesh_top(d: &crate::cluster::Daemon, query: &str, k: usize) -> (Vec<(String, f64)>, Value) {
+    let out = d.json(&["book", "search", query, "-k", &k.to_string(), "--mesh"]);
+    let hits = out["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| {
+            (
+                h["node_id"].as_str().unwrap().to_string(),
+                h["score"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    (hits, out["errors"].clone())
+}
+
+/// Waits until `d`'s mesh search hears from every other member without an
+/// error (their roots announced, so their hits prove).
+fn until_every_member_answers(d: &crate::cluster::Daemon, query: &str) {
+    // Polled once a second: faster would meet the members' rate limit.
+    let start = std::time::Instant::now();
+    loop {
+        let (hits, errors) = mesh_top(d, query, 1000);
+        let books: std::collections::BTreeSet<&str> = hits
+            .iter()
+            .map(|(id, _)| id.split('#').next().unwrap())
+            .collect();
+        if errors.as_array().is_none_or(|e| e.is_empty()) && books.len() == 6 {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(90),
+            "members' hits never all proved: books {books:?}, errors {errors}"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn mesh_search_ranks_like_one_index_and_drops_hits_that_fail_their_proof() {
+    let mut nodes = three_node_mesh();
+    let states: Vec<std::path::PathBuf> = nodes.iter().map(|n| n.g.state()).collect();
+    let reference = Reference::build_many(&states);
+    // A word every themed book holds, so every member has hits.
+    let common = queries(&reference, 40, 1, 5).remove(0);
+    until_every_member_answers(&nodes[0], &common);
+    let mut checked = 0;
+    for (k, seed) in [(6usize, 21u64), (3, 22), (20, 23)] {
+        let n = if k == 6 { 20 } else { 6 };
+        for (i, query) in queries(&reference, k, n, seed).into_iter().enumerate() {
+            let words: Vec<&str> = query.split(' ').collect();
+            let want = reference.top(&all_words(&words), k);
+            // From every node alike.
+            let (got, errors) = mesh_top(&nodes[i % 3], &query, k);
+            assert!(
+                errors.as_array().is_none_or(|e| e.is_empty()),
+                "query {query:?}: {errors}"
+            );
+            assert_same(&query, &want, &got);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30);
+
+    // Bravo answers with altered text: its hits are dropped, each named
+    // under `errors` with the reason; the others' hits are shown.
+    let bravo_addr: libp2p::Multiaddr = nodes[1].json(&["node", "status"])["listen"][0]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let alpha_addr: libp2p::Multiaddr = nodes[0].json(&["node", "status"])["listen"][0]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let alpha: libp2p::PeerId = nodes[0].peer_id().parse().unwrap();
+    nodes[1].stop();
+    let _impostor = Impostor::start(&nodes[1].g.state(), bravo_addr, alpha, alpha_addr);
+    let mut shown = Value::Null;
+    crate::cluster::eventually("the altered hits to be dropped", || {
+        shown = nodes[0].json(&["book", "search", &common, "-k", "50", "--mesh"]);
+        shown["errors"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e.as_str().unwrap().contains("dropped")))
+    });
+    let errors = shown["errors"].to_string();
+    assert!(errors.contains("does not hash to its leaf"), "{errors}");
+    for h in shown["hits"].as_array().unwrap() {
+        let key = h["key"].as_str().unwrap();
+        assert!(
+            !["themed/book-2", "themed/book-3"].contains(&key),
+            "an altered hit of bravo's book was shown: {h}"
+        );
+        assert!(!h["content"].as_str().unwrap().contains("ALTERED"));
+    }
+    assert!(!shown["hits"].as_array().unwrap().is_empty());
+}
+
+/// A member that answers `/grove/search/1` from its own store, honestly
+/// ranked and proven, but with every hit's text altered: an in-process node
+/// with bravo's key on bravo's address (bravo's daemon stopped).
+struct Impostor {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Impostor {
+    fn start(
+        state: &Path,
+        listen: libp2p::Multiaddr,
+        host: libp2p::PeerId,
+        host_addr: libp2p::Multiaddr,
+    ) -> Impostor {
+        use grove::wire::node as wire;
+        use prost::Message;
+        let state = state.to_path_buf();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let identity = grove::identity::Identity::load_or_create(
+                    &state.join(grove::identity::IDENTITY_DIR),
+                )
+                .unwrap();
+                let keypair = libp2p::identity::Keypair::ed25519_from_bytes(
+                    identity.signing_key().to_bytes(),
+                )
+                .unwrap();
+                let config = grove::config::Settings::default().net.checked().unwrap();
+                let config = grove::net::NetConfig {
+                    listen: vec![listen],
+                    ..config
+                };
+                let (net, mut events) = grove::net::Network::start(keypair, config).await.unwrap();
+                net.connect(host, &[host_addr], std::time::Duration::from_secs(10))
+                    .await
+                    .unwrap();
+                ready_tx.send(()).unwrap();
+                let store = grove::store::Store::new(&state);
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => break,
+                        event = events.recv() => match event {
+                            Some(grove::net::Event::Request { id, protocol, data, .. }) => {
+                                let answer = if protocol == grove::net::Protocol::Search {
+                                    let call = wire::SearchCall::decode(data.as_slice()).unwrap();
+                                    altered_answer(&store, call).encode_to_vec()
+                                } else {
+                                    Vec::new()
+                                };
+                                let _ = net.respond(id, answer).await;
+                            }
+                            Some(_) => {}
+                            None => break,
+                        },
+                    }
+                }
+            });
+        });
+        ready_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the impostor connected");
+        Impostor {
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+/// Round 1 answered honestly; round 2's hits honest but for their text.
+fn altered_answer(
+    store: &grove::store::Store,
+    call: grove::wire::node::SearchCall,
+) -> grove::wire::node::SearchAnswer {
+    use grove::wire::node as wire;
+    let k = call.k as usize;
+    if call.stats_only {
+        let s = store.query_stats(&call.query, k).unwrap();
+        return wire::SearchAnswer {
+            stats: Some(wire::QueryStats {
+                words: s.words,
+                chunks: s.chunks,
+                tokens: s.tokens,
+                word_chunks: s.word_chunks,
+                all_words: s.all_words,
+            }),
+            max_k: 1000,
+            ..Default::default()
+        };
+    }
+    let s = call.stats.unwrap();
+    let stats = grove::store::QueryStats {
+        words: s.words,
+        chunks: s.chunks,
+        tokens: s.tokens,
+        word_chunks: s.word_chunks,
+        all_words: s.all_words,
+    };
+    let hits = store.search_ranked(&call.query, &stats, k).unwrap();
+    wire::SearchAnswer {
+        hits: hits
+            .into_iter()
+            .map(|h| {
+                let shard = store.shard_of(&h.key).unwrap();
+                let book = shard.book(&h.key, Some(h.version)).unwrap();
+                let proof = shard.proof(&book, h.index).unwrap();
+                wire::SearchHit {
+                    key: h.key,
+                    index: h.index,
+                    node_id: h.node_id,
+                    text: format!("ALTERED {}", h.content),
+                    score: h.score,
+                    version: h.version,
+                    label: h.label,
+                    leaf: h.leaf.to_vec(),
+                    count: book.count,
+                    proof: proof
+                        .proof
+                        .iter()
+                        .map(|p| grove::wire::moot::ProofStep {
+                            sibling: p.sibling.to_vec(),
+                            is_left: p.is_left,
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        max_k: 1000,
+        ..Default::default()
+    }
+}
+
+impl Drop for Impostor {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }

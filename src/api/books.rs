@@ -52,6 +52,23 @@ pub struct SearchRequest {
     pub k: usize,
 }
 
+/// The most hits a search answers, on one node and from every member alike
+/// (one `-k` meaning everywhere: past it the search is refused, never cut).
+pub const MAX_SEARCH_K: usize = 1000;
+
+impl SearchRequest {
+    /// Refuses a `k` out of range.
+    pub fn check(&self) -> Result<(), ApiError> {
+        if self.k == 0 || self.k > MAX_SEARCH_K {
+            return Err(ApiError::bad_request(format!(
+                "-k must be between 1 and {MAX_SEARCH_K} (it was {})",
+                self.k
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// The book operations, answered as API types.
 pub trait BookApi {
     fn add(
@@ -196,6 +213,7 @@ impl BookApi for LocalBooks {
     }
 
     fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
+        req.check()?;
         let hits = self.store.search(
             &req.query,
             req.key.as_deref().map(|k| (k, req.version)),

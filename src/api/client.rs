@@ -39,6 +39,19 @@ impl Client {
     }
 
     /// One request; the answer's JSON as `T`, or the daemon's error.
+    /// `POST /v1/books/search`: this node's books, or every member's.
+    pub fn search_call(&self, req: &SearchRequest, mesh: bool) -> Result<dto::Hits, ApiError> {
+        let call = dto::SearchCall {
+            query: req.query.clone(),
+            key: req.key.clone(),
+            version: req.version,
+            k: req.k,
+            mesh,
+        };
+        let body = serde_json::to_vec(&call).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.request(Method::POST, "/v1/books/search", body)
+    }
+
     pub fn request<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -146,14 +159,7 @@ fn error_of(status: StatusCode, bytes: &[u8]) -> ApiError {
     let message = serde_json::from_slice::<dto::ErrorBody>(bytes)
         .map(|b| b.error)
         .unwrap_or_else(|_| String::from_utf8_lossy(bytes).into_owned());
-    let kind = match status {
-        StatusCode::BAD_REQUEST => ErrorKind::BadRequest,
-        StatusCode::NOT_FOUND => ErrorKind::NotFound,
-        StatusCode::CONFLICT => ErrorKind::Conflict,
-        StatusCode::SERVICE_UNAVAILABLE => ErrorKind::Unavailable,
-        _ => ErrorKind::Internal,
-    };
-    ApiError::new(kind, message)
+    ApiError::new(ErrorKind::from_status(status.as_u16()), message)
 }
 
 /// Builds `path?name=value&…`, skipping absent values.
@@ -243,16 +249,7 @@ impl BookApi for Client {
     }
 
     fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
-        let path = url(
-            "/v1/books/search",
-            &[
-                ("q", Some(req.query.clone())),
-                ("key", req.key.clone()),
-                ("version", req.version.map(|v| v.to_string())),
-                ("k", Some(req.k.to_string())),
-            ],
-        );
-        self.request(Method::GET, &path, Vec::new())
+        self.search_call(req, false)
     }
 
     fn shards(&self) -> Result<dto::ShardList, ApiError> {

@@ -126,19 +126,7 @@ fn verify(ctx: &Ctx, api: &dyn BookApi, key: &str, version: Option<u32>) -> anyh
 
 /// `grove book search --mesh`: every member's books, through the daemon.
 fn search_mesh(ctx: &Ctx, request: &SearchRequest) -> anyhow::Result<dto::Hits> {
-    let client = ctx.daemon()?;
-    let mut params = form_urlencoded::Serializer::new(String::new());
-    params.append_pair("q", &request.query);
-    params.append_pair("k", &request.k.to_string());
-    params.append_pair("mesh", "true");
-    if let Some(key) = &request.key {
-        params.append_pair("key", key);
-    }
-    Ok(client.request(
-        hyper::Method::GET,
-        &format!("/v1/books/search?{}", params.finish()),
-        Vec::new(),
-    )?)
+    Ok(ctx.daemon()?.search_call(request, true)?)
 }
 
 /// `grove book add`: reads or downloads the source, then stores it.

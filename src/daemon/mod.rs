@@ -314,6 +314,7 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
         store: p.store.clone(),
         speaker: speaking.clone(),
         stats: stats.clone(),
+        limits: rpc::limits::Limits::new(&p.settings.net),
     };
     let moots = moots::MootHost {
         mesh: p.mesh.clone(),

@@ -19,15 +19,12 @@ impl LazyModel {
     /// The open model; a model that fails to open is tried again on the
     /// next job (the operator may have installed it meanwhile).
     fn get(&mut self) -> Result<&mut dyn ChatModel, ModelError> {
-        if self.model.is_none() {
-            let opened = crate::model::open_model(&self.settings, &self.state_dir)
-                .map_err(|e| ModelError::Failed(format!("cannot open the model: {e}")))?;
-            self.model = Some(opened);
-        }
-        match self.model.as_mut() {
-            Some(m) => Ok(m.as_mut()),
-            None => Err(ModelError::Failed("the model is not open".into())),
-        }
+        let model = match self.model.take() {
+            Some(open) => open,
+            None => crate::model::open_model(&self.settings, &self.state_dir)
+                .map_err(|e| ModelError::Failed(format!("cannot open the model: {e}")))?,
+        };
+        Ok(self.model.insert(model).as_mut())
     }
 }
 

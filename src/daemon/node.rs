@@ -197,6 +197,19 @@ impl NodeLoop {
         if n.is_multiple_of(60) {
             self.due.sync();
         }
+        if n.is_multiple_of(4)
+            && let Ok(c) = self.net.admission_counts().await
+        {
+            for (name, value) in [
+                ("admission.refused.handshakes", c.refused_pending),
+                ("admission.refused.full", c.refused_full),
+                ("admission.closed.evicted", c.evicted),
+                ("admission.closed.join-window", c.window_closed),
+                ("admission.closed.membership-changed", c.membership_changed),
+            ] {
+                self.stats.set(name, value);
+            }
+        }
         let view = self.view();
         if !view.is_member() {
             return;
@@ -316,8 +329,9 @@ impl NodeLoop {
                 }
             }
             Event::PeerDisconnected(peer) => {
-                self.peers.lock().disconnected(peer, now);
                 let view = self.view();
+                let member = super::rpc::is_member(&view, peer);
+                self.peers.lock().disconnected(peer, now, member);
                 self.mesh
                     .worker
                     .events()
@@ -339,11 +353,25 @@ impl NodeLoop {
                 protocol,
                 data,
             } => {
+                let permit = match self.rpc.limits.admit(peer, protocol) {
+                    Ok(permit) => permit,
+                    Err(refusal) => {
+                        self.stats.bump(&format!(
+                            "requests.refused.{}.{}",
+                            protocol.short(),
+                            refusal.reason()
+                        ));
+                        let answer = rpc::refusal(protocol, &refusal.to_string());
+                        let _ = self.net.respond(id, answer).await;
+                        return;
+                    }
+                };
                 let rpc = self.rpc.clone();
                 let net = self.net.clone();
                 tokio::spawn(async move {
                     let answer = rpc::answer(&rpc, peer, protocol, &data).await;
                     let _ = net.respond(id, answer).await;
+                    drop(permit);
                 });
             }
             Event::Dropped {

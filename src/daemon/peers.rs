@@ -189,6 +189,8 @@ impl PeerBook {
                 .execute("DELETE FROM announcements WHERE peer_id = ?1", [&peer])?;
             self.announcements.remove(&peer);
         }
+        self.last_seen
+            .retain(|p, _| members.contains(&p.to_bytes()) || self.connected.contains(p));
         Ok(())
     }
 
@@ -212,14 +214,37 @@ impl PeerBook {
         Ok(next as u64)
     }
 
+    /// The root and chunk count `peer` last announced for `key` at `version`.
+    pub fn announced_root(
+        &self,
+        peer: &PeerId,
+        key: &str,
+        version: u32,
+    ) -> Option<([u8; 32], u64)> {
+        let known = self.announcements.get(&peer.to_bytes())?;
+        known
+            .announcement
+            .shards
+            .iter()
+            .flat_map(|s| s.books.iter())
+            .find(|b| b.key == key && b.version == version)
+            .and_then(|b| Some((b.root.as_slice().try_into().ok()?, b.count)))
+    }
+
     pub fn connected(&mut self, peer: PeerId, now_ms: i64) {
         self.connected.insert(peer);
         self.last_seen.insert(peer, now_ms);
     }
 
-    pub fn disconnected(&mut self, peer: PeerId, now_ms: i64) {
+    /// A peer's last connection closed; its time is kept for members only
+    /// (a stranger's would grow the map with every identity that calls).
+    pub fn disconnected(&mut self, peer: PeerId, now_ms: i64, member: bool) {
         self.connected.remove(&peer);
-        self.last_seen.insert(peer, now_ms);
+        if member {
+            self.last_seen.insert(peer, now_ms);
+        } else {
+            self.last_seen.remove(&peer);
+        }
     }
 }
 

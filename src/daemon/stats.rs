@@ -20,6 +20,12 @@ impl Stats {
         *c.entry(name.to_string()).or_default() += n;
     }
 
+    /// Sets a counter kept elsewhere (the network's admission counts).
+    pub fn set(&self, name: &str, value: u64) {
+        let mut c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        c.insert(name.to_string(), value);
+    }
+
     pub fn get(&self, name: &str) -> u64 {
         let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         c.get(name).copied().unwrap_or(0)

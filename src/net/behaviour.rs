@@ -1,6 +1,8 @@
-//! The composed libp2p behaviour: identify, gossipsub tuned for small
-//! private meshes, one framed request-response behaviour per [`Protocol`],
-//! connection limits and a block list.
+//! The composed libp2p behaviour: admission control first (it refuses or
+//! closes connections before any other behaviour handles them), connection
+//! limits, a block list, identify, then gossipsub tuned for small private
+//! meshes and one framed request-response behaviour per [`Protocol`] —
+//! each but join behind the members-only gate.
 
 use std::time::Duration;
 
@@ -11,7 +13,9 @@ use libp2p::{
 };
 use sha2::{Digest, Sha256};
 
-use super::codec::FrameCodec;
+use super::admission::Admission;
+use super::codec::{FrameCodec, ReadBudget};
+use super::gate::{Gate, MembersOnly};
 use super::protocol::{self, Protocol};
 use super::{NetConfig, NetError};
 
@@ -19,16 +23,19 @@ pub type Rpc = request_response::Behaviour<FrameCodec>;
 
 /// Each request-response protocol is its own behaviour, so an outbound
 /// request names its protocol and an inbound one says which it came on.
+/// Field order matters: the derive asks each in turn, and the first to
+/// refuse a connection keeps the later ones from seeing it.
 #[derive(NetworkBehaviour)]
 pub struct Behaviour {
+    pub admission: Admission,
     pub limits: connection_limits::Behaviour,
     pub blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
     pub identify: identify::Behaviour,
-    pub gossipsub: gossipsub::Behaviour,
+    pub gossipsub: MembersOnly<gossipsub::Behaviour>,
     pub join: Rpc,
-    pub sync: Rpc,
-    pub search: Rpc,
-    pub turn: Rpc,
+    pub sync: MembersOnly<Rpc>,
+    pub search: MembersOnly<Rpc>,
+    pub turn: MembersOnly<Rpc>,
 }
 
 impl Behaviour {
@@ -36,10 +43,14 @@ impl Behaviour {
     pub fn rpc(&mut self, protocol: Protocol) -> &mut Rpc {
         match protocol {
             Protocol::Join => &mut self.join,
-            Protocol::Sync => &mut self.sync,
-            Protocol::Search => &mut self.search,
-            Protocol::Turn => &mut self.turn,
+            Protocol::Sync => self.sync.inner(),
+            Protocol::Search => self.search.inner(),
+            Protocol::Turn => self.turn.inner(),
         }
+    }
+
+    pub fn gossip(&mut self) -> &mut gossipsub::Behaviour {
+        self.gossipsub.inner()
     }
 }
 
@@ -50,11 +61,19 @@ fn content_id(message: &gossipsub::Message) -> gossipsub::MessageId {
     gossipsub::MessageId::from(hex::encode(&digest[..20]))
 }
 
-pub fn build(keypair: &identity::Keypair, config: &NetConfig) -> Result<Behaviour, NetError> {
+pub fn build(
+    keypair: &identity::Keypair,
+    config: &NetConfig,
+    gate: &Gate,
+) -> Result<Behaviour, NetError> {
+    // Members' slots plus the strangers' (admission keeps strangers to
+    // theirs, so members always find room).
+    let total = config
+        .max_connections
+        .saturating_add(config.admission.max_strangers as u32);
     let limits = connection_limits::ConnectionLimits::default()
-        .with_max_established(Some(config.max_connections))
-        .with_max_established_per_peer(Some(2))
-        .with_max_pending_incoming(Some(config.max_connections));
+        .with_max_established(Some(total))
+        .with_max_established_per_peer(Some(2));
     let gossip_config = gossipsub::ConfigBuilder::default()
         // Small meshes (3 to 50 nodes): the defaults (D=6, D_lo=5) leave
         // meshes of under six peers below D_lo forever.
@@ -74,29 +93,37 @@ pub fn build(keypair: &identity::Keypair, config: &NetConfig) -> Result<Behaviou
         gossip_config,
     )
     .map_err(|e| NetError::Transport(format!("gossipsub: {e}")))?;
+    let budget = ReadBudget::new(config.inflight_request_bytes);
     let rpc = |protocol: Protocol| {
         request_response::Behaviour::with_codec(
             FrameCodec {
-                max_bytes: protocol.max_bytes(config),
+                max_request: protocol.max_request_bytes(config),
+                max_response: protocol.max_response_bytes(config),
+                read_deadline: config.request_read,
+                budget: budget.clone(),
             },
             [(
                 StreamProtocol::new(protocol.name()),
                 request_response::ProtocolSupport::Full,
             )],
-            request_response::Config::default().with_request_timeout(protocol.timeout(config)),
+            request_response::Config::default()
+                .with_request_timeout(protocol.timeout(config))
+                .with_max_concurrent_streams(config.max_inbound_streams),
         )
     };
+    let gated = |protocol: Protocol| MembersOnly::new(rpc(protocol), gate.clone());
     Ok(Behaviour {
+        admission: Admission::new(config.admission.clone(), gate.clone()),
         limits: connection_limits::Behaviour::new(limits),
         blocked: allow_block_list::Behaviour::default(),
         identify: identify::Behaviour::new(identify::Config::new(
             protocol::IDENTIFY.into(),
             keypair.public(),
         )),
-        gossipsub,
+        gossipsub: MembersOnly::new(gossipsub, gate.clone()),
         join: rpc(Protocol::Join),
-        sync: rpc(Protocol::Sync),
-        search: rpc(Protocol::Search),
-        turn: rpc(Protocol::Turn),
+        sync: gated(Protocol::Sync),
+        search: gated(Protocol::Search),
+        turn: gated(Protocol::Turn),
     })
 }

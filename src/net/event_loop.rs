@@ -11,6 +11,7 @@ use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, identity, noise, tcp, yamux};
 use tokio::sync::{mpsc, oneshot};
 
 use super::behaviour::{self, Behaviour, BehaviourEvent};
+use super::gate::Gate;
 use super::{Command, DropReason, Event, NetConfig, NetError, Protocol, Verdict};
 
 type Pending = oneshot::Sender<Result<Vec<u8>, NetError>>;
@@ -26,9 +27,9 @@ struct EventLoop {
     next_inbound: u64,
     members: Vec<PeerId>,
     blocked: Vec<PeerId>,
-    /// False until the first `SetPeers`: before it, gossip is open to every
-    /// connected peer (the node has no roster to filter by).
-    roster_known: bool,
+    /// Who the members-only behaviours admit (open to all until the first
+    /// `SetPeers`: the node has no roster to filter by).
+    gate: Gate,
     /// `connect` calls waiting: the peer, this call's own dial (none when
     /// it waits for the peer to dial in), the reply.
     connecting: Vec<(PeerId, Option<ConnectionId>, Connecting)>,
@@ -42,7 +43,8 @@ pub(super) async fn spawn(
     commands: mpsc::Receiver<Command>,
     events: mpsc::Sender<Event>,
 ) -> Result<(), NetError> {
-    let behaviour = behaviour::build(&keypair, &config)?;
+    let gate = Gate::default();
+    let behaviour = behaviour::build(&keypair, &config, &gate)?;
     let mut swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
         .with_tokio()
         .with_tcp(
@@ -98,7 +100,7 @@ pub(super) async fn spawn(
         next_inbound: 0,
         members: Vec::new(),
         blocked: Vec::new(),
-        roster_known: false,
+        gate,
         connecting: Vec::new(),
     };
     tokio::spawn(event_loop.run());
@@ -201,7 +203,7 @@ impl EventLoop {
             }
             Command::Subscribe(topic, reply) => {
                 let result = behaviour
-                    .gossipsub
+                    .gossip()
                     .subscribe(&gossipsub::IdentTopic::new(topic))
                     .map(|_| ())
                     .map_err(|e| NetError::Publish(e.to_string()));
@@ -209,7 +211,7 @@ impl EventLoop {
             }
             Command::Publish(topic, data, reply) => {
                 let result = behaviour
-                    .gossipsub
+                    .gossip()
                     .publish(gossipsub::IdentTopic::new(topic), data)
                     .map(|_| ())
                     .map_err(|e| NetError::Publish(e.to_string()));
@@ -221,7 +223,7 @@ impl EventLoop {
                     Verdict::Reject => gossipsub::MessageAcceptance::Reject,
                     Verdict::Ignore => gossipsub::MessageAcceptance::Ignore,
                 };
-                behaviour.gossipsub.report_message_validation_result(
+                behaviour.gossip().report_message_validation_result(
                     &gossipsub::MessageId::from(id),
                     &source,
                     acceptance,
@@ -230,6 +232,9 @@ impl EventLoop {
             Command::Request(peer, protocol, data, reply) => {
                 let id = behaviour.rpc(protocol).send_request(&peer, data);
                 self.requests.insert((protocol, id), reply);
+            }
+            Command::Admission(reply) => {
+                let _ = reply.send(behaviour.admission.counts);
             }
             Command::Respond(id, data) => {
                 if let Some((protocol, channel)) = self.responses.remove(&id) {
@@ -243,28 +248,26 @@ impl EventLoop {
                 let local = *self.swarm.local_peer_id();
                 let behaviour = self.swarm.behaviour_mut();
                 for old in std::mem::take(&mut self.members) {
-                    behaviour.gossipsub.remove_explicit_peer(&old);
+                    behaviour.gossip().remove_explicit_peer(&old);
                 }
                 for old in std::mem::take(&mut self.blocked) {
                     behaviour.blocked.unblock_peer(old);
                 }
                 for peer in members.iter().filter(|p| **p != local) {
-                    behaviour.gossipsub.remove_blacklisted_peer(peer);
-                    behaviour.gossipsub.add_explicit_peer(peer);
+                    behaviour.gossip().add_explicit_peer(peer);
                 }
                 for peer in &blocked {
-                    behaviour.gossipsub.blacklist_peer(peer);
                     behaviour.blocked.block_peer(*peer);
                 }
-                let connected: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
-                for peer in connected {
-                    if !members.contains(&peer) {
-                        self.swarm.behaviour_mut().gossipsub.blacklist_peer(&peer);
-                    }
-                }
+                // The gate admits exactly this roster from now on; the
+                // connections decided under the old one are closed where a
+                // peer's standing changed.
+                let mut admitted = members.clone();
+                admitted.push(local);
+                self.gate.set_members(admitted);
+                behaviour.admission.roster_changed();
                 self.members = members;
                 self.blocked = blocked;
-                self.roster_known = true;
             }
             Command::Connected(reply) => {
                 let _ = reply.send(self.swarm.connected_peers().copied().collect());
@@ -342,13 +345,6 @@ impl EventLoop {
                 ..
             } if num_established.get() == 1 => {
                 self.settle_connects(peer_id, None);
-                // Only roster members get gossip.
-                if self.roster_known && !self.members.contains(&peer_id) {
-                    self.swarm
-                        .behaviour_mut()
-                        .gossipsub
-                        .blacklist_peer(&peer_id);
-                }
                 self.emit(Event::PeerConnected(peer_id));
             }
             SwarmEvent::ConnectionClosed {
@@ -416,15 +412,32 @@ impl EventLoop {
                 request_response::Message::Request {
                     request, channel, ..
                 } => {
+                    if protocol == Protocol::Join {
+                        self.swarm.behaviour_mut().admission.join_activity(&peer);
+                    }
                     let id = self.next_inbound;
                     self.next_inbound += 1;
-                    self.responses.insert(id, (protocol, channel));
-                    self.emit(Event::Request {
+                    let request = Event::Request {
                         id,
                         peer,
                         protocol,
                         data: request,
-                    });
+                    };
+                    // A request the node cannot take (its queue is full) is
+                    // not kept: dropping its channel tells the requester.
+                    match self.events.try_send(request) {
+                        Ok(()) => {
+                            self.responses.insert(id, (protocol, channel));
+                        }
+                        Err(_) => {
+                            drop(channel);
+                            self.emit(Event::Dropped {
+                                peer: Some(peer),
+                                reason: DropReason::Overloaded,
+                                detail: format!("{protocol}: the node's event queue is full"),
+                            });
+                        }
+                    }
                 }
                 request_response::Message::Response {
                     request_id,

@@ -5,13 +5,16 @@
 //! Payloads are opaque bytes here: signing, sealing and `proto/` encoding
 //! belong to the layers above.
 
+mod admission;
 mod behaviour;
 pub mod codec;
 mod event_loop;
+mod gate;
 pub mod protocol;
 
 use std::time::Duration;
 
+pub use admission::AdmissionCounts;
 use libp2p::{Multiaddr, PeerId, identity};
 pub use protocol::{DropReason, Protocol};
 use tokio::sync::{mpsc, oneshot};
@@ -26,6 +29,25 @@ pub struct NetConfig {
     /// Timeout of `/grove/turn/1` requests (a model runs inside them).
     pub turn_timeout: Duration,
     pub idle_timeout: Duration,
+    pub admission: AdmissionLimits,
+    /// A request must arrive in full within this time.
+    pub request_read: Duration,
+    /// Most concurrent streams per connection and protocol.
+    pub max_inbound_streams: usize,
+    /// Bytes of requests being read at once, over all peers.
+    pub inflight_request_bytes: usize,
+}
+
+/// What peers that are not roster members may hold: connections (in all
+/// and per IP address), handshakes under way, and the time a connection
+/// may stay without a join request.
+#[derive(Debug, Clone)]
+pub struct AdmissionLimits {
+    pub max_strangers: usize,
+    pub max_strangers_per_ip: usize,
+    pub max_pending: usize,
+    pub max_pending_per_ip: usize,
+    pub join_window: Duration,
 }
 
 /// Failures the network reports to callers.
@@ -105,6 +127,7 @@ enum Command {
         blocked: Vec<PeerId>,
     },
     Connected(oneshot::Sender<Vec<PeerId>>),
+    Admission(oneshot::Sender<AdmissionCounts>),
     /// Dial `peer` at the addresses (none: wait for it to dial in); the
     /// reply comes once connected, or when this dial fails.
     Connect(
@@ -204,10 +227,10 @@ impl Network {
             .map_err(|_| NetError::Stopped)
     }
 
-    /// Sets who may gossip with us (gossipsub explicit peers; every other
-    /// connected peer is gossipsub-blacklisted) and who is refused at the
-    /// connection level (replacing the previous block list); called at
-    /// every epoch.
+    /// Sets the roster: its members are the only peers the members-only
+    /// protocols (gossipsub, sync, search, turn) admit, and gossipsub's
+    /// explicit peers; `blocked` are refused at the connection level
+    /// (replacing the previous block list). Called at every epoch.
     pub async fn set_peers(
         &self,
         members: Vec<PeerId>,
@@ -217,6 +240,11 @@ impl Network {
             .send(Command::SetPeers { members, blocked })
             .await
             .map_err(|_| NetError::Stopped)
+    }
+
+    /// How many connections admission refused or closed, by cause.
+    pub async fn admission_counts(&self) -> Result<AdmissionCounts, NetError> {
+        self.ask(Command::Admission).await
     }
 
     pub async fn connected(&self) -> Result<Vec<PeerId>, NetError> {

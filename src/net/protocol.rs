@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use super::NetConfig;
 
+/// The largest join call.
+const JOIN_MAX_BYTES: usize = 64 * 1024;
+
 /// The identify protocol version grove announces.
 pub const IDENTIFY: &str = "/grove/1";
 
@@ -66,8 +69,18 @@ impl Protocol {
         }
     }
 
-    /// The largest request or response frame, in bytes.
-    pub fn max_bytes(self, config: &NetConfig) -> usize {
+    /// The largest request frame, in bytes. A join call (an invite and a
+    /// signed request, or a ticket) stays far below 64 KiB, and anyone may
+    /// send one: a stranger may send nothing bigger.
+    pub fn max_request_bytes(self, config: &NetConfig) -> usize {
+        match self {
+            Protocol::Join => config.max_message_bytes.min(JOIN_MAX_BYTES),
+            _ => config.max_message_bytes,
+        }
+    }
+
+    /// The largest response frame, in bytes (a welcome carries a roster).
+    pub fn max_response_bytes(self, config: &NetConfig) -> usize {
         config.max_message_bytes
     }
 }
@@ -98,6 +111,8 @@ pub enum DropReason {
     /// An inbound request failed (oversized, malformed, timed out, or the
     /// answer could not be sent).
     InboundRequest,
+    /// An inbound request arrived while the node's queue was full.
+    Overloaded,
 }
 
 impl DropReason {
@@ -106,6 +121,7 @@ impl DropReason {
             DropReason::IncomingConnection => "incoming-connection",
             DropReason::OutgoingConnection => "outgoing-connection",
             DropReason::InboundRequest => "inbound-request",
+            DropReason::Overloaded => "overloaded",
         }
     }
 }

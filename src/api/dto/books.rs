@@ -176,6 +176,21 @@ impl From<&SearchHit> for Hit {
     }
 }
 
+/// The body of `POST /v1/books/search` (a query travels in the body, so
+/// its length is the query limit's to judge, not the URI's).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SearchCall {
+    pub query: String,
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub version: Option<u32>,
+    pub k: usize,
+    /// Every member's books, not only this node's.
+    #[serde(default)]
+    pub mesh: bool,
+}
+
 /// `book search`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hits {

@@ -131,27 +131,27 @@ pub async fn verify(
     ))
 }
 
-#[derive(Deserialize)]
-pub struct SearchQuery {
-    q: String,
-    key: Option<String>,
-    version: Option<u32>,
-    k: Option<usize>,
-    mesh: Option<String>,
-}
-
 pub async fn search(
     State(books): State<Books>,
     State(rpc): State<Rpc>,
-    Query(q): Query<SearchQuery>,
+    body: Bytes,
 ) -> Answer<dto::Hits> {
+    let call: dto::SearchCall = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("a malformed search: {e}")))?;
+    let max = rpc.limits.max_query_bytes;
+    if call.query.len() > max {
+        return Err(ApiError::bad_request(format!(
+            "a query of {} bytes is over the limit of {max} (net.max_query_bytes)",
+            call.query.len()
+        )));
+    }
     let request = SearchRequest {
-        query: q.q,
-        key: q.key,
-        version: q.version,
-        k: q.k.unwrap_or(6),
+        query: call.query,
+        key: call.key,
+        version: call.version,
+        k: call.k,
     };
-    if flag(&q.mesh) {
+    if call.mesh {
         return Ok(Json(rpc::search::mesh_search(&rpc, request).await?));
     }
     Ok(Json(books.store.call(move |b| b.search(&request)).await??))

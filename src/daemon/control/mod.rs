@@ -106,7 +106,7 @@ pub fn router(state: ControlState) -> Router {
         .route("/v1/books/remove", post(books::remove))
         .route("/v1/books/proof", get(books::proof))
         .route("/v1/books/verify", get(books::verify))
-        .route("/v1/books/search", get(books::search))
+        .route("/v1/books/search", post(books::search))
         .route("/v1/shards", get(books::shards))
         .route("/v1/audit", get(books::audit))
         .route("/v1/identity", get(peers::identity))

@@ -13,12 +13,12 @@ use crate::api::{ApiError, ErrorKind, dto};
 use crate::daemon::outbox::MeshLink;
 use crate::daemon::peers::Peers;
 use crate::mesh::invite;
-use crate::mesh::state::{Dest, parse_join_request};
+use crate::mesh::state::{Dest, InviteStatus, MeshState, parse_join_request};
 use crate::net::{Network, Protocol};
 use crate::wire::mesh as wire;
 use crate::wire::mesh::mesh_message::Kind;
 use crate::wire::node as node_wire;
-use node_wire::join_answer::Kind as Answer;
+pub(super) use node_wire::join_answer::Kind as Answer;
 
 /// How long a joiner waits for a connection to its inviter.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,7 +26,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL_FIRST: Duration = Duration::from_millis(500);
 const POLL_MAX: Duration = Duration::from_secs(10);
 
-fn refused(reason: impl Into<String>) -> node_wire::JoinAnswer {
+pub(super) fn refused(reason: impl Into<String>) -> node_wire::JoinAnswer {
     node_wire::JoinAnswer {
         kind: Some(Answer::Refused(reason.into())),
     }
@@ -86,11 +86,47 @@ pub async fn answer(mesh: &MeshLink, peer: PeerId, data: &[u8]) -> node_wire::Jo
     }
 }
 
+/// Cheap checks of a join request, before any signature work or the mesh
+/// worker: it must carry an invite this node issued, byte for byte, that
+/// is neither revoked nor expired. (A used invite goes on to the full
+/// check, which answers a joiner already added with its welcome.) A flood
+/// of self-signed invites stops here.
+fn precheck(view: &MeshState, signed: &wire::Signed, now_ms: i64) -> Result<(), &'static str> {
+    let request =
+        wire::JoinRequest::decode(signed.body.as_slice()).map_err(|_| "malformed join request")?;
+    let presented = request
+        .invite
+        .as_ref()
+        .ok_or("the join request carries no invite")?;
+    let invite = wire::Invite::decode(presented.body.as_slice()).map_err(|_| "malformed invite")?;
+    let id: [u8; 16] = invite
+        .invite_id
+        .as_slice()
+        .try_into()
+        .map_err(|_| "malformed invite id")?;
+    let issued = view
+        .invites
+        .get(&id)
+        .ok_or("this node did not issue that invite (wrong mesh or wrong inviter)")?;
+    if issued.signed != presented.encode_to_vec() {
+        return Err("the invite differs from the one this node issued");
+    }
+    match issued.status {
+        InviteStatus::Revoked => Err("the invite was revoked"),
+        InviteStatus::Void => Err("the invite is void: its inviter is no longer a member"),
+        _ if issued.expires_ms <= now_ms => Err("the invite has expired"),
+        _ => Ok(()),
+    }
+}
+
 async fn request(
     mesh: &MeshLink,
     peer_bytes: &[u8],
     signed: wire::Signed,
 ) -> node_wire::JoinAnswer {
+    if let Err(reason) = precheck(&mesh.view(), &signed, crate::now_ms()) {
+        return refused(reason);
+    }
     let check = match parse_join_request(&signed) {
         Ok((check, _)) => check,
         Err(e) => return refused(e.to_string()),

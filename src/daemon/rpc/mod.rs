@@ -1,10 +1,13 @@
 //! The request-response protocols, both sides, one file each: `join` is
 //! open to anyone holding a valid invite; `sync`, `search` and `turn` answer
 //! current roster members only (checked per request against the peer id
-//! the Noise handshake authenticated). Every answer is a `proto/` message;
-//! a refusal is an answer carrying its reason, never a failure.
+//! the Noise handshake authenticated; the network's members-only gate
+//! refuses non-members' streams before that). Every answer is a `proto/`
+//! message; a refusal is an answer carrying its reason, never a failure.
+//! `limits` decides, before any work, whether a request is taken at all.
 
 pub mod join;
+pub mod limits;
 pub mod search;
 pub mod sync;
 pub mod turn;
@@ -30,6 +33,7 @@ pub struct Rpc {
     pub store: StoreWorker,
     pub speaker: turn::Speaking,
     pub stats: Arc<Stats>,
+    pub limits: limits::Limits,
 }
 
 /// True when `peer` is a member of the current roster.
@@ -38,19 +42,59 @@ pub fn is_member(view: &MeshState, peer: PeerId) -> bool {
         .is_some_and(|r| r.member(&peer.to_bytes()).is_some())
 }
 
-/// The answer to one inbound request.
+/// A refusal on `protocol`, in that protocol's answer type.
+pub fn refusal(protocol: Protocol, reason: &str) -> Vec<u8> {
+    match protocol {
+        Protocol::Join => join::refused(reason).encode_to_vec(),
+        Protocol::Sync => sync::refused(reason).encode_to_vec(),
+        Protocol::Search => search::refused(reason).encode_to_vec(),
+        Protocol::Turn => turn::refused(reason).encode_to_vec(),
+    }
+}
+
+/// The answer to one inbound request, counted as served or refused.
 pub async fn answer(rpc: &Rpc, peer: PeerId, protocol: Protocol, data: &[u8]) -> Vec<u8> {
-    let answer = match protocol {
-        Protocol::Join => join::answer(&rpc.mesh, peer, data).await.encode_to_vec(),
-        Protocol::Sync => sync::answer(&rpc.mesh, peer, data).await.encode_to_vec(),
-        Protocol::Search => search::answer(&rpc.store, &rpc.mesh.view(), peer, data)
-            .await
-            .encode_to_vec(),
-        Protocol::Turn => turn::answer(&rpc.speaker, Some(peer), data)
-            .await
-            .encode_to_vec(),
+    let (answer, refused) = match protocol {
+        Protocol::Join => {
+            let a = join::answer(&rpc.mesh, peer, data).await;
+            let refused = matches!(a.kind, Some(join::Answer::Refused(_)));
+            (a.encode_to_vec(), refused)
+        }
+        Protocol::Sync => {
+            let a = sync::answer(&rpc.mesh, peer, data).await;
+            let refused = matches!(
+                a.kind,
+                Some(crate::wire::node::sync_answer::Kind::Refused(_))
+            );
+            (a.encode_to_vec(), refused)
+        }
+        Protocol::Search => {
+            let a = search::answer(&rpc.store, &rpc.mesh.view(), &rpc.limits, peer, data).await;
+            let refused = !a.refused.is_empty();
+            (a.encode_to_vec(), refused)
+        }
+        Protocol::Turn => {
+            let a = match rpc.limits.check_turn_quota(peer) {
+                Ok(()) => {
+                    let started = std::time::Instant::now();
+                    let a = turn::answer(&rpc.speaker, Some(peer), data).await;
+                    rpc.limits.charge_turn(peer, started.elapsed());
+                    a
+                }
+                Err(refusal) => {
+                    rpc.stats.bump("requests.refused.turn.turn-quota");
+                    turn::refused(refusal.to_string())
+                }
+            };
+            let refused = matches!(
+                a.kind,
+                Some(crate::wire::moot::turn_answer::Kind::Refused(_))
+            );
+            (a.encode_to_vec(), refused)
+        }
     };
+    let outcome = if refused { "refused" } else { "served" };
     rpc.stats
-        .bump(&format!("requests.served.{}", protocol.short()));
+        .bump(&format!("requests.{outcome}.{}", protocol.short()));
     answer
 }

@@ -18,7 +18,7 @@ use crate::wire::node as node_wire;
 /// How many members a sync request goes to.
 const FANOUT: usize = 3;
 
-fn refused(reason: impl Into<String>) -> node_wire::SyncAnswer {
+pub(super) fn refused(reason: impl Into<String>) -> node_wire::SyncAnswer {
     node_wire::SyncAnswer {
         kind: Some(node_wire::sync_answer::Kind::Refused(reason.into())),
     }

@@ -66,7 +66,7 @@ pub struct Speaking {
 /// Most tokens a turn request may ask this node's model for.
 const MAX_TURN_TOKENS: u32 = 2048;
 
-fn refused(reason: impl Into<String>) -> wire::TurnAnswer {
+pub(super) fn refused(reason: impl Into<String>) -> wire::TurnAnswer {
     wire::TurnAnswer {
         kind: Some(wire::turn_answer::Kind::Refused(reason.into())),
     }
