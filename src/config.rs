@@ -355,6 +355,69 @@ pub struct Settings {
     pub speaker: crate::moot::policy::PolicySettings,
     pub net: NetSettings,
     pub model: crate::model::ModelSettings,
+    pub hooks: HookSettings,
+}
+
+/// `[hooks]`: a program the daemon runs on chosen membership events, with
+/// the event in `GROVE_EVENT*` environment variables (docs/operator-guide.md).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HookSettings {
+    /// The program (an absolute path); none: no hook runs.
+    pub program: Option<PathBuf>,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The events that run it, named as `grove mesh watch` prints them;
+    /// empty: every event.
+    pub events: Vec<String>,
+    /// A run still going after this long is killed.
+    pub timeout_secs: u64,
+    /// Runs at once; an event arriving while this many run is logged and
+    /// skipped, never queued without bound.
+    pub max_running: usize,
+}
+
+impl Default for HookSettings {
+    fn default() -> Self {
+        HookSettings {
+            program: None,
+            args: Vec::new(),
+            events: Vec::new(),
+            timeout_secs: 10,
+            max_running: 4,
+        }
+    }
+}
+
+impl HookSettings {
+    /// Checks the values; on error returns the key (under `hooks.`) and why.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if let Some(p) = &self.program
+            && !p.is_absolute()
+        {
+            return Err(("program", "must be an absolute path".into()));
+        }
+        if let Some(bad) = self
+            .events
+            .iter()
+            .find(|e| !crate::daemon::events::NAMES.contains(&e.as_str()))
+        {
+            return Err((
+                "events",
+                format!(
+                    "unknown event `{bad}`; known: {}",
+                    crate::daemon::events::NAMES.join(", ")
+                ),
+            ));
+        }
+        if !(1..=3600).contains(&self.timeout_secs) {
+            return Err(("timeout_secs", "must be between 1 s and one hour".into()));
+        }
+        if !(1..=64).contains(&self.max_running) {
+            return Err(("max_running", "must be between 1 and 64".into()));
+        }
+        Ok(())
+    }
 }
 
 impl Settings {
@@ -432,6 +495,9 @@ impl Settings {
         self.net.checked()?;
         if let Err((key, reason)) = self.mesh.validate() {
             return Err(invalid(&format!("mesh.{key}"), &reason));
+        }
+        if let Err((key, reason)) = self.hooks.validate() {
+            return Err(invalid(&format!("hooks.{key}"), &reason));
         }
         self.moot
             .validate()

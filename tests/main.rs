@@ -11,6 +11,7 @@ mod daemon;
 mod docs;
 mod grounding;
 mod mesh;
+mod mesh_cli;
 mod model;
 mod moot;
 mod moot_http;

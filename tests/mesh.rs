@@ -1359,6 +1359,7 @@ fn liveness_sweep(seeds: std::ops::Range<u64>) {
                 total.withdrawn += r.withdrawn;
                 total.committed += r.committed;
                 total.expired += r.expired;
+                total.approved_adds += r.approved_adds;
             }
             Err(e) => failed.push(e.to_string()),
         }
@@ -1373,6 +1374,10 @@ fn liveness_sweep(seeds: std::ops::Range<u64>) {
     assert!(
         total.rejected > 0 && total.withdrawn > 0 && total.committed > 0,
         "the checks never saw a rejection, a withdrawal and a commit"
+    );
+    assert!(
+        total.approved_adds > 0,
+        "no run added a member on a pre-approved invite"
     );
 }
 
@@ -1389,4 +1394,133 @@ fn simulation_liveness_seeds_100_to_199() {
 #[test]
 fn simulation_liveness_seeds_200_to_299() {
     liveness_sweep(200..300);
+}
+
+/// `node` issues an invite; returns its text and signed form.
+fn issue_invite(node: &mut Node, now: i64, rng: &mut StdRng) -> (String, wire::Signed) {
+    let r = node.state.create_invite(
+        &node.id,
+        vec!["/ip4/127.0.0.1/tcp/1".into()],
+        String::new(),
+        None,
+        now,
+        rng,
+    );
+    let text = node.take(r, now).unwrap().output.unwrap();
+    let signed = invite::from_text(&text).unwrap();
+    (text, signed)
+}
+
+#[test]
+fn a_pre_approved_invite_adds_on_the_inviters_yes_once_and_revoking_is_a_commit() {
+    let (mut nodes, mut rng, mut now) = mesh_of(3, 41);
+    let epoch = nodes[0].state.epoch();
+    let (text, signed) = issue_invite(&mut nodes[0], now, &mut rng);
+    let id = invite::verify(&signed).unwrap().invite_id;
+    // The approval is an ordinary proposal with the usual quorum.
+    let p = propose_all(
+        &mut nodes,
+        0,
+        ProposalChange::Approve {
+            invite: signed.clone(),
+            name: "dora".into(),
+        },
+        now,
+        &mut rng,
+    );
+    assert_eq!(nodes[0].state.epoch(), epoch, "one yes of three");
+    vote_all(&mut nodes, 1, p, true, now, &mut rng);
+    for n in &nodes {
+        assert_eq!(n.state.epoch(), epoch + 1);
+        let a = n.state.roster().unwrap().approval(&id).expect("approved");
+        assert_eq!(a.approved_epoch, epoch + 1);
+    }
+    now += STEP_MS;
+    let joiner = nodes.len();
+    nodes.push(Node::new(&mut rng));
+    let r = nodes[joiner]
+        .state
+        .request_join(&nodes[joiner].id, &text, "dora", now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    deliver_all(&mut nodes, joiner, t, now, &mut rng);
+    // Added on the inviter's yes alone: every member checked the one-vote
+    // commit against the approval in its roster.
+    assert!(nodes[joiner].state.is_member(), "not added without a vote");
+    for n in &nodes {
+        assert_eq!(n.state.epoch(), epoch + 2);
+        assert_eq!(n.state.tip, nodes[0].state.tip);
+        assert!(
+            n.state.roster().unwrap().approval(&id).is_none(),
+            "single use"
+        );
+    }
+    nodes[1].restart();
+    let r = nodes[1].state.sync_request(&nodes[1].id, now);
+    let t = nodes[1].take(r, now).unwrap();
+    deliver_all(&mut nodes, 1, t, now, &mut rng);
+    // Used: a second joiner presenting it is refused.
+    let late = nodes.len();
+    nodes.push(Node::new(&mut rng));
+    let r = nodes[late]
+        .state
+        .request_join(&nodes[late].id, &text, "dora", now);
+    let t = nodes[late].take(r, now).unwrap();
+    let request = t.outbound[0].message.clone();
+    let r = nodes[0]
+        .state
+        .receive(&nodes[0].id, &request, now, &mut rng);
+    assert_eq!(r.unwrap_err(), MeshError::InviteUsed);
+    nodes.pop();
+    // A one-vote add without an approval is refused by every member.
+    now += STEP_MS;
+    let (text2, _) = issue_invite(&mut nodes[0], now, &mut rng);
+    let stranger = nodes.len();
+    nodes.push(Node::new(&mut rng));
+    let r = nodes[stranger]
+        .state
+        .request_join(&nodes[stranger].id, &text2, "eve", now);
+    let t = nodes[stranger].take(r, now).unwrap();
+    deliver_all(&mut nodes, stranger, t, now, &mut rng);
+    assert!(!nodes[stranger].state.is_member(), "added without a quorum");
+    assert_eq!(nodes[0].state.epoch(), epoch + 2);
+    let open: Vec<[u8; 32]> = nodes[0].state.proposals.keys().copied().collect();
+    for p in open {
+        let r = nodes[0].state.withdraw(&nodes[0].id, p, now);
+        let t = nodes[0].take(r, now).unwrap();
+        deliver_all(&mut nodes, 0, t, now, &mut rng);
+    }
+    nodes.pop();
+    // Revoking an approval is itself a commit (quorum).
+    now += STEP_MS;
+    let (_, signed3) = issue_invite(&mut nodes[1], now, &mut rng);
+    let id3 = invite::verify(&signed3).unwrap().invite_id;
+    let p = propose_all(
+        &mut nodes,
+        1,
+        ProposalChange::Approve {
+            invite: signed3,
+            name: String::new(),
+        },
+        now,
+        &mut rng,
+    );
+    vote_all(&mut nodes, 2, p, true, now, &mut rng);
+    vote_all(&mut nodes, 3, p, true, now, &mut rng);
+    assert!(nodes[3].state.roster().unwrap().approval(&id3).is_some());
+    now += STEP_MS;
+    let p = propose_all(
+        &mut nodes,
+        2,
+        ProposalChange::RevokeApproval(id3),
+        now,
+        &mut rng,
+    );
+    vote_all(&mut nodes, 3, p, true, now, &mut rng);
+    vote_all(&mut nodes, 0, p, true, now, &mut rng);
+    for n in &nodes {
+        assert_eq!(n.state.epoch(), epoch + 4);
+        assert!(n.state.roster().unwrap().approved.is_empty());
+        assert!(n.state.evidence.is_empty());
+        n.store.verify_audit().unwrap();
+    }
 }

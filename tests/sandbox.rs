@@ -618,6 +618,17 @@ impl Machine {
     /// notify socket, the binaries) and starts the service: `program`
     /// replaces the unit's ExecStart when given.
     fn start(harness: &Path, p: &Plan, program: Option<&[&str]>) -> Machine {
+        Machine::start_with_setup(harness, p, program, &[])
+    }
+
+    /// Like `start`, with shell lines run as the machine's root after the
+    /// unit's directories exist (files an operator would install).
+    fn start_with_setup(
+        harness: &Path,
+        p: &Plan,
+        program: Option<&[&str]>,
+        setup: &[String],
+    ) -> Machine {
         let dir = tempfile::tempdir().expect("tempdir");
         let t = dir.path();
         std::fs::write(t.join("passwd"), &p.users.passwd).unwrap();
@@ -683,6 +694,7 @@ impl Machine {
             let owner = if *owned { "-o grove -g grove" } else { "" };
             script.push(format!("install -d {owner} -m {mode} {path}"));
         }
+        script.extend(setup.iter().cloned());
         let pidfile = t.join("main.pid");
         let mut exec = vec![
             q(harness),
@@ -1144,4 +1156,85 @@ fn without_af_netlink_the_default_config_does_not_start() {
     }
     let err = m.stderr();
     assert!(err.contains("Address family not supported"), "{err}");
+}
+
+/// A `[hooks]` program runs inside the service's sandbox: as the service
+/// user, with the event in its environment, able to write the state
+/// directory and nothing of the system (docs/operator-guide.md, "Hooks").
+#[test]
+fn a_hook_runs_under_the_units_sandbox() {
+    let Some(p) = unit_plan() else { return };
+    let Some(harness) = harness() else { return };
+    let out = "/var/lib/grove/hook.out";
+    let hook = format!(
+        "#!/bin/sh\n\
+         {{\n\
+         echo \"event=$GROVE_EVENT epoch=$GROVE_EVENT_EPOCH name=$GROVE_EVENT_NAME\"\n\
+         echo \"uid=$(id -un)\"\n\
+         touch /etc/grove/written 2>/dev/null && echo etc=writable || echo etc=read-only\n\
+         touch /usr/bin/written 2>/dev/null && echo usr=writable || echo usr=read-only\n\
+         ls /home/alice >/dev/null 2>&1 && echo home=visible || echo home=hidden\n\
+         }} >> {out}\n"
+    );
+    let setup = vec![
+        format!("printf '%s' {} > /etc/grove/hook.sh", shell_quote(&hook)),
+        "chmod 0755 /etc/grove/hook.sh".to_string(),
+        // The operator's config, where the unit's daemon reads it.
+        format!(
+            "printf '%s' {} > /etc/grove/grove.toml",
+            shell_quote(
+                "[hooks]\nprogram = \"/etc/grove/hook.sh\"\nevents = [\"joined\"]\ntimeout_secs = 5\n"
+            )
+        ),
+    ];
+    let mut m = Machine::start_with_setup(&harness.path, &p, None, &setup);
+    let main = m.main_pid();
+    m.expect_notification("READY=1", Duration::from_secs(60));
+    let init = m.as_user(
+        "alice",
+        &[],
+        &[
+            "grove",
+            "mesh",
+            "init",
+            "--name",
+            "sandboxed",
+            "--as",
+            "hooked",
+        ],
+    );
+    assert!(
+        init.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&init.stderr),
+        m.stderr()
+    );
+    let start = Instant::now();
+    let seen = loop {
+        let cat = m.as_user("alice", &[], &["cat", out]);
+        let text = String::from_utf8_lossy(&cat.stdout).into_owned();
+        if text.contains("home=") {
+            break text;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the hook did not run:\n{}",
+            m.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!("the hook under the sandbox wrote:\n{seen}");
+    for want in [
+        "event=joined epoch=0 name=hooked",
+        "uid=grove",
+        "etc=read-only",
+        "usr=read-only",
+        "home=hidden",
+    ] {
+        assert!(seen.contains(want), "{want} not in:\n{seen}");
+    }
+    assert!(m.stderr().contains("hook ran"), "{}", m.stderr());
+    // SAFETY: signalling the service we started.
+    assert_eq!(unsafe { libc::kill(main, libc::SIGTERM) }, 0);
+    assert_eq!(m.wait(p.stop_timeout), 0, "{}", m.stderr());
 }

@@ -61,53 +61,105 @@ impl Client {
         self.runtime.block_on(self.send(method, path, body))
     }
 
-    async fn send<T: DeserializeOwned>(
+    /// A streaming request (`mesh watch`): calls `line` with each line of
+    /// the answer as it arrives, until the daemon ends it or `line` returns
+    /// false.
+    pub fn stream_lines(
+        &self,
+        path: &str,
+        mut line: impl FnMut(&[u8]) -> bool,
+    ) -> Result<(), ApiError> {
+        self.runtime.block_on(async {
+            let resp = self.open(Method::GET, path, Vec::new()).await?;
+            let status = resp.status();
+            let mut body = resp.into_body();
+            if status != StatusCode::OK {
+                let bytes = body
+                    .collect()
+                    .await
+                    .map_err(|e| self.unavailable("answer", &e))?
+                    .to_bytes();
+                return Err(error_of(status, &bytes));
+            }
+            let mut pending = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| self.unavailable("answer", &e))?;
+                let Some(data) = frame.data_ref() else {
+                    continue;
+                };
+                pending.extend_from_slice(data);
+                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                    let rest = pending.split_off(end + 1);
+                    if !line(&pending[..end]) {
+                        return Ok(());
+                    }
+                    pending = rest;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn unavailable(&self, what: &str, e: &dyn std::fmt::Display) -> ApiError {
+        ApiError::new(
+            ErrorKind::Unavailable,
+            format!("control socket {}: {what}: {e}", self.socket.display()),
+        )
+    }
+
+    /// Sends one request and returns the answer's head and body.
+    async fn open(
         &self,
         method: Method,
         path: &str,
         body: Vec<u8>,
-    ) -> Result<T, ApiError> {
-        let unavailable = |what: &str, e: &dyn std::fmt::Display| {
-            ApiError::new(
-                ErrorKind::Unavailable,
-                format!("control socket {}: {what}: {e}", self.socket.display()),
-            )
-        };
+    ) -> Result<hyper::Response<hyper::body::Incoming>, ApiError> {
         let stream = tokio::net::UnixStream::connect(&self.socket)
             .await
-            .map_err(|e| unavailable("connect", &e))?;
+            .map_err(|e| self.unavailable("connect", &e))?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| unavailable("handshake", &e))?;
+            .map_err(|e| self.unavailable("handshake", &e))?;
         tokio::spawn(conn);
         let req = Request::builder()
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, "grove")
             .body(Full::new(Bytes::from(body)))
-            .map_err(|e| unavailable("request", &e))?;
-        let resp = sender
+            .map_err(|e| self.unavailable("request", &e))?;
+        sender
             .send_request(req)
             .await
-            .map_err(|e| unavailable("request", &e))?;
+            .map_err(|e| self.unavailable("request", &e))
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<T, ApiError> {
+        let resp = self.open(method, path, body).await?;
         let status = resp.status();
         let bytes = resp
             .into_body()
             .collect()
             .await
-            .map_err(|e| unavailable("answer", &e))?
+            .map_err(|e| self.unavailable("answer", &e))?
             .to_bytes();
         if status == StatusCode::OK {
-            return serde_json::from_slice(&bytes).map_err(|e| unavailable("answer", &e));
+            return serde_json::from_slice(&bytes).map_err(|e| self.unavailable("answer", &e));
         }
-        let message = serde_json::from_slice::<dto::ErrorBody>(&bytes)
-            .map(|b| b.error)
-            .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-        Err(ApiError::new(
-            ErrorKind::from_status(status.as_u16()),
-            message,
-        ))
+        Err(error_of(status, &bytes))
     }
+}
+
+/// The daemon's error answer as an [`ApiError`] of the kind its status names.
+fn error_of(status: StatusCode, bytes: &[u8]) -> ApiError {
+    let message = serde_json::from_slice::<dto::ErrorBody>(bytes)
+        .map(|b| b.error)
+        .unwrap_or_else(|_| String::from_utf8_lossy(bytes).into_owned());
+    ApiError::new(ErrorKind::from_status(status.as_u16()), message)
 }
 
 /// Builds `path?name=value&…`, skipping absent values.

@@ -39,6 +39,15 @@ pub enum MeshCmd {
         /// A note kept with the invite (who it is for).
         #[arg(long, default_value = "")]
         note: String,
+        /// Ask the members to approve the invite in advance: once that
+        /// approval is committed, a joiner presenting it is added without a
+        /// further vote (single use, until the invite expires). Experimental:
+        /// see the known issue in docs/mesh-protocol.md §8a.
+        #[arg(long)]
+        approved: bool,
+        /// With --approved: the display name the joiner must use.
+        #[arg(long, value_name = "DISPLAY_NAME", requires = "approved")]
+        approved_name: Option<String>,
     },
     /// Join a mesh with an invite; waits for the members' vote in the background.
     Join {
@@ -63,8 +72,16 @@ pub enum MeshCmd {
         /// yes or no.
         choice: String,
     },
+    /// Withdraw your own open proposal (its id or a unique prefix); every
+    /// vote on it is free at once.
+    Withdraw { proposal: String },
     /// Open proposals and their votes.
     Proposals,
+    /// Stream membership events as they happen (proposals, votes, commits,
+    /// rejections, withdrawals, joins, removals, members online/offline);
+    /// with --json one object per line. Runs until interrupted or the node
+    /// stops.
+    Watch,
     /// Propose removing this node from the mesh.
     Leave,
 }
@@ -184,7 +201,13 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 ("as", member_name),
             ],
         )?),
-        MeshCmd::Invite { cmd, ttl, note } => invite(ctx, &client, cmd, ttl, note),
+        MeshCmd::Invite {
+            cmd,
+            ttl,
+            note,
+            approved,
+            approved_name,
+        } => invite(ctx, &client, cmd, ttl, note, approved, approved_name),
         MeshCmd::Join {
             invite,
             member_name,
@@ -227,7 +250,39 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             "/v1/mesh/vote",
             &[("id", Some(proposal)), ("choice", Some(choice))],
         )?),
+        MeshCmd::Withdraw { proposal } => ctx.show(&post::<dto::Withdrawn>(
+            &client,
+            "/v1/mesh/withdraw",
+            &[("id", Some(proposal))],
+        )?),
         MeshCmd::Proposals => ctx.show(&get::<dto::ProposalList>(&client, "/v1/mesh/proposals")?),
+        MeshCmd::Watch => watch(ctx, &client),
+    }
+}
+
+/// `grove mesh watch`: each event as a line as it comes (stdout is line
+/// buffered, so a pipe sees it at once); ends when stdout closes or the
+/// node stops, and fails when the daemon dropped this watcher.
+fn watch(ctx: &Ctx, client: &Client) -> anyhow::Result<()> {
+    let mut dropped = None;
+    client.stream_lines("/v1/mesh/watch", |line| {
+        let Ok(e) = serde_json::from_slice::<dto::MeshEvent>(line) else {
+            return true;
+        };
+        if e.event == "watch_dropped" {
+            dropped = Some(e.detail.clone());
+        }
+        ctx.show_line(&e).is_ok()
+    })?;
+    if let Some(why) = dropped {
+        anyhow::bail!("{why}");
+    }
+    Ok(())
+}
+
+impl Show for dto::MeshEvent {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}  {:15} {}", self.at, self.event, self.detail)
     }
 }
 
@@ -238,6 +293,8 @@ fn invite(
     cmd: Option<InviteCmd>,
     ttl: Option<String>,
     note: String,
+    approved: bool,
+    approved_name: Option<String>,
 ) -> anyhow::Result<()> {
     match cmd {
         None => {
@@ -248,6 +305,8 @@ fn invite(
                 &[
                     ("ttl_secs", ttl.map(|t| t.to_string())),
                     ("note", Some(note)),
+                    ("approved", approved.then(|| "true".to_string())),
+                    ("approved_name", approved_name),
                 ],
             )?)
         }
@@ -273,13 +332,31 @@ impl Show for dto::InviteCreated {
             self.id,
             super::when(self.expires, grove::now_ms()),
             self.bootstrap.join(", ")
-        )
+        )?;
+        match (self.approved, &self.approval) {
+            (Some(true), _) => writeln!(
+                err,
+                "approved in advance: a joiner with it is added without a vote"
+            ),
+            (_, Some(p)) => writeln!(
+                err,
+                "approval proposed as {p}; once the members vote it through, a joiner with it is added without a vote"
+            ),
+            _ => Ok(()),
+        }
     }
 }
 
 impl Show for dto::Revoked {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "revoked invite {}", self.id)
+        writeln!(out, "revoked invite {}", self.id)?;
+        if let Some(p) = &self.approval_revocation {
+            writeln!(
+                out,
+                "its approval ends with proposal {p} (a commit: the members vote on it)"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -292,9 +369,10 @@ impl Show for dto::InviteList {
         for i in &self.invites {
             writeln!(
                 out,
-                "{}  {:8}  expires {}  {}",
+                "{}  {:8}  {:8}  expires {}  {}",
                 i.id,
                 i.status,
+                i.approval.as_deref().unwrap_or("-"),
                 super::when(i.expires, now),
                 i.note
             )?;
@@ -322,10 +400,26 @@ impl Show for dto::JoinResult {
     }
 }
 
+impl Show for dto::Withdrawn {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "withdrew {} (epoch {}); every vote on it is free",
+            self.id, self.epoch
+        )
+    }
+}
+
 impl Show for dto::Voted {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         let choice = if self.yes { "yes" } else { "no" };
-        if self.committed {
+        if self.rejected {
+            writeln!(
+                out,
+                "voted no on {}; it can no longer reach its quorum, so it is rejected and every vote on it is free (epoch {})",
+                self.id, self.epoch
+            )
+        } else if self.committed {
             writeln!(
                 out,
                 "voted {choice} on {}; it passed: the mesh is now at epoch {}",
@@ -442,7 +536,28 @@ trait WriteStatus {
 
 impl WriteStatus for dto::MeshStatus {
     fn write(&self, out: &mut dyn Write, node_started_ms: Option<i64>) -> io::Result<()> {
+        if let Some(j) = &self.join {
+            writeln!(out, "state: pending")?;
+            writeln!(
+                out,
+                "asked to join mesh {} as {} with invite {} (inviter {})",
+                self.mesh_id, j.name, j.invite_id, j.inviter
+            )?;
+            return writeln!(out, "waiting for {}", j.waiting_for);
+        }
         writeln!(out, "mesh {} ({})", self.name, self.mesh_id)?;
+        if let Some(r) = &self.removed {
+            writeln!(
+                out,
+                "state: removed: this node is no longer a member of mesh {} (removed at epoch {} by proposal {}, commit {}{})",
+                self.name,
+                r.epoch,
+                r.proposal.as_deref().unwrap_or("unknown"),
+                r.commit,
+                r.at.map(|t| format!(", applied here at {t} Unix ms"))
+                    .unwrap_or_default()
+            )?;
+        }
         writeln!(
             out,
             "epoch {}  roster {}  quorum {}",
@@ -517,6 +632,7 @@ fn init_offline(
     store.persist(&t, now)?;
     let roster = state.roster().context("no roster after init")?;
     Ok(dto::MeshStatus {
+        state: "member".into(),
         mesh_id: hex::encode(roster.mesh_id),
         name: roster.mesh_name.clone(),
         epoch: roster.epoch,
@@ -538,5 +654,7 @@ fn init_offline(
             .collect(),
         proposals: Vec::new(),
         evidence: 0,
+        removed: None,
+        join: None,
     })
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::events::Events;
 use super::worker::{Stopped, Worker};
 use crate::identity::Identity;
 use crate::mesh::MeshError;
@@ -31,6 +32,8 @@ pub struct MeshCore {
     pub id: Identity,
     pub store: MeshStore,
     pub state: MeshState,
+    /// Where each persisted transition's membership events go.
+    pub events: Events,
 }
 
 impl MeshCore {
@@ -49,6 +52,7 @@ impl MeshCore {
             id,
             store,
             state,
+            events: Events::default(),
         })
     }
 
@@ -60,7 +64,11 @@ impl MeshCore {
         result: Result<(MeshState, Transition), MeshError>,
     ) -> Result<Transition, ActorError> {
         let (state, transition) = result?;
-        self.store.persist(&transition, crate::now_ms())?;
+        let now = crate::now_ms();
+        self.store.persist(&transition, now)?;
+        for e in super::events::of_transition(&self.state, &state, &transition, now) {
+            self.events.publish(e);
+        }
         self.state = state;
         if let Some(refused) = &transition.refused {
             return Err(ActorError::Refused(refused.clone()));
@@ -74,12 +82,14 @@ impl MeshCore {
 pub struct MeshWorker {
     worker: Worker<MeshCore>,
     view: watch::Receiver<Arc<MeshState>>,
+    events: Events,
 }
 
 impl MeshWorker {
     /// Starts the thread; it ends when every handle is dropped.
     pub fn spawn(core: MeshCore) -> std::io::Result<(MeshWorker, std::thread::JoinHandle<()>)> {
         let (publish, view) = watch::channel(Arc::new(core.state.clone()));
+        let events = core.events.clone();
         let (worker, thread) = Worker::spawn("mesh", 64, core, move |core: &mut MeshCore| {
             publish.send_if_modified(|shown| {
                 if **shown == core.state {
@@ -89,7 +99,14 @@ impl MeshWorker {
                 true
             });
         })?;
-        Ok((MeshWorker { worker, view }, thread))
+        Ok((
+            MeshWorker {
+                worker,
+                view,
+                events,
+            },
+            thread,
+        ))
     }
 
     /// Runs `f` on the mesh thread and waits for its answer.
@@ -108,6 +125,12 @@ impl MeshWorker {
     /// A receiver that wakes on every state change.
     pub fn watch(&self) -> watch::Receiver<Arc<MeshState>> {
         self.view.clone()
+    }
+
+    /// The membership events of every transition (and members online or
+    /// offline, which the node loop adds).
+    pub fn events(&self) -> &Events {
+        &self.events
     }
 
     pub fn is_alive(&self) -> bool {
@@ -131,5 +154,15 @@ impl From<ActorError> for crate::api::ApiError {
             ActorError::Stopped(_) => ErrorKind::Unavailable,
         };
         crate::api::ApiError::new(kind, e.to_string())
+    }
+}
+
+/// Refuses a command that needs membership on a node the mesh removed
+/// ("this node is no longer a member of mesh M (removed at epoch E)"); a
+/// node with no mesh, or a member, passes.
+pub fn refuse_if_removed(view: &MeshState) -> Result<(), crate::api::ApiError> {
+    match view.require_member() {
+        Err(e @ MeshError::Removed { .. }) => Err(ActorError::Refused(e).into()),
+        _ => Ok(()),
     }
 }

@@ -5,7 +5,9 @@
 //! [`run`] takes its shutdown signal as a future so tests can embed a node.
 
 pub mod control;
+pub mod events;
 pub mod gossip;
+pub mod hooks;
 pub mod mesh;
 pub mod model;
 pub mod moots;
@@ -122,6 +124,8 @@ pub async fn run(
     let (model, _model_thread) =
         model::ModelWorker::spawn(settings.model.clone(), state_dir.clone())
             .map_err(DaemonError::Worker)?;
+    let events = mesh_worker.events().clone();
+    let hooks = hooks::spawn(&settings.hooks, &events);
     let health = Health {
         store: store.clone(),
         mesh: mesh_worker.clone(),
@@ -162,10 +166,16 @@ pub async fn run(
     tracing::info!("shutting down: no new requests; finishing those in flight");
     notifier.notify("STOPPING=1\nSTATUS=shutting down");
     let _ = stop_tx.send(true);
+    // Ends the `mesh watch` streams (so in-flight requests can finish)
+    // and the hook runner.
+    events.close();
     if let Err(e) = server.await {
         tracing::warn!(error = %e, "control server task failed");
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), node_task).await;
+    if let Some(hooks) = hooks {
+        let _ = tokio::time::timeout(Duration::from_secs(2), hooks).await;
+    }
     // In-flight request handlers may still hold worker handles: give them a
     // moment, then the threads finish queued work (each a whole
     // transaction) and end once the last handle is gone.
@@ -378,6 +388,7 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
                 mesh: link.clone(),
                 net: p.net.clone(),
                 peers: p.peers.clone(),
+                progress: Default::default(),
             },
             advertised: p.advertised,
             node_name: p.settings.node.name.clone(),

@@ -301,8 +301,15 @@ impl NodeLoop {
         match event {
             Event::Listening(addr) => tracing::debug!(%addr, "listening"),
             Event::PeerConnected(peer) => {
+                let was_online = self.peers.lock().connected.contains(&peer);
                 self.peers.lock().connected(peer, now);
                 let view = self.view();
+                if !was_online {
+                    self.mesh
+                        .worker
+                        .events()
+                        .member_seen(&view, peer, true, now);
+                }
                 if view
                     .roster()
                     .is_some_and(|r| r.member(&peer.to_bytes()).is_some())
@@ -322,8 +329,13 @@ impl NodeLoop {
                 }
             }
             Event::PeerDisconnected(peer) => {
-                let member = super::rpc::is_member(&self.view(), peer);
+                let view = self.view();
+                let member = super::rpc::is_member(&view, peer);
                 self.peers.lock().disconnected(peer, now, member);
+                self.mesh
+                    .worker
+                    .events()
+                    .member_seen(&view, peer, false, now);
             }
             Event::Gossip {
                 id,

@@ -113,6 +113,46 @@ pub struct Roster {
     pub quorum: QuorumRule,
     /// Hash of the commit core that made this epoch; zero at genesis.
     pub commit_hash: [u8; 32],
+    /// Invites approved in advance (§8a), sorted by invite id.
+    pub approved: Vec<ApprovedInvite>,
+}
+
+/// An invite the members approved in advance: a joiner presenting exactly
+/// this invite is added on its inviter's yes alone, once, before expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovedInvite {
+    pub invite_id: [u8; 16],
+    /// `SHA-256("grove-mesh/v1/invite-hash\0" || signed invite bytes)`.
+    pub invite_hash: [u8; 32],
+    pub inviter: Vec<u8>,
+    pub expires_ms: i64,
+    /// The display name the add must carry; empty for any.
+    pub name: String,
+    pub approved_epoch: u64,
+}
+
+impl ApprovedInvite {
+    pub fn to_wire(&self) -> wire::ApprovedInvite {
+        wire::ApprovedInvite {
+            invite_id: self.invite_id.to_vec(),
+            invite_hash: self.invite_hash.to_vec(),
+            inviter: self.inviter.clone(),
+            expires_ms: self.expires_ms,
+            name: self.name.clone(),
+            approved_epoch: self.approved_epoch,
+        }
+    }
+
+    pub fn from_wire(w: &wire::ApprovedInvite) -> Result<ApprovedInvite, MeshError> {
+        Ok(ApprovedInvite {
+            invite_id: bytes16(&w.invite_id, "approved invite id")?,
+            invite_hash: bytes32(&w.invite_hash, "approved invite hash")?,
+            inviter: w.inviter.clone(),
+            expires_ms: w.expires_ms,
+            name: w.name.clone(),
+            approved_epoch: w.approved_epoch,
+        })
+    }
 }
 
 /// A membership change carried by a proposal.
@@ -122,6 +162,10 @@ pub enum Change {
     Kick(Vec<u8>),
     Rotate,
     Quorum(QuorumRule),
+    /// Approve an invite in advance (its `approved_epoch` is set by `next`).
+    Approve(ApprovedInvite),
+    /// End an approval, by invite id.
+    RevokeApproval([u8; 16]),
 }
 
 impl Member {
@@ -192,6 +236,7 @@ impl Roster {
             members: vec![founder],
             quorum,
             commit_hash: [0u8; 32],
+            approved: Vec::new(),
         }
     }
 
@@ -203,6 +248,7 @@ impl Roster {
             members: self.members.iter().map(Member::to_wire).collect(),
             quorum: Some(self.quorum.to_wire()),
             commit_hash: self.commit_hash.to_vec(),
+            approved: self.approved.iter().map(ApprovedInvite::to_wire).collect(),
         }
     }
 
@@ -238,6 +284,20 @@ impl Roster {
                 .as_ref()
                 .ok_or_else(|| MeshError::malformed("roster", "no quorum rule"))?,
         )?;
+        let approved = w
+            .approved
+            .iter()
+            .map(ApprovedInvite::from_wire)
+            .collect::<Result<Vec<_>, _>>()?;
+        if approved
+            .windows(2)
+            .any(|p| p[0].invite_id >= p[1].invite_id)
+        {
+            return Err(MeshError::malformed(
+                "roster",
+                "approved invites not sorted or repeated",
+            ));
+        }
         Ok(Roster {
             mesh_id: bytes16(&w.mesh_id, "roster mesh id")?,
             mesh_name: w.mesh_name,
@@ -245,6 +305,7 @@ impl Roster {
             members,
             quorum,
             commit_hash: bytes32(&w.commit_hash, "roster commit hash")?,
+            approved,
         })
     }
 
@@ -262,6 +323,14 @@ impl Roster {
     /// The member with this peer id, if its Ed25519 key is `ed25519`.
     pub fn member_with_key(&self, peer_id: &[u8], ed25519: &[u8; 32]) -> Option<&Member> {
         self.member(peer_id).filter(|m| &m.ed25519 == ed25519)
+    }
+
+    /// The approval of invite `id`, when this roster lists one.
+    pub fn approval(&self, id: &[u8; 16]) -> Option<&ApprovedInvite> {
+        self.approved
+            .binary_search_by(|a| a.invite_id.cmp(id))
+            .ok()
+            .map(|i| &self.approved[i])
     }
 
     /// Yes votes needed for a quorum of this roster.
@@ -300,12 +369,39 @@ impl Roster {
             Change::Quorum(rule) => {
                 rule.validate()?;
             }
+            Change::Approve(a) => {
+                if self.approval(&a.invite_id).is_some() {
+                    return Err(MeshError::InvalidProposal("invite already approved".into()));
+                }
+                if self.member(&a.inviter).is_none() {
+                    return Err(MeshError::InviteVoid);
+                }
+                if a.name.len() > MAX_NAME_BYTES {
+                    return Err(MeshError::InvalidProposal("display name too long".into()));
+                }
+            }
+            Change::RevokeApproval(id) => {
+                if self.approval(id).is_none() {
+                    return Err(MeshError::InvalidProposal(
+                        "no approval of that invite to revoke".into(),
+                    ));
+                }
+            }
         }
         Ok(())
     }
 
-    /// The roster of the next epoch after `change`, made by `commit_hash`.
-    pub fn next(&self, change: &Change, commit_hash: [u8; 32]) -> Roster {
+    /// The roster of the next epoch after `change`, made by `commit_hash`
+    /// for a proposal created at `created_ms` that used invite `invite_id`
+    /// (an add). Approvals end when used (an add with their invite), when
+    /// expired at `created_ms`, or when their inviter is gone (§8a).
+    pub fn next(
+        &self,
+        change: &Change,
+        commit_hash: [u8; 32],
+        created_ms: i64,
+        invite_id: Option<[u8; 16]>,
+    ) -> Roster {
         let mut next = self.clone();
         next.epoch = self.epoch + 1;
         next.commit_hash = commit_hash;
@@ -322,7 +418,23 @@ impl Roster {
             Change::Kick(peer) => next.members.retain(|m| &m.peer_id != peer),
             Change::Rotate => {}
             Change::Quorum(rule) => next.quorum = *rule,
+            Change::Approve(a) => {
+                let mut a = a.clone();
+                a.approved_epoch = next.epoch;
+                let at = next
+                    .approved
+                    .binary_search_by(|x| x.invite_id.cmp(&a.invite_id))
+                    .unwrap_or_else(|i| i);
+                next.approved.insert(at, a);
+            }
+            Change::RevokeApproval(id) => next.approved.retain(|a| &a.invite_id != id),
         }
+        let members = next.members.clone();
+        next.approved.retain(|a| {
+            Some(a.invite_id) != invite_id
+                && a.expires_ms > created_ms
+                && members.iter().any(|m| m.peer_id == a.inviter)
+        });
         next
     }
 }

@@ -181,6 +181,9 @@ pub struct Report {
     pub rejected: usize,
     pub withdrawn: usize,
     pub expired: usize,
+    /// Commits on the first member's chain that added a member on a
+    /// pre-approved invite with one vote where the quorum was more (§8a).
+    pub approved_adds: usize,
 }
 
 struct InFlight {
@@ -255,7 +258,7 @@ impl<S: Storage> Sim<S> {
         sim.cfg.max_delay_steps = 0;
         for _ in 1..sim.cfg.members {
             sim.now += STEP_MS;
-            let joiner = sim.invite_and_join(founder);
+            let joiner = sim.invite_and_join(founder, false);
             // Everyone else votes yes on the open add proposal.
             for _ in 0..4 {
                 sim.deliver_due();
@@ -291,7 +294,8 @@ impl<S: Storage> Sim<S> {
     }
 
     /// Member `inviter` creates an invite and a new node asks to join with it.
-    fn invite_and_join(&mut self, inviter: usize) -> Option<usize> {
+    /// `approve`: the inviter also proposes the invite's approval (§8a).
+    fn invite_and_join(&mut self, inviter: usize, approve: bool) -> Option<usize> {
         let now = self.now;
         let r = self.nodes[inviter].state.create_invite(
             &self.nodes[inviter].id,
@@ -302,6 +306,22 @@ impl<S: Storage> Sim<S> {
             &mut self.rng,
         );
         let text = self.take(inviter, r).ok()?.output?;
+        // An approved invite's join passes on the inviter's yes once the
+        // approval is in; until then the inviter, bound by its vote on the
+        // approval, refuses it and the joiner asks again.
+        if approve && let Ok(invite) = super::invite::from_text(&text) {
+            let _ = self.act(inviter, |s, id, rng, now| {
+                s.propose(
+                    id,
+                    ProposalChange::Approve {
+                        invite,
+                        name: String::new(),
+                    },
+                    now,
+                    rng,
+                )
+            });
+        }
         let joiner = self.add_node();
         self.invites.insert(joiner, text.clone());
         self.act(joiner, |s, id, _, now| {
@@ -499,7 +519,8 @@ impl<S: Storage> Sim<S> {
             let roster_len = self.nodes[m].state.roster().map_or(0, |r| r.members.len());
             let pick = self.rng.random_range(0..10);
             if pick < 3 && self.nodes.len() < self.max_nodes {
-                self.invite_and_join(m);
+                let approve = self.rng.random_bool(0.5);
+                self.invite_and_join(m, approve);
             } else if pick < 5 && roster_len > 3 {
                 let roster = self.nodes[m].state.roster().cloned();
                 if let Some(r) = roster {
@@ -761,6 +782,26 @@ impl<S: Storage> Sim<S> {
         }
         report.end_epoch = first.epoch();
         report.members = members.len();
+        report.approved_adds = first
+            .chain()
+            .iter()
+            .filter_map(|h| first.rosters.get(h))
+            .filter(|n| {
+                let votes = n.commit.as_deref().and_then(|c| {
+                    let signed: wire::Signed = codec::decode_canonical(c, "commit").ok()?;
+                    let commit: wire::Commit =
+                        codec::decode_canonical(&signed.body, "commit").ok()?;
+                    let core: wire::CommitCore =
+                        codec::decode_canonical(&commit.core, "commit core").ok()?;
+                    Some(core.votes.len())
+                });
+                let needed = n
+                    .parent
+                    .and_then(|p| first.rosters.get(&p))
+                    .map(|p| p.roster.quorum_needed());
+                votes == Some(1) && needed.is_some_and(|q| q > 1)
+            })
+            .count();
         report.injected = self.injected;
         report.refused_injections = self.refused_injections;
         Ok(())

@@ -16,7 +16,7 @@ use super::MeshError;
 use super::codec::{self, SigCheck, bytes16, bytes32, label, tag};
 use super::envelope::{self, ENVELOPE_LEN, EnvelopeContext, EnvelopeSender};
 use super::invite::{self, Invite};
-use super::roster::{Change, Member, QuorumRule, Roster};
+use super::roster::{ApprovedInvite, Change, Member, QuorumRule, Roster};
 use crate::identity::{self, Identity, PublicIdentity};
 use crate::wire::mesh as wire;
 use crate::wire::mesh::mesh_message::Kind;
@@ -311,6 +311,13 @@ pub enum ProposalChange {
     Kick(Vec<u8>),
     Rotate,
     Quorum(QuorumRule),
+    /// Approve a signed invite in advance (`name` empty: any display name).
+    Approve {
+        invite: wire::Signed,
+        name: String,
+    },
+    /// End the approval of an invite.
+    RevokeApproval([u8; 16]),
 }
 
 /// The whole membership state of one node.
@@ -533,7 +540,9 @@ impl MeshState {
             .ok_or(MeshError::NoMesh)
     }
 
-    fn require_member(&self) -> Result<&Roster, MeshError> {
+    /// The current roster when this node is in it; otherwise why not (no
+    /// mesh, removed at an epoch, or not a member yet).
+    pub fn require_member(&self) -> Result<&Roster, MeshError> {
         let roster = self.roster().ok_or(MeshError::NoMesh)?;
         if roster
             .member_with_key(&self.me.peer_id, &self.me.ed25519)
@@ -865,6 +874,13 @@ fn tx_propose<R: CryptoRng + ?Sized>(
             wire::proposal::Change::Rotate(nonce)
         }
         ProposalChange::Quorum(q) => wire::proposal::Change::Quorum(q.to_wire()),
+        ProposalChange::Approve { invite, name } => {
+            wire::proposal::Change::Approve(wire::InviteApproval {
+                invite: Some(invite),
+                name,
+            })
+        }
+        ProposalChange::RevokeApproval(id) => wire::proposal::Change::RevokeApproval(id.to_vec()),
     };
     let body = wire::Proposal {
         mesh_id: roster.mesh_id.to_vec(),
@@ -1303,6 +1319,13 @@ fn tx_check_rejection(tx: &mut Tx, proposal_hash: [u8; 32], now_ms: i64) -> Resu
         return Ok(());
     };
     if p.roster_hash != tx.s.tip {
+        return Ok(());
+    }
+    // A pre-approved add needs no quorum, so no votes cannot reject it.
+    let body: wire::Proposal =
+        codec::decode_canonical::<wire::Signed>(&p.signed, "stored proposal")
+            .and_then(|s| codec::decode_canonical(&s.body, "stored proposal"))?;
+    if approved_add(&roster, &body) {
         return Ok(());
     }
     let needed = roster.rejection_needed();
@@ -1904,13 +1927,17 @@ fn tx_try_commit<R: CryptoRng + ?Sized>(
     let Some(roster) = tx.s.roster().cloned() else {
         return Ok(());
     };
-    let needed = roster.quorum_needed();
+    let proposal = codec::decode_canonical::<wire::Signed>(&p.signed, "stored proposal")?;
+    let body: wire::Proposal = codec::decode_canonical(&proposal.body, "stored proposal")?;
+    let approved = approved_add(&roster, &body);
+    let needed = votes_needed(&roster, &body);
     let mut yes: Vec<&VoteRec> =
         tx.s.votes
             .range((p.epoch, Vec::new())..(p.epoch + 1, Vec::new()))
             .map(|(_, v)| v)
             .filter(|v| v.proposal_hash == proposal_hash && v.yes && v.roster_hash == p.roster_hash)
             .filter(|v| roster.member(&v.voter).is_some())
+            .filter(|v| !approved || v.voter == p.proposer)
             .collect();
     if yes.len() < needed {
         return Ok(());
@@ -1923,7 +1950,6 @@ fn tx_try_commit<R: CryptoRng + ?Sized>(
             "stored vote",
         )?);
     }
-    let proposal = codec::decode_canonical::<wire::Signed>(&p.signed, "stored proposal")?;
     let mut secret = [0u8; 32];
     rng.fill_bytes(&mut secret);
     let sender = EnvelopeSender::new(rng);
@@ -2645,7 +2671,72 @@ pub(crate) fn proposal_change(body: &wire::Proposal) -> Result<ParsedChange, Mes
         wire::proposal::Change::Quorum(q) => {
             (Change::Quorum(QuorumRule::from_wire(q)?), None, None)
         }
+        wire::proposal::Change::Approve(a) => (Change::Approve(approval_of(a)?.0), None, None),
+        wire::proposal::Change::RevokeApproval(id) => (
+            Change::RevokeApproval(bytes16(id, "revoked approval id")?),
+            None,
+            None,
+        ),
     })
+}
+
+/// The hash an approval pins its invite by (§8a).
+pub fn invite_hash(signed_invite: &wire::Signed) -> [u8; 32] {
+    codec::hash(label::INVITE, &codec::encode(signed_invite))
+}
+
+/// The approval an `approve` change asks for, and its verified invite.
+fn approval_of(a: &wire::InviteApproval) -> Result<(ApprovedInvite, Invite), MeshError> {
+    let signed = a
+        .invite
+        .as_ref()
+        .ok_or_else(|| MeshError::malformed("approval", "no invite"))?;
+    let inv = invite::verify(signed)?;
+    Ok((
+        ApprovedInvite {
+            invite_id: inv.invite_id,
+            invite_hash: invite_hash(signed),
+            inviter: inv.inviter.clone(),
+            expires_ms: inv.expires_ms,
+            name: a.name.clone(),
+            approved_epoch: 0,
+        },
+        inv,
+    ))
+}
+
+/// True when `body` is an add that `roster` pre-approved (§8a): the
+/// roster lists an approval of exactly the invite the join request carries
+/// (its hash), the name matches when one was set, the proposal was made
+/// before the approval expired, and its proposer is the inviter. Such an
+/// add passes on its proposer's yes alone.
+pub fn approved_add(roster: &Roster, body: &wire::Proposal) -> bool {
+    let Some(wire::proposal::Change::Add(req)) = &body.change else {
+        return false;
+    };
+    let Ok((join, req)) = parse_join_request(req) else {
+        return false;
+    };
+    let Some(signed_invite) = &req.invite else {
+        return false;
+    };
+    roster.approval(&join.invite.invite_id).is_some_and(|a| {
+        a.invite_hash == invite_hash(signed_invite)
+            && (a.name.is_empty() || a.name == join.member.name)
+            && body.created_ms < a.expires_ms
+            && a.inviter == body.proposer
+            && join.invite.inviter == body.proposer
+    })
+}
+
+/// Yes votes a proposal needs at `roster`: its quorum, or one (the
+/// proposer's) for a pre-approved add.
+fn votes_needed(roster: &Roster, body: &wire::Proposal) -> usize {
+    if approved_add(roster, body) {
+        1
+    } else {
+        roster.quorum_needed()
+    }
 }
 
 type CheckedChange = (Change, Option<Vec<u8>>, Option<[u8; 16]>);
@@ -2700,9 +2791,41 @@ fn check_proposal_body(
         wire::proposal::Change::Quorum(q) => {
             (Change::Quorum(QuorumRule::from_wire(q)?), None, None)
         }
+        wire::proposal::Change::Approve(a) => {
+            let (approval, inv) = approval_of(a)?;
+            if inv.mesh_id != roster.mesh_id {
+                return Err(MeshError::WrongMesh("approved invite"));
+            }
+            if roster
+                .member_with_key(&inv.inviter, &inv.inviter_key)
+                .is_none()
+            {
+                return Err(MeshError::InviteVoid);
+            }
+            if body.created_ms >= inv.expires_ms {
+                return Err(MeshError::InviteExpired);
+            }
+            if used_invites.contains_key(&inv.invite_id) {
+                return Err(MeshError::InviteUsed);
+            }
+            (Change::Approve(approval), None, None)
+        }
+        wire::proposal::Change::RevokeApproval(id) => (
+            Change::RevokeApproval(bytes16(id, "revoked approval id")?),
+            None,
+            None,
+        ),
     };
     roster.check_change(&change)?;
     Ok((change, joiner, invite_id))
+}
+
+/// The invite an add proposal uses.
+fn add_invite_id(body: &wire::Proposal) -> Option<[u8; 16]> {
+    proposal_change(body)
+        .ok()
+        .and_then(|(_, _, id)| id)
+        .and_then(|id| <[u8; 16]>::try_from(id).ok())
 }
 
 /// Builds and signs a commit: next roster, one envelope per next member.
@@ -2726,9 +2849,16 @@ pub fn build_commit(
         committer: id.peer_id(),
         ephemeral_x25519: sender.ephemeral_public().to_vec(),
     };
+    let body: wire::Proposal = core
+        .proposal
+        .as_ref()
+        .map(|p| codec::decode_canonical(&p.body, "proposal"))
+        .transpose()?
+        .unwrap_or_default();
+    let invite_id = add_invite_id(&body);
     let core_bytes = codec::encode(&core);
     let commit_hash = codec::hash(label::COMMIT, &core_bytes);
-    let next = roster.next(change, commit_hash);
+    let next = roster.next(change, commit_hash, body.created_ms, invite_id);
     let next_bytes = next.encode();
     let next_hash = codec::hash(label::ROSTER, &next_bytes);
     let envelopes = wrap_all(&next, &next_hash, secret, sender)?;
@@ -2859,7 +2989,8 @@ fn check_commit_against(
         body: &proposal.body,
         signature: proposal.signature,
     });
-    let needed = prev.quorum_needed();
+    let approved = approved_add(prev, &proposal.msg);
+    let needed = votes_needed(prev, &proposal.msg);
     let mut seen: BTreeSet<&[u8]> = BTreeSet::new();
     let mut parsed_votes = Vec::with_capacity(core.votes.len());
     for v in &core.votes {
@@ -2909,9 +3040,15 @@ fn check_commit_against(
             seen.len()
         )));
     }
+    // A pre-approved add passes on its proposer's (the inviter's) yes.
+    if approved && !seen.contains(proposal.msg.proposer.as_slice()) {
+        return Err(MeshError::InvalidCommit(
+            "a pre-approved add needs its proposer's yes".into(),
+        ));
+    }
     codec::verify_batch(&checks, "commit")?;
     let commit_hash = codec::hash(label::COMMIT, &commit.core);
-    let next = prev.next(&change, commit_hash);
+    let next = prev.next(&change, commit_hash, proposal.msg.created_ms, invite_id);
     let next_bytes = next.encode();
     if next_bytes != commit.next_roster {
         return Err(MeshError::InvalidCommit(

@@ -12,6 +12,13 @@ pub struct InviteCreated {
     pub expires: i64,
     /// Addresses the invite tells the joiner to dial.
     pub bootstrap: Vec<String>,
+    /// With `--approved`: the approval proposal's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+    /// With `--approved`: true when the approval is already committed (a
+    /// mesh of one), else the members vote on `approval`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved: Option<bool>,
 }
 
 /// One invite in `mesh invite list`.
@@ -22,6 +29,10 @@ pub struct InviteView {
     pub status: String,
     pub expires: i64,
     pub note: String,
+    /// `approved` while the current roster lists its approval (a joiner
+    /// with it is added without a vote), `proposed` while the approval is
+    /// being voted on, else null.
+    pub approval: Option<String>,
 }
 
 /// `mesh invite list`.
@@ -91,9 +102,35 @@ pub struct MemberView {
     pub joined_epoch: u64,
 }
 
+/// The commit that removed this node, in `mesh status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemovalView {
+    /// The first epoch without this node.
+    pub epoch: u64,
+    /// The kick (or leave) proposal that removed it.
+    pub proposal: Option<String>,
+    pub commit: String,
+    /// When this node applied that commit, Unix ms (null: learned by sync).
+    pub at: Option<i64>,
+}
+
+/// The join a pending node waits on, in `mesh status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PendingJoinView {
+    pub invite_id: String,
+    pub inviter: String,
+    pub name: String,
+    /// What the node waits for, in words.
+    pub waiting_for: String,
+}
+
 /// `mesh status`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MeshStatus {
+    /// `member`; `pending` (asked to join, waiting: see `join`; the roster
+    /// fields are empty); `removed` (see `removed`); `outsider` (holds a
+    /// roster it is not in, e.g. not welcomed yet).
+    pub state: String,
     pub mesh_id: String,
     pub name: String,
     pub epoch: u64,
@@ -107,6 +144,10 @@ pub struct MeshStatus {
     pub members: Vec<MemberView>,
     pub proposals: Vec<ProposalView>,
     pub evidence: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<RemovalView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<PendingJoinView>,
 }
 
 /// `mesh propose …`, `mesh leave`.
@@ -126,10 +167,53 @@ pub struct Voted {
     pub yes: bool,
     pub epoch: u64,
     pub committed: bool,
+    /// True when this vote's no made the quorum unreachable: the proposal
+    /// closed as rejected, and every vote on it is free.
+    #[serde(default)]
+    pub rejected: bool,
+}
+
+/// `mesh withdraw`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Withdrawn {
+    pub id: String,
+    pub epoch: u64,
 }
 
 /// `mesh invite revoke`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Revoked {
     pub id: String,
+    /// For an approved invite: the proposal that ends its approval (a
+    /// commit, so the members vote on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_revocation: Option<String>,
+}
+
+/// One membership event, a line of `mesh watch --json` (and the
+/// `GROVE_EVENT*` variables of a hook).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MeshEvent {
+    /// proposal_opened, vote_cast, committed, rejected, withdrawn, expired,
+    /// joined, removed, member_online, member_offline; watch_dropped ends a
+    /// watch that fell behind.
+    pub event: String,
+    /// When this node saw it, Unix ms.
+    pub at: i64,
+    pub epoch: u64,
+    /// The proposal it concerns (hex id).
+    pub proposal: Option<String>,
+    /// The proposal's kind: add, kick, rotate or quorum.
+    pub kind: Option<String>,
+    /// The peer added or kicked, or the new quorum rule.
+    pub target: Option<String>,
+    /// Who: the proposer, the voter, the member that joined, left or went
+    /// online or offline.
+    pub peer: Option<String>,
+    /// That member's display name.
+    pub name: Option<String>,
+    /// A vote's choice.
+    pub yes: Option<bool>,
+    /// The event in words.
+    pub detail: String,
 }

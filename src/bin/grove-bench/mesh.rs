@@ -113,6 +113,7 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         members,
         quorum: QuorumRule::MAJORITY,
         commit_hash: [1u8; 32],
+        approved: Vec::new(),
     };
     let roster_hash = roster.hash();
     let now: i64 = 1_700_000_000_000;
@@ -381,6 +382,7 @@ fn liveness(args: &[String]) -> anyhow::Result<()> {
                 total.expired += r.expired;
                 total.switches += r.switches;
                 total.injected += r.injected;
+                total.approved_adds += r.approved_adds;
             }
             Err(e @ state_sim::SimError::Stuck { .. }) => stuck.push(e.to_string()),
             Err(e) => broken.push(e.to_string()),
@@ -408,8 +410,8 @@ fn liveness(args: &[String]) -> anyhow::Result<()> {
         total.expired
     );
     println!(
-        "convergent switches: {}   bad messages injected (all refused): {}",
-        total.switches, total.injected
+        "convergent switches: {}   bad messages injected (all refused): {}   adds on a pre-approved invite: {}",
+        total.switches, total.injected, total.approved_adds
     );
     for e in stuck.iter().chain(&broken).take(10) {
         println!("  {e}");

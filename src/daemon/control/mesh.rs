@@ -19,7 +19,7 @@ use crate::identity::peer_id_text;
 use crate::mesh::MeshError;
 use crate::mesh::invite;
 use crate::mesh::roster::{Change, QuorumRule};
-use crate::mesh::state::{MeshState, ProposalChange, Transition};
+use crate::mesh::state::{CloseReason, MeshState, ProposalChange, Transition};
 
 /// What the mesh endpoints need; cheap to clone.
 #[derive(Clone)]
@@ -56,15 +56,11 @@ fn proposal_views(view: &MeshState) -> Vec<dto::ProposalView> {
                 .values()
                 .filter(|v| v.proposal_hash == p.hash)
                 .collect();
-            let (kind, target, target_name) = match &p.change {
-                Change::Add(m) => ("add", Some(peer_id_text(&m.peer_id)), Some(m.name.clone())),
-                Change::Kick(peer) => ("kick", Some(peer_id_text(peer)), name_of(peer)),
-                Change::Rotate => ("rotate", None, None),
-                Change::Quorum(q) => (
-                    "quorum",
-                    Some(format!("{}/{}", q.numerator, q.denominator)),
-                    None,
-                ),
+            let (kind, target) = crate::daemon::events::change_view(&p.change);
+            let target_name = match &p.change {
+                Change::Add(m) => Some(m.name.clone()),
+                Change::Kick(peer) => name_of(peer),
+                _ => None,
             };
             dto::ProposalView {
                 id: hex::encode(p.hash),
@@ -105,16 +101,44 @@ fn stored_proposal(t: &Transition) -> Option<[u8; 32]> {
 impl MeshOps {
     fn status_now(&self) -> Result<dto::MeshStatus, ApiError> {
         let view = self.link.view();
+        let me = self.joiner.net.local_peer_id();
         if view.mesh.is_none()
             && let Some(p) = &view.pending_join
         {
-            return Err(ApiError::not_found(format!(
-                "waiting to join mesh {}: the members are voting on this node's add",
-                hex::encode(p.mesh_id)
-            )));
+            return Ok(dto::MeshStatus {
+                state: "pending".into(),
+                mesh_id: hex::encode(p.mesh_id),
+                name: String::new(),
+                epoch: 0,
+                roster_hash: String::new(),
+                quorum: String::new(),
+                peer_id: me.to_string(),
+                member: false,
+                synced: view.synced,
+                members: Vec::new(),
+                proposals: Vec::new(),
+                evidence: 0,
+                removed: None,
+                join: Some(dto::PendingJoinView {
+                    invite_id: hex::encode(p.invite_id),
+                    inviter: peer_id_text(&p.inviter),
+                    name: p.name.clone(),
+                    waiting_for: self.joiner.waiting_for(),
+                }),
+            });
         }
         let roster = view.roster().ok_or_else(no_mesh)?;
-        let me = self.joiner.net.local_peer_id();
+        let removed = view.removal().map(|r| dto::RemovalView {
+            epoch: r.epoch,
+            proposal: r.proposal_hash.map(hex::encode),
+            commit: hex::encode(r.commit_hash),
+            at: r.at_ms,
+        });
+        let state = match (view.is_member(), &removed) {
+            (true, _) => "member",
+            (false, Some(_)) => "removed",
+            (false, None) => "outsider",
+        };
         let now = crate::now_ms();
         let peers = self.joiner.peers.lock();
         let members = roster
@@ -137,6 +161,7 @@ impl MeshOps {
             })
             .collect();
         Ok(dto::MeshStatus {
+            state: state.into(),
             mesh_id: hex::encode(roster.mesh_id),
             name: roster.mesh_name.clone(),
             epoch: roster.epoch,
@@ -148,6 +173,8 @@ impl MeshOps {
             members,
             proposals: proposal_views(&view),
             evidence: view.evidence.len(),
+            removed,
+            join: None,
         })
     }
 
@@ -167,6 +194,16 @@ impl MeshOps {
     }
 }
 
+/// `mesh watch`: membership events as they happen, one JSON object per
+/// line, until the node stops or the watcher falls behind.
+pub async fn watch(State(ops): State<MeshOps>) -> axum::response::Response {
+    let lines = crate::daemon::events::watch_lines(ops.link.worker.events().subscribe());
+    axum::response::Response::builder()
+        .header(axum::http::header::CONTENT_TYPE, "application/x-ndjson")
+        .body(axum::body::Body::from_stream(lines))
+        .unwrap_or_default()
+}
+
 pub async fn status(State(ops): State<MeshOps>) -> Answer<dto::MeshStatus> {
     Ok(Json(ops.status_now()?))
 }
@@ -179,12 +216,23 @@ pub async fn proposals(State(ops): State<MeshOps>) -> Answer<dto::ProposalList> 
     }))
 }
 
+/// Whether invite `id` is approved in advance: `approved` (the current
+/// roster lists it), `proposed` (an open approval proposal), else None.
+fn approval_state(view: &MeshState, id: &[u8; 16]) -> Option<String> {
+    if view.roster().is_some_and(|r| r.approval(id).is_some()) {
+        return Some("approved".into());
+    }
+    view.proposals
+        .values()
+        .any(|p| matches!(&p.change, Change::Approve(a) if &a.invite_id == id))
+        .then(|| "proposed".into())
+}
+
 pub async fn invites(State(ops): State<MeshOps>) -> Json<dto::InviteList> {
     let now = crate::now_ms();
+    let view = ops.link.view();
     Json(dto::InviteList {
-        invites: ops
-            .link
-            .view()
+        invites: view
             .invites
             .values()
             .map(|i| dto::InviteView {
@@ -196,6 +244,7 @@ pub async fn invites(State(ops): State<MeshOps>) -> Json<dto::InviteList> {
                 },
                 expires: i.expires_ms,
                 note: i.note.clone(),
+                approval: approval_state(&view, &i.id),
             })
             .collect(),
     })
@@ -230,6 +279,10 @@ pub async fn init(
 pub struct InviteQuery {
     ttl_secs: Option<u64>,
     note: Option<String>,
+    /// Ask the members to approve it in advance (§8a).
+    approved: Option<bool>,
+    /// The display name an approved joiner must use (empty: any).
+    approved_name: Option<String>,
 }
 
 pub async fn invite(
@@ -256,14 +309,42 @@ pub async fn invite(
         .step(move |s, id| s.create_invite(id, boot, note, ttl, crate::now_ms(), &mut rand::rng()))
         .await?;
     let text = t.output.unwrap_or_default();
-    let inv = invite::from_text(&text)
-        .and_then(|s| invite::verify(&s))
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let signed = invite::from_text(&text).map_err(|e| ApiError::internal(e.to_string()))?;
+    let inv = invite::verify(&signed).map_err(|e| ApiError::internal(e.to_string()))?;
+    let (approval, approved) = if q.approved.unwrap_or(false) || q.approved_name.is_some() {
+        let change = ProposalChange::Approve {
+            invite: signed,
+            name: q.approved_name.unwrap_or_default(),
+        };
+        match ops.propose(change).await {
+            Ok(Json(p)) => (Some(p.id), Some(p.committed)),
+            Err(e) => {
+                // No approval without its invite: revoke the fresh invite,
+                // so nothing is left half made.
+                let id = inv.invite_id;
+                let _ = ops
+                    .link
+                    .step(move |s, ident| s.revoke_invite(ident, id, crate::now_ms()))
+                    .await;
+                return Err(ApiError::new(
+                    e.kind,
+                    format!(
+                        "the approval could not be proposed, so the invite was revoked: {}",
+                        e.message
+                    ),
+                ));
+            }
+        }
+    } else {
+        (None, None)
+    };
     Ok(Json(dto::InviteCreated {
         invite: text,
         id: hex::encode(inv.invite_id),
         expires: inv.expires_ms,
         bootstrap,
+        approval,
+        approved,
     }))
 }
 
@@ -283,11 +364,29 @@ pub async fn revoke(State(ops): State<MeshOps>, Query(q): Query<IdQuery>) -> Ans
         "invite",
         "grove mesh invite list",
     )?;
+    // An approval is ended by a commit; propose it first, so a refusal
+    // (e.g. this node's vote is bound) changes nothing.
+    let approval_revocation = if ops
+        .link
+        .view()
+        .roster()
+        .is_some_and(|r| r.approval(&bytes).is_some())
+    {
+        Some(
+            ops.propose(ProposalChange::RevokeApproval(bytes))
+                .await?
+                .0
+                .id,
+        )
+    } else {
+        None
+    };
     ops.link
         .step(move |s, ident| s.revoke_invite(ident, bytes, crate::now_ms()))
         .await?;
     Ok(Json(dto::Revoked {
         id: hex::encode(bytes),
+        approval_revocation,
     }))
 }
 
@@ -369,6 +468,41 @@ pub struct VoteQuery {
     choice: String,
 }
 
+/// The open proposal `text` names (its id or a unique prefix). A node that
+/// is not a member says so; a proposal that closed says how.
+fn resolve_proposal(view: &MeshState, text: &str) -> Result<[u8; 32], ApiError> {
+    view.require_member()
+        .map_err(|e| ApiError::from(ActorError::Refused(e)))?;
+    let open = crate::api::prefix::resolve(
+        text,
+        view.proposals.keys().map(|h| (hex::encode(h), *h)),
+        "open proposal",
+        "grove mesh proposals",
+    );
+    let not_found = match open {
+        Ok(hash) => return Ok(hash),
+        Err(e) if e.kind == crate::api::ErrorKind::NotFound => e,
+        Err(e) => return Err(e),
+    };
+    let wanted = text.trim().to_ascii_lowercase();
+    let matching = |keys: &mut dyn Iterator<Item = &[u8; 32]>| -> Vec<[u8; 32]> {
+        keys.filter(|h| hex::encode(h).starts_with(&wanted))
+            .copied()
+            .collect()
+    };
+    if let [one] = matching(&mut view.closed.keys()).as_slice()
+        && let Some(c) = view.closed.get(one)
+    {
+        return Err(ApiError::conflict(format!(
+            "proposal {} was {} at epoch {}; it is closed (see `grove mesh proposals`)",
+            hex::encode(one),
+            c.reason.as_str(),
+            c.epoch
+        )));
+    }
+    Err(not_found)
+}
+
 pub async fn vote(State(ops): State<MeshOps>, Query(q): Query<VoteQuery>) -> Answer<dto::Voted> {
     let yes = match q.choice.as_str() {
         "yes" | "y" => true,
@@ -380,21 +514,35 @@ pub async fn vote(State(ops): State<MeshOps>, Query(q): Query<VoteQuery>) -> Ans
         }
     };
     let view = ops.link.view();
-    let hash = crate::api::prefix::resolve(
-        &q.id,
-        view.proposals.keys().map(|h| (hex::encode(h), *h)),
-        "open proposal",
-        "grove mesh proposals",
-    )?;
+    let hash = resolve_proposal(&view, &q.id)?;
     let before = view.epoch();
     ops.link
         .step(move |s, ident| s.vote(ident, hash, yes, crate::now_ms(), &mut rand::rng()))
         .await?;
-    let epoch = ops.link.view().epoch();
+    let after = ops.link.view();
+    let epoch = after.epoch();
     Ok(Json(dto::Voted {
         id: hex::encode(hash),
         yes,
         epoch,
         committed: epoch > before,
+        rejected: after
+            .closed
+            .get(&hash)
+            .is_some_and(|c| c.reason == CloseReason::Rejected),
+    }))
+}
+
+pub async fn withdraw(
+    State(ops): State<MeshOps>,
+    Query(q): Query<IdQuery>,
+) -> Answer<dto::Withdrawn> {
+    let hash = resolve_proposal(&ops.link.view(), &q.id)?;
+    ops.link
+        .step(move |s, ident| s.withdraw(ident, hash, crate::now_ms()))
+        .await?;
+    Ok(Json(dto::Withdrawn {
+        id: hex::encode(hash),
+        epoch: ops.link.view().epoch(),
     }))
 }

@@ -69,6 +69,7 @@ impl MootHost {
     /// book it announced.
     async fn resolve_tree(&self, peer_text: &str, key: &str) -> Result<Resolved, ApiError> {
         let view = self.mesh.view();
+        crate::daemon::mesh::refuse_if_removed(&view)?;
         let roster = view
             .roster()
             .ok_or_else(|| ApiError::not_found("no mesh: a moot runs between members"))?;

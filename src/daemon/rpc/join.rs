@@ -3,6 +3,7 @@
 //! answers its polls; the joiner's side sends the request to the inviter
 //! named in the invite and, while the members vote, polls in the background.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use libp2p::{Multiaddr, PeerId};
@@ -168,6 +169,9 @@ pub struct Joiner {
     pub mesh: MeshLink,
     pub net: Network,
     pub peers: Peers,
+    /// What this node's join poller waits for right now (None: no poller
+    /// runs in this process), shown by `mesh status`.
+    pub progress: Arc<Mutex<Option<String>>>,
 }
 
 enum Outcome {
@@ -221,15 +225,27 @@ impl Joiner {
         if let Err(e) = self.peers.lock().remember_addresses(inviter, addrs.clone()) {
             tracing::warn!(error = %e, "node.db: the inviter's addresses are not stored");
         }
-        self.net
-            .connect(inviter, &addrs, CONNECT_TIMEOUT)
-            .await
-            .map_err(|e| ApiError::unavailable(format!("cannot reach the inviter: {e}")))?;
-        let call = node_wire::JoinCall {
-            kind: Some(node_wire::join_call::Kind::Request(request)),
+        let asked = async {
+            self.net
+                .connect(inviter, &addrs, CONNECT_TIMEOUT)
+                .await
+                .map_err(|e| ApiError::unavailable(format!("cannot reach the inviter: {e}")))?;
+            let call = node_wire::JoinCall {
+                kind: Some(node_wire::join_call::Kind::Request(request)),
+            };
+            self.call(inviter, call).await
         };
         let mesh_id = hex::encode(inv.mesh_id);
-        match self.call(inviter, call).await? {
+        let outcome = match asked.await {
+            Ok(o) => o,
+            Err(e) => {
+                // Nothing waits on a join the inviter never took up: forget
+                // it, so `mesh status` shows no false "pending".
+                self.forget("the join failed").await;
+                return Err(e);
+            }
+        };
+        match outcome {
             Outcome::Joined => Ok(dto::JoinResult {
                 state: "joined".into(),
                 mesh_id,
@@ -239,6 +255,10 @@ impl Joiner {
             Outcome::Pending(ticket) => {
                 let joiner = self.clone();
                 let poll_ticket = ticket.clone();
+                self.set_progress(Some(format!(
+                    "the members' vote on this node's add (proposal {}); polling the inviter",
+                    hex::encode(&ticket)
+                )));
                 tokio::spawn(async move { joiner.poll(inviter, addrs, poll_ticket).await });
                 Ok(dto::JoinResult {
                     state: "pending".into(),
@@ -247,6 +267,37 @@ impl Joiner {
                     epoch: None,
                 })
             }
+        }
+    }
+
+    fn set_progress(&self, what: Option<String>) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = what;
+    }
+
+    /// What a pending join waits for, in words.
+    pub fn waiting_for(&self) -> String {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| {
+                "nothing: the node restarted since it asked, so nothing polls the inviter; \
+                 run `grove mesh join` again with the same invite (the inviter answers a \
+                 repeated request the same way)"
+                    .into()
+            })
+    }
+
+    /// Drops the pending join (when there is one and no mesh).
+    async fn forget(&self, why: &str) {
+        self.set_progress(None);
+        let view = self.mesh.view();
+        if view.mesh.is_some() || view.pending_join.is_none() {
+            return;
+        }
+        match self.mesh.step(|s, _| s.cancel_join()).await {
+            Ok(_) => tracing::info!("{why}; the pending join is forgotten"),
+            Err(e) => tracing::warn!(error = %e, "cannot forget the pending join"),
         }
     }
 
@@ -276,22 +327,39 @@ impl Joiner {
     }
 
     /// Polls the inviter until the add is voted through (welcome), refused,
-    /// or this node joined some other way.
+    /// or this node joined some other way. The wait doubles up to
+    /// `POLL_MAX`; an unreachable inviter is retried the same way.
     async fn poll(&self, inviter: PeerId, addrs: Vec<Multiaddr>, ticket: Vec<u8>) {
         let mut wait = POLL_FIRST;
+        let vote = format!(
+            "the members' vote on this node's add (proposal {})",
+            hex::encode(&ticket)
+        );
+        // The add proposal expires within the proposal lifetime (this
+        // node's setting; a week at most): polling longer is pointless.
+        let give_up = tokio::time::Instant::now()
+            + Duration::from_millis(
+                u64::try_from(self.mesh.view().timing.proposal_ttl_ms).unwrap_or(0),
+            )
+            + POLL_MAX;
         loop {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(POLL_MAX);
             let view = self.mesh.view();
             if view.mesh.is_some() || view.pending_join.is_none() {
+                self.set_progress(None);
                 return;
             }
-            if self
-                .net
-                .connect(inviter, &addrs, CONNECT_TIMEOUT)
-                .await
-                .is_err()
-            {
+            if tokio::time::Instant::now() >= give_up {
+                self.forget("the add was not decided within the proposal lifetime")
+                    .await;
+                return;
+            }
+            if let Err(e) = self.net.connect(inviter, &addrs, CONNECT_TIMEOUT).await {
+                self.set_progress(Some(format!(
+                    "{vote}; the inviter cannot be reached ({e}), next try in {} s",
+                    wait.as_secs()
+                )));
                 continue;
             }
             let call = node_wire::JoinCall {
@@ -299,15 +367,26 @@ impl Joiner {
             };
             match self.call(inviter, call).await {
                 Ok(Outcome::Joined) => {
+                    self.set_progress(None);
                     tracing::info!("joined the mesh");
                     return;
                 }
-                Ok(Outcome::Pending(_)) => {}
+                Ok(Outcome::Pending(_)) => self.set_progress(Some(format!(
+                    "{vote}; polling the inviter, next in {} s",
+                    wait.as_secs()
+                ))),
                 Err(e) if e.kind == ErrorKind::Conflict => {
                     tracing::warn!(error = %e, "join refused");
+                    self.forget("the inviter refused the join").await;
                     return;
                 }
-                Err(e) => tracing::debug!(error = %e, "join poll failed; retrying"),
+                Err(e) => {
+                    tracing::debug!(error = %e, "join poll failed; retrying");
+                    self.set_progress(Some(format!(
+                        "{vote}; the last poll failed ({e}), next try in {} s",
+                        wait.as_secs()
+                    )));
+                }
             }
         }
     }

@@ -244,6 +244,7 @@ async fn ask_all(
 /// holder. Members that do not answer (or whose hits fail their proof) are
 /// listed under `errors`; the others' hits are shown.
 pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits, ApiError> {
+    crate::daemon::mesh::refuse_if_removed(&rpc.mesh.view())?;
     request.check()?;
     let me = rpc.net.local_peer_id();
     let k = request.k;

@@ -1,0 +1,391 @@
+//! Membership events: what `grove mesh watch` streams and `[hooks]` run on.
+//! Every mesh transition is turned into events on the mesh thread
+//! ([`of_transition`], from its audit events and the roster before and
+//! after), and the node loop adds members going online and offline. They go
+//! out on one bounded broadcast channel: publishing never waits, and a
+//! watcher that falls more than [`BUFFER`] events behind is dropped with a
+//! last line that says so.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use hyper::body::Bytes;
+use libp2p::PeerId;
+use tokio::sync::{broadcast, watch};
+
+use crate::api::dto::MeshEvent;
+use crate::identity::peer_id_text;
+use crate::mesh::roster::{Change, Roster};
+use crate::mesh::state::{MeshState, Transition};
+
+/// Events a watcher may fall behind before it is dropped.
+pub const BUFFER: usize = 256;
+
+/// Every event name, as `mesh watch` prints it and `hooks.events` names it.
+pub const NAMES: &[&str] = &[
+    "proposal_opened",
+    "vote_cast",
+    "committed",
+    "rejected",
+    "withdrawn",
+    "expired",
+    "joined",
+    "removed",
+    "member_online",
+    "member_offline",
+];
+
+/// The event channel; cheap to clone.
+#[derive(Clone)]
+pub struct Events {
+    tx: broadcast::Sender<Arc<MeshEvent>>,
+    closing: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events::new(BUFFER)
+    }
+}
+
+impl Events {
+    pub fn new(buffer: usize) -> Events {
+        Events {
+            tx: broadcast::channel(buffer.max(1)).0,
+            closing: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// Sends to every watcher; never waits (nobody watching is fine).
+    pub fn publish(&self, event: MeshEvent) {
+        tracing::debug!(event = %event.event, detail = %event.detail, "mesh event");
+        let _ = self.tx.send(Arc::new(event));
+    }
+
+    pub fn subscribe(&self) -> Subscription {
+        Subscription {
+            rx: self.tx.subscribe(),
+            closing: self.closing.subscribe(),
+        }
+    }
+
+    /// Ends every watch stream and the hook runner (the node is stopping).
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// A member's connection came up or went down.
+    pub fn member_seen(&self, view: &MeshState, peer: PeerId, online: bool, now_ms: i64) {
+        let Some(roster) = view.roster() else {
+            return;
+        };
+        let Some(m) = roster.member(&peer.to_bytes()) else {
+            return;
+        };
+        let event = if online {
+            "member_online"
+        } else {
+            "member_offline"
+        };
+        self.publish(MeshEvent {
+            peer: Some(peer.to_string()),
+            name: Some(m.name.clone()),
+            detail: format!(
+                "member {} ({peer}) is {}",
+                m.name,
+                if online { "online" } else { "offline" }
+            ),
+            ..event_at(event, now_ms, roster.epoch)
+        });
+    }
+}
+
+/// One watcher's end of the channel.
+pub struct Subscription {
+    rx: broadcast::Receiver<Arc<MeshEvent>>,
+    closing: watch::Receiver<bool>,
+}
+
+/// What a watcher gets next.
+pub enum Next {
+    Event(Arc<MeshEvent>),
+    /// It fell this many events behind and is dropped.
+    Lagged(u64),
+    /// The node is stopping.
+    Closed,
+}
+
+impl Subscription {
+    pub async fn next(&mut self) -> Next {
+        if *self.closing.borrow() {
+            return Next::Closed;
+        }
+        tokio::select! {
+            r = self.rx.recv() => match r {
+                Ok(e) => Next::Event(e),
+                Err(broadcast::error::RecvError::Lagged(n)) => Next::Lagged(n),
+                Err(broadcast::error::RecvError::Closed) => Next::Closed,
+            },
+            _ = self.closing.wait_for(|c| *c) => Next::Closed,
+        }
+    }
+}
+
+/// The body of a `mesh watch` answer: one JSON event per line until the
+/// node stops or the watcher falls behind (then one last `watch_dropped`
+/// line says why).
+pub fn watch_lines(sub: Subscription) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
+    futures::stream::unfold(Some(sub), |sub| async move {
+        let mut sub = sub?;
+        let (event, keep) = match sub.next().await {
+            Next::Event(e) => (e, true),
+            Next::Lagged(n) => (
+                Arc::new(MeshEvent {
+                    detail: format!(
+                        "this watcher fell {n} events behind (more than {BUFFER}) and is dropped; watch again"
+                    ),
+                    ..event_at("watch_dropped", crate::now_ms(), 0)
+                }),
+                false,
+            ),
+            Next::Closed => return None,
+        };
+        let mut line = serde_json::to_vec(&*event).unwrap_or_default();
+        line.push(b'\n');
+        Some((Ok(Bytes::from(line)), keep.then_some(sub)))
+    })
+}
+
+fn event_at(event: &str, at: i64, epoch: u64) -> MeshEvent {
+    MeshEvent {
+        event: event.into(),
+        at,
+        epoch,
+        proposal: None,
+        kind: None,
+        target: None,
+        peer: None,
+        name: None,
+        yes: None,
+        detail: String::new(),
+    }
+}
+
+/// A proposal's kind and target as shown to operators (add/kick: the peer;
+/// quorum: the rule).
+pub fn change_view(c: &Change) -> (&'static str, Option<String>) {
+    match c {
+        Change::Add(m) => ("add", Some(peer_id_text(&m.peer_id))),
+        Change::Kick(peer) => ("kick", Some(peer_id_text(peer))),
+        Change::Rotate => ("rotate", None),
+        Change::Quorum(q) => ("quorum", Some(format!("{}/{}", q.numerator, q.denominator))),
+        Change::Approve(a) => ("approve", Some(hex::encode(a.invite_id))),
+        Change::RevokeApproval(id) => ("revoke_approval", Some(hex::encode(id))),
+    }
+}
+
+fn short(hex: &str) -> &str {
+    &hex[..hex.len().min(12)]
+}
+
+/// The events of one persisted transition from `before` to `after`.
+pub fn of_transition(
+    before: &MeshState,
+    after: &MeshState,
+    t: &Transition,
+    now_ms: i64,
+) -> Vec<MeshEvent> {
+    let mut out = Vec::new();
+    let me = peer_id_text(&after.me.peer_id);
+    let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
+    let proposal_of = |hash: &str| {
+        let bytes: [u8; 32] = hex::decode(hash).ok()?.try_into().ok()?;
+        after
+            .proposals
+            .get(&bytes)
+            .or_else(|| before.proposals.get(&bytes))
+            .cloned()
+    };
+    for a in &t.audit {
+        let epoch = a
+            .body
+            .get("epoch")
+            .and_then(|e| e.as_u64())
+            .unwrap_or(after.epoch());
+        let proposal = text(&a.body, "proposal");
+        let rec = proposal.as_deref().and_then(proposal_of);
+        let (kind, target) = rec
+            .as_ref()
+            .map(|p| change_view(&p.change))
+            .map_or((None, None), |(k, t)| (Some(k.to_string()), t));
+        let what = format!(
+            "proposal {}{}",
+            proposal.as_deref().map(short).unwrap_or("?"),
+            kind.as_deref()
+                .map(|k| format!(
+                    " ({k}{})",
+                    target
+                        .as_deref()
+                        .map(|t| format!(" {t}"))
+                        .unwrap_or_default()
+                ))
+                .unwrap_or_default()
+        );
+        let base = |event: &str| MeshEvent {
+            proposal: proposal.clone(),
+            kind: kind.clone(),
+            target: target.clone(),
+            ..event_at(event, now_ms, epoch)
+        };
+        match a.kind {
+            "mesh.proposal" => {
+                let by = rec.as_ref().map(|p| peer_id_text(&p.proposer));
+                out.push(MeshEvent {
+                    detail: format!("{what} opened by {}", by.as_deref().unwrap_or("?")),
+                    peer: by,
+                    ..base("proposal_opened")
+                });
+            }
+            "mesh.vote" => {
+                let voter = text(&a.body, "voter").unwrap_or_else(|| me.clone());
+                let yes = a.body.get("yes").and_then(|y| y.as_bool());
+                out.push(MeshEvent {
+                    detail: format!(
+                        "{voter} voted {} on {what}",
+                        if yes == Some(true) { "yes" } else { "no" }
+                    ),
+                    peer: Some(voter),
+                    yes,
+                    ..base("vote_cast")
+                });
+            }
+            "mesh.proposal.reject" => out.push(MeshEvent {
+                detail: format!("{what} rejected: its quorum is unreachable"),
+                ..base("rejected")
+            }),
+            "mesh.proposal.withdraw" => out.push(MeshEvent {
+                detail: format!("{what} withdrawn by its proposer"),
+                ..base("withdrawn")
+            }),
+            "mesh.proposal.expire" => out.push(MeshEvent {
+                detail: format!("{what} expired"),
+                ..base("expired")
+            }),
+            _ => {}
+        }
+    }
+    if before.tip != after.tip
+        && let Some(node) = after.tip_node()
+    {
+        let epoch = node.roster.epoch;
+        let proposal = node.proposal_hash.map(hex::encode);
+        let rec = node
+            .proposal_hash
+            .and_then(|h| before.proposals.get(&h).cloned());
+        let (kind, target) = rec
+            .as_ref()
+            .map(|p| change_view(&p.change))
+            .map_or((None, None), |(k, t)| (Some(k.to_string()), t));
+        if before.roster().is_some() {
+            out.push(MeshEvent {
+                proposal: proposal.clone(),
+                kind,
+                target,
+                detail: format!(
+                    "epoch {epoch} committed{} ({} members)",
+                    proposal
+                        .as_deref()
+                        .map(|p| format!(" by proposal {}", short(p)))
+                        .unwrap_or_default(),
+                    node.roster.members.len()
+                ),
+                ..event_at("committed", now_ms, epoch)
+            });
+        }
+        member_changes(before.roster(), &node.roster, &proposal, now_ms, &mut out);
+    }
+    out
+}
+
+/// `joined` and `removed` events between two rosters (every member is new
+/// when there was none before: this node was welcomed).
+fn member_changes(
+    before: Option<&Roster>,
+    after: &Roster,
+    proposal: &Option<String>,
+    now_ms: i64,
+    out: &mut Vec<MeshEvent>,
+) {
+    let had = |r: &Roster, peer: &[u8]| r.member(peer).is_some();
+    for m in &after.members {
+        let new = match before {
+            Some(b) => !had(b, &m.peer_id),
+            None => m.joined_epoch == after.epoch,
+        };
+        if new {
+            let peer = peer_id_text(&m.peer_id);
+            out.push(MeshEvent {
+                proposal: proposal.clone(),
+                detail: format!("{} ({peer}) joined at epoch {}", m.name, after.epoch),
+                peer: Some(peer),
+                name: Some(m.name.clone()),
+                ..event_at("joined", now_ms, after.epoch)
+            });
+        }
+    }
+    for m in before.map(|b| b.members.as_slice()).unwrap_or_default() {
+        if !had(after, &m.peer_id) {
+            let peer = peer_id_text(&m.peer_id);
+            out.push(MeshEvent {
+                proposal: proposal.clone(),
+                detail: format!("{} ({peer}) removed at epoch {}", m.name, after.epoch),
+                peer: Some(peer),
+                name: Some(m.name.clone()),
+                ..event_at("removed", now_ms, after.epoch)
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    #[tokio::test]
+    async fn a_watcher_that_falls_behind_is_dropped_with_a_message_and_never_blocks() {
+        let events = Events::new(4);
+        let slow = watch_lines(events.subscribe());
+        // The publisher never waits on the watcher that does not read.
+        for i in 0..100 {
+            events.publish(MeshEvent {
+                detail: format!("event {i}"),
+                ..event_at("committed", i, 1)
+            });
+        }
+        let lines: Vec<_> = slow.collect().await;
+        assert_eq!(lines.len(), 1, "only the drop notice, then the end");
+        let last: MeshEvent = serde_json::from_slice(lines[0].as_ref().unwrap()).unwrap();
+        assert_eq!(last.event, "watch_dropped");
+        assert!(
+            last.detail.contains("fell 96 events behind"),
+            "{}",
+            last.detail
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watcher_gets_events_in_order_and_ends_when_the_node_stops() {
+        let events = Events::new(8);
+        let mut lines = Box::pin(watch_lines(events.subscribe()));
+        events.publish(event_at("joined", 1, 1));
+        events.publish(event_at("removed", 2, 2));
+        for want in ["joined", "removed"] {
+            let line = lines.next().await.unwrap().unwrap();
+            let e: MeshEvent = serde_json::from_slice(&line).unwrap();
+            assert_eq!(e.event, want);
+        }
+        events.close();
+        assert!(lines.next().await.is_none());
+    }
+}
