@@ -198,7 +198,7 @@ fn membership_never_wedges_through_the_cli() {
         "mesh",
         "join",
         approved["invite"].as_str().unwrap(),
-        "--name",
+        "--as",
         "charlie",
     ]);
     assert_eq!(joined["state"], "joined", "{joined}");

@@ -74,7 +74,10 @@ pub enum MeshCmd {
     },
     /// Withdraw your own open proposal (its id or a unique prefix); every
     /// vote on it is free at once.
-    Withdraw { proposal: String },
+    Withdraw {
+        /// The proposal's id or a unique prefix (see `grove mesh proposals`).
+        proposal: String,
+    },
     /// Open proposals and their votes.
     Proposals,
     /// Stream membership events as they happen (proposals, votes, commits,
