@@ -199,6 +199,7 @@ fn guide_commands() -> Vec<(String, Expect)> {
         "grove mesh vote",
         "grove mesh propose kick",
         "grove mesh leave",
+        "grove mesh withdraw",
     ];
     let mut out = Vec::new();
     let mut section = String::new();
@@ -235,6 +236,8 @@ fn guide_commands() -> Vec<(String, Expect)> {
             Expect::NotRun("the package under test is this command's output")
         } else if bare.starts_with("journalctl") {
             Expect::NotRun("no journald in the throwaway root (and -f never ends)")
+        } else if bare.starts_with("grove mesh watch") {
+            Expect::NotRun("it streams events until interrupted")
         } else if bare.starts_with("systemctl ") {
             Expect::Service
         } else if cmd.contains('…') || needs_another_node.iter().any(|p| bare.starts_with(p)) {
