@@ -155,11 +155,11 @@ impl Lcg {
     }
 }
 
-/// A Gutenberg-style book whose word frequencies are its own: every book
+/// A generated text whose word frequencies are its own: every book
 /// draws from one vocabulary of 240 words, each book in a different order
 /// of likelihood, so a word common in one book is rare in another (what
 /// makes ranking by each book's own statistics differ from one index).
-fn themed_book(title: &str, book: u64, paragraphs: usize) -> String {
+fn themed_book(book: u64, paragraphs: usize) -> String {
     const SYLLABLES: &[&str] = &[
         "ka", "lo", "mi", "ren", "sa", "tor", "vel", "an", "dri", "es", "po", "quin",
     ];
@@ -180,10 +180,8 @@ fn themed_book(title: &str, book: u64, paragraphs: usize) -> String {
     for i in (1..order.len()).rev() {
         order.swap(i, rng.next() % (i + 1));
     }
-    let mut out = format!(
-        "Title: {title}\n\nAuthor: Test Writer\n\n*** START OF THE PROJECT GUTENBERG EBOOK {} ***\n\n",
-        title.to_uppercase()
-    );
+    // Plain paragraphs, no header or markers: marker-less text is all body.
+    let mut out = String::new();
     for _ in 0..paragraphs {
         let n = 40 + rng.next() % 160;
         let words: Vec<&str> = (0..n)
@@ -200,7 +198,6 @@ fn themed_book(title: &str, book: u64, paragraphs: usize) -> String {
         }
         out.push('\n');
     }
-    out.push_str("*** END OF THE PROJECT GUTENBERG EBOOK ***\n");
     out
 }
 
@@ -277,7 +274,7 @@ fn search_across_books_ranks_like_one_index() {
         add(
             &g,
             &format!("b{b}.txt"),
-            &themed_book(&format!("Themed {b}"), b, 40 + 25 * b as usize),
+            &themed_book(b, 40 + 25 * b as usize),
             &format!("themed/book-{b}"),
             shard,
         );
@@ -285,8 +282,7 @@ fn search_across_books_ranks_like_one_index() {
     // Words the tokenizer treats specially: diacritics folded, a script
     // whose vowel signs cut a word into several terms, a long word.
     let long = "z".repeat(300);
-    let mut odd = themed_book("Odd Words", 9, 30);
-    let end = odd.rfind("*** END").unwrap();
+    let mut odd = themed_book(9, 30);
     let lines: String = (0..24)
         .map(|i| {
             format!(
@@ -295,7 +291,7 @@ fn search_across_books_ranks_like_one_index() {
             )
         })
         .collect();
-    odd.insert_str(end, &lines);
+    odd.push_str(&lines);
     add(&g, "odd.txt", &odd, "themed/odd", "main");
     let reference = Reference::build(&g.state());
     let checked = check_against_reference(&g, &reference, 30, 11);
@@ -409,13 +405,7 @@ fn search_across_corpus_books_ranks_like_one_index() {
         let shard = if i % 2 == 0 { "main" } else { "second" };
         g.ok(&["book", "add", f.to_str().unwrap(), "--shard", shard]);
     }
-    add(
-        &g,
-        "t.txt",
-        &themed_book("Themed", 1, 60),
-        "themed/one",
-        "main",
-    );
+    add(&g, "t.txt", &themed_book(1, 60), "themed/one", "main");
     let reference = Reference::build(&g.state());
     // The issue's own example first.
     let want = reference.top(&all_words(&["white", "whale"]), 3);
@@ -438,7 +428,7 @@ fn three_node_mesh() -> Vec<crate::cluster::Daemon> {
             let b = i as u64 * 2 + j;
             let path = n.g.write(
                 &format!("b{b}.txt"),
-                themed_book(&format!("Themed {b}"), b, 40 + 20 * b as usize).as_bytes(),
+                themed_book(b, 40 + 20 * b as usize).as_bytes(),
             );
             n.ok(&[
                 "book",
