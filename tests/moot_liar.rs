@@ -13,9 +13,8 @@
 //! Each is refused by the host, and the moot pauses with the reason.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use prost::Message;
 use serde_json::Value;
@@ -263,10 +262,9 @@ fn answer(store: &Store, identity: &Identity, data: &[u8]) -> wire::TurnAnswer {
 }
 
 /// The in-process node speaking with bravo's key, on its own thread.
+/// Bravo's stand-in, and every turn request it answered: (topic, opening).
 struct Liar {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// Every turn request it answered: (topic, opening).
+    node: crate::support::StandIn,
     asked: Arc<Mutex<Vec<(String, bool)>>>,
 }
 
@@ -280,66 +278,29 @@ impl Liar {
         host: libp2p::PeerId,
         host_addr: libp2p::Multiaddr,
     ) -> Liar {
-        let state: PathBuf = state.to_path_buf();
         let asked = Arc::new(Mutex::new(Vec::new()));
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let log = asked.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let identity =
-                    Identity::load_or_create(&state.join(grove::identity::IDENTITY_DIR)).unwrap();
-                let keypair = libp2p::identity::Keypair::ed25519_from_bytes(
-                    identity.signing_key().to_bytes(),
-                )
-                .unwrap();
-                let config = grove::config::Settings::default().net.checked().unwrap();
-                let config = grove::net::NetConfig {
-                    listen: vec![listen],
-                    ..config
-                };
-                let (net, mut events) = grove::net::Network::start(keypair, config).await.unwrap();
-                net.connect(host, &[host_addr], Duration::from_secs(10))
-                    .await
-                    .unwrap();
-                ready_tx.send(()).unwrap();
-                let store = Store::new(&state);
-                loop {
-                    tokio::select! {
-                        _ = &mut stopped => break,
-                        event = events.recv() => match event {
-                            Some(grove::net::Event::Request { id, protocol, data, .. }) => {
-                                let bytes = if protocol == grove::net::Protocol::Turn {
-                                    let call = wire::TurnCall::decode(data.as_slice()).unwrap();
-                                    log.lock().unwrap().push((call.topic.clone(), call.opening));
-                                    answer(&store, &identity, &data).encode_to_vec()
-                                } else {
-                                    // Sync, search, join: an empty answer
-                                    // (each decodes as "nothing"), so the
-                                    // host is not left waiting.
-                                    Vec::new()
-                                };
-                                let _ = net.respond(id, bytes).await;
-                            }
-                            Some(_) => {}
-                            None => break,
-                        },
-                    }
+        let identity =
+            Identity::load_or_create(&state.join(grove::identity::IDENTITY_DIR)).unwrap();
+        let store = Store::new(state);
+        let node = crate::support::StandIn::start(
+            state,
+            listen,
+            host,
+            host_addr,
+            move |protocol, data| {
+                if protocol == grove::net::Protocol::Turn {
+                    let call = wire::TurnCall::decode(data).unwrap();
+                    log.lock().unwrap().push((call.topic.clone(), call.opening));
+                    answer(&store, &identity, data).encode_to_vec()
+                } else {
+                    // Sync, search, join: an empty answer (each decodes as
+                    // "nothing"), so the host is not left waiting.
+                    Vec::new()
                 }
-            });
-        });
-        ready_rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the liar connected to the host");
-        Liar {
-            stop: Some(stop),
-            thread: Some(thread),
-            asked,
-        }
+            },
+        );
+        Liar { node, asked }
     }
 
     /// How many opening searches it answered, and how many turn requests
@@ -356,19 +317,7 @@ impl Liar {
 
     /// Stops it; an error is a panic on its thread (a failed answer).
     fn stop(&mut self) -> std::thread::Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match self.thread.take() {
-            Some(thread) => thread.join(),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Liar {
-    fn drop(&mut self) {
-        let _ = self.stop();
+        self.node.stop()
     }
 }
 

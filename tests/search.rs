@@ -527,7 +527,24 @@ fn mesh_search_ranks_like_one_index_and_drops_hits_that_fail_their_proof() {
         .unwrap();
     let alpha: libp2p::PeerId = nodes[0].peer_id().parse().unwrap();
     nodes[1].stop();
-    let _impostor = Impostor::start(&nodes[1].g.state(), bravo_addr, alpha, alpha_addr);
+    // An in-process node with bravo's key on bravo's address answers from
+    // bravo's store, honestly ranked and proven, but with every hit's text
+    // altered.
+    let store = grove::store::Store::new(&nodes[1].g.state());
+    let _impostor = crate::support::StandIn::start(
+        &nodes[1].g.state(),
+        bravo_addr,
+        alpha,
+        alpha_addr,
+        move |protocol, data| {
+            use prost::Message;
+            if protocol != grove::net::Protocol::Search {
+                return Vec::new();
+            }
+            let call = grove::wire::node::SearchCall::decode(data).unwrap();
+            altered_answer(&store, call).encode_to_vec()
+        },
+    );
     let mut shown = Value::Null;
     crate::cluster::eventually("the altered hits to be dropped", || {
         shown = nodes[0].json(&["book", "search", &common, "-k", "50", "--mesh"]);
@@ -546,81 +563,6 @@ fn mesh_search_ranks_like_one_index_and_drops_hits_that_fail_their_proof() {
         assert!(!h["content"].as_str().unwrap().contains("ALTERED"));
     }
     assert!(!shown["hits"].as_array().unwrap().is_empty());
-}
-
-/// A member that answers `/grove/search/1` from its own store, honestly
-/// ranked and proven, but with every hit's text altered: an in-process node
-/// with bravo's key on bravo's address (bravo's daemon stopped).
-struct Impostor {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Impostor {
-    fn start(
-        state: &Path,
-        listen: libp2p::Multiaddr,
-        host: libp2p::PeerId,
-        host_addr: libp2p::Multiaddr,
-    ) -> Impostor {
-        use grove::wire::node as wire;
-        use prost::Message;
-        let state = state.to_path_buf();
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let identity = grove::identity::Identity::load_or_create(
-                    &state.join(grove::identity::IDENTITY_DIR),
-                )
-                .unwrap();
-                let keypair = libp2p::identity::Keypair::ed25519_from_bytes(
-                    identity.signing_key().to_bytes(),
-                )
-                .unwrap();
-                let config = grove::config::Settings::default().net.checked().unwrap();
-                let config = grove::net::NetConfig {
-                    listen: vec![listen],
-                    ..config
-                };
-                let (net, mut events) = grove::net::Network::start(keypair, config).await.unwrap();
-                net.connect(host, &[host_addr], std::time::Duration::from_secs(10))
-                    .await
-                    .unwrap();
-                ready_tx.send(()).unwrap();
-                let store = grove::store::Store::new(&state);
-                loop {
-                    tokio::select! {
-                        _ = &mut stopped => break,
-                        event = events.recv() => match event {
-                            Some(grove::net::Event::Request { id, protocol, data, .. }) => {
-                                let answer = if protocol == grove::net::Protocol::Search {
-                                    let call = wire::SearchCall::decode(data.as_slice()).unwrap();
-                                    altered_answer(&store, call).encode_to_vec()
-                                } else {
-                                    Vec::new()
-                                };
-                                let _ = net.respond(id, answer).await;
-                            }
-                            Some(_) => {}
-                            None => break,
-                        },
-                    }
-                }
-            });
-        });
-        ready_rx
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("the impostor connected");
-        Impostor {
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
 }
 
 /// Round 1 answered honestly; round 2's hits honest but for their text.
@@ -684,16 +626,5 @@ fn altered_answer(
             .collect(),
         max_k: 1000,
         ..Default::default()
-    }
-}
-
-impl Drop for Impostor {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }

@@ -259,3 +259,89 @@ pub fn skip(reason: &str) {
     }
     eprintln!("SKIP: {reason}");
 }
+
+/// An in-process node standing in for a stopped daemon: the daemon's own
+/// key (same peer id) on its old address, connected to `host`, answering
+/// every request with `answer(protocol, body)`. Stops when dropped.
+pub struct StandIn {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StandIn {
+    pub fn start(
+        state: &Path,
+        listen: libp2p::Multiaddr,
+        host: libp2p::PeerId,
+        host_addr: libp2p::Multiaddr,
+        answer: impl FnMut(grove::net::Protocol, &[u8]) -> Vec<u8> + Send + 'static,
+    ) -> StandIn {
+        let state = state.to_path_buf();
+        let mut answer = answer;
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let identity = grove::identity::Identity::load_or_create(
+                    &state.join(grove::identity::IDENTITY_DIR),
+                )
+                .unwrap();
+                let keypair = libp2p::identity::Keypair::ed25519_from_bytes(
+                    identity.signing_key().to_bytes(),
+                )
+                .unwrap();
+                let config = grove::config::Settings::default().net.checked().unwrap();
+                let config = grove::net::NetConfig {
+                    listen: vec![listen],
+                    ..config
+                };
+                let (net, mut events) = grove::net::Network::start(keypair, config).await.unwrap();
+                net.connect(host, &[host_addr], std::time::Duration::from_secs(10))
+                    .await
+                    .unwrap();
+                ready_tx.send(()).unwrap();
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => break,
+                        event = events.recv() => match event {
+                            Some(grove::net::Event::Request { id, protocol, data, .. }) => {
+                                let bytes = answer(protocol, &data);
+                                let _ = net.respond(id, bytes).await;
+                            }
+                            Some(_) => {}
+                            None => break,
+                        },
+                    }
+                }
+            });
+        });
+        ready_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the stand-in connected to the host");
+        StandIn {
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops it; an error is a panic on its thread (a failed answer).
+    pub fn stop(&mut self) -> std::thread::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take() {
+            Some(thread) => thread.join(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
