@@ -45,8 +45,9 @@ pub struct AddRequest {
     pub force: bool,
 }
 
-/// `book search`: the query and its scope.
-#[derive(Debug, Clone)]
+/// `book search`: the query and its scope (also the body of `POST
+/// /v1/books/search`, inside [`dto::SearchCall`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SearchRequest {
     pub query: String,
     pub key: Option<String>,

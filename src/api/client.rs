@@ -42,10 +42,7 @@ impl Client {
     /// `POST /v1/books/search`: this node's books, or every member's.
     pub fn search_call(&self, req: &SearchRequest, mesh: bool) -> Result<dto::Hits, ApiError> {
         let call = dto::SearchCall {
-            query: req.query.clone(),
-            key: req.key.clone(),
-            version: req.version,
-            k: req.k,
+            request: req.clone(),
             mesh,
         };
         let body = serde_json::to_vec(&call).map_err(|e| ApiError::internal(e.to_string()))?;

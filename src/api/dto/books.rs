@@ -180,12 +180,8 @@ impl From<&SearchHit> for Hit {
 /// its length is the query limit's to judge, not the URI's).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SearchCall {
-    pub query: String,
-    #[serde(default)]
-    pub key: Option<String>,
-    #[serde(default)]
-    pub version: Option<u32>,
-    pub k: usize,
+    #[serde(flatten)]
+    pub request: crate::api::books::SearchRequest,
     /// Every member's books, not only this node's.
     #[serde(default)]
     pub mesh: bool,

@@ -11,7 +11,7 @@ use axum::extract::rejection::BytesRejection;
 use serde::Deserialize;
 
 use super::{Answer, Query};
-use crate::api::books::{AddRequest, BookApi, SearchRequest};
+use crate::api::books::{AddRequest, BookApi};
 use crate::api::{ApiError, dto};
 use crate::daemon::node::Due;
 use crate::daemon::rpc::{self, Rpc};
@@ -142,18 +142,13 @@ pub async fn search(
     let call: dto::SearchCall = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("a malformed search: {e}")))?;
     let max = rpc.limits.max_query_bytes;
-    if call.query.len() > max {
+    if call.request.query.len() > max {
         return Err(ApiError::bad_request(format!(
             "a query of {} bytes is over the limit of {max} (net.max_query_bytes)",
-            call.query.len()
+            call.request.query.len()
         )));
     }
-    let request = SearchRequest {
-        query: call.query,
-        key: call.key,
-        version: call.version,
-        k: call.k,
-    };
+    let request = call.request;
     if call.mesh {
         return Ok(Json(rpc::search::mesh_search(&rpc, request).await?));
     }
