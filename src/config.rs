@@ -151,6 +151,103 @@ pub struct NetSettings {
     pub max_query_bytes: usize,
     /// Requests per minute one peer may make, per protocol.
     pub rate: RateSettings,
+    /// Whether other hosts can dial this node: "auto" (judged from what
+    /// peers see), "public" or "private".
+    pub reachability: String,
+    /// Relays that are not mesh members (`/ip4/…/tcp/…/p2p/<id>`), used
+    /// when this node is not public, and dialled at start.
+    pub relays: Vec<String>,
+    /// This node as a relay for others.
+    pub relay: RelaySettings,
+}
+
+/// The circuit relay this node runs for others (docs/networking.md).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RelaySettings {
+    /// "members" (roster members, and strangers presenting an open invite,
+    /// to reach its inviter), "anyone", or "off". A node relays only while
+    /// it judges itself public.
+    pub serve: String,
+    pub max_reservations: u32,
+    pub max_reservations_per_peer: u32,
+    pub reservation_secs: u64,
+    pub max_circuits: u32,
+    pub max_circuits_per_peer: u32,
+    /// A relayed connection lasts at most this long (then it is redialled):
+    /// at least `net.turn_timeout_secs`, so a turn fits in one.
+    pub circuit_secs: u64,
+    /// … and carries at most this many bytes each way.
+    pub circuit_bytes: u64,
+    /// How many relays a node that is not public holds a slot on.
+    pub use_relays: u32,
+}
+
+impl Default for RelaySettings {
+    fn default() -> Self {
+        RelaySettings {
+            serve: "members".into(),
+            max_reservations: 128,
+            max_reservations_per_peer: 4,
+            reservation_secs: 3600,
+            max_circuits: 64,
+            max_circuits_per_peer: 8,
+            circuit_secs: 3600,
+            circuit_bytes: 1 << 30,
+            use_relays: 2,
+        }
+    }
+}
+
+impl RelaySettings {
+    fn checked(&self, turn_timeout_secs: u64) -> Result<crate::net::RelayLimits, ConfigError> {
+        let invalid = |key: &str, reason: String| ConfigError::Invalid {
+            key: format!("net.relay.{key}"),
+            reason,
+        };
+        let serve = self.serve.parse().map_err(|e| invalid("serve", e))?;
+        for (key, value) in [
+            ("max_reservations", self.max_reservations),
+            ("max_reservations_per_peer", self.max_reservations_per_peer),
+            ("max_circuits", self.max_circuits),
+            ("max_circuits_per_peer", self.max_circuits_per_peer),
+        ] {
+            if !(1..=65_536).contains(&value) {
+                return Err(invalid(key, "must be between 1 and 65536".into()));
+            }
+        }
+        if !(60..=86_400).contains(&self.reservation_secs) {
+            return Err(invalid(
+                "reservation_secs",
+                "must be between 60 and 86400".into(),
+            ));
+        }
+        if self.circuit_secs < turn_timeout_secs || self.circuit_secs > 86_400 {
+            return Err(invalid(
+                "circuit_secs",
+                format!(
+                    "must be between net.turn_timeout_secs ({turn_timeout_secs}) and 86400, so a turn fits in one circuit"
+                ),
+            ));
+        }
+        if self.circuit_bytes < 1 << 20 {
+            return Err(invalid("circuit_bytes", "must be at least 1 MiB".into()));
+        }
+        if self.use_relays > 8 {
+            return Err(invalid("use_relays", "must be at most 8".into()));
+        }
+        Ok(crate::net::RelayLimits {
+            serve,
+            max_reservations: self.max_reservations as usize,
+            max_reservations_per_peer: self.max_reservations_per_peer as usize,
+            reservation_duration: std::time::Duration::from_secs(self.reservation_secs),
+            max_circuits: self.max_circuits as usize,
+            max_circuits_per_peer: self.max_circuits_per_peer as usize,
+            circuit_duration: std::time::Duration::from_secs(self.circuit_secs),
+            circuit_bytes: self.circuit_bytes,
+            use_relays: self.use_relays as usize,
+        })
+    }
 }
 
 /// Requests per minute one peer may make on each protocol; a burst of a
@@ -199,6 +296,9 @@ impl Default for NetSettings {
             turn_quota_secs: 1800,
             max_query_bytes: 4096,
             rate: RateSettings::default(),
+            reachability: "auto".into(),
+            relays: Vec::new(),
+            relay: RelaySettings::default(),
         }
     }
 }
@@ -222,7 +322,24 @@ impl NetSettings {
         if listen.is_empty() {
             return Err(invalid("net.listen", "needs at least one address".into()));
         }
-        parse("net.external_addresses", &self.external_addresses)?;
+        let external = parse("net.external_addresses", &self.external_addresses)?;
+        let relays = parse("net.relays", &self.relays)?;
+        for relay in &relays {
+            if !matches!(
+                relay.iter().last(),
+                Some(libp2p::multiaddr::Protocol::P2p(_))
+            ) {
+                return Err(invalid(
+                    "net.relays",
+                    format!("`{relay}` does not end in /p2p/<peer id> (the relay's identity)"),
+                ));
+            }
+        }
+        let reachability = self
+            .reachability
+            .parse()
+            .map_err(|e| invalid("net.reachability", e))?;
+        let relay = self.relay.checked(self.turn_timeout_secs)?;
         if !(4096..=16 << 20).contains(&self.max_message_bytes) {
             return Err(invalid(
                 "net.max_message_bytes",
@@ -332,6 +449,10 @@ impl NetSettings {
             request_read: std::time::Duration::from_secs(self.request_read_secs),
             max_inbound_streams: self.max_inbound_streams,
             inflight_request_bytes: self.inflight_request_bytes,
+            reachability,
+            external,
+            relays,
+            relay,
         })
     }
 }

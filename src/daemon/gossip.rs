@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use libp2p::{Multiaddr, PeerId};
+use libp2p::PeerId;
 use prost::Message;
 
 use super::mesh::ActorError;
@@ -79,7 +79,7 @@ pub struct Gossip {
     pub stats: Arc<Stats>,
     pub due: Arc<Due>,
     /// Addresses announcements carry.
-    pub advertised: Arc<Vec<Multiaddr>>,
+    pub advertised: super::advertised::Advertised,
     pub recent: Arc<RecentGossip>,
     deferred_votes: Arc<Mutex<Vec<Vec<u8>>>>,
 }
@@ -118,7 +118,7 @@ impl Gossip {
         store: StoreWorker,
         stats: Arc<Stats>,
         due: Arc<Due>,
-        advertised: Arc<Vec<Multiaddr>>,
+        advertised: super::advertised::Advertised,
     ) -> Gossip {
         Gossip {
             mesh,
@@ -323,7 +323,12 @@ impl Gossip {
             seq,
             time_ms: now,
             shards,
-            addresses: self.advertised.iter().map(|a| a.to_string()).collect(),
+            addresses: self
+                .advertised
+                .current()
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
             name,
         };
         let to_sign = announcement.clone();

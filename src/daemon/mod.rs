@@ -4,6 +4,7 @@
 //!
 //! [`run`] takes its shutdown signal as a future so tests can embed a node.
 
+pub mod advertised;
 pub mod control;
 pub mod events;
 pub mod gossip;
@@ -110,10 +111,7 @@ pub async fn run(
     let bound = network.listeners().await?;
     let listen: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
     tracing::info!(peer_id = %network.local_peer_id(), listen = ?listen, "network listening");
-    let advertised = Arc::new(advertised_addresses(
-        &settings.net.external_addresses,
-        &bound,
-    ));
+    let advertised = advertised::Advertised::new(&settings.net.external_addresses, network.clone());
     let books = LocalBooks::new(
         &state_dir,
         settings.limits.clone(),
@@ -326,7 +324,7 @@ struct Parts<'a> {
     mesh: mesh::MeshWorker,
     model: model::ModelWorker,
     peers: peers::Peers,
-    advertised: Arc<Vec<libp2p::Multiaddr>>,
+    advertised: advertised::Advertised,
 }
 
 /// Wires the node loop and the control routes from the workers: each gets
@@ -349,6 +347,13 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
         speaker: speaking.clone(),
         stats: stats.clone(),
         limits: rpc::limits::Limits::new(&p.settings.net),
+        relay_serve: p
+            .settings
+            .net
+            .relay
+            .serve
+            .parse()
+            .unwrap_or(crate::net::RelayServe::Members),
     };
     let moots = moots::MootHost {
         mesh: p.mesh.clone(),
@@ -423,42 +428,6 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
         moots,
     };
     (node, control)
-}
-
-/// What invites and announcements advertise: `net.external_addresses` when
-/// set, else the bound addresses that another host could dial (unspecified
-/// and, when others exist, loopback addresses left out).
-pub fn advertised_addresses(
-    external: &[String],
-    bound: &[libp2p::Multiaddr],
-) -> Vec<libp2p::Multiaddr> {
-    use libp2p::multiaddr::Protocol;
-    if !external.is_empty() {
-        return external.iter().filter_map(|a| a.parse().ok()).collect();
-    }
-    let unspecified = |a: &libp2p::Multiaddr| {
-        a.iter().any(|p| match p {
-            Protocol::Ip4(ip) => ip.is_unspecified(),
-            Protocol::Ip6(ip) => ip.is_unspecified(),
-            _ => false,
-        })
-    };
-    let loopback = |a: &libp2p::Multiaddr| {
-        a.iter().any(|p| match p {
-            Protocol::Ip4(ip) => ip.is_loopback(),
-            Protocol::Ip6(ip) => ip.is_loopback(),
-            _ => false,
-        })
-    };
-    let usable: Vec<libp2p::Multiaddr> =
-        bound.iter().filter(|a| !unspecified(a)).cloned().collect();
-    let routable: Vec<libp2p::Multiaddr> =
-        usable.iter().filter(|a| !loopback(a)).cloned().collect();
-    if routable.is_empty() {
-        usable
-    } else {
-        routable
-    }
 }
 
 /// Binds the control socket with mode 0660, replacing a stale socket file

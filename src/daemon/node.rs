@@ -300,6 +300,9 @@ impl NodeLoop {
         let now = crate::now_ms();
         match event {
             Event::Listening(addr) => tracing::debug!(%addr, "listening"),
+            // Peers learn the new addresses (a relayed one, say) from the
+            // next announcement.
+            Event::AddressesChanged => self.due.announce(),
             Event::PeerConnected(peer) => {
                 let was_online = self.peers.lock().connected.contains(&peer);
                 self.peers.lock().connected(peer, now);

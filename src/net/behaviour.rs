@@ -1,15 +1,16 @@
 //! The composed libp2p behaviour: admission control first (it refuses or
 //! closes connections before any other behaviour handles them), connection
-//! limits, a block list, identify, then gossipsub tuned for small private
+//! limits, a block list, identify, ping (round-trip times), the circuit
+//! relay's server and client, then gossipsub tuned for small private
 //! meshes and one framed request-response behaviour per [`Protocol`] —
-//! each but join behind the members-only gate.
+//! each but join and relay-pass behind the members-only gate.
 
 use std::time::Duration;
 
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::{
-    StreamProtocol, allow_block_list, connection_limits, gossipsub, identify, identity,
-    request_response,
+    StreamProtocol, allow_block_list, connection_limits, gossipsub, identify, identity, ping,
+    relay, request_response,
 };
 use sha2::{Digest, Sha256};
 
@@ -17,6 +18,7 @@ use super::admission::Admission;
 use super::codec::{FrameCodec, ReadBudget};
 use super::gate::{Gate, MembersOnly};
 use super::protocol::{self, Protocol};
+use super::relay::{RelayAccess, server_config};
 use super::{NetConfig, NetError};
 
 pub type Rpc = request_response::Behaviour<FrameCodec>;
@@ -31,8 +33,12 @@ pub struct Behaviour {
     pub limits: connection_limits::Behaviour,
     pub blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
     pub identify: identify::Behaviour,
+    pub ping: ping::Behaviour,
+    pub relay: relay::Behaviour,
+    pub relay_client: relay::client::Behaviour,
     pub gossipsub: MembersOnly<gossipsub::Behaviour>,
     pub join: Rpc,
+    pub relay_pass: Rpc,
     pub sync: MembersOnly<Rpc>,
     pub search: MembersOnly<Rpc>,
     pub turn: MembersOnly<Rpc>,
@@ -43,6 +49,7 @@ impl Behaviour {
     pub fn rpc(&mut self, protocol: Protocol) -> &mut Rpc {
         match protocol {
             Protocol::Join => &mut self.join,
+            Protocol::RelayPass => &mut self.relay_pass,
             Protocol::Sync => self.sync.inner(),
             Protocol::Search => self.search.inner(),
             Protocol::Turn => self.turn.inner(),
@@ -65,6 +72,8 @@ pub fn build(
     keypair: &identity::Keypair,
     config: &NetConfig,
     gate: &Gate,
+    access: &RelayAccess,
+    relay_client: relay::client::Behaviour,
 ) -> Result<Behaviour, NetError> {
     // Members' slots plus the strangers' (admission keeps strangers to
     // theirs, so members always find room).
@@ -116,12 +125,21 @@ pub fn build(
         admission: Admission::new(config.admission.clone(), gate.clone()),
         limits: connection_limits::Behaviour::new(limits),
         blocked: allow_block_list::Behaviour::default(),
-        identify: identify::Behaviour::new(identify::Config::new(
-            protocol::IDENTIFY.into(),
-            keypair.public(),
-        )),
+        // Pushed updates tell peers at once when this node starts (or
+        // stops) serving as a relay, or gains a relayed address.
+        identify: identify::Behaviour::new(
+            identify::Config::new(protocol::IDENTIFY.into(), keypair.public())
+                .with_push_listen_addr_updates(true),
+        ),
+        ping: ping::Behaviour::new(ping::Config::new()),
+        relay: relay::Behaviour::new(
+            keypair.public().to_peer_id(),
+            server_config(&config.relay, access),
+        ),
+        relay_client,
         gossipsub: MembersOnly::new(gossipsub, gate.clone()),
         join: rpc(Protocol::Join),
+        relay_pass: rpc(Protocol::RelayPass),
         sync: gated(Protocol::Sync),
         search: gated(Protocol::Search),
         turn: gated(Protocol::Turn),

@@ -1,18 +1,30 @@
 //! The task that owns the swarm: turns commands into swarm calls and swarm
 //! events into [`Event`]s. Every failure becomes an event or an error reply.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
+use libp2p::core::transport::{OrTransport, Transport as _};
+use libp2p::core::upgrade::Version;
 use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
 use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::swarm::{ConnectionId, SwarmEvent};
-use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, identity, noise, tcp, yamux};
-use tokio::sync::{mpsc, oneshot};
+use libp2p::{
+    Multiaddr, PeerId, Swarm, gossipsub, identify, identity, noise, ping, relay, tcp, yamux,
+};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::behaviour::{self, Behaviour, BehaviourEvent};
+use super::connectivity::{Addresses, Connectivity};
 use super::gate::Gate;
+use super::reach::Reach;
+use super::relay::{Counted, Passes, RelayAccess, RelayedBytes};
 use super::{Command, DropReason, Event, NetConfig, NetError, Protocol, Verdict};
+
+/// How often reachability is judged again and relay slots are sought.
+const CONNECTIVITY_TICK: Duration = Duration::from_secs(2);
 
 type Pending = oneshot::Sender<Result<Vec<u8>, NetError>>;
 
@@ -33,6 +45,8 @@ struct EventLoop {
     /// `connect` calls waiting: the peer, this call's own dial (none when
     /// it waits for the peer to dial in), the reply.
     connecting: Vec<(PeerId, Option<ConnectionId>, Connecting)>,
+    connectivity: Connectivity,
+    addresses: watch::Sender<Addresses>,
 }
 
 type Connecting = oneshot::Sender<Result<(), NetError>>;
@@ -42,21 +56,46 @@ pub(super) async fn spawn(
     config: NetConfig,
     commands: mpsc::Receiver<Command>,
     events: mpsc::Sender<Event>,
-) -> Result<(), NetError> {
+) -> Result<watch::Receiver<Addresses>, NetError> {
     let gate = Gate::default();
-    let behaviour = behaviour::build(&keypair, &config, &gate)?;
-    let mut swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
-        .with_tokio()
-        .with_tcp(
-            tcp::Config::default().nodelay(true),
-            noise::Config::new,
-            yamux::Config::default,
-        )
-        .map_err(|e| NetError::Transport(e.to_string()))?
-        .with_behaviour(|_| behaviour)
-        .map_err(|e| NetError::Transport(e.to_string()))?
-        .with_swarm_config(|c| c.with_idle_connection_timeout(config.idle_timeout))
-        .build();
+    let access = RelayAccess {
+        serve: config.relay.serve,
+        gate: gate.clone(),
+        passes: Passes::default(),
+    };
+    let local = keypair.public().to_peer_id();
+    let bytes = Arc::new(RelayedBytes::default());
+    let (relay_transport, relay_client) = relay::client::new(local);
+    let behaviour = behaviour::build(&keypair, &config, &gate, &access, relay_client)?;
+    // TCP, and circuits through relays (their bytes counted), each under
+    // Noise and Yamux.
+    let counted = bytes.clone();
+    let relayed = relay_transport.map(move |conn, _| Counted {
+        inner: conn,
+        bytes: counted.clone(),
+    });
+    let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true));
+    let noise = noise::Config::new(&keypair).map_err(|e| NetError::Transport(e.to_string()))?;
+    let transport = OrTransport::new(relayed, tcp)
+        .upgrade(Version::V1Lazy)
+        .authenticate(noise)
+        .multiplex(yamux::Config::default())
+        .timeout(Duration::from_secs(20))
+        .boxed();
+    let mut swarm = Swarm::new(
+        transport,
+        behaviour,
+        local,
+        libp2p::swarm::Config::with_tokio_executor()
+            .with_idle_connection_timeout(config.idle_timeout),
+    );
+    let connectivity = Connectivity::new(
+        Reach::new(config.reachability, config.external.clone()),
+        &config.relays,
+        config.relay.use_relays,
+        access,
+        bytes,
+    );
     // Every port is probed before this node binds any (two of its own
     // addresses may share a port).
     for addr in &config.listen {
@@ -70,13 +109,19 @@ pub(super) async fn spawn(
                 reason: with_causes(&e),
             })?;
     }
-    // Wait until every listener has its address, so callers (and invites)
-    // see the ports actually bound.
-    let mut bound = 0;
-    while bound < config.listen.len() {
+    // Wait until every listener has an address, so callers (and invites)
+    // see the ports actually bound; an unspecified address reports each
+    // interface's in turn, later ones through the address watch.
+    let mut connectivity = connectivity;
+    let mut reported = HashSet::new();
+    while reported.len() < config.listen.len() {
         match swarm.select_next_some().await {
-            SwarmEvent::NewListenAddr { address, .. } => {
-                bound += 1;
+            SwarmEvent::NewListenAddr {
+                listener_id,
+                address,
+            } => {
+                reported.insert(listener_id);
+                connectivity.listening(listener_id, address.clone());
                 let _ = events.try_send(Event::Listening(address));
             }
             SwarmEvent::ListenerError { error, .. }
@@ -91,6 +136,12 @@ pub(super) async fn spawn(
             _ => {}
         }
     }
+    for (_, relay) in connectivity.configured() {
+        if let Err(e) = swarm.dial(relay.clone()) {
+            tracing::warn!(%relay, error = %e, "cannot dial a configured relay");
+        }
+    }
+    let (addresses, watched) = watch::channel(connectivity.addresses());
     let event_loop = EventLoop {
         swarm,
         commands,
@@ -102,9 +153,11 @@ pub(super) async fn spawn(
         blocked: Vec::new(),
         gate,
         connecting: Vec::new(),
+        connectivity,
+        addresses,
     };
     tokio::spawn(event_loop.run());
-    Ok(())
+    Ok(watched)
 }
 
 /// An error with every cause under it (libp2p's transport errors keep the
@@ -167,15 +220,49 @@ pub fn refuse_port_in_use(addr: &Multiaddr) -> Result<(), NetError> {
 
 impl EventLoop {
     async fn run(mut self) {
+        let mut tick = tokio::time::interval(CONNECTIVITY_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                event = self.swarm.select_next_some() => self.on_swarm(event).await,
+                event = self.swarm.select_next_some() => {
+                    self.on_swarm(event).await;
+                    self.publish_addresses();
+                }
+                _ = tick.tick() => {
+                    self.on_tick();
+                    self.publish_addresses();
+                }
                 command = self.commands.recv() => match command {
                     Some(c) => self.on_command(c),
                     // Every handle is gone: the node is shutting down.
                     None => break,
                 },
             }
+        }
+    }
+
+    /// Judges reachability, keeps relay slots, and redials configured
+    /// relays that are not connected.
+    fn on_tick(&mut self) {
+        self.connectivity.tick(&mut self.swarm);
+        let missing: Vec<Multiaddr> = self
+            .connectivity
+            .configured()
+            .iter()
+            .filter(|(peer, _)| !self.swarm.is_connected(peer))
+            .map(|(_, addr)| addr.clone())
+            .collect();
+        for relay in missing {
+            let _ = self.swarm.dial(relay);
+        }
+    }
+
+    /// Tells the node when the addresses others reach it at changed.
+    fn publish_addresses(&mut self) {
+        let now = self.connectivity.addresses();
+        if *self.addresses.borrow() != now {
+            self.addresses.send_replace(now);
+            self.emit(Event::AddressesChanged);
         }
     }
 
@@ -236,6 +323,14 @@ impl EventLoop {
             Command::Admission(reply) => {
                 let _ = reply.send(behaviour.admission.counts);
             }
+            Command::Connectivity(reply) => {
+                let _ = reply.send(self.connectivity.report());
+            }
+            Command::GrantRelayPass {
+                peer,
+                inviter,
+                until,
+            } => self.connectivity.access.passes.grant(peer, inviter, until),
             Command::Respond(id, data) => {
                 if let Some((protocol, channel)) = self.responses.remove(&id) {
                     let sent = behaviour.rpc(protocol).send_response(channel, data).is_ok();
@@ -338,21 +433,82 @@ impl EventLoop {
 
     async fn on_swarm(&mut self, event: SwarmEvent<BehaviourEvent>) {
         match event {
-            SwarmEvent::NewListenAddr { address, .. } => self.emit(Event::Listening(address)),
+            SwarmEvent::NewListenAddr {
+                listener_id,
+                address,
+            } => {
+                self.connectivity.listening(listener_id, address.clone());
+                self.emit(Event::Listening(address));
+            }
+            SwarmEvent::ExpiredListenAddr {
+                listener_id,
+                address,
+            } => self.connectivity.expired(listener_id, &address),
+            SwarmEvent::ListenerClosed {
+                listener_id,
+                reason,
+                ..
+            } => {
+                let why = match &reason {
+                    Ok(()) => "closed".to_string(),
+                    Err(e) => with_causes(e),
+                };
+                self.connectivity.listener_closed(listener_id, &why);
+            }
+            SwarmEvent::ListenerError { listener_id, error } => {
+                self.connectivity
+                    .listener_closed(listener_id, &with_causes(&error));
+            }
             SwarmEvent::ConnectionEstablished {
                 peer_id,
+                connection_id,
+                endpoint,
                 num_established,
                 ..
-            } if num_established.get() == 1 => {
-                self.settle_connects(peer_id, None);
-                self.emit(Event::PeerConnected(peer_id));
+            } => {
+                self.connectivity.connected(
+                    peer_id,
+                    connection_id,
+                    endpoint.get_remote_address().clone(),
+                    endpoint.is_dialer(),
+                );
+                if num_established.get() == 1 {
+                    self.settle_connects(peer_id, None);
+                    self.emit(Event::PeerConnected(peer_id));
+                }
             }
             SwarmEvent::ConnectionClosed {
                 peer_id,
-                num_established: 0,
+                connection_id,
+                num_established,
                 ..
             } => {
-                self.emit(Event::PeerDisconnected(peer_id));
+                self.connectivity.closed(peer_id, connection_id);
+                if num_established == 0 {
+                    self.emit(Event::PeerDisconnected(peer_id));
+                }
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
+                peer_id,
+                info,
+                ..
+            })) => {
+                self.connectivity
+                    .identified(peer_id, info.observed_addr, &info.protocols);
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Ping(ping::Event {
+                peer,
+                result: Ok(rtt),
+                ..
+            })) => self.connectivity.rtt(peer, rtt),
+            SwarmEvent::Behaviour(BehaviourEvent::Relay(event)) => {
+                if let Some(peer) = self.connectivity.on_server(event) {
+                    tracing::info!(%peer, "a relay pass holder reached past its inviter: disconnected");
+                    let _ = self.swarm.disconnect_peer_id(peer);
+                }
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::RelayClient(event)) => {
+                self.connectivity.on_client(event)
             }
             SwarmEvent::IncomingConnectionError { error, .. } => {
                 self.emit(Event::Dropped {
@@ -393,6 +549,9 @@ impl EventLoop {
             SwarmEvent::Behaviour(BehaviourEvent::Join(event)) => {
                 self.on_rpc(Protocol::Join, event)
             }
+            SwarmEvent::Behaviour(BehaviourEvent::RelayPass(event)) => {
+                self.on_rpc(Protocol::RelayPass, event)
+            }
             SwarmEvent::Behaviour(BehaviourEvent::Sync(event)) => {
                 self.on_rpc(Protocol::Sync, event)
             }
@@ -412,7 +571,7 @@ impl EventLoop {
                 request_response::Message::Request {
                     request, channel, ..
                 } => {
-                    if protocol == Protocol::Join {
+                    if matches!(protocol, Protocol::Join | Protocol::RelayPass) {
                         self.swarm.behaviour_mut().admission.join_activity(&peer);
                     }
                     let id = self.next_inbound;

@@ -8,17 +8,23 @@
 mod admission;
 mod behaviour;
 pub mod codec;
+mod connectivity;
 mod event_loop;
 mod gate;
 pub mod protocol;
+pub mod reach;
+pub mod relay;
 
 use std::time::Duration;
 
 pub use admission::AdmissionCounts;
+pub use connectivity::{Addresses, ConnectivityReport, LinkReport, RelayUse};
 pub use event_loop::refuse_port_in_use;
 use libp2p::{Multiaddr, PeerId, identity};
 pub use protocol::{DropReason, Protocol};
-use tokio::sync::{mpsc, oneshot};
+pub use reach::{Reachability, ReachabilityMode};
+pub use relay::{RelayLimits, RelayServe};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Network settings, already validated.
 #[derive(Debug, Clone)]
@@ -37,6 +43,13 @@ pub struct NetConfig {
     pub max_inbound_streams: usize,
     /// Bytes of requests being read at once, over all peers.
     pub inflight_request_bytes: usize,
+    /// `net.reachability`: judged, or the operator's word.
+    pub reachability: ReachabilityMode,
+    /// `net.external_addresses`.
+    pub external: Vec<Multiaddr>,
+    /// Relays that are not members (`net.relays`), each ending in `/p2p/<id>`.
+    pub relays: Vec<Multiaddr>,
+    pub relay: RelayLimits,
 }
 
 /// What peers that are not roster members may hold: connections (in all
@@ -81,6 +94,9 @@ pub enum Verdict {
 #[derive(Debug)]
 pub enum Event {
     Listening(Multiaddr),
+    /// The addresses others can reach this node at changed (a relay
+    /// reservation came or went, a listener address appeared).
+    AddressesChanged,
     PeerConnected(PeerId),
     PeerDisconnected(PeerId),
     /// A gossip message awaiting its [`Verdict`] (report it with
@@ -129,6 +145,14 @@ enum Command {
     },
     Connected(oneshot::Sender<Vec<PeerId>>),
     Admission(oneshot::Sender<AdmissionCounts>),
+    Connectivity(oneshot::Sender<ConnectivityReport>),
+    /// Lets `peer` (a stranger holding an open invite) open circuits
+    /// through this node's relay to `inviter`, until `until`.
+    GrantRelayPass {
+        peer: PeerId,
+        inviter: PeerId,
+        until: std::time::Instant,
+    },
     /// Dial `peer` at the addresses (none: wait for it to dial in); the
     /// reply comes once connected, or when this dial fails.
     Connect(
@@ -143,6 +167,7 @@ enum Command {
 pub struct Network {
     commands: mpsc::Sender<Command>,
     local: PeerId,
+    addresses: watch::Receiver<Addresses>,
 }
 
 impl Network {
@@ -155,8 +180,15 @@ impl Network {
         let local = keypair.public().to_peer_id();
         let (commands, command_rx) = mpsc::channel(256);
         let (events_tx, events) = mpsc::channel(1024);
-        event_loop::spawn(keypair, config, command_rx, events_tx).await?;
-        Ok((Network { commands, local }, events))
+        let addresses = event_loop::spawn(keypair, config, command_rx, events_tx).await?;
+        Ok((
+            Network {
+                commands,
+                local,
+                addresses,
+            },
+            events,
+        ))
     }
 
     pub fn local_peer_id(&self) -> PeerId {
@@ -246,6 +278,33 @@ impl Network {
     /// How many connections admission refused or closed, by cause.
     pub async fn admission_counts(&self) -> Result<AdmissionCounts, NetError> {
         self.ask(Command::Admission).await
+    }
+
+    /// The addresses others can reach this node at: its listen addresses
+    /// (each interface's) and those through relays it holds a reservation on.
+    pub fn addresses(&self) -> Addresses {
+        self.addresses.borrow().clone()
+    }
+
+    /// Reachability, relays, links and round-trip times, for the doctor.
+    pub async fn connectivity(&self) -> Result<ConnectivityReport, NetError> {
+        self.ask(Command::Connectivity).await
+    }
+
+    pub async fn grant_relay_pass(
+        &self,
+        peer: PeerId,
+        inviter: PeerId,
+        until: std::time::Instant,
+    ) -> Result<(), NetError> {
+        self.commands
+            .send(Command::GrantRelayPass {
+                peer,
+                inviter,
+                until,
+            })
+            .await
+            .map_err(|_| NetError::Stopped)
     }
 
     pub async fn connected(&self) -> Result<Vec<PeerId>, NetError> {

@@ -25,14 +25,18 @@ pub enum Protocol {
     Search,
     /// A moot's host asks this node to speak a turn for a book it holds.
     Turn,
+    /// A stranger presents an open invite of this mesh to a member that
+    /// relays, for a pass to reach the invite's inviter through it.
+    RelayPass,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 4] = [
+    pub const ALL: [Protocol; 5] = [
         Protocol::Join,
         Protocol::Sync,
         Protocol::Search,
         Protocol::Turn,
+        Protocol::RelayPass,
     ];
 
     /// The protocol id negotiated on the stream.
@@ -42,6 +46,7 @@ impl Protocol {
             Protocol::Sync => "/grove/sync/1",
             Protocol::Search => "/grove/search/1",
             Protocol::Turn => "/grove/turn/1",
+            Protocol::RelayPass => "/grove/relay-pass/1",
         }
     }
 
@@ -52,6 +57,7 @@ impl Protocol {
             Protocol::Sync => "sync",
             Protocol::Search => "search",
             Protocol::Turn => "turn",
+            Protocol::RelayPass => "relay-pass",
         }
     }
 
@@ -74,7 +80,7 @@ impl Protocol {
     /// send one: a stranger may send nothing bigger.
     pub fn max_request_bytes(self, config: &NetConfig) -> usize {
         match self {
-            Protocol::Join => config.max_message_bytes.min(JOIN_MAX_BYTES),
+            Protocol::Join | Protocol::RelayPass => config.max_message_bytes.min(JOIN_MAX_BYTES),
             _ => config.max_message_bytes,
         }
     }

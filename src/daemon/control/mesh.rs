@@ -2,11 +2,9 @@
 //! vote, leave. Each takes one step on the mesh worker (through the mesh
 //! link, so what it queued goes out) and answers a `dto` type.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::State;
-use libp2p::{Multiaddr, PeerId};
+use libp2p::PeerId;
 use serde::Deserialize;
 
 use super::{Answer, Query};
@@ -27,7 +25,7 @@ pub struct MeshOps {
     pub link: MeshLink,
     pub joiner: Joiner,
     /// Addresses invites carry (with this node's id appended).
-    pub advertised: Arc<Vec<Multiaddr>>,
+    pub advertised: crate::daemon::advertised::Advertised,
     /// `node.name`: the display name when a command gives none.
     pub node_name: Option<String>,
 }
@@ -292,6 +290,7 @@ pub async fn invite(
     let me = ops.joiner.net.local_peer_id();
     let bootstrap: Vec<String> = ops
         .advertised
+        .current()
         .iter()
         .map(|a| crate::net::with_peer_id(a, me).to_string())
         .collect();

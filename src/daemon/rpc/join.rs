@@ -20,6 +20,25 @@ use crate::wire::mesh::mesh_message::Kind;
 use crate::wire::node as node_wire;
 pub(super) use node_wire::join_answer::Kind as Answer;
 
+/// The relay of a relayed address (`…/p2p/RELAY/p2p-circuit/…`): its id
+/// and its own address.
+fn relay_of(addr: &Multiaddr) -> Option<(PeerId, Multiaddr)> {
+    use libp2p::multiaddr::Protocol as P;
+    let mut relay_addr = Multiaddr::empty();
+    let mut relay = None;
+    for p in addr.iter() {
+        match p {
+            P::P2pCircuit => return relay.map(|r| (r, relay_addr)),
+            P::P2p(peer) => {
+                relay = Some(peer);
+                relay_addr.push(p);
+            }
+            other => relay_addr.push(other),
+        }
+    }
+    None
+}
+
 /// How long a joiner waits for a connection to its inviter.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Polling of a pending join: first and longest wait between polls.
@@ -226,8 +245,7 @@ impl Joiner {
             tracing::warn!(error = %e, "node.db: the inviter's addresses are not stored");
         }
         let asked = async {
-            self.net
-                .connect(inviter, &addrs, CONNECT_TIMEOUT)
+            self.reach(inviter, &addrs, &signed_invite)
                 .await
                 .map_err(|e| ApiError::unavailable(format!("cannot reach the inviter: {e}")))?;
             let call = node_wire::JoinCall {
@@ -259,7 +277,11 @@ impl Joiner {
                     "the members' vote on this node's add (proposal {}); polling the inviter",
                     hex::encode(&ticket)
                 )));
-                tokio::spawn(async move { joiner.poll(inviter, addrs, poll_ticket).await });
+                tokio::spawn(async move {
+                    joiner
+                        .poll(inviter, addrs, &signed_invite, poll_ticket)
+                        .await
+                });
                 Ok(dto::JoinResult {
                     state: "pending".into(),
                     mesh_id,
@@ -267,6 +289,43 @@ impl Joiner {
                     epoch: None,
                 })
             }
+        }
+    }
+
+    /// Connects to the inviter at the invite's addresses. Through a relay
+    /// (an address `…/p2p/RELAY/p2p-circuit/…`), the invite is shown to the
+    /// relay first for a pass; a relay that refuses is named in the error
+    /// when no address works.
+    async fn reach(
+        &self,
+        inviter: PeerId,
+        addrs: &[Multiaddr],
+        invite: &wire::Signed,
+    ) -> Result<(), crate::net::NetError> {
+        let mut refusals = Vec::new();
+        for (relay, relay_addr) in addrs.iter().filter_map(relay_of) {
+            let passed = match self
+                .net
+                .connect(relay, &[relay_addr], CONNECT_TIMEOUT)
+                .await
+            {
+                Ok(()) => super::relay_pass::ask(&self.net, relay, invite)
+                    .await
+                    .map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = passed {
+                tracing::info!(%relay, error = %e, "no pass at the relay");
+                refusals.push(e.to_string());
+            }
+        }
+        match self.net.connect(inviter, addrs, CONNECT_TIMEOUT).await {
+            Ok(()) => Ok(()),
+            Err(e) if refusals.is_empty() => Err(e),
+            Err(e) => Err(crate::net::NetError::Dial {
+                addr: inviter.to_string(),
+                reason: format!("{e}; through relays: {}", refusals.join("; ")),
+            }),
         }
     }
 
@@ -329,7 +388,13 @@ impl Joiner {
     /// Polls the inviter until the add is voted through (welcome), refused,
     /// or this node joined some other way. The wait doubles up to
     /// `POLL_MAX`; an unreachable inviter is retried the same way.
-    async fn poll(&self, inviter: PeerId, addrs: Vec<Multiaddr>, ticket: Vec<u8>) {
+    async fn poll(
+        &self,
+        inviter: PeerId,
+        addrs: Vec<Multiaddr>,
+        invite: &wire::Signed,
+        ticket: Vec<u8>,
+    ) {
         let mut wait = POLL_FIRST;
         let vote = format!(
             "the members' vote on this node's add (proposal {})",
@@ -355,7 +420,7 @@ impl Joiner {
                     .await;
                 return;
             }
-            if let Err(e) = self.net.connect(inviter, &addrs, CONNECT_TIMEOUT).await {
+            if let Err(e) = self.reach(inviter, &addrs, invite).await {
                 self.set_progress(Some(format!(
                     "{vote}; the inviter cannot be reached ({e}), next try in {} s",
                     wait.as_secs()

@@ -91,7 +91,8 @@ pub struct Limits {
 
 fn slot(protocol: Protocol) -> usize {
     match protocol {
-        Protocol::Join => 0,
+        // A joiner's calls to its inviter and to relays share one budget.
+        Protocol::Join | Protocol::RelayPass => 0,
         Protocol::Sync => 1,
         Protocol::Search => 2,
         Protocol::Turn => 3,

@@ -8,6 +8,7 @@
 
 pub mod join;
 pub mod limits;
+pub mod relay_pass;
 pub mod search;
 pub mod sync;
 pub mod turn;
@@ -34,6 +35,8 @@ pub struct Rpc {
     pub speaker: turn::Speaking,
     pub stats: Arc<Stats>,
     pub limits: limits::Limits,
+    /// Whom this node's relay serves (`net.relay.serve`).
+    pub relay_serve: crate::net::RelayServe,
 }
 
 /// True when `peer` is a member of the current roster.
@@ -49,12 +52,22 @@ pub fn refusal(protocol: Protocol, reason: &str) -> Vec<u8> {
         Protocol::Sync => sync::refused(reason).encode_to_vec(),
         Protocol::Search => search::refused(reason).encode_to_vec(),
         Protocol::Turn => turn::refused(reason).encode_to_vec(),
+        Protocol::RelayPass => relay_pass::refused(reason).encode_to_vec(),
     }
 }
 
 /// The answer to one inbound request, counted as served or refused.
 pub async fn answer(rpc: &Rpc, peer: PeerId, protocol: Protocol, data: &[u8]) -> Vec<u8> {
     let (answer, refused) = match protocol {
+        Protocol::RelayPass => {
+            let anyone = rpc.relay_serve == crate::net::RelayServe::Anyone;
+            let a = relay_pass::answer(&rpc.net, &rpc.mesh.view(), anyone, peer, data).await;
+            let refused = matches!(
+                a.kind,
+                Some(crate::wire::node::relay_pass_answer::Kind::Refused(_))
+            );
+            (a.encode_to_vec(), refused)
+        }
         Protocol::Join => {
             let a = join::answer(&rpc.mesh, peer, data).await;
             let refused = matches!(a.kind, Some(join::Answer::Refused(_)));

@@ -1,0 +1,405 @@
+//! How this node is reached and reaches others: its reachability (from
+//! [`Reach`]), the relay slots it reserves when it is not public (and moves
+//! when a relay goes away), each connection's kind (direct or relayed) and
+//! round-trip time, and relay counters. Owned by the event loop, which feeds
+//! it swarm events and calls [`Connectivity::tick`]; what it decides it does
+//! through the swarm it is handed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libp2p::core::transport::ListenerId;
+use libp2p::multiaddr::Protocol as Addr;
+use libp2p::swarm::ConnectionId;
+use libp2p::{Multiaddr, PeerId, Swarm, relay};
+
+use super::behaviour::Behaviour;
+use super::reach::{self, Judgement, Reach, Reachability};
+use super::relay::{RelayAccess, RelayedBytes};
+
+/// A relay that went away or refused is not asked again for this long.
+const RELAY_BACKOFF: Duration = Duration::from_secs(30);
+
+/// One relay this node uses (or is asking).
+#[derive(Debug, Clone)]
+pub struct RelayUse {
+    pub relay: PeerId,
+    /// The relay's own address, as dialled.
+    pub address: Multiaddr,
+    pub reserved: bool,
+    pub since: Instant,
+    pub renewed: Option<Instant>,
+    /// This node's addresses through it.
+    pub relayed: Vec<Multiaddr>,
+}
+
+/// One connection to a peer.
+#[derive(Debug, Clone)]
+struct Link {
+    id: ConnectionId,
+    remote: Multiaddr,
+    relayed: bool,
+}
+
+/// A peer's best link as the doctor shows it.
+#[derive(Debug, Clone)]
+pub struct LinkReport {
+    pub relayed: bool,
+    pub address: Multiaddr,
+    pub rtt: Option<Duration>,
+}
+
+/// What `grove node doctor` shows of the network.
+#[derive(Debug, Clone)]
+pub struct ConnectivityReport {
+    pub judgement: Judgement,
+    pub listen: Vec<Multiaddr>,
+    pub observed: Vec<Multiaddr>,
+    pub external: Vec<Multiaddr>,
+    pub relays: Vec<RelayUse>,
+    pub links: BTreeMap<PeerId, LinkReport>,
+    pub counts: BTreeMap<&'static str, u64>,
+}
+
+/// The addresses others can reach this node at, for announcements and
+/// invites.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Addresses {
+    pub listen: Vec<Multiaddr>,
+    pub relayed: Vec<Multiaddr>,
+}
+
+pub struct Connectivity {
+    reach: Reach,
+    judged: Reachability,
+    /// Relays named in `net.relays`.
+    configured: Vec<(PeerId, Multiaddr)>,
+    /// Peers that offer the relay protocol, with the address this node
+    /// dialled them at (members that judged themselves public).
+    hop_peers: HashSet<PeerId>,
+    dialled: HashMap<PeerId, Multiaddr>,
+    uses: HashMap<ListenerId, RelayUse>,
+    backoff: HashMap<PeerId, Instant>,
+    links: HashMap<PeerId, Vec<Link>>,
+    rtt: HashMap<PeerId, Duration>,
+    want: usize,
+    pub access: RelayAccess,
+    pub bytes: Arc<RelayedBytes>,
+    counts: BTreeMap<&'static str, u64>,
+    /// Confirmed external addresses (what the relay server hands out).
+    external: Vec<Multiaddr>,
+}
+
+impl Connectivity {
+    pub fn new(
+        reach: Reach,
+        relays: &[Multiaddr],
+        want: usize,
+        access: RelayAccess,
+        bytes: Arc<RelayedBytes>,
+    ) -> Connectivity {
+        let configured = relays
+            .iter()
+            .filter_map(|a| match a.iter().last() {
+                Some(Addr::P2p(peer)) => Some((peer, a.clone())),
+                _ => None,
+            })
+            .collect();
+        Connectivity {
+            reach,
+            judged: Reachability::Unknown,
+            configured,
+            hop_peers: HashSet::new(),
+            dialled: HashMap::new(),
+            uses: HashMap::new(),
+            backoff: HashMap::new(),
+            links: HashMap::new(),
+            rtt: HashMap::new(),
+            want,
+            access,
+            bytes,
+            counts: BTreeMap::new(),
+            external: Vec::new(),
+        }
+    }
+
+    fn bump(&mut self, name: &'static str) {
+        *self.counts.entry(name).or_default() += 1;
+    }
+
+    /// The configured relays, to dial at start and on every tick while
+    /// not connected.
+    pub fn configured(&self) -> &[(PeerId, Multiaddr)] {
+        &self.configured
+    }
+
+    pub fn listening(&mut self, listener: ListenerId, addr: Multiaddr) {
+        if let Some(used) = self.uses.get_mut(&listener) {
+            if !used.relayed.contains(&addr) {
+                used.relayed.push(addr);
+            }
+        } else {
+            self.reach.listening(addr);
+        }
+    }
+
+    pub fn expired(&mut self, listener: ListenerId, addr: &Multiaddr) {
+        if let Some(used) = self.uses.get_mut(&listener) {
+            used.relayed.retain(|a| a != addr);
+        } else {
+            self.reach.stopped_listening(addr);
+        }
+    }
+
+    /// A listener closed: a relay listener means the relay went away (or
+    /// refused): another is chosen on the next tick.
+    pub fn listener_closed(&mut self, listener: ListenerId, why: &str) {
+        if let Some(used) = self.uses.remove(&listener) {
+            tracing::info!(relay = %used.relay, %why, "relay reservation ended");
+            self.bump("relay.client.reservations.lost");
+            self.backoff
+                .insert(used.relay, Instant::now() + RELAY_BACKOFF);
+        }
+    }
+
+    pub fn connected(&mut self, peer: PeerId, id: ConnectionId, remote: Multiaddr, dialer: bool) {
+        let relayed = reach::is_relayed(&remote);
+        if !relayed {
+            if dialer {
+                self.dialled.insert(peer, remote.clone());
+            } else {
+                self.reach.inbound(&remote);
+            }
+        }
+        self.links.entry(peer).or_default().push(Link {
+            id,
+            remote,
+            relayed,
+        });
+    }
+
+    pub fn closed(&mut self, peer: PeerId, id: ConnectionId) {
+        if let Some(links) = self.links.get_mut(&peer) {
+            links.retain(|l| l.id != id);
+            if links.is_empty() {
+                self.links.remove(&peer);
+                self.rtt.remove(&peer);
+                self.dialled.remove(&peer);
+                self.reach.forget(&peer);
+                self.hop_peers.remove(&peer);
+            }
+        }
+    }
+
+    pub fn identified(
+        &mut self,
+        peer: PeerId,
+        observed: Multiaddr,
+        protocols: &[libp2p::StreamProtocol],
+    ) {
+        self.reach.observed(peer, observed);
+        if protocols.contains(&relay::HOP_PROTOCOL_NAME) {
+            self.hop_peers.insert(peer);
+        } else {
+            self.hop_peers.remove(&peer);
+        }
+    }
+
+    pub fn rtt(&mut self, peer: PeerId, rtt: Duration) {
+        self.rtt.insert(peer, rtt);
+    }
+
+    pub fn on_client(&mut self, event: relay::client::Event) {
+        match event {
+            relay::client::Event::ReservationReqAccepted {
+                relay_peer_id,
+                renewal,
+                ..
+            } => {
+                let now = Instant::now();
+                for used in self.uses.values_mut().filter(|u| u.relay == relay_peer_id) {
+                    used.reserved = true;
+                    if renewal {
+                        used.renewed = Some(now);
+                    }
+                }
+                self.bump(if renewal {
+                    "relay.client.reservations.renewed"
+                } else {
+                    "relay.client.reservations.accepted"
+                });
+            }
+            relay::client::Event::OutboundCircuitEstablished { .. } => {
+                self.bump("relay.client.circuits.outbound")
+            }
+            relay::client::Event::InboundCircuitEstablished { .. } => {
+                self.bump("relay.client.circuits.inbound")
+            }
+        }
+    }
+
+    /// Counts the relay server's events; returns a peer to disconnect
+    /// (a pass holder that reached someone other than its inviter).
+    #[allow(deprecated)]
+    pub fn on_server(&mut self, event: relay::Event) -> Option<PeerId> {
+        use relay::Event as E;
+        let name = match &event {
+            E::ReservationReqAccepted { renewed: true, .. } => "relay.server.reservations.renewed",
+            E::ReservationReqAccepted { .. } => "relay.server.reservations.accepted",
+            E::ReservationReqDenied { .. } => "relay.server.reservations.denied",
+            E::ReservationTimedOut { .. } => "relay.server.reservations.expired",
+            E::ReservationClosed { .. } => "relay.server.reservations.closed",
+            E::CircuitReqAccepted { .. } => "relay.server.circuits.accepted",
+            E::CircuitReqDenied { .. } => "relay.server.circuits.denied",
+            E::CircuitClosed { error: Some(_), .. } => "relay.server.circuits.failed",
+            E::CircuitClosed { .. } => "relay.server.circuits.closed",
+            _ => "relay.server.other",
+        };
+        self.bump(name);
+        match event {
+            E::CircuitReqAccepted {
+                src_peer_id,
+                dst_peer_id,
+            } if self.access.overreaches(&src_peer_id, &dst_peer_id) => Some(src_peer_id),
+            _ => None,
+        }
+    }
+
+    pub fn addresses(&self) -> Addresses {
+        Addresses {
+            listen: self.reach.listen_addresses(),
+            relayed: self
+                .uses
+                .values()
+                .filter(|u| u.reserved)
+                .flat_map(|u| u.relayed.iter().cloned())
+                .collect(),
+        }
+    }
+
+    /// Re-judges reachability and acts on it: a public node confirms its
+    /// external addresses (so its relay serves) and drops its
+    /// reservations; another reserves on relays up to `want`.
+    pub fn tick(&mut self, swarm: &mut Swarm<Behaviour>) {
+        let judgement = self.reach.judge();
+        if judgement.reachability != self.judged {
+            tracing::info!(
+                reachability = judgement.reachability.as_str(),
+                why = %judgement.why,
+                "reachability"
+            );
+            self.judged = judgement.reachability;
+        }
+        // The relay server hands out the confirmed external addresses, and
+        // offers the relay protocol only while it has some.
+        let external: Vec<Multiaddr> = if self.access.serve == super::RelayServe::Off {
+            Vec::new()
+        } else {
+            judgement.public.clone()
+        };
+        if external != self.external {
+            for old in std::mem::take(&mut self.external) {
+                swarm.remove_external_address(&old);
+            }
+            for new in &external {
+                swarm.add_external_address(new.clone());
+            }
+            self.external = external;
+        }
+        if judgement.reachability == Reachability::Public {
+            for (listener, _) in std::mem::take(&mut self.uses) {
+                swarm.remove_listener(listener);
+            }
+            return;
+        }
+        let now = Instant::now();
+        self.backoff.retain(|_, until| *until > now);
+        // Configured relays come first, then members that serve.
+        let mut candidates: Vec<(PeerId, Multiaddr)> = self
+            .configured
+            .iter()
+            .filter(|(peer, _)| self.links.contains_key(peer))
+            .cloned()
+            .collect();
+        for peer in &self.hop_peers {
+            if let Some(addr) = self.dialled.get(peer)
+                && !candidates.iter().any(|(p, _)| p == peer)
+            {
+                candidates.push((*peer, super::with_peer_id(addr, *peer)));
+            }
+        }
+        for (peer, addr) in candidates {
+            if self.uses.len() >= self.want {
+                break;
+            }
+            if self.backoff.contains_key(&peer) || self.uses.values().any(|u| u.relay == peer) {
+                continue;
+            }
+            let circuit = super::with_peer_id(&addr, peer).with(Addr::P2pCircuit);
+            match swarm.listen_on(circuit.clone()) {
+                Ok(listener) => {
+                    tracing::info!(relay = %peer, address = %addr, "asking for a relay reservation");
+                    self.bump("relay.client.reservations.asked");
+                    self.uses.insert(
+                        listener,
+                        RelayUse {
+                            relay: peer,
+                            address: addr,
+                            reserved: false,
+                            since: now,
+                            renewed: None,
+                            relayed: Vec::new(),
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(relay = %peer, error = %e, "cannot listen through the relay");
+                    self.backoff.insert(peer, now + RELAY_BACKOFF);
+                }
+            }
+        }
+    }
+
+    pub fn report(&self) -> ConnectivityReport {
+        let links = self
+            .links
+            .iter()
+            .filter_map(|(peer, links)| {
+                // A direct link is the one in use when there is one.
+                let best = links
+                    .iter()
+                    .find(|l| !l.relayed)
+                    .or_else(|| links.first())?;
+                Some((
+                    *peer,
+                    LinkReport {
+                        relayed: best.relayed,
+                        address: best.remote.clone(),
+                        rtt: self.rtt.get(peer).copied(),
+                    },
+                ))
+            })
+            .collect();
+        let mut counts = self.counts.clone();
+        counts.insert(
+            "relay.bytes.received",
+            self.bytes
+                .received
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        counts.insert(
+            "relay.bytes.sent",
+            self.bytes.sent.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        ConnectivityReport {
+            judgement: self.reach.judge(),
+            listen: self.reach.listen_addresses(),
+            observed: self.reach.observed_addresses(),
+            external: self.external.clone(),
+            relays: self.uses.values().cloned().collect(),
+            links,
+            counts,
+        }
+    }
+}

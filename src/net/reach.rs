@@ -1,0 +1,383 @@
+//! Reachability: whether other hosts can dial this node, judged from what
+//! its peers report (identify's observed address) and from the inbound
+//! connections it took. A pure core: the event loop feeds it observations
+//! and asks it for a [`Judgement`].
+//!
+//! A peer that sees this node at an address the node does not listen on
+//! is looking through a NAT. A peer that sees it at its own listen address
+//! (same IP, same port), with that IP not a private-use one, and an
+//! inbound direct connection from a non-loopback host taken, make the node
+//! public. Only private-use ranges count as private (RFC 1918, the shared
+//! 100.64.0.0/10, loopback, link-local, and the IPv6 counterparts): the
+//! documentation and benchmarking ranges the NAT laboratory uses are
+//! "possibly public", as on the internet.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use libp2p::multiaddr::Protocol;
+use libp2p::{Multiaddr, PeerId};
+
+/// What the operator configured (`net.reachability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReachabilityMode {
+    /// Judged from peers' observations.
+    Auto,
+    /// Dialable at its listen (or external) addresses: it never reserves
+    /// relay slots and serves as a relay.
+    Public,
+    /// Not dialable: it always reserves relay slots.
+    Private,
+}
+
+impl std::str::FromStr for ReachabilityMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(ReachabilityMode::Auto),
+            "public" => Ok(ReachabilityMode::Public),
+            "private" => Ok(ReachabilityMode::Private),
+            other => Err(format!("`{other}` is not one of auto, public, private")),
+        }
+    }
+}
+
+/// Whether other hosts can dial this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reachability {
+    Public,
+    Private,
+    Unknown,
+}
+
+impl Reachability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reachability::Public => "public",
+            Reachability::Private => "private",
+            Reachability::Unknown => "unknown",
+        }
+    }
+}
+
+/// The verdict with its reason, and the addresses others reach this node at
+/// when it is public.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    pub reachability: Reachability,
+    pub why: String,
+    pub public: Vec<Multiaddr>,
+}
+
+/// Observations so far.
+#[derive(Debug, Clone)]
+pub struct Reach {
+    mode: ReachabilityMode,
+    /// The addresses this node listens on (each interface's, for an
+    /// unspecified listen address).
+    listen: BTreeSet<Multiaddr>,
+    /// The latest address each peer saw this node at, over a direct
+    /// connection.
+    observed: BTreeMap<PeerId, Multiaddr>,
+    /// A remote host (not loopback) dialled this node directly.
+    inbound_direct: bool,
+    /// `net.external_addresses`: the operator's word for where it is.
+    external: Vec<Multiaddr>,
+}
+
+impl Reach {
+    pub fn new(mode: ReachabilityMode, external: Vec<Multiaddr>) -> Reach {
+        Reach {
+            mode,
+            listen: BTreeSet::new(),
+            observed: BTreeMap::new(),
+            inbound_direct: false,
+            external,
+        }
+    }
+
+    pub fn listening(&mut self, addr: Multiaddr) {
+        if !is_relayed(&addr) {
+            self.listen.insert(addr);
+        }
+    }
+
+    pub fn stopped_listening(&mut self, addr: &Multiaddr) {
+        self.listen.remove(addr);
+    }
+
+    /// `peer` saw this node at `observed` (identify); relayed observations
+    /// say nothing about this node's own address and are ignored.
+    pub fn observed(&mut self, peer: PeerId, observed: Multiaddr) {
+        if !is_relayed(&observed) {
+            self.observed.insert(peer, observed);
+        }
+    }
+
+    pub fn forget(&mut self, peer: &PeerId) {
+        self.observed.remove(peer);
+    }
+
+    /// A direct inbound connection arrived from `remote`.
+    pub fn inbound(&mut self, remote: &Multiaddr) {
+        if !is_relayed(remote) && ip_of(remote).is_some_and(|ip| !ip.is_loopback()) {
+            self.inbound_direct = true;
+        }
+    }
+
+    pub fn listen_addresses(&self) -> Vec<Multiaddr> {
+        self.listen.iter().cloned().collect()
+    }
+
+    /// Distinct observed addresses.
+    pub fn observed_addresses(&self) -> Vec<Multiaddr> {
+        let set: BTreeSet<&Multiaddr> = self.observed.values().collect();
+        set.into_iter().cloned().collect()
+    }
+
+    fn is_own(&self, addr: &Multiaddr) -> bool {
+        let (Some(ip), Some(port)) = (ip_of(addr), tcp_port(addr)) else {
+            return false;
+        };
+        self.listen
+            .iter()
+            .any(|l| ip_of(l) == Some(ip) && tcp_port(l) == Some(port))
+    }
+
+    pub fn judge(&self) -> Judgement {
+        match self.mode {
+            ReachabilityMode::Public => {
+                let public = if self.external.is_empty() {
+                    self.listen
+                        .iter()
+                        .filter(|a| ip_of(a).is_some_and(|ip| !ip.is_loopback()))
+                        .cloned()
+                        .collect()
+                } else {
+                    self.external.clone()
+                };
+                return Judgement {
+                    reachability: Reachability::Public,
+                    why: "configured: net.reachability = \"public\"".into(),
+                    public,
+                };
+            }
+            ReachabilityMode::Private => {
+                return Judgement {
+                    reachability: Reachability::Private,
+                    why: "configured: net.reachability = \"private\"".into(),
+                    public: Vec::new(),
+                };
+            }
+            ReachabilityMode::Auto => {}
+        }
+        let own_public: Vec<Multiaddr> = self
+            .observed_addresses()
+            .into_iter()
+            .filter(|a| self.is_own(a) && ip_of(a).is_some_and(|ip| !is_private(ip)))
+            .collect();
+        let natted: Vec<Multiaddr> = self
+            .observed_addresses()
+            .into_iter()
+            .filter(|a| !self.is_own(a) && ip_of(a).is_some_and(|ip| !ip.is_loopback()))
+            .collect();
+        if !own_public.is_empty() && self.inbound_direct {
+            return Judgement {
+                reachability: Reachability::Public,
+                why: format!(
+                    "peers see this node at its own address {} and another host dialled it",
+                    list(&own_public)
+                ),
+                public: own_public,
+            };
+        }
+        if let Some(seen) = natted.first() {
+            return Judgement {
+                reachability: Reachability::Private,
+                why: format!(
+                    "peers see this node at {seen}, an address it does not listen on: it is behind a NAT"
+                ),
+                public: Vec::new(),
+            };
+        }
+        if !own_public.is_empty() {
+            return Judgement {
+                reachability: Reachability::Unknown,
+                why: format!(
+                    "peers see this node at its own address {}, but no other host has dialled it yet",
+                    list(&own_public)
+                ),
+                public: Vec::new(),
+            };
+        }
+        let why = if self.observed.is_empty() {
+            "no peer has reported the address it sees this node at yet".to_string()
+        } else {
+            format!(
+                "peers see this node only at loopback or private-use addresses ({})",
+                list(&self.observed_addresses())
+            )
+        };
+        Judgement {
+            reachability: Reachability::Unknown,
+            why,
+            public: Vec::new(),
+        }
+    }
+}
+
+fn list(addrs: &[Multiaddr]) -> String {
+    addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// True for an address through a relay (`…/p2p-circuit…`).
+pub fn is_relayed(addr: &Multiaddr) -> bool {
+    addr.iter().any(|p| matches!(p, Protocol::P2pCircuit))
+}
+
+pub fn ip_of(addr: &Multiaddr) -> Option<IpAddr> {
+    addr.iter().find_map(|p| match p {
+        Protocol::Ip4(ip) => Some(IpAddr::V4(ip)),
+        Protocol::Ip6(ip) => Some(IpAddr::V6(ip)),
+        _ => None,
+    })
+}
+
+fn tcp_port(addr: &Multiaddr) -> Option<u16> {
+    addr.iter().find_map(|p| match p {
+        Protocol::Tcp(port) => Some(port),
+        _ => None,
+    })
+}
+
+/// Private-use, shared, loopback, link-local and unspecified addresses:
+/// never reachable from the internet at large.
+pub fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_private(IpAddr::V4(v4)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> Multiaddr {
+        s.parse().unwrap()
+    }
+
+    fn peer() -> PeerId {
+        PeerId::random()
+    }
+
+    #[test]
+    fn only_private_use_ranges_are_private() {
+        for ip in [
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "100.64.0.1",
+            "127.0.0.1",
+            "169.254.1.1",
+            "fd00::1",
+            "fe80::1",
+            "::1",
+        ] {
+            assert!(is_private(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in [
+            "198.18.1.2",
+            "198.51.100.7",
+            "203.0.113.10",
+            "8.8.8.8",
+            "100.128.0.1",
+            "2001:db8::1",
+        ] {
+            assert!(!is_private(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn a_node_seen_at_a_foreign_address_is_behind_a_nat() {
+        let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
+        r.listening(a("/ip4/198.18.1.2/tcp/4100"));
+        r.listening(a("/ip4/127.0.0.1/tcp/4100"));
+        assert_eq!(r.judge().reachability, Reachability::Unknown);
+        r.observed(peer(), a("/ip4/203.0.113.1/tcp/4100"));
+        let j = r.judge();
+        assert_eq!(j.reachability, Reachability::Private, "{}", j.why);
+        assert!(j.why.contains("203.0.113.1"));
+    }
+
+    #[test]
+    fn a_node_seen_at_its_own_address_and_dialled_is_public() {
+        let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
+        r.listening(a("/ip4/203.0.113.10/tcp/4100"));
+        r.observed(peer(), a("/ip4/203.0.113.10/tcp/4100"));
+        assert_eq!(
+            r.judge().reachability,
+            Reachability::Unknown,
+            "not dialled yet"
+        );
+        r.inbound(&a("/ip4/127.0.0.1/tcp/5555"));
+        assert_eq!(
+            r.judge().reachability,
+            Reachability::Unknown,
+            "loopback does not count"
+        );
+        r.inbound(&a("/ip4/203.0.113.1/tcp/4100"));
+        let j = r.judge();
+        assert_eq!(j.reachability, Reachability::Public, "{}", j.why);
+        assert_eq!(j.public, vec![a("/ip4/203.0.113.10/tcp/4100")]);
+    }
+
+    #[test]
+    fn loopback_and_private_lan_observations_leave_it_unknown() {
+        let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
+        r.listening(a("/ip4/127.0.0.1/tcp/4100"));
+        r.observed(peer(), a("/ip4/127.0.0.1/tcp/4100"));
+        r.inbound(&a("/ip4/127.0.0.1/tcp/4101"));
+        assert_eq!(r.judge().reachability, Reachability::Unknown);
+        let mut lan = Reach::new(ReachabilityMode::Auto, vec![]);
+        lan.listening(a("/ip4/192.168.1.5/tcp/4100"));
+        lan.observed(peer(), a("/ip4/192.168.1.5/tcp/4100"));
+        lan.inbound(&a("/ip4/192.168.1.6/tcp/4100"));
+        assert_eq!(lan.judge().reachability, Reachability::Unknown);
+    }
+
+    #[test]
+    fn relayed_observations_are_ignored_and_configured_modes_win() {
+        let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
+        r.listening(a("/ip4/198.18.2.2/tcp/4100"));
+        r.observed(peer(), a("/ip4/203.0.113.10/tcp/4100/p2p/12D3KooWRBhwfeP2Y4TCx1SM6s9rUoHhR5STiGwxBhgFRcw3UERE/p2p-circuit"));
+        assert_eq!(r.judge().reachability, Reachability::Unknown);
+        let mut p = Reach::new(ReachabilityMode::Private, vec![]);
+        p.listening(a("/ip4/203.0.113.10/tcp/4100"));
+        assert_eq!(p.judge().reachability, Reachability::Private);
+        let mut q = Reach::new(ReachabilityMode::Public, vec![]);
+        q.listening(a("/ip4/203.0.113.10/tcp/4100"));
+        q.listening(a("/ip4/127.0.0.1/tcp/4100"));
+        assert_eq!(q.judge().public, vec![a("/ip4/203.0.113.10/tcp/4100")]);
+    }
+}
