@@ -6,6 +6,7 @@ pub mod backup;
 pub mod book;
 pub mod completions;
 pub mod config;
+pub mod doctor;
 pub mod identity;
 pub mod mesh;
 pub mod model;

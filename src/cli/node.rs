@@ -20,6 +20,9 @@ pub enum NodeCmd {
     Status,
     /// Counters: messages accepted and dropped by reason, peers, epochs, requests served.
     Stats,
+    /// How this node is reached: reachability and why, its addresses, its
+    /// relay slots, and each member's link (direct or relayed) and round-trip time.
+    Doctor,
 }
 
 pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
@@ -41,6 +44,7 @@ pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
             let info: dto::NodeInfo = client.request(hyper::Method::GET, "/v1/node", Vec::new())?;
             ctx.show(&info)
         }
+        NodeCmd::Doctor => super::doctor::run(ctx),
         NodeCmd::Run { listen } => run_node(ctx, listen),
     }
 }

@@ -26,13 +26,19 @@ impl Show for dto::PeerList {
             writeln!(out, "no peers")?;
         }
         for p in &self.peers {
+            let link = match (&p.link, p.rtt_ms) {
+                (Some(link), Some(rtt)) => format!("{link} {rtt} ms"),
+                (Some(link), None) => link.clone(),
+                _ => "-".into(),
+            };
             writeln!(
                 out,
-                "{}  {:16} {:10} {:12} {}",
+                "{}  {:16} {:10} {:12} {:16} {}",
                 p.peer_id,
                 p.name.as_deref().unwrap_or("-"),
                 if p.member { "member" } else { "not member" },
                 if p.connected { "connected" } else { "offline" },
+                link,
                 p.addresses.join(" ")
             )?;
         }

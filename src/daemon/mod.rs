@@ -395,7 +395,7 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
                 peers: p.peers.clone(),
                 progress: Default::default(),
             },
-            advertised: p.advertised,
+            advertised: p.advertised.clone(),
             node_name: p.settings.node.name.clone(),
         },
         node: control::NodeView {
@@ -405,6 +405,8 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
             stats: stats.clone(),
             recent: gossip.recent.clone(),
             started_ms,
+            net: p.net.clone(),
+            advertised: p.advertised,
         },
         moots: moots.clone(),
         rpc: rpc.clone(),

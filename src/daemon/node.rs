@@ -209,6 +209,11 @@ impl NodeLoop {
             ] {
                 self.stats.set(name, value);
             }
+            if let Ok(report) = self.net.connectivity().await {
+                for (name, value) in report.counts {
+                    self.stats.set(name, value);
+                }
+            }
         }
         let view = self.view();
         if !view.is_member() {

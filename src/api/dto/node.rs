@@ -32,6 +32,13 @@ pub struct PeerView {
     pub connected: bool,
     pub last_seen: Option<i64>,
     pub addresses: Vec<String>,
+    /// How it is reached now: "direct" or "relayed" (none when not
+    /// connected).
+    #[serde(default)]
+    pub link: Option<String>,
+    /// The latest ping round trip, in milliseconds.
+    #[serde(default)]
+    pub rtt_ms: Option<u64>,
 }
 
 /// `peers`.
@@ -124,4 +131,50 @@ impl From<&crate::identity::PublicIdentity> for IdentityView {
             x25519: hex::encode(p.x25519),
         }
     }
+}
+
+/// A relay this node holds (or asks for) a slot on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoctorReservation {
+    pub relay: String,
+    pub address: String,
+    /// "reserved" or "pending".
+    pub state: String,
+    pub since_ms: i64,
+    pub renewed_ms: Option<i64>,
+    /// This node's addresses through it.
+    pub relayed: Vec<String>,
+}
+
+/// A member as the doctor sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoctorMember {
+    pub peer_id: String,
+    pub name: String,
+    pub connected: bool,
+    /// "direct" or "relayed".
+    pub link: Option<String>,
+    pub address: Option<String>,
+    pub rtt_ms: Option<u64>,
+}
+
+/// `node doctor`: how this node is reached and reaches its members.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Doctor {
+    /// "public", "private" or "unknown".
+    pub reachability: String,
+    pub why: String,
+    pub listen: Vec<String>,
+    /// The addresses peers see this node at.
+    pub observed: Vec<String>,
+    /// The addresses confirmed public (what a relay on this node hands out).
+    pub external: Vec<String>,
+    /// This node's addresses through relays.
+    pub relayed: Vec<String>,
+    /// What announcements and invites carry.
+    pub advertised: Vec<String>,
+    pub reservations: Vec<DoctorReservation>,
+    pub members: Vec<DoctorMember>,
+    /// Relay counters (reservations, circuits, relayed bytes).
+    pub counters: std::collections::BTreeMap<String, u64>,
 }

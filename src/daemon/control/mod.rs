@@ -4,6 +4,7 @@
 //! (axum's `State` sub-states), and answers a `dto` type or an
 //! [`ApiError`], whose kind picks the HTTP status.
 
+mod doctor;
 mod books;
 mod mesh;
 mod moots;
@@ -114,6 +115,7 @@ pub fn router(state: ControlState) -> Router {
         .route("/v1/peers", get(peers::peers))
         .route("/v1/roots", get(peers::roots))
         .route("/v1/node/stats", get(peers::stats))
+        .route("/v1/node/doctor", get(doctor::doctor))
         .route("/v1/node/gossip", get(peers::gossip))
         .route("/v1/mesh/status", get(mesh::status))
         .route("/v1/mesh/watch", get(mesh::watch))

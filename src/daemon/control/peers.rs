@@ -24,6 +24,8 @@ pub struct NodeView {
     pub stats: Arc<Stats>,
     pub recent: Arc<RecentGossip>,
     pub started_ms: i64,
+    pub net: crate::net::Network,
+    pub advertised: crate::daemon::advertised::Advertised,
 }
 
 pub async fn identity(State(node): State<NodeView>) -> Json<dto::IdentityView> {
@@ -31,6 +33,13 @@ pub async fn identity(State(node): State<NodeView>) -> Json<dto::IdentityView> {
 }
 
 pub async fn peers(State(node): State<NodeView>) -> Json<dto::PeerList> {
+    // Without the network's view (it is stopping) the links are unknown.
+    let links = node
+        .net
+        .connectivity()
+        .await
+        .map(|c| c.links)
+        .unwrap_or_default();
     let view = node.mesh.view();
     let roster = view.roster();
     let peers = node.peers.lock();
@@ -58,6 +67,13 @@ pub async fn peers(State(node): State<NodeView>) -> Json<dto::PeerList> {
                     .get(&p)
                     .map(|a| a.iter().map(|x| x.to_string()).collect())
                     .unwrap_or_default(),
+                link: links
+                    .get(&p)
+                    .map(|l| super::doctor::link_kind(l.relayed).into()),
+                rtt_ms: links
+                    .get(&p)
+                    .and_then(|l| l.rtt)
+                    .map(|d| d.as_millis() as u64),
             }
         })
         .collect();
