@@ -10,9 +10,9 @@ use super::show::when;
 use super::{Ctx, Show};
 
 pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
-    let doctor: dto::Doctor = ctx
-        .daemon()?
-        .request(hyper::Method::GET, "/v1/node/doctor", Vec::new())?;
+    let doctor: dto::Doctor =
+        ctx.daemon()?
+            .request(hyper::Method::GET, "/v1/node/doctor", Vec::new())?;
     ctx.show(&doctor)
 }
 
@@ -60,7 +60,10 @@ impl Show for dto::Doctor {
                 (Some(link), Some(addr)) => format!("{link} via {addr}"),
                 _ => "not connected".to_string(),
             };
-            let rtt = m.rtt_ms.map(|r| format!("  rtt {r} ms")).unwrap_or_default();
+            let rtt = m
+                .rtt_ms
+                .map(|r| format!("  rtt {r} ms"))
+                .unwrap_or_default();
             writeln!(out, "member       {:16} {}  {link}{rtt}", m.name, m.peer_id)?;
         }
         for (name, n) in &self.counters {

@@ -86,6 +86,10 @@ pub struct Admission {
     ready: VecDeque<(PeerId, ConnectionId)>,
     sweep: tokio::time::Interval,
     pub counts: AdmissionCounts,
+    /// Strangers using this node's relay (a reservation, or a circuit
+    /// open): how many such uses each has. Their connections carry the
+    /// relay and are not closed by the join window while used.
+    relaying: HashMap<PeerId, u32>,
 }
 
 fn ip_of(addr: &Multiaddr) -> Option<IpAddr> {
@@ -110,6 +114,7 @@ impl Admission {
             ready: VecDeque::new(),
             sweep,
             counts: AdmissionCounts::default(),
+            relaying: HashMap::new(),
         }
     }
 
@@ -119,6 +124,25 @@ impl Admission {
         for s in self.strangers.values_mut().filter(|s| s.peer == *peer) {
             s.active = now;
             s.joining = true;
+        }
+    }
+
+    /// `peer` began (`true`) or ended a use of this node's relay (a
+    /// reservation or a circuit); its window starts afresh when its last
+    /// use ends.
+    pub fn relay_use(&mut self, peer: &PeerId, begins: bool) {
+        let uses = self.relaying.entry(*peer).or_default();
+        if begins {
+            *uses += 1;
+            return;
+        }
+        *uses = uses.saturating_sub(1);
+        if *uses == 0 {
+            self.relaying.remove(peer);
+            let now = Instant::now();
+            for s in self.strangers.values_mut().filter(|s| s.peer == *peer) {
+                s.active = now;
+            }
         }
     }
 
@@ -203,10 +227,11 @@ impl Admission {
     fn sweep_expired(&mut self) {
         let now = Instant::now();
         let window = self.limits.join_window;
+        let relaying = &self.relaying;
         let expired: Vec<ConnectionId> = self
             .strangers
             .iter()
-            .filter(|(_, s)| s.expires(window) <= now)
+            .filter(|(_, s)| s.expires(window) <= now && !relaying.contains_key(&s.peer))
             .map(|(c, _)| *c)
             .collect();
         for conn in expired {

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use libp2p::core::ConnectedPoint;
 use libp2p::core::transport::ListenerId;
 use libp2p::multiaddr::Protocol as Addr;
 use libp2p::swarm::ConnectionId;
@@ -40,6 +41,15 @@ struct Link {
     id: ConnectionId,
     remote: Multiaddr,
     relayed: bool,
+}
+
+/// What a relay server event asks of the event loop.
+#[derive(Debug)]
+pub enum RelayNote {
+    /// A pass holder reached someone other than its inviter: disconnect it.
+    Overreach(PeerId),
+    /// A peer began (`true`) or ended a use of this node's relay.
+    Uses(PeerId, bool),
 }
 
 /// A peer's best link as the doctor shows it.
@@ -89,6 +99,7 @@ pub struct Connectivity {
     counts: BTreeMap<&'static str, u64>,
     /// Confirmed external addresses (what the relay server hands out).
     external: Vec<Multiaddr>,
+    serving: bool,
 }
 
 impl Connectivity {
@@ -121,6 +132,7 @@ impl Connectivity {
             bytes,
             counts: BTreeMap::new(),
             external: Vec::new(),
+            serving: true,
         }
     }
 
@@ -163,8 +175,22 @@ impl Connectivity {
         }
     }
 
-    pub fn connected(&mut self, peer: PeerId, id: ConnectionId, remote: Multiaddr, dialer: bool) {
-        let relayed = reach::is_relayed(&remote);
+    pub fn connected(&mut self, peer: PeerId, id: ConnectionId, endpoint: &ConnectedPoint) {
+        // An inbound circuit names the relay in its local address (its
+        // remote one is only `/p2p/<source>`).
+        let (remote, relayed, dialer) = match endpoint {
+            ConnectedPoint::Dialer { address, .. } => {
+                (address.clone(), reach::is_relayed(address), true)
+            }
+            ConnectedPoint::Listener { local_addr, .. } if reach::is_relayed(local_addr) => {
+                (local_addr.clone(), true, false)
+            }
+            ConnectedPoint::Listener { send_back_addr, .. } => (
+                send_back_addr.clone(),
+                reach::is_relayed(send_back_addr),
+                false,
+            ),
+        };
         if !relayed {
             if dialer {
                 self.dialled.insert(peer, remote.clone());
@@ -239,10 +265,10 @@ impl Connectivity {
         }
     }
 
-    /// Counts the relay server's events; returns a peer to disconnect
-    /// (a pass holder that reached someone other than its inviter).
+    /// Counts the relay server's events; returns what admission and the
+    /// swarm must act on.
     #[allow(deprecated)]
-    pub fn on_server(&mut self, event: relay::Event) -> Option<PeerId> {
+    pub fn on_server(&mut self, event: relay::Event) -> Option<RelayNote> {
         use relay::Event as E;
         let name = match &event {
             E::ReservationReqAccepted { renewed: true, .. } => "relay.server.reservations.renewed",
@@ -252,16 +278,36 @@ impl Connectivity {
             E::ReservationClosed { .. } => "relay.server.reservations.closed",
             E::CircuitReqAccepted { .. } => "relay.server.circuits.accepted",
             E::CircuitReqDenied { .. } => "relay.server.circuits.denied",
-            E::CircuitClosed { error: Some(_), .. } => "relay.server.circuits.failed",
+            E::CircuitClosed { error: Some(_), .. }
+            | E::CircuitReqOutboundConnectFailed { .. }
+            | E::CircuitReqAcceptFailed { .. }
+            | E::CircuitReqDenyFailed { .. } => "relay.server.circuits.failed",
             E::CircuitClosed { .. } => "relay.server.circuits.closed",
-            _ => "relay.server.other",
+            E::ReservationReqAcceptFailed { .. } | E::ReservationReqDenyFailed { .. } => {
+                "relay.server.reservations.failed"
+            }
+            E::StatusChanged { status } => {
+                tracing::info!(?status, "relay service");
+                return None;
+            }
         };
         self.bump(name);
         match event {
             E::CircuitReqAccepted {
                 src_peer_id,
                 dst_peer_id,
-            } if self.access.overreaches(&src_peer_id, &dst_peer_id) => Some(src_peer_id),
+            } if self.access.overreaches(&src_peer_id, &dst_peer_id) => {
+                Some(RelayNote::Overreach(src_peer_id))
+            }
+            E::ReservationReqAccepted {
+                src_peer_id,
+                renewed: false,
+            } => Some(RelayNote::Uses(src_peer_id, true)),
+            E::CircuitReqAccepted { src_peer_id, .. } => Some(RelayNote::Uses(src_peer_id, true)),
+            E::ReservationClosed { src_peer_id } | E::ReservationTimedOut { src_peer_id } => {
+                Some(RelayNote::Uses(src_peer_id, false))
+            }
+            E::CircuitClosed { src_peer_id, .. } => Some(RelayNote::Uses(src_peer_id, false)),
             _ => None,
         }
     }
@@ -298,6 +344,18 @@ impl Connectivity {
         } else {
             judgement.public.clone()
         };
+        // Serves as a relay only while public (libp2p would also count a
+        // relayed address of this node's own as a reason to serve).
+        let serving = judgement.reachability == Reachability::Public
+            && self.access.serve != super::RelayServe::Off;
+        if serving != self.serving {
+            swarm.behaviour_mut().relay.set_status(Some(if serving {
+                relay::Status::Enable
+            } else {
+                relay::Status::Disable
+            }));
+            self.serving = serving;
+        }
         if external != self.external {
             for old in std::mem::take(&mut self.external) {
                 swarm.remove_external_address(&old);
@@ -322,7 +380,13 @@ impl Connectivity {
             .filter(|(peer, _)| self.links.contains_key(peer))
             .cloned()
             .collect();
-        for peer in &self.hop_peers {
+        // A member's relay serves members only: a node outside the mesh
+        // (a joiner) would be refused.
+        for peer in self
+            .hop_peers
+            .iter()
+            .filter(|p| self.access.gate.is_member(p))
+        {
             if let Some(addr) = self.dialled.get(peer)
                 && !candidates.iter().any(|(p, _)| p == peer)
             {

@@ -17,7 +17,7 @@ use libp2p::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::behaviour::{self, Behaviour, BehaviourEvent};
-use super::connectivity::{Addresses, Connectivity};
+use super::connectivity::{Addresses, Connectivity, RelayNote};
 use super::gate::Gate;
 use super::reach::Reach;
 use super::relay::{Counted, Passes, RelayAccess, RelayedBytes};
@@ -466,12 +466,8 @@ impl EventLoop {
                 num_established,
                 ..
             } => {
-                self.connectivity.connected(
-                    peer_id,
-                    connection_id,
-                    endpoint.get_remote_address().clone(),
-                    endpoint.is_dialer(),
-                );
+                self.connectivity
+                    .connected(peer_id, connection_id, &endpoint);
                 if num_established.get() == 1 {
                     self.settle_connects(peer_id, None);
                     self.emit(Event::PeerConnected(peer_id));
@@ -502,9 +498,17 @@ impl EventLoop {
                 ..
             })) => self.connectivity.rtt(peer, rtt),
             SwarmEvent::Behaviour(BehaviourEvent::Relay(event)) => {
-                if let Some(peer) = self.connectivity.on_server(event) {
-                    tracing::info!(%peer, "a relay pass holder reached past its inviter: disconnected");
-                    let _ = self.swarm.disconnect_peer_id(peer);
+                match self.connectivity.on_server(event) {
+                    Some(RelayNote::Overreach(peer)) => {
+                        tracing::info!(%peer, "a relay pass holder reached past its inviter: disconnected");
+                        let _ = self.swarm.disconnect_peer_id(peer);
+                    }
+                    Some(RelayNote::Uses(peer, begins)) => self
+                        .swarm
+                        .behaviour_mut()
+                        .admission
+                        .relay_use(&peer, begins),
+                    None => {}
                 }
             }
             SwarmEvent::Behaviour(BehaviourEvent::RelayClient(event)) => {

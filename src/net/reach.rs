@@ -106,10 +106,11 @@ impl Reach {
         self.listen.remove(addr);
     }
 
-    /// `peer` saw this node at `observed` (identify); relayed observations
-    /// say nothing about this node's own address and are ignored.
+    /// `peer` saw this node at `observed` (identify); observations over a
+    /// relayed connection (a circuit address, or only `/p2p/<id>`) say
+    /// nothing about this node's own address and are ignored.
     pub fn observed(&mut self, peer: PeerId, observed: Multiaddr) {
-        if !is_relayed(&observed) {
+        if !is_relayed(&observed) && ip_of(&observed).is_some() {
             self.observed.insert(peer, observed);
         }
     }
@@ -371,7 +372,12 @@ mod tests {
         let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
         r.listening(a("/ip4/198.18.2.2/tcp/4100"));
         r.observed(peer(), a("/ip4/203.0.113.10/tcp/4100/p2p/12D3KooWRBhwfeP2Y4TCx1SM6s9rUoHhR5STiGwxBhgFRcw3UERE/p2p-circuit"));
+        r.observed(
+            peer(),
+            a("/p2p/12D3KooWRBhwfeP2Y4TCx1SM6s9rUoHhR5STiGwxBhgFRcw3UERE"),
+        );
         assert_eq!(r.judge().reachability, Reachability::Unknown);
+        assert!(r.observed_addresses().is_empty());
         let mut p = Reach::new(ReachabilityMode::Private, vec![]);
         p.listening(a("/ip4/203.0.113.10/tcp/4100"));
         assert_eq!(p.judge().reachability, Reachability::Private);

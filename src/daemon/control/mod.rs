@@ -4,8 +4,8 @@
 //! (axum's `State` sub-states), and answers a `dto` type or an
 //! [`ApiError`], whose kind picks the HTTP status.
 
-mod doctor;
 mod books;
+mod doctor;
 mod mesh;
 mod moots;
 mod peers;
