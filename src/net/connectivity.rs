@@ -164,14 +164,22 @@ impl Connectivity {
         }
     }
 
-    /// A listener closed: a relay listener means the relay went away (or
-    /// refused): another is chosen on the next tick.
-    pub fn listener_closed(&mut self, listener: ListenerId, why: &str) {
+    /// A listener closed: a relay listener means the relay went away, or
+    /// refused (`refused` holds why; that relay then waits out a backoff).
+    /// Another relay, or the same one redialled, is used from the next tick.
+    pub fn listener_closed(&mut self, listener: ListenerId, refused: Option<&str>) {
         if let Some(used) = self.uses.remove(&listener) {
-            tracing::info!(relay = %used.relay, %why, "relay reservation ended");
             self.bump("relay.client.reservations.lost");
-            self.backoff
-                .insert(used.relay, Instant::now() + RELAY_BACKOFF);
+            match refused {
+                Some(why) => {
+                    tracing::info!(relay = %used.relay, %why, "relay reservation failed");
+                    self.backoff
+                        .insert(used.relay, Instant::now() + RELAY_BACKOFF);
+                }
+                None => {
+                    tracing::info!(relay = %used.relay, "relay reservation ended: connection closed")
+                }
+            }
         }
     }
 

@@ -449,15 +449,13 @@ impl EventLoop {
                 reason,
                 ..
             } => {
-                let why = match &reason {
-                    Ok(()) => "closed".to_string(),
-                    Err(e) => with_causes(e),
-                };
-                self.connectivity.listener_closed(listener_id, &why);
+                let refused = reason.as_ref().err().map(|e| with_causes(e));
+                self.connectivity
+                    .listener_closed(listener_id, refused.as_deref());
             }
             SwarmEvent::ListenerError { listener_id, error } => {
                 self.connectivity
-                    .listener_closed(listener_id, &with_causes(&error));
+                    .listener_closed(listener_id, Some(&with_causes(&error)));
             }
             SwarmEvent::ConnectionEstablished {
                 peer_id,
