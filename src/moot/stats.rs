@@ -113,7 +113,7 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
             quotes += f.quotes;
             aligned += f.quotes_clause_aligned;
         }
-        let g = &u.grounding;
+        let g = &u.grounding.counts;
         s.tags_valid_turns += u32::from(g.tags_valid);
         s.turns_citing += u32::from(g.tags_cited >= 1);
         s.quotes_found += g.quotes_found;

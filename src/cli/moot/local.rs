@@ -5,10 +5,11 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use grove::grounding::CheckInput;
 use grove::model::ChatModel;
 use grove::moot::host::{repeated_book, run_local};
 use grove::moot::stats::Stats;
-use grove::moot::transcript::{CheckInput, StatsRecord, TranscriptRecord};
+use grove::moot::transcript::{StatsRecord, TranscriptRecord};
 use grove::moot::{MootSettings, Retriever, Tree, Utterance};
 use serde::Serialize;
 
@@ -198,7 +199,7 @@ fn render_utterance(u: &Utterance) -> String {
             .unwrap_or("?");
         s.push_str(&format!("   [{tag}] {label} ({node})\n"));
     }
-    let g = &u.grounding;
+    let g = &u.grounding.counts;
     s.push_str(&format!(
         "   {} · quotes {}/{} found{}{}{}\n",
         if u.grounded {
