@@ -1,11 +1,11 @@
-//! The moot transcript file format: the one place in the moot that derives
-//! Serialize / Deserialize.
+//! The moot transcript file format.
 //!
 //! Engine types stay plain; this module converts them to and from the
-//! versioned JSON records, so a format change is a change here only. The
-//! grounding verdicts (`GroundingCounts`, `QuoteCheck`, `SnapRecord`) are
-//! recorded as `crate::grounding` shapes them: one definition for grading,
-//! the recorded (and signed) turn and the stats.
+//! versioned JSON records, so a format change is a change here. Two kinds
+//! of value are recorded as they are, each with its one definition: the
+//! grounding verdicts (`GroundingCounts`, `QuoteCheck`, `SnapRecord`, shaped
+//! in `crate::grounding`), which grading, the recorded (and signed) turn and
+//! the stats share, and the moot [`Stats`] (shaped in `super::stats`).
 
 use std::collections::BTreeMap;
 
@@ -59,7 +59,7 @@ pub struct TranscriptRecord {
     pub openings: Vec<OpeningRecord>,
     pub utterances: Vec<UtteranceRecord>,
     pub summaries: Vec<SummaryRecord>,
-    pub stats: StatsRecord,
+    pub stats: Stats,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,72 +201,6 @@ pub struct SummaryRecord {
     /// 1-based number of the turn the summary preceded.
     pub before_turn: u32,
     pub text: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StatsRecord {
-    pub turns: u32,
-    pub tags_valid_turns: u32,
-    pub tags_valid_rate: Option<f64>,
-    pub turns_citing: u32,
-    pub quotes_found: u32,
-    pub quotes_total: u32,
-    pub quote_found_rate: Option<f64>,
-    pub grounded_turns: u32,
-    pub retried_turns: u32,
-    pub other_quotes_found: u32,
-    pub other_quotes_total: u32,
-    pub other_quote_valid_rate: Option<f64>,
-    pub self_quotes_found: u32,
-    pub self_quotes_total: u32,
-    pub quotes_per_turn: Option<f64>,
-    pub quotes_snapped: u32,
-    pub quotes_unquoted: u32,
-    pub quotes_too_short: u32,
-    /// Turns decoded under guidance (absent before guidance existed: 0).
-    #[serde(default)]
-    pub guided_turns: u32,
-    /// Turns passed by a tree's policy (absent before policies existed: 0).
-    #[serde(default)]
-    pub passed_turns: u32,
-    /// Words outside quotes copied from their turn's data, all turns
-    /// (absent before the figures existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub copied_words_outside_quotes: Option<u32>,
-    /// Share of all quotes that are clause-aligned (absent with no quotes,
-    /// and before the figures existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quotes_clause_aligned_rate: Option<f64>,
-}
-
-impl From<&Stats> for StatsRecord {
-    fn from(s: &Stats) -> StatsRecord {
-        StatsRecord {
-            turns: s.turns,
-            tags_valid_turns: s.tags_valid_turns,
-            tags_valid_rate: s.tags_valid_rate,
-            turns_citing: s.turns_citing,
-            quotes_found: s.quotes_found,
-            quotes_total: s.quotes_total,
-            quote_found_rate: s.quote_found_rate,
-            grounded_turns: s.grounded_turns,
-            retried_turns: s.retried_turns,
-            other_quotes_found: s.other_quotes_found,
-            other_quotes_total: s.other_quotes_total,
-            other_quote_valid_rate: s.other_quote_valid_rate,
-            self_quotes_found: s.self_quotes_found,
-            self_quotes_total: s.self_quotes_total,
-            quotes_per_turn: s.quotes_per_turn,
-            quotes_snapped: s.quotes_snapped,
-            quotes_unquoted: s.quotes_unquoted,
-            quotes_too_short: s.quotes_too_short,
-            guided_turns: s.guided_turns,
-            passed_turns: s.passed_turns,
-            copied_words_outside_quotes: s.copied_words_outside_quotes,
-            quotes_clause_aligned_rate: s.quotes_clause_aligned_rate,
-        }
-    }
 }
 
 impl From<&Tree> for TreeRecord {
@@ -432,7 +366,7 @@ impl From<&Moot> for TranscriptRecord {
                     text: s.text.clone(),
                 })
                 .collect(),
-            stats: StatsRecord::from(&m.stats),
+            stats: m.stats.clone(),
         }
     }
 }

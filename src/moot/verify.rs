@@ -9,9 +9,7 @@ use super::speaker::{
     extend_pool, opening_query, pass_problem, record_reply, turn_figures, turn_query,
 };
 use super::stats::{self, TurnFigures};
-use super::transcript::{
-    PassageRecord, RecordError, StatsRecord, TranscriptRecord, UtteranceRecord,
-};
+use super::transcript::{PassageRecord, RecordError, TranscriptRecord, UtteranceRecord};
 use super::{Move, Passage, TaggedPassage, Tree, Utterance};
 
 /// One disagreement between a transcript and its re-check.
@@ -277,7 +275,7 @@ pub fn verify(
         previous = s.before_turn;
     }
 
-    let stats = StatsRecord::from(&stats::compute(&rechecked));
+    let stats = stats::compute(&rechecked);
     if stats != transcript.stats {
         report.add(
             None,

@@ -9,7 +9,7 @@ use grove::grounding::CheckInput;
 use grove::model::ChatModel;
 use grove::moot::host::{repeated_book, run_local};
 use grove::moot::stats::Stats;
-use grove::moot::transcript::{StatsRecord, TranscriptRecord};
+use grove::moot::transcript::TranscriptRecord;
 use grove::moot::{MootSettings, Retriever, Tree, Utterance};
 use serde::Serialize;
 
@@ -226,7 +226,7 @@ fn render_utterance(u: &Utterance) -> String {
 
 /// The stats as `name: value` lines.
 fn render_stats(stats: &Stats) -> String {
-    let value = serde_json::to_value(StatsRecord::from(stats)).unwrap_or_default();
+    let value = serde_json::to_value(stats).unwrap_or_default();
     let mut s = String::from("\nstats:\n");
     if let Some(map) = value.as_object() {
         for (k, v) in map {
