@@ -3,8 +3,7 @@
 
 use std::path::PathBuf;
 
-use grove::grounding::{best_span, norm};
-use grove::moot::transcript::{CheckInput, CheckOutput};
+use grove::grounding::{CheckInput, Checked, best_span, norm};
 use serde_json::Value;
 
 /// The shared directory: `$GROVE_SHARED_DIR`, else `<repo>/../shared`.
@@ -45,7 +44,7 @@ fn check_vectors() {
     for case in checks {
         let name = case["name"].as_str().unwrap_or("?");
         let input: CheckInput = serde_json::from_value(case["input"].clone()).expect("input");
-        let expected: CheckOutput = serde_json::from_value(case["output"].clone()).expect("output");
+        let expected: Checked = serde_json::from_value(case["output"].clone()).expect("output");
         let got = input.run().expect("check runs");
         if got != expected {
             failures.push(format!(

@@ -235,7 +235,7 @@ fn a_moot_runs_records_and_verifies() {
     assert!(!u[1].text.contains("zebra"));
     assert!(u[1].raw_text.contains("zebra"));
     // Turn 3 quotes turn 2 as [o2]: an `other` quote, found in the stored text.
-    assert_eq!(u[2].grounding.other_quotes_total, 1);
+    assert_eq!(u[2].grounding.counts.other_quotes_total, 1);
     assert_eq!(u[2].query, format!("rivers {}", u[1].text));
     // Cited maps valid tags to node ids of this turn's passages.
     assert_eq!(u[0].cited.len(), 2);
@@ -504,7 +504,7 @@ impl grove::moot::host::Speaker for Boastful<'_> {
     ) -> Result<grove::moot::Utterance, MootError> {
         let mut u = self.0.turn(call)?;
         u.grounded = true;
-        u.grounding.quotes_found = u.grounding.quotes_total;
+        u.grounding.counts.quotes_found = u.grounding.counts.quotes_total;
         Ok(u)
     }
 }
@@ -765,7 +765,7 @@ fn a_guided_moot_on_the_embedded_model_grounds_every_turn() {
     )
     .expect("moot runs");
     for u in &moot.utterances {
-        let (turn, raw, g) = (u.turn, &u.raw_text, &u.grounding);
+        let (turn, raw, g) = (u.turn, &u.raw_text, &u.grounding.counts);
         assert!(u.guided, "turn {turn}");
         assert!(g.tags_valid, "turn {turn}: {raw}");
         assert!((1..=3).contains(&g.quotes_total), "turn {turn}: {raw}");

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::quotes::{ParsedReply, QuoteSpan, Tag};
 use super::text::{Haystack, norm};
 
@@ -20,8 +22,10 @@ pub struct TurnSources<'a> {
     pub own_turns: &'a BTreeMap<u64, String>,
 }
 
-/// Where a quote's words must come from (§5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a quote's words must come from (§5). Recorded by its name
+/// ([`QuoteSource::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum QuoteSource {
     /// The speaker's own book (the pool).
     Own,
@@ -51,17 +55,27 @@ impl QuoteSource {
     }
 }
 
-/// One counted quote (3+ words) and its verdict.
-#[derive(Debug, Clone, PartialEq, Eq)]
+recorded_by_name!(
+    QuoteSource,
+    "quote source",
+    " (expected own, other or self)"
+);
+
+/// One counted quote (3+ words) and its verdict, as grading gives it and
+/// as transcripts and `grove moot check` record it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct QuoteCheck {
     pub text: String,
     pub found: bool,
     pub source: QuoteSource,
 }
 
-/// The grounding of a reply (§7).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Grounding {
+/// The §7 counts of a reply: the one definition grading fills, a recorded
+/// (and signed) turn carries as its `grounding`, and moot stats add up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroundingCounts {
     pub tags_valid: bool,
     pub tags_cited: u32,
     pub quotes_found: u32,
@@ -70,16 +84,25 @@ pub struct Grounding {
     pub other_quotes_total: u32,
     pub self_quotes_found: u32,
     pub self_quotes_total: u32,
+}
+
+/// The grounding of a reply (§7): its counts and the verdict of each quote
+/// counted. Its JSON (in `grove moot check`) is the counts with `quotes`
+/// beside them in one object; a transcript's utterance records the two
+/// apart (`quotes`, then `grounding`: the counts).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grounding {
+    #[serde(flatten)]
+    pub counts: GroundingCounts,
     pub quotes: Vec<QuoteCheck>,
 }
 
 impl Grounding {
     /// Whether the reply passes (§7).
     pub fn passes(&self) -> bool {
-        self.tags_valid
-            && self.tags_cited >= 1
-            && self.quotes_total >= 1
-            && self.quotes_found == self.quotes_total
+        let c = &self.counts;
+        c.tags_valid && c.tags_cited >= 1 && c.quotes_total >= 1 && c.quotes_found == c.quotes_total
     }
 }
 
@@ -133,37 +156,38 @@ impl<'s> Resolved<'s> {
 
     /// The grounding of the reply as written.
     pub fn grounding(&self, sources: &TurnSources<'_>) -> Grounding {
-        let mut g = Grounding {
+        let mut c = GroundingCounts {
             tags_valid: true,
-            ..Grounding::default()
+            ..GroundingCounts::default()
         };
         for tag in self.parsed.tags() {
             if let Tag::Passage(name) = tag {
-                g.tags_cited += 1;
+                c.tags_cited += 1;
                 if !sources.passage_tags.contains(&name.as_str()) {
-                    g.tags_valid = false;
+                    c.tags_valid = false;
                 }
             }
         }
+        let mut quotes = Vec::new();
         for quote in &self.quotes {
             if quote.span.word_count() < 3 {
                 continue;
             }
             let found = u32::from(quote.found);
             let (f, t) = match quote.source {
-                QuoteSource::Own => (&mut g.quotes_found, &mut g.quotes_total),
-                QuoteSource::Other => (&mut g.other_quotes_found, &mut g.other_quotes_total),
-                QuoteSource::OwnTurns => (&mut g.self_quotes_found, &mut g.self_quotes_total),
+                QuoteSource::Own => (&mut c.quotes_found, &mut c.quotes_total),
+                QuoteSource::Other => (&mut c.other_quotes_found, &mut c.other_quotes_total),
+                QuoteSource::OwnTurns => (&mut c.self_quotes_found, &mut c.self_quotes_total),
             };
             *f += found;
             *t += 1;
-            g.quotes.push(QuoteCheck {
+            quotes.push(QuoteCheck {
                 text: quote.span.text.clone(),
                 found: quote.found,
                 source: quote.source,
             });
         }
-        g
+        Grounding { counts: c, quotes }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Snapping (ground-v1 §9): the text stored and shown, with misquotes
 //! replaced by the source's own words or unquoted.
 
+use serde::{Deserialize, Serialize};
+
 use super::grade::{QuoteSource, Resolved};
 use super::span::best_span;
 use super::text::is_quote_char;
@@ -8,8 +10,9 @@ use super::text::is_quote_char;
 /// Lowest best-span ratio at which a misquote is replaced by the span.
 pub const SNAP_MIN_RATIO: f64 = 0.8;
 
-/// What snapping did to a quote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What snapping did to a quote. Recorded by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum SnapAction {
     Snapped,
     Unquoted,
@@ -32,8 +35,11 @@ impl SnapAction {
     }
 }
 
-/// Why a quote was unquoted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+recorded_by_name!(SnapAction, "snap action", " (expected snapped or unquoted)");
+
+/// Why a quote was unquoted. Recorded by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum UnquoteReason {
     UnderThreeWords,
     Ellipsis,
@@ -59,8 +65,12 @@ impl UnquoteReason {
     }
 }
 
-/// One snapping record (§9).
-#[derive(Debug, Clone, PartialEq)]
+recorded_by_name!(UnquoteReason, "snap reason", "");
+
+/// One snapping record (§9), as snapping gives it and as transcripts and
+/// `grove moot check` record it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SnapRecord {
     /// The quote text `q`.
     pub text: String,

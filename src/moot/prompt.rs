@@ -154,13 +154,13 @@ pub fn reminder(tags: &[String], grounding: &Grounding) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let mut s = String::from("That reply does not meet the rules.");
-    if !grounding.tags_valid {
+    if !grounding.counts.tags_valid {
         let _ = write!(s, " It cites a tag that does not exist.");
     }
-    if grounding.tags_cited == 0 {
+    if grounding.counts.tags_cited == 0 {
         let _ = write!(s, " It cites no tag.");
     }
-    if grounding.quotes_total == 0 {
+    if grounding.counts.quotes_total == 0 {
         let _ = write!(s, " It quotes no exact phrase of 3 or more words.");
     }
     for q in grounding.quotes.iter().filter(|q| !q.found) {

@@ -2,6 +2,8 @@
 //! recompute and compare them), and each turn's own-words figures, computed
 //! from what the transcript holds for that turn.
 
+use serde::{Deserialize, Serialize};
+
 use super::Utterance;
 use crate::grounding::{SnapAction, UnquoteReason, round3};
 use crate::model::guide::words::{
@@ -50,8 +52,10 @@ pub fn turn_figures(
 }
 
 /// Figures over a whole moot. Rates are `None` when there is nothing to
-/// count, and rounded to 3 places.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// count, and rounded to 3 places. Recorded as they are in a transcript's
+/// `stats` (fields added later may be absent in older ones).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Stats {
     pub turns: u32,
     /// Turns whose `s` tags all named this turn's passages.
@@ -80,15 +84,22 @@ pub struct Stats {
     pub quotes_unquoted: u32,
     /// Quotes under 3 words (unquoted).
     pub quotes_too_short: u32,
-    /// Turns the model decoded under guidance.
+    /// Turns the model decoded under guidance (absent before guidance
+    /// existed: 0).
+    #[serde(default)]
     pub guided_turns: u32,
     /// Turns a tree passed (its node's policy decided not to speak). Every
-    /// other figure counts spoken turns only; `turns` counts both.
+    /// other figure counts spoken turns only; `turns` counts both. (Absent
+    /// before policies existed: 0.)
+    #[serde(default)]
     pub passed_turns: u32,
     /// Words outside quotes copied from a turn's data, over the turns with
     /// figures (`None`: no turn has them, as before they existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copied_words_outside_quotes: Option<u32>,
-    /// Share of the quotes (of turns with figures) that are clause-aligned.
+    /// Share of the quotes (of turns with figures) that are clause-aligned
+    /// (absent with no quotes, and before the figures existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quotes_clause_aligned_rate: Option<f64>,
 }
 
@@ -113,7 +124,7 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
             quotes += f.quotes;
             aligned += f.quotes_clause_aligned;
         }
-        let g = &u.grounding;
+        let g = &u.grounding.counts;
         s.tags_valid_turns += u32::from(g.tags_valid);
         s.turns_citing += u32::from(g.tags_cited >= 1);
         s.quotes_found += g.quotes_found;

@@ -1,8 +1,11 @@
-//! The moot transcript file format (and the `grove moot check` JSON shapes):
-//! the one place in the moot that derives Serialize / Deserialize.
+//! The moot transcript file format.
 //!
 //! Engine types stay plain; this module converts them to and from the
-//! versioned JSON records, so a format change is a change here only.
+//! versioned JSON records, so a format change is a change here. Two kinds
+//! of value are recorded as they are, each with its one definition: the
+//! grounding verdicts (`GroundingCounts`, `QuoteCheck`, `SnapRecord`, shaped
+//! in `crate::grounding`), which grading, the recorded (and signed) turn and
+//! the stats share, and the moot [`Stats`] (shaped in `super::stats`).
 
 use std::collections::BTreeMap;
 
@@ -13,9 +16,7 @@ use super::policy::Decision;
 use super::speaker::tag_passages;
 use super::stats::{Stats, TurnFigures};
 use super::{Move, Passage, SPEC_VERSIONS, TaggedPassage, Tree, Utterance};
-use crate::grounding::{
-    Checked, Grounding, QuoteCheck, QuoteSource, SnapAction, SnapRecord, UnquoteReason,
-};
+use crate::grounding::{Grounding, GroundingCounts, QuoteCheck, SnapRecord};
 use crate::model::guide::words::COPY_RUN_WORDS;
 
 /// The `format` field of every transcript.
@@ -27,14 +28,6 @@ pub const TRANSCRIPT_VERSION: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordError {
-    #[error("unknown quote source `{0}` (expected own, other or self)")]
-    UnknownSource(String),
-    #[error("unknown snap action `{0}` (expected snapped or unquoted)")]
-    UnknownAction(String),
-    #[error("unknown snap reason `{0}`")]
-    UnknownReason(String),
-    #[error("turn number `{0}` is not a positive integer")]
-    BadTurnNumber(String),
     #[error("unknown move `{0}`")]
     UnknownMove(String),
     #[error("unknown turn decision `{0}` (expected speak or pass)")]
@@ -47,215 +40,6 @@ pub enum RecordError {
     Version(u64),
     #[error("transcript JSON: {0}")]
     Json(String),
-}
-
-/// One quote's verdict as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QuoteRecord {
-    pub text: String,
-    pub found: bool,
-    pub source: String,
-}
-
-/// A grounding as recorded (ground-v1 §7 counts plus the quotes).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroundingRecord {
-    pub tags_valid: bool,
-    pub tags_cited: u32,
-    pub quotes_found: u32,
-    pub quotes_total: u32,
-    pub other_quotes_found: u32,
-    pub other_quotes_total: u32,
-    pub self_quotes_found: u32,
-    pub self_quotes_total: u32,
-    pub quotes: Vec<QuoteRecord>,
-}
-
-/// A snapping record (ground-v1 §9).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SnapRecordJson {
-    pub text: String,
-    pub source: String,
-    pub action: String,
-    pub to: Option<String>,
-    pub ratio: f64,
-    pub reason: Option<String>,
-}
-
-impl From<&QuoteCheck> for QuoteRecord {
-    fn from(q: &QuoteCheck) -> QuoteRecord {
-        QuoteRecord {
-            text: q.text.clone(),
-            found: q.found,
-            source: q.source.as_str().to_string(),
-        }
-    }
-}
-
-impl From<&Grounding> for GroundingRecord {
-    fn from(g: &Grounding) -> GroundingRecord {
-        GroundingRecord {
-            tags_valid: g.tags_valid,
-            tags_cited: g.tags_cited,
-            quotes_found: g.quotes_found,
-            quotes_total: g.quotes_total,
-            other_quotes_found: g.other_quotes_found,
-            other_quotes_total: g.other_quotes_total,
-            self_quotes_found: g.self_quotes_found,
-            self_quotes_total: g.self_quotes_total,
-            quotes: g.quotes.iter().map(QuoteRecord::from).collect(),
-        }
-    }
-}
-
-impl TryFrom<&GroundingRecord> for Grounding {
-    type Error = RecordError;
-    fn try_from(g: &GroundingRecord) -> Result<Grounding, RecordError> {
-        let quotes = g
-            .quotes
-            .iter()
-            .map(|q| {
-                Ok(QuoteCheck {
-                    text: q.text.clone(),
-                    found: q.found,
-                    source: QuoteSource::parse(&q.source)
-                        .ok_or_else(|| RecordError::UnknownSource(q.source.clone()))?,
-                })
-            })
-            .collect::<Result<Vec<_>, RecordError>>()?;
-        Ok(Grounding {
-            tags_valid: g.tags_valid,
-            tags_cited: g.tags_cited,
-            quotes_found: g.quotes_found,
-            quotes_total: g.quotes_total,
-            other_quotes_found: g.other_quotes_found,
-            other_quotes_total: g.other_quotes_total,
-            self_quotes_found: g.self_quotes_found,
-            self_quotes_total: g.self_quotes_total,
-            quotes,
-        })
-    }
-}
-
-impl From<&SnapRecord> for SnapRecordJson {
-    fn from(s: &SnapRecord) -> SnapRecordJson {
-        SnapRecordJson {
-            text: s.text.clone(),
-            source: s.source.as_str().to_string(),
-            action: s.action.as_str().to_string(),
-            to: s.to.clone(),
-            ratio: s.ratio,
-            reason: s.reason.map(|r| r.as_str().to_string()),
-        }
-    }
-}
-
-impl TryFrom<&SnapRecordJson> for SnapRecord {
-    type Error = RecordError;
-    fn try_from(s: &SnapRecordJson) -> Result<SnapRecord, RecordError> {
-        Ok(SnapRecord {
-            text: s.text.clone(),
-            source: QuoteSource::parse(&s.source)
-                .ok_or_else(|| RecordError::UnknownSource(s.source.clone()))?,
-            action: SnapAction::parse(&s.action)
-                .ok_or_else(|| RecordError::UnknownAction(s.action.clone()))?,
-            to: s.to.clone(),
-            ratio: s.ratio,
-            reason: match &s.reason {
-                None => None,
-                Some(r) => Some(
-                    UnquoteReason::parse(r).ok_or_else(|| RecordError::UnknownReason(r.clone()))?,
-                ),
-            },
-        })
-    }
-}
-
-/// A tagged text in `grove moot check` input.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TaggedText {
-    pub tag: String,
-    pub content: String,
-}
-
-/// Turn texts by turn number.
-pub type TurnTexts = BTreeMap<u64, String>;
-
-/// Input of `grove moot check`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckInput {
-    pub reply: String,
-    #[serde(default)]
-    pub passages: Vec<TaggedText>,
-    #[serde(default)]
-    pub pool: Vec<TaggedText>,
-    /// The other tree's turns: turn number (as a JSON key) to text.
-    #[serde(default)]
-    pub others: BTreeMap<String, String>,
-    /// The speaker's own turns.
-    #[serde(default)]
-    pub own: BTreeMap<String, String>,
-}
-
-impl CheckInput {
-    /// Turn maps keyed by number; a key that is not a number is refused.
-    pub fn turn_maps(&self) -> Result<(TurnTexts, TurnTexts), RecordError> {
-        let parse = |m: &BTreeMap<String, String>| {
-            m.iter()
-                .map(|(k, v)| {
-                    k.trim()
-                        .parse::<u64>()
-                        .map(|n| (n, v.clone()))
-                        .map_err(|_| RecordError::BadTurnNumber(k.clone()))
-                })
-                .collect::<Result<BTreeMap<u64, String>, RecordError>>()
-        };
-        Ok((parse(&self.others)?, parse(&self.own)?))
-    }
-
-    /// Grades and snaps the reply.
-    pub fn run(&self) -> Result<CheckOutput, RecordError> {
-        let (others, own) = self.turn_maps()?;
-        let tags: Vec<String> = self.passages.iter().map(|p| p.tag.to_lowercase()).collect();
-        let tag_refs: Vec<&str> = tags.iter().map(String::as_str).collect();
-        let pool: Vec<&str> = self.pool.iter().map(|p| p.content.as_str()).collect();
-        let sources = crate::grounding::TurnSources {
-            passage_tags: &tag_refs,
-            pool: &pool,
-            other_turns: &others,
-            own_turns: &own,
-        };
-        Ok(CheckOutput::from(&crate::grounding::check(
-            &self.reply,
-            &sources,
-        )))
-    }
-}
-
-/// Output of `grove moot check`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckOutput {
-    pub grounding: GroundingRecord,
-    pub passes: bool,
-    pub text: String,
-    pub snaps: Vec<SnapRecordJson>,
-}
-
-impl From<&Checked> for CheckOutput {
-    fn from(c: &Checked) -> CheckOutput {
-        CheckOutput {
-            grounding: GroundingRecord::from(&c.grounding),
-            passes: c.passes,
-            text: c.text.clone(),
-            snaps: c.snaps.iter().map(SnapRecordJson::from).collect(),
-        }
-    }
 }
 
 /// A whole moot as written to a file.
@@ -275,7 +59,7 @@ pub struct TranscriptRecord {
     pub openings: Vec<OpeningRecord>,
     pub utterances: Vec<UtteranceRecord>,
     pub summaries: Vec<SummaryRecord>,
-    pub stats: StatsRecord,
+    pub stats: Stats,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -327,20 +111,6 @@ pub struct OpeningRecord {
     pub passages: Vec<PassageRecord>,
 }
 
-/// The §7 counts of a reply (its quotes are recorded beside them).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroundingCounts {
-    pub tags_valid: bool,
-    pub tags_cited: u32,
-    pub quotes_found: u32,
-    pub quotes_total: u32,
-    pub other_quotes_found: u32,
-    pub other_quotes_total: u32,
-    pub self_quotes_found: u32,
-    pub self_quotes_total: u32,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UtteranceRecord {
@@ -352,7 +122,8 @@ pub struct UtteranceRecord {
     pub text: String,
     /// `{tag: node_id}` for the valid tags cited.
     pub cited: BTreeMap<String, String>,
-    pub quotes: Vec<QuoteRecord>,
+    /// The grounding's quotes, recorded beside its counts.
+    pub quotes: Vec<QuoteCheck>,
     pub grounding: GroundingCounts,
     pub grounded: bool,
     pub attempts: u32,
@@ -360,7 +131,7 @@ pub struct UtteranceRecord {
     pub retrieved: Vec<PassageRecord>,
     /// The kept reply as the model wrote it.
     pub raw_text: String,
-    pub snaps: Vec<SnapRecordJson>,
+    pub snaps: Vec<SnapRecord>,
     /// The move asked for.
     pub intent: String,
     /// Whether the model decoded the turn under guidance (absent in
@@ -432,72 +203,6 @@ pub struct SummaryRecord {
     pub text: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StatsRecord {
-    pub turns: u32,
-    pub tags_valid_turns: u32,
-    pub tags_valid_rate: Option<f64>,
-    pub turns_citing: u32,
-    pub quotes_found: u32,
-    pub quotes_total: u32,
-    pub quote_found_rate: Option<f64>,
-    pub grounded_turns: u32,
-    pub retried_turns: u32,
-    pub other_quotes_found: u32,
-    pub other_quotes_total: u32,
-    pub other_quote_valid_rate: Option<f64>,
-    pub self_quotes_found: u32,
-    pub self_quotes_total: u32,
-    pub quotes_per_turn: Option<f64>,
-    pub quotes_snapped: u32,
-    pub quotes_unquoted: u32,
-    pub quotes_too_short: u32,
-    /// Turns decoded under guidance (absent before guidance existed: 0).
-    #[serde(default)]
-    pub guided_turns: u32,
-    /// Turns passed by a tree's policy (absent before policies existed: 0).
-    #[serde(default)]
-    pub passed_turns: u32,
-    /// Words outside quotes copied from their turn's data, all turns
-    /// (absent before the figures existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub copied_words_outside_quotes: Option<u32>,
-    /// Share of all quotes that are clause-aligned (absent with no quotes,
-    /// and before the figures existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quotes_clause_aligned_rate: Option<f64>,
-}
-
-impl From<&Stats> for StatsRecord {
-    fn from(s: &Stats) -> StatsRecord {
-        StatsRecord {
-            turns: s.turns,
-            tags_valid_turns: s.tags_valid_turns,
-            tags_valid_rate: s.tags_valid_rate,
-            turns_citing: s.turns_citing,
-            quotes_found: s.quotes_found,
-            quotes_total: s.quotes_total,
-            quote_found_rate: s.quote_found_rate,
-            grounded_turns: s.grounded_turns,
-            retried_turns: s.retried_turns,
-            other_quotes_found: s.other_quotes_found,
-            other_quotes_total: s.other_quotes_total,
-            other_quote_valid_rate: s.other_quote_valid_rate,
-            self_quotes_found: s.self_quotes_found,
-            self_quotes_total: s.self_quotes_total,
-            quotes_per_turn: s.quotes_per_turn,
-            quotes_snapped: s.quotes_snapped,
-            quotes_unquoted: s.quotes_unquoted,
-            quotes_too_short: s.quotes_too_short,
-            guided_turns: s.guided_turns,
-            passed_turns: s.passed_turns,
-            copied_words_outside_quotes: s.copied_words_outside_quotes,
-            quotes_clause_aligned_rate: s.quotes_clause_aligned_rate,
-        }
-    }
-}
-
 impl From<&Tree> for TreeRecord {
     fn from(t: &Tree) -> TreeRecord {
         TreeRecord {
@@ -554,21 +259,6 @@ impl TryFrom<&PassageRecord> for TaggedPassage {
     }
 }
 
-impl From<&Grounding> for GroundingCounts {
-    fn from(g: &Grounding) -> GroundingCounts {
-        GroundingCounts {
-            tags_valid: g.tags_valid,
-            tags_cited: g.tags_cited,
-            quotes_found: g.quotes_found,
-            quotes_total: g.quotes_total,
-            other_quotes_found: g.other_quotes_found,
-            other_quotes_total: g.other_quotes_total,
-            self_quotes_found: g.self_quotes_found,
-            self_quotes_total: g.self_quotes_total,
-        }
-    }
-}
-
 impl From<&Utterance> for UtteranceRecord {
     fn from(u: &Utterance) -> UtteranceRecord {
         UtteranceRecord {
@@ -577,14 +267,14 @@ impl From<&Utterance> for UtteranceRecord {
             title: u.title.clone(),
             text: u.text.clone(),
             cited: u.cited.clone(),
-            quotes: u.grounding.quotes.iter().map(QuoteRecord::from).collect(),
-            grounding: GroundingCounts::from(&u.grounding),
+            quotes: u.grounding.quotes.clone(),
+            grounding: u.grounding.counts,
             grounded: u.grounded,
             attempts: u.attempts,
             query: u.query.clone(),
             retrieved: u.retrieved.iter().map(PassageRecord::from).collect(),
             raw_text: u.raw_text.clone(),
-            snaps: u.snaps.iter().map(SnapRecordJson::from).collect(),
+            snaps: u.snaps.clone(),
             intent: u.intent.as_str().to_string(),
             guided: u.guided,
             decision: u.decision.as_ref().map(DecisionRecord::from),
@@ -598,25 +288,16 @@ impl From<&Utterance> for UtteranceRecord {
 impl TryFrom<&UtteranceRecord> for Utterance {
     type Error = RecordError;
     fn try_from(u: &UtteranceRecord) -> Result<Utterance, RecordError> {
-        let g = &u.grounding;
-        let grounding = Grounding::try_from(&GroundingRecord {
-            tags_valid: g.tags_valid,
-            tags_cited: g.tags_cited,
-            quotes_found: g.quotes_found,
-            quotes_total: g.quotes_total,
-            other_quotes_found: g.other_quotes_found,
-            other_quotes_total: g.other_quotes_total,
-            self_quotes_found: g.self_quotes_found,
-            self_quotes_total: g.self_quotes_total,
-            quotes: u.quotes.clone(),
-        })?;
         Ok(Utterance {
             turn: u.turn,
             speaker: u.speaker.clone(),
             title: u.title.clone(),
             text: u.text.clone(),
             cited: u.cited.clone(),
-            grounding,
+            grounding: Grounding {
+                counts: u.grounding,
+                quotes: u.quotes.clone(),
+            },
             grounded: u.grounded,
             attempts: u.attempts,
             query: u.query.clone(),
@@ -626,11 +307,7 @@ impl TryFrom<&UtteranceRecord> for Utterance {
                 .map(TaggedPassage::try_from)
                 .collect::<Result<_, _>>()?,
             raw_text: u.raw_text.clone(),
-            snaps: u
-                .snaps
-                .iter()
-                .map(SnapRecord::try_from)
-                .collect::<Result<_, _>>()?,
+            snaps: u.snaps.clone(),
             intent: Move::parse(&u.intent)
                 .ok_or_else(|| RecordError::UnknownMove(u.intent.clone()))?,
             guided: u.guided,
@@ -689,7 +366,7 @@ impl From<&Moot> for TranscriptRecord {
                     text: s.text.clone(),
                 })
                 .collect(),
-            stats: StatsRecord::from(&m.stats),
+            stats: m.stats.clone(),
         }
     }
 }

@@ -9,10 +9,7 @@ use super::speaker::{
     extend_pool, opening_query, pass_problem, record_reply, turn_figures, turn_query,
 };
 use super::stats::{self, TurnFigures};
-use super::transcript::{
-    GroundingCounts, PassageRecord, QuoteRecord, RecordError, SnapRecordJson, StatsRecord,
-    TranscriptRecord, UtteranceRecord,
-};
+use super::transcript::{PassageRecord, RecordError, TranscriptRecord, UtteranceRecord};
 use super::{Move, Passage, TaggedPassage, Tree, Utterance};
 
 /// One disagreement between a transcript and its re-check.
@@ -212,19 +209,12 @@ pub fn verify(
             at,
             "grounding",
             &record.grounding,
-            &GroundingCounts::from(&checked.grounding),
+            &checked.grounding.counts,
         );
-        let quotes: Vec<QuoteRecord> = checked
-            .grounding
-            .quotes
-            .iter()
-            .map(QuoteRecord::from)
-            .collect();
-        report.compare(at, "quotes", &record.quotes, &quotes);
+        report.compare(at, "quotes", &record.quotes, &checked.grounding.quotes);
         report.compare(at, "grounded", &record.grounded, &checked.passes);
         report.compare(at, "text", &record.text, &checked.text);
-        let snaps: Vec<SnapRecordJson> = checked.snaps.iter().map(SnapRecordJson::from).collect();
-        report.compare(at, "snaps", &record.snaps, &snaps);
+        report.compare(at, "snaps", &record.snaps, &checked.snaps);
         report.compare(at, "cited", &record.cited, &cited);
         if !(1..=2).contains(&record.attempts) {
             report.add(at, format!("attempts {} is not 1 or 2", record.attempts));
@@ -285,7 +275,7 @@ pub fn verify(
         previous = s.before_turn;
     }
 
-    let stats = StatsRecord::from(&stats::compute(&rechecked));
+    let stats = stats::compute(&rechecked);
     if stats != transcript.stats {
         report.add(
             None,

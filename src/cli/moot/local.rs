@@ -5,10 +5,11 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use grove::grounding::CheckInput;
 use grove::model::ChatModel;
 use grove::moot::host::{repeated_book, run_local};
 use grove::moot::stats::Stats;
-use grove::moot::transcript::{CheckInput, StatsRecord, TranscriptRecord};
+use grove::moot::transcript::TranscriptRecord;
 use grove::moot::{MootSettings, Retriever, Tree, Utterance};
 use serde::Serialize;
 
@@ -198,7 +199,7 @@ fn render_utterance(u: &Utterance) -> String {
             .unwrap_or("?");
         s.push_str(&format!("   [{tag}] {label} ({node})\n"));
     }
-    let g = &u.grounding;
+    let g = &u.grounding.counts;
     s.push_str(&format!(
         "   {} · quotes {}/{} found{}{}{}\n",
         if u.grounded {
@@ -225,7 +226,7 @@ fn render_utterance(u: &Utterance) -> String {
 
 /// The stats as `name: value` lines.
 fn render_stats(stats: &Stats) -> String {
-    let value = serde_json::to_value(StatsRecord::from(stats)).unwrap_or_default();
+    let value = serde_json::to_value(stats).unwrap_or_default();
     let mut s = String::from("\nstats:\n");
     if let Some(map) = value.as_object() {
         for (k, v) in map {
