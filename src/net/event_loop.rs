@@ -1,26 +1,20 @@
 //! The task that owns the swarm: turns commands into swarm calls and swarm
 //! events into [`Event`]s. Every failure becomes an event or an error reply.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::StreamExt;
-use libp2p::core::transport::{OrTransport, Transport as _};
-use libp2p::core::upgrade::Version;
 use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
 use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::swarm::{ConnectionId, SwarmEvent};
-use libp2p::{
-    Multiaddr, PeerId, Swarm, gossipsub, identify, identity, noise, ping, relay, tcp, yamux,
-};
+use libp2p::{Multiaddr, PeerId, Swarm, gossipsub, identify, identity, ping};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::behaviour::{self, Behaviour, BehaviourEvent};
+use super::behaviour::{Behaviour, BehaviourEvent};
 use super::connectivity::{Addresses, Connectivity, RelayNote};
 use super::gate::Gate;
-use super::reach::Reach;
-use super::relay::{Counted, Passes, RelayAccess, RelayedBytes};
+use super::transport::{self, with_causes};
 use super::{Command, DropReason, Event, NetConfig, NetError, Protocol, Verdict};
 
 /// How often reachability is judged again and relay slots are sought.
@@ -58,84 +52,8 @@ pub(super) async fn spawn(
     events: mpsc::Sender<Event>,
 ) -> Result<watch::Receiver<Addresses>, NetError> {
     let gate = Gate::default();
-    let access = RelayAccess {
-        serve: config.relay.serve,
-        gate: gate.clone(),
-        passes: Passes::default(),
-    };
-    let local = keypair.public().to_peer_id();
-    let bytes = Arc::new(RelayedBytes::default());
-    let (relay_transport, relay_client) = relay::client::new(local);
-    let behaviour = behaviour::build(&keypair, &config, &gate, &access, relay_client)?;
-    // TCP, and circuits through relays (their bytes counted), each under
-    // Noise and Yamux.
-    let counted = bytes.clone();
-    let relayed = relay_transport.map(move |conn, _| Counted {
-        inner: conn,
-        bytes: counted.clone(),
-    });
-    let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true));
-    let noise = noise::Config::new(&keypair).map_err(|e| NetError::Transport(e.to_string()))?;
-    let transport = OrTransport::new(relayed, tcp)
-        .upgrade(Version::V1Lazy)
-        .authenticate(noise)
-        .multiplex(yamux::Config::default())
-        .timeout(Duration::from_secs(20))
-        .boxed();
-    let mut swarm = Swarm::new(
-        transport,
-        behaviour,
-        local,
-        libp2p::swarm::Config::with_tokio_executor()
-            .with_idle_connection_timeout(config.idle_timeout),
-    );
-    let connectivity = Connectivity::new(
-        Reach::new(config.reachability, config.external.clone()),
-        &config.relays,
-        config.relay.use_relays,
-        access,
-        bytes,
-    );
-    // Every port is probed before this node binds any (two of its own
-    // addresses may share a port).
-    for addr in &config.listen {
-        refuse_port_in_use(addr)?;
-    }
-    for addr in &config.listen {
-        swarm
-            .listen_on(addr.clone())
-            .map_err(|e| NetError::Listen {
-                addr: addr.to_string(),
-                reason: with_causes(&e),
-            })?;
-    }
-    // Wait until every listener has an address, so callers (and invites)
-    // see the ports actually bound; an unspecified address reports each
-    // interface's in turn, later ones through the address watch.
-    let mut connectivity = connectivity;
-    let mut reported = HashSet::new();
-    while reported.len() < config.listen.len() {
-        match swarm.select_next_some().await {
-            SwarmEvent::NewListenAddr {
-                listener_id,
-                address,
-            } => {
-                reported.insert(listener_id);
-                connectivity.listening(listener_id, address.clone());
-                let _ = events.try_send(Event::Listening(address));
-            }
-            SwarmEvent::ListenerError { error, .. }
-            | SwarmEvent::ListenerClosed {
-                reason: Err(error), ..
-            } => {
-                return Err(NetError::Listen {
-                    addr: "listener".into(),
-                    reason: with_causes(&error),
-                });
-            }
-            _ => {}
-        }
-    }
+    let (mut swarm, mut connectivity) = transport::build_swarm(keypair, &config, &gate)?;
+    transport::listen(&mut swarm, &mut connectivity, &config, &events).await?;
     for (_, relay) in connectivity.configured() {
         if let Err(e) = swarm.dial(relay.clone()) {
             tracing::warn!(%relay, error = %e, "cannot dial a configured relay");
@@ -158,64 +76,6 @@ pub(super) async fn spawn(
     };
     tokio::spawn(event_loop.run());
     Ok(watched)
-}
-
-/// An error with every cause under it (libp2p's transport errors keep the
-/// OS error, "Address family not supported by protocol", in the chain, and
-/// their own text is often empty).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut parts = Vec::new();
-    let mut next: Option<&dyn std::error::Error> = Some(e);
-    while let Some(err) = next {
-        let text = err.to_string();
-        let text = text.trim().trim_matches(':').trim();
-        if !text.is_empty() && !parts.iter().any(|p: &String| p.contains(text)) {
-            parts.push(text.to_string());
-        }
-        next = err.source();
-    }
-    if parts.is_empty() {
-        "unknown error".into()
-    } else {
-        parts.join(": ")
-    }
-}
-
-/// libp2p-tcp always sets port reuse (hole punching needs it), so two
-/// processes could both listen on one port and peers would reach either at
-/// random. An exclusive bind first (no port reuse; the probe is closed at
-/// once) refuses a port another process already listens on.
-pub fn refuse_port_in_use(addr: &Multiaddr) -> Result<(), NetError> {
-    use libp2p::multiaddr::Protocol;
-    let mut ip = None;
-    let mut port = None;
-    for p in addr.iter() {
-        match p {
-            Protocol::Ip4(a) => ip = Some(std::net::IpAddr::V4(a)),
-            Protocol::Ip6(a) => ip = Some(std::net::IpAddr::V6(a)),
-            Protocol::Tcp(p) => port = Some(p),
-            _ => {}
-        }
-    }
-    let (Some(ip), Some(port)) = (ip, port) else {
-        return Ok(());
-    };
-    if port == 0 {
-        return Ok(());
-    }
-    match std::net::TcpListener::bind((ip, port)) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(NetError::Listen {
-            addr: addr.to_string(),
-            reason: format!(
-                "TCP port {port} on {ip} is already in use by another process (Address already in use); stop it or choose another port in net.listen"
-            ),
-        }),
-        Err(e) => Err(NetError::Listen {
-            addr: addr.to_string(),
-            reason: e.to_string(),
-        }),
-    }
 }
 
 impl EventLoop {
@@ -433,6 +293,65 @@ impl EventLoop {
 
     async fn on_swarm(&mut self, event: SwarmEvent<BehaviourEvent>) {
         match event {
+            SwarmEvent::IncomingConnectionError { error, .. } => {
+                self.emit(Event::Dropped {
+                    peer: None,
+                    reason: DropReason::IncomingConnection,
+                    detail: error.to_string(),
+                });
+            }
+            SwarmEvent::OutgoingConnectionError {
+                connection_id,
+                peer_id,
+                error,
+            } => {
+                if let Some(peer) = peer_id {
+                    self.settle_connects(peer, Some((connection_id, error.to_string())));
+                }
+                self.emit(Event::Dropped {
+                    peer: peer_id,
+                    reason: DropReason::OutgoingConnection,
+                    detail: error.to_string(),
+                });
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
+                propagation_source,
+                message_id,
+                message,
+            })) => {
+                self.emit(Event::Gossip {
+                    // The raw id (our content ids are ASCII hex), so the
+                    // verdict reported back names the same message.
+                    id: String::from_utf8_lossy(&message_id.0).into_owned(),
+                    source: propagation_source,
+                    author: message.source,
+                    topic: message.topic.into_string(),
+                    data: message.data,
+                });
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Join(event)) => {
+                self.on_rpc(Protocol::Join, event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::RelayPass(event)) => {
+                self.on_rpc(Protocol::RelayPass, event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Sync(event)) => {
+                self.on_rpc(Protocol::Sync, event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Search(event)) => {
+                self.on_rpc(Protocol::Search, event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Turn(event)) => {
+                self.on_rpc(Protocol::Turn, event)
+            }
+            other => self.on_link(other),
+        }
+    }
+
+    /// Listeners, connections, identify, ping and the relay: what
+    /// connectivity tracks.
+    fn on_link(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        match event {
             SwarmEvent::NewListenAddr {
                 listener_id,
                 address,
@@ -511,57 +430,6 @@ impl EventLoop {
             }
             SwarmEvent::Behaviour(BehaviourEvent::RelayClient(event)) => {
                 self.connectivity.on_client(event)
-            }
-            SwarmEvent::IncomingConnectionError { error, .. } => {
-                self.emit(Event::Dropped {
-                    peer: None,
-                    reason: DropReason::IncomingConnection,
-                    detail: error.to_string(),
-                });
-            }
-            SwarmEvent::OutgoingConnectionError {
-                connection_id,
-                peer_id,
-                error,
-            } => {
-                if let Some(peer) = peer_id {
-                    self.settle_connects(peer, Some((connection_id, error.to_string())));
-                }
-                self.emit(Event::Dropped {
-                    peer: peer_id,
-                    reason: DropReason::OutgoingConnection,
-                    detail: error.to_string(),
-                });
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
-                propagation_source,
-                message_id,
-                message,
-            })) => {
-                self.emit(Event::Gossip {
-                    // The raw id (our content ids are ASCII hex), so the
-                    // verdict reported back names the same message.
-                    id: String::from_utf8_lossy(&message_id.0).into_owned(),
-                    source: propagation_source,
-                    author: message.source,
-                    topic: message.topic.into_string(),
-                    data: message.data,
-                });
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::Join(event)) => {
-                self.on_rpc(Protocol::Join, event)
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::RelayPass(event)) => {
-                self.on_rpc(Protocol::RelayPass, event)
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::Sync(event)) => {
-                self.on_rpc(Protocol::Sync, event)
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::Search(event)) => {
-                self.on_rpc(Protocol::Search, event)
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::Turn(event)) => {
-                self.on_rpc(Protocol::Turn, event)
             }
             _ => {}
         }

@@ -14,17 +14,18 @@ mod gate;
 pub mod protocol;
 pub mod reach;
 pub mod relay;
+mod transport;
 
 use std::time::Duration;
 
 pub use admission::AdmissionCounts;
 pub use connectivity::{Addresses, ConnectivityReport, LinkReport, RelayUse};
-pub use event_loop::refuse_port_in_use;
 use libp2p::{Multiaddr, PeerId, identity};
 pub use protocol::{DropReason, Protocol};
 pub use reach::{Reachability, ReachabilityMode};
 pub use relay::{RelayLimits, RelayServe};
 use tokio::sync::{mpsc, oneshot, watch};
+pub use transport::refuse_port_in_use;
 
 /// Network settings, already validated.
 #[derive(Debug, Clone)]

@@ -1,0 +1,174 @@
+//! The swarm's making: TCP and circuits through relays (their bytes
+//! counted), each under Noise and Yamux; the behaviour; the listeners
+//! bound (every port probed first, so one another process holds is refused
+//! by name); and the errors of all that with their OS causes.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use libp2p::core::transport::{OrTransport, Transport as _};
+use libp2p::core::upgrade::Version;
+use libp2p::swarm::SwarmEvent;
+use libp2p::{Multiaddr, Swarm, identity, noise, relay, tcp, yamux};
+use tokio::sync::mpsc;
+
+use super::behaviour::{self, Behaviour};
+use super::connectivity::Connectivity;
+use super::gate::Gate;
+use super::reach::Reach;
+use super::relay::{Counted, Passes, RelayAccess, RelayedBytes};
+use super::{Event, NetConfig, NetError};
+
+/// The swarm and what tracks its connectivity.
+pub(super) fn build_swarm(
+    keypair: identity::Keypair,
+    config: &NetConfig,
+    gate: &Gate,
+) -> Result<(Swarm<Behaviour>, Connectivity), NetError> {
+    let access = RelayAccess {
+        serve: config.relay.serve,
+        gate: gate.clone(),
+        passes: Passes::default(),
+    };
+    let local = keypair.public().to_peer_id();
+    let bytes = Arc::new(RelayedBytes::default());
+    let (relay_transport, relay_client) = relay::client::new(local);
+    let behaviour = behaviour::build(&keypair, config, gate, &access, relay_client)?;
+    let counted = bytes.clone();
+    let relayed = relay_transport.map(move |conn, _| Counted {
+        inner: conn,
+        bytes: counted.clone(),
+    });
+    let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true));
+    let noise = noise::Config::new(&keypair).map_err(|e| NetError::Transport(e.to_string()))?;
+    let transport = OrTransport::new(relayed, tcp)
+        .upgrade(Version::V1Lazy)
+        .authenticate(noise)
+        .multiplex(yamux::Config::default())
+        .timeout(Duration::from_secs(20))
+        .boxed();
+    let swarm = Swarm::new(
+        transport,
+        behaviour,
+        local,
+        libp2p::swarm::Config::with_tokio_executor()
+            .with_idle_connection_timeout(config.idle_timeout),
+    );
+    let connectivity = Connectivity::new(
+        Reach::new(config.reachability, config.external.clone()),
+        &config.relays,
+        config.relay.use_relays,
+        access,
+        bytes,
+    );
+    Ok((swarm, connectivity))
+}
+
+/// Binds every listen address and waits until each listener has an
+/// address, so callers (and invites) see the ports actually bound; an
+/// unspecified address reports each interface's in turn, later ones through
+/// the address watch.
+pub(super) async fn listen(
+    swarm: &mut Swarm<Behaviour>,
+    connectivity: &mut Connectivity,
+    config: &NetConfig,
+    events: &mpsc::Sender<Event>,
+) -> Result<(), NetError> {
+    // Every port is probed before this node binds any (two of its own
+    // addresses may share a port).
+    for addr in &config.listen {
+        refuse_port_in_use(addr)?;
+    }
+    for addr in &config.listen {
+        swarm
+            .listen_on(addr.clone())
+            .map_err(|e| NetError::Listen {
+                addr: addr.to_string(),
+                reason: with_causes(&e),
+            })?;
+    }
+    let mut reported = HashSet::new();
+    while reported.len() < config.listen.len() {
+        match swarm.select_next_some().await {
+            SwarmEvent::NewListenAddr {
+                listener_id,
+                address,
+            } => {
+                reported.insert(listener_id);
+                connectivity.listening(listener_id, address.clone());
+                let _ = events.try_send(Event::Listening(address));
+            }
+            SwarmEvent::ListenerError { error, .. }
+            | SwarmEvent::ListenerClosed {
+                reason: Err(error), ..
+            } => {
+                return Err(NetError::Listen {
+                    addr: "listener".into(),
+                    reason: with_causes(&error),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// An error with every cause under it (libp2p's transport errors keep the
+/// OS error, "Address family not supported by protocol", in the chain, and
+/// their own text is often empty).
+pub(super) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut parts = Vec::new();
+    let mut next: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string();
+        let text = text.trim().trim_matches(':').trim();
+        if !text.is_empty() && !parts.iter().any(|p: &String| p.contains(text)) {
+            parts.push(text.to_string());
+        }
+        next = err.source();
+    }
+    if parts.is_empty() {
+        "unknown error".into()
+    } else {
+        parts.join(": ")
+    }
+}
+
+/// libp2p-tcp always sets port reuse (hole punching needs it), so two
+/// processes could both listen on one port and peers would reach either at
+/// random. An exclusive bind first (no port reuse; the probe is closed at
+/// once) refuses a port another process already listens on.
+pub fn refuse_port_in_use(addr: &Multiaddr) -> Result<(), NetError> {
+    use libp2p::multiaddr::Protocol;
+    let mut ip = None;
+    let mut port = None;
+    for p in addr.iter() {
+        match p {
+            Protocol::Ip4(a) => ip = Some(std::net::IpAddr::V4(a)),
+            Protocol::Ip6(a) => ip = Some(std::net::IpAddr::V6(a)),
+            Protocol::Tcp(p) => port = Some(p),
+            _ => {}
+        }
+    }
+    let (Some(ip), Some(port)) = (ip, port) else {
+        return Ok(());
+    };
+    if port == 0 {
+        return Ok(());
+    }
+    match std::net::TcpListener::bind((ip, port)) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(NetError::Listen {
+            addr: addr.to_string(),
+            reason: format!(
+                "TCP port {port} on {ip} is already in use by another process (Address already in use); stop it or choose another port in net.listen"
+            ),
+        }),
+        Err(e) => Err(NetError::Listen {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
