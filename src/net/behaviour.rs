@@ -18,7 +18,7 @@ use super::admission::Admission;
 use super::codec::{FrameCodec, ReadBudget};
 use super::gate::{Gate, MembersOnly};
 use super::protocol::{self, Protocol};
-use super::relay::{RelayAccess, server_config};
+use super::relay::{DirectOnly, RelayAccess, server_config};
 use super::{NetConfig, NetError};
 
 pub type Rpc = request_response::Behaviour<FrameCodec>;
@@ -34,7 +34,7 @@ pub struct Behaviour {
     pub blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
     pub identify: identify::Behaviour,
     pub ping: ping::Behaviour,
-    pub relay: relay::Behaviour,
+    pub relay: DirectOnly,
     pub relay_client: relay::client::Behaviour,
     pub gossipsub: MembersOnly<gossipsub::Behaviour>,
     pub join: Rpc,
@@ -132,10 +132,16 @@ pub fn build(
                 .with_push_listen_addr_updates(true),
         ),
         ping: ping::Behaviour::new(ping::Config::new()),
-        relay: relay::Behaviour::new(
-            keypair.public().to_peer_id(),
-            server_config(&config.relay, access),
-        ),
+        relay: {
+            let mut server = relay::Behaviour::new(
+                keypair.public().to_peer_id(),
+                server_config(&config.relay, access),
+            );
+            // Off until this node judges itself public (libp2p would turn it
+            // on for any confirmed address, a relayed one of its own too).
+            server.set_status(Some(relay::Status::Disable));
+            DirectOnly::new(server)
+        },
         relay_client,
         gossipsub: MembersOnly::new(gossipsub, gate.clone()),
         join: rpc(Protocol::Join),

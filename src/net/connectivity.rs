@@ -132,7 +132,7 @@ impl Connectivity {
             bytes,
             counts: BTreeMap::new(),
             external: Vec::new(),
-            serving: true,
+            serving: false,
         }
     }
 
@@ -357,11 +357,11 @@ impl Connectivity {
         let serving = judgement.reachability == Reachability::Public
             && self.access.serve != super::RelayServe::Off;
         if serving != self.serving {
-            swarm.behaviour_mut().relay.set_status(Some(if serving {
+            swarm.behaviour_mut().relay.set_status(if serving {
                 relay::Status::Enable
             } else {
                 relay::Status::Disable
-            }));
+            });
             self.serving = serving;
         }
         if external != self.external {

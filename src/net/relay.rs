@@ -10,7 +10,7 @@
 //! `anyone` mode (a relay run for meshes it is not part of) everyone may
 //! reserve and connect, within the same limits.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,9 +18,17 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use either::Either;
+use libp2p::core::Endpoint;
+use libp2p::core::transport::PortUse;
+use libp2p::swarm::{
+    ConnectionDenied, ConnectionId, FromSwarm, NetworkBehaviour, NotifyHandler, THandler,
+    THandlerInEvent, THandlerOutEvent, ToSwarm,
+};
 use libp2p::{Multiaddr, PeerId, relay};
 
 use super::gate::Gate;
+use super::reach::is_relayed;
 
 /// Whom this node relays for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +203,113 @@ impl<C: futures::AsyncWrite + Unpin> futures::AsyncWrite for Counted<C> {
 
     fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_close(cx)
+    }
+}
+
+/// The relay server, kept from writing to relayed connections. libp2p's
+/// server runs no handler on a relayed connection (it relays over direct
+/// ones only) yet, when its status changes, tells every connection it
+/// knows, relayed ones included — a panic in the swarm. This drops those
+/// notices; nothing else changes.
+pub struct DirectOnly {
+    inner: relay::Behaviour,
+    relayed: HashSet<ConnectionId>,
+}
+
+impl DirectOnly {
+    pub fn new(inner: relay::Behaviour) -> DirectOnly {
+        DirectOnly {
+            inner,
+            relayed: HashSet::new(),
+        }
+    }
+
+    pub fn set_status(&mut self, status: relay::Status) {
+        self.inner.set_status(Some(status));
+    }
+}
+
+impl NetworkBehaviour for DirectOnly {
+    type ConnectionHandler = THandler<relay::Behaviour>;
+    type ToSwarm = relay::Event;
+
+    fn handle_pending_inbound_connection(
+        &mut self,
+        id: ConnectionId,
+        local: &Multiaddr,
+        remote: &Multiaddr,
+    ) -> Result<(), ConnectionDenied> {
+        self.inner
+            .handle_pending_inbound_connection(id, local, remote)
+    }
+
+    fn handle_established_inbound_connection(
+        &mut self,
+        id: ConnectionId,
+        peer: PeerId,
+        local: &Multiaddr,
+        remote: &Multiaddr,
+    ) -> Result<THandler<Self>, ConnectionDenied> {
+        if is_relayed(local) {
+            self.relayed.insert(id);
+        }
+        self.inner
+            .handle_established_inbound_connection(id, peer, local, remote)
+    }
+
+    fn handle_pending_outbound_connection(
+        &mut self,
+        id: ConnectionId,
+        peer: Option<PeerId>,
+        addresses: &[Multiaddr],
+        role: Endpoint,
+    ) -> Result<Vec<Multiaddr>, ConnectionDenied> {
+        self.inner
+            .handle_pending_outbound_connection(id, peer, addresses, role)
+    }
+
+    fn handle_established_outbound_connection(
+        &mut self,
+        id: ConnectionId,
+        peer: PeerId,
+        addr: &Multiaddr,
+        role: Endpoint,
+        port_use: PortUse,
+    ) -> Result<THandler<Self>, ConnectionDenied> {
+        if is_relayed(addr) {
+            self.relayed.insert(id);
+        }
+        self.inner
+            .handle_established_outbound_connection(id, peer, addr, role, port_use)
+    }
+
+    fn on_swarm_event(&mut self, event: FromSwarm) {
+        if let FromSwarm::ConnectionClosed(e) = &event {
+            self.relayed.remove(&e.connection_id);
+        }
+        self.inner.on_swarm_event(event)
+    }
+
+    fn on_connection_handler_event(
+        &mut self,
+        peer: PeerId,
+        id: ConnectionId,
+        event: THandlerOutEvent<Self>,
+    ) {
+        self.inner.on_connection_handler_event(peer, id, event)
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<ToSwarm<relay::Event, THandlerInEvent<Self>>> {
+        loop {
+            match self.inner.poll(cx) {
+                Poll::Ready(ToSwarm::NotifyHandler {
+                    handler: NotifyHandler::One(id),
+                    event: Either::Left(_),
+                    ..
+                }) if self.relayed.contains(&id) => continue,
+                other => return other,
+            }
+        }
     }
 }
 
