@@ -164,7 +164,8 @@ impl Lab {
             .expect("every host has a namespace")
     }
 
-    fn ns_path(&self, host: Host) -> PathBuf {
+    /// The namespace's file (for `setns`).
+    pub fn ns_path(&self, host: Host) -> PathBuf {
         PathBuf::from(NETNS_DIR).join(self.ns(host))
     }
 
