@@ -500,15 +500,13 @@ fn netlab_homes_reach_out_through_a_cone_and_a_symmetric_nat_and_nothing_dials_i
         })
         .collect();
     assert_ne!(ports[0], ports[1], "home B's NAT kept one port: {b:?}");
-    for (host, server) in publics.iter().zip(servers) {
+    // Each public host saw home A's one mapping and home B's own one.
+    for (i, server) in servers.into_iter().enumerate() {
         let mut seen = server.join().expect("server thread");
         seen.sort();
-        let mut expected = vec![
-            "203.0.113.1:40001".to_string(),
-            b[publics.iter().position(|h| h == host).unwrap()].clone(),
-        ];
+        let mut expected = [a[i].clone(), b[i].clone()];
         expected.sort();
-        assert_eq!(seen, expected, "what {host:?} saw");
+        assert_eq!(seen, expected, "what {:?} saw", publics[i]);
     }
 
     // Nothing dials into a home: not its LAN address (even with a route
@@ -531,12 +529,9 @@ fn netlab_homes_reach_out_through_a_cone_and_a_symmetric_nat_and_nothing_dials_i
     assert!(lab.connect(Host::HomeB, &inside, short).is_err());
     lab.connect(Host::RouterA, &inside, Duration::from_secs(5))
         .expect("the router reaches its own LAN");
-    let seen = tell_callers_their_address(listener, 1, Duration::from_secs(5));
-    assert_eq!(
-        seen.len(),
-        1,
-        "the listener in home A took only its router's call"
-    );
+    // Every call that reached the listener is in its backlog by now.
+    let seen = tell_callers_their_address(listener, 10, Duration::from_secs(2));
+    assert_eq!(seen.len(), 1, "calls that reached home A: {seen:?}");
     assert!(seen[0].starts_with("198.18.1.1:"), "{seen:?}");
 }
 
