@@ -4,7 +4,7 @@
 //! invites, and clean shutdowns. Every daemon stops when its test ends.
 
 use std::collections::BTreeSet;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -20,7 +20,14 @@ pub struct Daemon {
     pub name: String,
     child: Option<Child>,
     env: Vec<(String, String)>,
+    /// The flags after `node run`.
+    run_args: Vec<String>,
+    /// A last touch to the `node run` command before each spawn (the NAT
+    /// laboratory starts daemons inside network namespaces).
+    prepare: Option<Prepare>,
 }
+
+pub type Prepare = Box<dyn Fn(&mut Command) + Send + Sync>;
 
 impl Daemon {
     pub fn start(name: &str) -> Daemon {
@@ -30,14 +37,29 @@ impl Daemon {
     /// A daemon with extra environment (config keys such as
     /// `GROVE_MODEL__URL`).
     pub fn start_with(name: &str, env: &[(&str, &str)]) -> Daemon {
+        let listen = ["--listen", "/ip4/127.0.0.1/tcp/0"];
+        Daemon::start_in(Grove::new(), name, env, &listen, None)
+    }
+
+    /// A daemon on state `g` with `run_args` after `node run`, and
+    /// `prepare` applied to its command before each spawn.
+    pub fn start_in(
+        g: Grove,
+        name: &str,
+        env: &[(&str, &str)],
+        run_args: &[&str],
+        prepare: Option<Prepare>,
+    ) -> Daemon {
         let mut d = Daemon {
-            g: Grove::new(),
+            g,
             name: name.to_string(),
             child: None,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            run_args: run_args.iter().map(|a| a.to_string()).collect(),
+            prepare,
         };
         d.launch();
         d
@@ -45,9 +67,11 @@ impl Daemon {
 
     fn launch(&mut self) {
         let log = std::fs::File::create(self.g.dir.path().join("node.log")).unwrap();
-        let mut cmd = self
-            .g
-            .cmd(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"]);
+        let mut cmd = self.g.cmd(&["node", "run"]);
+        cmd.args(&self.run_args);
+        if let Some(prepare) = &self.prepare {
+            prepare(&mut cmd);
+        }
         // An empty name starts a node with no node.name.
         if !self.name.is_empty() {
             cmd.env("GROVE_NODE__NAME", &self.name);
@@ -62,6 +86,9 @@ impl Daemon {
         self.child = Some(child);
         let start = Instant::now();
         while !self.g.run(&["node", "status"]).status.success() {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("node {} exited with {status}:\n{}", self.name, self.log());
+            }
             assert!(
                 start.elapsed() < DEADLINE,
                 "node {} did not come up:\n{}",

@@ -17,6 +17,7 @@ mod moot;
 mod moot_http;
 mod moot_liar;
 mod moot_net;
+mod natlab;
 mod net;
 mod packaging;
 mod proofs;

@@ -58,7 +58,7 @@ fn add(d: &Daemon, key: &str, title: &str, seed: u64) {
 
 /// Runs `moot verify` offline (no daemon, an empty state directory) on
 /// `export`; returns (success, stdout + stderr).
-fn verify_offline(export: &Value) -> (bool, String) {
+pub(crate) fn verify_offline(export: &Value) -> (bool, String) {
     let g = Grove::new();
     let file = g.write(
         "export.json",
