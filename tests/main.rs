@@ -19,6 +19,7 @@ mod moot_liar;
 mod moot_net;
 mod natlab;
 mod net;
+mod netlab;
 mod packaging;
 mod proofs;
 mod sandbox;

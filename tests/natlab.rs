@@ -229,7 +229,9 @@ fn home_config(relays: &[String]) -> String {
 
 #[test]
 fn natlab_a_public_member_relays_for_two_homes_that_join_by_invites_and_hold_a_moot() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = crate::support::lab() else {
+        return;
+    };
     let model_a = NsModel::start(&lab, Host::HomeA);
     let model_b = NsModel::start(&lab, Host::HomeB);
 
@@ -342,7 +344,9 @@ fn natlab_a_public_member_relays_for_two_homes_that_join_by_invites_and_hold_a_m
 
 #[test]
 fn natlab_a_mesh_founded_behind_a_nat_meets_through_configured_relays_and_survives_losing_one() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = crate::support::lab() else {
+        return;
+    };
     // Two relays that are not members, on the two public hosts.
     let relay_config = "[net]\nreachability = \"auto\"\n[net.relay]\nserve = \"anyone\"\n";
     let mut relays = [

@@ -4,6 +4,18 @@
 
 pub mod netlab;
 
+/// A NAT laboratory, or `None` after [`skip`] (a failure under
+/// GROVE_TEST_STRICT=1) where namespaces cannot be made here.
+pub fn lab() -> Option<netlab::Lab> {
+    match netlab::Lab::build() {
+        Ok(lab) => Some(lab),
+        Err(why) => {
+            skip(&why);
+            None
+        }
+    }
+}
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
