@@ -16,7 +16,7 @@ use tokio::sync::{broadcast, watch};
 use crate::api::dto::MeshEvent;
 use crate::identity::peer_id_text;
 use crate::mesh::roster::{Change, Roster};
-use crate::mesh::state::{MeshState, Transition};
+use crate::mesh::state::{AuditEvent, MeshState, ProposalRec, RosterNode, Transition};
 
 /// Events a watcher may fall behind before it is dropped.
 pub const BUFFER: usize = 256;
@@ -195,116 +195,138 @@ pub fn of_transition(
     t: &Transition,
     now_ms: i64,
 ) -> Vec<MeshEvent> {
-    let mut out = Vec::new();
-    let me = peer_id_text(&after.me.peer_id);
-    let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
-    let proposal_of = |hash: &str| {
+    let mut out: Vec<MeshEvent> = t
+        .audit
+        .iter()
+        .filter_map(|a| audit_event(before, after, a, now_ms))
+        .collect();
+    if before.tip != after.tip
+        && let Some(node) = after.tip_node()
+    {
+        commit_events(before, node, now_ms, &mut out);
+    }
+    out
+}
+
+/// A string field of an audit body.
+fn body_text(body: &serde_json::Value, key: &str) -> Option<String> {
+    body.get(key).and_then(|x| x.as_str()).map(String::from)
+}
+
+/// The kind and target of a proposal as [`MeshEvent`] fields.
+fn kind_and_target(rec: Option<&ProposalRec>) -> (Option<String>, Option<String>) {
+    rec.map(|p| change_view(&p.change))
+        .map_or((None, None), |(k, t)| (Some(k.to_string()), t))
+}
+
+/// The event (if any) of one audit entry: proposals opened, votes cast,
+/// proposals rejected, withdrawn or expired.
+fn audit_event(
+    before: &MeshState,
+    after: &MeshState,
+    a: &AuditEvent,
+    now_ms: i64,
+) -> Option<MeshEvent> {
+    let epoch = a
+        .body
+        .get("epoch")
+        .and_then(|e| e.as_u64())
+        .unwrap_or(after.epoch());
+    let proposal = body_text(&a.body, "proposal");
+    let rec = proposal.as_deref().and_then(|hash| {
         let bytes: [u8; 32] = hex::decode(hash).ok()?.try_into().ok()?;
         after
             .proposals
             .get(&bytes)
             .or_else(|| before.proposals.get(&bytes))
             .cloned()
+    });
+    let (kind, target) = kind_and_target(rec.as_deref());
+    let what = proposal_words(proposal.as_deref(), kind.as_deref(), target.as_deref());
+    let base = |event: &str| MeshEvent {
+        proposal: proposal.clone(),
+        kind: kind.clone(),
+        target: target.clone(),
+        ..event_at(event, now_ms, epoch)
     };
-    for a in &t.audit {
-        let epoch = a
-            .body
-            .get("epoch")
-            .and_then(|e| e.as_u64())
-            .unwrap_or(after.epoch());
-        let proposal = text(&a.body, "proposal");
-        let rec = proposal.as_deref().and_then(proposal_of);
-        let (kind, target) = rec
-            .as_ref()
-            .map(|p| change_view(&p.change))
-            .map_or((None, None), |(k, t)| (Some(k.to_string()), t));
-        let what = format!(
-            "proposal {}{}",
-            proposal.as_deref().map(short).unwrap_or("?"),
-            kind.as_deref()
-                .map(|k| format!(
-                    " ({k}{})",
-                    target
-                        .as_deref()
-                        .map(|t| format!(" {t}"))
-                        .unwrap_or_default()
-                ))
-                .unwrap_or_default()
-        );
-        let base = |event: &str| MeshEvent {
-            proposal: proposal.clone(),
-            kind: kind.clone(),
-            target: target.clone(),
-            ..event_at(event, now_ms, epoch)
-        };
-        match a.kind {
-            "mesh.proposal" => {
-                let by = rec.as_ref().map(|p| peer_id_text(&p.proposer));
-                out.push(MeshEvent {
-                    detail: format!("{what} opened by {}", by.as_deref().unwrap_or("?")),
-                    peer: by,
-                    ..base("proposal_opened")
-                });
+    Some(match a.kind {
+        "mesh.proposal" => {
+            let by = rec.as_ref().map(|p| peer_id_text(&p.proposer));
+            MeshEvent {
+                detail: format!("{what} opened by {}", by.as_deref().unwrap_or("?")),
+                peer: by,
+                ..base("proposal_opened")
             }
-            "mesh.vote" => {
-                let voter = text(&a.body, "voter").unwrap_or_else(|| me.clone());
-                let yes = a.body.get("yes").and_then(|y| y.as_bool());
-                out.push(MeshEvent {
-                    detail: format!(
-                        "{voter} voted {} on {what}",
-                        if yes == Some(true) { "yes" } else { "no" }
-                    ),
-                    peer: Some(voter),
-                    yes,
-                    ..base("vote_cast")
-                });
-            }
-            "mesh.proposal.reject" => out.push(MeshEvent {
-                detail: format!("{what} rejected: its quorum is unreachable"),
-                ..base("rejected")
-            }),
-            "mesh.proposal.withdraw" => out.push(MeshEvent {
-                detail: format!("{what} withdrawn by its proposer"),
-                ..base("withdrawn")
-            }),
-            "mesh.proposal.expire" => out.push(MeshEvent {
-                detail: format!("{what} expired"),
-                ..base("expired")
-            }),
-            _ => {}
         }
-    }
-    if before.tip != after.tip
-        && let Some(node) = after.tip_node()
-    {
-        let epoch = node.roster.epoch;
-        let proposal = node.proposal_hash.map(hex::encode);
-        let rec = node
-            .proposal_hash
-            .and_then(|h| before.proposals.get(&h).cloned());
-        let (kind, target) = rec
-            .as_ref()
-            .map(|p| change_view(&p.change))
-            .map_or((None, None), |(k, t)| (Some(k.to_string()), t));
-        if before.roster().is_some() {
-            out.push(MeshEvent {
-                proposal: proposal.clone(),
-                kind,
-                target,
+        "mesh.vote" => {
+            let voter =
+                body_text(&a.body, "voter").unwrap_or_else(|| peer_id_text(&after.me.peer_id));
+            let yes = a.body.get("yes").and_then(|y| y.as_bool());
+            MeshEvent {
                 detail: format!(
-                    "epoch {epoch} committed{} ({} members)",
-                    proposal
-                        .as_deref()
-                        .map(|p| format!(" by proposal {}", short(p)))
-                        .unwrap_or_default(),
-                    node.roster.members.len()
+                    "{voter} voted {} on {what}",
+                    if yes == Some(true) { "yes" } else { "no" }
                 ),
-                ..event_at("committed", now_ms, epoch)
-            });
+                peer: Some(voter),
+                yes,
+                ..base("vote_cast")
+            }
         }
-        member_changes(before.roster(), &node.roster, &proposal, now_ms, &mut out);
+        "mesh.proposal.reject" => MeshEvent {
+            detail: format!("{what} rejected: its quorum is unreachable"),
+            ..base("rejected")
+        },
+        "mesh.proposal.withdraw" => MeshEvent {
+            detail: format!("{what} withdrawn by its proposer"),
+            ..base("withdrawn")
+        },
+        "mesh.proposal.expire" => MeshEvent {
+            detail: format!("{what} expired"),
+            ..base("expired")
+        },
+        _ => return None,
+    })
+}
+
+/// "proposal <short hash> (<kind> <target>)", as event details name a proposal.
+fn proposal_words(proposal: Option<&str>, kind: Option<&str>, target: Option<&str>) -> String {
+    format!(
+        "proposal {}{}",
+        proposal.map(short).unwrap_or("?"),
+        kind.map(|k| format!(
+            " ({k}{})",
+            target.map(|t| format!(" {t}")).unwrap_or_default()
+        ))
+        .unwrap_or_default()
+    )
+}
+
+/// The events of a new tip: `committed` (unless this node was only now
+/// welcomed) and the members it added and removed.
+fn commit_events(before: &MeshState, node: &RosterNode, now_ms: i64, out: &mut Vec<MeshEvent>) {
+    let epoch = node.roster.epoch;
+    let proposal = node.proposal_hash.map(hex::encode);
+    let rec = node
+        .proposal_hash
+        .and_then(|h| before.proposals.get(&h).cloned());
+    let (kind, target) = kind_and_target(rec.as_deref());
+    if before.roster().is_some() {
+        out.push(MeshEvent {
+            proposal: proposal.clone(),
+            kind,
+            target,
+            detail: format!(
+                "epoch {epoch} committed{} ({} members)",
+                proposal
+                    .as_deref()
+                    .map(|p| format!(" by proposal {}", short(p)))
+                    .unwrap_or_default(),
+                node.roster.members.len()
+            ),
+            ..event_at("committed", now_ms, epoch)
+        });
     }
-    out
+    member_changes(before.roster(), &node.roster, &proposal, now_ms, out);
 }
 
 /// `joined` and `removed` events between two rosters (every member is new

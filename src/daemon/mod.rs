@@ -142,38 +142,20 @@ pub async fn run(
         advertised,
     };
     let (node, control) = wire_up(parts, listen);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let node_task = tokio::spawn(node.run(net_events, stop_rx.clone()));
-    let server = tokio::spawn(control::serve(
-        listener,
-        control::router(control),
-        stop_rx,
-        SHUTDOWN_GRACE,
-    ));
-
+    let tasks = Tasks::start(node, net_events, listener, control, hooks);
     let notifier = notify::Notifier::from_env();
     tracing::info!(state_dir = %state_dir.display(), socket = %socket_path.display(), "grove node ready");
     notifier.notify("READY=1\nSTATUS=serving the control socket");
     let outcome = tokio::select! {
         _ = shutdown => Ok(()),
-        dead = health.watch(&node_task) => {
+        dead = health.watch(&tasks.node) => {
             tracing::error!(part = dead, "a part of the node stopped; shutting down");
             Err(DaemonError::Unhealthy(dead))
         }
     };
     tracing::info!("shutting down: no new requests; finishing those in flight");
     notifier.notify("STOPPING=1\nSTATUS=shutting down");
-    let _ = stop_tx.send(true);
-    // Ends the `mesh watch` streams (so in-flight requests can finish)
-    // and the hook runner.
-    events.close();
-    if let Err(e) = server.await {
-        tracing::warn!(error = %e, "control server task failed");
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(2), node_task).await;
-    if let Some(hooks) = hooks {
-        let _ = tokio::time::timeout(Duration::from_secs(2), hooks).await;
-    }
+    tasks.stop(&events).await;
     // In-flight request handlers may still hold worker handles: give them a
     // moment, then the threads finish queued work (each a whole
     // transaction) and end once the last handle is gone.
@@ -183,6 +165,56 @@ pub async fn run(
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("stopped");
     outcome
+}
+
+/// The node's tasks: the node loop, the control server and the hook runner.
+struct Tasks {
+    stop: watch::Sender<bool>,
+    node: tokio::task::JoinHandle<()>,
+    server: tokio::task::JoinHandle<()>,
+    hooks: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Tasks {
+    /// Starts the node loop and the control server.
+    fn start(
+        node: node::NodeLoop,
+        net_events: tokio::sync::mpsc::Receiver<crate::net::Event>,
+        listener: tokio::net::UnixListener,
+        control: control::ControlState,
+        hooks: Option<tokio::task::JoinHandle<()>>,
+    ) -> Tasks {
+        let (stop, stop_rx) = watch::channel(false);
+        let node = tokio::spawn(node.run(net_events, stop_rx.clone()));
+        let server = tokio::spawn(control::serve(
+            listener,
+            control::router(control),
+            stop_rx,
+            SHUTDOWN_GRACE,
+        ));
+        Tasks {
+            stop,
+            node,
+            server,
+            hooks,
+        }
+    }
+
+    /// Tells every task to stop and waits for each within the shutdown
+    /// budget.
+    async fn stop(self, events: &events::Events) {
+        let _ = self.stop.send(true);
+        // Ends the `mesh watch` streams (so in-flight requests can finish)
+        // and the hook runner.
+        events.close();
+        if let Err(e) = self.server.await {
+            tracing::warn!(error = %e, "control server task failed");
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.node).await;
+        if let Some(hooks) = self.hooks {
+            let _ = tokio::time::timeout(Duration::from_secs(2), hooks).await;
+        }
+    }
 }
 
 /// The parts whose death leaves a node that only looks alive: the workers,
@@ -333,41 +365,9 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
     let stats = Arc::new(stats::Stats::default());
     let due = Arc::new(node::Due::default());
     let link = outbox::MeshLink::new(p.mesh.clone(), p.net.clone(), stats.clone());
-    let speaking = rpc::turn::Speaking {
-        store: p.store.clone(),
-        model: p.model,
-        mesh: p.mesh.clone(),
-        policy: p.settings.speaker.clone(),
-    };
-    let rpc = rpc::Rpc {
-        mesh: link.clone(),
-        net: p.net.clone(),
-        peers: p.peers.clone(),
-        store: p.store.clone(),
-        speaker: speaking.clone(),
-        stats: stats.clone(),
-        limits: rpc::limits::Limits::new(&p.settings.net),
-        relay_serve: p
-            .settings
-            .net
-            .relay
-            .serve
-            .parse()
-            .unwrap_or(crate::net::RelayServe::Members),
-    };
-    let moots = moots::MootHost {
-        mesh: p.mesh.clone(),
-        net: p.net.clone(),
-        peers: p.peers.clone(),
-        speaking,
-        book: Arc::new(moots::book::MootBook::open(p.state_dir)),
-        settings: p.settings.moot.clone(),
-        retry: moots::TurnRetry {
-            retries: p.settings.net.turn_retries,
-            backoff: Duration::from_millis(p.settings.net.turn_retry_backoff_ms),
-        },
-        due: due.clone(),
-    };
+    let speaking = speaking(&p);
+    let rpc = rpc_handlers(&p, &link, speaking.clone(), &stats);
+    let moots = moot_host(&p, speaking, &due);
     let gossip = gossip::Gossip::new(
         link.clone(),
         p.net.clone(),
@@ -430,6 +430,63 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
         moots,
     };
     (node, control)
+}
+
+/// What speaking a turn needs, from the node's workers.
+fn speaking(p: &Parts<'_>) -> rpc::turn::Speaking {
+    rpc::turn::Speaking {
+        store: p.store.clone(),
+        model: p.model.clone(),
+        mesh: p.mesh.clone(),
+        policy: p.settings.speaker.clone(),
+    }
+}
+
+/// The request-response protocols, both sides (answering other peers and
+/// asking them).
+fn rpc_handlers(
+    p: &Parts<'_>,
+    link: &outbox::MeshLink,
+    speaker: rpc::turn::Speaking,
+    stats: &Arc<stats::Stats>,
+) -> rpc::Rpc {
+    rpc::Rpc {
+        mesh: link.clone(),
+        net: p.net.clone(),
+        peers: p.peers.clone(),
+        store: p.store.clone(),
+        speaker,
+        stats: stats.clone(),
+        limits: rpc::limits::Limits::new(&p.settings.net),
+        relay_serve: p
+            .settings
+            .net
+            .relay
+            .serve
+            .parse()
+            .unwrap_or(crate::net::RelayServe::Members),
+    }
+}
+
+/// The host of the moots started on this node.
+fn moot_host(
+    p: &Parts<'_>,
+    speaking: rpc::turn::Speaking,
+    due: &Arc<node::Due>,
+) -> moots::MootHost {
+    moots::MootHost {
+        mesh: p.mesh.clone(),
+        net: p.net.clone(),
+        peers: p.peers.clone(),
+        speaking,
+        book: Arc::new(moots::book::MootBook::open(p.state_dir)),
+        settings: p.settings.moot.clone(),
+        retry: moots::TurnRetry {
+            retries: p.settings.net.turn_retries,
+            backoff: Duration::from_millis(p.settings.net.turn_retry_backoff_ms),
+        },
+        due: due.clone(),
+    }
 }
 
 /// Binds the control socket with mode 0660, replacing a stale socket file

@@ -248,18 +248,7 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
     request.check()?;
     let me = rpc.net.local_peer_id();
     let k = request.k;
-    let targets: Vec<PeerId> = rpc
-        .mesh
-        .view()
-        .roster()
-        .map(|r| {
-            r.members
-                .iter()
-                .filter_map(|m| PeerId::from_bytes(&m.peer_id).ok())
-                .filter(|p| *p != me)
-                .collect()
-        })
-        .unwrap_or_default();
+    let targets = other_members(rpc, me);
     let mut errors = Vec::new();
     let mut call = node_wire::SearchCall {
         query: request.query.clone(),
@@ -271,35 +260,8 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
     let query = request.query.clone();
     let key = request.key.clone();
     let version = request.version;
-    // Round 1, across books: every holder's statistics, summed.
     let (asked, local) = if key.is_none() {
-        call.stats_only = true;
-        let local_query = query.clone();
-        let mine = rpc
-            .store
-            .call(move |b| b.store().query_stats(&local_query, k))
-            .await??;
-        let mut total = mine;
-        let mut answered = Vec::new();
-        for (peer, answer) in ask_all(rpc, &targets, &call).await {
-            let merged = answer.and_then(|a| {
-                let stats = a.stats.ok_or("its answer carries no statistics")?;
-                let stats = stats_from_wire(stats)?;
-                total.merge(&stats).map_err(|e| e.to_string())
-            });
-            match merged {
-                Ok(()) => answered.push(peer),
-                Err(e) => errors.push(format!("{peer}: statistics: {e}")),
-            }
-        }
-        call.stats_only = false;
-        call.stats = Some(stats_to_wire(&total));
-        let local_query = query.clone();
-        let hits = rpc
-            .store
-            .call(move |b| b.store().search_ranked(&local_query, &total, k))
-            .await??;
-        (answered, hits)
+        stats_round(rpc, &targets, &mut call, &query, k, &mut errors).await?
     } else {
         let local_query = query.clone();
         let hits = rpc
@@ -315,26 +277,7 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
     // Round 2 (or the one round of a book-scoped search).
     for (peer, answer) in ask_all(rpc, &asked, &call).await {
         match answer {
-            Ok(a) => {
-                // Failures are listed once per reason, with how many hits
-                // met it and the first of them.
-                let mut dropped: Vec<(String, usize, String)> = Vec::new();
-                for h in a.hits {
-                    let node_id = h.node_id.clone();
-                    match proven_hit(rpc, peer, h) {
-                        Ok(hit) => hits.push((hit, peer)),
-                        Err(reason) => match dropped.iter_mut().find(|d| d.0 == reason) {
-                            Some(d) => d.1 += 1,
-                            None => dropped.push((reason, 1, node_id)),
-                        },
-                    }
-                }
-                for (reason, n, first) in dropped {
-                    errors.push(format!(
-                        "{peer}: {n} hit(s) dropped (first {first}): {reason}"
-                    ));
-                }
-            }
+            Ok(a) => keep_proven(rpc, peer, a.hits, &mut hits, &mut errors),
             Err(e) => errors.push(format!("{peer}: {e}")),
         }
     }
@@ -350,4 +293,88 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
             .collect(),
         errors,
     })
+}
+
+/// Every roster member but this node.
+fn other_members(rpc: &Rpc, me: PeerId) -> Vec<PeerId> {
+    rpc.mesh
+        .view()
+        .roster()
+        .map(|r| {
+            r.members
+                .iter()
+                .filter_map(|m| PeerId::from_bytes(&m.peer_id).ok())
+                .filter(|p| *p != me)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Round 1, across books: every holder's statistics, summed, then this
+/// node's hits ranked with the sums. Leaves `call` asking for hits ranked
+/// with them; returns the members that answered (who are asked in round 2)
+/// and this node's hits.
+async fn stats_round(
+    rpc: &Rpc,
+    targets: &[PeerId],
+    call: &mut node_wire::SearchCall,
+    query: &str,
+    k: usize,
+    errors: &mut Vec<String>,
+) -> Result<(Vec<PeerId>, Vec<SearchHit>), ApiError> {
+    call.stats_only = true;
+    let local_query = query.to_string();
+    let mine = rpc
+        .store
+        .call(move |b| b.store().query_stats(&local_query, k))
+        .await??;
+    let mut total = mine;
+    let mut answered = Vec::new();
+    for (peer, answer) in ask_all(rpc, targets, call).await {
+        let merged = answer.and_then(|a| {
+            let stats = a.stats.ok_or("its answer carries no statistics")?;
+            let stats = stats_from_wire(stats)?;
+            total.merge(&stats).map_err(|e| e.to_string())
+        });
+        match merged {
+            Ok(()) => answered.push(peer),
+            Err(e) => errors.push(format!("{peer}: statistics: {e}")),
+        }
+    }
+    call.stats_only = false;
+    call.stats = Some(stats_to_wire(&total));
+    let local_query = query.to_string();
+    let hits = rpc
+        .store
+        .call(move |b| b.store().search_ranked(&local_query, &total, k))
+        .await??;
+    Ok((answered, hits))
+}
+
+/// Adds `peer`'s hits whose proofs check to `hits`; the others are listed
+/// in `errors` once per reason, with how many hits met it and the first of
+/// them.
+fn keep_proven(
+    rpc: &Rpc,
+    peer: PeerId,
+    answered: Vec<node_wire::SearchHit>,
+    hits: &mut Vec<(SearchHit, PeerId)>,
+    errors: &mut Vec<String>,
+) {
+    let mut dropped: Vec<(String, usize, String)> = Vec::new();
+    for h in answered {
+        let node_id = h.node_id.clone();
+        match proven_hit(rpc, peer, h) {
+            Ok(hit) => hits.push((hit, peer)),
+            Err(reason) => match dropped.iter_mut().find(|d| d.0 == reason) {
+                Some(d) => d.1 += 1,
+                None => dropped.push((reason, 1, node_id)),
+            },
+        }
+    }
+    for (reason, n, first) in dropped {
+        errors.push(format!(
+            "{peer}: {n} hit(s) dropped (first {first}): {reason}"
+        ));
+    }
 }
