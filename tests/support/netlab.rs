@@ -26,7 +26,7 @@ pub const NETNS_DIR: &str = "/run/netns";
 const PREFIX: &str = "glab";
 
 /// One machine (namespace) of the lab.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Host {
     /// The segment itself: a bridge joining the public hosts and the
     /// routers' WAN sides.

@@ -7,6 +7,7 @@ mod grounding;
 mod mesh;
 mod model;
 mod moot_net;
+mod nat;
 mod net;
 mod store;
 
@@ -20,11 +21,12 @@ fn main() -> anyhow::Result<()> {
         "mesh" => mesh::run(rest),
         "model" => model::run(rest),
         "net" => net::run(rest),
+        "nat" => nat::run(rest),
         "moot-net" => moot_net::run(rest),
         "store" => store::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, net, store"
+                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, nat, net, store"
             )
         }
     }

@@ -17,8 +17,13 @@ use super::net::{grove, grove_bin, join, json, percentile, start_with, wait_unti
 
 /// Answers every chat completion at once: a quote of [s1]'s first words.
 fn instant_model() -> anyhow::Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let url = format!("http://{}", listener.local_addr()?);
+    serve_instant_model(TcpListener::bind("127.0.0.1:0")?)
+}
+
+/// The instant model on `listener` (bound wherever its caller chose: in a
+/// network namespace, say); returns its URL on 127.0.0.1.
+pub(crate) fn serve_instant_model(listener: TcpListener) -> anyhow::Result<String> {
+    let url = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             std::thread::spawn(move || {
@@ -88,7 +93,7 @@ fn reply(request: &Value) -> String {
     "A short summary of the moot so far.".into()
 }
 
-fn book(root: &Path, seed: usize) -> anyhow::Result<std::path::PathBuf> {
+pub(crate) fn book(root: &Path, seed: usize) -> anyhow::Result<std::path::PathBuf> {
     let words = [
         "sea", "whale", "ship", "wind", "marriage", "fortune", "house", "letter", "river", "angler",
     ];
@@ -115,7 +120,7 @@ fn book(root: &Path, seed: usize) -> anyhow::Result<std::path::PathBuf> {
 /// The two trees of most runs: one book on node1, one on node2.
 const TWO_TREES: [&str; 2] = ["node1:bench/one", "node2:bench/two"];
 
-fn run_moot(
+pub(crate) fn run_moot(
     bin: &Path,
     host: &Path,
     trees: &[&str],

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 pub(crate) struct Node {
     pub(crate) state: PathBuf,
-    child: Child,
+    pub(crate) child: Child,
 }
 
 impl Drop for Node {
@@ -111,7 +111,7 @@ pub(crate) fn start_with(
 
 /// Votes yes on `joiner`'s add from every member in `voters` that still
 /// sees it open.
-fn vote_add(bin: &Path, voters: &[&Node], joiner: &str) -> anyhow::Result<()> {
+pub(crate) fn vote_add(bin: &Path, voters: &[&Node], joiner: &str) -> anyhow::Result<()> {
     for v in voters {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
