@@ -282,3 +282,27 @@ fn membership_never_wedges_through_the_cli() {
     });
     assert!(a.log().contains("hook ran"), "{}", a.log());
 }
+
+/// A quorum rule no roster could meet, or one whose quorums need not
+/// overlap, is refused with what is wrong with it (not "must stay above
+/// half" for 5/3), and nothing is proposed.
+#[test]
+fn bad_quorum_rules_are_refused_with_what_is_wrong() {
+    let a = Daemon::start("alpha");
+    a.g.ok(&["mesh", "init", "--name", "q"]);
+    for (rule, says) in [
+        ("5/3", "no roster can give more than all of them"),
+        ("3/3", "no roster can give more than all of them"),
+        ("1/0", "the denominator is 0"),
+        ("1/3", "below one half"),
+        ("2/x", "is not a number"),
+    ] {
+        let err = a.g.fails(&["mesh", "propose", "quorum", rule]);
+        assert!(err.contains(says), "quorum {rule}: {err}");
+        assert!(
+            !err.contains("must stay above half"),
+            "quorum {rule}: {err}"
+        );
+    }
+    no_open_proposals(&a);
+}

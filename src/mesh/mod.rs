@@ -165,8 +165,12 @@ pub enum MeshError {
     ReleaseMissing,
     #[error("invalid release of an earlier vote: {0}")]
     InvalidRelease(String),
-    #[error("invalid quorum rule {numerator}/{denominator}: it must stay above half the roster")]
-    BadQuorum { numerator: u32, denominator: u32 },
+    #[error("invalid quorum rule {numerator}/{denominator}: {reason}")]
+    BadQuorum {
+        numerator: u32,
+        denominator: u32,
+        reason: &'static str,
+    },
     #[error("{0}")]
     Refused(String),
 }

@@ -45,18 +45,23 @@ impl QuorumRule {
     /// Refuses a rule that would let a quorum be half the roster or less
     /// (two quorums must always overlap) or that no roster could meet.
     pub fn validate(self) -> Result<QuorumRule, MeshError> {
-        let ok = self.denominator > 0
-            && self.denominator <= 1000
-            && self.numerator < self.denominator
-            && u64::from(self.numerator) * 2 >= u64::from(self.denominator);
-        if ok {
-            Ok(self)
+        let (n, d) = (u64::from(self.numerator), u64::from(self.denominator));
+        let reason = if d == 0 {
+            "the denominator is 0"
+        } else if d > 1000 {
+            "the denominator is over 1000"
+        } else if n >= d {
+            "yes votes must be more than this share of the members, and no roster can give more than all of them; write a fraction below 1, e.g. 2/3"
+        } else if n * 2 < d {
+            "it is below one half: two quorums could pass without sharing a member; write a fraction of at least 1/2"
         } else {
-            Err(MeshError::BadQuorum {
-                numerator: self.numerator,
-                denominator: self.denominator,
-            })
-        }
+            return Ok(self);
+        };
+        Err(MeshError::BadQuorum {
+            numerator: self.numerator,
+            denominator: self.denominator,
+            reason,
+        })
     }
 
     /// Parses `N/D` (or a bare `N` meaning N/100, a percentage), as the
