@@ -66,6 +66,10 @@ fn completions_and_man_pages_come_from_the_cli_definition() {
             text.contains("join"),
             "{shell} script does not complete `mesh join`"
         );
+        assert!(
+            !text.contains("manpages"),
+            "{shell} script completes the hidden `manpages`"
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let out = grove_cmd()

@@ -21,8 +21,8 @@ pub enum GenerateCmd {
         shell: clap_complete::Shell,
     },
     /// Write a man page for grove and every subcommand into DIR (the
-    /// package build runs this; hidden from help and from the man pages,
-    /// though clap_complete still completes it).
+    /// package build runs this; hidden from help, the man pages and the
+    /// completions).
     #[command(hide = true)]
     Manpages {
         /// The directory the `*.1` pages are written to (created if missing).
@@ -31,11 +31,20 @@ pub enum GenerateCmd {
 }
 
 pub fn run(cmd: GenerateCmd) -> anyhow::Result<()> {
-    let mut command = crate::Args::command();
+    let command = crate::Args::command();
     match cmd {
         GenerateCmd::Completions { shell } => {
             let name = command.get_name().to_string();
-            clap_complete::generate(shell, &mut command, name, &mut std::io::stdout().lock());
+            // clap_complete completes hidden subcommands too: leave them out.
+            let shown: Vec<clap::Command> = command
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .cloned()
+                .collect();
+            let mut visible = clap::Command::new(env!("CARGO_BIN_NAME"))
+                .args(command.get_arguments().cloned())
+                .subcommands(shown);
+            clap_complete::generate(shell, &mut visible, name, &mut std::io::stdout().lock());
             Ok(())
         }
         GenerateCmd::Manpages { dir } => {
