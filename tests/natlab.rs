@@ -254,7 +254,17 @@ fn natlab_a_public_member_relays_for_two_homes_that_join_by_invites_and_hold_a_m
         &model_a.env(),
     );
     add(&alpha, "fiction/sea-tales", "Sea Tales", 3);
-    let joined = alpha.json(&["mesh", "join", &invite(&public)]);
+    // Listening on 0.0.0.0 inside its namespace, the public node invites
+    // at its WAN address, never at loopback only (a joiner on another host
+    // would dial itself).
+    let public_invite = invite(&public);
+    let bootstrap = invite_bootstrap(&public_invite);
+    assert!(
+        bootstrap.iter().any(|a| a.contains("/ip4/203.0.113.10/tcp/4100"))
+            && !bootstrap.iter().any(|a| a.contains("/ip4/127.0.0.1/")),
+        "{bootstrap:?}"
+    );
+    let joined = alpha.json(&["mesh", "join", &public_invite]);
     assert_eq!(joined["state"], "joined", "{joined}");
     converged(&[&public, &alpha], 1);
     wait_for(
