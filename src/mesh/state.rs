@@ -1707,7 +1707,20 @@ impl MeshState {
             return Err(MeshError::Duplicate("proposal"));
         }
         let (rec_change, joiner, invite_id) =
-            check_proposal_body(roster, &self.tip, &body, &signer, &self.used_invites, hash)?;
+            check_proposal_body(roster, &self.tip, &body, &signer)?;
+        // Single use (§8) is judged here, on what this node has seen
+        // committed on any branch, and not in commit checks: whether a
+        // commit is valid must follow from its parent roster and itself, or
+        // nodes that received different siblings would disagree (§7).
+        let used_invite = match &rec_change {
+            Change::Approve(a) => Some(a.invite_id),
+            _ => invite_id,
+        };
+        if let Some(inv) = used_invite
+            && self.used_invites.get(&inv).is_some_and(|p| *p != hash)
+        {
+            return Err(MeshError::InviteUsed);
+        }
         if body.expires_ms <= body.created_ms
             || body.expires_ms - body.created_ms > MAX_PROPOSAL_TTL_MS
         {
@@ -2009,7 +2022,6 @@ impl MeshState {
             &prev_hash,
             &parsed,
             &core,
-            &self.used_invites,
             &self.votes,
         )
     }
@@ -2423,7 +2435,6 @@ impl MeshState {
             &parsed,
             &core,
             &BTreeMap::new(),
-            &BTreeMap::new(),
         )?;
         let secret = checked.secret.ok_or(MeshError::NotAMember)?;
         if checked.invite_id != Some(pending.invite_id) {
@@ -2747,8 +2758,6 @@ fn check_proposal_body(
     roster_hash: &[u8; 32],
     body: &wire::Proposal,
     signer: &[u8; 32],
-    used_invites: &BTreeMap<[u8; 16], [u8; 32]>,
-    proposal_hash: [u8; 32],
 ) -> Result<CheckedChange, MeshError> {
     if body.roster_hash != roster_hash {
         return Err(MeshError::InvalidProposal("wrong roster hash".into()));
@@ -2765,11 +2774,6 @@ fn check_proposal_body(
             let (join, _) = verify_join_request(req, roster)?;
             if body.created_ms >= join.invite.expires_ms {
                 return Err(MeshError::InviteExpired);
-            }
-            if let Some(p) = used_invites.get(&join.invite.invite_id)
-                && *p != proposal_hash
-            {
-                return Err(MeshError::InviteUsed);
             }
             let joiner = join.member.peer_id.clone();
             (
@@ -2804,9 +2808,6 @@ fn check_proposal_body(
             }
             if body.created_ms >= inv.expires_ms {
                 return Err(MeshError::InviteExpired);
-            }
-            if used_invites.contains_key(&inv.invite_id) {
-                return Err(MeshError::InviteUsed);
             }
             (Change::Approve(approval), None, None)
         }
@@ -2937,7 +2938,6 @@ fn check_commit_against(
     prev_hash: &[u8; 32],
     parsed: &codec::Unverified<wire::Commit>,
     core: &wire::CommitCore,
-    used_invites: &BTreeMap<[u8; 16], [u8; 32]>,
     verified_votes: &BTreeMap<(u64, Vec<u8>), VoteRec>,
 ) -> Result<CheckedCommit, MeshError> {
     let commit = &parsed.msg;
@@ -2973,8 +2973,6 @@ fn check_commit_against(
         prev_hash,
         &proposal.msg,
         &proposal.signer,
-        used_invites,
-        proposal_hash,
     )?;
     let mut checks = Vec::with_capacity(core.votes.len() + 2);
     checks.push(SigCheck {
