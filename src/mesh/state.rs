@@ -2027,6 +2027,93 @@ impl MeshState {
     }
 }
 
+/// Extends this node's tree below a roster it holds without parent (the
+/// roster a joiner was welcomed from, trusted on first use, §8): when
+/// `commits` hold the commit that made that roster (its core hashes to the
+/// roster's `commit_hash`) and the commit that made its parent (whose next
+/// roster hashes to the parent hash that core names), the parent is trusted
+/// by those hashes, and the first commit is checked in full against it.
+/// Repeated down as far as the commits reach, so that a joiner whose
+/// welcome came from a losing sibling can reach the fork point and follow
+/// the fork choice like everyone else (§9, §11).
+fn tx_link_roots(tx: &mut Tx, id: &Identity, commits: &[wire::Signed]) {
+    let Ok(mesh_id) = tx.s.mesh_id() else {
+        return;
+    };
+    // Each commit by the hash of the roster it makes.
+    let mut by_next: BTreeMap<[u8; 32], (&wire::Signed, wire::Commit)> = BTreeMap::new();
+    for c in commits {
+        let Ok(parsed) = codec::parse_signed::<wire::Commit>(c, tag::COMMIT, "commit") else {
+            continue;
+        };
+        by_next.insert(codec::hash(label::ROSTER, &parsed.msg.next_roster), (c, parsed.msg));
+    }
+    for _ in 0..commits.len() {
+        let mut linked = false;
+        for root in tx.s.root_to_link() {
+            let Some((signed, commit)) = by_next.get(&root.hash) else {
+                continue;
+            };
+            if codec::hash(label::COMMIT, &commit.core) != root.roster.commit_hash {
+                continue;
+            }
+            let Ok(core) = codec::decode_canonical::<wire::CommitCore>(&commit.core, "commit core")
+            else {
+                continue;
+            };
+            let Ok(parent_hash) = bytes32(&core.prev_roster_hash, "commit parent") else {
+                continue;
+            };
+            let parent = match tx.s.rosters.get(&parent_hash) {
+                Some(p) => p.clone(),
+                None => {
+                    let Some((_, made_parent)) = by_next.get(&parent_hash) else {
+                        continue;
+                    };
+                    let Ok(roster) = Roster::decode(&made_parent.next_roster) else {
+                        continue;
+                    };
+                    if roster.mesh_id != mesh_id {
+                        continue;
+                    }
+                    Arc::new(RosterNode {
+                        roster,
+                        hash: parent_hash,
+                        parent: None,
+                        commit: None,
+                        proposal_hash: None,
+                    })
+                }
+            };
+            let Ok(parsed) = codec::parse_signed::<wire::Commit>(signed, tag::COMMIT, "commit")
+            else {
+                continue;
+            };
+            let Ok(checked) = check_commit_against(
+                id,
+                &parent.roster,
+                &parent_hash,
+                &parsed,
+                &core,
+                &tx.s.votes,
+            ) else {
+                continue;
+            };
+            if checked.node.hash != root.hash {
+                continue;
+            }
+            if !tx.s.rosters.contains_key(&parent_hash) {
+                tx.effect(Effect::PutRoster(parent));
+            }
+            tx.effect(Effect::PutRoster(Arc::new(checked.node)));
+            linked = true;
+        }
+        if !linked {
+            break;
+        }
+    }
+}
+
 fn tx_apply_commit(
     tx: &mut Tx,
     id: &Identity,
@@ -2303,8 +2390,31 @@ impl MeshState {
             }
         }
         nodes.reverse();
+        // A requester on a losing branch also gets the commits of that
+        // branch down to where it leaves this chain: a joiner welcomed on
+        // that branch holds no roster before the one it joined from, and
+        // links it to the fork point with them (§11).
+        let on_chain: BTreeSet<[u8; 32]> = chain.iter().copied().collect();
+        let mut side = Vec::new();
+        let mut seen = BTreeSet::new();
+        for k in &known {
+            let mut at = *k;
+            let mut branch = Vec::new();
+            while !on_chain.contains(&at) && seen.insert(at) {
+                let Some(n) = self.rosters.get(&at) else {
+                    break;
+                };
+                branch.push(n);
+                let Some(p) = n.parent else {
+                    break;
+                };
+                at = p;
+            }
+            branch.reverse();
+            side.extend(branch);
+        }
         let mut commits = Vec::new();
-        for c in nodes.iter().filter_map(|n| n.commit.as_ref()) {
+        for c in side.iter().chain(&nodes).filter_map(|n| n.commit.as_ref()) {
             commits.push(codec::decode_canonical::<wire::Signed>(c, "stored commit")?);
         }
         let mut revocations = Vec::new();
@@ -2364,6 +2474,7 @@ impl MeshState {
         if !responder_known && !former {
             return Err(MeshError::NotMember("sync response"));
         }
+        tx_link_roots(tx, id, &body.commits);
         for c in &body.commits {
             match tx.s.check_commit(id, c) {
                 Ok(checked) => tx_insert_checked(tx, checked, now_ms),
@@ -2395,6 +2506,17 @@ impl MeshState {
         // and a node on a losing branch learns the winning one from any of them.
         tx.s.synced = true;
         Ok(())
+    }
+
+    /// The roster a joiner was welcomed from has no parent here; when it
+    /// is on a branch that lost the fork choice, the winning branch starts
+    /// below it.
+    fn root_to_link(&self) -> Vec<Arc<RosterNode>> {
+        self.rosters
+            .values()
+            .filter(|n| n.parent.is_none() && n.roster.epoch > 0)
+            .cloned()
+            .collect()
     }
 
     fn receive_welcome(
