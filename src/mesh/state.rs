@@ -1630,12 +1630,13 @@ impl MeshState {
         }
         // A removed node still takes commits (public, verifiable) so the
         // fork choice can bring it back if its removal lost a convergent
-        // switch, and answers sync requests with the commits it holds (the
-        // one that removed it may have reached no one else); it takes part
-        // in nothing else.
+        // switch, answers sync requests with the commits it holds (the
+        // one that removed it may have reached no one else) and sends a
+        // joiner it invited its lost welcome again; it takes part in
+        // nothing else.
         let follows_only = matches!(
             kind,
-            Kind::Commit(_) | Kind::SyncResponse(_) | Kind::SyncRequest(_)
+            Kind::Commit(_) | Kind::SyncResponse(_) | Kind::SyncRequest(_) | Kind::JoinRequest(_)
         );
         if !self.is_member() && !follows_only {
             return Err(MeshError::NotAMember);
@@ -2288,9 +2289,11 @@ impl MeshState {
         now_ms: i64,
         rng: &mut R,
     ) -> Result<(), MeshError> {
-        let roster = self.roster().ok_or(MeshError::NoMesh)?.clone();
-        let (join, _) = verify_join_request(signed, &roster)?;
+        let (join, _) = parse_join_request(signed)?;
         let inv = join.invite;
+        if inv.mesh_id != self.mesh_id()? {
+            return Err(MeshError::WrongMesh("join request"));
+        }
         if inv.inviter != id.peer_id() {
             return Err(MeshError::Refused(
                 "join request for an invite another member issued".into(),
@@ -2301,19 +2304,24 @@ impl MeshState {
             .get(&inv.invite_id)
             .cloned()
             .ok_or(MeshError::InviteForged)?;
+        if rec.status == InviteStatus::Used {
+            // The same joiner asking again (its welcome was lost): send it
+            // again, even when this inviter has since been removed: no one
+            // else answers that joiner, which the roster already counts.
+            if let Some(welcome) = self.welcome_for(&join.member) {
+                tx.send(
+                    Dest::Peer(join.member.peer_id.clone()),
+                    Kind::Welcome(welcome),
+                );
+                return Ok(());
+            }
+            return Err(MeshError::InviteUsed);
+        }
+        let roster = self.require_member()?.clone();
+        verify_join_request(signed, &roster)?;
         match rec.status {
             InviteStatus::Open => {}
-            InviteStatus::Used => {
-                // The same joiner asking again (its welcome was lost): send it again.
-                if let Some(welcome) = self.welcome_for(&join.member) {
-                    tx.send(
-                        Dest::Peer(join.member.peer_id.clone()),
-                        Kind::Welcome(welcome),
-                    );
-                    return Ok(());
-                }
-                return Err(MeshError::InviteUsed);
-            }
+            InviteStatus::Used => return Err(MeshError::InviteUsed),
             InviteStatus::Revoked => return Err(MeshError::InviteRevoked),
             InviteStatus::Void => return Err(MeshError::InviteVoid),
         }
