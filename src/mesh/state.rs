@@ -84,6 +84,17 @@ pub struct ProposalRec {
     pub invite_id: Option<[u8; 16]>,
 }
 
+impl ProposalRec {
+    /// The invite this proposal would use up or approve: an add's, or an
+    /// approval's. A revocation of it ends the proposal (§8).
+    pub fn invite(&self) -> Option<[u8; 16]> {
+        match &self.change {
+            Change::Approve(a) => Some(a.invite_id),
+            _ => self.invite_id,
+        }
+    }
+}
+
 /// The vote that currently counts for one member at one epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VoteRec {
@@ -787,6 +798,7 @@ impl MeshState {
         });
         tx.audit("mesh.invite.revoke", json!({"invite_id": h(&invite_id)}));
         tx.send(Dest::All, Kind::Revocation(signed));
+        tx_end_revoked(&mut tx, id, invite_id, now_ms);
         Ok(tx.done())
     }
 
@@ -939,6 +951,9 @@ fn tx_cast_vote(
             .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))?;
     if now_ms >= p.expires_ms {
         return Err(MeshError::ProposalExpired);
+    }
+    if revoked_proposal(&tx.s, &p) {
+        return Err(MeshError::InviteRevoked);
     }
     let me = id.peer_id();
     // A later vote at the same epoch names the one it releases and carries
@@ -1395,51 +1410,58 @@ impl MeshState {
         proposal_hash: [u8; 32],
         now_ms: i64,
     ) -> Result<(MeshState, Transition), MeshError> {
-        let roster = self.require_member()?.clone();
-        if self.closed.contains_key(&proposal_hash) {
-            return Err(MeshError::Duplicate("withdrawal"));
-        }
-        let p = self
-            .proposals
+        let mut tx = self.tx();
+        tx_withdraw(&mut tx, id, proposal_hash, now_ms)?;
+        Ok(tx.done())
+    }
+}
+
+/// Signs this node's withdrawal of its own open proposal and closes it.
+fn tx_withdraw(
+    tx: &mut Tx,
+    id: &Identity,
+    proposal_hash: [u8; 32],
+    now_ms: i64,
+) -> Result<(), MeshError> {
+    let roster = tx.s.require_member()?.clone();
+    if tx.s.closed.contains_key(&proposal_hash) {
+        return Err(MeshError::Duplicate("withdrawal"));
+    }
+    let p =
+        tx.s.proposals
             .get(&proposal_hash)
             .cloned()
             .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))?;
-        if p.proposer != id.peer_id() {
-            return Err(MeshError::NotProposer(h(&proposal_hash)));
-        }
-        if now_ms >= p.expires_ms {
-            return Err(MeshError::ProposalExpired);
-        }
-        let body = wire::Withdrawal {
-            mesh_id: roster.mesh_id.to_vec(),
-            epoch: p.epoch,
-            roster_hash: p.roster_hash.to_vec(),
-            proposal_hash: proposal_hash.to_vec(),
-            proposer: id.peer_id(),
-            withdrawn_ms: now_ms,
-        };
-        let signed = codec::sign(id, tag::WITHDRAWAL, &body);
-        let proof = wire::VoteRelease {
-            previous: None,
-            proposal: Some(codec::decode_canonical::<wire::Signed>(
-                &p.signed,
-                "stored proposal",
-            )?),
-            withdrawal: Some(signed.clone()),
-            no_votes: Vec::new(),
-        };
-        let mut tx = self.tx();
-        tx_close(
-            &mut tx,
-            proposal_hash,
-            CloseReason::Withdrawn,
-            &proof,
-            now_ms,
-        );
-        tx.send(Dest::All, Kind::Withdrawal(signed));
-        Ok(tx.done())
+    if p.proposer != id.peer_id() {
+        return Err(MeshError::NotProposer(h(&proposal_hash)));
     }
+    if now_ms >= p.expires_ms {
+        return Err(MeshError::ProposalExpired);
+    }
+    let body = wire::Withdrawal {
+        mesh_id: roster.mesh_id.to_vec(),
+        epoch: p.epoch,
+        roster_hash: p.roster_hash.to_vec(),
+        proposal_hash: proposal_hash.to_vec(),
+        proposer: id.peer_id(),
+        withdrawn_ms: now_ms,
+    };
+    let signed = codec::sign(id, tag::WITHDRAWAL, &body);
+    let proof = wire::VoteRelease {
+        previous: None,
+        proposal: Some(codec::decode_canonical::<wire::Signed>(
+            &p.signed,
+            "stored proposal",
+        )?),
+        withdrawal: Some(signed.clone()),
+        no_votes: Vec::new(),
+    };
+    tx_close(tx, proposal_hash, CloseReason::Withdrawn, &proof, now_ms);
+    tx.send(Dest::All, Kind::Withdrawal(signed));
+    Ok(())
+}
 
+impl MeshState {
     /// The messages this node re-sends while they matter: its own open
     /// proposals, its votes at the current roster (each whole, a later vote
     /// with its release) and its withdrawals.
@@ -1676,7 +1698,7 @@ impl MeshState {
             Kind::Commit(s) => {
                 tx_apply_commit(&mut tx, id, &s, now_ms)?;
             }
-            Kind::Revocation(s) => tx_receive_revocation(&mut tx, &s)?,
+            Kind::Revocation(s) => tx_receive_revocation(&mut tx, id, &s, now_ms)?,
             Kind::JoinRequest(s) => self.receive_join_request(&mut tx, id, &s, now_ms, rng)?,
             Kind::SyncRequest(s) => self.answer_sync(&mut tx, id, &s)?,
             Kind::SyncResponse(s) => self.receive_sync_response(&mut tx, id, &s, now_ms)?,
@@ -1737,7 +1759,7 @@ impl MeshState {
         if now_ms >= body.expires_ms {
             return Err(MeshError::ProposalExpired);
         }
-        if let Some(inv) = invite_id
+        if let Some(inv) = used_invite
             && self.revoked.contains_key(&inv)
         {
             return Err(MeshError::InviteRevoked);
@@ -1932,7 +1954,11 @@ fn tx_try_commit<R: CryptoRng + ?Sized>(
     let Some(p) = tx.s.proposals.get(&proposal_hash).cloned() else {
         return Ok(());
     };
-    if p.roster_hash != tx.s.tip || now_ms >= p.expires_ms || !tx.s.is_member() {
+    if p.roster_hash != tx.s.tip
+        || now_ms >= p.expires_ms
+        || !tx.s.is_member()
+        || revoked_proposal(&tx.s, &p)
+    {
         return Ok(());
     }
     if !backup && p.proposer != id.peer_id() {
@@ -2017,14 +2043,7 @@ impl MeshState {
                 epoch: core.new_epoch,
             });
         };
-        check_commit_against(
-            id,
-            &prev.roster,
-            &prev_hash,
-            &parsed,
-            &core,
-            &self.votes,
-        )
+        check_commit_against(id, &prev.roster, &prev_hash, &parsed, &core, &self.votes)
     }
 }
 
@@ -2047,7 +2066,10 @@ fn tx_link_roots(tx: &mut Tx, id: &Identity, commits: &[wire::Signed]) {
         let Ok(parsed) = codec::parse_signed::<wire::Commit>(c, tag::COMMIT, "commit") else {
             continue;
         };
-        by_next.insert(codec::hash(label::ROSTER, &parsed.msg.next_roster), (c, parsed.msg));
+        by_next.insert(
+            codec::hash(label::ROSTER, &parsed.msg.next_roster),
+            (c, parsed.msg),
+        );
     }
     for _ in 0..commits.len() {
         let mut linked = false;
@@ -2244,7 +2266,12 @@ fn tx_move_tip(tx: &mut Tx, new_tip: [u8; 32], now_ms: i64) {
     }
 }
 
-fn tx_receive_revocation(tx: &mut Tx, signed: &wire::Signed) -> Result<(), MeshError> {
+fn tx_receive_revocation(
+    tx: &mut Tx,
+    id: &Identity,
+    signed: &wire::Signed,
+    now_ms: i64,
+) -> Result<(), MeshError> {
     let roster = tx.s.roster().cloned().ok_or(MeshError::NoMesh)?;
     let (body, signer) =
         codec::open_signed::<wire::Revocation>(signed, tag::REVOCATION, "revocation")?;
@@ -2267,17 +2294,35 @@ fn tx_receive_revocation(tx: &mut Tx, signed: &wire::Signed) -> Result<(), MeshE
         id: invite_id,
         signed: codec::encode(signed),
     });
-    let doomed: Vec<[u8; 32]> =
+    tx.audit("mesh.revocation", json!({"invite_id": h(&invite_id)}));
+    tx_end_revoked(tx, id, invite_id, now_ms);
+    Ok(())
+}
+
+/// Ends the open proposals that use or approve a revoked invite: this
+/// node withdraws its own (a signed withdrawal, so every vote on them is
+/// released at every node, §5); those of others it no longer votes on or
+/// commits (`revoked_proposal`) and closes when their proposers' withdrawals
+/// arrive. They stay held until then so that the withdrawal can close them
+/// here too: a proposal dropped unclosed would keep its votes bound until
+/// it expired.
+fn tx_end_revoked(tx: &mut Tx, id: &Identity, invite_id: [u8; 16], now_ms: i64) {
+    let me = id.peer_id();
+    let own: Vec<[u8; 32]> =
         tx.s.proposals
             .values()
-            .filter(|p| p.invite_id == Some(invite_id))
+            .filter(|p| p.invite() == Some(invite_id) && p.proposer == me)
             .map(|p| p.hash)
             .collect();
-    for p in doomed {
-        tx.effect(Effect::DeleteProposal(p));
+    for p in own {
+        // Only an expired proposal cannot be withdrawn; its votes are free anyway.
+        let _ = tx_withdraw(tx, id, p, now_ms);
     }
-    tx.audit("mesh.revocation", json!({"invite_id": h(&invite_id)}));
-    Ok(())
+}
+
+/// True when the proposal uses or approves an invite this node holds as revoked.
+fn revoked_proposal(s: &MeshState, p: &ProposalRec) -> bool {
+    p.invite().is_some_and(|i| s.revoked.contains_key(&i))
 }
 
 impl MeshState {
@@ -2491,7 +2536,7 @@ impl MeshState {
             }
         }
         for r in &body.revocations {
-            match tx_receive_revocation(tx, r) {
+            match tx_receive_revocation(tx, id, r, now_ms) {
                 Ok(()) | Err(MeshError::Duplicate(_)) | Err(MeshError::NotMember(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -2558,14 +2603,8 @@ impl MeshState {
                 "welcome roster does not match the commit".into(),
             ));
         }
-        let checked = check_commit_against(
-            id,
-            &prev,
-            &prev_hash,
-            &parsed,
-            &core,
-            &BTreeMap::new(),
-        )?;
+        let checked =
+            check_commit_against(id, &prev, &prev_hash, &parsed, &core, &BTreeMap::new())?;
         let secret = checked.secret.ok_or(MeshError::NotAMember)?;
         if checked.invite_id != Some(pending.invite_id) {
             return Err(MeshError::InvalidCommit(
@@ -3098,12 +3137,8 @@ fn check_commit_against(
     if proposal.msg.expires_ms <= proposal.msg.created_ms {
         return Err(MeshError::InvalidCommit("proposal lifetime".into()));
     }
-    let (change, joiner, invite_id) = check_proposal_body(
-        prev,
-        prev_hash,
-        &proposal.msg,
-        &proposal.signer,
-    )?;
+    let (change, joiner, invite_id) =
+        check_proposal_body(prev, prev_hash, &proposal.msg, &proposal.signer)?;
     let mut checks = Vec::with_capacity(core.votes.len() + 2);
     checks.push(SigCheck {
         signer: parsed.signer,
@@ -3273,3 +3308,7 @@ fn prefer(rosters: &BTreeMap<[u8; 32], Arc<RosterNode>>, a: [u8; 32], b: [u8; 32
         }
     }
 }
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;
