@@ -85,13 +85,18 @@ pub struct ProposalRec {
 }
 
 impl ProposalRec {
-    /// The invite this proposal would use up or approve: an add's, or an
-    /// approval's. A revocation of it ends the proposal (§8).
+    /// The invite this proposal would use up or approve (§8).
     pub fn invite(&self) -> Option<[u8; 16]> {
-        match &self.change {
-            Change::Approve(a) => Some(a.invite_id),
-            _ => self.invite_id,
-        }
+        invite_of(&self.change, self.invite_id)
+    }
+}
+
+/// The invite a change uses up or approves: an add's (`add_invite`), or an
+/// approval's. A revocation of it ends the proposal (§8).
+fn invite_of(change: &Change, add_invite: Option<[u8; 16]>) -> Option<[u8; 16]> {
+    match change {
+        Change::Approve(a) => Some(a.invite_id),
+        _ => add_invite,
     }
 }
 
@@ -1735,10 +1740,7 @@ impl MeshState {
         // committed on any branch, and not in commit checks: whether a
         // commit is valid must follow from its parent roster and itself, or
         // nodes that received different siblings would disagree (§7).
-        let used_invite = match &rec_change {
-            Change::Approve(a) => Some(a.invite_id),
-            _ => invite_id,
-        };
+        let used_invite = invite_of(&rec_change, invite_id);
         if let Some(inv) = used_invite
             && self.used_invites.get(&inv).is_some_and(|p| *p != hash)
         {
@@ -2073,7 +2075,7 @@ fn tx_link_roots(tx: &mut Tx, id: &Identity, commits: &[wire::Signed]) {
     }
     for _ in 0..commits.len() {
         let mut linked = false;
-        for root in tx.s.root_to_link() {
+        for root in tx.s.unlinked_roots() {
             let Some((signed, commit)) = by_next.get(&root.hash) else {
                 continue;
             };
@@ -2561,10 +2563,11 @@ impl MeshState {
         Ok(())
     }
 
-    /// The roster a joiner was welcomed from has no parent here; when it
-    /// is on a branch that lost the fork choice, the winning branch starts
-    /// below it.
-    fn root_to_link(&self) -> Vec<Arc<RosterNode>> {
+    /// The rosters held without their parent, genesis aside: the one a
+    /// joiner was welcomed from (§8), or the lowest linked below it. When
+    /// such a roster is on a branch that lost the fork choice, the winning
+    /// branch leaves from below it (`tx_link_roots`).
+    fn unlinked_roots(&self) -> Vec<Arc<RosterNode>> {
         self.rosters
             .values()
             .filter(|n| n.parent.is_none() && n.roster.epoch > 0)
