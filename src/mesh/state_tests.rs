@@ -15,6 +15,8 @@ struct Net {
     nodes: Vec<SimNode>,
     rng: StdRng,
     now: i64,
+    /// One node whose transitions are also persisted in a mesh.db.
+    stored: Option<(usize, crate::mesh::store::MeshStore, tempfile::TempDir)>,
 }
 
 impl Net {
@@ -31,7 +33,28 @@ impl Net {
             nodes: sim.nodes,
             rng: StdRng::seed_from_u64(seed ^ 0x5eed),
             now: sim.now,
+            stored: None,
         }
+    }
+
+    /// Persists node `i`'s transitions from now on in its own mesh.db.
+    fn store(&mut self, i: usize) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = crate::mesh::store::MeshStore::open_in(dir.path()).expect("mesh.db");
+        store.set_synchronous(false).expect("pragma");
+        self.stored = Some((i, store, dir));
+    }
+
+    /// Node `i`'s state as loaded again from its mesh.db equals the one in memory.
+    fn assert_reloads(&self, i: usize) {
+        let (_, store, _) = self.stored.as_ref().expect("a stored node");
+        let loaded = store
+            .load(self.nodes[i].id.public(), sim::timing())
+            .expect("load");
+        let mut expected = self.nodes[i].state.clone();
+        expected.synced = loaded.synced;
+        expected.pending_sync = None;
+        assert_eq!(loaded, expected, "node {i} reloaded from mesh.db differs");
     }
 
     fn add_node(&mut self) -> usize {
@@ -61,6 +84,11 @@ impl Net {
     ) -> Result<Vec<Outbound>, MeshError> {
         let id = self.nodes[i].id.clone();
         let (s, t) = op(&self.nodes[i].state, &id, &mut self.rng, self.now)?;
+        if let Some((stored, store, _)) = self.stored.as_mut()
+            && *stored == i
+        {
+            store.persist(&t, self.now).expect("persisted");
+        }
         self.nodes[i].state = s;
         Ok(t.outbound)
     }
@@ -273,6 +301,7 @@ fn a_joiner_welcomed_on_a_losing_branch_follows_the_winning_one() {
     net.deliver(b, &lose_commit).expect("losing sibling");
     net.step(1);
     let joiner = net.add_node();
+    net.store(joiner);
     let text = invite_of[lose].clone();
     let out = net
         .act(joiner, |s, id, _, now| s.request_join(id, &text, "j", now))
@@ -328,6 +357,8 @@ fn a_joiner_welcomed_on_a_losing_branch_follows_the_winning_one() {
         !net.nodes[joiner].state.is_member(),
         "the joiner was added on the losing branch only"
     );
+    // The rosters it linked below its first one are persisted too.
+    net.assert_reloads(joiner);
 }
 
 /// Seed 7151: a joiner's welcome was lost, and its inviter was removed
