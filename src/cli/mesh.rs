@@ -41,8 +41,7 @@ pub enum MeshCmd {
         note: String,
         /// Ask the members to approve the invite in advance: once that
         /// approval is committed, a joiner presenting it is added without a
-        /// further vote (single use, until the invite expires). Experimental:
-        /// see the known issue in docs/mesh-protocol.md §8a.
+        /// further vote (single use, until the invite expires).
         #[arg(long)]
         approved: bool,
         /// With --approved: the display name the joiner must use.

@@ -84,6 +84,22 @@ pub struct ProposalRec {
     pub invite_id: Option<[u8; 16]>,
 }
 
+impl ProposalRec {
+    /// The invite this proposal would use up or approve (§8).
+    pub fn invite(&self) -> Option<[u8; 16]> {
+        invite_of(&self.change, self.invite_id)
+    }
+}
+
+/// The invite a change uses up or approves: an add's (`add_invite`), or an
+/// approval's. A revocation of it ends the proposal (§8).
+fn invite_of(change: &Change, add_invite: Option<[u8; 16]>) -> Option<[u8; 16]> {
+    match change {
+        Change::Approve(a) => Some(a.invite_id),
+        _ => add_invite,
+    }
+}
+
 /// The vote that currently counts for one member at one epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VoteRec {
@@ -787,6 +803,7 @@ impl MeshState {
         });
         tx.audit("mesh.invite.revoke", json!({"invite_id": h(&invite_id)}));
         tx.send(Dest::All, Kind::Revocation(signed));
+        tx_end_revoked(&mut tx, id, invite_id, now_ms);
         Ok(tx.done())
     }
 
@@ -939,6 +956,9 @@ fn tx_cast_vote(
             .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))?;
     if now_ms >= p.expires_ms {
         return Err(MeshError::ProposalExpired);
+    }
+    if revoked_proposal(&tx.s, &p) {
+        return Err(MeshError::InviteRevoked);
     }
     let me = id.peer_id();
     // A later vote at the same epoch names the one it releases and carries
@@ -1395,51 +1415,58 @@ impl MeshState {
         proposal_hash: [u8; 32],
         now_ms: i64,
     ) -> Result<(MeshState, Transition), MeshError> {
-        let roster = self.require_member()?.clone();
-        if self.closed.contains_key(&proposal_hash) {
-            return Err(MeshError::Duplicate("withdrawal"));
-        }
-        let p = self
-            .proposals
+        let mut tx = self.tx();
+        tx_withdraw(&mut tx, id, proposal_hash, now_ms)?;
+        Ok(tx.done())
+    }
+}
+
+/// Signs this node's withdrawal of its own open proposal and closes it.
+fn tx_withdraw(
+    tx: &mut Tx,
+    id: &Identity,
+    proposal_hash: [u8; 32],
+    now_ms: i64,
+) -> Result<(), MeshError> {
+    let roster = tx.s.require_member()?.clone();
+    if tx.s.closed.contains_key(&proposal_hash) {
+        return Err(MeshError::Duplicate("withdrawal"));
+    }
+    let p =
+        tx.s.proposals
             .get(&proposal_hash)
             .cloned()
             .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))?;
-        if p.proposer != id.peer_id() {
-            return Err(MeshError::NotProposer(h(&proposal_hash)));
-        }
-        if now_ms >= p.expires_ms {
-            return Err(MeshError::ProposalExpired);
-        }
-        let body = wire::Withdrawal {
-            mesh_id: roster.mesh_id.to_vec(),
-            epoch: p.epoch,
-            roster_hash: p.roster_hash.to_vec(),
-            proposal_hash: proposal_hash.to_vec(),
-            proposer: id.peer_id(),
-            withdrawn_ms: now_ms,
-        };
-        let signed = codec::sign(id, tag::WITHDRAWAL, &body);
-        let proof = wire::VoteRelease {
-            previous: None,
-            proposal: Some(codec::decode_canonical::<wire::Signed>(
-                &p.signed,
-                "stored proposal",
-            )?),
-            withdrawal: Some(signed.clone()),
-            no_votes: Vec::new(),
-        };
-        let mut tx = self.tx();
-        tx_close(
-            &mut tx,
-            proposal_hash,
-            CloseReason::Withdrawn,
-            &proof,
-            now_ms,
-        );
-        tx.send(Dest::All, Kind::Withdrawal(signed));
-        Ok(tx.done())
+    if p.proposer != id.peer_id() {
+        return Err(MeshError::NotProposer(h(&proposal_hash)));
     }
+    if now_ms >= p.expires_ms {
+        return Err(MeshError::ProposalExpired);
+    }
+    let body = wire::Withdrawal {
+        mesh_id: roster.mesh_id.to_vec(),
+        epoch: p.epoch,
+        roster_hash: p.roster_hash.to_vec(),
+        proposal_hash: proposal_hash.to_vec(),
+        proposer: id.peer_id(),
+        withdrawn_ms: now_ms,
+    };
+    let signed = codec::sign(id, tag::WITHDRAWAL, &body);
+    let proof = wire::VoteRelease {
+        previous: None,
+        proposal: Some(codec::decode_canonical::<wire::Signed>(
+            &p.signed,
+            "stored proposal",
+        )?),
+        withdrawal: Some(signed.clone()),
+        no_votes: Vec::new(),
+    };
+    tx_close(tx, proposal_hash, CloseReason::Withdrawn, &proof, now_ms);
+    tx.send(Dest::All, Kind::Withdrawal(signed));
+    Ok(())
+}
 
+impl MeshState {
     /// The messages this node re-sends while they matter: its own open
     /// proposals, its votes at the current roster (each whole, a later vote
     /// with its release) and its withdrawals.
@@ -1630,12 +1657,13 @@ impl MeshState {
         }
         // A removed node still takes commits (public, verifiable) so the
         // fork choice can bring it back if its removal lost a convergent
-        // switch, and answers sync requests with the commits it holds (the
-        // one that removed it may have reached no one else); it takes part
-        // in nothing else.
+        // switch, answers sync requests with the commits it holds (the
+        // one that removed it may have reached no one else) and sends a
+        // joiner it invited its lost welcome again; it takes part in
+        // nothing else.
         let follows_only = matches!(
             kind,
-            Kind::Commit(_) | Kind::SyncResponse(_) | Kind::SyncRequest(_)
+            Kind::Commit(_) | Kind::SyncResponse(_) | Kind::SyncRequest(_) | Kind::JoinRequest(_)
         );
         if !self.is_member() && !follows_only {
             return Err(MeshError::NotAMember);
@@ -1675,7 +1703,7 @@ impl MeshState {
             Kind::Commit(s) => {
                 tx_apply_commit(&mut tx, id, &s, now_ms)?;
             }
-            Kind::Revocation(s) => tx_receive_revocation(&mut tx, &s)?,
+            Kind::Revocation(s) => tx_receive_revocation(&mut tx, id, &s, now_ms)?,
             Kind::JoinRequest(s) => self.receive_join_request(&mut tx, id, &s, now_ms, rng)?,
             Kind::SyncRequest(s) => self.answer_sync(&mut tx, id, &s)?,
             Kind::SyncResponse(s) => self.receive_sync_response(&mut tx, id, &s, now_ms)?,
@@ -1707,7 +1735,17 @@ impl MeshState {
             return Err(MeshError::Duplicate("proposal"));
         }
         let (rec_change, joiner, invite_id) =
-            check_proposal_body(roster, &self.tip, &body, &signer, &self.used_invites, hash)?;
+            check_proposal_body(roster, &self.tip, &body, &signer)?;
+        // Single use (§8) is judged here, on what this node has seen
+        // committed on any branch, and not in commit checks: whether a
+        // commit is valid must follow from its parent roster and itself, or
+        // nodes that received different siblings would disagree (§7).
+        let used_invite = invite_of(&rec_change, invite_id);
+        if let Some(inv) = used_invite
+            && self.used_invites.get(&inv).is_some_and(|p| *p != hash)
+        {
+            return Err(MeshError::InviteUsed);
+        }
         if body.expires_ms <= body.created_ms
             || body.expires_ms - body.created_ms > MAX_PROPOSAL_TTL_MS
         {
@@ -1723,7 +1761,7 @@ impl MeshState {
         if now_ms >= body.expires_ms {
             return Err(MeshError::ProposalExpired);
         }
-        if let Some(inv) = invite_id
+        if let Some(inv) = used_invite
             && self.revoked.contains_key(&inv)
         {
             return Err(MeshError::InviteRevoked);
@@ -1918,7 +1956,11 @@ fn tx_try_commit<R: CryptoRng + ?Sized>(
     let Some(p) = tx.s.proposals.get(&proposal_hash).cloned() else {
         return Ok(());
     };
-    if p.roster_hash != tx.s.tip || now_ms >= p.expires_ms || !tx.s.is_member() {
+    if p.roster_hash != tx.s.tip
+        || now_ms >= p.expires_ms
+        || !tx.s.is_member()
+        || revoked_proposal(&tx.s, &p)
+    {
         return Ok(());
     }
     if !backup && p.proposer != id.peer_id() {
@@ -2003,15 +2045,97 @@ impl MeshState {
                 epoch: core.new_epoch,
             });
         };
-        check_commit_against(
-            id,
-            &prev.roster,
-            &prev_hash,
-            &parsed,
-            &core,
-            &self.used_invites,
-            &self.votes,
-        )
+        check_commit_against(id, &prev.roster, &prev_hash, &parsed, &core, &self.votes)
+    }
+}
+
+/// Extends this node's tree below a roster it holds without parent (the
+/// roster a joiner was welcomed from, trusted on first use, §8): when
+/// `commits` hold the commit that made that roster (its core hashes to the
+/// roster's `commit_hash`) and the commit that made its parent (whose next
+/// roster hashes to the parent hash that core names), the parent is trusted
+/// by those hashes, and the first commit is checked in full against it.
+/// Repeated down as far as the commits reach, so that a joiner whose
+/// welcome came from a losing sibling can reach the fork point and follow
+/// the fork choice like everyone else (§9, §11).
+fn tx_link_roots(tx: &mut Tx, id: &Identity, commits: &[wire::Signed]) {
+    let Ok(mesh_id) = tx.s.mesh_id() else {
+        return;
+    };
+    // Each commit by the hash of the roster it makes.
+    let mut by_next: BTreeMap<[u8; 32], (&wire::Signed, wire::Commit)> = BTreeMap::new();
+    for c in commits {
+        let Ok(parsed) = codec::parse_signed::<wire::Commit>(c, tag::COMMIT, "commit") else {
+            continue;
+        };
+        by_next.insert(
+            codec::hash(label::ROSTER, &parsed.msg.next_roster),
+            (c, parsed.msg),
+        );
+    }
+    for _ in 0..commits.len() {
+        let mut linked = false;
+        for root in tx.s.unlinked_roots() {
+            let Some((signed, commit)) = by_next.get(&root.hash) else {
+                continue;
+            };
+            if codec::hash(label::COMMIT, &commit.core) != root.roster.commit_hash {
+                continue;
+            }
+            let Ok(core) = codec::decode_canonical::<wire::CommitCore>(&commit.core, "commit core")
+            else {
+                continue;
+            };
+            let Ok(parent_hash) = bytes32(&core.prev_roster_hash, "commit parent") else {
+                continue;
+            };
+            let parent = match tx.s.rosters.get(&parent_hash) {
+                Some(p) => p.clone(),
+                None => {
+                    let Some((_, made_parent)) = by_next.get(&parent_hash) else {
+                        continue;
+                    };
+                    let Ok(roster) = Roster::decode(&made_parent.next_roster) else {
+                        continue;
+                    };
+                    if roster.mesh_id != mesh_id {
+                        continue;
+                    }
+                    Arc::new(RosterNode {
+                        roster,
+                        hash: parent_hash,
+                        parent: None,
+                        commit: None,
+                        proposal_hash: None,
+                    })
+                }
+            };
+            let Ok(parsed) = codec::parse_signed::<wire::Commit>(signed, tag::COMMIT, "commit")
+            else {
+                continue;
+            };
+            let Ok(checked) = check_commit_against(
+                id,
+                &parent.roster,
+                &parent_hash,
+                &parsed,
+                &core,
+                &tx.s.votes,
+            ) else {
+                continue;
+            };
+            if checked.node.hash != root.hash {
+                continue;
+            }
+            if !tx.s.rosters.contains_key(&parent_hash) {
+                tx.effect(Effect::PutRoster(parent));
+            }
+            tx.effect(Effect::PutRoster(Arc::new(checked.node)));
+            linked = true;
+        }
+        if !linked {
+            break;
+        }
     }
 }
 
@@ -2144,7 +2268,12 @@ fn tx_move_tip(tx: &mut Tx, new_tip: [u8; 32], now_ms: i64) {
     }
 }
 
-fn tx_receive_revocation(tx: &mut Tx, signed: &wire::Signed) -> Result<(), MeshError> {
+fn tx_receive_revocation(
+    tx: &mut Tx,
+    id: &Identity,
+    signed: &wire::Signed,
+    now_ms: i64,
+) -> Result<(), MeshError> {
     let roster = tx.s.roster().cloned().ok_or(MeshError::NoMesh)?;
     let (body, signer) =
         codec::open_signed::<wire::Revocation>(signed, tag::REVOCATION, "revocation")?;
@@ -2167,17 +2296,35 @@ fn tx_receive_revocation(tx: &mut Tx, signed: &wire::Signed) -> Result<(), MeshE
         id: invite_id,
         signed: codec::encode(signed),
     });
-    let doomed: Vec<[u8; 32]> =
+    tx.audit("mesh.revocation", json!({"invite_id": h(&invite_id)}));
+    tx_end_revoked(tx, id, invite_id, now_ms);
+    Ok(())
+}
+
+/// Ends the open proposals that use or approve a revoked invite: this
+/// node withdraws its own (a signed withdrawal, so every vote on them is
+/// released at every node, §5); those of others it no longer votes on or
+/// commits (`revoked_proposal`) and closes when their proposers' withdrawals
+/// arrive. They stay held until then so that the withdrawal can close them
+/// here too: a proposal dropped unclosed would keep its votes bound until
+/// it expired.
+fn tx_end_revoked(tx: &mut Tx, id: &Identity, invite_id: [u8; 16], now_ms: i64) {
+    let me = id.peer_id();
+    let own: Vec<[u8; 32]> =
         tx.s.proposals
             .values()
-            .filter(|p| p.invite_id == Some(invite_id))
+            .filter(|p| p.invite() == Some(invite_id) && p.proposer == me)
             .map(|p| p.hash)
             .collect();
-    for p in doomed {
-        tx.effect(Effect::DeleteProposal(p));
+    for p in own {
+        // Only an expired proposal cannot be withdrawn; its votes are free anyway.
+        let _ = tx_withdraw(tx, id, p, now_ms);
     }
-    tx.audit("mesh.revocation", json!({"invite_id": h(&invite_id)}));
-    Ok(())
+}
+
+/// True when the proposal uses or approves an invite this node holds as revoked.
+fn revoked_proposal(s: &MeshState, p: &ProposalRec) -> bool {
+    p.invite().is_some_and(|i| s.revoked.contains_key(&i))
 }
 
 impl MeshState {
@@ -2189,9 +2336,11 @@ impl MeshState {
         now_ms: i64,
         rng: &mut R,
     ) -> Result<(), MeshError> {
-        let roster = self.roster().ok_or(MeshError::NoMesh)?.clone();
-        let (join, _) = verify_join_request(signed, &roster)?;
+        let (join, _) = parse_join_request(signed)?;
         let inv = join.invite;
+        if inv.mesh_id != self.mesh_id()? {
+            return Err(MeshError::WrongMesh("join request"));
+        }
         if inv.inviter != id.peer_id() {
             return Err(MeshError::Refused(
                 "join request for an invite another member issued".into(),
@@ -2202,19 +2351,24 @@ impl MeshState {
             .get(&inv.invite_id)
             .cloned()
             .ok_or(MeshError::InviteForged)?;
+        if rec.status == InviteStatus::Used {
+            // The same joiner asking again (its welcome was lost): send it
+            // again, even when this inviter has since been removed: no one
+            // else answers that joiner, which the roster already counts.
+            if let Some(welcome) = self.welcome_for(&join.member) {
+                tx.send(
+                    Dest::Peer(join.member.peer_id.clone()),
+                    Kind::Welcome(welcome),
+                );
+                return Ok(());
+            }
+            return Err(MeshError::InviteUsed);
+        }
+        let roster = self.require_member()?.clone();
+        verify_join_request(signed, &roster)?;
         match rec.status {
             InviteStatus::Open => {}
-            InviteStatus::Used => {
-                // The same joiner asking again (its welcome was lost): send it again.
-                if let Some(welcome) = self.welcome_for(&join.member) {
-                    tx.send(
-                        Dest::Peer(join.member.peer_id.clone()),
-                        Kind::Welcome(welcome),
-                    );
-                    return Ok(());
-                }
-                return Err(MeshError::InviteUsed);
-            }
+            InviteStatus::Used => return Err(MeshError::InviteUsed),
             InviteStatus::Revoked => return Err(MeshError::InviteRevoked),
             InviteStatus::Void => return Err(MeshError::InviteVoid),
         }
@@ -2291,8 +2445,31 @@ impl MeshState {
             }
         }
         nodes.reverse();
+        // A requester on a losing branch also gets the commits of that
+        // branch down to where it leaves this chain: a joiner welcomed on
+        // that branch holds no roster before the one it joined from, and
+        // links it to the fork point with them (§11).
+        let on_chain: BTreeSet<[u8; 32]> = chain.iter().copied().collect();
+        let mut side = Vec::new();
+        let mut seen = BTreeSet::new();
+        for k in &known {
+            let mut at = *k;
+            let mut branch = Vec::new();
+            while !on_chain.contains(&at) && seen.insert(at) {
+                let Some(n) = self.rosters.get(&at) else {
+                    break;
+                };
+                branch.push(n);
+                let Some(p) = n.parent else {
+                    break;
+                };
+                at = p;
+            }
+            branch.reverse();
+            side.extend(branch);
+        }
         let mut commits = Vec::new();
-        for c in nodes.iter().filter_map(|n| n.commit.as_ref()) {
+        for c in side.iter().chain(&nodes).filter_map(|n| n.commit.as_ref()) {
             commits.push(codec::decode_canonical::<wire::Signed>(c, "stored commit")?);
         }
         let mut revocations = Vec::new();
@@ -2352,6 +2529,7 @@ impl MeshState {
         if !responder_known && !former {
             return Err(MeshError::NotMember("sync response"));
         }
+        tx_link_roots(tx, id, &body.commits);
         for c in &body.commits {
             match tx.s.check_commit(id, c) {
                 Ok(checked) => tx_insert_checked(tx, checked, now_ms),
@@ -2360,7 +2538,7 @@ impl MeshState {
             }
         }
         for r in &body.revocations {
-            match tx_receive_revocation(tx, r) {
+            match tx_receive_revocation(tx, id, r, now_ms) {
                 Ok(()) | Err(MeshError::Duplicate(_)) | Err(MeshError::NotMember(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -2383,6 +2561,18 @@ impl MeshState {
         // and a node on a losing branch learns the winning one from any of them.
         tx.s.synced = true;
         Ok(())
+    }
+
+    /// The rosters held without their parent, genesis aside: the one a
+    /// joiner was welcomed from (§8), or the lowest linked below it. When
+    /// such a roster is on a branch that lost the fork choice, the winning
+    /// branch leaves from below it (`tx_link_roots`).
+    fn unlinked_roots(&self) -> Vec<Arc<RosterNode>> {
+        self.rosters
+            .values()
+            .filter(|n| n.parent.is_none() && n.roster.epoch > 0)
+            .cloned()
+            .collect()
     }
 
     fn receive_welcome(
@@ -2416,15 +2606,8 @@ impl MeshState {
                 "welcome roster does not match the commit".into(),
             ));
         }
-        let checked = check_commit_against(
-            id,
-            &prev,
-            &prev_hash,
-            &parsed,
-            &core,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        )?;
+        let checked =
+            check_commit_against(id, &prev, &prev_hash, &parsed, &core, &BTreeMap::new())?;
         let secret = checked.secret.ok_or(MeshError::NotAMember)?;
         if checked.invite_id != Some(pending.invite_id) {
             return Err(MeshError::InvalidCommit(
@@ -2747,8 +2930,6 @@ fn check_proposal_body(
     roster_hash: &[u8; 32],
     body: &wire::Proposal,
     signer: &[u8; 32],
-    used_invites: &BTreeMap<[u8; 16], [u8; 32]>,
-    proposal_hash: [u8; 32],
 ) -> Result<CheckedChange, MeshError> {
     if body.roster_hash != roster_hash {
         return Err(MeshError::InvalidProposal("wrong roster hash".into()));
@@ -2765,11 +2946,6 @@ fn check_proposal_body(
             let (join, _) = verify_join_request(req, roster)?;
             if body.created_ms >= join.invite.expires_ms {
                 return Err(MeshError::InviteExpired);
-            }
-            if let Some(p) = used_invites.get(&join.invite.invite_id)
-                && *p != proposal_hash
-            {
-                return Err(MeshError::InviteUsed);
             }
             let joiner = join.member.peer_id.clone();
             (
@@ -2804,9 +2980,6 @@ fn check_proposal_body(
             }
             if body.created_ms >= inv.expires_ms {
                 return Err(MeshError::InviteExpired);
-            }
-            if used_invites.contains_key(&inv.invite_id) {
-                return Err(MeshError::InviteUsed);
             }
             (Change::Approve(approval), None, None)
         }
@@ -2937,7 +3110,6 @@ fn check_commit_against(
     prev_hash: &[u8; 32],
     parsed: &codec::Unverified<wire::Commit>,
     core: &wire::CommitCore,
-    used_invites: &BTreeMap<[u8; 16], [u8; 32]>,
     verified_votes: &BTreeMap<(u64, Vec<u8>), VoteRec>,
 ) -> Result<CheckedCommit, MeshError> {
     let commit = &parsed.msg;
@@ -2968,14 +3140,8 @@ fn check_commit_against(
     if proposal.msg.expires_ms <= proposal.msg.created_ms {
         return Err(MeshError::InvalidCommit("proposal lifetime".into()));
     }
-    let (change, joiner, invite_id) = check_proposal_body(
-        prev,
-        prev_hash,
-        &proposal.msg,
-        &proposal.signer,
-        used_invites,
-        proposal_hash,
-    )?;
+    let (change, joiner, invite_id) =
+        check_proposal_body(prev, prev_hash, &proposal.msg, &proposal.signer)?;
     let mut checks = Vec::with_capacity(core.votes.len() + 2);
     checks.push(SigCheck {
         signer: parsed.signer,
@@ -3145,3 +3311,7 @@ fn prefer(rosters: &BTreeMap<[u8; 32], Arc<RosterNode>>, a: [u8; 32], b: [u8; 32
         }
     }
 }
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;
