@@ -260,7 +260,9 @@ fn natlab_a_public_member_relays_for_two_homes_that_join_by_invites_and_hold_a_m
     let public_invite = invite(&public);
     let bootstrap = invite_bootstrap(&public_invite);
     assert!(
-        bootstrap.iter().any(|a| a.contains("/ip4/203.0.113.10/tcp/4100"))
+        bootstrap
+            .iter()
+            .any(|a| a.contains("/ip4/203.0.113.10/tcp/4100"))
             && !bootstrap.iter().any(|a| a.contains("/ip4/127.0.0.1/")),
         "{bootstrap:?}"
     );

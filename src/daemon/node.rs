@@ -344,6 +344,13 @@ impl NodeLoop {
                     .worker
                     .events()
                     .member_seen(&view, peer, false, now);
+                // A member's connection closes when its standing changed
+                // (a new member's first connection was a stranger's, with
+                // no gossip on it): redial on the next tick, not the next
+                // periodic round, so it votes and hears votes at once.
+                if member {
+                    self.due.redial();
+                }
             }
             Event::Gossip {
                 id,

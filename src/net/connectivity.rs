@@ -433,6 +433,26 @@ impl Connectivity {
         }
     }
 
+    /// The connections open to `peer`.
+    pub fn connections_of(&self, peer: &PeerId) -> Vec<ConnectionId> {
+        self.links
+            .get(peer)
+            .map(|l| l.iter().map(|l| l.id).collect())
+            .unwrap_or_default()
+    }
+
+    /// The address this node dialled `peer` at, while connected (a
+    /// relayed one included).
+    pub fn dialled_address(&self, peer: &PeerId) -> Option<Multiaddr> {
+        self.dialled.get(peer).cloned().or_else(|| {
+            self.links
+                .get(peer)?
+                .iter()
+                .find(|l| l.relayed && l.remote.iter().any(|p| matches!(p, Addr::P2pCircuit)))
+                .map(|l| l.remote.clone())
+        })
+    }
+
     pub fn report(&self) -> ConnectivityReport {
         let links = self
             .links

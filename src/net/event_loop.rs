@@ -17,6 +17,8 @@ use super::gate::Gate;
 use super::transport::{self, with_causes};
 use super::{Command, DropReason, Event, NetConfig, NetError, Protocol, Verdict};
 
+/// How long after its welcome a new member reconnects to the members.
+const RECONNECT_AFTER_WELCOME: Duration = Duration::from_millis(500);
 /// How often reachability is judged again and relay slots are sought.
 const CONNECTIVITY_TICK: Duration = Duration::from_secs(2);
 
@@ -41,6 +43,11 @@ struct EventLoop {
     connecting: Vec<(PeerId, Option<ConnectionId>, Connecting)>,
     connectivity: Connectivity,
     addresses: watch::Sender<Addresses>,
+    /// Members whose connections this node closed after its welcome, to
+    /// dial again (at this address) once the last one is down.
+    redial_after_close: HashMap<PeerId, Multiaddr>,
+    /// When to reconnect to the members after this node's welcome.
+    reconnect_at: Option<tokio::time::Instant>,
 }
 
 type Connecting = oneshot::Sender<Result<(), NetError>>;
@@ -73,6 +80,8 @@ pub(super) async fn spawn(
         connecting: Vec::new(),
         connectivity,
         addresses,
+        redial_after_close: HashMap::new(),
+        reconnect_at: None,
     };
     tokio::spawn(event_loop.run());
     Ok(watched)
@@ -83,7 +92,12 @@ impl EventLoop {
         let mut tick = tokio::time::interval(CONNECTIVITY_TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let reconnect = self.reconnect_at;
             tokio::select! {
+                _ = tokio::time::sleep_until(reconnect.unwrap_or_else(tokio::time::Instant::now)), if reconnect.is_some() => {
+                    self.reconnect_at = None;
+                    self.reconnect_members();
+                }
                 event = self.swarm.select_next_some() => {
                     self.on_swarm(event).await;
                     self.publish_addresses();
@@ -221,13 +235,44 @@ impl EventLoop {
                 admitted.push(local);
                 self.gate.set_members(admitted);
                 behaviour.admission.roster_changed();
+                // Just welcomed: the members took this node's connections
+                // as a stranger's (no gossip on them) and close them soon;
+                // a fresh connection to each is a member's at once.
+                let welcomed = members.contains(&local) && !self.members.contains(&local);
                 self.members = members;
                 self.blocked = blocked;
+                if welcomed {
+                    // After a moment: the answer that welcomed this node
+                    // may still be arriving on one of those connections.
+                    self.reconnect_at = Some(tokio::time::Instant::now() + RECONNECT_AFTER_WELCOME);
+                }
             }
             Command::Connected(reply) => {
                 let _ = reply.send(self.swarm.connected_peers().copied().collect());
             }
             Command::Connect(peer, addrs, reply) => self.connect(peer, addrs, reply),
+        }
+    }
+
+    /// Reconnects to every connected member at the address it was dialled
+    /// at. The members took this node's connections as a stranger's (no
+    /// gossip, sync, search or turns on them) and would close them after a
+    /// grace; closing them now and dialling again once they are down (not
+    /// before: gossipsub sends its subscriptions only to a peer it sees
+    /// connect afresh) makes this node a member on the wire at once.
+    fn reconnect_members(&mut self) {
+        let local = *self.swarm.local_peer_id();
+        let targets: Vec<(PeerId, Multiaddr)> = self
+            .members
+            .iter()
+            .filter(|p| **p != local && self.swarm.is_connected(p))
+            .filter_map(|p| Some((*p, self.connectivity.dialled_address(p)?)))
+            .collect();
+        for (peer, addr) in targets {
+            for id in self.connectivity.connections_of(&peer) {
+                self.swarm.close_connection(id);
+            }
+            self.redial_after_close.insert(peer, addr);
         }
     }
 
@@ -398,6 +443,15 @@ impl EventLoop {
             } => {
                 self.connectivity.closed(peer_id, connection_id);
                 if num_established == 0 {
+                    if let Some(addr) = self.redial_after_close.remove(&peer_id) {
+                        let opts = DialOpts::peer_id(peer_id)
+                            .condition(PeerCondition::Disconnected)
+                            .addresses(vec![addr])
+                            .build();
+                        if let Err(e) = self.swarm.dial(opts) {
+                            tracing::debug!(peer = %peer_id, error = %e, "no fresh connection to a member");
+                        }
+                    }
                     self.emit(Event::PeerDisconnected(peer_id));
                 }
             }

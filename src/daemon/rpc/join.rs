@@ -319,13 +319,37 @@ impl Joiner {
                 refusals.push(e.to_string());
             }
         }
-        match self.net.connect(inviter, addrs, CONNECT_TIMEOUT).await {
+        match self.connect_retrying(inviter, addrs).await {
             Ok(()) => Ok(()),
             Err(e) if refusals.is_empty() => Err(e),
             Err(e) => Err(crate::net::NetError::Dial {
                 addr: inviter.to_string(),
                 reason: format!("{e}; through relays: {}", refusals.join("; ")),
             }),
+        }
+    }
+
+    /// Connects to the inviter, trying again a few times when a dial
+    /// fails fast: under a flood the inviter's admission may refuse a
+    /// handshake from a crowded address, and a moment later it has room.
+    async fn connect_retrying(
+        &self,
+        inviter: PeerId,
+        addrs: &[Multiaddr],
+    ) -> Result<(), crate::net::NetError> {
+        let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+        let mut wait = Duration::from_millis(250);
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.net.connect(inviter, addrs, left).await {
+                Ok(()) => return Ok(()),
+                Err(e) if tokio::time::Instant::now() + wait >= deadline => return Err(e),
+                Err(e) => {
+                    tracing::debug!(error = %e, "the inviter did not take the connection; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+            }
         }
     }
 
