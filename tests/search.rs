@@ -494,7 +494,10 @@ fn mesh_search_ranks_like_one_index_and_drops_hits_that_fail_their_proof() {
     let reference = Reference::build_many(&states);
     // A word every themed book holds, so every member has hits.
     let common = queries(&reference, 40, 1, 5).remove(0);
-    until_every_member_answers(&nodes[0], &common);
+    // Every node searches below: each must have every other's roots.
+    for node in &nodes {
+        until_every_member_answers(node, &common);
+    }
     let mut checked = 0;
     for (k, seed) in [(6usize, 21u64), (3, 22), (20, 23)] {
         let n = if k == 6 { 20 } else { 6 };
