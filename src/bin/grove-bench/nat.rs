@@ -192,8 +192,10 @@ fn turn_round_trips(
     [public, one, two]: [&Node; 3],
     turns: u32,
 ) -> anyhow::Result<()> {
-    for (node, key, seed) in [(public, "bench/direct", 1), (two, "bench/relayed", 2)] {
-        let path = book(dir, seed)?;
+    // The same text for both, so each speaker's own work is the same and
+    // the difference is the path.
+    let path = book(dir, 1)?;
+    for (node, key) in [(public, "bench/direct"), (two, "bench/relayed")] {
         let out = grove(
             bin,
             &node.state,
@@ -209,25 +211,28 @@ fn turn_round_trips(
             v.to_string().contains("bench/direct") && v.to_string().contains("bench/relayed")
         })
     })?;
-    let doctor = json(bin, &one.state, &["node", "doctor"])?;
-    let link = |name: &str| {
-        doctor["members"]
-            .as_array()
-            .and_then(|m| m.iter().find(|m| m["name"] == name))
-            .map(|m| {
-                (
-                    m["link"].as_str().unwrap_or("-").to_string(),
-                    m["rtt_ms"].as_u64(),
-                )
-            })
-    };
-    let (public_link, two_link) = (link("public"), link("two"));
     let (_, view) = run_moot(
         bin,
         &one.state,
         &["public:bench/direct", "two:bench/relayed"],
         turns,
     )?;
+    // The links the turns took (by need: read after the moot).
+    let doctor = json(bin, &one.state, &["node", "doctor"])?;
+    let link = |name: &str| {
+        doctor["members"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["name"] == name))
+            .map(|m| {
+                format!(
+                    "{}, ping {} ms",
+                    m["link"].as_str().unwrap_or("not connected"),
+                    m["rtt_ms"].as_u64().map_or("-".into(), |r| r.to_string())
+                )
+            })
+            .unwrap_or_else(|| "unknown".into())
+    };
+    let (public_link, two_link) = (link("public"), link("two"));
     let times: Vec<f64> = view["turn_ms"]
         .as_array()
         .context("turn_ms")?
@@ -243,7 +248,7 @@ fn turn_round_trips(
     }
     let (d, r) = (percentile(&by_path[0], 0.5), percentile(&by_path[1], 0.5));
     println!(
-        "hosted turn request (instant model; request, retrieval, signing, proofs, host checks), {} turns each: direct p50 {d:.1} ms (link {:?}), relayed p50 {r:.1} ms (link {:?}); the relay adds {:.1} ms per turn",
+        "hosted turn request (instant model; request, retrieval, signing, proofs, host checks), {} turns each: direct p50 {d:.1} ms ({}), relayed p50 {r:.1} ms ({}); the relay adds {:.1} ms per turn",
         by_path[0].len(),
         public_link,
         two_link,
