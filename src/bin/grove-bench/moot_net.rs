@@ -26,6 +26,7 @@ pub(crate) fn serve_instant_model(listener: TcpListener) -> anyhow::Result<Strin
     let url = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
+            let _ = stream.set_nodelay(true);
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(&stream);
                 loop {
@@ -59,12 +60,15 @@ pub(crate) fn serve_instant_model(listener: TcpListener) -> anyhow::Result<Strin
                                      "message": {"role": "assistant", "content": text}}]
                     })
                     .to_string();
-                    let mut out = &stream;
-                    let _ = write!(
-                        out,
+                    // One write: `write!` would send the head and the body
+                    // apart, and Nagle's algorithm against the client's
+                    // delayed ACK would hold the body some 40 ms.
+                    let response = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
                         answer.len()
                     );
+                    let mut out = &stream;
+                    let _ = out.write_all(response.as_bytes());
                 }
             });
         }
