@@ -6,10 +6,9 @@
 
 use std::sync::Arc;
 
-use libp2p::Multiaddr;
-use libp2p::multiaddr::Protocol;
-
 use crate::net::Network;
+use crate::net::reach::ip_of;
+use libp2p::Multiaddr;
 
 /// A cheap handle; [`Advertised::current`] reads the network's addresses now.
 #[derive(Clone)]
@@ -46,13 +45,7 @@ pub fn direct(external: &[Multiaddr], bound: &[Multiaddr]) -> Vec<Multiaddr> {
     if !external.is_empty() {
         return external.to_vec();
     }
-    let ip_is = |a: &Multiaddr, test: fn(std::net::IpAddr) -> bool| {
-        a.iter().any(|p| match p {
-            Protocol::Ip4(ip) => test(ip.into()),
-            Protocol::Ip6(ip) => test(ip.into()),
-            _ => false,
-        })
-    };
+    let ip_is = |a: &Multiaddr, test: fn(std::net::IpAddr) -> bool| ip_of(a).is_some_and(test);
     let usable: Vec<Multiaddr> = bound
         .iter()
         .filter(|a| !ip_is(a, |ip| ip.is_unspecified()))

@@ -22,6 +22,7 @@ use libp2p::swarm::{
 
 use super::AdmissionLimits;
 use super::gate::Gate;
+use super::reach::ip_of;
 
 /// How long a joiner's connection stays after its last join call, in
 /// join windows (its polls come at most ten seconds apart).
@@ -90,14 +91,6 @@ pub struct Admission {
     /// open): how many such uses each has. Their connections carry the
     /// relay and are not closed by the join window while used.
     relaying: HashMap<PeerId, u32>,
-}
-
-fn ip_of(addr: &Multiaddr) -> Option<IpAddr> {
-    addr.iter().find_map(|p| match p {
-        libp2p::multiaddr::Protocol::Ip4(a) => Some(IpAddr::V4(a)),
-        libp2p::multiaddr::Protocol::Ip6(a) => Some(IpAddr::V6(a)),
-        _ => None,
-    })
 }
 
 impl Admission {

@@ -334,7 +334,7 @@ impl Network {
 }
 
 /// Addresses as error messages show them.
-fn address_list(addrs: &[Multiaddr]) -> String {
+pub(crate) fn address_list(addrs: &[Multiaddr]) -> String {
     addrs
         .iter()
         .map(|a| a.to_string())

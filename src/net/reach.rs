@@ -187,7 +187,7 @@ impl Reach {
                 reachability: Reachability::Public,
                 why: format!(
                     "peers see this node at its own address {} and another host dialled it",
-                    list(&own_public)
+                    super::address_list(&own_public)
                 ),
                 public: own_public,
             };
@@ -206,7 +206,7 @@ impl Reach {
                 reachability: Reachability::Unknown,
                 why: format!(
                     "peers see this node at its own address {}, but no other host has dialled it yet",
-                    list(&own_public)
+                    super::address_list(&own_public)
                 ),
                 public: Vec::new(),
             };
@@ -216,7 +216,7 @@ impl Reach {
         } else {
             format!(
                 "peers see this node only at loopback or private-use addresses ({})",
-                list(&self.observed_addresses())
+                super::address_list(&self.observed_addresses())
             )
         };
         Judgement {
@@ -225,14 +225,6 @@ impl Reach {
             public: Vec::new(),
         }
     }
-}
-
-fn list(addrs: &[Multiaddr]) -> String {
-    addrs
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// True for an address through a relay (`…/p2p-circuit…`).
@@ -248,7 +240,7 @@ pub fn ip_of(addr: &Multiaddr) -> Option<IpAddr> {
     })
 }
 
-fn tcp_port(addr: &Multiaddr) -> Option<u16> {
+pub fn tcp_port(addr: &Multiaddr) -> Option<u16> {
     addr.iter().find_map(|p| match p {
         Protocol::Tcp(port) => Some(port),
         _ => None,

@@ -141,18 +141,7 @@ pub(super) fn with_causes(e: &dyn std::error::Error) -> String {
 /// random. An exclusive bind first (no port reuse; the probe is closed at
 /// once) refuses a port another process already listens on.
 pub fn refuse_port_in_use(addr: &Multiaddr) -> Result<(), NetError> {
-    use libp2p::multiaddr::Protocol;
-    let mut ip = None;
-    let mut port = None;
-    for p in addr.iter() {
-        match p {
-            Protocol::Ip4(a) => ip = Some(std::net::IpAddr::V4(a)),
-            Protocol::Ip6(a) => ip = Some(std::net::IpAddr::V6(a)),
-            Protocol::Tcp(p) => port = Some(p),
-            _ => {}
-        }
-    }
-    let (Some(ip), Some(port)) = (ip, port) else {
+    let (Some(ip), Some(port)) = (super::reach::ip_of(addr), super::reach::tcp_port(addr)) else {
         return Ok(());
     };
     if port == 0 {

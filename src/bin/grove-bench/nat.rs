@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use super::moot_net::{book, run_moot, serve_instant_model};
-use super::net::{Node, grove, grove_bin, json, percentile, vote_add, wait_until};
+use super::net::{Node, grove, grove_bin, json, percentile, started, vote_add, wait_until};
 
 #[path = "../../../tests/support/netlab.rs"]
 #[allow(dead_code)]
@@ -47,16 +47,8 @@ fn start_in(
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     lab.enter(host, &mut cmd);
-    let node = Node {
-        state,
-        child: cmd.spawn()?,
-    };
-    wait_until("a node to start", Duration::from_secs(30), || {
-        grove(bin, &node.state, &["node", "status"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })?;
-    Ok(node)
+    let child = cmd.spawn()?;
+    started(bin, Node { state, child })
 }
 
 fn peer_id(bin: &Path, node: &Node) -> anyhow::Result<String> {

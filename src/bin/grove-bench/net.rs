@@ -102,7 +102,11 @@ pub(crate) fn start_with(
     .stdout(Stdio::null())
     .stderr(Stdio::null())
     .spawn()?;
-    let node = Node { state, child };
+    started(bin, Node { state, child })
+}
+
+/// `node` once its control socket answers.
+pub(crate) fn started(bin: &Path, node: Node) -> anyhow::Result<Node> {
     wait_until("a node to start", Duration::from_secs(30), || {
         grove(bin, &node.state, &["node", "status"])
             .output()
