@@ -217,27 +217,30 @@ pub fn converged(nodes: &[&Daemon], epoch: u64) -> String {
     }
 }
 
+/// The one open proposal `d` sees (waits for it).
+pub fn open_proposal(d: &Daemon, kind: &str) -> String {
+    let mut id = String::new();
+    eventually(&format!("{} to see a {kind} proposal", d.name), || {
+        let list = d.json(&["mesh", "proposals"]);
+        match list["proposals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["kind"] == kind)
+        {
+            Some(p) => {
+                id = p["id"].as_str().unwrap().to_string();
+                true
+            }
+            None => false,
+        }
+    });
+    id
+}
+
 /// Votes yes on the one open proposal as `voter` once it has arrived there.
 pub fn vote_yes(voter: &Daemon, kind: &str) {
-    let mut id = String::new();
-    eventually(
-        &format!("{} to see the {kind} proposal", voter.name),
-        || {
-            let list = voter.json(&["mesh", "proposals"]);
-            match list["proposals"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|p| p["kind"] == kind)
-            {
-                Some(p) => {
-                    id = p["id"].as_str().unwrap().to_string();
-                    true
-                }
-                None => false,
-            }
-        },
-    );
+    let id = open_proposal(voter, kind);
     voter.ok(&["mesh", "vote", &id, "yes"]);
 }
 

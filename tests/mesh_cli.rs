@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::cluster::{Daemon, converged, eventually, invite};
+use crate::cluster::{Daemon, converged, eventually, invite, open_proposal};
 
 /// `grove mesh watch --json` on `d`, its lines collected as they come.
 fn watch(d: &Daemon) -> (std::process::Child, Arc<Mutex<Vec<Value>>>) {
@@ -34,27 +34,6 @@ fn watch(d: &Daemon) -> (std::process::Child, Arc<Mutex<Vec<Value>>>) {
         }
     });
     (child, seen)
-}
-
-/// The one open proposal `d` sees (waits for it).
-fn open_proposal(d: &Daemon, kind: &str) -> String {
-    let mut id = String::new();
-    eventually(&format!("{} to see a {kind} proposal", d.name), || {
-        let list = d.json(&["mesh", "proposals"]);
-        match list["proposals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["kind"] == kind)
-        {
-            Some(p) => {
-                id = p["id"].as_str().unwrap().to_string();
-                true
-            }
-            None => false,
-        }
-    });
-    id
 }
 
 fn no_open_proposals(d: &Daemon) {
