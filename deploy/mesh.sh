@@ -6,7 +6,8 @@
 #
 #   deploy/mesh.sh start N DIR   start N nodes and form one mesh by invite
 #                                and vote (node1 founds it; every member
-#                                votes yes on each add)
+#                                votes yes on each add); returns once each
+#                                joiner is a member linked to every member
 #   deploy/mesh.sh stop DIR      SIGTERM every node and wait for clean exits
 #   deploy/mesh.sh status DIR    each node's `grove mesh status`
 #
@@ -20,7 +21,7 @@ base_port=${BASE_PORT:-4100}
 # grove reads GROVE_* variables as config keys and refuses unknown ones.
 unset GROVE_BIN BASE_PORT
 
-usage() { sed -n '2,16p' "$0" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^#/p}' "$0" >&2; exit 2; }
 g() { local dir=$1; shift; "$grove" --state "$dir" "$@"; }
 json_get() { python3 -c "import json,sys; v=json.load(sys.stdin); print($1)"; }
 
@@ -63,6 +64,30 @@ vote_add() { # vote_add DIR JOINER_PEER MEMBERS...
   done
 }
 
+# Whether peer $3 sees peer $4 as a member over a connection that carries
+# the members-only protocols (`admitted` in `peers --json`).
+admits() { # admits DIR_OF_VIEWER PEER
+  g "$1" --json peers | json_get \
+    "any(p['peer_id']=='$2' and p['member'] and p['connected'] and p.get('admitted') for p in v['peers'])" \
+    | grep -q True
+}
+
+# node$2 is a member as the demo and the tests mean it: `state: member` on
+# it, in every earlier member's roster, and linked to each of them with
+# the members-only protocols open both ways (what gossip and search need).
+member_ready() { # member_ready ROOT K
+  local root=$1 k=$2 m me them
+  g "$root/node$k" --json mesh status | json_get "v['state']" | grep -qx member || return 1
+  me=$(g "$root/node$k" --json identity show | json_get "v['peer_id']")
+  for m in $(seq 1 $((k - 1))); do
+    them=$(g "$root/node$m" --json identity show | json_get "v['peer_id']")
+    g "$root/node$m" --json mesh status \
+      | json_get "'$me' in [x['peer_id'] for x in v['members']]" | grep -q True || return 1
+    admits "$root/node$m" "$me" || return 1
+    admits "$root/node$k" "$them" || return 1
+  done
+}
+
 cmd=${1:-}
 case "$cmd" in
   start)
@@ -81,7 +106,7 @@ case "$cmd" in
       members=$(seq 2 $((k - 1)))
       # shellcheck disable=SC2086
       vote_add "$root" "$joiner" $members
-      wait_for 60 "node$k to be a member" g "$root/node$k" mesh status
+      wait_for 60 "node$k to be a member linked to every member" member_ready "$root" "$k"
     done
     echo "mesh of $n nodes running under $root (ports $((base_port + 1))-$((base_port + n)))"
     ;;

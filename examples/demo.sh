@@ -9,21 +9,28 @@
 # exported moot is verified offline.
 #
 #   ./examples/demo.sh [BOOK_PATH_OR_URL BOOK_PATH_OR_URL]
-#   GROVE_DEMO_TURNS (default 4) sets the moot's length.
+#   GROVE_DEMO_TURNS (default 4) sets the moot's length; GROVE_DEMO_BIN runs
+#   a grove binary already built (CI passes its debug build) instead of
+#   building the release one.
 #
 # Books, in order of preference: the two arguments; the Gutenberg corpus in
 # ../shared/corpus when present; else Debian's dict-devil (Bierce's The
 # Devil's Dictionary) and dict-jargon (the Jargon File), fetched with
-# `apt-get download` (no root needed). Nothing is copied into the repository.
+# `apt-get download` (no root needed) by examples/fallback-books.sh.
+# Nothing is copied into the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --quiet --bin grove
-grove=$PWD/target/release/grove
+if [ -n "${GROVE_DEMO_BIN:-}" ]; then
+  grove=$GROVE_DEMO_BIN
+else
+  cargo build --release --quiet --bin grove
+  grove=$PWD/target/release/grove
+fi
 state=${GROVE_DEMO_STATE:-$(mktemp -d -t grove-demo.XXXXXX)}
 turns=${GROVE_DEMO_TURNS:-4}
 # grove reads GROVE_* variables as config keys and refuses unknown ones.
-unset GROVE_DEMO_STATE GROVE_DEMO_TURNS
+unset GROVE_DEMO_STATE GROVE_DEMO_TURNS GROVE_DEMO_BIN
 work=$(mktemp -d -t grove-demo-books.XXXXXX)
 mesh=$state/mesh
 echo "== installing the embedded model into $state/models (shared by the three nodes)"
@@ -40,21 +47,23 @@ g() { local dir=$1; shift; "$grove" --state "$dir" "$@"; }
 
 # Books: node1 and node2 each hold different books; node3 holds none and
 # hosts the moot between a book on node1 and a book on node2.
+# The mesh-wide search asks for words every book set answers from both
+# nodes' books.
 if [ $# -ge 2 ]; then
   books=("$1" "$2") keys=(demo/first demo/second)
+  query="the nature of money and marriage"
 elif [ -f ../shared/corpus/moby-dick-2701.txt ] && [ -f ../shared/corpus/pride-and-prejudice-1342.txt ]; then
   c=../shared/corpus
   books=("$c/moby-dick-2701.txt" "$c/pride-and-prejudice-1342.txt" "$c/complete-angler-9198.txt" "$c/devils-dictionary-972.txt")
   keys=(fiction/moby-dick fiction/pride-and-prejudice nonfiction/complete-angler reference/devils-dictionary)
+  query="the nature of money and marriage"
 else
-  (cd "$work" && apt-get download dict-devil dict-jargon >/dev/null 2>&1) || {
-    echo "could not download dict-devil/dict-jargon; pass two book paths or URLs" >&2; exit 1; }
-  for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$work/x"; done
-  # dictd's .dict.dz is gzip-compatible text.
-  gzip -dc "$work/x/usr/share/dictd/devil.dict.dz" > "$work/devils-dictionary.txt"
-  gzip -dc "$work/x/usr/share/dictd/jargon.dict.dz" > "$work/jargon-file.txt"
+  echo "== no ../shared/corpus here: the books are Debian's dict-devil and dict-jargon"
+  examples/fallback-books.sh "$work" || {
+    echo "pass two book paths or URLs instead" >&2; exit 1; }
   books=("$work/devils-dictionary.txt" "$work/jargon-file.txt")
   keys=(reference/devils-dictionary reference/jargon-file)
+  query="QUERY_FALLBACK"
 fi
 
 echo; echo "== a mesh of three nodes on 127.0.0.1, formed by invite and vote (deploy/mesh.sh)"
@@ -66,6 +75,7 @@ if [ ${#books[@]} -ge 4 ]; then
   g "$n1" book add "${books[2]}" --key "${keys[2]}"
   g "$n2" book add "${books[3]}" --key "${keys[3]}"
 fi
+mesh_id=$(g "$n1" --json mesh status | python3 -c 'import json,sys; print(json.load(sys.stdin)["mesh_id"])')
 echo; echo "== grove mesh status (node3)"
 g "$n3" mesh status
 echo; echo "== grove roots (node1): every member's signed, gossiped shard roots"
@@ -75,8 +85,8 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 g "$n1" roots
-echo; echo "== a search across the whole mesh from node3: 'the nature of money and marriage'"
-g "$n3" book search "the nature of money and marriage" -k 3 --mesh
+echo; echo "== a search across the whole mesh from node3: '$query'"
+g "$n3" book search "$query" -k 4 --mesh
 echo "== an inclusion proof for chunk 3 of ${keys[0]}, and a full verify"
 g "$n1" book proof "${keys[0]}" 3 | head -n 8
 g "$n1" book verify "${keys[0]}"
@@ -100,7 +110,7 @@ print("stats:")
 for k, x in sorted(t["stats"].items()):
     print("  %s: %s" % (k, x))'
 g "$n3" moot export "$id" > "$state/moot-export.json"
-echo; echo "== the exported moot, verified offline (no daemon, no network, an empty state)"
-"$grove" --state "$work/empty-state" moot verify "$state/moot-export.json"
+echo; echo "== the exported moot, verified offline (no daemon, no network, an empty state), pinned to mesh $mesh_id"
+"$grove" --state "$work/empty-state" moot verify "$state/moot-export.json" --expect-mesh "$mesh_id"
 echo; echo "== stopping the mesh"
 GROVE_BIN="$grove" deploy/mesh.sh stop "$mesh"

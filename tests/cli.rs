@@ -2,7 +2,7 @@
 //! relative, members by name, prefixes, bounded flags (issue 19).
 
 use crate::cluster::{Daemon, eventually};
-use crate::support::{Grove, generated_book, shared_file};
+use crate::support::{Grove, data_file, generated_book};
 
 /// A run of 13 digits: a Unix time in milliseconds printed for people.
 fn has_unix_ms(text: &str) -> bool {
@@ -135,8 +135,9 @@ fn judged(bytes: &[u8]) -> Result<(), grove::book::PrepareError> {
 fn book_input_is_judged_before_it_is_stored() {
     let g = Grove::new();
     // Every spec vector is still text, through the real binary.
-    if let Some(path) = shared_file("spec/vectors.json") {
+    {
         use base64::Engine;
+        let path = data_file("spec/vectors.json");
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         for b in v["books"].as_array().unwrap() {
@@ -149,16 +150,15 @@ fn book_input_is_judged_before_it_is_stored() {
             g.ok(&["book", "add", file.to_str().unwrap(), "--key", &key]);
         }
     }
-    // The real books, when present, and the texts the tests generate.
+    // The real books and the texts the tests generate.
     for book in [
         "corpus/moby-dick-2701.txt",
         "corpus/pride-and-prejudice-1342.txt",
         "corpus/complete-angler-9198.txt",
         "corpus/devils-dictionary-972.txt",
     ] {
-        if let Some(path) = shared_file(book) {
-            judged(&std::fs::read(path).unwrap()).unwrap_or_else(|e| panic!("{book}: {e}"));
-        }
+        let path = data_file(book);
+        judged(&std::fs::read(path).unwrap()).unwrap_or_else(|e| panic!("{book}: {e}"));
     }
     for seed in 0..20 {
         let text = generated_book(
@@ -193,6 +193,67 @@ fn book_input_is_judged_before_it_is_stored() {
         refused.contains("UTF-16 (little-endian)") && refused.contains("iconv"),
         "{refused}"
     );
+}
+
+/// The demo's fallback books, fetched by the script the demo uses, or the
+/// reason they could not be.
+fn debian_fallback_books(dir: &std::path::Path) -> Result<(), String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/fallback-books.sh");
+    let out = std::process::Command::new(script)
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("{script}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "examples/fallback-books.sh: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn real_books_with_art_are_stored_and_binary_is_still_refused() {
+    let g = Grove::new();
+    let books = g.state().join("fallback-books");
+    if let Err(why) = debian_fallback_books(&books) {
+        crate::support::skip(&why);
+        return;
+    }
+    // The Jargon File holds a stretch of ASCII art at 74 % symbols; both
+    // books are stored without --force.
+    for (file, key) in [
+        ("jargon-file.txt", "reference/jargon-file"),
+        ("devils-dictionary.txt", "reference/devils-dictionary"),
+    ] {
+        let path = books.join(file);
+        let added = g.json(&["book", "add", path.to_str().unwrap(), "--key", key]);
+        assert_eq!(added["status"], "added", "{file}: {added}");
+    }
+    let before = g.json(&["book", "list"]);
+    // A text with a binary blob appended, and a PNG: refused, nothing stored.
+    let mut blob = std::fs::read(books.join("devils-dictionary.txt")).unwrap();
+    blob.extend(random_bytes(50_000, 23));
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\x02\0\0\0\x02\0\x08\x06\0\0\0".to_vec();
+    png.extend(random_bytes(80_000, 29));
+    png.extend(b"\0\0\0\0IEND\xaeB`\x82");
+    for (name, bytes, why) in [
+        ("appended.txt", blob, "`control characters` test failed"),
+        ("picture.png", png, "holds NUL bytes"),
+    ] {
+        let file = g.write(name, &bytes);
+        let refused = g.fails(&["book", "add", file.to_str().unwrap(), "--key", "x/bad"]);
+        assert!(refused.contains(why), "{name}: {refused}");
+    }
+    // A dump of symbols with a little prose: the whole text fails.
+    let dump = "+--+ |##| <==> [::] ~~~~ ".repeat(4000) + &"a few words. ".repeat(200);
+    let file = g.write("dump.txt", dump.as_bytes());
+    let refused = g.fails(&["book", "add", file.to_str().unwrap(), "--key", "x/dump"]);
+    assert!(
+        refused.contains("`letters and digits` test failed on the whole text"),
+        "{refused}"
+    );
+    assert_eq!(g.json(&["book", "list"]), before);
 }
 
 #[test]

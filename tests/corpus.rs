@@ -1,7 +1,7 @@
-//! The real Gutenberg books of `../shared/corpus` (skipped when absent):
+//! The real Gutenberg books of `tests/data/corpus`:
 //! metadata, proofs of a sample, `book verify`, and unchanged re-ingest.
 
-use crate::support::{Grove, shared_file, verify_served_proof};
+use crate::support::{Grove, data_file, verify_served_proof};
 
 #[test]
 fn corpus_books_ingest_prove_and_verify() {
@@ -33,9 +33,7 @@ fn corpus_books_ingest_prove_and_verify() {
     ];
     let g = Grove::new();
     for (file, title, author, ebook) in books {
-        let Some(path) = shared_file(file) else {
-            return;
-        };
+        let path = data_file(file);
         let path = path.to_str().unwrap();
         let added = g.json(&["book", "add", path]);
         assert_eq!(added["status"], "added", "{file}");

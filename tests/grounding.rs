@@ -1,43 +1,24 @@
 //! ground-v1 vectors: every check, best span and normalization in
 //! `grounding-vectors.json` reproduced exactly.
 
-use std::path::PathBuf;
-
 use grove::grounding::{CheckInput, Checked, best_span, norm};
 use serde_json::Value;
 
-/// The shared directory: `$GROVE_SHARED_DIR`, else `<repo>/../shared`.
-fn shared_dir() -> PathBuf {
-    match std::env::var_os("GROVE_SHARED_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-    }
-}
-
-fn vectors() -> Option<Value> {
-    let path = shared_dir().join("spec/grounding-vectors.json");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Some(serde_json::from_str(&text).expect("vectors are valid JSON")),
-        Err(_) => {
-            // Shared spec and corpus files are read when present (not strict).
-            eprintln!(
-                "SKIP: {} not present (set GROVE_SHARED_DIR)",
-                path.display()
-            );
-            None
-        }
-    }
+fn vectors() -> Value {
+    let path = crate::support::data_file("spec/grounding-vectors.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_json::from_str(&text).expect("vectors are valid JSON")
 }
 
 #[test]
 fn vectors_are_for_ground_v1() {
-    let Some(v) = vectors() else { return };
+    let v = vectors();
     assert_eq!(v["spec"], grove::grounding::SPEC_VERSION);
 }
 
 #[test]
 fn check_vectors() {
-    let Some(v) = vectors() else { return };
+    let v = vectors();
     let checks = v["checks"].as_array().expect("checks array");
     assert!(!checks.is_empty());
     let mut failures = Vec::new();
@@ -62,7 +43,7 @@ fn check_vectors() {
 
 #[test]
 fn best_span_vectors() {
-    let Some(v) = vectors() else { return };
+    let v = vectors();
     // The best-span vectors search the pool the checks use.
     let pool: Vec<String> = v["checks"]
         .as_array()
@@ -86,7 +67,7 @@ fn best_span_vectors() {
 
 #[test]
 fn norm_vectors() {
-    let Some(v) = vectors() else { return };
+    let v = vectors();
     let cases = v["norm"].as_object().expect("norm map");
     assert!(!cases.is_empty());
     for (input, expected) in cases {
@@ -102,7 +83,7 @@ fn snapped_text_quotes_are_all_found() {
     use grove::grounding::{TurnSources, check, grade};
     use std::collections::BTreeMap;
 
-    let Some(v) = vectors() else { return };
+    let v = vectors();
     let pool: Vec<String> = v["checks"]
         .as_array()
         .expect("checks")

@@ -544,22 +544,11 @@ fn the_host_rechecks_what_a_speaker_claims() {
     );
 }
 
-/// A book read from the shared corpus, packed into ~200-word passages
+/// A book read from the test corpus, packed into ~200-word passages
 /// (a test stand-in for the store's chunker).
-fn corpus_book(key: &str, file: &str) -> Option<FakeBook> {
-    let dir = match std::env::var_os("GROVE_SHARED_DIR") {
-        Some(d) => std::path::PathBuf::from(d),
-        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-    };
-    let path = dir.join("corpus").join(file);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        // Shared spec and corpus files are read when present (not strict).
-        eprintln!(
-            "SKIP: {} not present (set GROVE_SHARED_DIR)",
-            path.display()
-        );
-        return None;
-    };
+fn corpus_book(key: &str, file: &str) -> FakeBook {
+    let path = crate::support::data_file(&format!("corpus/{file}"));
+    let text = std::fs::read_to_string(&path).unwrap();
     let mut chunks = Vec::new();
     let mut current: Vec<String> = Vec::new();
     let mut words = 0;
@@ -580,11 +569,11 @@ fn corpus_book(key: &str, file: &str) -> Option<FakeBook> {
             break;
         }
     }
-    Some(FakeBook {
+    FakeBook {
         key: key.to_string(),
         chunks,
         queries: Vec::new(),
-    })
+    }
 }
 
 /// Quotes runs of words from the passage lines it is shown, sometimes
@@ -659,15 +648,11 @@ impl ChatModel for CopyingModel {
 
 #[test]
 fn a_moot_on_real_books_verifies_from_its_transcript() {
-    let (Some(mut a), Some(mut b)) = (
-        corpus_book(
-            "fiction/pride-and-prejudice",
-            "pride-and-prejudice-1342.txt",
-        ),
-        corpus_book("fiction/moby-dick", "moby-dick-2701.txt"),
-    ) else {
-        return;
-    };
+    let mut a = corpus_book(
+        "fiction/pride-and-prejudice",
+        "pride-and-prejudice-1342.txt",
+    );
+    let mut b = corpus_book("fiction/moby-dick", "moby-dick-2701.txt");
     let trees = [
         Tree::new(
             "fiction/pride-and-prejudice",

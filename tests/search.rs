@@ -2,14 +2,14 @@
 //! several books in two shards of one store) against a reference FTS5 table
 //! the test builds itself over every chunk of the searched books: same top-k
 //! node ids in the same order, scores equal to within 1e-9 relative. Books
-//! the test generates always; the real books of `../shared/corpus` too.
+//! the test generates, and the real books of `tests/data/corpus`.
 
 use std::path::Path;
 
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::support::{Grove, shared_dir};
+use crate::support::{Grove, data_dir};
 
 /// The tokenizer grove's indexes are documented to use (docs/search.md).
 const TOKENIZE: &str = "porter unicode61 remove_diacritics 2";
@@ -382,17 +382,7 @@ fn search_across_books_ranks_like_one_index() {
 
 #[test]
 fn search_across_corpus_books_ranks_like_one_index() {
-    let Some(corpus) = shared_dir()
-        .map(|d| d.join("corpus"))
-        .filter(|d| d.is_dir())
-    else {
-        assert!(
-            std::env::var_os("GROVE_TEST_STRICT").is_none_or(|v| v != "1"),
-            "../shared/corpus is missing and GROVE_TEST_STRICT=1"
-        );
-        eprintln!("SKIP: ../shared/corpus not present (set GROVE_SHARED_DIR)");
-        return;
-    };
+    let corpus = data_dir().join("corpus");
     let g = Grove::new();
     let mut files: Vec<_> = std::fs::read_dir(&corpus)
         .unwrap()

@@ -22,25 +22,24 @@ use std::process::{Command, Output};
 use grove::merkle::{self, Hash, ProofStep};
 use serde_json::Value;
 
-/// `../shared` beside the repository (or `$GROVE_SHARED_DIR`), when present.
-pub fn shared_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("GROVE_SHARED_DIR")
+/// The spec vectors and corpus the tests read: the repository's own copy in
+/// `tests/data` (see its README), or `$GROVE_SHARED_DIR` when set.
+pub fn data_dir() -> PathBuf {
+    std::env::var_os("GROVE_SHARED_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    dir.is_dir().then_some(dir)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data"))
 }
 
-/// A file under the shared directory, or `None` with a printed skip notice.
-pub fn shared_file(rel: &str) -> Option<PathBuf> {
-    match shared_dir().map(|d| d.join(rel)).filter(|p| p.exists()) {
-        Some(p) => Some(p),
-        None => {
-            // The shared spec and corpus are read "when present" (a fresh
-            // clone elsewhere has none): not a strict failure.
-            eprintln!("SKIP: shared file {rel} not present (set GROVE_SHARED_DIR)");
-            None
-        }
-    }
+/// A file under [`data_dir`]; a missing one fails the test (a clone carries
+/// every file the tests read, so nothing passes without its data).
+pub fn data_file(rel: &str) -> PathBuf {
+    let path = data_dir().join(rel);
+    assert!(
+        path.is_file(),
+        "test data {} is missing (tests/data in the repository, or GROVE_SHARED_DIR)",
+        path.display()
+    );
+    path
 }
 
 /// The real binary with none of the test process's GROVE_* variables (the

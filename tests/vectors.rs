@@ -1,5 +1,5 @@
 //! books.md vectors: every chunk, leaf, root, proof, the shard root and the
-//! refused proof, reproduced exactly from `../shared/spec/vectors.json`.
+//! refused proof, reproduced exactly from `spec/vectors.json` (`tests/data`).
 
 use base64::Engine;
 use grove::merkle::{self, Hash, ShardEntry};
@@ -8,14 +8,14 @@ use serde_json::Value;
 
 use crate::support::{hash_hex, proof_steps};
 
-fn vectors() -> Option<Value> {
-    let path = crate::support::shared_file("spec/vectors.json")?;
-    Some(serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+fn vectors() -> Value {
+    let path = crate::support::data_file("spec/vectors.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
 #[test]
 fn book_vectors_reproduce_exactly() {
-    let Some(v) = vectors() else { return };
+    let v = vectors();
     let books = v["books"].as_array().unwrap();
     assert!(books.len() >= 12);
     for b in books {
@@ -80,7 +80,7 @@ fn book_vectors_reproduce_exactly() {
 
 #[test]
 fn shard_vector_reproduces() {
-    let Some(v) = vectors() else { return };
+    let v = vectors();
     let entries: Vec<ShardEntry> = v["shard"]["books"]
         .as_array()
         .unwrap()
@@ -99,7 +99,7 @@ fn shard_vector_reproduces() {
 
 #[test]
 fn refused_proof_is_refused() {
-    let Some(v) = vectors() else { return };
+    let v = vectors();
     let r = &v["refused_proof"];
     let result = merkle::verify(
         &hash_hex(&r["leaf"]),

@@ -37,7 +37,13 @@ impl Show for dto::PeerList {
                 p.peer_id,
                 p.name.as_deref().unwrap_or("-"),
                 if p.member { "member" } else { "not member" },
-                if p.connected { "connected" } else { "offline" },
+                match (p.connected, p.member && !p.admitted) {
+                    // A new member's connection from before its add: the
+                    // members-only protocols wait for its replacement.
+                    (true, true) => "not admitted",
+                    (true, false) => "connected",
+                    (false, _) => "offline",
+                },
                 link,
                 p.addresses.join(" ")
             )?;

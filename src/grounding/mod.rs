@@ -1,5 +1,5 @@
 //! Citation tags, quotes, grading, best span and snapping per `ground-v1`
-//! (`../shared/spec/grounding.md`). Pure: no IO. The verdicts (counts,
+//! (`tests/data/spec/grounding.md`). Pure: no IO. The verdicts (counts,
 //! quote checks, snap records) carry their own JSON shape, so grading, a
 //! recorded turn and the moot stats share one definition of each.
 //!

@@ -139,6 +139,18 @@ impl Admission {
         }
     }
 
+    /// The peers with a live connection the gate admitted when it was
+    /// established: the members-only protocols run on it. A new member's
+    /// connection from before its add is not one of them until it is
+    /// replaced (see [`Admission::roster_changed`]).
+    pub fn admitted_peers(&self) -> std::collections::HashSet<PeerId> {
+        self.established
+            .values()
+            .filter(|(_, admitted)| *admitted)
+            .map(|(peer, _)| *peer)
+            .collect()
+    }
+
     /// The gate's roster changed: connections decided under the old one
     /// whose peer's standing changed are closed (a new member's after a
     /// short grace, so the welcome it is being sent arrives first).

@@ -58,6 +58,9 @@ pub struct LinkReport {
     pub relayed: bool,
     pub address: Multiaddr,
     pub rtt: Option<Duration>,
+    /// Whether a connection to the peer carries the members-only protocols
+    /// (this node's gate admitted it as a member's).
+    pub admitted: bool,
 }
 
 /// What `grove node doctor` shows of the network.
@@ -453,7 +456,9 @@ impl Connectivity {
         })
     }
 
-    pub fn report(&self) -> ConnectivityReport {
+    /// The report, with `admitted` the peers whose connections the gate
+    /// admitted.
+    pub fn report(&self, admitted: &std::collections::HashSet<PeerId>) -> ConnectivityReport {
         let links = self
             .links
             .iter()
@@ -469,6 +474,7 @@ impl Connectivity {
                         relayed: best.relayed,
                         address: best.remote.clone(),
                         rtt: self.rtt.get(peer).copied(),
+                        admitted: admitted.contains(peer),
                     },
                 ))
             })

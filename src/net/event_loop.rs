@@ -198,7 +198,8 @@ impl EventLoop {
                 let _ = reply.send(behaviour.admission.counts);
             }
             Command::Connectivity(reply) => {
-                let _ = reply.send(self.connectivity.report());
+                let admitted = behaviour.admission.admitted_peers();
+                let _ = reply.send(self.connectivity.report(&admitted));
             }
             Command::GrantRelayPass {
                 peer,
@@ -540,7 +541,7 @@ impl EventLoop {
                 if let Some(reply) = self.requests.remove(&(protocol, request_id)) {
                     let _ = reply.send(Err(NetError::Request {
                         peer,
-                        reason: error.to_string(),
+                        reason: no_answer(protocol, &error),
                     }));
                 }
             }
@@ -553,5 +554,32 @@ impl EventLoop {
             }
             request_response::Event::ResponseSent { .. } => {}
         }
+    }
+}
+
+/// Why a request got no answer, in an operator's words (libp2p's say what
+/// failed on the stream, not what it means for a grove node).
+fn no_answer(protocol: Protocol, error: &request_response::OutboundFailure) -> String {
+    use request_response::OutboundFailure as F;
+    match error {
+        F::DialFailure => "it could not be reached (every dial to it failed)".into(),
+        F::Timeout => format!(
+            "it did not answer the {} request in time (net.request_timeout_secs)",
+            protocol.short()
+        ),
+        F::ConnectionClosed => "the connection to it closed before it answered".into(),
+        F::UnsupportedProtocols if protocol.members_only() => format!(
+            "it refused the {} request as one from a non-member: it has not admitted this \
+             node's connection as a member's yet (a new member's first connection is \
+             replaced a few seconds after its add), or it is on another epoch; \
+             try again shortly, and see `grove mesh status` on both nodes",
+            protocol.short()
+        ),
+        F::UnsupportedProtocols => format!(
+            "it does not serve grove's {} protocol ({}): not a grove node, or another version",
+            protocol.short(),
+            protocol.name()
+        ),
+        F::Io(e) => format!("the {} stream to it failed: {e}", protocol.short()),
     }
 }

@@ -39,6 +39,15 @@ impl Protocol {
         Protocol::RelayPass,
     ];
 
+    /// Whether only roster members may open it (the members-only gate of
+    /// [`super::gate`] wraps its behaviour).
+    pub fn members_only(self) -> bool {
+        match self {
+            Protocol::Sync | Protocol::Search | Protocol::Turn => true,
+            Protocol::Join | Protocol::RelayPass => false,
+        }
+    }
+
     /// The protocol id negotiated on the stream.
     pub fn name(self) -> &'static str {
         match self {

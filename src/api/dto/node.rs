@@ -39,6 +39,12 @@ pub struct PeerView {
     /// The latest ping round trip, in milliseconds.
     #[serde(default)]
     pub rtt_ms: Option<u64>,
+    /// Whether a live connection to it carries the members-only protocols
+    /// (gossip, sync, search, turns): this node admitted it as a member's.
+    /// A new member's connection from before its add is not admitted; it is
+    /// replaced a few seconds after the add.
+    #[serde(default)]
+    pub admitted: bool,
 }
 
 /// `peers`.

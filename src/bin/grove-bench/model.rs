@@ -9,7 +9,7 @@
 //! Generation runs greedy with the stop tokens masked, so every run decodes
 //! exactly `--gen` tokens. `--dump-prompt FILE` writes the prompt for
 //! `model_llama_cpp.py`, which times llama.cpp on the same file and tokens. The prompt is a moot-sized chat built from a book
-//! of the shared corpus when present, else from fixed text.
+//! of the test corpus (`tests/data/corpus`), else from fixed text.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -265,12 +265,12 @@ fn guided_overhead(
     Ok(())
 }
 
-/// About `words` words of a real book when the shared corpus is there.
+/// About `words` words of a real book from the test corpus.
 fn prompt_text(words: usize) -> String {
-    let corpus = [
-        "../shared/corpus/moby-dick-2701.txt",
-        "/work/shared/corpus/moby-dick-2701.txt",
-    ];
+    let corpus = [concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/corpus/moby-dick-2701.txt"
+    )];
     let text = corpus
         .iter()
         .find_map(|p| std::fs::read_to_string(p).ok())

@@ -221,6 +221,8 @@ async fn ask_all(
             };
             let answer = match tokio::time::timeout(ROUND_TIMEOUT, asked).await {
                 Err(_) => Err(format!("no answer within {} s", ROUND_TIMEOUT.as_secs())),
+                // The member is named by the caller; the reason alone here.
+                Ok(Err(crate::net::NetError::Request { reason, .. })) => Err(reason),
                 Ok(Err(e)) => Err(e.to_string()),
                 Ok(Ok(bytes)) => node_wire::SearchAnswer::decode(bytes.as_slice())
                     .map_err(|_| "malformed answer".to_string())
@@ -278,7 +280,7 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
     for (peer, answer) in ask_all(rpc, &asked, &call).await {
         match answer {
             Ok(a) => keep_proven(rpc, peer, a.hits, &mut hits, &mut errors),
-            Err(e) => errors.push(format!("{peer}: {e}")),
+            Err(e) => errors.push(format!("{}: {e}", member_label(rpc, peer))),
         }
     }
     hits.sort_by(|a, b| hit_order(&a.0, &b.0));
@@ -293,6 +295,15 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
             .collect(),
         errors,
     })
+}
+
+/// A member as search errors name it: its roster name and peer id.
+fn member_label(rpc: &Rpc, peer: PeerId) -> String {
+    let view = rpc.mesh.view();
+    match view.roster().and_then(|r| r.member(&peer.to_bytes())) {
+        Some(m) => format!("{} ({peer})", m.name),
+        None => peer.to_string(),
+    }
 }
 
 /// Every roster member but this node.
@@ -338,7 +349,10 @@ async fn stats_round(
         });
         match merged {
             Ok(()) => answered.push(peer),
-            Err(e) => errors.push(format!("{peer}: statistics: {e}")),
+            Err(e) => errors.push(format!(
+                "{}: no statistics for the ranking: {e}",
+                member_label(rpc, peer)
+            )),
         }
     }
     call.stats_only = false;
@@ -374,7 +388,8 @@ fn keep_proven(
     }
     for (reason, n, first) in dropped {
         errors.push(format!(
-            "{peer}: {n} hit(s) dropped (first {first}): {reason}"
+            "{}: {n} hit(s) dropped (first {first}): {reason}",
+            member_label(rpc, peer)
         ));
     }
 }
