@@ -484,6 +484,20 @@ fn mesh_search_ranks_like_one_index_and_drops_hits_that_fail_their_proof() {
     let reference = Reference::build_many(&states);
     // A word every themed book holds, so every member has hits.
     let common = queries(&reference, 40, 1, 5).remove(0);
+    // Every member admits every other's connection as a member's (what
+    // deploy/mesh.sh waits for before the demo's search).
+    let ids: Vec<String> = nodes.iter().map(|n| n.peer_id()).collect();
+    crate::cluster::eventually("every member admitted both ways", || {
+        nodes.iter().all(|n| {
+            let peers = n.json(&["peers"]);
+            let me = n.peer_id();
+            ids.iter().filter(|id| **id != me).all(|id| {
+                peers["peers"].as_array().unwrap().iter().any(|p| {
+                    p["peer_id"] == id.as_str() && p["connected"] == true && p["admitted"] == true
+                })
+            })
+        })
+    });
     // Every node searches below: each must have every other's roots.
     for node in &nodes {
         until_every_member_answers(node, &common);

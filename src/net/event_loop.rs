@@ -583,3 +583,20 @@ fn no_answer(protocol: Protocol, error: &request_response::OutboundFailure) -> S
         F::Io(e) => format!("the {} stream to it failed: {e}", protocol.short()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_request_is_explained_in_grove_words() {
+        use request_response::OutboundFailure as F;
+        let refused = no_answer(Protocol::Search, &F::UnsupportedProtocols);
+        assert!(refused.contains("as one from a non-member"), "{refused}");
+        assert!(!refused.contains("supports none"), "{refused}");
+        let foreign = no_answer(Protocol::Join, &F::UnsupportedProtocols);
+        assert!(foreign.contains("/grove/join/1"), "{foreign}");
+        let late = no_answer(Protocol::Turn, &F::Timeout);
+        assert!(late.contains("net.request_timeout_secs"), "{late}");
+    }
+}
