@@ -115,13 +115,21 @@ fn node_notifies_serves_books_and_stops_on_sigterm() {
     assert_eq!(g.json(&["book", "verify", "books/daemon-tale"])["ok"], true);
     let proof = g.json(&["book", "proof", "books/daemon-tale", "1"]);
     assert_eq!(proof["root"], added["root"]);
-    // SIGTERM: STOPPING=1, a clean exit well within 10 s, socket removed.
+    // A founded mesh too: its worker has a database to close.
+    g.ok(&["mesh", "init", "--name", "stopping"]);
+    // SIGTERM: STOPPING=1, a clean exit well within 10 s, socket removed,
+    // and every worker thread ended (queue done, database closed) within
+    // the shutdown budget.
     node.signal(libc::SIGTERM);
     let stopping = node.next_notification();
     assert!(stopping.contains("STOPPING=1"), "{stopping}");
     let (ok, stderr, took) = node.wait(Duration::from_secs(10));
     assert!(ok, "{stderr}");
     assert!(took < Duration::from_secs(10));
+    assert!(
+        !stderr.contains("did not end cleanly"),
+        "a worker outlived the shutdown budget:\n{stderr}"
+    );
     assert!(
         stderr.contains("/v1/books/add"),
         "the add went through the daemon:\n{stderr}"

@@ -158,7 +158,9 @@ pub async fn run(
     tasks.stop(&events).await;
     // In-flight request handlers may still hold worker handles: give them a
     // moment, then the threads finish queued work (each a whole
-    // transaction) and end once the last handle is gone.
+    // transaction) and end once the last handle is gone. The health check
+    // holds handles of every worker too.
+    drop(health);
     drop(store);
     drop(network);
     join_workers(vec![store_thread, mesh_thread]).await;
