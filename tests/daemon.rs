@@ -235,3 +235,35 @@ fn a_second_daemon_on_a_used_port_is_refused() {
     let (ok, stderr, _) = first.wait(Duration::from_secs(10));
     assert!(ok, "{stderr}");
 }
+
+/// `grove backup` backs up the node its commands reach: with the running
+/// daemon found through its socket (as root's commands find the packaged
+/// service's), the daemon's state directory, not the caller's empty one.
+#[test]
+fn backup_takes_the_state_of_the_daemon_it_reaches() {
+    let node = crate::cluster::Daemon::start("backed-up");
+    node.add_book(3);
+    let caller = Grove::new();
+    let socket = node.g.state().join("grove.sock");
+    let dest = caller.dir.path().join("bk");
+    let done = caller.json(&[
+        "--socket",
+        socket.to_str().unwrap(),
+        "backup",
+        dest.to_str().unwrap(),
+    ]);
+    let files: Vec<&str> = done["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        files.iter().any(|f| f.starts_with("shards/"))
+            && files.iter().any(|f| f.starts_with("identity/")),
+        "{done}"
+    );
+    let copied = std::fs::read(dest.join("identity/ed25519.key")).unwrap();
+    let original = std::fs::read(node.g.state().join("identity/ed25519.key")).unwrap();
+    assert_eq!(copied, original, "the daemon's own key");
+}

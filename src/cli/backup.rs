@@ -7,7 +7,18 @@ use super::{Ctx, Show};
 use grove::api::dto;
 
 pub fn backup(ctx: &Ctx, dest: &std::path::Path) -> anyhow::Result<()> {
-    let report = grove::backup::backup(&ctx.state_dir, dest)?;
+    // The node a command reaches is the one to back up: beside the packaged
+    // service, root's commands reach /run/grove/grove.sock while root's own
+    // state directory holds nothing (the control socket's rules choose it,
+    // so an explicit --state never picks another node's).
+    let state_dir = match ctx.daemon_if_running() {
+        Some(client) => {
+            let info: dto::NodeInfo = client.request(hyper::Method::GET, "/v1/node", Vec::new())?;
+            std::path::PathBuf::from(info.state_dir)
+        }
+        None => ctx.state_dir.clone(),
+    };
+    let report = grove::backup::backup(&state_dir, dest)?;
     ctx.show(&dto::BackupDone {
         dest: report.dest.display().to_string(),
         files: report.files,
