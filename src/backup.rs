@@ -1,8 +1,9 @@
 //! `grove backup DEST`: a consistent copy of a node's state. Every SQLite
 //! database (mesh.db, node.db, each shard) is copied with SQLite's online
 //! backup API, so a running daemon keeps working and each copy is one
-//! consistent snapshot; the identity keys are copied with their private
-//! modes. The copy is built beside DEST and renamed into place, so DEST is
+//! consistent snapshot; the identity keys and the hosted moots' files
+//! (each replaced whole by a rename, so each read is one version) are
+//! copied with their private modes. The copy is built beside DEST and renamed into place, so DEST is
 //! either complete or absent. Models are not copied (`grove model install`
 //! recreates them). A node restored from a backup casts no vote until it
 //! has synced with a member (mesh state is loaded as not synced).
@@ -52,7 +53,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
     }
 }
 
-/// The files a backup covers, relative to the state directory.
+/// The files a backup covers, relative to the state directory: those
+/// copied as they are (keys, moot files), and the databases.
 fn sources(state_dir: &Path) -> Result<(Vec<String>, Vec<String>), BackupError> {
     let mut keys = Vec::new();
     for name in [crate::identity::ED25519_FILE, crate::identity::X25519_FILE] {
@@ -61,6 +63,7 @@ fn sources(state_dir: &Path) -> Result<(Vec<String>, Vec<String>), BackupError> 
             keys.push(rel);
         }
     }
+    keys.extend(moot_files(state_dir)?);
     let mut dbs = Vec::new();
     for name in [crate::mesh::store::DB_FILE, crate::daemon::peers::DB_FILE] {
         if state_dir.join(name).is_file() {
@@ -76,6 +79,32 @@ fn sources(state_dir: &Path) -> Result<(Vec<String>, Vec<String>), BackupError> 
         dbs.push(format!("shards/{shard}.db"));
     }
     Ok((keys, dbs))
+}
+
+/// The hosted moots' files, relative to the state directory, in name order.
+fn moot_files(state_dir: &Path) -> Result<Vec<String>, BackupError> {
+    use crate::daemon::moots::book::{MOOTS_DIR, is_moot_file};
+    let dir = state_dir.join(MOOTS_DIR);
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(BackupError::Io {
+                path: dir,
+                source: e,
+            });
+        }
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io(&dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_moot_file(&name) && entry.path().is_file() {
+            files.push(format!("{MOOTS_DIR}/{name}"));
+        }
+    }
+    files.sort();
+    Ok(files)
 }
 
 /// Copies the state under `state_dir` into the new directory `dest`.

@@ -483,6 +483,37 @@ fn a_moot_pauses_when_a_speaker_dies_and_resumes_when_it_or_the_host_comes_back(
     );
 }
 
+/// A host's backup carries its hosted moots: restored in place of its
+/// state, the host resumes the moot it was holding and finishes it.
+#[test]
+fn a_host_restored_from_its_backup_resumes_its_moot() {
+    let (_servers, _a, _b, mut c) = three_nodes_with(slow_quoting_reply, false, [&[], &[], &[]]);
+    let id = start_sea_moot(&c, 4);
+    wait_turns(&c, &id, 1);
+    c.stop();
+    let backup = c.g.dir.path().join("backup");
+    let done = c.json(&["backup", backup.to_str().unwrap()]);
+    let moot_file = format!("moots/{id}.json");
+    assert!(
+        done["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == moot_file.as_str()),
+        "the backup lacks the moot: {done}"
+    );
+    // The state directory is lost; the backup takes its place.
+    let state = c.g.state();
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::rename(&backup, &state).unwrap();
+    c.restart();
+    let finished = wait_state(&c, &id, "finished");
+    assert_whole(&finished, 4);
+    let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
+    let (ok, out) = verify_offline(&export);
+    assert!(ok, "{out}");
+}
+
 #[test]
 fn three_books_on_three_nodes_speak_round_robin_and_verify() {
     // bravo's policy passes unless a passage scores above a bar none can

@@ -236,6 +236,16 @@ impl Moot {
     }
 }
 
+/// The folder of the state directory that holds the hosted moots, one
+/// `<id>.json` each.
+pub const MOOTS_DIR: &str = "moots";
+
+/// Whether `name` is a hosted moot's file (not a `.<id>.json.tmp` left by a
+/// crash mid-write, an older copy of a file that was never replaced).
+pub fn is_moot_file(name: &str) -> bool {
+    !name.starts_with('.') && name.ends_with(".json")
+}
+
 /// The moots this node hosts.
 pub struct MootBook {
     dir: PathBuf,
@@ -251,7 +261,7 @@ impl MootBook {
     /// stopped is shown as paused; an unreadable file is reported, not
     /// loaded.
     pub fn open(state_dir: &Path) -> MootBook {
-        let dir = state_dir.join("moots");
+        let dir = state_dir.join(MOOTS_DIR);
         let mut moots = BTreeMap::new();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries.flatten().collect::<Vec<_>>(),
@@ -263,10 +273,8 @@ impl MootBook {
         };
         for entry in entries {
             let path = entry.path();
-            // Only `<id>.json`: a `.<id>.json.tmp` left by a crash mid-write
-            // is an older copy of a file that was never replaced.
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') || !name.ends_with(".json") {
+            if !is_moot_file(&name) {
                 continue;
             }
             let file = match std::fs::read_to_string(&path)
@@ -300,7 +308,9 @@ impl MootBook {
         self.moots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Writes one moot's file (atomically: a temporary file renamed over).
+    /// Writes one moot's file durably: a temporary file, synced, renamed
+    /// over the previous copy (which stays until the new one is on disk),
+    /// then the folder synced so the rename itself survives a crash.
     fn persist(&self, moot: &Moot) {
         let write = || -> std::io::Result<()> {
             let bytes = serde_json::to_vec_pretty(&moot.saved())?;
@@ -310,8 +320,12 @@ impl MootBook {
             // Private like every file of the state directory.
             let _ = std::fs::remove_file(&tmp);
             crate::store::create_private(&tmp)?;
-            std::fs::write(&tmp, bytes)?;
-            std::fs::rename(&tmp, &path)
+            let mut file = std::fs::OpenOptions::new().write(true).open(&tmp)?;
+            std::io::Write::write_all(&mut file, &bytes)?;
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&self.dir)?.sync_all()
         };
         if let Err(e) = write() {
             tracing::warn!(error = %e, id = %moot.view.id, "moot not saved");
