@@ -219,7 +219,9 @@ fn hostile_values(default: &serde_json::Value) -> Vec<String> {
     let owned = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let mut values = match default {
         J::Bool(_) => owned(&["1", "0", "\"true\"", "nan", "false"]),
-        J::Number(n) if n.is_f64() => owned(&["nan", "inf", "-inf", "1e308", "-1", "\"0.5\"", "2.5"]),
+        J::Number(n) if n.is_f64() => {
+            owned(&["nan", "inf", "-inf", "1e308", "-1", "\"0.5\"", "2.5"])
+        }
         J::Number(_) => owned(&[
             "1e30",
             "inf",
@@ -353,7 +355,11 @@ fn assert_names(err: &str, key: &str) {
         err.contains(&format!("`{key}`")) || err.contains(last),
         "the refusal does not name {key}: {err}"
     );
-    assert!(err.len() < 600, "a long refusal ({} bytes): {err:.600}", err.len());
+    assert!(
+        err.len() < 600,
+        "a long refusal ({} bytes): {err:.600}",
+        err.len()
+    );
 }
 
 mod hostile {
@@ -413,7 +419,9 @@ mod hostile {
             }
         });
         let text = ".{0,120}".prop_map(|s: String| {
-            serde_json::to_string(&s).unwrap().replace('\u{7f}', "\\u007f")
+            serde_json::to_string(&s)
+                .unwrap()
+                .replace('\u{7f}', "\\u007f")
         });
         let fixed = proptest::sample::select(hostile_values(default));
         match default {
@@ -502,7 +510,8 @@ mod hostile {
                 Ok(toml::Value::String(s)) => s,
                 _ => value.clone(),
             };
-            prop_assume!(!text.contains('\0'));
+            // A variable cannot hold a NUL byte.
+            let text = text.replace('\0', "");
             let var = format!("GROVE_{}", key.to_ascii_uppercase().replace('.', "__"));
             let vars = vec![
                 ("GROVE_NET__LISTEN".to_string(), "/ip4/127.0.0.1/tcp/0".to_string()),
@@ -525,10 +534,12 @@ mod hostile {
 /// `config check` and `node run` on `toml` both refuse it, naming `key`.
 fn refused_at_the_door(g: &Grove, toml: &str, key: &str) -> String {
     let file = g.write("door.toml", toml.as_bytes());
-    let checked = check_refusal(g, &file).unwrap_or_else(|| panic!("config check accepted {toml:.200}"));
+    let checked =
+        check_refusal(g, &file).unwrap_or_else(|| panic!("config check accepted {toml:.200}"));
     assert_names(&checked, key);
     assert!(checked.contains(&format!("`{key}`")), "{checked}");
-    let started = start_refusal(g, &file).unwrap_or_else(|| panic!("node run started on {toml:.200}"));
+    let started =
+        start_refusal(g, &file).unwrap_or_else(|| panic!("node run started on {toml:.200}"));
     assert_eq!(error_line(&checked), error_line(&started));
     checked
 }
@@ -575,13 +586,31 @@ fn a_book_limit_is_bounded_and_the_largest_one_works() {
         crate::support::generated_book("Small", "S", 5, 10, 1).as_bytes(),
     );
     let cfg = g.write("b.toml", b"[limits]\nmax_book_bytes = 1e30\n");
-    let err = g.fails(&["--config", cfg.to_str().unwrap(), "book", "add", book.to_str().unwrap()]);
+    let err = g.fails(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "book",
+        "add",
+        book.to_str().unwrap(),
+    ]);
     assert!(err.contains("`limits.max_book_bytes`"), "{err}");
     let cfg = g.write("b2.toml", b"[limits]\nmax_book_bytes = 1073741825\n");
-    let err = g.fails(&["--config", cfg.to_str().unwrap(), "book", "add", book.to_str().unwrap()]);
+    let err = g.fails(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "book",
+        "add",
+        book.to_str().unwrap(),
+    ]);
     assert!(err.contains("between 1 and 1073741824"), "{err}");
     let cfg = g.write("b3.toml", b"[limits]\nmax_book_bytes = 1073741824\n");
-    let added = g.json(&["--config", cfg.to_str().unwrap(), "book", "add", book.to_str().unwrap()]);
+    let added = g.json(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "book",
+        "add",
+        book.to_str().unwrap(),
+    ]);
     assert_eq!(added["status"], "added");
 }
 
@@ -616,15 +645,26 @@ fn no_key_coerces_a_value_of_another_kind() {
     for (var, value, key) in [
         ("GROVE_MODEL__GUIDED", "1", "model.guided"),
         ("GROVE_MOOT__K", "1e30", "moot.k"),
-        ("GROVE_NET__IDLE_TIMEOUT_SECS", "inf", "net.idle_timeout_secs"),
+        (
+            "GROVE_NET__IDLE_TIMEOUT_SECS",
+            "inf",
+            "net.idle_timeout_secs",
+        ),
     ] {
         let out = check(&file, &[(var, value)]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
-        assert!(err.contains(&format!("`{key}`")) && err.contains(var), "{err}");
+        assert!(
+            err.contains(&format!("`{key}`")) && err.contains(var),
+            "{err}"
+        );
     }
     let out = check(&file, &[("GROVE_MODEL__GUIDED", "false")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Row 5: values that passed the check and failed later.
@@ -651,7 +691,10 @@ fn what_fails_later_is_refused_at_the_door() {
     // No execute bit: refused even for root (which needs one bit).
     let err = refused_at_the_door(
         &g,
-        &format!("{listen}[hooks]\nprogram = {:?}\n", script.to_str().unwrap()),
+        &format!(
+            "{listen}[hooks]\nprogram = {:?}\n",
+            script.to_str().unwrap()
+        ),
         "hooks.program",
     );
     assert!(err.contains("not executable"), "{err}");
@@ -663,7 +706,11 @@ fn what_fails_later_is_refused_at_the_door() {
 #[test]
 fn an_error_names_its_own_key_and_shortens_the_value() {
     let g = Grove::new();
-    let err = refused_at_the_door(&g, "[net]\nidle_timeout_secs = 0\n", "net.idle_timeout_secs");
+    let err = refused_at_the_door(
+        &g,
+        "[net]\nidle_timeout_secs = 0\n",
+        "net.idle_timeout_secs",
+    );
     assert!(!err.contains("request_timeout_secs"), "{err}");
     let err = refused_at_the_door(
         &g,
@@ -673,12 +720,18 @@ fn an_error_names_its_own_key_and_shortens_the_value() {
     assert!(!err.contains("`fetch.timeout_secs`"), "{err}");
     let long = "x".repeat(1 << 20);
     for (toml, key) in [
-        (format!("[net]\nreachability = \"{long}\"\n"), "net.reachability"),
+        (
+            format!("[net]\nreachability = \"{long}\"\n"),
+            "net.reachability",
+        ),
         (format!("[model]\nbackend = \"{long}\"\n"), "model.backend"),
         (format!("[net]\nlisten = [\"/{long}\"]\n"), "net.listen"),
         (format!("[log]\nlevel = \"{long}\"\n"), "log.level"),
         (format!("[hooks]\nevents = [\"{long}\"]\n"), "hooks.events"),
-        (format!("[net]\nmax_connections = \"{long}\"\n"), "net.max_connections"),
+        (
+            format!("[net]\nmax_connections = \"{long}\"\n"),
+            "net.max_connections",
+        ),
     ] {
         let file = g.write("long.toml", toml.as_bytes());
         let err = check_refusal(&g, &file).unwrap();
@@ -710,7 +763,11 @@ fn redirects_are_bounded_and_a_loop_ends_at_the_bound() {
     use std::io::{Read, Write};
     let g = Grove::new();
     for value in ["1e30", "21"] {
-        refused_at_the_door(&g, &format!("[fetch]\nmax_redirects = {value}\n"), "fetch.max_redirects");
+        refused_at_the_door(
+            &g,
+            &format!("[fetch]\nmax_redirects = {value}\n"),
+            "fetch.max_redirects",
+        );
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

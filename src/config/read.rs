@@ -383,8 +383,8 @@ mod tests {
                 (_, other) => other.to_string(),
             };
             let var = format!("GROVE_{}", key.to_ascii_uppercase().replace('.', "__"));
-            let read = read(None, vars(&[(&var, &text)]))
-                .unwrap_or_else(|e| panic!("{var}={text}: {e}"));
+            let read =
+                read(None, vars(&[(&var, &text)])).unwrap_or_else(|e| panic!("{var}={text}: {e}"));
             assert_eq!(read, Settings::default(), "{var}={text}");
         }
     }
@@ -392,7 +392,10 @@ mod tests {
     #[test]
     fn no_coercion_between_kinds() {
         for (text, key) in [
-            ("[net]\nrequest_timeout_secs = 1e30\n", "net.request_timeout_secs"),
+            (
+                "[net]\nrequest_timeout_secs = 1e30\n",
+                "net.request_timeout_secs",
+            ),
             ("[net]\nidle_timeout_secs = inf\n", "net.idle_timeout_secs"),
             ("[moot]\nk = nan\n", "moot.k"),
             ("[moot]\ntemperature = nan\n", "moot.temperature"),
@@ -401,10 +404,15 @@ mod tests {
             ("[fetch]\nmax_redirects = 0.5\n", "fetch.max_redirects"),
             ("[fetch]\nmax_redirects = -1\n", "fetch.max_redirects"),
             ("[node]\nname = 1979-05-27\n", "node.name"),
-            ("[net]\nmax_connections = 5000000000\n", "net.max_connections"),
+            (
+                "[net]\nmax_connections = 5000000000\n",
+                "net.max_connections",
+            ),
             ("[net]\nlisten = [1]\n", "net.listen"),
         ] {
-            let err = read(Some((text, "f.toml")), vec![]).unwrap_err().to_string();
+            let err = read(Some((text, "f.toml")), vec![])
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(&format!("`{key}`")), "{text}: {err}");
         }
         let err = read(None, vars(&[("GROVE_MODEL__GUIDED", "1")]))
@@ -422,7 +430,10 @@ mod tests {
         let s = read(
             None,
             vars(&[
-                ("GROVE_NET__LISTEN", "/ip4/127.0.0.1/tcp/1, /ip4/127.0.0.1/tcp/2"),
+                (
+                    "GROVE_NET__LISTEN",
+                    "/ip4/127.0.0.1/tcp/1, /ip4/127.0.0.1/tcp/2",
+                ),
                 ("GROVE_HOOKS__ARGS", r#"["a,b", "c"]"#),
             ]),
         )

@@ -177,7 +177,10 @@ impl ModelSettings {
         ] {
             let min = u64::from(key.ends_with("_secs"));
             if !(min..=max).contains(&value) {
-                return Err((key, format!("must be between {min} and {max} (it is {value})")));
+                return Err((
+                    key,
+                    format!("must be between {min} and {max} (it is {value})"),
+                ));
             }
         }
         if self.backend == Backend::Openai {

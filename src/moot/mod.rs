@@ -302,7 +302,10 @@ impl MootSettings {
             if (min..=max).contains(&value) {
                 Ok(())
             } else {
-                Err((key, format!("must be between {min} and {max} (it is {value})")))
+                Err((
+                    key,
+                    format!("must be between {min} and {max} (it is {value})"),
+                ))
             }
         };
         between("moot.turns", self.turns.into(), 1, MAX_TURNS.into())?;
