@@ -138,11 +138,14 @@ pub(super) fn read(
 /// The file's text as a table; a syntax error gives its line and column.
 fn parse_file(text: &str, origin: &str) -> Result<toml::Table, ConfigError> {
     text.parse::<toml::Table>().map_err(|e| {
-        let at = match e.span() {
-            Some(span) => {
-                let before = &text[..span.start.min(text.len())];
+        // A span off a character boundary (none is expected) gives no position.
+        let at = match e.span().and_then(|span| text.get(..span.start)) {
+            Some(before) => {
                 let line = before.matches('\n').count() + 1;
-                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+                    .chars()
+                    .count()
+                    + 1;
                 format!(" at line {line}, column {column}")
             }
             None => String::new(),
