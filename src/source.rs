@@ -93,7 +93,7 @@ pub fn read_path(path: &Path, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
     })?;
     // The file may grow between stat and read: read at most one byte past the limit.
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max_bytes + 1)
+    file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| SourceError::Io {
             path: path.to_path_buf(),

@@ -1,6 +1,7 @@
 //! `grove config check`: validates the effective configuration (file,
-//! `GROVE_*` environment, defaults) without starting anything, and prints
-//! it; a problem names its file, key or variable.
+//! `GROVE_*` environment, defaults) without starting anything, with the
+//! same check a node's start runs, and prints it; a problem names its file,
+//! key or variable.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -14,8 +15,10 @@ use super::{Show, print_json};
 #[derive(Subcommand)]
 pub enum ConfigCmd {
     /// Validate the effective configuration (--config FILE, GROVE_* variables,
-    /// defaults) and print every key with its value; exits 1 naming the file,
-    /// key or variable of the first problem.
+    /// defaults) with the checks of `grove node run`'s start, and print every
+    /// key with its value; exits 1 naming the file, key or variable of the
+    /// first problem. Run it as the node's user: `hooks.program` must be
+    /// executable by that user.
     Check,
 }
 
@@ -23,6 +26,7 @@ pub fn run(cmd: ConfigCmd, file: Option<&Path>, json: bool) -> anyhow::Result<()
     match cmd {
         ConfigCmd::Check => {
             let settings = Settings::load(file)?;
+            settings.node_config()?;
             let read = match file {
                 Some(f) => Some(f.display().to_string()),
                 None => Path::new(DEFAULT_CONFIG_FILE)

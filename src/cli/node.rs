@@ -54,10 +54,11 @@ fn run_node(ctx: &Ctx, listen: Vec<String>) -> anyhow::Result<()> {
     let mut settings = ctx.settings.clone();
     if !listen.is_empty() {
         settings.net.listen = listen;
-        // Flags are checked like the config they override.
-        settings.net.checked()?;
     }
-    init_logging(&settings.log.level)?;
+    // The check `grove config check` runs; flags are checked like the
+    // config they override.
+    let config = settings.node_config()?;
+    init_logging(&config.log_filter)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -66,7 +67,7 @@ fn run_node(ctx: &Ctx, listen: Vec<String>) -> anyhow::Result<()> {
         // Listen before the node reports ready, so an early SIGTERM is
         // a clean shutdown rather than the default kill.
         let shutdown = shutdown_signal()?;
-        grove::daemon::run(settings, ctx.state_dir.clone(), shutdown).await?;
+        grove::daemon::run(settings, config, ctx.state_dir.clone(), shutdown).await?;
         anyhow::Ok(())
     });
     // A hosted moot may be inside a model call; it is saved after
@@ -121,23 +122,12 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     })
 }
 
-/// Logs to stderr. Under journald (JOURNAL_STREAM set) no timestamps or
-/// colours, since the journal adds its own. `RUST_LOG` overrides `log.level`.
-fn init_logging(level: &str) -> anyhow::Result<()> {
+/// Logs to stderr with `filter` (checked: [`grove::config::LogSettings::filter`]).
+/// Under journald (JOURNAL_STREAM set) no timestamps or colours, since the
+/// journal adds its own.
+fn init_logging(filter: &str) -> anyhow::Result<()> {
     use tracing_subscriber::EnvFilter;
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(v) if !v.is_empty() => EnvFilter::try_new(v)?,
-        _ => {
-            // gossipsub warns about routine events of explicit peering
-            // (ignored GRAFTs); keep its warnings out unless asked for.
-            let directives = if level.contains('=') {
-                level.to_string()
-            } else {
-                format!("{level},libp2p_gossipsub=error")
-            };
-            EnvFilter::try_new(directives).context("config key `log.level`")?
-        }
-    };
+    let filter = EnvFilter::try_new(filter).context("config key `log.level`")?;
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -81,15 +81,17 @@ pub enum DaemonError {
     Unhealthy(&'static str),
 }
 
-/// Runs the node until `shutdown` completes.
+/// Runs the node until `shutdown` completes, on `config`, the checked
+/// form of `settings` ([`Settings::node_config`]).
 pub async fn run(
     settings: Settings,
+    config: crate::config::NodeConfig,
     state_dir: PathBuf,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     // What can be checked is checked before any state exists, so a start
     // that fails on its settings leaves nothing behind.
-    let net_config = checked_network(&settings)?;
+    let net_config = config.net;
     check_listen_addresses(&net_config.listen)?;
     std::fs::create_dir_all(&state_dir).map_err(|e| DaemonError::StateDir {
         path: state_dir.clone(),
@@ -287,19 +289,6 @@ impl Health {
             }
         });
     }
-}
-
-/// The network settings, checked with the mesh's (which the network's
-/// peers depend on) before anything starts.
-fn checked_network(settings: &Settings) -> Result<crate::net::NetConfig, DaemonError> {
-    settings
-        .mesh
-        .validate()
-        .map_err(|(key, reason)| crate::config::ConfigError::Invalid {
-            key: format!("mesh.{key}"),
-            reason,
-        })?;
-    Ok(settings.net.checked()?)
 }
 
 /// Binds each `/ip4|ip6/ADDR/tcp/…` listen address's IP on a free port for

@@ -162,23 +162,51 @@ impl Default for ModelSettings {
 impl ModelSettings {
     /// Checks values that deserialization cannot; the error names the key.
     pub fn validate(&self) -> Result<(), ModelError> {
-        if self.connect_timeout_secs == 0 || self.timeout_secs == 0 {
-            return Err(ModelError::Config(
-                "model.connect_timeout_secs and model.timeout_secs must be greater than 0".into(),
-            ));
+        self.check()
+            .map_err(|(key, reason)| ModelError::Config(format!("{key} {reason}")))
+    }
+
+    /// The same check, as the key and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        // The two timeouts are added to each other and to an Instant.
+        for (key, value, max) in [
+            ("model.connect_timeout_secs", self.connect_timeout_secs, 600),
+            ("model.timeout_secs", self.timeout_secs, 86_400),
+            ("model.max_retries", self.max_retries.into(), 10),
+            ("model.threads", self.threads as u64, MAX_THREADS as u64),
+        ] {
+            let min = u64::from(key.ends_with("_secs"));
+            if !(min..=max).contains(&value) {
+                return Err((
+                    key,
+                    format!("must be between {min} and {max} (it is {value})"),
+                ));
+            }
         }
-        if self.backend == Backend::Openai && self.url.trim().is_empty() {
-            return Err(ModelError::Config(
-                "model.url must be set for the openai backend".into(),
-            ));
+        if self.backend == Backend::Openai {
+            if self.url.trim().is_empty() {
+                return Err(("model.url", "must be set for the openai backend".into()));
+            }
+            openai::chat_endpoint(&self.url).map_err(|_| {
+                (
+                    "model.url",
+                    format!(
+                        "`{}` must start with http:// or https://",
+                        crate::config::shown(&self.url)
+                    ),
+                )
+            })?;
         }
         // GROVE_* variables are read as settings, and an unknown key is refused,
         // so a key stored under such a name would break loading the config.
         if self.api_key_env.starts_with("GROVE_") {
-            return Err(ModelError::Config(format!(
-                "model.api_key_env `{}` must not start with GROVE_ (those variables are settings)",
-                self.api_key_env
-            )));
+            return Err((
+                "model.api_key_env",
+                format!(
+                    "`{}` must not start with GROVE_ (those variables are settings)",
+                    crate::config::shown(&self.api_key_env)
+                ),
+            ));
         }
         Ok(())
     }
@@ -193,6 +221,9 @@ impl ModelSettings {
         }
     }
 }
+
+/// Most threads `model.threads` asks for (candle starts each at once).
+pub const MAX_THREADS: usize = 256;
 
 /// Applies `model.threads` to candle's thread pool by setting
 /// `CANDLE_NUM_THREADS`, unless the operator already set it (or

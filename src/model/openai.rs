@@ -93,7 +93,8 @@ pub fn chat_endpoint(url: &str) -> Result<String, ModelError> {
     let url = url.trim().trim_end_matches('/');
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(ModelError::Config(format!(
-            "model.url `{url}` must start with http:// or https://"
+            "model.url `{}` must start with http:// or https://",
+            crate::config::shown(url)
         )));
     }
     Ok(if url.ends_with("/chat/completions") {

@@ -282,25 +282,49 @@ impl Default for MootSettings {
     }
 }
 
+/// Most turns one moot runs.
+pub const MAX_TURNS: u32 = 1000;
+/// Most passages retrieved per turn (a speaker's node answers no more).
+pub const MAX_PASSAGES: usize = 20;
+/// Largest token budget of one reply (a speaker's node grants no more).
+pub const MAX_REPLY_TOKENS: u32 = 2048;
+
 impl MootSettings {
     /// Refuses settings no moot can run with (config time and run time).
     pub fn validate(&self) -> Result<(), MootError> {
-        if self.turns == 0 {
-            return Err(MootError::Settings("moot.turns must be at least 1".into()));
-        }
-        if self.k == 0 {
-            return Err(MootError::Settings("moot.k must be at least 1".into()));
-        }
+        self.check()
+            .map_err(|(key, reason)| MootError::Settings(format!("{key} {reason}")))
+    }
+
+    /// The same check, as the key and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let between = |key, value: u64, min: u64, max: u64| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err((
+                    key,
+                    format!("must be between {min} and {max} (it is {value})"),
+                ))
+            }
+        };
+        between("moot.turns", self.turns.into(), 1, MAX_TURNS.into())?;
+        between("moot.k", self.k as u64, 1, MAX_PASSAGES as u64)?;
+        between(
+            "moot.max_tokens",
+            self.max_tokens.into(),
+            1,
+            MAX_REPLY_TOKENS.into(),
+        )?;
+        between(
+            "moot.summary_every",
+            self.summary_every.into(),
+            0,
+            MAX_TURNS.into(),
+        )?;
         // Also refuses NaN.
         if !(0.0..=2.0).contains(&self.temperature) {
-            return Err(MootError::Settings(
-                "moot.temperature must be between 0 and 2".into(),
-            ));
-        }
-        if self.max_tokens == 0 {
-            return Err(MootError::Settings(
-                "moot.max_tokens must be at least 1".into(),
-            ));
+            return Err(("moot.temperature", "must be between 0 and 2".into()));
         }
         Ok(())
     }

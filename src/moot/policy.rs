@@ -54,8 +54,14 @@ impl PolicySettings {
         if !self.min_score.is_finite() {
             return Err(("speaker.min_score", "must be a finite number".into()));
         }
-        if self.decide_timeout_ms == 0 {
-            return Err(("speaker.decide_timeout_ms", "must be at least 1".into()));
+        if !(1..=60_000).contains(&self.decide_timeout_ms) {
+            return Err((
+                "speaker.decide_timeout_ms",
+                format!(
+                    "must be between 1 and 60000 (it is {})",
+                    self.decide_timeout_ms
+                ),
+            ));
         }
         Ok(())
     }

@@ -63,9 +63,6 @@ pub struct Speaking {
     pub policy: PolicySettings,
 }
 
-/// Most tokens a turn request may ask this node's model for.
-const MAX_TURN_TOKENS: u32 = 2048;
-
 pub(super) fn refused(reason: impl Into<String>) -> wire::TurnAnswer {
     wire::TurnAnswer {
         kind: Some(wire::turn_answer::Kind::Refused(reason.into())),
@@ -158,7 +155,7 @@ pub fn turn_request(
         } else {
             0.0
         },
-        max_tokens: call.max_tokens.clamp(1, MAX_TURN_TOKENS),
+        max_tokens: call.max_tokens.clamp(1, crate::moot::MAX_REPLY_TOKENS),
         seed: call.seed,
     })
 }
@@ -245,7 +242,7 @@ async fn speak(speaking: &Speaking, call: wire::TurnCall) -> Result<wire::TurnAn
         .as_ref()
         .map(|t| t.key.clone())
         .unwrap_or_default();
-    let k = (call.k as usize).clamp(1, 20);
+    let k = (call.k as usize).clamp(1, crate::moot::MAX_PASSAGES);
     let opening = call.opening;
     let (key, for_store) = (book.clone(), call.clone());
     let prepared = speaking
