@@ -606,12 +606,9 @@ impl Settings {
             return Err(invalid("log.level", "must not be empty (e.g. info)"));
         }
         if let Some(name) = &self.node.name
-            && (name.trim().is_empty() || name.len() > 64 || name.chars().any(char::is_control))
+            && let Err(e) = crate::mesh::names::check(crate::mesh::names::Field::DisplayName, name)
         {
-            return Err(invalid(
-                "node.name",
-                "1 to 64 characters, no control characters",
-            ));
+            return Err(invalid("node.name", &e.to_string()));
         }
         self.net.checked()?;
         if let Err((key, reason)) = self.mesh.validate() {
