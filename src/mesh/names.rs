@@ -6,7 +6,8 @@
 //! spaces (`[\p{L}\p{M}\p{N}\p{P}\p{S}\p{Zs}]`); so no control or format
 //! characters (line breaks, tabs, ANSI escapes, bidi overrides, zero-width
 //! characters), no line or paragraph separators, nothing private-use or
-//! unassigned. No blank at either end; a name is never empty; lengths are
+//! unassigned, no U+FFFD (what bytes that were not UTF-8 decode to). No
+//! blank at either end; a name is never empty; lengths are
 //! counted in characters. Symbols are allowed (`C++`, `$`, emoji): they
 //! print as themselves and cannot forge a line. The mesh state machine
 //! applies the rule to every add and approval, so every member decides the
@@ -86,8 +87,10 @@ fn allowed() -> &'static CharClass {
 }
 
 fn is_allowed(c: char) -> bool {
-    // Printable ASCII (space to tilde) is the common case.
-    matches!(c, ' '..='~') || (!c.is_ascii() && allowed().contains(c))
+    // Printable ASCII (space to tilde) is the common case. U+FFFD is a
+    // symbol, but in a name it stands for bytes that were not UTF-8 (a
+    // lossy decoding, e.g. of `%FF` in a query), so it is refused too.
+    matches!(c, ' '..='~') || (!c.is_ascii() && c != '\u{fffd}' && allowed().contains(c))
 }
 
 /// What kind of character a refused one is, for the error.
@@ -97,6 +100,8 @@ fn kind_of(c: char) -> &'static str {
         "line break"
     } else if c == '\t' {
         "tab"
+    } else if c == '\u{fffd}' {
+        "replacement character (the text was not valid UTF-8)"
     } else if c == '\u{1b}' {
         "terminal escape"
     } else if c.is_control() {
@@ -210,6 +215,7 @@ mod tests {
             ("zero\u{200b}width", "format character"),
             ("line\u{2028}sep", "line break"),
             ("private\u{e000}", "unassigned"),
+            ("lossy\u{fffd}\u{fffd}", "not valid UTF-8"),
         ] {
             match check(Field::DisplayName, name) {
                 Err(NameError::Forbidden { kind: k, .. }) => {
