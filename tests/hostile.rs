@@ -1,13 +1,18 @@
 //! Hostile and careless input to the mesh commands, through the real binary
 //! (issue 27): names and notes that would forge output are refused where
 //! they enter (CLI, control socket, `node.name`) and leave nothing behind; a
-//! cut or huge invite says what it is; a watch says the daemon stopped.
+//! cut or huge invite says what it is; `mesh watch` and `moot watch` say
+//! the daemon stopped.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cluster::{Daemon, eventually, invite};
+use crate::moot_net::{quoting_reply, start_sea_moot, three_nodes};
+use crate::scripted_openai::{RecordedRequest, Reply};
 use crate::support::Grove;
 
 const FORGED: &str = "evil\nFAKE LOG LINE joined at epoch 99";
@@ -138,27 +143,56 @@ fn names_notes_and_invites_that_would_forge_output_are_refused_and_leave_nothing
     );
 }
 
-#[test]
-fn a_watch_says_the_daemon_stopped() {
-    let mut a = Daemon::start("alpha");
-    a.ok(&["mesh", "init", "--name", "watched"]);
-    let mut watch =
-        a.g.cmd(&["mesh", "watch"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
+/// `grove ARGS` on `d` with its stdout lines collected as they come.
+fn spawn_lines(d: &Daemon, args: &[&str]) -> (Child, Arc<Mutex<Vec<String>>>) {
+    let mut child =
+        d.g.cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-    // Once a rotate (committed at once by the only member) shows, the watch
-    // is connected.
-    let stdout = watch.stdout.take().unwrap();
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let stdout = child.stdout.take().unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let sink = lines.clone();
     std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+        for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             sink.lock().unwrap().push(line);
         }
     });
+    (child, lines)
+}
+
+/// Stops `d` and requires `watch` to exit non-zero within 30 s, saying
+/// that the daemon stopped.
+fn stops_with_its_daemon(d: &mut Daemon, mut watch: Child) {
+    d.stop();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = watch.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the watch outlived its daemon");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    watch
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "the watch exited 0: {err}");
+    assert!(err.contains("the daemon stopped"), "{err}");
+}
+
+#[test]
+fn a_watch_says_the_daemon_stopped() {
+    let mut a = Daemon::start("alpha");
+    a.ok(&["mesh", "init", "--name", "watched"]);
+    let (watch, lines) = spawn_lines(&a, &["mesh", "watch"]);
+    // Once a rotate (committed at once by the only member) shows, the watch
+    // is connected.
     let seen = || {
         lines
             .lock()
@@ -178,22 +212,21 @@ fn a_watch_says_the_daemon_stopped() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    a.stop();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = watch.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the watch outlived its daemon");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    watch
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(!status.success(), "the watch exited 0: {err}");
-    assert!(err.contains("the daemon stopped"), "{err}");
+    stops_with_its_daemon(&mut a, watch);
+}
+
+/// A model that takes its time, so a moot is still running when its host stops.
+fn slow_quoting_reply(req: &RecordedRequest) -> Reply {
+    Reply::Delay(Duration::from_millis(400), Box::new(quoting_reply(req)))
+}
+
+#[test]
+fn a_moot_watch_says_the_daemon_stopped() {
+    let (_servers, _a, _b, mut c) = three_nodes(slow_quoting_reply, false);
+    let id = start_sea_moot(&c, 40);
+    let (watch, lines) = spawn_lines(&c, &["moot", "watch", &id]);
+    eventually("the watch to print a turn", || {
+        lines.lock().unwrap().iter().any(|l| l.contains("── turn"))
+    });
+    stops_with_its_daemon(&mut c, watch);
 }
