@@ -82,7 +82,7 @@ pub fn check_size(signed: &wire::Signed) -> Result<(), MeshError> {
     let len = signed.encoded_len();
     if len > MAX_INVITE_BYTES {
         return Err(MeshError::InviteText(format!(
-            "the invite would be {len} bytes, over the {MAX_INVITE_BYTES} an invite may hold \
+            "the invite is {len} bytes, over the {MAX_INVITE_BYTES} an invite may hold \
              (its addresses and note)"
         )));
     }

@@ -610,3 +610,26 @@ fn a_name_that_breaks_the_rule_is_refused_from_a_peer() {
     net.deliver(a, &message).expect("add proposed");
     assert_eq!(net.nodes[a].state.proposals.len(), 1);
 }
+
+/// An invite too large to read back (many addresses) is refused when made,
+/// and nothing is kept; so is one with a note over the name rule's limit.
+#[test]
+fn an_invite_that_cannot_be_read_back_is_not_made() {
+    let net = Net::mesh(1, 2711);
+    let node = &net.nodes[0];
+    let many: Vec<String> = (0..200)
+        .map(|i| format!("/ip4/127.0.0.1/tcp/{}", 1000 + i))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(1);
+    let err = node
+        .state
+        .create_invite(&node.id, many, String::new(), None, net.now, &mut rng)
+        .unwrap_err();
+    assert!(err.to_string().contains("over the 4096"), "{err}");
+    let err = node
+        .state
+        .create_invite(&node.id, vec![], "n".repeat(201), None, net.now, &mut rng)
+        .unwrap_err();
+    assert!(matches!(err, MeshError::Name(_)), "{err}");
+    assert!(node.state.invites.is_empty());
+}
