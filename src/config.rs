@@ -920,12 +920,9 @@ impl Settings {
         within("fetch.max_redirects", self.fetch.max_redirects, 0, 20)?;
         self.log.check()?;
         if let Some(name) = &self.node.name
-            && (name.trim().is_empty() || name.len() > 64 || name.chars().any(char::is_control))
+            && let Err(e) = crate::mesh::names::check(crate::mesh::names::Field::DisplayName, name)
         {
-            return Err(ConfigError::invalid(
-                "node.name",
-                "1 to 64 characters, no control characters",
-            ));
+            return Err(ConfigError::invalid("node.name", e.to_string()));
         }
         for (key, path) in [
             ("state_dir", &self.state_dir),

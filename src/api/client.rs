@@ -13,6 +13,15 @@ use serde::de::DeserializeOwned;
 use super::books::{AddRequest, ApiError, BookApi, ErrorKind, SearchRequest};
 use super::dto;
 
+/// Who ended a stream of lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The daemon ended it (it stopped, or dropped this reader).
+    Daemon,
+    /// The line callback asked to stop (e.g. stdout closed).
+    Caller,
+}
+
 /// A connection target: the daemon's control socket.
 pub struct Client {
     socket: PathBuf,
@@ -60,12 +69,12 @@ impl Client {
 
     /// A streaming request (`mesh watch`): calls `line` with each line of
     /// the answer as it arrives, until the daemon ends it or `line` returns
-    /// false.
+    /// false; says which.
     pub fn stream_lines(
         &self,
         path: &str,
         mut line: impl FnMut(&[u8]) -> bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<StreamEnd, ApiError> {
         self.runtime.block_on(async {
             let resp = self.open(Method::GET, path, Vec::new()).await?;
             let status = resp.status();
@@ -88,13 +97,34 @@ impl Client {
                 while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                     let rest = pending.split_off(end + 1);
                     if !line(&pending[..end]) {
-                        return Ok(());
+                        return Ok(StreamEnd::Caller);
                     }
                     pending = rest;
                 }
             }
-            Ok(())
+            Ok(StreamEnd::Daemon)
         })
+    }
+
+    /// Why a stream the daemon ended (`cut`: with an error) ended: "the
+    /// daemon stopped" when it no longer answers a request (a stopping
+    /// daemon may still accept a connection and never serve it, hence the
+    /// bound), else the error it was cut off with.
+    pub fn stream_ended(&self, cut: Option<ApiError>) -> ApiError {
+        let probe = self.runtime.block_on(async {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(3),
+                self.send::<serde_json::Value>(Method::GET, "/v1/node", Vec::new()),
+            )
+            .await
+        });
+        if !matches!(probe, Ok(Ok(_))) {
+            return ApiError::unavailable(format!(
+                "the daemon stopped (nothing answers on {} any more)",
+                self.socket.display()
+            ));
+        }
+        cut.unwrap_or_else(|| ApiError::unavailable("the daemon ended the stream"))
     }
 
     fn unavailable(&self, what: &str, e: &dyn std::fmt::Display) -> ApiError {

@@ -8,8 +8,10 @@ use anyhow::Context;
 use hyper::Method;
 
 use super::{Ctx, Show};
-use grove::api::client::Client;
+use grove::api::ErrorKind;
+use grove::api::client::{Client, StreamEnd};
 use grove::api::dto;
+use grove::mesh::names::{Escaped, escaped};
 use grove::mesh::roster::QuorumRule;
 use grove::mesh::state::MeshState;
 use grove::mesh::store::{MeshStore, StateLock};
@@ -36,7 +38,7 @@ pub enum MeshCmd {
         /// Lifetime, e.g. 30m, 24h, 7d (default: mesh.invite_ttl_secs).
         #[arg(long)]
         ttl: Option<String>,
-        /// A note kept with the invite (who it is for).
+        /// A note kept with the invite (who it is for; at most 200 characters).
         #[arg(long, default_value = "")]
         note: String,
         /// Ask the members to approve the invite in advance: once that
@@ -220,11 +222,13 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                     "`mesh join --name {name}`: the display name is now given with `--as {name}` (`--name` names the mesh, on `mesh init`)"
                 );
             }
-            ctx.show(&post::<dto::JoinResult>(
-                &client,
-                "/v1/mesh/join",
-                &[("invite", Some(invite)), ("name", member_name)],
-            )?)
+            // In the body: an invite (or a wrong paste) can be long.
+            let call = dto::JoinCall {
+                invite,
+                name: member_name,
+            };
+            let body = serde_json::to_vec(&call)?;
+            ctx.show(&client.request::<dto::JoinResult>(Method::POST, "/v1/mesh/join", body)?)
         }
         MeshCmd::Status => {
             let status = get::<dto::MeshStatus>(&client, "/v1/mesh/status")?;
@@ -263,11 +267,12 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
 }
 
 /// `grove mesh watch`: each event as a line as it comes (stdout is line
-/// buffered, so a pipe sees it at once); ends when stdout closes or the
-/// node stops, and fails when the daemon dropped this watcher.
+/// buffered, so a pipe sees it at once); ends when stdout closes (exit 0),
+/// and fails saying why when the daemon ended it: it dropped this watcher,
+/// or "the daemon stopped", so a `watch | handler` pipeline can tell.
 fn watch(ctx: &Ctx, client: &Client) -> anyhow::Result<()> {
     let mut dropped = None;
-    client.stream_lines("/v1/mesh/watch", |line| {
+    let ended = client.stream_lines("/v1/mesh/watch", |line| {
         let Ok(e) = serde_json::from_slice::<dto::MeshEvent>(line) else {
             return true;
         };
@@ -275,16 +280,29 @@ fn watch(ctx: &Ctx, client: &Client) -> anyhow::Result<()> {
             dropped = Some(e.detail.clone());
         }
         ctx.show_line(&e).is_ok()
-    })?;
+    });
     if let Some(why) = dropped {
-        anyhow::bail!("{why}");
+        anyhow::bail!("{}", Escaped(&why));
     }
-    Ok(())
+    match ended {
+        Ok(StreamEnd::Caller) => Ok(()),
+        Ok(StreamEnd::Daemon) => Err(client.stream_ended(None).into()),
+        Err(e) if e.kind == ErrorKind::Unavailable => Err(client.stream_ended(Some(e)).into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 impl Show for dto::MeshEvent {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "{}  {:15} {}", self.at, self.event, self.detail)
+        // The daemon escapes the names in a detail; a detail from a daemon
+        // before that is escaped here (escaping twice changes nothing).
+        writeln!(
+            out,
+            "{}  {:15} {}",
+            self.at,
+            Escaped(&self.event),
+            Escaped(&self.detail)
+        )
     }
 }
 
@@ -376,7 +394,7 @@ impl Show for dto::InviteList {
                 i.status,
                 i.approval.as_deref().unwrap_or("-"),
                 super::when(i.expires, now),
-                i.note
+                Escaped(&i.note)
             )?;
         }
         Ok(())
@@ -474,7 +492,7 @@ fn member_label(peer_id: &str, name: Option<&str>) -> String {
         short
     };
     match name.filter(|n| !n.is_empty()) {
-        Some(name) => format!("{name} ({short})"),
+        Some(name) => format!("{} ({short})", Escaped(name)),
         None => short,
     }
 }
@@ -482,7 +500,7 @@ fn member_label(peer_id: &str, name: Option<&str>) -> String {
 fn write_proposal(out: &mut dyn Write, p: &dto::ProposalView) -> io::Result<()> {
     let target = match (p.kind.as_str(), &p.target) {
         ("add" | "kick", Some(peer)) => member_label(peer, p.target_name.as_deref()),
-        (_, Some(other)) => other.clone(),
+        (_, Some(other)) => escaped(other),
         (_, None) => String::new(),
     };
     let yes_by: Vec<String> = p
@@ -543,16 +561,19 @@ impl WriteStatus for dto::MeshStatus {
             writeln!(
                 out,
                 "asked to join mesh {} as {} with invite {} (inviter {})",
-                self.mesh_id, j.name, j.invite_id, j.inviter
+                self.mesh_id,
+                Escaped(&j.name),
+                j.invite_id,
+                j.inviter
             )?;
-            return writeln!(out, "waiting for {}", j.waiting_for);
+            return writeln!(out, "waiting for {}", Escaped(&j.waiting_for));
         }
-        writeln!(out, "mesh {} ({})", self.name, self.mesh_id)?;
+        writeln!(out, "mesh {} ({})", Escaped(&self.name), self.mesh_id)?;
         if let Some(r) = &self.removed {
             writeln!(
                 out,
                 "state: removed: this node is no longer a member of mesh {} (removed at epoch {} by proposal {}, commit {}{})",
-                self.name,
+                Escaped(&self.name),
                 r.epoch,
                 r.proposal.as_deref().unwrap_or("unknown"),
                 r.commit,
@@ -592,7 +613,8 @@ impl WriteStatus for dto::MeshStatus {
                     _ => "connecting".to_string(),
                 },
             };
-            writeln!(out, "  {:16} {}  {}", m.name, m.peer_id, seen)?;
+            // Padding counts the escaped text, as it is printed.
+            writeln!(out, "  {:16} {}  {}", escaped(&m.name), m.peer_id, seen)?;
         }
         if !self.proposals.is_empty() {
             writeln!(out, "open proposals:")?;

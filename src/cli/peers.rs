@@ -7,6 +7,7 @@ use hyper::Method;
 
 use super::{Ctx, Show};
 use grove::api::dto;
+use grove::mesh::names::{Escaped, escaped};
 
 pub fn peers(ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
@@ -35,7 +36,7 @@ impl Show for dto::PeerList {
                 out,
                 "{}  {:16} {:10} {:12} {:16} {}",
                 p.peer_id,
-                p.name.as_deref().unwrap_or("-"),
+                escaped(p.name.as_deref().unwrap_or("-")),
                 if p.member { "member" } else { "not member" },
                 match (p.connected, p.member && !p.admitted) {
                     // A new member's connection from before its add: the
@@ -58,23 +59,24 @@ impl Show for dto::RootsView {
             writeln!(out, "no announcements yet")?;
         }
         for m in &self.roots {
-            writeln!(out, "{} ({})  seq {}", m.name, m.peer_id, m.seq)?;
+            // Names, shard names, keys and titles are what members announced.
+            writeln!(out, "{} ({})  seq {}", Escaped(&m.name), m.peer_id, m.seq)?;
             for s in &m.shards {
                 writeln!(
                     out,
                     "  shard {}  root {}",
-                    s.name,
+                    Escaped(&s.name),
                     s.root.as_deref().unwrap_or("-")
                 )?;
                 for b in &s.books {
                     writeln!(
                         out,
                         "    {}  v{}  {} chunks  {}  {}",
-                        b.key,
+                        Escaped(&b.key),
                         b.version,
                         b.count,
                         b.root,
-                        b.title.as_deref().unwrap_or("-")
+                        Escaped(b.title.as_deref().unwrap_or("-"))
                     )?;
                 }
             }

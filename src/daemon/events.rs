@@ -4,7 +4,8 @@
 //! after), and the node loop adds members going online and offline. They go
 //! out on one bounded broadcast channel: publishing never waits, and a
 //! watcher that falls more than [`BUFFER`] events behind is dropped with a
-//! last line that says so.
+//! last line that says so. A `detail` is one printable line: the names in
+//! it are escaped (`name` carries them as they are).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::api::dto::MeshEvent;
 use crate::identity::peer_id_text;
+use crate::mesh::names::Escaped;
 use crate::mesh::roster::{Change, Roster};
 use crate::mesh::state::{AuditEvent, MeshState, ProposalRec, RosterNode, Transition};
 
@@ -92,7 +94,7 @@ impl Events {
             name: Some(m.name.clone()),
             detail: format!(
                 "member {} ({peer}) is {}",
-                m.name,
+                Escaped(&m.name),
                 if online { "online" } else { "offline" }
             ),
             ..event_at(event, now_ms, roster.epoch)
@@ -348,7 +350,11 @@ fn member_changes(
             let peer = peer_id_text(&m.peer_id);
             out.push(MeshEvent {
                 proposal: proposal.clone(),
-                detail: format!("{} ({peer}) joined at epoch {}", m.name, after.epoch),
+                detail: format!(
+                    "{} ({peer}) joined at epoch {}",
+                    Escaped(&m.name),
+                    after.epoch
+                ),
                 peer: Some(peer),
                 name: Some(m.name.clone()),
                 ..event_at("joined", now_ms, after.epoch)
@@ -360,7 +366,11 @@ fn member_changes(
             let peer = peer_id_text(&m.peer_id);
             out.push(MeshEvent {
                 proposal: proposal.clone(),
-                detail: format!("{} ({peer}) removed at epoch {}", m.name, after.epoch),
+                detail: format!(
+                    "{} ({peer}) removed at epoch {}",
+                    Escaped(&m.name),
+                    after.epoch
+                ),
                 peer: Some(peer),
                 name: Some(m.name.clone()),
                 ..event_at("removed", now_ms, after.epoch)

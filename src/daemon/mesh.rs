@@ -149,6 +149,9 @@ impl From<ActorError> for crate::api::ApiError {
             ActorError::Refused(MeshError::NoMesh)
             | ActorError::Refused(MeshError::UnknownProposal(_))
             | ActorError::Refused(MeshError::UnknownInvite(_)) => ErrorKind::NotFound,
+            // The operator's own input: a bad name, note or invite text.
+            ActorError::Refused(MeshError::Name(_))
+            | ActorError::Refused(MeshError::InviteText(_)) => ErrorKind::BadRequest,
             ActorError::Refused(_) => ErrorKind::Conflict,
             ActorError::Store(_) => ErrorKind::Internal,
             ActorError::Stopped(_) => ErrorKind::Unavailable,

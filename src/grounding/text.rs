@@ -4,6 +4,8 @@ use std::sync::OnceLock;
 
 use unicode_normalization::UnicodeNormalization;
 
+use crate::text::class::CharClass;
+
 /// Characters that count as a double quote (§1).
 pub const QUOTE_CHARS: [char; 9] = [
     '"', '\u{201C}', '\u{201D}', '\u{201E}', '\u{201F}', '\u{2033}', '\u{301D}', '\u{301E}',
@@ -15,24 +17,10 @@ pub fn is_quote_char(c: char) -> bool {
     QUOTE_CHARS.contains(&c)
 }
 
-/// Sorted, disjoint ranges of `[\p{L}\p{N}]`, taken from regex-syntax's
-/// Unicode tables so the classes follow one Unicode version consistently.
-fn alnum_ranges() -> &'static [(char, char)] {
-    static RANGES: OnceLock<Vec<(char, char)>> = OnceLock::new();
-    RANGES.get_or_init(|| {
-        // The pattern is a constant; regex-syntax built with `unicode-gencat`
-        // always parses it, so failure here is a build misconfiguration.
-        match regex_syntax::parse(r"[\p{L}\p{N}]").map(|hir| hir.into_kind()) {
-            Ok(regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(class))) => {
-                class
-                    .ranges()
-                    .iter()
-                    .map(|r| (r.start(), r.end()))
-                    .collect()
-            }
-            other => panic!("regex-syntax lacks Unicode general categories: {other:?}"),
-        }
-    })
+/// `[\p{L}\p{N}]`, from regex-syntax's Unicode tables.
+fn alnum_class() -> &'static CharClass {
+    static CLASS: OnceLock<CharClass> = OnceLock::new();
+    CLASS.get_or_init(|| CharClass::unicode(r"[\p{L}\p{N}]"))
 }
 
 /// Alphanumeric per ground-v1: `[\p{L}\p{N}]` (Python's `str.isalnum`).
@@ -40,17 +28,7 @@ pub fn is_alnum(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_alphanumeric();
     }
-    alnum_ranges()
-        .binary_search_by(|&(lo, hi)| {
-            if hi < c {
-                std::cmp::Ordering::Less
-            } else if lo > c {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_ok()
+    alnum_class().contains(c)
 }
 
 /// Word character per ground-v1: `[\p{L}\p{N}_]` (Python's `\w`).

@@ -77,11 +77,21 @@ pub fn create<R: CryptoRng + ?Sized>(
     (invite, signed)
 }
 
+/// Refuses a signed invite larger than [`MAX_INVITE_BYTES`].
+pub fn check_size(signed: &wire::Signed) -> Result<(), MeshError> {
+    let len = signed.encoded_len();
+    if len > MAX_INVITE_BYTES {
+        return Err(MeshError::InviteText(format!(
+            "the invite is {len} bytes, over the {MAX_INVITE_BYTES} an invite may hold \
+             (its addresses and note)"
+        )));
+    }
+    Ok(())
+}
+
 /// Verifies an invite's signature and that the inviter's peer id matches its key.
 pub fn verify(signed: &wire::Signed) -> Result<Invite, MeshError> {
-    if signed.encoded_len() > MAX_INVITE_BYTES {
-        return Err(MeshError::InviteText("invite too large".into()));
-    }
+    check_size(signed)?;
     let parsed = codec::parse_signed::<wire::Invite>(signed, tag::INVITE, "invite")?;
     let (body, key) = parsed
         .verify("invite")
@@ -135,17 +145,82 @@ pub fn from_text(text: &str) -> Result<wire::Signed, MeshError> {
     let rest = cleaned
         .strip_prefix(PREFIX)
         .ok_or_else(|| MeshError::InviteText(format!("it must start with `{PREFIX}`")))?;
-    let bytes = base32_decode(rest).ok_or_else(|| {
-        MeshError::InviteText("it contains characters that are not base32 (a-z, 2-7)".into())
-    })?;
-    if bytes.len() < 5 || bytes.len() > MAX_INVITE_BYTES + 4 {
-        return Err(MeshError::InviteText("wrong length".into()));
+    if let Some(bad) = rest
+        .chars()
+        .find(|c| !c.is_ascii() || !ALPHABET.contains(&(*c as u8)))
+    {
+        return Err(MeshError::InviteText(format!(
+            "it contains characters that are not base32 (a-z, 2-7), such as {}",
+            super::names::Escaped(&format!("`{bad}`"))
+        )));
+    }
+    // The longest text an invite has: anything longer was not printed by
+    // `grove mesh invite` (checked before decoding, so a huge paste costs nothing).
+    let max_chars = (MAX_INVITE_BYTES + 4).div_ceil(5) * 8;
+    if rest.len() > max_chars {
+        return Err(MeshError::InviteText(format!(
+            "it is {} characters long, more than an invite can be ({max_chars}); \
+             paste one invite only",
+            rest.len()
+        )));
+    }
+    // Base32 of whole bytes never leaves a partial character: a text that
+    // does was cut.
+    let bytes = base32_decode(rest).ok_or_else(cut_short)?;
+    if bytes.len() < 5 {
+        return Err(cut_short());
     }
     let (body, sum) = bytes.split_at(bytes.len() - 4);
     if checksum(body) != sum {
-        return Err(MeshError::InviteChecksum);
+        // A cut text ends inside its signed data (the checksum then is
+        // part of a field); a text whose data is whole has a bad checksum.
+        return Err(if ends_on_field(body) {
+            MeshError::InviteChecksum
+        } else {
+            cut_short()
+        });
     }
     codec::decode_canonical::<wire::Signed>(body, "invite")
+}
+
+fn cut_short() -> MeshError {
+    MeshError::InviteText(
+        "it is cut short (the text ends in the middle of the invite); copy all of it".into(),
+    )
+}
+
+/// True when `bytes` is a sequence of whole protobuf fields, each ending
+/// inside `bytes` (what a signed invite is, before its checksum).
+fn ends_on_field(mut bytes: &[u8]) -> bool {
+    fn varint(bytes: &mut &[u8]) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&b, rest) = bytes.split_first()?;
+            *bytes = rest;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+    while !bytes.is_empty() {
+        let Some(key) = varint(&mut bytes) else {
+            return false;
+        };
+        let skip = match key & 7 {
+            0 => varint(&mut bytes).map(|_| 0),
+            1 => Some(8),
+            2 => varint(&mut bytes).and_then(|n| usize::try_from(n).ok()),
+            5 => Some(4),
+            _ => None,
+        };
+        match skip {
+            Some(n) if n <= bytes.len() => bytes = &bytes[n..],
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Lowercase RFC 4648 base32 without padding.
@@ -202,5 +277,46 @@ mod tests {
             assert_eq!(base32_decode(&base32_encode(&data)).unwrap(), data);
         }
         assert_eq!(base32_encode(b"foobar"), "mzxw6ytboi");
+    }
+
+    fn sample_text() -> String {
+        let id = Identity::generate(&mut rand::rng());
+        let (_, signed) = create(
+            &id,
+            InviteParams {
+                mesh_id: [7; 16],
+                mesh_name: "m",
+                bootstrap: vec!["/ip4/127.0.0.1/tcp/4001".into()],
+                note: "for carol".into(),
+                now_ms: 0,
+                ttl_ms: 60_000,
+            },
+            &mut rand::rng(),
+        );
+        to_text(&signed)
+    }
+
+    #[test]
+    fn a_cut_invite_is_reported_as_cut_and_a_corrupt_one_as_corrupt() {
+        let text = sample_text();
+        assert!(from_text(&text).is_ok());
+        for cut in 1..=12 {
+            let err = from_text(&text[..text.len() - cut]).unwrap_err();
+            assert!(err.to_string().contains("cut short"), "cut {cut}: {err}");
+        }
+        // One character changed in the middle of the data: a bad checksum.
+        let mut altered: Vec<char> = text.chars().collect();
+        let at = PREFIX.len() + 10;
+        altered[at] = if altered[at] == 'a' { 'b' } else { 'a' };
+        let altered: String = altered.into_iter().collect();
+        assert!(matches!(
+            from_text(&altered),
+            Err(MeshError::InviteChecksum) | Err(MeshError::Malformed { .. })
+        ));
+        let huge = format!("{text}{}", "a".repeat(100_000));
+        let err = from_text(&huge).unwrap_err().to_string();
+        assert!(err.contains("more than an invite can be"), "{err}");
+        let err = from_text(&format!("{text}!")).unwrap_err().to_string();
+        assert!(err.contains("not base32"), "{err}");
     }
 }

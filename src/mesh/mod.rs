@@ -2,8 +2,10 @@
 //!
 //! Pure cores: `codec` (signed canonical bytes and hashes), `roster`
 //! (membership and quorum), `envelope` (per-member secret wraps and epoch
-//! gossip keys), `invite` (signed invites and their text form) and `state`
-//! (the membership state machine: input -> effects + messages to send).
+//! gossip keys), `invite` (signed invites and their text form), `names`
+//! (the rule for display names, mesh names and invite notes, and the
+//! escaping of peer text for printing) and `state` (the membership state
+//! machine: input -> effects + messages to send).
 //! IO at the edge: `store` persists every transition in `<state_dir>/mesh.db`.
 //! `sim` is a seeded simulation of a whole mesh over the real state machine
 //! (safety and liveness checks for tests and `grove-bench`).
@@ -12,6 +14,7 @@
 pub mod codec;
 pub mod envelope;
 pub mod invite;
+pub mod names;
 pub mod roster;
 pub mod sim;
 pub mod state;
@@ -171,6 +174,8 @@ pub enum MeshError {
         denominator: u32,
         reason: &'static str,
     },
+    #[error(transparent)]
+    Name(#[from] names::NameError),
     #[error("{0}")]
     Refused(String),
 }

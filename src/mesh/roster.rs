@@ -5,6 +5,7 @@
 
 use super::MeshError;
 use super::codec::{self, bytes16, bytes32, label};
+use super::names::{self, Field};
 use crate::identity;
 use crate::wire::mesh as wire;
 
@@ -223,8 +224,11 @@ impl Member {
     }
 }
 
-/// Longest display or mesh name accepted.
-pub const MAX_NAME_BYTES: usize = 64;
+/// The name rule as a refused proposal (its error names the rule, never
+/// echoes the text raw).
+fn check_name(field: Field, text: &str) -> Result<(), MeshError> {
+    names::check(field, text).map_err(|e| MeshError::InvalidProposal(e.to_string()))
+}
 
 impl Roster {
     /// Epoch 0 with one founding member.
@@ -356,9 +360,9 @@ impl Roster {
                 if self.member(&m.peer_id).is_some() {
                     return Err(MeshError::InvalidProposal("already a member".into()));
                 }
-                if m.name.len() > MAX_NAME_BYTES {
-                    return Err(MeshError::InvalidProposal("display name too long".into()));
-                }
+                // A joiner's name reaches every member's output: the one
+                // name rule decides it here, for every member alike.
+                check_name(Field::DisplayName, &m.name)?;
             }
             Change::Kick(peer) => {
                 if self.member(peer).is_none() {
@@ -381,8 +385,8 @@ impl Roster {
                 if self.member(&a.inviter).is_none() {
                     return Err(MeshError::InviteVoid);
                 }
-                if a.name.len() > MAX_NAME_BYTES {
-                    return Err(MeshError::InvalidProposal("display name too long".into()));
+                if !a.name.is_empty() {
+                    check_name(Field::DisplayName, &a.name)?;
                 }
             }
             Change::RevokeApproval(id) => {

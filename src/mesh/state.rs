@@ -16,6 +16,7 @@ use super::MeshError;
 use super::codec::{self, SigCheck, bytes16, bytes32, label, tag};
 use super::envelope::{self, ENVELOPE_LEN, EnvelopeContext, EnvelopeSender};
 use super::invite::{self, Invite};
+use super::names::{self, Field};
 use super::roster::{ApprovedInvite, Change, Member, QuorumRule, Roster};
 use crate::identity::{self, Identity, PublicIdentity};
 use crate::wire::mesh as wire;
@@ -652,16 +653,10 @@ impl MeshState {
         now_ms: i64,
         rng: &mut R,
     ) -> Result<(MeshState, Transition), MeshError> {
-        if member_name.is_empty() || member_name.len() > super::roster::MAX_NAME_BYTES {
-            return Err(MeshError::Refused(
-                "display name must be 1 to 64 bytes".into(),
-            ));
-        }
+        names::check(Field::DisplayName, member_name)?;
+        names::check(Field::MeshName, name)?;
         if self.mesh.is_some() || self.pending_join.is_some() {
             return Err(MeshError::MeshExists);
-        }
-        if name.is_empty() || name.len() > super::roster::MAX_NAME_BYTES {
-            return Err(MeshError::Refused("mesh name must be 1 to 64 bytes".into()));
         }
         quorum.validate()?;
         let mut mesh_id = [0u8; 16];
@@ -728,6 +723,7 @@ impl MeshState {
         now_ms: i64,
         rng: &mut R,
     ) -> Result<(MeshState, Transition), MeshError> {
+        names::check(Field::InviteNote, &note)?;
         let roster = self.require_member()?;
         let ttl = ttl_ms.unwrap_or(self.timing.invite_ttl_ms);
         if ttl <= 0 {
@@ -747,6 +743,9 @@ impl MeshState {
             },
             rng,
         );
+        // An invite no joiner could read back is not kept (many addresses
+        // can make one too large even with a short note).
+        invite::check_size(&signed)?;
         let text = invite::to_text(&signed);
         let mut tx = self.tx();
         tx.effect(Effect::PutInvite(InviteRec {
@@ -819,9 +818,7 @@ impl MeshState {
         if self.mesh.is_some() {
             return Err(MeshError::MeshExists);
         }
-        if name.len() > super::roster::MAX_NAME_BYTES {
-            return Err(MeshError::Refused("display name too long".into()));
-        }
+        names::check(Field::DisplayName, name)?;
         let signed_invite = invite::from_text(invite_text)?;
         let inv = invite::verify(&signed_invite)?;
         invite::check_not_expired(&inv, now_ms)?;

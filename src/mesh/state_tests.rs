@@ -538,3 +538,98 @@ fn revoking_an_invite_closes_the_open_proposal_to_approve_it() {
         .unwrap_err();
     assert_eq!(err, MeshError::InviteRevoked);
 }
+
+/// A joiner running another client signs a join request with a name that
+/// would forge output: the inviter refuses it (its invite stays open), and
+/// a member whose own client proposes such an add has it refused by every
+/// other member; a valid name still joins.
+#[test]
+fn a_name_that_breaks_the_rule_is_refused_from_a_peer() {
+    let mut net = Net::mesh(2, 2701);
+    let (a, b) = (0, 1);
+    let text = net.invite(a);
+    let joiner = net.add_node();
+    net.step(1);
+    let signed_invite = invite::from_text(&text).expect("invite text");
+    let jid = net.nodes[joiner].id.clone();
+    let p = jid.public();
+    let mesh_id = net.nodes[a].state.mesh_id().unwrap();
+    let join = |name: &str, now: i64| {
+        codec::sign(
+            &jid,
+            tag::JOIN,
+            &wire::JoinRequest {
+                mesh_id: mesh_id.to_vec(),
+                invite: Some(signed_invite.clone()),
+                ed25519: p.ed25519.to_vec(),
+                x25519: p.x25519.to_vec(),
+                x25519_binding: p.x25519_binding.to_vec(),
+                name: name.to_string(),
+                created_ms: now,
+            },
+        )
+    };
+    let forged = join("evil\nFAKE LOG LINE joined at epoch 99", net.now);
+    let message = wire::MeshMessage {
+        kind: Some(Kind::JoinRequest(forged.clone())),
+    }
+    .encode_to_vec();
+    let err = net.deliver(a, &message).expect_err("refused");
+    assert!(err.to_string().contains("line break"), "{err}");
+    let invite_id = invite::verify(&signed_invite).unwrap().invite_id;
+    assert_eq!(
+        net.nodes[a].state.invites[&invite_id].status,
+        InviteStatus::Open
+    );
+    assert!(net.nodes[a].state.proposals.is_empty());
+
+    // A's own client proposes the add anyway: B refuses the proposal.
+    let body = wire::Proposal {
+        mesh_id: mesh_id.to_vec(),
+        epoch: net.nodes[a].state.epoch(),
+        roster_hash: net.tip(a).to_vec(),
+        proposer: net.peer(a),
+        created_ms: net.now,
+        expires_ms: net.now + 3_600_000,
+        change: Some(wire::proposal::Change::Add(forged)),
+    };
+    let proposal = codec::sign(&net.nodes[a].id, tag::PROPOSAL, &body);
+    let message = wire::MeshMessage {
+        kind: Some(Kind::Proposal(proposal)),
+    }
+    .encode_to_vec();
+    let err = net.deliver(b, &message).expect_err("refused by B");
+    assert!(err.to_string().contains("display name"), "{err}");
+    assert!(net.nodes[b].state.proposals.is_empty());
+
+    // The same joiner with a valid name is proposed.
+    let message = wire::MeshMessage {
+        kind: Some(Kind::JoinRequest(join("Zoë ☕", net.now))),
+    }
+    .encode_to_vec();
+    net.deliver(a, &message).expect("add proposed");
+    assert_eq!(net.nodes[a].state.proposals.len(), 1);
+}
+
+/// An invite too large to read back (many addresses) is refused when made,
+/// and nothing is kept; so is one with a note over the name rule's limit.
+#[test]
+fn an_invite_that_cannot_be_read_back_is_not_made() {
+    let net = Net::mesh(1, 2711);
+    let node = &net.nodes[0];
+    let many: Vec<String> = (0..200)
+        .map(|i| format!("/ip4/127.0.0.1/tcp/{}", 1000 + i))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(1);
+    let err = node
+        .state
+        .create_invite(&node.id, many, String::new(), None, net.now, &mut rng)
+        .unwrap_err();
+    assert!(err.to_string().contains("over the 4096"), "{err}");
+    let err = node
+        .state
+        .create_invite(&node.id, vec![], "n".repeat(201), None, net.now, &mut rng)
+        .unwrap_err();
+    assert!(matches!(err, MeshError::Name(_)), "{err}");
+    assert!(node.state.invites.is_empty());
+}

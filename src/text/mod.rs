@@ -2,10 +2,13 @@
 //!
 //! `gutenberg` turns file bytes into metadata and paragraphs (`gutenberg-v1`);
 //! `chunk` packs paragraphs into chunks (`para-200-v1`); `judge` decides
-//! whether decoded input is text at all, before it is stored. The output bytes are
-//! what every peer hashes, so nothing here may depend on locale or platform.
+//! whether decoded input is text at all, before it is stored; `class` holds
+//! the Unicode character classes of rules that sort characters by category.
+//! The output bytes are what every peer hashes, so nothing here may depend
+//! on locale or platform.
 
 pub mod chunk;
+pub mod class;
 pub mod gutenberg;
 pub mod judge;
 

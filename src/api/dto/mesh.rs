@@ -41,6 +41,17 @@ pub struct InviteList {
     pub invites: Vec<InviteView>,
 }
 
+/// `POST /v1/mesh/join`'s body: an invite can be long, so it travels in
+/// the body, not the URL.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinCall {
+    pub invite: String,
+    /// The display name (`--as`); none: `node.name`, else the host name.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
 /// `mesh join`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JoinResult {

@@ -110,7 +110,15 @@ pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     let mut printed = 0usize;
     loop {
         let v: dto::MootView =
-            client.request(Method::GET, &url("/v1/moot/show", id), Vec::new())?;
+            match client.request(Method::GET, &url("/v1/moot/show", id), Vec::new()) {
+                Ok(v) => v,
+                // Said as such, so a `watch | handler` pipeline can tell
+                // it from the moot's end (the moot resumes with the daemon).
+                Err(e) if e.kind == grove::api::ErrorKind::Unavailable => {
+                    return Err(client.stream_ended(Some(e)).into());
+                }
+                Err(e) => return Err(e.into()),
+            };
         for line in v.lines.iter().skip(printed) {
             ctx.show_line(line)?;
         }

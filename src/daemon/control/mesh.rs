@@ -3,6 +3,7 @@
 //! link, so what it queued goes out) and answers a `dto` type.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::State;
 use libp2p::PeerId;
 use serde::Deserialize;
@@ -16,6 +17,7 @@ use crate::daemon::rpc::join::Joiner;
 use crate::identity::peer_id_text;
 use crate::mesh::MeshError;
 use crate::mesh::invite;
+use crate::mesh::names::{self, Field};
 use crate::mesh::roster::{Change, QuorumRule};
 use crate::mesh::state::{CloseReason, MeshState, ProposalChange, Transition};
 
@@ -32,6 +34,10 @@ pub struct MeshOps {
 
 fn no_mesh() -> ApiError {
     ApiError::from(ActorError::Refused(MeshError::NoMesh))
+}
+
+fn bad_name(e: names::NameError) -> ApiError {
+    ApiError::bad_request(e.to_string())
 }
 
 fn quorum(text: &str) -> Result<QuorumRule, ApiError> {
@@ -287,6 +293,12 @@ pub async fn invite(
     State(ops): State<MeshOps>,
     Query(q): Query<InviteQuery>,
 ) -> Answer<dto::InviteCreated> {
+    // Refused before anything is made: a bad note or approved name leaves
+    // no invite behind.
+    names::check(Field::InviteNote, q.note.as_deref().unwrap_or_default()).map_err(bad_name)?;
+    if let Some(name) = q.approved_name.as_deref().filter(|n| !n.is_empty()) {
+        names::check(Field::DisplayName, name).map_err(bad_name)?;
+    }
     let me = ops.joiner.net.local_peer_id();
     let bootstrap: Vec<String> = ops
         .advertised
@@ -403,16 +415,10 @@ fn host_name() -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-#[derive(Deserialize)]
-pub struct JoinQuery {
-    invite: String,
-    name: Option<String>,
-}
-
-pub async fn join(
-    State(ops): State<MeshOps>,
-    Query(q): Query<JoinQuery>,
-) -> Answer<dto::JoinResult> {
+/// `mesh join`: the invite and name come as a JSON body ([`dto::JoinCall`]).
+pub async fn join(State(ops): State<MeshOps>, body: Bytes) -> Answer<dto::JoinResult> {
+    let q: dto::JoinCall = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("a malformed join: {e}")))?;
     let name = q
         .name
         .or_else(|| ops.node_name.clone())

@@ -14,6 +14,7 @@ use super::book::{NO_ANSWER, PauseCause, SavedLine};
 use crate::daemon::model::WorkerModel;
 use crate::daemon::rpc::turn;
 use crate::merkle::Hash;
+use crate::mesh::names::Escaped;
 use crate::moot::host::{self, Speaker, TurnCall};
 use crate::moot::signed::{self, GENESIS_PREV};
 use crate::moot::transcript::TranscriptRecord;
@@ -264,7 +265,9 @@ impl Speaker for NodeSpeaker {
                         Err(e) => last = Some(e.to_string()),
                     }
                 }
-                Some(wire::turn_answer::Kind::Refused(r)) => last = Some(format!("refused: {r}")),
+                Some(wire::turn_answer::Kind::Refused(r)) => {
+                    last = Some(format!("refused: {}", Escaped(&r)))
+                }
                 _ => last = Some("an unexpected answer to the opening search".into()),
             }
         }
@@ -300,8 +303,9 @@ impl Speaker for NodeSpeaker {
                 }
                 Some(wire::turn_answer::Kind::Refused(reason)) => {
                     last = format!(
-                        "turn {turn} refused by the speaker's node {}: {reason}",
-                        self.who.peer
+                        "turn {turn} refused by the speaker's node {}: {}",
+                        self.who.peer,
+                        Escaped(&reason)
                     )
                 }
                 _ => last = format!("turn {turn}: an unexpected answer"),

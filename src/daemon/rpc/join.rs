@@ -402,9 +402,10 @@ impl Joiner {
                 Ok(Outcome::Joined)
             }
             Some(Answer::Pending(ticket)) => Ok(Outcome::Pending(ticket)),
-            Some(Answer::Refused(reason)) => {
-                Err(ApiError::conflict(format!("the inviter refused: {reason}")))
-            }
+            Some(Answer::Refused(reason)) => Err(ApiError::conflict(format!(
+                "the inviter refused: {}",
+                crate::mesh::names::Escaped(&reason)
+            ))),
             None => Err(ApiError::unavailable("the inviter sent an empty answer")),
         }
     }
