@@ -294,7 +294,7 @@ fn a_book_add_whose_daemon_dies_under_it_says_what_happened_and_the_book_is_stor
         let key = format!("fiction/killed-{attempt}");
         let out = add_killed_midway(&mut d, &key, paragraphs);
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "the add failed: {stderr}");
+        assert!(out.status.success(), "the add failed ({}): {stderr}", out.status);
         // With no daemon the CLI reads the shard itself: the book is there.
         let listed = d.g.json(&["book", "list"]);
         assert!(listed.to_string().contains(&key), "{listed}\n{stderr}");

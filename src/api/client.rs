@@ -55,6 +55,7 @@ impl Client {
         path: &str,
         body: Vec<u8>,
     ) -> Result<T, ApiError> {
+        let _ignored = PipeSignalIgnored::new();
         self.runtime.block_on(self.send(method, path, body))
     }
 
@@ -176,6 +177,29 @@ impl Client {
             return serde_json::from_slice(&bytes).map_err(|e| self.unavailable("answer", &e));
         }
         Err(error_of(status, &bytes))
+    }
+}
+
+/// SIGPIPE ignored while a request is under way. The CLI's disposition
+/// (the default, set in `main` so that `grove … | head` ends quietly) would
+/// kill it without a word when it writes to a daemon that just died;
+/// ignored, the write fails with EPIPE and the command says what happened.
+struct PipeSignalIgnored(libc::sighandler_t);
+
+impl PipeSignalIgnored {
+    fn new() -> PipeSignalIgnored {
+        // SAFETY: `signal` swaps the process's SIGPIPE disposition and
+        // returns the previous one; SIG_IGN installs no handler.
+        PipeSignalIgnored(unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) })
+    }
+}
+
+impl Drop for PipeSignalIgnored {
+    fn drop(&mut self) {
+        if self.0 != libc::SIG_ERR {
+            // SAFETY: restores the disposition `new` found.
+            unsafe { libc::signal(libc::SIGPIPE, self.0) };
+        }
     }
 }
 
