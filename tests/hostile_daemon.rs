@@ -32,6 +32,14 @@ fn ending(stream: &mut UnixStream, within: Duration) -> Ended {
     let until = Instant::now() + within;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
+    let closed = |got: &[u8]| {
+        if got.is_empty() {
+            Ended::Closed
+        } else {
+            let text = String::from_utf8_lossy(got);
+            Ended::Answered(text.lines().next().unwrap_or("").to_string())
+        }
+    };
     loop {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -39,18 +47,18 @@ fn ending(stream: &mut UnixStream, within: Duration) -> Ended {
         }
         stream.set_read_timeout(Some(left)).unwrap();
         match stream.read(&mut buf) {
-            Ok(0) | Err(_) if got.is_empty() => {
-                return if Instant::now() >= until {
-                    Ended::Open
-                } else {
-                    Ended::Closed
-                };
-            }
-            Ok(0) | Err(_) => {
-                let text = String::from_utf8_lossy(&got);
-                return Ended::Answered(text.lines().next().unwrap_or("").to_string());
-            }
+            Ok(0) => return closed(&got),
             Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ended::Open;
+            }
+            // Reset by the daemon: closed too.
+            Err(_) => return closed(&got),
         }
     }
 }
@@ -294,7 +302,11 @@ fn a_book_add_whose_daemon_dies_under_it_says_what_happened_and_the_book_is_stor
         let key = format!("fiction/killed-{attempt}");
         let out = add_killed_midway(&mut d, &key, paragraphs);
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "the add failed ({}): {stderr}", out.status);
+        assert!(
+            out.status.success(),
+            "the add failed ({}): {stderr}",
+            out.status
+        );
         // With no daemon the CLI reads the shard itself: the book is there.
         let listed = d.g.json(&["book", "list"]);
         assert!(listed.to_string().contains(&key), "{listed}\n{stderr}");

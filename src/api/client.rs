@@ -414,3 +414,38 @@ impl BookApi for OrLocal {
         self.either(Client::audit, LocalBooks::audit)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_change_names_the_command_that_shows_whether_it_was_made() {
+        let client = Client {
+            socket: PathBuf::from("/run/grove/grove.sock"),
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap(),
+        };
+        let cut = "connection closed before message completed";
+        for (path, check) in [
+            ("/v1/books/add?key=a/b", "`grove book list`"),
+            ("/v1/books/remove?key=a/b", "`grove book list`"),
+            ("/v1/shards/compact", "`grove shard list`"),
+            ("/v1/mesh/invite", "`grove mesh invite list`"),
+            ("/v1/mesh/propose", "`grove mesh status`"),
+            ("/v1/moot/start?trees=x", "`grove moot list`"),
+        ] {
+            let e = client.lost(&Method::POST, path, &cut);
+            assert_eq!(e.kind, ErrorKind::Lost);
+            assert!(
+                e.message.contains("whether the change was made is unknown"),
+                "{e}"
+            );
+            assert!(e.message.contains(check), "{path}: {e}");
+            assert!(e.message.contains(cut), "{e}");
+        }
+        let read = client.lost(&Method::GET, "/v1/books", &cut);
+        assert!(read.message.contains("nothing changed"), "{read}");
+    }
+}
