@@ -40,6 +40,31 @@ pub enum SourceError {
     },
     #[error("fetching {url} failed: HTTP {status}")]
     Status { url: String, status: u16 },
+    #[error(
+        "cannot fetch {url}: the server sent {encoding}-encoded content (Content-Encoding: {encoding}), which grove does not decode; download and decode it with another tool (e.g. `curl --compressed -o book.txt URL`) and add the file"
+    )]
+    Encoded { url: String, encoding: String },
+}
+
+/// The longest server-sent encoding name an error quotes.
+const MAX_ENCODING_SHOWN: usize = 40;
+
+/// The response's `Content-Encoding` when it is anything but `identity`:
+/// grove asks for identity and does not decode, so compressed bytes would
+/// otherwise be refused later as "NUL bytes" or "not text". The name comes
+/// from the server, so it is escaped and cut before anyone prints it.
+fn content_encoding(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let raw = headers.get(reqwest::header::CONTENT_ENCODING)?;
+    let text = String::from_utf8_lossy(raw.as_bytes());
+    let name = text.trim();
+    if name.is_empty() || name.eq_ignore_ascii_case("identity") {
+        return None;
+    }
+    let mut shown: String = name.chars().flat_map(char::escape_debug).collect();
+    if shown.chars().count() > MAX_ENCODING_SHOWN {
+        shown = shown.chars().take(MAX_ENCODING_SHOWN).collect::<String>() + "…";
+    }
+    Some(shown)
 }
 
 /// Whether the argument names an http(s) URL rather than a path.
@@ -159,12 +184,23 @@ pub async fn fetch_url(
             reason: describe(&e),
         }
     };
-    let mut response = client.get(parsed).send().await.map_err(unreachable)?;
+    let mut response = client
+        .get(parsed)
+        .header(reqwest::header::ACCEPT_ENCODING, "identity")
+        .send()
+        .await
+        .map_err(unreachable)?;
     let status = response.status();
     if !status.is_success() {
         return Err(SourceError::Status {
             url: url.to_string(),
             status: status.as_u16(),
+        });
+    }
+    if let Some(encoding) = content_encoding(response.headers()) {
+        return Err(SourceError::Encoded {
+            url: url.to_string(),
+            encoding,
         });
     }
     let too_large = || SourceError::TooLarge {

@@ -125,6 +125,15 @@ impl Daemon {
         }
     }
 
+    /// SIGKILL: the daemon dies at once, as in a crash (`restart` starts
+    /// it again).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     pub fn restart(&mut self) {
         self.stop();
         self.launch();
@@ -164,10 +173,7 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill();
     }
 }
 

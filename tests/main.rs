@@ -11,6 +11,7 @@ mod daemon;
 mod docs;
 mod grounding;
 mod hostile;
+mod hostile_daemon;
 mod mesh;
 mod mesh_cli;
 mod model;

@@ -10,7 +10,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 
-use super::books::{AddRequest, ApiError, BookApi, ErrorKind, SearchRequest};
+use super::books::{AddRequest, ApiError, BookApi, ErrorKind, LocalBooks, SearchRequest};
 use super::dto;
 
 /// Who ended a stream of lines.
@@ -64,6 +64,7 @@ impl Client {
         path: &str,
         body: Vec<u8>,
     ) -> Result<T, ApiError> {
+        let _ignored = PipeSignalIgnored::new();
         self.runtime.block_on(self.send(method, path, body))
     }
 
@@ -134,6 +135,34 @@ impl Client {
         )
     }
 
+    /// The daemon could not be reached: the request never went out.
+    fn not_sent(&self, e: &dyn std::fmt::Display) -> ApiError {
+        ApiError::new(
+            ErrorKind::NotSent,
+            format!(
+                "control socket {}: the daemon stopped answering before the request was sent ({e})",
+                self.socket.display()
+            ),
+        )
+    }
+
+    /// The connection ended between the request and its answer: says
+    /// whether anything may have changed and how to check.
+    fn lost(&self, method: &Method, path: &str, e: &dyn std::fmt::Display) -> ApiError {
+        let socket = self.socket.display();
+        let message = if method == Method::GET {
+            format!(
+                "control socket {socket}: the connection ended before the daemon answered ({e}); the request only reads, so nothing changed: run it again once `grove node status` answers"
+            )
+        } else {
+            format!(
+                "control socket {socket}: the connection ended before the daemon answered ({e}), so whether the change was made is unknown: check with {} once the daemon answers again (`grove node status`), or with no daemon running",
+                how_to_check(path)
+            )
+        };
+        ApiError::new(ErrorKind::Lost, message)
+    }
+
     /// Sends one request and returns the answer's head and body.
     async fn open(
         &self,
@@ -143,13 +172,13 @@ impl Client {
     ) -> Result<hyper::Response<hyper::body::Incoming>, ApiError> {
         let stream = tokio::net::UnixStream::connect(&self.socket)
             .await
-            .map_err(|e| self.unavailable("connect", &e))?;
+            .map_err(|e| self.not_sent(&e))?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| self.unavailable("handshake", &e))?;
+            .map_err(|e| self.not_sent(&e))?;
         tokio::spawn(conn);
         let req = Request::builder()
-            .method(method)
+            .method(method.clone())
             .uri(path)
             .header(hyper::header::HOST, "grove")
             .body(Full::new(Bytes::from(body)))
@@ -157,7 +186,7 @@ impl Client {
         sender
             .send_request(req)
             .await
-            .map_err(|e| self.unavailable("request", &e))
+            .map_err(|e| self.lost(&method, path, &e))
     }
 
     async fn send<T: DeserializeOwned>(
@@ -166,18 +195,59 @@ impl Client {
         path: &str,
         body: Vec<u8>,
     ) -> Result<T, ApiError> {
-        let resp = self.open(method, path, body).await?;
+        let resp = self.open(method.clone(), path, body).await?;
         let status = resp.status();
         let bytes = resp
             .into_body()
             .collect()
             .await
-            .map_err(|e| self.unavailable("answer", &e))?
+            .map_err(|e| self.lost(&method, path, &e))?
             .to_bytes();
         if status == StatusCode::OK {
             return serde_json::from_slice(&bytes).map_err(|e| self.unavailable("answer", &e));
         }
         Err(error_of(status, &bytes))
+    }
+}
+
+/// SIGPIPE ignored while a request is under way. The CLI's disposition
+/// (the default, set in `main` so that `grove … | head` ends quietly) would
+/// kill it without a word when it writes to a daemon that just died;
+/// ignored, the write fails with EPIPE and the command says what happened.
+struct PipeSignalIgnored(libc::sighandler_t);
+
+impl PipeSignalIgnored {
+    fn new() -> PipeSignalIgnored {
+        // SAFETY: `signal` swaps the process's SIGPIPE disposition and
+        // returns the previous one; SIG_IGN installs no handler.
+        PipeSignalIgnored(unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) })
+    }
+}
+
+impl Drop for PipeSignalIgnored {
+    fn drop(&mut self) {
+        if self.0 != libc::SIG_ERR {
+            // SAFETY: restores the disposition `new` found.
+            unsafe { libc::signal(libc::SIGPIPE, self.0) };
+        }
+    }
+}
+
+/// The command that shows whether a change sent to `path` was made.
+fn how_to_check(path: &str) -> &'static str {
+    let path = path.split('?').next().unwrap_or(path);
+    if path.starts_with("/v1/books/") {
+        "`grove book list` (or `grove book show KEY`)"
+    } else if path.starts_with("/v1/shards/") {
+        "`grove shard list`"
+    } else if path.starts_with("/v1/mesh/invite") {
+        "`grove mesh invite list`"
+    } else if path.starts_with("/v1/mesh/") {
+        "`grove mesh status` and `grove mesh proposals`"
+    } else if path.starts_with("/v1/moot") {
+        "`grove moot list`"
+    } else {
+        "`grove node status`"
     }
 }
 
@@ -294,5 +364,118 @@ impl BookApi for Client {
 
     fn audit(&self) -> Result<dto::AuditReport, ApiError> {
         self.request(Method::GET, "/v1/audit", Vec::new())
+    }
+}
+
+/// The book operations through the daemon, done in this process instead
+/// when the daemon stopped before a request reached it: the same as when
+/// no daemon runs, so a daemon killed between the CLI's check and its
+/// request changes nothing for the operator.
+pub struct OrLocal {
+    pub client: Client,
+    pub local: LocalBooks,
+}
+
+impl OrLocal {
+    fn either<T>(
+        &self,
+        daemon: impl FnOnce(&Client) -> Result<T, ApiError>,
+        local: impl FnOnce(&LocalBooks) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        match daemon(&self.client) {
+            Err(e) if e.kind == ErrorKind::NotSent => {
+                tracing::info!(error = %e, "the daemon is gone; doing it in this process");
+                local(&self.local)
+            }
+            answered => answered,
+        }
+    }
+}
+
+impl BookApi for OrLocal {
+    fn add(
+        &self,
+        req: &AddRequest,
+        bytes: &[u8],
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<dto::Added, ApiError> {
+        match self.client.add(req, bytes, progress) {
+            Err(e) if e.kind == ErrorKind::NotSent => self.local.add(req, bytes, progress),
+            answered => answered,
+        }
+    }
+
+    fn list(&self, all: bool) -> Result<dto::BookList, ApiError> {
+        self.either(|c| c.list(all), |l| l.list(all))
+    }
+
+    fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
+        self.either(|c| c.show(key, version), |l| l.show(key, version))
+    }
+
+    fn remove(&self, key: &str) -> Result<dto::Book, ApiError> {
+        self.either(|c| c.remove(key), |l| l.remove(key))
+    }
+
+    fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError> {
+        self.either(
+            |c| c.proof(key, index, version),
+            |l| l.proof(key, index, version),
+        )
+    }
+
+    fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
+        self.either(|c| c.verify(key, version), |l| l.verify(key, version))
+    }
+
+    fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
+        self.either(|c| c.search(req), |l| l.search(req))
+    }
+
+    fn shards(&self) -> Result<dto::ShardList, ApiError> {
+        self.either(Client::shards, LocalBooks::shards)
+    }
+
+    fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
+        self.either(|c| c.compact(shard), |l| l.compact(shard))
+    }
+
+    fn audit(&self) -> Result<dto::AuditReport, ApiError> {
+        self.either(Client::audit, LocalBooks::audit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_change_names_the_command_that_shows_whether_it_was_made() {
+        let client = Client {
+            socket: PathBuf::from("/run/grove/grove.sock"),
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap(),
+        };
+        let cut = "connection closed before message completed";
+        for (path, check) in [
+            ("/v1/books/add?key=a/b", "`grove book list`"),
+            ("/v1/books/remove?key=a/b", "`grove book list`"),
+            ("/v1/shards/compact", "`grove shard list`"),
+            ("/v1/mesh/invite", "`grove mesh invite list`"),
+            ("/v1/mesh/propose", "`grove mesh status`"),
+            ("/v1/moot/start?trees=x", "`grove moot list`"),
+        ] {
+            let e = client.lost(&Method::POST, path, &cut);
+            assert_eq!(e.kind, ErrorKind::Lost);
+            assert!(
+                e.message.contains("whether the change was made is unknown"),
+                "{e}"
+            );
+            assert!(e.message.contains(check), "{path}: {e}");
+            assert!(e.message.contains(cut), "{e}");
+        }
+        let read = client.lost(&Method::GET, "/v1/books", &cut);
+        assert!(read.message.contains("nothing changed"), "{read}");
     }
 }

@@ -11,6 +11,13 @@ pub enum ErrorKind {
     Conflict,
     Unavailable,
     Internal,
+    /// The daemon could not be reached to send the request (it stopped
+    /// after the client found it): nothing was done, and the CLI may do it
+    /// itself.
+    NotSent,
+    /// The connection ended after the request went out and before the
+    /// answer came: whether it took effect is unknown until checked.
+    Lost,
 }
 
 impl ErrorKind {
@@ -20,7 +27,7 @@ impl ErrorKind {
             ErrorKind::BadRequest => 400,
             ErrorKind::NotFound => 404,
             ErrorKind::Conflict => 409,
-            ErrorKind::Unavailable => 503,
+            ErrorKind::Unavailable | ErrorKind::NotSent | ErrorKind::Lost => 503,
             ErrorKind::Internal => 500,
         }
     }

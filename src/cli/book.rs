@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use grove::api::books::{AddRequest, BookApi, SearchRequest};
+use grove::api::books::{AddRequest, ApiError, BookApi, ErrorKind, SearchRequest};
 use grove::api::dto;
 use grove::book;
 use serde::Serialize;
@@ -188,8 +188,75 @@ fn add(
         source: source_name,
         force,
     };
-    let added = api.add(&request, &bytes, &mut |n| bar.set_position(n))?;
+    let added = match api.add(&request, &bytes, &mut |n| bar.set_position(n)) {
+        Err(lost) if lost.kind == ErrorKind::Lost => {
+            bar.finish_and_clear();
+            return settle_lost_add(ctx, &lost, &request, &bytes);
+        }
+        answered => answered?,
+    };
     bar.finish_and_clear();
+    Ok(added)
+}
+
+/// How long a `book add` whose connection was lost waits for the daemon to
+/// answer again or be gone before it gives up finding out.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// `book add` whose connection to the daemon ended before the answer:
+/// waits until the daemon answers again or is gone, then adds the same
+/// bytes again through whichever holds the store now. An add is
+/// idempotent (the same text under the same key is `unchanged`), so this
+/// finds out whether the lost one landed, and stores the book if it did not.
+fn settle_lost_add(
+    ctx: &Ctx,
+    lost: &ApiError,
+    request: &AddRequest,
+    bytes: &[u8],
+) -> anyhow::Result<dto::Added> {
+    let started = std::time::Instant::now();
+    let through_daemon = loop {
+        match ctx.daemon_if_running() {
+            None => break false,
+            Some(daemon) => {
+                let answers = daemon
+                    .request::<dto::NodeInfo>(hyper::Method::GET, "/v1/node", Vec::new())
+                    .is_ok();
+                if answers {
+                    break true;
+                }
+            }
+        }
+        if started.elapsed() > SETTLE_WAIT {
+            bail!(
+                "{lost}
+after {} s the daemon neither answers nor has stopped, so grove could not check",
+                SETTLE_WAIT.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let added = ctx.books().add(request, bytes, &mut |_| {}).map_err(|e| {
+        anyhow::anyhow!(
+            "{lost}
+checking by adding it again failed: {e}"
+        )
+    })?;
+    let by = if through_daemon {
+        "through the daemon, which answers again"
+    } else {
+        "by grove itself, as no daemon runs now"
+    };
+    if added.status == "unchanged" {
+        eprintln!(
+            "grove: the connection to the daemon ended before it answered; checked {by}: {} version {} is stored, so nothing more was done",
+            added.key, added.version
+        );
+    } else {
+        eprintln!(
+            "grove: the connection to the daemon ended before it answered, and the book had not been stored; it is stored now ({by})"
+        );
+    }
     Ok(added)
 }
 

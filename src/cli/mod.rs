@@ -36,13 +36,15 @@ impl Ctx {
     /// The book operations: through the daemon when one answers on the
     /// control socket (so there is one writer), else directly on the state.
     pub fn books(&self) -> Box<dyn grove::api::books::BookApi> {
+        let local = grove::api::books::LocalBooks::new(
+            &self.state_dir,
+            self.settings.limits.clone(),
+            self.settings.default_shard.clone(),
+        );
         match grove::api::client::Client::connect(&self.socket) {
-            Some(client) => Box::new(client),
-            None => Box::new(grove::api::books::LocalBooks::new(
-                &self.state_dir,
-                self.settings.limits.clone(),
-                self.settings.default_shard.clone(),
-            )),
+            // A daemon gone by the time the request is sent: done here.
+            Some(client) => Box::new(grove::api::client::OrLocal { client, local }),
+            None => Box::new(local),
         }
     }
 }

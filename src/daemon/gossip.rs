@@ -303,8 +303,12 @@ impl Gossip {
         }
     }
 
-    /// Publishes this node's signed, sealed shard roots.
-    pub async fn announce(&self, view: &MeshState) -> Result<(), AnnounceError> {
+    /// Signs this node's shard roots and keeps them as its own latest
+    /// announcement; then, when `publish`, seals and publishes them. A lone
+    /// member (no member connected) signs without publishing: its own moots
+    /// resolve their trees from this announcement, and the next member to
+    /// connect sets the announcement due again.
+    pub async fn announce(&self, view: &MeshState, publish: bool) -> Result<(), AnnounceError> {
         let roster = view.roster().ok_or(AnnounceError::NoMesh)?;
         let me = self.net.local_peer_id().to_bytes();
         let name = roster
@@ -337,15 +341,20 @@ impl Gossip {
             .worker
             .call(move |core| announce::sign(&core.id, &to_sign))
             .await?;
+        // Kept before it is sent: it is this node's word on its books
+        // whether or not any member has heard it yet.
+        self.peers.lock().own = Some(Known {
+            announcement,
+            signed: signed.clone(),
+            received_ms: now,
+        });
+        if !publish {
+            return Ok(());
+        }
         let topic = roots_topic(&roster.mesh_id);
         let sealed = view.seal_gossip(&topic, &signed.encode_to_vec(), &mut rand::rng())?;
         self.net.publish(&topic, sealed.encode_to_vec()).await?;
         self.stats.bump("announcements.sent");
-        self.peers.lock().own = Some(Known {
-            announcement,
-            signed,
-            received_ms: now,
-        });
         Ok(())
     }
 }

@@ -220,8 +220,9 @@ impl NodeLoop {
             return;
         }
         let connected_members = self.peers.lock().connected_members(&view);
-        if self.due.announce.load(Ordering::Relaxed) && !connected_members.is_empty() {
-            match self.gossip.announce(&view).await {
+        if self.due.announce.load(Ordering::Relaxed) {
+            let publish = !connected_members.is_empty();
+            match self.gossip.announce(&view, publish).await {
                 Ok(()) => self.due.announce.store(false, Ordering::Relaxed),
                 Err(e) => tracing::debug!(error = %e, "announcement kept for a retry"),
             }

@@ -5,13 +5,13 @@
 //! [`ApiError`], whose kind picks the HTTP status.
 
 mod books;
+mod conn;
 mod doctor;
 mod mesh;
 mod moots;
 mod peers;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{FromRef, FromRequestParts};
@@ -20,8 +20,6 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
-use tokio::net::UnixListener;
-use tokio::sync::watch;
 
 pub use self::books::Books;
 pub use self::mesh::MeshOps;
@@ -142,30 +140,4 @@ pub fn router(state: ControlState) -> Router {
         .with_state(state)
 }
 
-/// Serves `router` on the control socket until `shutdown` turns true, then
-/// lets in-flight requests finish (at most `grace`).
-pub async fn serve(
-    listener: UnixListener,
-    router: Router,
-    mut shutdown: watch::Receiver<bool>,
-    grace: Duration,
-) {
-    let mut stop = shutdown.clone();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let _ = stop.wait_for(|s| *s).await;
-    });
-    let mut task = tokio::spawn(async move { server.await });
-    tokio::select! {
-        ended = &mut task => {
-            if let Ok(Err(e)) = ended {
-                tracing::warn!(error = %e, "control server ended");
-            }
-            return;
-        }
-        _ = shutdown.wait_for(|s| *s) => {}
-    }
-    if tokio::time::timeout(grace, &mut task).await.is_err() {
-        tracing::warn!("control requests still running at shutdown were cut off");
-        task.abort();
-    }
-}
+pub use self::conn::serve;
