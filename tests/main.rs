@@ -13,6 +13,7 @@ mod grounding;
 mod mesh;
 mod mesh_cli;
 mod model;
+mod model_install;
 mod moot;
 mod moot_http;
 mod moot_liar;
