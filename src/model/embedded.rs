@@ -195,8 +195,13 @@ impl EmbeddedModel {
             ))
         })?;
         let mut reader = BufReader::new(file);
-        let content = gguf_file::Content::read(&mut reader)
-            .map_err(|e| ModelError::File(format!("{} is not a GGUF file: {e}", path.display())))?;
+        let content = gguf_file::Content::read(&mut reader).map_err(|e| {
+            ModelError::File(format!(
+                "{} is not a GGUF file: {}",
+                path.display(),
+                candle_reason(&e)
+            ))
+        })?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -534,8 +539,9 @@ pub fn inspect(content: &gguf_file::Content) -> Result<ModelCard, ModelError> {
 pub fn tokenizer_from_gguf(content: &gguf_file::Content) -> Result<Tokenizer, ModelError> {
     let mut tokenizer = Tokenizer::from_gguf(content).map_err(|e| {
         ModelError::Unsupported(format!(
-            "cannot build the tokenizer from the GGUF metadata ({e}); the embedded engine \
-             runs byte-level BPE (`tokenizer.ggml.model` = gpt2) tokenizers"
+            "cannot build the tokenizer from the GGUF metadata ({}); the embedded engine \
+             runs byte-level BPE (`tokenizer.ggml.model` = gpt2) tokenizers",
+            candle_reason(&e)
         ))
     })?;
     let pre = content
@@ -663,6 +669,15 @@ fn stop_tokens(
     stops.sort_unstable();
     stops.dedup();
     stops
+}
+
+/// A candle error's message without the backtrace candle appends when
+/// `RUST_BACKTRACE` is set (operators read these).
+pub fn candle_reason(e: &candle_core::Error) -> String {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => candle_reason(inner),
+        other => other.to_string(),
+    }
 }
 
 fn metadata_u32(content: &gguf_file::Content, key: &str) -> Option<u32> {

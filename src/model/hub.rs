@@ -144,6 +144,19 @@ fn encode(text: &str, keep_slash: bool) -> String {
     out
 }
 
+/// Checks a `model.hub_url`: an http(s) URL.
+pub fn check_endpoint(endpoint: &str) -> Result<(), ModelError> {
+    let parsed = Url::parse(endpoint)
+        .map_err(|e| ModelError::Config(format!("model.hub_url `{endpoint}`: {e}")))?;
+    if matches!(parsed.scheme(), "http" | "https") {
+        Ok(())
+    } else {
+        Err(ModelError::Config(format!(
+            "model.hub_url `{endpoint}` must be an http:// or https:// URL"
+        )))
+    }
+}
+
 /// What the hub says of a file before it is downloaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteFile {
@@ -189,9 +202,8 @@ pub struct HubClient {
 
 impl HubClient {
     pub fn new(endpoint: &str, limits: HubLimits) -> Result<HubClient, ModelError> {
+        check_endpoint(endpoint)?;
         let endpoint = endpoint.trim_end_matches('/').to_string();
-        Url::parse(&endpoint)
-            .map_err(|e| ModelError::Config(format!("model.hub_url `{endpoint}`: {e}")))?;
         // reqwest is built without a default TLS provider; ring is the
         // project's. A second install (by another module) is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -282,7 +294,10 @@ impl HubClient {
         if !status.is_success() {
             return Err(refusal(file, status, response.headers()));
         }
-        let body = response.bytes().await.map_err(|e| transport_error(&url, &e))?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| transport_error(&url, &e))?;
         let entries: Vec<TreeEntry> = serde_json::from_slice(&body).map_err(|e| {
             ModelError::Download(format!("{url} did not answer a tree listing: {e}"))
         })?;
@@ -349,13 +364,20 @@ impl HubClient {
         if have > 0 {
             request = request.header(header::RANGE, format!("bytes={have}-"));
         }
-        let mut response = request.send().await.map_err(|e| transport_error(&url, &e))?;
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| transport_error(&url, &e))?;
         let status = response.status();
         let resumed_from = match status {
             StatusCode::PARTIAL_CONTENT if have > 0 => {
                 let range = text_header(response.headers(), header::CONTENT_RANGE);
                 match range.as_deref().and_then(parse_content_range) {
-                    Some((start, total)) if start == have && total.is_none_or(|t| t == remote.size) => have,
+                    Some((start, total))
+                        if start == have && total.is_none_or(|t| t == remote.size) =>
+                    {
+                        have
+                    }
                     _ => {
                         file.set_len(0)
                             .map_err(|e| file_error("cannot truncate", partial, &e))?;
@@ -630,7 +652,10 @@ mod tests {
         assert_eq!(normalize_etag("W/\"abc\""), "abc");
         assert!(is_sha256(&sha));
         assert!(!is_sha256("b1797ada900fbcebfe7388cefbf28e8e5b0cfe21"));
-        assert_eq!(parse_content_range("bytes 10-99/100"), Some((10, Some(100))));
+        assert_eq!(
+            parse_content_range("bytes 10-99/100"),
+            Some((10, Some(100)))
+        );
         assert_eq!(parse_content_range("bytes 10-99/*"), Some((10, None)));
         assert_eq!(parse_content_range("items 1-2/3"), None);
     }

@@ -365,7 +365,7 @@ fn install_from_hub(
 ) -> Result<GgufInstalled, ModelError> {
     let name = file.file_name();
     if !name.ends_with(".gguf") {
-        return Err(ModelError::Config(format!(
+        return Err(ModelError::Unsupported(format!(
             "{name} is not a .gguf file; the embedded engine runs GGUF models"
         )));
     }
@@ -394,7 +394,17 @@ fn install_from_hub(
     memory::check_install(&target, remote.size, memory::machine_memory())?;
     if target.is_file() && file_sha256(&target)? == sha256 {
         let (card, need) = runnable(&target)?;
-        return Ok(installed(target, true, false, 0, remote.size, sha256, remote.commit, card, need));
+        return Ok(installed(
+            target,
+            true,
+            false,
+            0,
+            remote.size,
+            sha256,
+            remote.commit,
+            card,
+            need,
+        ));
     }
     // The sha256 in the name: bytes of another version of the file are
     // never resumed into this one.
@@ -467,7 +477,17 @@ fn install_local(
         };
         if source_sha == sha256 {
             check_wanted(wanted.as_deref(), &sha256, source)?;
-            return Ok(installed(target, true, false, 0, meta.len(), sha256, None, card, need));
+            return Ok(installed(
+                target,
+                true,
+                false,
+                0,
+                meta.len(),
+                sha256,
+                None,
+                card,
+                need,
+            ));
         }
     }
     let partial = dir.join(format!("{}.partial", name.to_string_lossy()));
@@ -480,7 +500,17 @@ fn install_local(
         Ok(sha256)
     })();
     match copied {
-        Ok(sha256) => Ok(installed(target, false, false, 0, meta.len(), sha256, None, card, need)),
+        Ok(sha256) => Ok(installed(
+            target,
+            false,
+            false,
+            0,
+            meta.len(),
+            sha256,
+            None,
+            card,
+            need,
+        )),
         Err(e) => {
             let _ = fs::remove_file(&partial);
             Err(e)
@@ -544,12 +574,17 @@ pub fn runnable(path: &Path) -> Result<(ModelCard, u64), ModelError> {
             // A GGUF whose header candle cannot read: most often a tensor
             // type it has no kernel for (the IQ quantizations).
             ModelError::Unsupported(format!(
-                "cannot read the GGUF header of {}: {e} (the embedded engine reads F32, F16, \
+                "cannot read the GGUF header of {}: {} (the embedded engine reads F32, F16, \
                  BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K quantizations Q2_K to Q8_K)",
-                path.display()
+                path.display(),
+                embedded::candle_reason(&e)
             ))
         } else {
-            ModelError::File(format!("{} is not a GGUF file: {e}", path.display()))
+            ModelError::File(format!(
+                "{} is not a GGUF file: {}",
+                path.display(),
+                embedded::candle_reason(&e)
+            ))
         }
     })?;
     let card = embedded::inspect(&content).map_err(|e| match e {

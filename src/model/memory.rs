@@ -169,9 +169,14 @@ mod tests {
         let path = Path::new("/m/big.gguf");
         assert!(check_load(path, 1 << 30, memory).is_ok());
         let err = check_load(path, 3 << 30, memory).unwrap_err().to_string();
-        assert!(err.contains("3072 MiB") && err.contains("2048 MiB"), "{err}");
+        assert!(
+            err.contains("3072 MiB") && err.contains("2048 MiB"),
+            "{err}"
+        );
         assert!(check_install(path, 3 << 30, memory).is_ok());
-        let err = check_install(path, 9 << 30, memory).unwrap_err().to_string();
+        let err = check_install(path, 9 << 30, memory)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("8192 MiB in all"), "{err}");
         assert!(check_load(path, u64::MAX, None).is_ok());
     }

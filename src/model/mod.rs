@@ -179,12 +179,7 @@ impl ModelSettings {
                 "model.connect_timeout_secs and model.timeout_secs must be greater than 0".into(),
             ));
         }
-        if !self.hub_url.starts_with("http://") && !self.hub_url.starts_with("https://") {
-            return Err(ModelError::Config(format!(
-                "model.hub_url `{}` must be an http:// or https:// URL",
-                self.hub_url
-            )));
-        }
+        hub::check_endpoint(&self.hub_url)?;
         if self.backend == Backend::Openai && self.url.trim().is_empty() {
             return Err(ModelError::Config(
                 "model.url must be set for the openai backend".into(),
