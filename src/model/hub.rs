@@ -281,7 +281,8 @@ impl HubClient {
         )))
     }
 
-    /// The file's `lfs.oid` from the tree API, if it is an LFS file.
+    /// The file's `lfs.oid` from the tree API, if it is an LFS file (and the
+    /// server has the API).
     async fn tree_sha256(&self, file: &HubFile) -> Result<Option<String>, ModelError> {
         let url = parse_url(&file.tree_url(&self.endpoint))?;
         let response = self
@@ -290,9 +291,10 @@ impl HubClient {
             .send()
             .await
             .map_err(|e| transport_error(&url, &e))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(refusal(file, status, response.headers()));
+        if !response.status().is_success() {
+            // A mirror without the API: no sha256 from it (--sha256 then
+            // has to say what the file must be).
+            return Ok(None);
         }
         let body = response
             .bytes()
