@@ -147,6 +147,8 @@ struct Served {
     tree_lfs: bool,
     /// The first download stops after this many bytes (connection closed).
     drop_first_after: Option<usize>,
+    /// The first download is answered 503 (a CDN having a bad moment).
+    refuse_first: bool,
 }
 
 struct HubStandIn {
@@ -251,6 +253,15 @@ fn answer(
             return write_head(&mut out, "200 OK", &headers, size);
         }
         *downloads += 1;
+        if served.refuse_first && *downloads == 1 {
+            return respond(
+                &mut out,
+                "503 Service Unavailable",
+                &headers,
+                b"busy",
+                false,
+            );
+        }
         let start = range
             .as_deref()
             .and_then(|r| r.strip_prefix("bytes="))
@@ -351,6 +362,7 @@ fn served(bytes: Vec<u8>) -> Served {
         lfs: true,
         tree_lfs: true,
         drop_first_after: None,
+        refuse_first: false,
     }
 }
 
@@ -509,6 +521,30 @@ fn hub_download_resumes_with_a_range_request_after_a_dropped_connection() {
         .map(|s| s.range)
         .collect();
     assert_eq!(ranges, vec![None, Some(format!("bytes={half}-"))]);
+}
+
+#[test]
+fn hub_download_refused_by_the_cdn_leaves_no_file() {
+    let bytes = tiny_gguf("llama");
+    let hub = HubStandIn::start(Served {
+        refuse_first: true,
+        ..served(bytes.clone())
+    });
+    let grove = Grove::new();
+    let out = hub_install(&grove, &hub, REPO, &[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("HTTP 503"), "{}", stderr(&out));
+    assert_eq!(
+        listing(&models(&grove)),
+        Vec::<String>::new(),
+        "no empty partial file"
+    );
+    let report = json(&hub_install(&grove, &hub, REPO, &["--json"]));
+    assert_eq!(report["resumed_from"], 0);
+    assert_eq!(
+        std::fs::read(models(&grove).join(FILE)).expect("installed"),
+        bytes
+    );
 }
 
 #[test]

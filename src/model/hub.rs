@@ -313,7 +313,8 @@ impl HubClient {
 
     /// Downloads `remote` into `partial`, keeping bytes already there and
     /// asking only for the rest. On a network error the bytes received so
-    /// far stay in `partial` (flushed), for the next run to resume.
+    /// far stay in `partial` (synced), for the next run to resume; a failure
+    /// that leaves no bytes removes `partial`.
     pub fn download(
         &self,
         remote: &RemoteFile,
@@ -346,8 +347,14 @@ impl HubClient {
                 received: 0,
             });
         }
-        self.runtime
-            .block_on(self.fetch_into(remote, file, partial, have, progress))
+        let fetched = self
+            .runtime
+            .block_on(self.fetch_into(remote, file, partial, have, progress));
+        // A failure that leaves no bytes to resume leaves no file either.
+        if fetched.is_err() && fs::metadata(partial).is_ok_and(|m| m.len() == 0) {
+            let _ = fs::remove_file(partial);
+        }
+        fetched
     }
 
     async fn fetch_into(
@@ -445,9 +452,6 @@ impl HubClient {
         file.sync_all()
             .map_err(|e| file_error("cannot write", partial, &e))?;
         if let Err(e) = streamed {
-            if have > remote.size {
-                let _ = file.set_len(0);
-            }
             return Err(ModelError::Download(format!(
                 "{e}; {have} of {} bytes are kept in {}: run the same install again to resume",
                 remote.size,
