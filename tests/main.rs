@@ -15,6 +15,7 @@ mod hostile_daemon;
 mod mesh;
 mod mesh_cli;
 mod model;
+mod model_install;
 mod moot;
 mod moot_http;
 mod moot_liar;

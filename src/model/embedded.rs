@@ -28,7 +28,8 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 
 use super::guide::{Guidance, GuideCounts, GuideRules, QuoteGuide, Vocabulary};
 use super::install::{is_block_quantized, requantize_into};
-use super::llama::LlamaModel;
+use super::llama::{LlamaModel, LlamaShape};
+use super::memory;
 use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
 use super::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
 
@@ -194,25 +195,41 @@ impl EmbeddedModel {
             ))
         })?;
         let mut reader = BufReader::new(file);
-        let content = gguf_file::Content::read(&mut reader)
-            .map_err(|e| ModelError::File(format!("{} is not a GGUF file: {e}", path.display())))?;
+        let content = gguf_file::Content::read(&mut reader).map_err(|e| {
+            ModelError::File(format!(
+                "{} is not a GGUF file: {}",
+                path.display(),
+                candle_reason(&e)
+            ))
+        })?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".to_string());
-        let tokenizer = tokenizer_from_gguf(&content)?;
-        let template = chat_template(&content, &tokenizer)?;
+        let ModelCard {
+            tokenizer,
+            template,
+            context_len,
+            shape,
+            has_q4_1,
+            ..
+        } = inspect(&content)?;
         let stop_tokens = stop_tokens(&content, &tokenizer, &template);
-        let context_len = metadata_u32(&content, "llama.context_length")
-            .map(|n| n as usize)
-            .unwrap_or(MAX_SEQ_LEN)
-            .min(MAX_SEQ_LEN);
         let vocab_size = tokenizer.get_vocab_size(true);
+        let file_bytes = reader
+            .get_ref()
+            .metadata()
+            .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?
+            .len();
+        let need = memory::estimate(
+            file_bytes,
+            &shape,
+            vocab_size,
+            context_len,
+            has_q4_1 && options.requantize_q4_1,
+        );
+        memory::check_load(path, need, memory::machine_memory())?;
         let device = Device::Cpu;
-        let has_q4_1 = content
-            .tensor_infos
-            .values()
-            .any(|info| info.ggml_dtype == GgmlDType::Q4_1);
         let model_error = |e: candle_core::Error| {
             ModelError::File(format!("cannot load {}: {e}", path.display()))
         };
@@ -457,10 +474,76 @@ impl ChatModel for EmbeddedModel {
     }
 }
 
+/// What the embedded engine makes of a GGUF, from its header alone (no
+/// weights read). `grove model install` and [`EmbeddedModel::load`] both
+/// decide with [`inspect`], so a file that installs is one the engine runs.
+pub struct ModelCard {
+    /// `general.name`, or empty.
+    pub name: String,
+    pub shape: LlamaShape,
+    pub tokenizer: Tokenizer,
+    pub template: ChatTemplate,
+    /// Positions the engine uses: the model's context, at most candle's
+    /// 4,096.
+    pub context_len: usize,
+    /// Some weights are Q4_1 (converted to Q8_0 at load).
+    pub has_q4_1: bool,
+}
+
+/// Checks that the embedded engine runs this GGUF: a single file (not one
+/// part of a split model), the `llama` architecture as [`LlamaShape::of`]
+/// reads it, a byte-level BPE (`gpt2`) tokenizer in the metadata, and the
+/// ChatML chat template. The error names what is not supported.
+pub fn inspect(content: &gguf_file::Content) -> Result<ModelCard, ModelError> {
+    // llama.cpp's gguf-split writes `split.count` as a u16.
+    let split_count = match content.metadata.get("split.count") {
+        Some(gguf_file::Value::U16(n)) => u64::from(*n),
+        Some(gguf_file::Value::U32(n)) => u64::from(*n),
+        Some(gguf_file::Value::U64(n)) => *n,
+        _ => 1,
+    };
+    if split_count > 1 {
+        return Err(ModelError::Unsupported(
+            "this GGUF is one part of a split model; merge the parts into one file first \
+             (llama.cpp's `llama-gguf-split --merge`)"
+                .into(),
+        ));
+    }
+    let shape = LlamaShape::of(content).map_err(ModelError::Unsupported)?;
+    let tokenizer = tokenizer_from_gguf(content)?;
+    let template = chat_template(content, &tokenizer)?;
+    let context_len = metadata_u32(content, "llama.context_length")
+        .map(|n| n as usize)
+        .unwrap_or(MAX_SEQ_LEN)
+        .min(MAX_SEQ_LEN);
+    let has_q4_1 = content
+        .tensor_infos
+        .values()
+        .any(|info| info.ggml_dtype == GgmlDType::Q4_1);
+    Ok(ModelCard {
+        name: content
+            .metadata
+            .get("general.name")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_default(),
+        shape,
+        tokenizer,
+        template,
+        context_len,
+        has_q4_1,
+    })
+}
+
 /// The tokenizer from GGUF metadata, with SmolLM's pre-tokenizer fixed.
 pub fn tokenizer_from_gguf(content: &gguf_file::Content) -> Result<Tokenizer, ModelError> {
-    let mut tokenizer = Tokenizer::from_gguf(content)
-        .map_err(|e| ModelError::File(format!("cannot build the tokenizer: {e}")))?;
+    let mut tokenizer = Tokenizer::from_gguf(content).map_err(|e| {
+        ModelError::Unsupported(format!(
+            "cannot build the tokenizer from the GGUF metadata ({}); the embedded engine \
+             runs byte-level BPE (`tokenizer.ggml.model` = gpt2) tokenizers",
+            candle_reason(&e)
+        ))
+    })?;
     let pre = content
         .metadata
         .get("tokenizer.ggml.pre")
@@ -548,13 +631,14 @@ fn chat_template(
     let chatml =
         template.contains("<|im_start|>") || (template.is_empty() && name.contains("smollm"));
     if !chatml {
-        return Err(ModelError::File(format!(
-            "unsupported chat template for `{name}` (only ChatML models are supported)"
+        return Err(ModelError::Unsupported(format!(
+            "unsupported chat template for `{name}`: the embedded engine runs ChatML \
+             (`<|im_start|>`) models only"
         )));
     }
     let id = |token: &str| {
         tokenizer.token_to_id(token).ok_or_else(|| {
-            ModelError::File(format!("the vocabulary has no {token} token for ChatML"))
+            ModelError::Unsupported(format!("the vocabulary has no {token} token for ChatML"))
         })
     };
     let default_system = (template.contains(SMOLLM_DEFAULT_SYSTEM)
@@ -585,6 +669,15 @@ fn stop_tokens(
     stops.sort_unstable();
     stops.dedup();
     stops
+}
+
+/// A candle error's message without the backtrace candle appends when
+/// `RUST_BACKTRACE` is set (operators read these).
+pub fn candle_reason(e: &candle_core::Error) -> String {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => candle_reason(inner),
+        other => other.to_string(),
+    }
 }
 
 fn metadata_u32(content: &gguf_file::Content, key: &str) -> Option<u32> {

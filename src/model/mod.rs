@@ -11,8 +11,10 @@ use serde::Deserialize;
 
 pub mod embedded;
 pub mod guide;
+pub mod hub;
 pub mod install;
 pub mod llama;
+pub mod memory;
 pub mod openai;
 pub mod sampling;
 
@@ -73,6 +75,12 @@ pub enum ModelError {
     Config(String),
     #[error("model file: {0}")]
     File(String),
+    #[error("model not supported by the embedded engine: {0}")]
+    Unsupported(String),
+    #[error("model too large for this machine: {0}")]
+    TooLarge(String),
+    #[error("model download: {0}")]
+    Download(String),
 }
 
 /// A chat-completion model. Blocking: callers on an async runtime run it on a
@@ -139,6 +147,9 @@ pub struct ModelSettings {
     /// which `[` only opens a valid tag group. Off by default: servers
     /// without grammar support may refuse the unknown field.
     pub grammar: bool,
+    /// Where `grove model install --hub` downloads from: the Hugging Face
+    /// hub, or a mirror laid out like it (`{hub_url}/{repo}/resolve/...`).
+    pub hub_url: String,
 }
 
 impl Default for ModelSettings {
@@ -155,6 +166,7 @@ impl Default for ModelSettings {
             threads: 0,
             guided: true,
             grammar: false,
+            hub_url: hub::DEFAULT_HUB_URL.to_string(),
         }
     }
 }
@@ -183,6 +195,15 @@ impl ModelSettings {
                 ));
             }
         }
+        hub::check_endpoint(&self.hub_url).map_err(|_| {
+            (
+                "model.hub_url",
+                format!(
+                    "`{}` must be an http:// or https:// URL",
+                    crate::config::shown(&self.hub_url)
+                ),
+            )
+        })?;
         if self.backend == Backend::Openai {
             if self.url.trim().is_empty() {
                 return Err(("model.url", "must be set for the openai backend".into()));

@@ -72,6 +72,31 @@ pub struct ModelInstalled {
     pub converted: bool,
 }
 
+/// `model install --hub ...` and `model install --gguf ...`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GgufInstalled {
+    /// The installed file; `model.path` takes its name.
+    pub model_file: String,
+    /// The file was already there with this sha256 (nothing written).
+    pub already_installed: bool,
+    /// Bytes came over the network in this run.
+    pub downloaded: bool,
+    /// Bytes of an interrupted download that were kept (0: none).
+    pub resumed_from: u64,
+    pub bytes: u64,
+    pub sha256: String,
+    /// The commit the hub resolved the revision to (hub installs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// `general.name` from the GGUF header.
+    pub model_name: String,
+    /// Bytes of memory the embedded backend needs for it (an estimate).
+    pub memory_needed: u64,
+    /// `MemAvailable` now, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_available: Option<u64>,
+}
+
 /// `model chat`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModelReply {
