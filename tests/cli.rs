@@ -5,15 +5,11 @@ use crate::cluster::{Daemon, eventually};
 use crate::support::{Grove, data_file, generated_book};
 
 /// A run of 13 digits: a Unix time in milliseconds printed for people.
+/// Whether `text` shows a raw Unix time in milliseconds: a word of 13 or
+/// more digits and nothing else (a hex id or peer id may hold such a run).
 fn has_unix_ms(text: &str) -> bool {
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c.is_ascii_digit() { run + 1 } else { 0 };
-        if run >= 13 {
-            return true;
-        }
-    }
-    false
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|word| word.len() >= 13 && word.chars().all(|c| c.is_ascii_digit()))
 }
 
 fn host_name() -> String {
