@@ -477,6 +477,51 @@ pub struct Settings {
     pub net: NetSettings,
     pub model: crate::model::ModelSettings,
     pub hooks: HookSettings,
+    pub http: HttpSettings,
+}
+
+/// `[http]`: the operator's HTTP listener (health, metrics, read-only
+/// views; docs/operator-guide.md). Off unless `listen` is set.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSettings {
+    /// A socket address such as `127.0.0.1:8470`; none: no listener.
+    pub listen: Option<String>,
+    /// The bearer token; on a non-loopback listener without one, grove
+    /// makes `http.token` in the state directory.
+    pub token: Option<String>,
+    /// Serve `/metrics` without the token on a non-loopback listener.
+    pub metrics_without_auth: bool,
+}
+
+/// The shortest token accepted in `http.token`.
+pub const MIN_HTTP_TOKEN_CHARS: usize = 16;
+
+impl HttpSettings {
+    /// The listen address, checked; on error returns the key (under
+    /// `http.`) and why.
+    pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, (&'static str, String)> {
+        if let Some(token) = &self.token
+            && (token.chars().count() < MIN_HTTP_TOKEN_CHARS
+                || token.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err((
+                "token",
+                format!(
+                    "at least {MIN_HTTP_TOKEN_CHARS} characters, no spaces or control characters"
+                ),
+            ));
+        }
+        let Some(listen) = &self.listen else {
+            return Ok(None);
+        };
+        listen.trim().parse().map(Some).map_err(|_| {
+            (
+                "listen",
+                format!("`{listen}` is not a socket address (e.g. 127.0.0.1:8470 or [::1]:8470)"),
+            )
+        })
+    }
 }
 
 /// `[hooks]`: a program the daemon runs on chosen membership events, with
@@ -620,6 +665,9 @@ impl Settings {
         if let Err((key, reason)) = self.hooks.validate() {
             return Err(invalid(&format!("hooks.{key}"), &reason));
         }
+        if let Err((key, reason)) = self.http.listen_addr() {
+            return Err(invalid(&format!("http.{key}"), &reason));
+        }
         self.moot
             .validate()
             .map_err(|e| ConfigError::Load(e.to_string()))?;
@@ -651,8 +699,8 @@ impl Settings {
     }
 
     /// The effective configuration as JSON, every key with its value;
-    /// values of keys named like secrets are masked. (No key holds a
-    /// secret today: `model.api_key_env` names the variable that does.)
+    /// values of keys named like secrets are masked (`http.token`;
+    /// `model.api_key_env` names a variable, not a secret).
     pub fn effective(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
         mask_secrets(&mut value);

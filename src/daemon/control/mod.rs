@@ -8,6 +8,7 @@ mod books;
 mod doctor;
 mod mesh;
 mod moots;
+mod observe;
 mod peers;
 
 use std::sync::Arc;
@@ -18,13 +19,14 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use serde::de::DeserializeOwned;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 
 pub use self::books::Books;
 pub use self::mesh::MeshOps;
+pub use self::observe::{Observe, Verdict};
 pub use self::peers::NodeView;
 use super::moots::MootHost;
 use super::rpc::Rpc;
@@ -40,6 +42,7 @@ pub struct ControlState {
     /// The mesh-wide search asks other members over the network.
     pub rpc: Rpc,
     pub info: Arc<dto::NodeInfo>,
+    pub observe: Observe,
 }
 
 macro_rules! substate {
@@ -52,7 +55,7 @@ macro_rules! substate {
     };
 }
 
-substate!(books: Books, mesh: MeshOps, node: NodeView, moots: MootHost, rpc: Rpc, info: Arc<dto::NodeInfo>);
+substate!(books: Books, mesh: MeshOps, node: NodeView, moots: MootHost, rpc: Rpc, info: Arc<dto::NodeInfo>, observe: Observe);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -96,44 +99,84 @@ async fn log_request(request: axum::extract::Request, next: axum::middleware::Ne
     next.run(request).await
 }
 
-/// The route table: every control endpoint, once.
+/// The route table: every endpoint, once. The control socket serves all
+/// of it; the HTTP listener the paths in [`HTTP_ROUTES`].
+fn routes() -> Vec<(&'static str, MethodRouter<ControlState>)> {
+    vec![
+        ("/health", get(observe::health)),
+        ("/metrics", get(observe::metrics)),
+        ("/v1/node", get(books::node_info)),
+        ("/v1/books", get(books::list)),
+        ("/v1/books/add", post(books::add)),
+        ("/v1/books/show", get(books::show)),
+        ("/v1/books/remove", post(books::remove)),
+        ("/v1/books/proof", get(books::proof)),
+        ("/v1/books/verify", get(books::verify)),
+        ("/v1/books/search", post(books::search)),
+        ("/v1/shards", get(books::shards)),
+        ("/v1/shards/compact", post(books::compact)),
+        ("/v1/audit", get(books::audit)),
+        ("/v1/identity", get(peers::identity)),
+        ("/v1/peers", get(peers::peers)),
+        ("/v1/roots", get(peers::roots)),
+        ("/v1/node/stats", get(peers::stats)),
+        ("/v1/node/doctor", get(doctor::doctor)),
+        ("/v1/node/gossip", get(peers::gossip)),
+        ("/v1/mesh/status", get(mesh::status)),
+        ("/v1/mesh/watch", get(mesh::watch)),
+        ("/v1/mesh/proposals", get(mesh::proposals)),
+        ("/v1/mesh/invites", get(mesh::invites)),
+        ("/v1/mesh/init", post(mesh::init)),
+        ("/v1/mesh/invite", post(mesh::invite)),
+        ("/v1/mesh/invite/revoke", post(mesh::revoke)),
+        ("/v1/mesh/join", post(mesh::join)),
+        ("/v1/mesh/propose", post(mesh::propose)),
+        ("/v1/mesh/vote", post(mesh::vote)),
+        ("/v1/mesh/withdraw", post(mesh::withdraw)),
+        ("/v1/mesh/leave", post(mesh::leave)),
+        ("/v1/moots", get(moots::list)),
+        ("/v1/moot/start", post(moots::start)),
+        ("/v1/moot/resume", post(moots::resume)),
+        ("/v1/moot/show", get(moots::show)),
+        ("/v1/moot/export", get(moots::export)),
+    ]
+}
+
+/// What the HTTP listener serves: the probes and read-only views (no
+/// secrets, nothing that changes state, nothing that streams).
+pub const HTTP_ROUTES: &[&str] = &[
+    "/health",
+    "/metrics",
+    "/v1/node",
+    "/v1/node/stats",
+    "/v1/peers",
+    "/v1/mesh/status",
+    "/v1/mesh/proposals",
+    "/v1/books",
+    "/v1/shards",
+    "/v1/moots",
+    "/v1/moot/show",
+];
+
+/// The control socket's router: every route.
 pub fn router(state: ControlState) -> Router {
+    finish(routes(), state)
+}
+
+/// The HTTP listener's router: the same handlers, [`HTTP_ROUTES`] only.
+pub fn http_router(state: ControlState) -> Router {
+    let narrow = routes()
+        .into_iter()
+        .filter(|(path, _)| HTTP_ROUTES.contains(path))
+        .collect();
+    finish(narrow, state)
+}
+
+fn finish(routes: Vec<(&'static str, MethodRouter<ControlState>)>, state: ControlState) -> Router {
     let max_body = state.books.max_body;
-    Router::new()
-        .route("/v1/node", get(books::node_info))
-        .route("/v1/books", get(books::list))
-        .route("/v1/books/add", post(books::add))
-        .route("/v1/books/show", get(books::show))
-        .route("/v1/books/remove", post(books::remove))
-        .route("/v1/books/proof", get(books::proof))
-        .route("/v1/books/verify", get(books::verify))
-        .route("/v1/books/search", post(books::search))
-        .route("/v1/shards", get(books::shards))
-        .route("/v1/shards/compact", post(books::compact))
-        .route("/v1/audit", get(books::audit))
-        .route("/v1/identity", get(peers::identity))
-        .route("/v1/peers", get(peers::peers))
-        .route("/v1/roots", get(peers::roots))
-        .route("/v1/node/stats", get(peers::stats))
-        .route("/v1/node/doctor", get(doctor::doctor))
-        .route("/v1/node/gossip", get(peers::gossip))
-        .route("/v1/mesh/status", get(mesh::status))
-        .route("/v1/mesh/watch", get(mesh::watch))
-        .route("/v1/mesh/proposals", get(mesh::proposals))
-        .route("/v1/mesh/invites", get(mesh::invites))
-        .route("/v1/mesh/init", post(mesh::init))
-        .route("/v1/mesh/invite", post(mesh::invite))
-        .route("/v1/mesh/invite/revoke", post(mesh::revoke))
-        .route("/v1/mesh/join", post(mesh::join))
-        .route("/v1/mesh/propose", post(mesh::propose))
-        .route("/v1/mesh/vote", post(mesh::vote))
-        .route("/v1/mesh/withdraw", post(mesh::withdraw))
-        .route("/v1/mesh/leave", post(mesh::leave))
-        .route("/v1/moots", get(moots::list))
-        .route("/v1/moot/start", post(moots::start))
-        .route("/v1/moot/resume", post(moots::resume))
-        .route("/v1/moot/show", get(moots::show))
-        .route("/v1/moot/export", get(moots::export))
+    routes
+        .into_iter()
+        .fold(Router::new(), |r, (path, method)| r.route(path, method))
         .fallback(unknown)
         .layer(axum::middleware::from_fn(log_request))
         .method_not_allowed_fallback(unknown)
