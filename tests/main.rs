@@ -10,6 +10,7 @@ mod corpus;
 mod daemon;
 mod docs;
 mod grounding;
+mod http;
 mod mesh;
 mod mesh_cli;
 mod model;
