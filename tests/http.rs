@@ -159,7 +159,7 @@ fn a_loopback_listener_refuses_rebinding_and_cross_origin_changes() {
     assert!(!d.g.state().join("http.token").exists());
 }
 
-/// The listener's routes (the daemon's `control::HTTP_ROUTES`).
+/// The listener's routes (`Served::Both` in the route table of `control/mod.rs`).
 const ROUTES: &[&str] = &[
     "/health",
     "/metrics",
@@ -240,6 +240,31 @@ fn a_non_loopback_listener_needs_the_token_on_every_route() {
         &[("Authorization", "Bearer a-token-set-in-the-config")],
     );
     assert_eq!(with.status, 200, "{}", with.body);
+    // `config check` masks the token, and refuses a short one by its key.
+    let g = Grove::new();
+    let out = g
+        .cmd(&["config", "check", "--json"])
+        .env("GROVE_HTTP__TOKEN", "a-token-set-in-the-config")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let http = &shown["settings"]["http"];
+    assert_eq!(http["token"], "********", "{shown}");
+    assert_eq!(http["listen"], Value::Null);
+    let out = g
+        .cmd(&["config", "check"])
+        .env("GROVE_HTTP__TOKEN", "short")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http.token"));
+    let out = g
+        .cmd(&["config", "check"])
+        .env("GROVE_HTTP__LISTEN", "localhost")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http.listen"));
 }
 
 /// `/health` on the control socket, through the same handler.

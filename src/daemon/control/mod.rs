@@ -99,77 +99,71 @@ async fn log_request(request: axum::extract::Request, next: axum::middleware::Ne
     next.run(request).await
 }
 
-/// The route table: every endpoint, once. The control socket serves all
-/// of it; the HTTP listener the paths in [`HTTP_ROUTES`].
-fn routes() -> Vec<(&'static str, MethodRouter<ControlState>)> {
+/// Where a route is served: the control socket serves every route; the
+/// HTTP listener only the probes and read-only views (no secrets, nothing
+/// that changes state, nothing that streams).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Served {
+    Socket,
+    Both,
+}
+
+/// The route table: every endpoint, once, with where it is served.
+fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
+    use Served::{Both, Socket};
     vec![
-        ("/health", get(observe::health)),
-        ("/metrics", get(observe::metrics)),
-        ("/v1/node", get(books::node_info)),
-        ("/v1/books", get(books::list)),
-        ("/v1/books/add", post(books::add)),
-        ("/v1/books/show", get(books::show)),
-        ("/v1/books/remove", post(books::remove)),
-        ("/v1/books/proof", get(books::proof)),
-        ("/v1/books/verify", get(books::verify)),
-        ("/v1/books/search", post(books::search)),
-        ("/v1/shards", get(books::shards)),
-        ("/v1/shards/compact", post(books::compact)),
-        ("/v1/audit", get(books::audit)),
-        ("/v1/identity", get(peers::identity)),
-        ("/v1/peers", get(peers::peers)),
-        ("/v1/roots", get(peers::roots)),
-        ("/v1/node/stats", get(peers::stats)),
-        ("/v1/node/doctor", get(doctor::doctor)),
-        ("/v1/node/gossip", get(peers::gossip)),
-        ("/v1/mesh/status", get(mesh::status)),
-        ("/v1/mesh/watch", get(mesh::watch)),
-        ("/v1/mesh/proposals", get(mesh::proposals)),
-        ("/v1/mesh/invites", get(mesh::invites)),
-        ("/v1/mesh/init", post(mesh::init)),
-        ("/v1/mesh/invite", post(mesh::invite)),
-        ("/v1/mesh/invite/revoke", post(mesh::revoke)),
-        ("/v1/mesh/join", post(mesh::join)),
-        ("/v1/mesh/propose", post(mesh::propose)),
-        ("/v1/mesh/vote", post(mesh::vote)),
-        ("/v1/mesh/withdraw", post(mesh::withdraw)),
-        ("/v1/mesh/leave", post(mesh::leave)),
-        ("/v1/moots", get(moots::list)),
-        ("/v1/moot/start", post(moots::start)),
-        ("/v1/moot/resume", post(moots::resume)),
-        ("/v1/moot/show", get(moots::show)),
-        ("/v1/moot/export", get(moots::export)),
+        ("/health", get(observe::health), Both),
+        ("/metrics", get(observe::metrics), Both),
+        ("/v1/node", get(books::node_info), Both),
+        ("/v1/books", get(books::list), Both),
+        ("/v1/books/add", post(books::add), Socket),
+        ("/v1/books/show", get(books::show), Socket),
+        ("/v1/books/remove", post(books::remove), Socket),
+        ("/v1/books/proof", get(books::proof), Socket),
+        ("/v1/books/verify", get(books::verify), Socket),
+        ("/v1/books/search", post(books::search), Socket),
+        ("/v1/shards", get(books::shards), Both),
+        ("/v1/shards/compact", post(books::compact), Socket),
+        ("/v1/audit", get(books::audit), Socket),
+        ("/v1/identity", get(peers::identity), Socket),
+        ("/v1/peers", get(peers::peers), Both),
+        ("/v1/roots", get(peers::roots), Socket),
+        ("/v1/node/stats", get(peers::stats), Both),
+        ("/v1/node/doctor", get(doctor::doctor), Socket),
+        ("/v1/node/gossip", get(peers::gossip), Socket),
+        ("/v1/mesh/status", get(mesh::status), Both),
+        ("/v1/mesh/watch", get(mesh::watch), Socket),
+        ("/v1/mesh/proposals", get(mesh::proposals), Both),
+        ("/v1/mesh/invites", get(mesh::invites), Socket),
+        ("/v1/mesh/init", post(mesh::init), Socket),
+        ("/v1/mesh/invite", post(mesh::invite), Socket),
+        ("/v1/mesh/invite/revoke", post(mesh::revoke), Socket),
+        ("/v1/mesh/join", post(mesh::join), Socket),
+        ("/v1/mesh/propose", post(mesh::propose), Socket),
+        ("/v1/mesh/vote", post(mesh::vote), Socket),
+        ("/v1/mesh/withdraw", post(mesh::withdraw), Socket),
+        ("/v1/mesh/leave", post(mesh::leave), Socket),
+        ("/v1/moots", get(moots::list), Both),
+        ("/v1/moot/start", post(moots::start), Socket),
+        ("/v1/moot/resume", post(moots::resume), Socket),
+        ("/v1/moot/show", get(moots::show), Both),
+        ("/v1/moot/export", get(moots::export), Socket),
     ]
 }
 
-/// What the HTTP listener serves: the probes and read-only views (no
-/// secrets, nothing that changes state, nothing that streams).
-pub const HTTP_ROUTES: &[&str] = &[
-    "/health",
-    "/metrics",
-    "/v1/node",
-    "/v1/node/stats",
-    "/v1/peers",
-    "/v1/mesh/status",
-    "/v1/mesh/proposals",
-    "/v1/books",
-    "/v1/shards",
-    "/v1/moots",
-    "/v1/moot/show",
-];
-
 /// The control socket's router: every route.
 pub fn router(state: ControlState) -> Router {
-    finish(routes(), state)
+    let all = routes().into_iter().map(|(path, method, _)| (path, method));
+    finish(all.collect(), state)
 }
 
-/// The HTTP listener's router: the same handlers, [`HTTP_ROUTES`] only.
+/// The HTTP listener's router: the same handlers, its routes only.
 pub fn http_router(state: ControlState) -> Router {
     let narrow = routes()
         .into_iter()
-        .filter(|(path, _)| HTTP_ROUTES.contains(path))
-        .collect();
-    finish(narrow, state)
+        .filter(|(_, _, served)| *served == Served::Both)
+        .map(|(path, method, _)| (path, method));
+    finish(narrow.collect(), state)
 }
 
 fn finish(routes: Vec<(&'static str, MethodRouter<ControlState>)>, state: ControlState) -> Router {
