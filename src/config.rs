@@ -91,12 +91,18 @@ pub struct NodeSettings {
 pub struct LogSettings {
     /// A tracing filter such as `info` or `grove=debug`; `RUST_LOG` wins.
     pub level: String,
+    /// `text` (lines for people), or `json` (one JSON object per line).
+    pub format: String,
 }
+
+/// The values of `log.format`.
+pub const LOG_FORMATS: &[&str] = &["text", "json"];
 
 impl Default for LogSettings {
     fn default() -> Self {
         LogSettings {
             level: "info".into(),
+            format: "text".into(),
         }
     }
 }
@@ -649,6 +655,9 @@ impl Settings {
         }
         if self.log.level.trim().is_empty() {
             return Err(invalid("log.level", "must not be empty (e.g. info)"));
+        }
+        if !LOG_FORMATS.contains(&self.log.format.as_str()) {
+            return Err(invalid("log.format", "`text` or `json`"));
         }
         if let Some(name) = &self.node.name
             && (name.trim().is_empty() || name.len() > 64 || name.chars().any(char::is_control))

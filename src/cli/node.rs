@@ -57,7 +57,7 @@ fn run_node(ctx: &Ctx, listen: Vec<String>) -> anyhow::Result<()> {
         // Flags are checked like the config they override.
         settings.net.checked()?;
     }
-    init_logging(&settings.log.level)?;
+    init_logging(&settings.log.level, &settings.log.format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -121,9 +121,11 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     })
 }
 
-/// Logs to stderr. Under journald (JOURNAL_STREAM set) no timestamps or
-/// colours, since the journal adds its own. `RUST_LOG` overrides `log.level`.
-fn init_logging(level: &str) -> anyhow::Result<()> {
+/// Logs to stderr: lines for people, or with `log.format = "json"` one
+/// JSON object per line (timestamp, level, fields, target). Under journald
+/// (JOURNAL_STREAM set) text lines carry no timestamps or colours, since
+/// the journal adds its own. `RUST_LOG` overrides `log.level`.
+fn init_logging(level: &str, format: &str) -> anyhow::Result<()> {
     use tracing_subscriber::EnvFilter;
     let filter = match std::env::var("RUST_LOG") {
         Ok(v) if !v.is_empty() => EnvFilter::try_new(v)?,
@@ -143,7 +145,9 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false);
-    if journald {
+    if format == "json" {
+        builder.json().with_target(true).with_ansi(false).init();
+    } else if journald {
         builder.without_time().with_ansi(false).init();
     } else {
         builder
