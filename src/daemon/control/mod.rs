@@ -1,6 +1,7 @@
 //! The control socket: HTTP/1.1 + JSON on a Unix socket, routed by axum.
-//! [`router`] is the one route table (every path, its method and its
-//! handler); each handler takes only the part of the node it needs
+//! `routes` is the one route table (every path, its method, its handler
+//! and whether the HTTP listener serves it too: [`router`] takes all,
+//! [`http_router`] the listener's); each handler takes only the part of the node it needs
 //! (axum's `State` sub-states), and answers a `dto` type or an
 //! [`ApiError`], whose kind picks the HTTP status.
 
