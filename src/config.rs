@@ -183,12 +183,18 @@ pub struct NodeSettings {
 pub struct LogSettings {
     /// A tracing filter such as `info` or `grove=debug`; `RUST_LOG` wins.
     pub level: String,
+    /// `text` (lines for people), or `json` (one JSON object per line).
+    pub format: String,
 }
+
+/// The values of `log.format`.
+pub const LOG_FORMATS: &[&str] = &["text", "json"];
 
 impl Default for LogSettings {
     fn default() -> Self {
         LogSettings {
             level: "info".into(),
+            format: "text".into(),
         }
     }
 }
@@ -628,6 +634,51 @@ pub struct Settings {
     pub net: NetSettings,
     pub model: crate::model::ModelSettings,
     pub hooks: HookSettings,
+    pub http: HttpSettings,
+}
+
+/// `[http]`: the operator's HTTP listener (health, metrics, read-only
+/// views; docs/operator-guide.md). Off unless `listen` is set.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSettings {
+    /// A socket address such as `127.0.0.1:8470`; none: no listener.
+    pub listen: Option<String>,
+    /// The bearer token; on a non-loopback listener without one, grove
+    /// makes `http.token` in the state directory.
+    pub token: Option<String>,
+    /// Serve `/metrics` without the token on a non-loopback listener.
+    pub metrics_without_auth: bool,
+}
+
+/// The shortest token accepted in `http.token`.
+pub const MIN_HTTP_TOKEN_CHARS: usize = 16;
+
+impl HttpSettings {
+    /// The listen address, checked; on error returns the key (under
+    /// `http.`) and why.
+    pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, (&'static str, String)> {
+        if let Some(token) = &self.token
+            && (token.chars().count() < MIN_HTTP_TOKEN_CHARS
+                || token.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err((
+                "token",
+                format!(
+                    "at least {MIN_HTTP_TOKEN_CHARS} characters, no spaces or control characters"
+                ),
+            ));
+        }
+        let Some(listen) = &self.listen else {
+            return Ok(None);
+        };
+        listen.trim().parse().map(Some).map_err(|_| {
+            (
+                "listen",
+                format!("`{listen}` is not a socket address (e.g. 127.0.0.1:8470 or [::1]:8470)"),
+            )
+        })
+    }
 }
 
 /// `[hooks]`: a program the daemon runs on chosen membership events, with
@@ -919,6 +970,12 @@ impl Settings {
         within("fetch.timeout_secs", self.fetch.timeout_secs, 1, DAY)?;
         within("fetch.max_redirects", self.fetch.max_redirects, 0, 20)?;
         self.log.check()?;
+        if !LOG_FORMATS.contains(&self.log.format.as_str()) {
+            return Err(ConfigError::invalid(
+                "log.format",
+                format!("`{}` is not `text` or `json`", shown(&self.log.format)),
+            ));
+        }
         if let Some(name) = &self.node.name
             && let Err(e) = crate::mesh::names::check(crate::mesh::names::Field::DisplayName, name)
         {
@@ -955,6 +1012,9 @@ impl Settings {
         if let Err((key, reason)) = self.moot.check() {
             return Err(ConfigError::invalid(key, reason));
         }
+        if let Err((key, reason)) = self.http.listen_addr() {
+            return Err(ConfigError::invalid(&format!("http.{key}"), reason));
+        }
         if let Err((key, reason)) = self.speaker.validate() {
             return Err(ConfigError::invalid(key, reason));
         }
@@ -986,8 +1046,8 @@ impl Settings {
     }
 
     /// The effective configuration as JSON, every key with its value;
-    /// values of keys named like secrets are masked. (No key holds a
-    /// secret today: `model.api_key_env` names the variable that does.)
+    /// values of keys named like secrets are masked (`http.token`;
+    /// `model.api_key_env` names a variable, not a secret).
     pub fn effective(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
         mask_secrets(&mut value);

@@ -267,3 +267,43 @@ fn backup_takes_the_state_of_the_daemon_it_reaches() {
     let original = std::fs::read(node.g.state().join("identity/ed25519.key")).unwrap();
     assert_eq!(copied, original, "the daemon's own key");
 }
+
+/// `log.format = "json"`: every line the daemon logs, from start to stop,
+/// is one JSON object with its level and message.
+#[test]
+fn json_logs_parse_line_by_line() {
+    let g = Grove::new();
+    let node = Node::start_with(&g, "/ip4/127.0.0.1/tcp/0", &[("GROVE_LOG__FORMAT", "json")]);
+    assert!(node.next_notification().contains("READY=1"));
+    node.signal(libc::SIGTERM);
+    let (ok, stderr, _) = node.wait(Duration::from_secs(10));
+    assert!(ok, "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines.len() >= 3, "{stderr}");
+    let mut messages = Vec::new();
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}"));
+        assert!(v["level"].is_string(), "{line}");
+        assert!(v["timestamp"].is_string(), "{line}");
+        messages.push(
+            v["fields"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    assert!(
+        messages.iter().any(|m| m == "grove node ready"),
+        "{messages:?}"
+    );
+    assert!(messages.iter().any(|m| m == "stopped"), "{messages:?}");
+    // A format it does not know is refused by its key.
+    let err = g
+        .cmd(&["config", "check"])
+        .env("GROVE_LOG__FORMAT", "xml")
+        .output()
+        .unwrap();
+    assert!(!err.status.success());
+    assert!(String::from_utf8_lossy(&err.stderr).contains("log.format"));
+}

@@ -12,6 +12,7 @@ mod docs;
 mod grounding;
 mod hostile;
 mod hostile_daemon;
+mod http;
 mod mesh;
 mod mesh_cli;
 mod model;

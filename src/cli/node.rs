@@ -58,7 +58,7 @@ fn run_node(ctx: &Ctx, listen: Vec<String>) -> anyhow::Result<()> {
     // The check `grove config check` runs; flags are checked like the
     // config they override.
     let config = settings.node_config()?;
-    init_logging(&config.log_filter)?;
+    init_logging(&config.log_filter, &settings.log.format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -122,10 +122,11 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     })
 }
 
-/// Logs to stderr with `filter` (checked: [`grove::config::LogSettings::filter`]).
-/// Under journald (JOURNAL_STREAM set) no timestamps or colours, since the
-/// journal adds its own.
-fn init_logging(filter: &str) -> anyhow::Result<()> {
+/// Logs to stderr with `filter` (checked: [`grove::config::LogSettings::filter`]):
+/// lines for people, or with `log.format = "json"` one JSON object per line
+/// (timestamp, level, fields, target). Under journald (JOURNAL_STREAM set)
+/// text lines carry no timestamps or colours, since the journal adds its own.
+fn init_logging(filter: &str, format: &str) -> anyhow::Result<()> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(filter).context("config key `log.level`")?;
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();
@@ -133,7 +134,9 @@ fn init_logging(filter: &str) -> anyhow::Result<()> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false);
-    if journald {
+    if format == "json" {
+        builder.json().with_target(true).with_ansi(false).init();
+    } else if journald {
         builder.without_time().with_ansi(false).init();
     } else {
         builder

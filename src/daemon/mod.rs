@@ -9,7 +9,9 @@ pub mod control;
 pub mod events;
 pub mod gossip;
 pub mod hooks;
+pub mod http;
 pub mod mesh;
+pub mod metrics;
 pub mod model;
 pub mod moots;
 pub mod node;
@@ -34,6 +36,10 @@ use crate::config::Settings;
 /// How long in-flight control requests may take to finish at shutdown; the
 /// whole process exits well within systemd's 10 s budget.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(7);
+
+/// How long a node whose part died keeps answering (`/health` says 503
+/// and names the part) before it stops, so probes record why.
+pub const UNHEALTHY_LINGER: Duration = Duration::from_secs(3);
 
 /// Why the daemon could not start or run. A variant with a source names
 /// only its own context: `main` prints the chain (`{:#}`), so the cause
@@ -73,6 +79,8 @@ pub enum DaemonError {
     Mesh(#[from] crate::mesh::store::StoreError),
     #[error("node database")]
     NodeDb(#[from] rusqlite::Error),
+    #[error("HTTP listener")]
+    Http(#[from] http::HttpError),
     #[error("starting a worker thread")]
     Worker(#[source] std::io::Error),
     #[error(
@@ -107,6 +115,7 @@ pub async fn run(
     // write beside it.
     let socket_path = settings.control_socket(&state_dir);
     let listener = bind_control_socket(&socket_path)?;
+    let http = http::Listener::bind(&settings.http, &state_dir)?;
     let core = mesh::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
     let peer_book = open_peer_book(&state_dir)?;
     let (network, net_events) = crate::net::Network::start(keypair, net_config).await?;
@@ -126,11 +135,13 @@ pub async fn run(
             .map_err(DaemonError::Worker)?;
     let events = mesh_worker.events().clone();
     let hooks = hooks::spawn(&settings.hooks, &events);
+    let (verdict, verdict_rx) = watch::channel(None);
     let health = Health {
         store: store.clone(),
         mesh: mesh_worker.clone(),
         model: model.clone(),
         net: network.clone(),
+        verdict,
     };
     health.inject_fault_if_asked();
     let parts = Parts {
@@ -142,16 +153,23 @@ pub async fn run(
         model,
         peers: peers::Peers::new(peer_book),
         advertised,
+        verdict: verdict_rx,
     };
     let (node, control) = wire_up(parts, listen);
-    let tasks = Tasks::start(node, net_events, listener, control, hooks);
+    let tasks = Tasks::start(node, net_events, listener, http, control, hooks);
     let notifier = notify::Notifier::from_env();
     tracing::info!(state_dir = %state_dir.display(), socket = %socket_path.display(), "grove node ready");
     notifier.notify("READY=1\nSTATUS=serving the control socket");
+    tokio::pin!(shutdown);
     let outcome = tokio::select! {
-        _ = shutdown => Ok(()),
+        _ = &mut shutdown => Ok(()),
         dead = health.watch(&tasks.node) => {
-            tracing::error!(part = dead, "a part of the node stopped; shutting down");
+            tracing::error!(part = dead, linger_secs = UNHEALTHY_LINGER.as_secs(), "a part of the node stopped; shutting down after the linger");
+            // /health answers 503 naming the part meanwhile.
+            tokio::select! {
+                _ = &mut shutdown => {}
+                _ = tokio::time::sleep(UNHEALTHY_LINGER) => {}
+            }
             Err(DaemonError::Unhealthy(dead))
         }
     };
@@ -171,11 +189,13 @@ pub async fn run(
     outcome
 }
 
-/// The node's tasks: the node loop, the control server and the hook runner.
+/// The node's tasks: the node loop, the control server, the HTTP listener
+/// and the hook runner.
 struct Tasks {
     stop: watch::Sender<bool>,
     node: tokio::task::JoinHandle<()>,
     server: tokio::task::JoinHandle<()>,
+    http: Option<tokio::task::JoinHandle<()>>,
     hooks: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -185,11 +205,16 @@ impl Tasks {
         node: node::NodeLoop,
         net_events: tokio::sync::mpsc::Receiver<crate::net::Event>,
         listener: tokio::net::UnixListener,
+        http: Option<http::Listener>,
         control: control::ControlState,
         hooks: Option<tokio::task::JoinHandle<()>>,
     ) -> Tasks {
         let (stop, stop_rx) = watch::channel(false);
         let node = tokio::spawn(node.run(net_events, stop_rx.clone()));
+        let http = http.map(|h| {
+            let router = control::http_router(control.clone());
+            tokio::spawn(h.serve(router, stop_rx.clone(), SHUTDOWN_GRACE))
+        });
         let server = tokio::spawn(control::serve(
             listener,
             control::router(control),
@@ -200,6 +225,7 @@ impl Tasks {
             stop,
             node,
             server,
+            http,
             hooks,
         }
     }
@@ -213,6 +239,11 @@ impl Tasks {
         events.close();
         if let Err(e) = self.server.await {
             tracing::warn!(error = %e, "control server task failed");
+        }
+        if let Some(http) = self.http
+            && let Err(e) = http.await
+        {
+            tracing::warn!(error = %e, "HTTP listener task failed");
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), self.node).await;
         if let Some(hooks) = self.hooks {
@@ -229,6 +260,8 @@ struct Health {
     mesh: mesh::MeshWorker,
     model: model::ModelWorker,
     net: crate::net::Network,
+    /// The latest verdict, for `/health`.
+    verdict: watch::Sender<Option<&'static str>>,
 }
 
 /// How often health is checked when systemd set no watchdog.
@@ -262,7 +295,10 @@ impl Health {
         let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;
-            if let Some(dead) = self.failed(node_task) {
+            let failed = self.failed(node_task);
+            self.verdict
+                .send_if_modified(|v| std::mem::replace(v, failed) != failed);
+            if let Some(dead) = failed {
                 return dead;
             }
             if watchdog.is_some() {
@@ -348,6 +384,7 @@ struct Parts<'a> {
     model: model::ModelWorker,
     peers: peers::Peers,
     advertised: advertised::Advertised,
+    verdict: control::Verdict,
 }
 
 /// Wires the node loop and the control routes from the workers: each gets
@@ -358,7 +395,7 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
     let link = outbox::MeshLink::new(p.mesh.clone(), p.net.clone(), stats.clone());
     let speaking = speaking(&p);
     let rpc = rpc_handlers(&p, &link, speaking.clone(), &stats);
-    let moots = moot_host(&p, speaking, &due);
+    let moots = moot_host(&p, speaking, &due, &stats);
     let gossip = gossip::Gossip::new(
         link.clone(),
         p.net.clone(),
@@ -388,6 +425,13 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
             },
             advertised: p.advertised.clone(),
             node_name: p.settings.node.name.clone(),
+        },
+        observe: control::Observe {
+            health: p.verdict.clone(),
+            metrics: Arc::new(metrics::Metrics::new(stats.clone())),
+            mesh: p.mesh.clone(),
+            peers: p.peers.clone(),
+            store: p.store.clone(),
         },
         node: control::NodeView {
             me: p.net.local_peer_id(),
@@ -464,6 +508,7 @@ fn moot_host(
     p: &Parts<'_>,
     speaking: rpc::turn::Speaking,
     due: &Arc<node::Due>,
+    stats: &Arc<stats::Stats>,
 ) -> moots::MootHost {
     moots::MootHost {
         mesh: p.mesh.clone(),
@@ -477,6 +522,7 @@ fn moot_host(
             backoff: Duration::from_millis(p.settings.net.turn_retry_backoff_ms),
         },
         due: due.clone(),
+        stats: stats.clone(),
     }
 }
 

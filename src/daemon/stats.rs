@@ -1,13 +1,50 @@
-//! The node's counters (`grove node stats`): messages accepted and dropped
-//! by reason, requests served, epochs seen. Reasons are a fixed vocabulary
-//! so the set of counters stays small whatever peers send.
+//! The node's counters (`grove node stats`, and `/metrics` through
+//! `daemon::metrics`): messages accepted and dropped by reason, requests
+//! served, epochs seen; and its latency histograms. Reasons are a fixed
+//! vocabulary so the set of counters stays small whatever peers send.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
-#[derive(Debug, Default)]
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+
+/// A latency histogram family by one label (`scope` of a search, ...).
+pub type Latency = Family<[(&'static str, &'static str); 1], Histogram, fn() -> Histogram>;
+
+/// Buckets from 1 ms to about 33 s (doubling): searches take milliseconds,
+/// a turn of the embedded model seconds.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+#[derive(Debug)]
 pub struct Stats {
     counters: Mutex<BTreeMap<String, u64>>,
+    /// Searches by `scope`: `local` (this node's books, asked here),
+    /// `mesh` (the whole fan-out, asked here), `peer` (answering a member).
+    pub search_seconds: Latency,
+    /// Hosted moot turns that landed, by `speaker` (`local` or `remote`),
+    /// from the ask to the checked answer.
+    pub turn_seconds: Latency,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            counters: Mutex::default(),
+            search_seconds: Family::new_with_constructor(latency_histogram),
+            turn_seconds: Family::new_with_constructor(latency_histogram),
+        }
+    }
+}
+
+/// Records `took` in `family` under `label = value`.
+pub fn observe(family: &Latency, label: &'static str, value: &'static str, took: Duration) {
+    family
+        .get_or_create(&[(label, value)])
+        .observe(took.as_secs_f64());
 }
 
 impl Stats {

@@ -15,6 +15,15 @@ pub struct NodeInfo {
     pub started_ms: i64,
 }
 
+/// `GET /health`: `ok` while every part the watchdog checks is alive,
+/// else `failed` with the part that stopped (HTTP 503).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Health {
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
+}
+
 /// `identity show`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IdentityView {

@@ -149,10 +149,17 @@ pub async fn search(
         )));
     }
     let request = call.request;
-    if call.mesh {
-        return Ok(Json(rpc::search::mesh_search(&rpc, request).await?));
-    }
-    Ok(Json(books.store.call(move |b| b.search(&request)).await??))
+    let started = std::time::Instant::now();
+    let (scope, hits) = if call.mesh {
+        ("mesh", rpc::search::mesh_search(&rpc, request).await?)
+    } else {
+        (
+            "local",
+            books.store.call(move |b| b.search(&request)).await??,
+        )
+    };
+    crate::daemon::stats::observe(&rpc.stats.search_seconds, "scope", scope, started.elapsed());
+    Ok(Json(hits))
 }
 
 pub async fn shards(State(books): State<Books>) -> Answer<dto::ShardList> {

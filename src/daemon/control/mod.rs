@@ -1,6 +1,7 @@
 //! The control socket: HTTP/1.1 + JSON on a Unix socket, routed by axum.
-//! [`router`] is the one route table (every path, its method and its
-//! handler); each handler takes only the part of the node it needs
+//! `routes` is the one route table (every path, its method, its handler
+//! and whether the HTTP listener serves it too: [`router`] takes all,
+//! [`http_router`] the listener's); each handler takes only the part of the node it needs
 //! (axum's `State` sub-states), and answers a `dto` type or an
 //! [`ApiError`], whose kind picks the HTTP status.
 
@@ -9,6 +10,7 @@ mod conn;
 mod doctor;
 mod mesh;
 mod moots;
+mod observe;
 mod peers;
 
 use std::sync::Arc;
@@ -18,11 +20,12 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use serde::de::DeserializeOwned;
 
 pub use self::books::Books;
 pub use self::mesh::MeshOps;
+pub use self::observe::{Observe, Verdict};
 pub use self::peers::NodeView;
 use super::moots::MootHost;
 use super::rpc::Rpc;
@@ -38,6 +41,7 @@ pub struct ControlState {
     /// The mesh-wide search asks other members over the network.
     pub rpc: Rpc,
     pub info: Arc<dto::NodeInfo>,
+    pub observe: Observe,
 }
 
 macro_rules! substate {
@@ -50,7 +54,7 @@ macro_rules! substate {
     };
 }
 
-substate!(books: Books, mesh: MeshOps, node: NodeView, moots: MootHost, rpc: Rpc, info: Arc<dto::NodeInfo>);
+substate!(books: Books, mesh: MeshOps, node: NodeView, moots: MootHost, rpc: Rpc, info: Arc<dto::NodeInfo>, observe: Observe);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -94,44 +98,78 @@ async fn log_request(request: axum::extract::Request, next: axum::middleware::Ne
     next.run(request).await
 }
 
-/// The route table: every control endpoint, once.
+/// Where a route is served: the control socket serves every route; the
+/// HTTP listener only the probes and read-only views (no secrets, nothing
+/// that changes state, nothing that streams).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Served {
+    Socket,
+    Both,
+}
+
+/// The route table: every endpoint, once, with where it is served.
+fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
+    use Served::{Both, Socket};
+    vec![
+        ("/health", get(observe::health), Both),
+        ("/metrics", get(observe::metrics), Both),
+        ("/v1/node", get(books::node_info), Both),
+        ("/v1/books", get(books::list), Both),
+        ("/v1/books/add", post(books::add), Socket),
+        ("/v1/books/show", get(books::show), Socket),
+        ("/v1/books/remove", post(books::remove), Socket),
+        ("/v1/books/proof", get(books::proof), Socket),
+        ("/v1/books/verify", get(books::verify), Socket),
+        ("/v1/books/search", post(books::search), Socket),
+        ("/v1/shards", get(books::shards), Both),
+        ("/v1/shards/compact", post(books::compact), Socket),
+        ("/v1/audit", get(books::audit), Socket),
+        ("/v1/identity", get(peers::identity), Socket),
+        ("/v1/peers", get(peers::peers), Both),
+        ("/v1/roots", get(peers::roots), Socket),
+        ("/v1/node/stats", get(peers::stats), Both),
+        ("/v1/node/doctor", get(doctor::doctor), Socket),
+        ("/v1/node/gossip", get(peers::gossip), Socket),
+        ("/v1/mesh/status", get(mesh::status), Both),
+        ("/v1/mesh/watch", get(mesh::watch), Socket),
+        ("/v1/mesh/proposals", get(mesh::proposals), Both),
+        ("/v1/mesh/invites", get(mesh::invites), Socket),
+        ("/v1/mesh/init", post(mesh::init), Socket),
+        ("/v1/mesh/invite", post(mesh::invite), Socket),
+        ("/v1/mesh/invite/revoke", post(mesh::revoke), Socket),
+        ("/v1/mesh/join", post(mesh::join), Socket),
+        ("/v1/mesh/propose", post(mesh::propose), Socket),
+        ("/v1/mesh/vote", post(mesh::vote), Socket),
+        ("/v1/mesh/withdraw", post(mesh::withdraw), Socket),
+        ("/v1/mesh/leave", post(mesh::leave), Socket),
+        ("/v1/moots", get(moots::list), Both),
+        ("/v1/moot/start", post(moots::start), Socket),
+        ("/v1/moot/resume", post(moots::resume), Socket),
+        ("/v1/moot/show", get(moots::show), Both),
+        ("/v1/moot/export", get(moots::export), Socket),
+    ]
+}
+
+/// The control socket's router: every route.
 pub fn router(state: ControlState) -> Router {
+    let all = routes().into_iter().map(|(path, method, _)| (path, method));
+    finish(all.collect(), state)
+}
+
+/// The HTTP listener's router: the same handlers, its routes only.
+pub fn http_router(state: ControlState) -> Router {
+    let narrow = routes()
+        .into_iter()
+        .filter(|(_, _, served)| *served == Served::Both)
+        .map(|(path, method, _)| (path, method));
+    finish(narrow.collect(), state)
+}
+
+fn finish(routes: Vec<(&'static str, MethodRouter<ControlState>)>, state: ControlState) -> Router {
     let max_body = state.books.max_body;
-    Router::new()
-        .route("/v1/node", get(books::node_info))
-        .route("/v1/books", get(books::list))
-        .route("/v1/books/add", post(books::add))
-        .route("/v1/books/show", get(books::show))
-        .route("/v1/books/remove", post(books::remove))
-        .route("/v1/books/proof", get(books::proof))
-        .route("/v1/books/verify", get(books::verify))
-        .route("/v1/books/search", post(books::search))
-        .route("/v1/shards", get(books::shards))
-        .route("/v1/shards/compact", post(books::compact))
-        .route("/v1/audit", get(books::audit))
-        .route("/v1/identity", get(peers::identity))
-        .route("/v1/peers", get(peers::peers))
-        .route("/v1/roots", get(peers::roots))
-        .route("/v1/node/stats", get(peers::stats))
-        .route("/v1/node/doctor", get(doctor::doctor))
-        .route("/v1/node/gossip", get(peers::gossip))
-        .route("/v1/mesh/status", get(mesh::status))
-        .route("/v1/mesh/watch", get(mesh::watch))
-        .route("/v1/mesh/proposals", get(mesh::proposals))
-        .route("/v1/mesh/invites", get(mesh::invites))
-        .route("/v1/mesh/init", post(mesh::init))
-        .route("/v1/mesh/invite", post(mesh::invite))
-        .route("/v1/mesh/invite/revoke", post(mesh::revoke))
-        .route("/v1/mesh/join", post(mesh::join))
-        .route("/v1/mesh/propose", post(mesh::propose))
-        .route("/v1/mesh/vote", post(mesh::vote))
-        .route("/v1/mesh/withdraw", post(mesh::withdraw))
-        .route("/v1/mesh/leave", post(mesh::leave))
-        .route("/v1/moots", get(moots::list))
-        .route("/v1/moot/start", post(moots::start))
-        .route("/v1/moot/resume", post(moots::resume))
-        .route("/v1/moot/show", get(moots::show))
-        .route("/v1/moot/export", get(moots::export))
+    routes
+        .into_iter()
+        .fold(Router::new(), |r, (path, method)| r.route(path, method))
         .fallback(unknown)
         .layer(axum::middleware::from_fn(log_request))
         .method_not_allowed_fallback(unknown)

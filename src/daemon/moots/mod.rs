@@ -56,6 +56,8 @@ pub struct MootHost {
     pub settings: MootSettings,
     pub retry: TurnRetry,
     pub due: Arc<Due>,
+    /// Turn counts and latency (`/metrics`).
+    pub stats: Arc<crate::daemon::stats::Stats>,
 }
 
 /// A tree argument: `PEER:KEY` (PEER is `self`, a member's name or peer id).

@@ -294,7 +294,17 @@ impl Speaker for NodeSpeaker {
                     match self.check(call, &signed_turn, &prev_arr) {
                         Ok(checked) => {
                             let turns = self.accept(checked.hash, signed_turn);
-                            let ms = started.elapsed().as_millis() as u64;
+                            let took = started.elapsed();
+                            let stats = &self.host.stats;
+                            stats.bump("moot.turns.landed");
+                            let speaker = if self.who.local { "local" } else { "remote" };
+                            crate::daemon::stats::observe(
+                                &stats.turn_seconds,
+                                "speaker",
+                                speaker,
+                                took,
+                            );
+                            let ms = took.as_millis() as u64;
                             (self.on_turn)(&turns, ms, &checked.utterance);
                             return Ok(checked.utterance);
                         }
@@ -312,6 +322,7 @@ impl Speaker for NodeSpeaker {
             }
             tracing::info!(book = %self.who.tree.key, reason = %last, "asking the turn once more");
         }
+        self.host.stats.bump("moot.turns.failed");
         Err(self.fail(last))
     }
 }

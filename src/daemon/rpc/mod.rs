@@ -82,7 +82,10 @@ pub async fn answer(rpc: &Rpc, peer: PeerId, protocol: Protocol, data: &[u8]) ->
             (a.encode_to_vec(), refused)
         }
         Protocol::Search => {
+            let started = std::time::Instant::now();
             let a = search::answer(&rpc.store, &rpc.mesh.view(), &rpc.limits, peer, data).await;
+            let took = started.elapsed();
+            super::stats::observe(&rpc.stats.search_seconds, "scope", "peer", took);
             let refused = !a.refused.is_empty();
             (a.encode_to_vec(), refused)
         }
