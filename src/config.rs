@@ -1156,12 +1156,14 @@ mod tests {
         for level in ["\u{b}À=", " À=info", "inof", "grove=debug, info", ""] {
             let log = LogSettings {
                 level: level.into(),
+                ..LogSettings::default()
             };
             assert!(log.check().is_err(), "{level:?}");
         }
         for level in ["info", "grove=debug,info", "WARN", "off"] {
             let log = LogSettings {
                 level: level.into(),
+                ..LogSettings::default()
             };
             assert!(log.check().is_ok(), "{level:?}");
         }
