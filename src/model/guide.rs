@@ -58,6 +58,11 @@ pub struct Guidance {
     /// turns, the titles and the topic, as `moot::reading` counts them);
     /// with them, free text writes no numerals either. `None`: no such rule.
     pub known_words: Option<Vec<String>>,
+    /// Words free text leans towards until it has written one of them
+    /// (the topic's words: a small model drifts off the topic otherwise).
+    /// Each single token spelling ` word` or ` Word` gets
+    /// [`STEER_BIAS`] added to its logit.
+    pub steer_words: Vec<String>,
 }
 
 /// Limits guidance works within. The defaults follow the moot prompt: 1 to 3
@@ -94,6 +99,9 @@ pub struct GuideRules {
     /// or markup (a small model writes stage directions in them).
     pub no_asides: bool,
 }
+
+/// The logit added to [`Guidance::steer_words`] tokens.
+pub const STEER_BIAS: f32 = 2.5;
 
 impl Default for GuideRules {
     fn default() -> Self {
@@ -733,6 +741,8 @@ pub struct QuoteGuide {
     segment: Vec<u8>,
     /// [`Guidance::known_words`], sorted.
     known_words: Option<Vec<String>>,
+    /// The tokens spelling a steer word, until free text has written one.
+    steer: Vec<u32>,
 }
 
 impl QuoteGuide {
@@ -801,11 +811,33 @@ impl QuoteGuide {
                 w.dedup();
                 w
             }),
+            steer: Vec::new(),
         };
+        guide.steer = guide.steer_tokens(&guidance.steer_words);
         guide.openers_any = guide.openers(false);
         guide.openers_passages = guide.openers(true);
         guide.tag_openers = guide.valid_tag_openers();
         guide
+    }
+
+    /// The single tokens spelling ` word` or ` Word` for the steer words.
+    fn steer_tokens(&self, steer_words: &[String]) -> Vec<u32> {
+        let trie = &self.vocab.trie;
+        let mut out = Vec::new();
+        for word in steer_words {
+            let mut capital = word.clone();
+            if let Some(first) = capital.get_mut(..1) {
+                first.make_ascii_uppercase();
+            }
+            for spelling in [format!(" {word}"), format!(" {capital}")] {
+                if let Some(id) = trie.walk(spelling.as_bytes()).and_then(|n| trie.token(n))
+                    && !out.contains(&id)
+                {
+                    out.push(id);
+                }
+            }
+        }
+        out
     }
 
     /// What guidance did so far.
@@ -1075,6 +1107,13 @@ impl QuoteGuide {
         }
         self.forbid_unknown_terms(logits);
         self.forbid_copies(logits);
+        for &id in &self.steer {
+            if let Some(l) = logits.get_mut(id as usize)
+                && l.is_finite()
+            {
+                *l += STEER_BIAS;
+            }
+        }
     }
 
     /// The terms rule (with [`Guidance::known_words`]): free text writes no
@@ -1761,6 +1800,10 @@ impl DecodeGuide for QuoteGuide {
         let Some(bytes) = vocab.token_bytes(token) else {
             return GuideControl::Continue;
         };
+        // One steer word written in free text is enough.
+        if matches!(self.state, State::Free) && self.steer.contains(&token) {
+            self.steer.clear();
+        }
         for &b in bytes {
             self.step(b);
         }
@@ -2310,6 +2353,29 @@ mod tests {
         feed(&mut g, &w, &["I", " said"]);
         assert!(allows(&mut g, &w, " Ishmael"));
         assert!(allows(&mut g, &w, "5"));
+    }
+
+    #[test]
+    fn free_text_leans_towards_a_steer_word_until_it_writes_one() {
+        let (mut g, w) = guide_with(
+            Guidance {
+                passages: vec![WHALE.into()],
+                steer_words: vec!["sea".into()],
+                ..Guidance::default()
+            },
+            200,
+            GuideRules::default(),
+        );
+        let logit = |g: &mut QuoteGuide, t: &str| {
+            let mut logits = vec![0.0f32; g.vocab.len()];
+            g.constrain(&mut logits);
+            logits[id(&w, t) as usize]
+        };
+        feed(&mut g, &w, &["I", " said"]);
+        assert_eq!(logit(&mut g, " sea"), STEER_BIAS);
+        assert_eq!(logit(&mut g, " whale"), 0.0);
+        feed(&mut g, &w, &[" sea"]);
+        assert_eq!(logit(&mut g, " sea"), 0.0, "written once: no more lean");
     }
 
     #[test]

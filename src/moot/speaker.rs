@@ -206,6 +206,11 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
         avoid: request.own_turns.values().cloned().collect(),
         exempt: titles(request),
         known_words: Some(known_words(request, &tagged)),
+        steer_words: request
+            .topic
+            .as_deref()
+            .map(reading::topic_word_forms)
+            .unwrap_or_default(),
     };
     let guided = model.guides_decoding();
     let mut call = |messages: &[ChatMessage], seed: u64| {
