@@ -387,7 +387,10 @@ fn strip_reading(transcript: &mut serde_json::Value) {
         .expect("settings")
         .remove("reading");
     for key in READING_STATS {
-        transcript["stats"].as_object_mut().expect("stats").remove(key);
+        transcript["stats"]
+            .as_object_mut()
+            .expect("stats")
+            .remove(key);
     }
     for u in transcript["utterances"].as_array_mut().expect("utterances") {
         for key in READING_FIELDS {
@@ -462,7 +465,10 @@ fn reading_measures_are_recorded_and_re_derived() {
     assert_eq!(old.stats.distinct_2, None);
     let again = old.to_json_pretty();
     for key in READING_STATS.iter().chain(&READING_FIELDS) {
-        assert!(!again.contains(&format!("\"{key}\"")), "{key} written as absent");
+        assert!(
+            !again.contains(&format!("\"{key}\"")),
+            "{key} written as absent"
+        );
     }
     // A transcript that names reading measures this grove does not know.
     let mut unknown = parsed.clone();
@@ -492,7 +498,10 @@ fn the_prompt_carries_persona_passages_and_moves() {
     assert_eq!(first.messages[0].role, Role::System);
     let persona = &first.messages[0].content;
     assert!(persona.contains("\"The Compleat Angler\" by Izaak Walton"));
-    assert!(persona.ends_with("Tell Moby Dick who you are."), "{persona}");
+    assert!(
+        persona.ends_with("Tell Moby Dick who you are."),
+        "{persona}"
+    );
     // The book's own lines, tagged, then the question it answers.
     let user = &first.messages[1].content;
     assert!(user.starts_with("Lines of yours:\n\n[s1] "), "{user}");
@@ -505,10 +514,16 @@ fn the_prompt_carries_persona_passages_and_moves() {
     // before its question.
     let third = &model.requests[2].messages[1].content;
     let said: String = moot.utterances[1].text.chars().take(12).collect();
-    assert!(third.contains(&format!("Moby Dick says: {said}")), "{third}");
+    assert!(
+        third.contains(&format!("Moby Dick says: {said}")),
+        "{third}"
+    );
     let line = third.split(" says: ").nth(1).unwrap_or_default();
     assert!(!line.contains("[s"), "{third}");
-    assert!(third.ends_with("\n\nWhat is your last word to Moby Dick?"), "{third}");
+    assert!(
+        third.ends_with("\n\nWhat is your last word to Moby Dick?"),
+        "{third}"
+    );
     // Turn 3 of 3 closes.
     assert!(
         model.requests[2].messages[0]

@@ -251,7 +251,10 @@ impl WordLead {
     fn of(id: u32, token: &str) -> Option<WordLead> {
         let at = token.find(is_word_char)?;
         let lead = &token[..at];
-        let word: String = token[at..].chars().take_while(|&c| is_word_char(c)).collect();
+        let word: String = token[at..]
+            .chars()
+            .take_while(|&c| is_word_char(c))
+            .collect();
         Some(WordLead {
             id,
             ends_word: at + word.len() < token.len(),
@@ -322,11 +325,16 @@ impl Vocabulary {
             if bytes.iter().any(|b| b"()*_#`~<>|{}".contains(b)) {
                 asides.push(id);
             }
-            let Some(token) = std::str::from_utf8(bytes).ok().filter(|_| is_safe_text(bytes)) else {
+            let Some(token) = std::str::from_utf8(bytes)
+                .ok()
+                .filter(|_| is_safe_text(bytes))
+            else {
                 continue;
             };
             if let Some(lead) = WordLead::of(id, token) {
-                let first = token[token.find(is_word_char).unwrap_or(0)..].chars().next();
+                let first = token[token.find(is_word_char).unwrap_or(0)..]
+                    .chars()
+                    .next();
                 if token.starts_with(is_word_char) {
                     word_led.push(lead.clone());
                 }

@@ -22,7 +22,9 @@ pub fn persona(speaker: &Tree, other: &Tree, cue: &Cue<'_>, topic: Option<&str>)
     let me = speaker.name();
     let you = other.name();
     let mut s = match speaker.named_author() {
-        Some(author) => format!("You are the book \"{me}\" by {author}, and you speak as {author} wrote."),
+        Some(author) => {
+            format!("You are the book \"{me}\" by {author}, and you speak as {author} wrote.")
+        }
         None => format!("You are the book \"{me}\", and you speak in its own voice."),
     };
     match topic {
@@ -112,7 +114,11 @@ pub fn user_message(
                 .join(" ")
                 .replace(" .", ".")
                 .replace(" ,", ",");
-            let _ = write!(s, "\n\n{other} says: {line}\n\n{}", question(*mv, other, &about));
+            let _ = write!(
+                s,
+                "\n\n{other} says: {line}\n\n{}",
+                question(*mv, other, &about)
+            );
         }
     }
     s

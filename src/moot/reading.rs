@@ -122,22 +122,165 @@ pub const META_TALK_PHRASES: &[&str] = &[
 
 /// Words too common to carry a point.
 pub const STOP_WORDS: &[&str] = &[
-    "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "had", "her", "was",
-    "one", "our", "out", "has", "him", "his", "how", "man", "its", "who", "did", "yet", "nor",
-    "she", "too", "use", "that", "with", "have", "this", "will", "your", "from", "they", "know",
-    "want", "been", "much", "some", "what", "when", "make", "like", "than", "then", "them",
-    "these", "those", "there", "their", "here", "where", "which", "while", "would", "could",
-    "should", "shall", "must", "might", "about", "into", "over", "such", "only", "other",
-    "very", "just", "also", "more", "most", "each", "every", "even", "ever", "never", "upon",
-    "unto", "thee", "thou", "thy", "thine", "hath", "doth", "say", "says", "said", "does",
-    "done", "being", "were", "well", "may", "let", "own", "same", "both", "why", "now", "yes",
-    "because", "though", "through", "again", "still", "once", "many", "few", "who's", "it's",
-    "i'm", "i've", "i'll", "i'd", "you're", "don't", "can't", "won't", "isn't", "let's",
-    "myself", "yourself", "itself", "ourselves", "what's", "that's", "there's", "thing",
-    "things", "way", "something", "nothing", "anything", "everything", "less", "first",
-    "indeed", "truly", "rather", "quite", "perhaps", "without", "within", "between", "under",
-    "after", "before", "among", "against", "toward", "towards", "whom", "whose", "whether",
-    "either", "neither",
+    "the",
+    "and",
+    "for",
+    "are",
+    "but",
+    "not",
+    "you",
+    "all",
+    "any",
+    "can",
+    "had",
+    "her",
+    "was",
+    "one",
+    "our",
+    "out",
+    "has",
+    "him",
+    "his",
+    "how",
+    "man",
+    "its",
+    "who",
+    "did",
+    "yet",
+    "nor",
+    "she",
+    "too",
+    "use",
+    "that",
+    "with",
+    "have",
+    "this",
+    "will",
+    "your",
+    "from",
+    "they",
+    "know",
+    "want",
+    "been",
+    "much",
+    "some",
+    "what",
+    "when",
+    "make",
+    "like",
+    "than",
+    "then",
+    "them",
+    "these",
+    "those",
+    "there",
+    "their",
+    "here",
+    "where",
+    "which",
+    "while",
+    "would",
+    "could",
+    "should",
+    "shall",
+    "must",
+    "might",
+    "about",
+    "into",
+    "over",
+    "such",
+    "only",
+    "other",
+    "very",
+    "just",
+    "also",
+    "more",
+    "most",
+    "each",
+    "every",
+    "even",
+    "ever",
+    "never",
+    "upon",
+    "unto",
+    "thee",
+    "thou",
+    "thy",
+    "thine",
+    "hath",
+    "doth",
+    "say",
+    "says",
+    "said",
+    "does",
+    "done",
+    "being",
+    "were",
+    "well",
+    "may",
+    "let",
+    "own",
+    "same",
+    "both",
+    "why",
+    "now",
+    "yes",
+    "because",
+    "though",
+    "through",
+    "again",
+    "still",
+    "once",
+    "many",
+    "few",
+    "who's",
+    "it's",
+    "i'm",
+    "i've",
+    "i'll",
+    "i'd",
+    "you're",
+    "don't",
+    "can't",
+    "won't",
+    "isn't",
+    "let's",
+    "myself",
+    "yourself",
+    "itself",
+    "ourselves",
+    "what's",
+    "that's",
+    "there's",
+    "thing",
+    "things",
+    "way",
+    "something",
+    "nothing",
+    "anything",
+    "everything",
+    "less",
+    "first",
+    "indeed",
+    "truly",
+    "rather",
+    "quite",
+    "perhaps",
+    "without",
+    "within",
+    "between",
+    "under",
+    "after",
+    "before",
+    "among",
+    "against",
+    "toward",
+    "towards",
+    "whom",
+    "whose",
+    "whether",
+    "either",
+    "neither",
 ];
 
 /// What a turn's reading is measured against.
@@ -191,7 +334,13 @@ pub fn topic_word_forms(topic: &str) -> Vec<String> {
     let mut forms = Vec::new();
     for w in words(topic).into_iter().filter(|w| is_content_word(w)) {
         let base = stem(&w);
-        for form in [w.clone(), format!("{w}s"), format!("{base}es"), format!("{base}ing"), format!("{base}ed")] {
+        for form in [
+            w.clone(),
+            format!("{w}s"),
+            format!("{base}es"),
+            format!("{base}ing"),
+            format!("{base}ed"),
+        ] {
             if stem(&form) == base && !forms.contains(&form) {
                 forms.push(form);
             }
@@ -252,9 +401,7 @@ pub fn is_meta_talk(own_text: &str, exempt: &[&str]) -> bool {
             own = own.replace(&format!(" {phrase} "), " | ");
         }
     }
-    let found_word = own
-        .split(' ')
-        .any(|w| META_TALK_WORDS.contains(&w));
+    let found_word = own.split(' ').any(|w| META_TALK_WORDS.contains(&w));
     found_word
         || META_TALK_PHRASES
             .iter()
@@ -364,7 +511,8 @@ pub fn read_turn(text: &str, sources: &ReadingSources<'_>) -> TurnReading {
         unsupported_terms: unsupported_terms(text, &supported_words(sources)),
         answers_other,
         on_topic,
-        distinct_2: (total > 0).then(|| crate::grounding::round3(f64::from(distinct) / f64::from(total))),
+        distinct_2: (total > 0)
+            .then(|| crate::grounding::round3(f64::from(distinct) / f64::from(total))),
     }
 }
 
@@ -441,7 +589,11 @@ mod tests {
         // Inside quotes nothing counts; sentence starts (`In`, `Then`,
         // `Captain`) are not names; `I` never is.
         assert_eq!(r.unsupported_terms, ["18th", "24", "000", "Bob", "Nemo"]);
-        assert!(read_turn("Ahab sails, says Moby Dick.", &s).unsupported_terms.is_empty());
+        assert!(
+            read_turn("Ahab sails, says Moby Dick.", &s)
+                .unsupported_terms
+                .is_empty()
+        );
     }
 
     #[test]
@@ -449,7 +601,10 @@ mod tests {
         let last = "Money matters: \"a single man in possession of a good fortune\" [s1].";
         let topic = Some("what people live for");
         let s = sources(&[], &[], &TITLES, topic, Some(last));
-        let r = read_turn("A fortune cannot buy the sea \"call me Ishmael now\" [s2].", &s);
+        let r = read_turn(
+            "A fortune cannot buy the sea \"call me Ishmael now\" [s2].",
+            &s,
+        );
         assert_eq!(r.answers_other, Some(true));
         assert!(!r.on_topic);
         let r = read_turn("The sea calls and we are living for it.", &s);
@@ -459,7 +614,10 @@ mod tests {
         let r = read_turn("Money is what they have \"a good fortune\" [s1].", &s);
         assert_eq!(r.answers_other, Some(false));
         let first = sources(&[], &[], &TITLES, topic, None);
-        assert_eq!(read_turn("People live for bread.", &first).answers_other, None);
+        assert_eq!(
+            read_turn("People live for bread.", &first).answers_other,
+            None
+        );
     }
 
     #[test]

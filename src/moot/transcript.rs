@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::host::Moot;
 use super::policy::Decision;
-use super::speaker::tag_passages;
 use super::reading::{READING_VERSION, TurnReading};
+use super::speaker::tag_passages;
 use super::stats::{Stats, TurnFigures};
 use super::{Move, Passage, SPEC_VERSIONS, TaggedPassage, Tree, Utterance};
 use crate::grounding::{Grounding, GroundingCounts, QuoteCheck, SnapRecord};

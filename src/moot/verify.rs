@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::host::{answered_tree, lines_of, turn_maps};
+use super::reading::{READING_VERSION, TurnReading};
 use super::speaker::{
     extend_pool, opening_query, pass_problem, record_reply, turn_figures, turn_query, turn_reading,
 };
-use super::reading::{READING_VERSION, TurnReading};
 use super::stats::{self, TurnFigures};
 use super::transcript::{PassageRecord, RecordError, TranscriptRecord, UtteranceRecord};
 use super::{Move, Passage, TaggedPassage, Tree, Utterance};
