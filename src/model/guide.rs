@@ -1113,8 +1113,17 @@ impl QuoteGuide {
                 }
             }
         }
+        // The terms rule may not leave the step without a token (with the
+        // copy rule it can, on a rare step): then it yields for this step.
+        let before_terms = self.known_words.is_some().then(|| logits.to_vec());
         self.forbid_unknown_terms(logits);
         self.forbid_copies(logits);
+        if let Some(before) = before_terms
+            && !logits.iter().any(|l| l.is_finite())
+        {
+            logits.copy_from_slice(&before);
+            self.forbid_copies(logits);
+        }
         for &id in &self.steer {
             if let Some(l) = logits.get_mut(id as usize)
                 && l.is_finite()
