@@ -104,13 +104,21 @@ impl FakeModel {
 }
 
 fn first_passage_words(user: &str) -> Vec<String> {
-    // Layout: "[s1] (chunk:NNNN)\n<text>\n\n[s2] ..."
+    // Layout: "Lines of yours:\n\n[s1] <text>\n\n[s2] ..."
     user.lines()
-        .nth(1)
+        .find_map(|l| l.strip_prefix("[s1] "))
         .unwrap_or("")
         .split_whitespace()
         .map(|w| w.trim_end_matches('.').to_string())
         .collect()
+}
+
+/// The other book's last line in a user message (`<title> says: <line>`).
+fn incoming_line(user: &str) -> &str {
+    user.rsplit(" says: ")
+        .next()
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap_or_default()
 }
 
 impl ChatModel for FakeModel {
@@ -139,22 +147,17 @@ impl ChatModel for FakeModel {
                 format!("Indeed \"{}\" [s1].", w.join(" "))
             }
             Act::QuoteOther => {
-                let said = user
-                    .split(" has just said: ")
+                let said = incoming_line(user)
+                    .split('"')
                     .nth(1)
-                    .and_then(|rest| rest.split('"').nth(1))
                     .unwrap_or("nothing at all here");
-                let turn: u32 = user
-                    .split(" has just said: ")
-                    .next()
-                    .and_then(|head| head.rsplit("Turn ").next())
-                    .and_then(|t| t.split(',').next())
-                    .and_then(|t| t.trim().parse().ok())
-                    .unwrap_or(0);
+                // The line answered is the previous turn's; a turn's seed
+                // is `2·turn` (base seed 0), its retry's `2·turn + 1`.
+                let turn = request.seed / 2 - 1;
                 format!("You said \"{said}\" [o{turn}], yet \"{quote}\" [s1].")
             }
             Act::Echo => {
-                let said = user.rsplit(" has just said: ").next().unwrap_or_default();
+                let said = incoming_line(user);
                 format!("{said} \"{quote}\" [s1].")
             }
         })
@@ -336,8 +339,10 @@ fn own_words_figures_are_recorded_and_re_derived() {
             .any(|m| m.what.contains("own-words figures")),
         "{mismatches:?}"
     );
-    // A transcript from before the figures: no run length, no figures.
+    // A transcript from before the figures (and the reading measures): no
+    // run length, no figures.
     let mut old: serde_json::Value = serde_json::from_str(&json).expect("json");
+    strip_reading(&mut old);
     old["settings"]
         .as_object_mut()
         .expect("settings")
@@ -359,6 +364,122 @@ fn own_words_figures_are_recorded_and_re_derived() {
     assert_eq!(verify(&old, None).expect("verifies"), []);
 }
 
+const READING_STATS: [&str; 6] = [
+    "meta_talk_turns",
+    "unsupported_terms",
+    "replies",
+    "replies_answering",
+    "on_topic_turns",
+    "distinct_2",
+];
+const READING_FIELDS: [&str; 5] = [
+    "meta_talk",
+    "unsupported_terms",
+    "answers_other",
+    "on_topic",
+    "distinct_2",
+];
+
+/// A transcript as written before the reading measures existed.
+fn strip_reading(transcript: &mut serde_json::Value) {
+    transcript["settings"]
+        .as_object_mut()
+        .expect("settings")
+        .remove("reading");
+    for key in READING_STATS {
+        transcript["stats"]
+            .as_object_mut()
+            .expect("stats")
+            .remove(key);
+    }
+    for u in transcript["utterances"].as_array_mut().expect("utterances") {
+        for key in READING_FIELDS {
+            u.as_object_mut().expect("utterance").remove(key);
+        }
+    }
+}
+
+/// Each turn records how it reads (meta talk, unsupported terms, answering,
+/// topic, distinct-2); the stats add them up; `verify` re-derives them,
+/// catches a changed one, and a transcript from before them still verifies
+/// with the measures absent, not zero.
+#[test]
+fn reading_measures_are_recorded_and_re_derived() {
+    let mut a = FakeBook::new("nature/angler", RIVER);
+    let mut b = FakeBook::new("fiction/whale", SEA);
+    let mut model = FakeModel::new(&[Act::Good, Act::QuoteOther, Act::Good]);
+    let moot = run_local(
+        trees(),
+        Some("the cold river".into()),
+        settings(3),
+        [&mut a, &mut b],
+        &mut model,
+        &mut |_| {},
+    )
+    .expect("moot runs");
+    let readings: Vec<_> = moot
+        .utterances
+        .iter()
+        .map(|u| u.reading.clone().expect("reading"))
+        .collect();
+    // `I hold that "..." [s1], as I have said [s2].`: no meta talk, no
+    // names, nothing of the topic in its own words.
+    assert!(readings.iter().all(|r| !r.meta_talk), "{readings:?}");
+    assert!(readings.iter().all(|r| r.unsupported_terms.is_empty()));
+    assert_eq!(readings[0].answers_other, None, "turn 1 answers nobody");
+    assert!(readings[1].answers_other.is_some());
+    assert!(!readings[0].on_topic);
+    let stats = &moot.stats;
+    assert_eq!(stats.meta_talk_turns, Some(0));
+    assert_eq!(stats.unsupported_terms, Some(0));
+    assert_eq!(stats.replies, Some(2));
+    assert_eq!(stats.on_topic_turns, Some(0));
+    // Three turns of `I hold that ... as I have said`: the same pairs.
+    let d2 = stats.distinct_2.expect("distinct_2");
+    assert!(d2 < 0.75, "{d2}");
+
+    let record = TranscriptRecord::from(&moot);
+    assert_eq!(record.settings.reading.as_deref(), Some("reading-v1"));
+    let json = record.to_json_pretty();
+    for key in READING_STATS.iter().chain(&READING_FIELDS) {
+        assert!(json.contains(&format!("\"{key}\"")), "{key}");
+    }
+    let parsed = TranscriptRecord::from_json(&json).expect("parses");
+    assert_eq!(verify(&parsed, None).expect("verifies"), []);
+    let mut tampered = parsed.clone();
+    tampered.utterances[2].meta_talk = Some(true);
+    let mismatches = verify(&tampered, None).expect("verifies");
+    assert!(
+        mismatches.iter().any(|m| m.what.contains("reading")),
+        "{mismatches:?}"
+    );
+    let mut tampered = parsed.clone();
+    tampered.stats.on_topic_turns = Some(3);
+    assert!(!verify(&tampered, None).expect("verifies").is_empty());
+
+    let mut old: serde_json::Value = serde_json::from_str(&json).expect("json");
+    strip_reading(&mut old);
+    let old = TranscriptRecord::from_json(&old.to_string()).expect("an older transcript parses");
+    assert_eq!(verify(&old, None).expect("verifies"), []);
+    assert_eq!(old.stats.meta_talk_turns, None);
+    assert_eq!(old.stats.distinct_2, None);
+    let again = old.to_json_pretty();
+    for key in READING_STATS.iter().chain(&READING_FIELDS) {
+        assert!(
+            !again.contains(&format!("\"{key}\"")),
+            "{key} written as absent"
+        );
+    }
+    // A transcript that names reading measures this grove does not know.
+    let mut unknown = parsed.clone();
+    unknown.settings.reading = Some("reading-v9".into());
+    let mismatches = verify(&unknown, None).expect("verifies");
+    assert!(
+        mismatches.iter().any(|m| m.what.contains("reading-v9")),
+        "{mismatches:?}"
+    );
+}
+
 #[test]
 fn the_prompt_carries_persona_passages_and_moves() {
     let mut a = FakeBook::new("nature/angler", RIVER);
@@ -375,46 +496,39 @@ fn the_prompt_carries_persona_passages_and_moves() {
     .expect("moot runs");
     let first = &model.requests[0];
     assert_eq!(first.messages[0].role, Role::System);
+    let persona = &first.messages[0].content;
+    assert!(persona.contains("\"The Compleat Angler\" by Izaak Walton"));
     assert!(
-        first.messages[0]
-            .content
-            .contains("\"The Compleat Angler\" by Izaak Walton")
+        persona.ends_with("Tell Moby Dick who you are."),
+        "{persona}"
     );
-    assert!(first.messages[1].content.starts_with("[s1] (chunk:"));
-    // Every instruction is in the system message: the user message ends
-    // with a passage (turn 1) or the other book's line, nothing to echo.
-    assert!(
-        first.messages[0]
-            .content
-            .ends_with("Begin the moot: tell Moby Dick who you are.")
-    );
-    assert!(first.messages[1].content.ends_with('.'));
-    assert!(!first.messages[1].content.contains("moot"));
+    // The book's own lines, tagged, then the question it answers.
+    let user = &first.messages[1].content;
+    assert!(user.starts_with("Lines of yours:\n\n[s1] "), "{user}");
+    assert!(user.ends_with("What do you say?"), "{user}");
+    assert!(!user.contains("moot") && !user.contains("chunk:"), "{user}");
     // With no topic, the opening searches are on each book's title.
     assert_eq!(a.queries[0].0, "The Compleat Angler");
     assert_eq!(b.queries[0].0, "Moby Dick");
-    let third = &model.requests[2];
+    // A reply reads the other book's last line (tags left out), last
+    // before its question.
+    let third = &model.requests[2].messages[1].content;
+    let said: String = moot.utterances[1].text.chars().take(12).collect();
     assert!(
-        third.messages[1]
-            .content
-            .contains("Turn 1, The Compleat Angler: ")
+        third.contains(&format!("Moby Dick says: {said}")),
+        "{third}"
     );
+    let line = third.split(" says: ").nth(1).unwrap_or_default();
+    assert!(!line.contains("[s"), "{third}");
     assert!(
-        third.messages[1]
-            .content
-            .contains("Turn 2, Moby Dick has just said: ")
+        third.ends_with("\n\nWhat is your last word to Moby Dick?"),
+        "{third}"
     );
-    // ...which is the last thing in it.
+    // Turn 3 of 3 closes.
     assert!(
-        third.messages[1]
+        model.requests[2].messages[0]
             .content
-            .ends_with(&format!("has just said: {}", moot.utterances[1].text))
-    );
-    // Turn 3 of 3 closes: the last-turn instruction is in the system message.
-    assert!(
-        third.messages[0]
-            .content
-            .ends_with("Give Moby Dick your final word on the matter: the moot ends with you.")
+            .ends_with("Give Moby Dick your final word on the matter.")
     );
 }
 

@@ -53,6 +53,16 @@ pub struct Guidance {
     /// Phrases a reply may always write (the books' titles), even where the
     /// texts above hold them.
     pub exempt: Vec<String>,
+    /// The `norm()` words a reply may write outside quotes as a capitalised
+    /// word inside a sentence (the words of its passages, the moot's earlier
+    /// turns, the titles and the topic, as `moot::reading` counts them);
+    /// with them, free text writes no numerals either. `None`: no such rule.
+    pub known_words: Option<Vec<String>>,
+    /// Words free text leans towards until it has written one of them
+    /// (the topic's words: a small model drifts off the topic otherwise).
+    /// Each single token spelling ` word` or ` Word` gets
+    /// [`STEER_BIAS`] added to its logit.
+    pub steer_words: Vec<String>,
 }
 
 /// Limits guidance works within. The defaults follow the moot prompt: 1 to 3
@@ -85,7 +95,13 @@ pub struct GuideRules {
     /// The reply is one paragraph: free text may not break lines (a small
     /// model otherwise falls into lists of fragments, line after line).
     pub one_paragraph: bool,
+    /// Free text holds no asides: no parentheses, asterisks, underscores
+    /// or markup (a small model writes stage directions in them).
+    pub no_asides: bool,
 }
+
+/// The logit added to [`Guidance::steer_words`] tokens.
+pub const STEER_BIAS: f32 = 2.5;
 
 impl Default for GuideRules {
     fn default() -> Self {
@@ -100,6 +116,7 @@ impl Default for GuideRules {
             end_reserve: 24,
             end_words: 15,
             one_paragraph: true,
+            no_asides: true,
         }
     }
 }
@@ -203,6 +220,60 @@ pub struct Vocabulary {
     /// Safe-text tokens holding two words (`e.g`): checked one by one
     /// against the copy rule, since no single trie walk covers them.
     multi_word: Vec<u32>,
+    /// Ids holding a digit (free text writes no numerals under
+    /// `known_words`).
+    with_digit: Vec<u32>,
+    /// Ids holding an aside's marks: `(`, `)`, `*`, `_`, `#`, `` ` ``, `~`,
+    /// `<`, `>`, `|`, `{`, `}`.
+    asides: Vec<u32>,
+    /// Safe-text ids whose first word character is an ASCII capital, after
+    /// nothing but spaces and punctuation: where a capitalised word starts.
+    capital_led: Vec<WordLead>,
+    /// Safe-text ids that start with a word character (they continue the
+    /// word being written).
+    word_led: Vec<WordLead>,
+}
+
+/// A token that starts or continues a word: its id, its first word's
+/// characters (lowercased), whether the token ends that word, and what
+/// comes before the word in the token.
+#[derive(Debug, Clone)]
+struct WordLead {
+    id: u32,
+    word: Box<str>,
+    ends_word: bool,
+    /// Spaces or punctuation come before the word in the token.
+    after_gap: bool,
+    after_sentence_end: bool,
+}
+
+impl WordLead {
+    fn of(id: u32, token: &str) -> Option<WordLead> {
+        let at = token.find(is_word_char)?;
+        let lead = &token[..at];
+        let word: String = token[at..]
+            .chars()
+            .take_while(|&c| is_word_char(c))
+            .collect();
+        Some(WordLead {
+            id,
+            ends_word: at + word.len() < token.len(),
+            word: word.to_lowercase().into_boxed_str(),
+            after_gap: at > 0,
+            after_sentence_end: lead.contains(is_sentence_mark),
+        })
+    }
+}
+
+/// A mark after which a sentence starts (a capitalised word there is not a
+/// name), as `moot::reading` reads it.
+pub fn is_sentence_mark(c: char) -> bool {
+    matches!(c, '.' | '!' | '?' | ':' | '\n')
+}
+
+/// Whether a capitalised word is `I` (or `I'm`, `I'll`...), never a name.
+pub fn is_first_person(word: &str) -> bool {
+    word == "I" || word == "i" || word.starts_with("I'") || word.starts_with("i'")
 }
 
 impl Vocabulary {
@@ -239,6 +310,39 @@ impl Vocabulary {
                 line_breaks.push(id);
             }
         }
+        let mut with_digit = Vec::new();
+        let mut asides = Vec::new();
+        let mut capital_led = Vec::new();
+        let mut word_led = Vec::new();
+        for (id, bytes) in tokens.iter().enumerate() {
+            let Some(bytes) = bytes.as_deref() else {
+                continue;
+            };
+            let id = id as u32;
+            if bytes.iter().any(u8::is_ascii_digit) {
+                with_digit.push(id);
+            }
+            if bytes.iter().any(|b| b"()*_#`~<>|{}".contains(b)) {
+                asides.push(id);
+            }
+            let Some(token) = std::str::from_utf8(bytes)
+                .ok()
+                .filter(|_| is_safe_text(bytes))
+            else {
+                continue;
+            };
+            if let Some(lead) = WordLead::of(id, token) {
+                let first = token[token.find(is_word_char).unwrap_or(0)..]
+                    .chars()
+                    .next();
+                if token.starts_with(is_word_char) {
+                    word_led.push(lead.clone());
+                }
+                if first.is_some_and(|c| c.is_ascii_uppercase()) {
+                    capital_led.push(lead);
+                }
+            }
+        }
         let quote_mark = trie.walk(b"\"").and_then(|n| trie.token(n));
         let gap_nodes = gap_nodes(&trie);
         let multi_word = tokens
@@ -264,6 +368,10 @@ impl Vocabulary {
             quote_mark,
             gap_nodes,
             multi_word,
+            with_digit,
+            asides,
+            capital_led,
+            word_led,
         }
     }
 
@@ -639,6 +747,10 @@ pub struct QuoteGuide {
     /// Free text since the last quote (tag groups as spaces): where a
     /// copied run would be.
     segment: Vec<u8>,
+    /// [`Guidance::known_words`], sorted.
+    known_words: Option<Vec<String>>,
+    /// The tokens spelling a steer word, until free text has written one.
+    steer: Vec<u32>,
 }
 
 impl QuoteGuide {
@@ -702,11 +814,38 @@ impl QuoteGuide {
             opening_forced: false,
             runs,
             segment: Vec::new(),
+            known_words: guidance.known_words.clone().map(|mut w| {
+                w.sort();
+                w.dedup();
+                w
+            }),
+            steer: Vec::new(),
         };
+        guide.steer = guide.steer_tokens(&guidance.steer_words);
         guide.openers_any = guide.openers(false);
         guide.openers_passages = guide.openers(true);
         guide.tag_openers = guide.valid_tag_openers();
         guide
+    }
+
+    /// The single tokens spelling ` word` or ` Word` for the steer words.
+    fn steer_tokens(&self, steer_words: &[String]) -> Vec<u32> {
+        let trie = &self.vocab.trie;
+        let mut out = Vec::new();
+        for word in steer_words {
+            let mut capital = word.clone();
+            if let Some(first) = capital.get_mut(..1) {
+                first.make_ascii_uppercase();
+            }
+            for spelling in [format!(" {word}"), format!(" {capital}")] {
+                if let Some(id) = trie.walk(spelling.as_bytes()).and_then(|n| trie.token(n))
+                    && !out.contains(&id)
+                {
+                    out.push(id);
+                }
+            }
+        }
+        out
     }
 
     /// What guidance did so far.
@@ -965,7 +1104,133 @@ impl QuoteGuide {
                 }
             }
         }
+        if rules.no_asides {
+            for &id in &vocab.asides {
+                if self.marks[id as usize] != self.epoch
+                    && let Some(l) = logits.get_mut(id as usize)
+                {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+        }
+        // The terms rule may not leave the step without a token (with the
+        // copy rule it can, on a rare step): then it yields for this step.
+        let before_terms = self.known_words.is_some().then(|| logits.to_vec());
+        self.forbid_unknown_terms(logits);
         self.forbid_copies(logits);
+        if let Some(before) = before_terms
+            && !logits.iter().any(|l| l.is_finite())
+        {
+            logits.copy_from_slice(&before);
+            self.forbid_copies(logits);
+        }
+        for &id in &self.steer {
+            if let Some(l) = logits.get_mut(id as usize)
+                && l.is_finite()
+            {
+                *l += STEER_BIAS;
+            }
+        }
+    }
+
+    /// The terms rule (with [`Guidance::known_words`]): free text writes no
+    /// numerals, and a capitalised word inside a sentence (not `I`) only
+    /// when it is a known word, the way `moot::reading` counts unsupported
+    /// terms. Tokens marked this step (quote and tag openers) stay allowed.
+    fn forbid_unknown_terms(&mut self, logits: &mut [f32]) {
+        let Some(known) = self.known_words.take() else {
+            return;
+        };
+        let vocab = Arc::clone(&self.vocab);
+        let ban = |logits: &mut [f32], id: u32| {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l = f32::NEG_INFINITY;
+            }
+        };
+        for &id in &vocab.with_digit {
+            if self.marks[id as usize] != self.epoch {
+                ban(logits, id);
+            }
+        }
+        let (word, sentence_start) = self.term_context();
+        let is_prefix = |p: &str| {
+            let i = known.partition_point(|w| w.as_str() < p);
+            known.get(i).is_some_and(|w| w.starts_with(p))
+        };
+        let is_known = |w: &str| known.binary_search_by(|k| k.as_str().cmp(w)).is_ok();
+        // A token starting a new capitalised word (after a gap in the token,
+        // or after the text's own gap): it must be a known word (or `I`).
+        for lead in &vocab.capital_led {
+            if !(lead.after_gap || word.is_empty())
+                || lead.after_sentence_end
+                || (word.is_empty() && sentence_start)
+                || is_first_person(&lead.word)
+            {
+                continue;
+            }
+            let ok = if lead.ends_word {
+                is_known(&lead.word)
+            } else {
+                is_prefix(&lead.word)
+            };
+            if !ok && self.marks[lead.id as usize] != self.epoch {
+                ban(logits, lead.id);
+            }
+        }
+        if word.starts_with(|c: char| c.is_uppercase())
+            && !sentence_start
+            && !is_first_person(&word)
+        {
+            // Inside a capitalised word: it may only go on to a known word.
+            let lower = word.to_lowercase();
+            let mut allowed = Vec::new();
+            for lead in &vocab.word_led {
+                let full = format!("{lower}{}", lead.word);
+                let ok = if lead.ends_word {
+                    is_known(&full)
+                } else {
+                    is_prefix(&full)
+                };
+                if ok {
+                    allowed.push(lead.id);
+                } else {
+                    ban(logits, lead.id);
+                }
+            }
+            // Unless the word is known as it stands, it may not end here.
+            if !is_known(&lower)
+                && allowed
+                    .iter()
+                    .any(|&id| logits.get(id as usize).is_some_and(|l| l.is_finite()))
+            {
+                self.keep_only(logits, &allowed);
+            }
+        }
+        self.known_words = Some(known);
+    }
+
+    /// The word being written at the end of the text (tag groups read as
+    /// spaces) and whether a sentence starts before it: at the start, or
+    /// after [`is_sentence_mark`] with no word between.
+    fn term_context(&self) -> (String, bool) {
+        let text = words::without_tags(&String::from_utf8_lossy(&self.text));
+        let chars: Vec<char> = text.chars().collect();
+        let mut start = chars.len();
+        while start > 0 && is_word_char(chars[start - 1]) {
+            start -= 1;
+        }
+        let word: String = chars[start..].iter().collect();
+        let mut sentence_start = true;
+        for &c in chars[..start].iter().rev() {
+            if is_word_char(c) {
+                sentence_start = false;
+                break;
+            }
+            if is_sentence_mark(c) {
+                break;
+            }
+        }
+        (word, sentence_start)
     }
 
     /// The copy rule: forbids the tokens that would complete, outside
@@ -1552,6 +1817,10 @@ impl DecodeGuide for QuoteGuide {
         let Some(bytes) = vocab.token_bytes(token) else {
             return GuideControl::Continue;
         };
+        // One steer word written in free text is enough.
+        if matches!(self.state, State::Free) && self.steer.contains(&token) {
+            self.steer.clear();
+        }
         for &b in bytes {
             self.step(b);
         }
@@ -2056,6 +2325,74 @@ mod tests {
             200,
             GuideRules::default(),
         )
+    }
+
+    #[test]
+    fn names_inside_a_sentence_and_numerals_must_be_known() {
+        let (mut g, w) = guide_with(
+            Guidance {
+                passages: vec![WHALE.into()],
+                known_words: Some(vec!["ishmael".into(), "the".into(), "whale".into()]),
+                ..Guidance::default()
+            },
+            200,
+            GuideRules::default(),
+        );
+        // A sentence may start with any capital; `I` is never a name.
+        assert!(allows(&mut g, &w, "Call"));
+        feed(&mut g, &w, &["I", " said"]);
+        // Inside a sentence: known names only, and no numerals.
+        assert!(allows(&mut g, &w, " Ishmael"));
+        assert!(allows(&mut g, &w, " The"), "`the` is a known word");
+        assert!(!allows(&mut g, &w, "5"));
+        assert!(!allows(&mut g, &w, "("), "no asides");
+        feed(&mut g, &w, &[" "]);
+        assert!(!allows(&mut g, &w, "Call"), "`call` is in no source");
+        assert!(allows(&mut g, &w, "I"));
+        // A capitalised word may only go on towards a known one.
+        feed(&mut g, &w, &["W"]);
+        assert!(allows(&mut g, &w, "h"));
+        assert!(!allows(&mut g, &w, "x"));
+        assert!(!allows(&mut g, &w, "."), "`W` is not a word yet");
+        // After a sentence ends, a capital is free again.
+        let (mut g, w) = guide_with(
+            Guidance {
+                known_words: Some(Vec::new()),
+                ..Guidance::default()
+            },
+            200,
+            GuideRules::default(),
+        );
+        feed(&mut g, &w, &["I", " said", "."]);
+        assert!(allows(&mut g, &w, " The"));
+        // Without the rule, anything goes.
+        let (mut g, w) = guide(&[WHALE], 200);
+        feed(&mut g, &w, &["I", " said"]);
+        assert!(allows(&mut g, &w, " Ishmael"));
+        assert!(allows(&mut g, &w, "5"));
+    }
+
+    #[test]
+    fn free_text_leans_towards_a_steer_word_until_it_writes_one() {
+        let (mut g, w) = guide_with(
+            Guidance {
+                passages: vec![WHALE.into()],
+                steer_words: vec!["sea".into()],
+                ..Guidance::default()
+            },
+            200,
+            GuideRules::default(),
+        );
+        let logit = |g: &mut QuoteGuide, t: &str| {
+            let mut logits = vec![0.0f32; g.vocab.len()];
+            g.constrain(&mut logits);
+            logits[id(&w, t) as usize]
+        };
+        feed(&mut g, &w, &["I", " said"]);
+        assert_eq!(logit(&mut g, " sea"), STEER_BIAS);
+        assert_eq!(logit(&mut g, " whale"), 0.0);
+        feed(&mut g, &w, &[" sea"]);
+        assert_eq!(logit(&mut g, " sea"), 0.0, "written once: no more lean");
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod export;
 pub mod host;
 pub mod policy;
 pub mod prompt;
+pub mod reading;
 pub mod signed;
 pub mod speaker;
 pub mod stats;
@@ -231,6 +232,10 @@ pub struct Utterance {
     /// quotes); `None` for a pass, and in transcripts written before these
     /// figures existed.
     pub figures: Option<stats::TurnFigures>,
+    /// How the stored text reads (meta talk, unsupported terms, answering,
+    /// topic, distinct-2); `None` for a pass, and in transcripts written
+    /// before these measures existed.
+    pub reading: Option<reading::TurnReading>,
 }
 
 impl Utterance {

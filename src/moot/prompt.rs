@@ -6,55 +6,38 @@ use std::fmt::Write;
 use super::{Move, TaggedPassage, Tree};
 use crate::grounding::Grounding;
 
-/// Longest reply the persona asks for, in words.
-pub const MAX_REPLY_WORDS: usize = 120;
+/// Longest reply, in words (guidance ends the turn at a sentence end
+/// before it). Short: a small model keeps to the topic for a few sentences,
+/// then drifts.
+pub const MAX_REPLY_WORDS: usize = 70;
 /// Longest rolling summary kept, in words.
 pub const MAX_SUMMARY_WORDS: usize = 80;
 
 /// The persona system message for `speaker` in a moot with `other`: who it
-/// is, the rules, and what this turn asks. Every instruction is here, so
-/// the user message ends with the other book's line and gives a small model
-/// no instruction to continue into its reply (it copies what comes last).
-pub fn persona(speaker: &Tree, other: &Tree, cue: &Cue<'_>) -> String {
+/// is, whom it talks with, about what, and this turn's move. No rule list:
+/// guided decoding keeps the rules (quotes, tags, own words, no invented
+/// names), and a small model copies or misreads long rule lists, or takes
+/// them for an editing task.
+pub fn persona(speaker: &Tree, other: &Tree, cue: &Cue<'_>, topic: Option<&str>) -> String {
     let me = speaker.name();
     let you = other.name();
-    let mut s = String::new();
-    match speaker.named_author() {
+    let mut s = match speaker.named_author() {
         Some(author) => {
-            let _ = write!(
-                s,
-                "You are the book \"{me}\" by {author}, in a moot (a slow, considered \
-                 conversation) with the book \"{you}\". Speak with {author}'s voice and \
-                 diction, in the first person where {author} wrote in the first person."
-            );
+            format!("You are the book \"{me}\" by {author}, and you speak as {author} wrote.")
+        }
+        None => format!("You are the book \"{me}\", and you speak in its own voice."),
+    };
+    match topic {
+        Some(topic) => {
+            let _ = write!(s, " You are talking with the book \"{you}\" about {topic}.");
         }
         None => {
-            let _ = write!(
-                s,
-                "You are the book \"{me}\", in a moot (a slow, considered conversation) with \
-                 the book \"{you}\". You have no named author: speak as the book itself, in \
-                 its own voice and diction."
-            );
+            let _ = write!(s, " You are talking with the book \"{you}\".");
         }
     }
     let _ = write!(
         s,
-        "\n\nRules:\n\
-         - Speak only from this turn's passages, and answer the point {you} just made: \
-         agree, disagree or press it further.\n\
-         - Say everything in your own words: outside double quotes, repeat nothing \
-         from the passages, from these rules or from the moot so far.\n\
-         - Cite every claim with its passage tag, e.g. [s2].\n\
-         - Quote at least one and at most 3 exact phrases of 4 to 25 words from the \
-         passages, in double quotes, each a whole clause or sentence that ends where the \
-         passage has a comma or a full stop; paraphrase the rest with its tag.\n\
-         - Quote words spoken in this moot only as \"...\" [oN], with N the turn they were \
-         spoken in, and never tag them [sN].\n\
-         - Never mention passages or sources, and never claim the book lacks something.\n\
-         - If nothing in the passages bears on what was said, turn the talk to what the \
-         book does say.\n\
-         - At most {MAX_REPLY_WORDS} words, no lists, and address {you} by its title.\n\n\
-         {}",
+        " Say what you believe in two or three short, plain sentences. {}",
         this_turn(cue, you)
     );
     s
@@ -82,9 +65,9 @@ pub enum Cue<'a> {
 pub fn this_turn(cue: &Cue<'_>, other: &str) -> String {
     match cue {
         Cue::Opening { topic: Some(topic) } => {
-            format!("Begin the moot: tell {other} what you hold about {topic}.")
+            format!("Tell {other} what you hold about {topic}.")
         }
-        Cue::Opening { topic: None } => format!("Begin the moot: tell {other} who you are."),
+        Cue::Opening { topic: None } => format!("Tell {other} who you are."),
         Cue::Reply { mv, .. } => move_instruction(*mv, other),
     }
 }
@@ -92,57 +75,64 @@ pub fn this_turn(cue: &Cue<'_>, other: &str) -> String {
 /// How each move is asked for.
 pub fn move_instruction(mv: Move, other: &str) -> String {
     match mv {
-        Move::Open => format!("Begin the moot: speak to {other}."),
+        Move::Open => format!("Speak to {other}."),
         Move::Answer => format!("Answer {other}'s point directly."),
         Move::Challenge => format!("Challenge what {other} just said."),
         Move::Extend => format!("Take {other}'s point further with your own."),
         Move::Ask => format!("Put a pointed question to {other}."),
         Move::Close => {
-            format!("Give {other} your final word on the matter: the moot ends with you.")
+            format!("Give {other} your final word on the matter.")
         }
     }
 }
 
-/// The user message: passages, summary, recent lines, then the other
-/// book's line (no instruction: those are in the system message).
+/// The user message: the book's own lines (tagged, so a quote's tag reads
+/// as theirs), the other book's last line (its tags left out), and the
+/// question this turn answers. The summary and older lines are left out: a
+/// small model answers what it reads last, and talk about the moot is what
+/// it echoes.
 pub fn user_message(
     passages: &[TaggedPassage],
-    summary: Option<&str>,
-    recent: &[Line],
     cue: &Cue<'_>,
     other: &str,
+    topic: Option<&str>,
 ) -> String {
-    let mut s = String::new();
-    for (i, p) in passages.iter().enumerate() {
-        if i > 0 {
-            s.push_str("\n\n");
+    let mut s = String::from("Lines of yours:");
+    for p in passages {
+        let _ = write!(s, "\n\n[{}] {}", p.tag, p.passage.content.trim());
+    }
+    let about = topic.map(|t| format!(" about {t}")).unwrap_or_default();
+    match cue {
+        Cue::Opening { .. } => {
+            let _ = write!(s, "\n\nWhat do you say{about}?");
         }
-        let _ = write!(
-            s,
-            "[{}] ({})\n{}",
-            p.tag, p.passage.label, p.passage.content
-        );
-    }
-    if let Some(summary) = summary.filter(|t| !t.trim().is_empty()) {
-        let _ = write!(s, "\n\nThe moot so far: {summary}");
-    }
-    if !recent.is_empty() {
-        s.push_str("\n\n");
-        for (i, line) in recent.iter().enumerate() {
-            if i > 0 {
-                s.push('\n');
-            }
-            let _ = write!(s, "Turn {}, {}: {}", line.turn, line.title, line.text);
+        Cue::Reply { incoming, mv } => {
+            let line = crate::model::guide::words::without_tags(&incoming.text);
+            let line = line
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .replace(" .", ".")
+                .replace(" ,", ",");
+            let _ = write!(
+                s,
+                "\n\n{other} says: {line}\n\n{}",
+                question(*mv, other, &about)
+            );
         }
-    }
-    if let Cue::Reply { incoming, .. } = cue {
-        let _ = write!(
-            s,
-            "\n\nTurn {}, {} has just said: {}",
-            incoming.turn, other, incoming.text
-        );
     }
     s
+}
+
+/// The question a reply answers, by its move.
+fn question(mv: Move, other: &str, about: &str) -> String {
+    match mv {
+        Move::Open | Move::Answer => format!("What do you answer {other}{about}?"),
+        Move::Challenge => format!("Where is {other} wrong{about}?"),
+        Move::Extend => format!("What do you add to what {other} says{about}?"),
+        Move::Ask => format!("What do you ask {other}{about}?"),
+        Move::Close => format!("What is your last word to {other}{about}?"),
+    }
 }
 
 /// The reminder after a reply that did not pass: the valid tags, what went
@@ -220,13 +210,20 @@ mod tests {
         let a = Tree::new("fiction/pride", "Pride and Prejudice", "Jane Austen");
         let b = Tree::new("ref/devils", "The Devil's Dictionary", "Various");
         let opening = Cue::Opening { topic: None };
-        let pa = persona(&a, &b, &opening);
+        let pa = persona(&a, &b, &opening, None);
         assert!(pa.contains("by Jane Austen"));
-        assert!(pa.contains("address The Devil's Dictionary by its title"));
-        assert!(pa.ends_with("Begin the moot: tell The Devil's Dictionary who you are."));
-        let pb = persona(&b, &a, &opening);
-        assert!(pb.contains("speak as the book itself"));
+        assert!(pa.contains("talking with the book \"The Devil's Dictionary\"."));
+        assert!(pa.ends_with("Tell The Devil's Dictionary who you are."));
+        let pb = persona(&b, &a, &opening, Some("money"));
+        assert!(pb.contains("in its own voice"));
+        assert!(pb.contains("about money."));
         assert!(!pb.contains("Various"));
+        // Short, and no talk of rules, passages or turns for a small model
+        // to echo.
+        assert!(pb.split_whitespace().count() < 60, "{pb}");
+        for word in ["rule", "passage", "turn", "moot", "quote"] {
+            assert!(!pb.to_lowercase().contains(word), "{word} in {pb}");
+        }
     }
 
     #[test]
@@ -253,32 +250,26 @@ mod tests {
                 },
             },
         ];
-        let recent = vec![Line {
-            turn: 1,
-            title: "A".into(),
-            text: "hello".into(),
-        }];
         let incoming = Line {
             turn: 2,
             title: "B".into(),
-            text: "well".into(),
+            text: "well, \"a good man\" [s3] says so [s1].".into(),
         };
         let m = user_message(
             &passages,
-            Some("so far"),
-            &recent,
             &Cue::Reply {
                 incoming: &incoming,
                 mv: Move::Ask,
             },
             "B",
+            Some("money"),
         );
-        assert!(m.starts_with("[s1] (chunk:0001)\nFirst text.\n\n[s2] (chunk:0002)\nSecond text."));
-        // The other book's line comes last; the move is in the system message.
-        assert!(m.ends_with(
-            "The moot so far: so far\n\nTurn 1, A: hello\n\nTurn 2, B has just said: well"
-        ));
-        let opening = user_message(&passages, None, &[], &Cue::Opening { topic: None }, "B");
-        assert!(opening.ends_with("Second text."));
+        assert_eq!(
+            m,
+            "Lines of yours:\n\n[s1] First text.\n\n[s2] Second text.\n\n\
+             B says: well, \"a good man\" says so.\n\nWhat do you ask B about money?"
+        );
+        let opening = user_message(&passages, &Cue::Opening { topic: None }, "B", None);
+        assert!(opening.ends_with("Second text.\n\nWhat do you say?"));
     }
 }

@@ -257,6 +257,7 @@ mod tests {
             guided: false,
             decision: None,
             figures: None,
+            reading: None,
         }
     }
 

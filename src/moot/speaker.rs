@@ -8,11 +8,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::policy::Decision;
 use super::prompt::{self, Cue, Line};
+use super::reading::{self, TurnReading};
 use super::stats::{self, TurnFigures};
 use super::{MootError, Move, Passage, Retriever, TaggedPassage, Tree, Utterance};
 use crate::grounding::{self, Tag, TurnSources};
 use crate::model::guide::words::COPY_RUN_WORDS;
 use crate::model::{ChatMessage, ChatModel, ChatRequest, Guidance, Role};
+
+/// Replies a guided model drafts per turn; the one that reads best
+/// ([`reading::draft_score`]) is kept (and retried if it does not pass).
+pub const CANDIDATES: u32 = 3;
 
 /// Everything a speaker needs for one turn.
 #[derive(Debug, Clone)]
@@ -176,17 +181,16 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     let mut messages = vec![
         ChatMessage {
             role: Role::System,
-            content: prompt::persona(&request.speaker, &request.other, &cue),
+            content: prompt::persona(
+                &request.speaker,
+                &request.other,
+                &cue,
+                request.topic.as_deref(),
+            ),
         },
         ChatMessage {
             role: Role::User,
-            content: prompt::user_message(
-                &tagged,
-                request.summary.as_deref(),
-                &request.recent,
-                &cue,
-                &other_name,
-            ),
+            content: prompt::user_message(&tagged, &cue, &other_name, request.topic.as_deref()),
         },
     ];
     // What a guiding backend needs: quotes may copy this turn's passages
@@ -201,6 +205,12 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
         max_words: prompt::MAX_REPLY_WORDS,
         avoid: request.own_turns.values().cloned().collect(),
         exempt: titles(request),
+        known_words: Some(known_words(request, &tagged)),
+        steer_words: request
+            .topic
+            .as_deref()
+            .map(reading::topic_word_forms)
+            .unwrap_or_default(),
     };
     let guided = model.guides_decoding();
     let mut call = |messages: &[ChatMessage], seed: u64| {
@@ -221,7 +231,6 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
                 source,
             })
     };
-    let first = call(&messages, request.seed)?;
     let grade = |reply: &str| {
         record_reply(
             reply,
@@ -231,6 +240,30 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             &request.own_turns,
         )
     };
+    let read = |text: &str| {
+        turn_reading(
+            text,
+            &tagged,
+            &request.own_turns,
+            &request.other_turns,
+            &titles(request),
+            request.topic.as_deref(),
+            request.incoming.as_ref().map(|l| l.text.as_str()),
+        )
+    };
+    // Under guidance every draft is grounded by construction, so drafts
+    // differ in how they read: draft a few and keep the best read.
+    let drafts = if guided { CANDIDATES } else { 1 };
+    let mut first: Option<(f64, String)> = None;
+    for i in 0..drafts {
+        let reply = call(&messages, request.seed.wrapping_add(u64::from(i) << 40))?;
+        let (checked, _) = grade(&reply);
+        let score = reading::draft_score(&read(&checked.text), checked.passes, has_text(&reply));
+        if first.as_ref().is_none_or(|(best, _)| score > *best) {
+            first = Some((score, reply));
+        }
+    }
+    let first = first.map(|(_, reply)| reply).unwrap_or_default();
     let (first_checked, first_cited) = grade(&first);
     let (kept, checked, cited, attempts) = if first_checked.passes {
         (first, first_checked, first_cited, 1)
@@ -262,11 +295,13 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
         &titles(request),
         COPY_RUN_WORDS,
     );
+    let reading = read(&checked.text);
     Ok(Utterance {
         turn: request.turn,
         speaker: request.speaker.key.clone(),
         title: request.speaker.name().to_string(),
         figures: Some(figures),
+        reading: Some(reading),
         text: checked.text,
         cited,
         grounded: checked.passes,
@@ -311,7 +346,32 @@ pub fn pass(request: &TurnRequest, decision: Decision) -> Utterance {
         guided: false,
         decision: Some(decision),
         figures: None,
+        reading: None,
     }
+}
+
+/// The words a turn may write outside quotes as names: those of its
+/// passages, the moot's earlier turns, the titles and the topic
+/// ([`reading::supported_words`]).
+pub fn known_words(request: &TurnRequest, tagged: &[TaggedPassage]) -> Vec<String> {
+    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
+    let earlier: Vec<&str> = request
+        .own_turns
+        .values()
+        .chain(request.other_turns.values())
+        .map(String::as_str)
+        .collect();
+    let titles = titles(request);
+    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    reading::supported_words(&reading::ReadingSources {
+        passages: &passages,
+        earlier: &earlier,
+        titles: &titles,
+        topic: request.topic.as_deref(),
+        last_other: None,
+    })
+    .into_iter()
+    .collect()
 }
 
 /// The books a turn may always name: the speaker's and the addressed one's
@@ -343,6 +403,37 @@ pub fn turn_figures(
     stats::turn_figures(text, &passages, &earlier, &titles, copy_run_words)
 }
 
+/// A turn's reading measures ([`reading::read_turn`]) from its passages,
+/// the moot's earlier turns (both maps), the books it may name, the topic
+/// and the last line it answers.
+pub fn turn_reading(
+    text: &str,
+    tagged: &[TaggedPassage],
+    own_turns: &BTreeMap<u64, String>,
+    other_turns: &BTreeMap<u64, String>,
+    titles: &[String],
+    topic: Option<&str>,
+    last_other: Option<&str>,
+) -> TurnReading {
+    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
+    let earlier: Vec<&str> = own_turns
+        .values()
+        .chain(other_turns.values())
+        .map(String::as_str)
+        .collect();
+    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    reading::read_turn(
+        text,
+        &reading::ReadingSources {
+            passages: &passages,
+            earlier: &earlier,
+            titles: &titles,
+            topic,
+            last_other,
+        },
+    )
+}
+
 /// What is wrong with a recorded pass, if anything: it must be exactly what
 /// [`pass`] records (no text, no citations, the grading of an empty reply
 /// against the turn's sources, no attempts).
@@ -361,7 +452,7 @@ pub fn pass_problem(
         Some("a pass claims grounding")
     } else if u.attempts != 0 || u.guided {
         Some("a pass claims model attempts")
-    } else if u.figures.is_some() {
+    } else if u.figures.is_some() || u.reading.is_some() {
         Some("a pass carries word figures")
     } else {
         None

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Utterance;
+use super::{Utterance, reading};
 use crate::grounding::{SnapAction, UnquoteReason, round3};
 use crate::model::guide::words::{
     RunIndex, clause_aligned_quotes, clause_words, copied_words_outside_quotes,
@@ -101,6 +101,27 @@ pub struct Stats {
     /// (absent with no quotes, and before the figures existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quotes_clause_aligned_rate: Option<f64>,
+    /// Reading measures (`moot::reading`) over the turns that have them;
+    /// all absent when none has, as before they existed. Turns whose own
+    /// words talk about the moot itself...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta_talk_turns: Option<u32>,
+    /// ...numerals and names outside quotes found in none of their turn's
+    /// sources...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsupported_terms: Option<u32>,
+    /// ...turns with a last line to answer, and those that take it up...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies_answering: Option<u32>,
+    /// ...turns whose own words touch the topic...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_topic_turns: Option<u32>,
+    /// ...and the share of distinct word pairs among the moot's own words
+    /// (absent with no pairs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct_2: Option<f64>,
 }
 
 fn rate(part: u32, whole: u32) -> Option<f64> {
@@ -114,6 +135,8 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
         ..Stats::default()
     };
     let (mut copied, mut quotes, mut aligned) = (None, 0, 0);
+    let mut read: Vec<&str> = Vec::new();
+    let (mut meta, mut unsupported, mut replies, mut answering, mut on_topic) = (0, 0, 0, 0, 0);
     for u in utterances {
         if u.passed() {
             s.passed_turns += 1;
@@ -123,6 +146,14 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
             *copied.get_or_insert(0) += f.copied_words_outside_quotes;
             quotes += f.quotes;
             aligned += f.quotes_clause_aligned;
+        }
+        if let Some(r) = &u.reading {
+            read.push(&u.text);
+            meta += u32::from(r.meta_talk);
+            unsupported += r.unsupported_terms.len() as u32;
+            replies += u32::from(r.answers_other.is_some());
+            answering += u32::from(r.answers_other == Some(true));
+            on_topic += u32::from(r.on_topic);
         }
         let g = &u.grounding.counts;
         s.tags_valid_turns += u32::from(g.tags_valid);
@@ -153,6 +184,14 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
     s.quotes_per_turn = rate(s.quotes_total, spoken);
     s.copied_words_outside_quotes = copied;
     s.quotes_clause_aligned_rate = rate(aligned, quotes);
+    if !read.is_empty() {
+        s.meta_talk_turns = Some(meta);
+        s.unsupported_terms = Some(unsupported);
+        s.replies = Some(replies);
+        s.replies_answering = Some(answering);
+        s.on_topic_turns = Some(on_topic);
+        s.distinct_2 = reading::moot_distinct_2(read);
+    }
     s
 }
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::host::Moot;
 use super::policy::Decision;
+use super::reading::{READING_VERSION, TurnReading};
 use super::speaker::tag_passages;
 use super::stats::{Stats, TurnFigures};
 use super::{Move, Passage, SPEC_VERSIONS, TaggedPassage, Tree, Utterance};
@@ -88,6 +89,11 @@ pub struct SettingsRecord {
     /// (whose utterances have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy_run_words: Option<u32>,
+    /// The version of the reading measures (`reading-v1`, see
+    /// `moot::reading`). Absent in transcripts written before they existed
+    /// (whose utterances and stats have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reading: Option<String>,
 }
 
 /// A passage as shown to the model, with its tag.
@@ -152,6 +158,25 @@ pub struct UtteranceRecord {
     /// ...and their share (null with no quotes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quotes_clause_aligned_rate: Option<f64>,
+    /// Reading measures of `text` (`moot::reading`; absent for a pass, and
+    /// before they existed): whether its own words talk about the moot
+    /// itself (texts, passages, edits, turns, rules)...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta_talk: Option<bool>,
+    /// ...the numerals and names outside quotes found in none of its
+    /// sources...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsupported_terms: Option<Vec<String>>,
+    /// ...whether it takes up the other book's last point (absent on the
+    /// first turn)...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers_other: Option<bool>,
+    /// ...whether its own words touch the topic...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_topic: Option<bool>,
+    /// ...and the share of distinct word pairs among its own words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct_2: Option<f64>,
 }
 
 /// Whether a tree spoke on its turn, as its node's policy decided.
@@ -281,6 +306,11 @@ impl From<&Utterance> for UtteranceRecord {
             copied_words_outside_quotes: u.figures.map(|f| f.copied_words_outside_quotes),
             quotes_clause_aligned: u.figures.map(|f| f.quotes_clause_aligned),
             quotes_clause_aligned_rate: u.figures.and_then(|f| f.clause_aligned_rate()),
+            meta_talk: u.reading.as_ref().map(|r| r.meta_talk),
+            unsupported_terms: u.reading.as_ref().map(|r| r.unsupported_terms.clone()),
+            answers_other: u.reading.as_ref().and_then(|r| r.answers_other),
+            on_topic: u.reading.as_ref().map(|r| r.on_topic),
+            distinct_2: u.reading.as_ref().and_then(|r| r.distinct_2),
         }
     }
 }
@@ -319,6 +349,15 @@ impl TryFrom<&UtteranceRecord> for Utterance {
                 quotes: crate::grounding::ParsedReply::parse(&u.text).quotes.len() as u32,
                 quotes_clause_aligned: u.quotes_clause_aligned.unwrap_or(0),
             }),
+            // Present when the turn was read (`meta_talk` is always written
+            // then); `verify` re-reads the text and compares every field.
+            reading: u.meta_talk.map(|meta_talk| TurnReading {
+                meta_talk,
+                unsupported_terms: u.unsupported_terms.clone().unwrap_or_default(),
+                answers_other: u.answers_other,
+                on_topic: u.on_topic.unwrap_or(false),
+                distinct_2: u.distinct_2,
+            }),
         })
     }
 }
@@ -344,6 +383,7 @@ impl From<&Moot> for TranscriptRecord {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
                 copy_run_words: Some(COPY_RUN_WORDS as u32),
+                reading: Some(READING_VERSION.to_string()),
             },
             openings: m
                 .openings

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::host::{answered_tree, lines_of, turn_maps};
+use super::reading::{READING_VERSION, TurnReading};
 use super::speaker::{
-    extend_pool, opening_query, pass_problem, record_reply, turn_figures, turn_query,
+    extend_pool, opening_query, pass_problem, record_reply, turn_figures, turn_query, turn_reading,
 };
 use super::stats::{self, TurnFigures};
 use super::transcript::{PassageRecord, RecordError, TranscriptRecord, UtteranceRecord};
@@ -106,6 +107,19 @@ pub fn verify(
         }
     }
     let topic = transcript.topic.as_deref();
+    // Reading measures are re-derived when the transcript records their
+    // version (this code knows one), and must be absent when it does not.
+    let reads = match settings.reading.as_deref() {
+        None => false,
+        Some(READING_VERSION) => true,
+        Some(other) => {
+            report.add(
+                None,
+                format!("reading measures {other}: this grove knows {READING_VERSION}"),
+            );
+            false
+        }
+    };
 
     // Openings start the pools.
     let mut pools: Vec<Vec<Passage>> = vec![Vec::new(); n];
@@ -238,9 +252,22 @@ pub fn verify(
             )
         });
         compare_figures(&mut report, at, record, figures);
+        let reading = reads.then(|| {
+            turn_reading(
+                &checked.text,
+                &tagged,
+                &own_turns,
+                &other_turns,
+                &titles,
+                topic,
+                lines.last().map(|l| l.text.as_str()),
+            )
+        });
+        compare_reading(&mut report, at, record, reading.as_ref());
         // Carry the recorded text forward: later turns quote what was stored.
         let mut utterance = utterance;
         utterance.figures = figures;
+        utterance.reading = reading;
         utterance.text = checked.text;
         utterance.grounding = checked.grounding;
         utterance.grounded = checked.passes;
@@ -310,6 +337,36 @@ fn compare_figures(
     report.compare(
         at,
         "own-words figures (copied words outside quotes, clause-aligned quotes, rate)",
+        &recorded,
+        &rechecked,
+    );
+}
+
+/// Compares a spoken turn's recorded reading measures with the ones
+/// re-derived (`None` when the transcript records no reading version).
+fn compare_reading(
+    report: &mut Report,
+    at: Option<u32>,
+    record: &UtteranceRecord,
+    reading: Option<&TurnReading>,
+) {
+    let recorded = (
+        record.meta_talk,
+        record.unsupported_terms.clone(),
+        record.answers_other,
+        record.on_topic,
+        record.distinct_2,
+    );
+    let rechecked = (
+        reading.map(|r| r.meta_talk),
+        reading.map(|r| r.unsupported_terms.clone()),
+        reading.and_then(|r| r.answers_other),
+        reading.map(|r| r.on_topic),
+        reading.and_then(|r| r.distinct_2),
+    );
+    report.compare(
+        at,
+        "reading (meta talk, unsupported terms, answers other, on topic, distinct-2)",
         &recorded,
         &rechecked,
     );

@@ -215,6 +215,8 @@ fn guided_overhead(
         max_words: 0,
         avoid: messages.iter().map(|m| m.content.clone()).collect(),
         exempt: vec!["Moby Dick".into(), "Pride and Prejudice".into()],
+        known_words: None,
+        steer_words: Vec::new(),
     };
     let mut per_token = Vec::new();
     let mut shares = Vec::new();

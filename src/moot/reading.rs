@@ -1,0 +1,687 @@
+//! How a turn reads to a person: the five reading measures of a moot
+//! (`reading-v1`), with the word lists they use, defined here once. The
+//! grounding stats say whether quotes are the book's own words; these say
+//! whether the words around them are a conversation about the topic.
+//!
+//! Every measure reads a turn's *own words*: its stored text outside quotes,
+//! with tag groups blanked.
+//! - meta talk: the own words talk about texts, passages, pages, stories,
+//!   edits, responses, turns, rules or instructions, or reads its own
+//!   quotes as phrases and themes (a word of
+//!   [`META_TALK_WORDS`] or a phrase of [`META_TALK_PHRASES`]), not counting
+//!   words inside the books' titles or the topic;
+//! - unsupported terms: numerals (words with a digit) and capitalised names
+//!   (a capitalised word not at a sentence start, other than `I`) whose words
+//!   appear in none of the turn's passages, the moot's earlier turns, the
+//!   titles or the topic;
+//! - answering: a reply's own words share a content word with the quotes of
+//!   the other book's last turn or with the topic;
+//! - on topic: the own words share a content word with the topic;
+//! - distinct-2: distinct word pairs over all word pairs of the own words
+//!   (pairs never span a quote).
+//!
+//! Content words are `norm()` words of 3 or more letters that are not in
+//! [`STOP_WORDS`], compared after [`stem`]. Pure, no IO.
+
+use std::collections::HashSet;
+
+use crate::grounding::ParsedReply;
+use crate::model::guide::words::{is_word_char, outside_quotes, words};
+use crate::model::guide::{is_first_person, is_sentence_mark};
+
+/// The version of these measures, recorded in a transcript's settings as
+/// `reading`; transcripts without it carry none of them.
+pub const READING_VERSION: &str = "reading-v1";
+
+/// Own words that make a turn talk about the moot instead of its topic.
+pub const META_TALK_WORDS: &[&str] = &[
+    "text",
+    "texts",
+    "passage",
+    "passages",
+    "page",
+    "pages",
+    "paragraph",
+    "paragraphs",
+    "excerpt",
+    "excerpts",
+    "chapter",
+    "chapters",
+    "story",
+    "stories",
+    "edit",
+    "edits",
+    "edited",
+    "editing",
+    "rewrite",
+    "rewrote",
+    "rewritten",
+    "revision",
+    "revisions",
+    "response",
+    "responses",
+    "respond",
+    "responded",
+    "turns",
+    "rule",
+    "rules",
+    "instruction",
+    "instructions",
+    "prompt",
+    "quote",
+    "quotes",
+    "quoted",
+    "quotation",
+    "quotations",
+    "citation",
+    "citations",
+    "cite",
+    "cited",
+    "tag",
+    "tags",
+    "statement",
+    "statements",
+    "phrase",
+    "phrases",
+    "phrasing",
+    "sentence",
+    "sentences",
+    "wording",
+    "cliche",
+    "cliches",
+    "clich\u{e9}",
+    "clich\u{e9}s",
+    "theme",
+    "themes",
+    "refers",
+];
+
+/// Phrases (of `norm()` words) that do the same where their words alone
+/// need not (`turn` is also a verb; `changes` a topic).
+pub const META_TALK_PHRASES: &[&str] = &[
+    "your turn",
+    "my turn",
+    "next turn",
+    "this turn",
+    "the original",
+    "the following",
+    "the changes",
+    "following changes",
+    "i made",
+    "as an ai",
+    "language model",
+    "the book says",
+    "in the book",
+    "this book",
+    "the author",
+    "the word",
+    "this line",
+    "the line",
+    "these lines",
+];
+
+/// Words too common to carry a point.
+pub const STOP_WORDS: &[&str] = &[
+    "the",
+    "and",
+    "for",
+    "are",
+    "but",
+    "not",
+    "you",
+    "all",
+    "any",
+    "can",
+    "had",
+    "her",
+    "was",
+    "one",
+    "our",
+    "out",
+    "has",
+    "him",
+    "his",
+    "how",
+    "man",
+    "its",
+    "who",
+    "did",
+    "yet",
+    "nor",
+    "she",
+    "too",
+    "use",
+    "that",
+    "with",
+    "have",
+    "this",
+    "will",
+    "your",
+    "from",
+    "they",
+    "know",
+    "want",
+    "been",
+    "much",
+    "some",
+    "what",
+    "when",
+    "make",
+    "like",
+    "than",
+    "then",
+    "them",
+    "these",
+    "those",
+    "there",
+    "their",
+    "here",
+    "where",
+    "which",
+    "while",
+    "would",
+    "could",
+    "should",
+    "shall",
+    "must",
+    "might",
+    "about",
+    "into",
+    "over",
+    "such",
+    "only",
+    "other",
+    "very",
+    "just",
+    "also",
+    "more",
+    "most",
+    "each",
+    "every",
+    "even",
+    "ever",
+    "never",
+    "upon",
+    "unto",
+    "thee",
+    "thou",
+    "thy",
+    "thine",
+    "hath",
+    "doth",
+    "say",
+    "says",
+    "said",
+    "does",
+    "done",
+    "being",
+    "were",
+    "well",
+    "may",
+    "let",
+    "own",
+    "same",
+    "both",
+    "why",
+    "now",
+    "yes",
+    "because",
+    "though",
+    "through",
+    "again",
+    "still",
+    "once",
+    "many",
+    "few",
+    "who's",
+    "it's",
+    "i'm",
+    "i've",
+    "i'll",
+    "i'd",
+    "you're",
+    "don't",
+    "can't",
+    "won't",
+    "isn't",
+    "let's",
+    "myself",
+    "yourself",
+    "itself",
+    "ourselves",
+    "what's",
+    "that's",
+    "there's",
+    "thing",
+    "things",
+    "way",
+    "something",
+    "nothing",
+    "anything",
+    "everything",
+    "less",
+    "first",
+    "indeed",
+    "truly",
+    "rather",
+    "quite",
+    "perhaps",
+    "without",
+    "within",
+    "between",
+    "under",
+    "after",
+    "before",
+    "among",
+    "against",
+    "toward",
+    "towards",
+    "whom",
+    "whose",
+    "whether",
+    "either",
+    "neither",
+];
+
+/// What a turn's reading is measured against.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadingSources<'a> {
+    /// This turn's passages.
+    pub passages: &'a [&'a str],
+    /// Stored texts of the moot's earlier turns (both books').
+    pub earlier: &'a [&'a str],
+    /// The speaker's and the addressed book's titles.
+    pub titles: &'a [&'a str],
+    pub topic: Option<&'a str>,
+    /// The stored text of the other book's last turn (absent on turn 1).
+    pub last_other: Option<&'a str>,
+}
+
+/// One turn's reading measures.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnReading {
+    /// Own words talk about the moot itself.
+    pub meta_talk: bool,
+    /// Numerals and names outside quotes found in none of the sources, as
+    /// written, in order (repeats kept).
+    pub unsupported_terms: Vec<String>,
+    /// Whether a reply takes up the other book's last point (`None` when
+    /// there was none to answer).
+    pub answers_other: Option<bool>,
+    /// Whether the own words touch the topic (false without a topic).
+    pub on_topic: bool,
+    /// This turn's distinct-2 (`None` under two own words).
+    pub distinct_2: Option<f64>,
+}
+
+/// A light suffix stemmer, enough that `lives`, `living` and `lived` meet.
+pub fn stem(word: &str) -> String {
+    let w = word.trim_end_matches("'s").trim_end_matches('\'');
+    for suffix in ["ing", "ed", "es", "s", "e"] {
+        if let Some(base) = w.strip_suffix(suffix)
+            && base.chars().count() >= 3
+        {
+            return base.to_string();
+        }
+    }
+    w.to_string()
+}
+
+/// The topic's content words in the forms a reply may write them (as
+/// written, and with `s`, `es`, `ing`, `ed` on their stem): what guidance
+/// steers free text towards.
+pub fn topic_word_forms(topic: &str) -> Vec<String> {
+    let mut forms = Vec::new();
+    for w in words(topic).into_iter().filter(|w| is_content_word(w)) {
+        let base = stem(&w);
+        for form in [
+            w.clone(),
+            format!("{w}s"),
+            format!("{base}es"),
+            format!("{base}ing"),
+            format!("{base}ed"),
+        ] {
+            if stem(&form) == base && !forms.contains(&form) {
+                forms.push(form);
+            }
+        }
+    }
+    forms
+}
+
+/// Whether a `norm()` word is a content word.
+pub fn is_content_word(word: &str) -> bool {
+    word.chars().filter(|c| c.is_alphabetic()).count() >= 3 && !STOP_WORDS.contains(&word)
+}
+
+/// The stemmed content words of a text.
+pub fn content_stems(text: &str) -> HashSet<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| is_content_word(w))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+/// The `norm()` words of a reply outside quotes, one list per stretch
+/// between quotes (tag groups blanked).
+pub fn own_word_stretches(text: &str) -> Vec<Vec<String>> {
+    outside_quotes(text).iter().map(|s| words(s)).collect()
+}
+
+/// The quoted texts of a reply.
+pub fn quoted_texts(text: &str) -> Vec<String> {
+    ParsedReply::parse(text)
+        .quotes
+        .into_iter()
+        .map(|q| q.text)
+        .collect()
+}
+
+/// Distinct word pairs over all word pairs of some word stretches.
+pub fn distinct_pairs<'a>(stretches: impl IntoIterator<Item = &'a Vec<String>>) -> (u32, u32) {
+    let mut seen = HashSet::new();
+    let mut total = 0u32;
+    for s in stretches {
+        for pair in s.windows(2) {
+            total += 1;
+            seen.insert((pair[0].as_str(), pair[1].as_str()));
+        }
+    }
+    (seen.len() as u32, total)
+}
+
+/// Whether own words (stretches) talk about the moot: a meta word or phrase,
+/// after blanking the titles and the topic (`exempt`).
+pub fn is_meta_talk(own_text: &str, exempt: &[&str]) -> bool {
+    let mut own = format!(" {} ", words(own_text).join(" "));
+    for phrase in exempt {
+        let phrase = words(phrase).join(" ");
+        if !phrase.is_empty() {
+            own = own.replace(&format!(" {phrase} "), " | ");
+        }
+    }
+    let found_word = own.split(' ').any(|w| META_TALK_WORDS.contains(&w));
+    found_word
+        || META_TALK_PHRASES
+            .iter()
+            .any(|p| own.contains(&format!(" {p} ")))
+}
+
+/// The numerals and capitalised names outside quotes, as written, that
+/// `supported` (a set of `norm()` words) does not hold.
+pub fn unsupported_terms(text: &str, supported: &HashSet<String>) -> Vec<String> {
+    let parsed = ParsedReply::parse(text);
+    let mut chars = parsed.chars.clone();
+    for g in &parsed.groups {
+        for c in &mut chars[g.start..g.end] {
+            *c = ' ';
+        }
+    }
+    let mut quoted = vec![false; chars.len()];
+    for q in &parsed.quotes {
+        for b in &mut quoted[q.open..=q.close.min(chars.len().saturating_sub(1))] {
+            *b = true;
+        }
+    }
+    let mut terms = Vec::new();
+    // A sentence starts at the text's start and after `.`, `!`, `?`, `:` or
+    // a line break (inside a quote too: a quote may end its sentence).
+    let mut sentence_start = true;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if !is_word_char(c) {
+            if is_sentence_mark(c) {
+                sentence_start = true;
+            }
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && is_word_char(chars[i]) {
+            i += 1;
+        }
+        let word: String = chars[start..i].iter().collect();
+        let at_start = std::mem::replace(&mut sentence_start, false);
+        if quoted[start] {
+            continue;
+        }
+        if is_term(&word, at_start) && !words(&word).iter().all(|w| supported.contains(w)) {
+            terms.push(word);
+        }
+    }
+    terms
+}
+
+/// A numeral (any digit), or a capitalised word that is not `I` (or `I'm`)
+/// and does not start a sentence.
+pub fn is_term(word: &str, at_sentence_start: bool) -> bool {
+    if word.chars().any(|c| c.is_numeric()) {
+        return true;
+    }
+    let first = word.chars().next().unwrap_or(' ');
+    first.is_uppercase() && !at_sentence_start && !is_first_person(&word.replace('\u{2019}', "'"))
+}
+
+/// The `norm()` words of the texts a turn may name things from.
+pub fn supported_words(sources: &ReadingSources<'_>) -> HashSet<String> {
+    sources
+        .passages
+        .iter()
+        .chain(sources.earlier)
+        .chain(sources.titles)
+        .chain(sources.topic.iter())
+        .flat_map(|t| words(t))
+        .collect()
+}
+
+/// A turn's reading measures.
+pub fn read_turn(text: &str, sources: &ReadingSources<'_>) -> TurnReading {
+    let stretches = own_word_stretches(text);
+    let own_text = stretches
+        .iter()
+        .map(|s| s.join(" "))
+        .collect::<Vec<_>>()
+        .join(" | ");
+    let own_stems: HashSet<String> = stretches
+        .iter()
+        .flatten()
+        .filter(|w| is_content_word(w))
+        .map(|w| stem(w))
+        .collect();
+    let topic_stems = sources.topic.map(content_stems).unwrap_or_default();
+    let on_topic = own_stems.iter().any(|s| topic_stems.contains(s));
+    let answers_other = sources.last_other.map(|last| {
+        let mut point = topic_stems.clone();
+        for q in quoted_texts(last) {
+            point.extend(content_stems(&q));
+        }
+        own_stems.iter().any(|s| point.contains(s))
+    });
+    let exempt: Vec<&str> = sources
+        .titles
+        .iter()
+        .copied()
+        .chain(sources.topic)
+        .collect();
+    let (distinct, total) = distinct_pairs(&stretches);
+    TurnReading {
+        meta_talk: is_meta_talk(&own_text, &exempt),
+        unsupported_terms: unsupported_terms(text, &supported_words(sources)),
+        answers_other,
+        on_topic,
+        distinct_2: (total > 0)
+            .then(|| crate::grounding::round3(f64::from(distinct) / f64::from(total))),
+    }
+}
+
+/// How well a draft reply reads, to pick the best of a turn's drafts:
+/// grounded, no meta talk, no unsupported terms, answering the other book,
+/// on the topic, and with varied own words score higher. The weights make
+/// a grounding failure, meta talk or an invented term each outweigh
+/// answering or being on topic.
+pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
+    if !has_text {
+        return f64::NEG_INFINITY;
+    }
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
+    5.0 * flag(grounded) - 6.0 * flag(r.meta_talk) - 6.0 * r.unsupported_terms.len() as f64
+        + 2.0 * flag(r.answers_other == Some(true))
+        + 3.0 * flag(r.on_topic)
+        + 3.0 * r.distinct_2.unwrap_or(0.0)
+}
+
+/// distinct-2 over a whole moot's own words (`None` with no word pairs).
+pub fn moot_distinct_2<'a>(texts: impl IntoIterator<Item = &'a str>) -> Option<f64> {
+    let stretches: Vec<Vec<String>> = texts.into_iter().flat_map(own_word_stretches).collect();
+    let (distinct, total) = distinct_pairs(&stretches);
+    (total > 0).then(|| crate::grounding::round3(f64::from(distinct) / f64::from(total)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources<'a>(
+        passages: &'a [&'a str],
+        earlier: &'a [&'a str],
+        titles: &'a [&'a str],
+        topic: Option<&'a str>,
+        last_other: Option<&'a str>,
+    ) -> ReadingSources<'a> {
+        ReadingSources {
+            passages,
+            earlier,
+            titles,
+            topic,
+            last_other,
+        }
+    }
+
+    const TITLES: [&str; 2] = ["Moby Dick; or The Whale", "Pride and Prejudice"];
+
+    #[test]
+    fn meta_talk_is_talk_about_the_moot() {
+        let s = sources(&[], &[], &TITLES, Some("what people live for"), None);
+        let edit = "I made the following changes to the original \"call me Ishmael now\" [s1].";
+        assert!(read_turn(edit, &s).meta_talk);
+        assert!(read_turn("Your turn, friend: \"call me Ishmael now\" [s1].", &s).meta_talk);
+        assert!(read_turn("This passage shows little.", &s).meta_talk);
+        // Words inside quotes, titles and the topic are not meta talk.
+        let plain = "Men live for the sea, Pride and Prejudice: \"the story of my life\" [s1].";
+        assert!(!read_turn(plain, &s).meta_talk);
+        let titled = sources(&[], &[], &["The Story of My Heart"], None, None);
+        assert!(!read_turn("The Story of My Heart holds that love endures.", &titled).meta_talk);
+        // `turn` alone is a verb.
+        assert!(!read_turn("We turn to the sea for bread.", &s).meta_talk);
+    }
+
+    #[test]
+    fn unsupported_terms_are_invented_numbers_and_names() {
+        let passage = "Captain Ahab paced the deck in 1851, and the Pequod sailed on.";
+        let passages = [passage];
+        let s = sources(&passages, &["Elizabeth laughed."], &TITLES, None, None);
+        let text = "In the 18th century there were 24,000 pages, and Ahab met Bob, \
+                    \"the Pequod sailed on, in 1999\" [s1]. Then Elizabeth left; I know Pride and Prejudice. \
+                    Captain Nemo said 1851.";
+        let r = read_turn(text, &s);
+        // Inside quotes nothing counts; sentence starts (`In`, `Then`,
+        // `Captain`) are not names; `I` never is.
+        assert_eq!(r.unsupported_terms, ["18th", "24", "000", "Bob", "Nemo"]);
+        assert!(
+            read_turn("Ahab sails, says Moby Dick.", &s)
+                .unsupported_terms
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn answering_shares_a_content_word_with_the_last_quotes_or_topic() {
+        let last = "Money matters: \"a single man in possession of a good fortune\" [s1].";
+        let topic = Some("what people live for");
+        let s = sources(&[], &[], &TITLES, topic, Some(last));
+        let r = read_turn(
+            "A fortune cannot buy the sea \"call me Ishmael now\" [s2].",
+            &s,
+        );
+        assert_eq!(r.answers_other, Some(true));
+        assert!(!r.on_topic);
+        let r = read_turn("The sea calls and we are living for it.", &s);
+        assert_eq!(r.answers_other, Some(true), "the topic's `live` (stemmed)");
+        assert!(r.on_topic);
+        // Its own words outside quotes do not count, nor do stop words.
+        let r = read_turn("Money is what they have \"a good fortune\" [s1].", &s);
+        assert_eq!(r.answers_other, Some(false));
+        let first = sources(&[], &[], &TITLES, topic, None);
+        assert_eq!(
+            read_turn("People live for bread.", &first).answers_other,
+            None
+        );
+    }
+
+    #[test]
+    fn on_topic_needs_a_topic_word_outside_quotes() {
+        let s = sources(&[], &[], &TITLES, Some("the law of the city"), None);
+        assert!(read_turn("A city needs its laws.", &s).on_topic);
+        assert!(!read_turn("Whales swim \"in the law of the city\" [s1].", &s).on_topic);
+        let none = sources(&[], &[], &TITLES, None, None);
+        assert!(!read_turn("A city needs its laws.", &none).on_topic);
+    }
+
+    #[test]
+    fn draft_score_prefers_a_grounded_answer_on_topic() {
+        let good = TurnReading {
+            answers_other: Some(true),
+            on_topic: true,
+            distinct_2: Some(1.0),
+            ..TurnReading::default()
+        };
+        let meta = TurnReading {
+            meta_talk: true,
+            ..good.clone()
+        };
+        let invented = TurnReading {
+            unsupported_terms: vec!["24".into()],
+            ..good.clone()
+        };
+        let off_topic = TurnReading {
+            answers_other: Some(false),
+            on_topic: false,
+            ..good.clone()
+        };
+        let score = |r: &TurnReading| draft_score(r, true, true);
+        assert!(score(&good) > score(&off_topic));
+        assert!(score(&off_topic) > score(&meta));
+        assert!(score(&off_topic) > score(&invented));
+        assert!(draft_score(&good, true, true) > draft_score(&good, false, true));
+        assert_eq!(draft_score(&good, true, false), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn topic_word_forms_share_the_topic_stems() {
+        let forms = topic_word_forms("what people live for");
+        for f in ["people", "live", "lives", "living", "lived"] {
+            assert!(forms.contains(&f.to_string()), "{f} in {forms:?}");
+        }
+        assert!(!forms.iter().any(|f| f == "what" || f == "for"));
+        let topic = content_stems("what people live for");
+        assert!(forms.iter().all(|f| topic.contains(&stem(f))));
+    }
+
+    #[test]
+    fn distinct_2_falls_with_loops_and_counting() {
+        let s = sources(&[], &[], &TITLES, None, None);
+        let fresh = read_turn("The sea gives men a reason to rise each day.", &s);
+        assert_eq!(fresh.distinct_2, Some(1.0));
+        let looped = read_turn("turning around and turning around and turning around", &s);
+        // 7 pairs, 3 distinct.
+        assert_eq!(looped.distinct_2, Some(0.429));
+        assert_eq!(read_turn("Yes.", &s).distinct_2, None);
+        // Pairs never span a quote; a moot's figure pools every turn.
+        assert_eq!(
+            moot_distinct_2(["a b \"x y z w\" [s1] a b", "a b c"]),
+            Some(0.5)
+        );
+    }
+}
