@@ -1099,30 +1099,6 @@ fn first_systemd_dir(var: &str) -> Option<PathBuf> {
     Some(PathBuf::from(first))
 }
 
-/// Every config key, dotted (`net.listen`), from the settings' own shape.
-pub fn known_keys() -> Vec<String> {
-    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
-        if let serde_json::Value::Object(map) = v {
-            for (k, v) in map {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                out.push(key.clone());
-                walk(&key, v, out);
-            }
-        }
-    }
-    let mut keys = Vec::new();
-    walk(
-        "",
-        &serde_json::to_value(Settings::default()).unwrap_or_default(),
-        &mut keys,
-    );
-    keys
-}
-
 /// Replaces the values of secret-looking keys with `"********"`.
 /// A key names a secret when one of its words is "secret", "password" or
 /// "token", or it ends in "_key" (`api_token`, yes; `max_tokens`, no).
