@@ -28,25 +28,10 @@ fn two_books(paragraphs: usize) -> Grove {
     g
 }
 
-/// The words of passage `[s1]` in the prompt: the rest of its `[s1] …`
-/// line (or, where the tag line names the chunk, the line after it).
+/// The words of passage `[s1]` in the prompt.
 fn first_passage(req: &RecordedRequest) -> Vec<String> {
-    for message in req.body["messages"].as_array().into_iter().flatten() {
-        let content = message["content"].as_str().unwrap_or_default();
-        let mut lines = content.lines();
-        while let Some(line) = lines.next() {
-            let Some(rest) = line.strip_prefix("[s1] ") else {
-                continue;
-            };
-            let text = if rest.starts_with("(chunk:") {
-                lines.next().unwrap_or_default()
-            } else {
-                rest
-            };
-            return text.split_whitespace().map(str::to_string).collect();
-        }
-    }
-    panic!("no [s1] passage in the prompt: {}", req.body);
+    req.first_passage()
+        .unwrap_or_else(|| panic!("no [s1] passage in the prompt: {}", req.body))
 }
 
 #[test]

@@ -12,23 +12,14 @@ use crate::support::{Grove, generated_book};
 
 /// A reply quoting the first five words of passage `[s1]` and citing it.
 pub(crate) fn quoting_reply(req: &RecordedRequest) -> Reply {
-    for message in req.body["messages"].as_array().into_iter().flatten() {
-        let content = message["content"].as_str().unwrap_or_default();
-        let mut lines = content.lines();
-        while let Some(line) = lines.next() {
-            if line.starts_with("[s1] (chunk:") {
-                let words: Vec<&str> = lines
-                    .next()
-                    .unwrap_or_default()
-                    .split_whitespace()
-                    .collect();
-                let quote = words[..5.min(words.len())].join(" ");
-                return Reply::text(&format!("\"{quote}\" [s1], and so I hold [s1]."));
-            }
+    match req.first_passage() {
+        Some(words) => {
+            let quote = words[..5.min(words.len())].join(" ");
+            Reply::text(&format!("\"{quote}\" [s1], and so I hold [s1]."))
         }
+        // The narrator's summary request.
+        None => Reply::text("The two books spoke of the sea and of work."),
     }
-    // The narrator's summary request.
-    Reply::text("The two books spoke of the sea and of work.")
 }
 
 fn model_env(server: &ScriptedServer) -> Vec<(&'static str, String)> {
