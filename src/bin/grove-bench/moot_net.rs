@@ -81,17 +81,21 @@ fn reply(request: &Value) -> String {
         let content = m["content"].as_str().unwrap_or_default();
         let mut lines = content.lines();
         while let Some(line) = lines.next() {
-            if line.starts_with("[s1] (chunk:") {
-                let words: Vec<&str> = lines
-                    .next()
-                    .unwrap_or_default()
-                    .split_whitespace()
-                    .collect();
-                return format!(
-                    "\"{}\" [s1], as I hold [s1].",
-                    words[..5.min(words.len())].join(" ")
-                );
-            }
+            // The passage is the rest of its `[s1] …` line (or the line
+            // after a `[s1] (chunk:…)` one).
+            let Some(rest) = line.strip_prefix("[s1] ") else {
+                continue;
+            };
+            let text = if rest.starts_with("(chunk:") {
+                lines.next().unwrap_or_default()
+            } else {
+                rest
+            };
+            let words: Vec<&str> = text.split_whitespace().collect();
+            return format!(
+                "\"{}\" [s1], as I hold [s1].",
+                words[..5.min(words.len())].join(" ")
+            );
         }
     }
     "A short summary of the moot so far.".into()
