@@ -148,10 +148,10 @@ fn book_input_is_judged_before_it_is_stored() {
     }
     // The real books and the texts the tests generate.
     for book in [
-        "corpus/moby-dick-2701.txt",
-        "corpus/pride-and-prejudice-1342.txt",
-        "corpus/complete-angler-9198.txt",
-        "corpus/devils-dictionary-972.txt",
+        "corpus/moby-dick-2701-excerpt.txt",
+        "corpus/pride-and-prejudice-1342-excerpt.txt",
+        "corpus/complete-angler-9198-excerpt.txt",
+        "corpus/devils-dictionary-972-excerpt.txt",
     ] {
         let path = data_file(book);
         judged(&std::fs::read(path).unwrap()).unwrap_or_else(|e| panic!("{book}: {e}"));

@@ -7,25 +7,25 @@ use crate::support::{Grove, data_file, verify_served_proof};
 fn corpus_books_ingest_prove_and_verify() {
     let books = [
         (
-            "corpus/moby-dick-2701.txt",
+            "corpus/moby-dick-2701-excerpt.txt",
             "Moby Dick; or The Whale",
             "Herman Melville",
             2701,
         ),
         (
-            "corpus/pride-and-prejudice-1342.txt",
+            "corpus/pride-and-prejudice-1342-excerpt.txt",
             "Pride and Prejudice",
             "Jane Austen",
             1342,
         ),
         (
-            "corpus/complete-angler-9198.txt",
+            "corpus/complete-angler-9198-excerpt.txt",
             "The Complete Angler, 1653",
             "Isaak Walton",
             9198,
         ),
         (
-            "corpus/devils-dictionary-972.txt",
+            "corpus/devils-dictionary-972-excerpt.txt",
             "The Devil's Dictionary",
             "Ambrose Bierce",
             972,

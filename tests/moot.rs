@@ -764,9 +764,9 @@ impl ChatModel for CopyingModel {
 fn a_moot_on_real_books_verifies_from_its_transcript() {
     let mut a = corpus_book(
         "fiction/pride-and-prejudice",
-        "pride-and-prejudice-1342.txt",
+        "pride-and-prejudice-1342-excerpt.txt",
     );
-    let mut b = corpus_book("fiction/moby-dick", "moby-dick-2701.txt");
+    let mut b = corpus_book("fiction/moby-dick", "moby-dick-2701-excerpt.txt");
     let trees = [
         Tree::new(
             "fiction/pride-and-prejudice",

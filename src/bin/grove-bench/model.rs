@@ -9,7 +9,8 @@
 //! Generation runs greedy with the stop tokens masked, so every run decodes
 //! exactly `--gen` tokens. `--dump-prompt FILE` writes the prompt for
 //! `model_llama_cpp.py`, which times llama.cpp on the same file and tokens. The prompt is a moot-sized chat built from a book
-//! of the test corpus (`tests/data/corpus`), else from fixed text.
+//! of the shared corpus when present (else the test excerpt of it in
+//! `tests/data/corpus`), else from fixed text.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -267,12 +268,17 @@ fn guided_overhead(
     Ok(())
 }
 
-/// About `words` words of a real book from the test corpus.
+/// About `words` words of a real book: the shared corpus's whole Moby
+/// Dick when present, else the test excerpt (it holds chapter 1).
 fn prompt_text(words: usize) -> String {
-    let corpus = [concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/corpus/moby-dick-2701.txt"
-    )];
+    let corpus = [
+        "../shared/corpus/moby-dick-2701.txt",
+        "/work/shared/corpus/moby-dick-2701.txt",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/corpus/moby-dick-2701-excerpt.txt"
+        ),
+    ];
     let text = corpus
         .iter()
         .find_map(|p| std::fs::read_to_string(p).ok())
