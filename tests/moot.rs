@@ -104,9 +104,7 @@ impl FakeModel {
 }
 
 fn first_passage_words(user: &str) -> Vec<String> {
-    // Layout: "Lines of yours:\n\n[s1] <text>\n\n[s2] ..."
-    user.lines()
-        .find_map(|l| l.strip_prefix("[s1] "))
+    grove::moot::prompt::passage_first_line(user, "s1")
         .unwrap_or("")
         .split_whitespace()
         .map(|w| w.trim_end_matches('.').to_string())

@@ -86,6 +86,16 @@ pub fn move_instruction(mv: Move, other: &str) -> String {
     }
 }
 
+/// The first line of passage `tag` in a message [`user_message`] wrote
+/// (`[s1] …`): how scripted speakers in the tests and benchmarks read a
+/// prompt back, so its layout is known in this file alone.
+pub fn passage_first_line<'a>(message: &'a str, tag: &str) -> Option<&'a str> {
+    let head = format!("[{tag}] ");
+    message
+        .lines()
+        .find_map(|line| line.strip_prefix(head.as_str()))
+}
+
 /// The user message: the book's own lines (tagged, so a quote's tag reads
 /// as theirs), the other book's last line (its tags left out), and the
 /// question this turn answers. The summary and older lines are left out: a
@@ -204,6 +214,14 @@ pub fn clip_words(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use crate::moot::Passage;
+
+    #[test]
+    fn a_passage_is_read_back_from_the_layout_it_was_written_in() {
+        let message = "Lines of yours:\n\n[s1] First line.\nSecond line.\n\n[s2] Other.";
+        assert_eq!(passage_first_line(message, "s1"), Some("First line."));
+        assert_eq!(passage_first_line(message, "s2"), Some("Other."));
+        assert_eq!(passage_first_line(message, "s3"), None);
+    }
 
     #[test]
     fn persona_uses_author_or_book() {

@@ -59,26 +59,16 @@ impl RecordedRequest {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The words of passage `[s1]` in the prompt (a speaker's turn): the
-    /// rest of its `[s1] …` line, or the line after a `[s1] (chunk:…)` one.
-    /// `None` for a prompt without passages (the narrator's summary).
+    /// The words of passage `[s1]`'s first line in the prompt (a
+    /// speaker's turn); `None` for a prompt without passages (the
+    /// narrator's summary).
     pub fn first_passage(&self) -> Option<Vec<String>> {
-        for message in self.body["messages"].as_array().into_iter().flatten() {
-            let content = message["content"].as_str().unwrap_or_default();
-            let mut lines = content.lines();
-            while let Some(line) = lines.next() {
-                let Some(rest) = line.strip_prefix("[s1] ") else {
-                    continue;
-                };
-                let text = if rest.starts_with("(chunk:") {
-                    lines.next().unwrap_or_default()
-                } else {
-                    rest
-                };
-                return Some(text.split_whitespace().map(str::to_string).collect());
-            }
-        }
-        None
+        self.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|m| grove::moot::prompt::passage_first_line(m["content"].as_str()?, "s1"))
+            .map(|line| line.split_whitespace().map(str::to_string).collect())
     }
 
     /// The `content` of the last message (the prompt's newest part).

@@ -77,28 +77,21 @@ pub(crate) fn serve_instant_model(listener: TcpListener) -> anyhow::Result<Strin
 }
 
 fn reply(request: &Value) -> String {
-    for m in request["messages"].as_array().into_iter().flatten() {
-        let content = m["content"].as_str().unwrap_or_default();
-        let mut lines = content.lines();
-        while let Some(line) = lines.next() {
-            // The passage is the rest of its `[s1] …` line (or the line
-            // after a `[s1] (chunk:…)` one).
-            let Some(rest) = line.strip_prefix("[s1] ") else {
-                continue;
-            };
-            let text = if rest.starts_with("(chunk:") {
-                lines.next().unwrap_or_default()
-            } else {
-                rest
-            };
-            let words: Vec<&str> = text.split_whitespace().collect();
-            return format!(
+    let first = request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|m| grove::moot::prompt::passage_first_line(m["content"].as_str()?, "s1"));
+    match first {
+        Some(line) => {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            format!(
                 "\"{}\" [s1], as I hold [s1].",
                 words[..5.min(words.len())].join(" ")
-            );
+            )
         }
+        None => "A short summary of the moot so far.".into(),
     }
-    "A short summary of the moot so far.".into()
 }
 
 pub(crate) fn book(root: &Path, seed: usize) -> anyhow::Result<std::path::PathBuf> {
