@@ -223,7 +223,7 @@ pub async fn fetch_url(
 }
 
 /// A reqwest error with its causes, which hold the useful part (refused, DNS…).
-fn describe(e: &reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     let mut out = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {

@@ -578,15 +578,9 @@ fn parse_url(url: &str) -> Result<Url, ModelError> {
 
 /// A transport error with its causes (refused, reset, timed out…).
 fn transport_error(url: &Url, e: &reqwest::Error) -> ModelError {
-    let mut out = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
+    let mut out = crate::source::describe(e);
     if e.is_timeout() {
-        out.push_str(" (timed out: fetch.connect_timeout_secs / fetch.timeout_secs)");
+        out.push_str("; the limits are fetch.connect_timeout_secs and fetch.timeout_secs");
     }
     ModelError::Download(format!("{url}: {out}"))
 }
