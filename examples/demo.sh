@@ -115,7 +115,8 @@ if not t:
     sys.exit("the moot did not finish: %s" % v.get("reason"))
 print("stats:")
 for k, x in sorted(t["stats"].items()):
-    print("  %s: %s" % (k, x))'
+    # null: the rate of nothing (no quote of the other book was made).
+    print("  %s: %s" % (k, "-" if x is None else x))'
 g "$n3" moot export "$id" > "$state/moot-export.json"
 echo; echo "== the exported moot, verified offline (no daemon, no network, an empty state), pinned to mesh $mesh_id"
 "$grove" --state "$work/empty-state" moot verify "$state/moot-export.json" --expect-mesh "$mesh_id"
