@@ -6,7 +6,6 @@
 //! with `secure_delete` on and the WAL is checkpointed right after, so erased
 //! keys do not linger in free pages or the log.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -308,228 +307,192 @@ impl MeshStore {
     /// member, so no other copy of the mesh exists to be behind.
     pub fn load(&self, me: PublicIdentity, timing: Timing) -> Result<MeshState, StoreError> {
         let mut s = MeshState::empty(me, timing);
-        let meta = |key: &str| -> Result<Option<Vec<u8>>, StoreError> {
-            Ok(self
-                .conn
-                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .optional()?)
-        };
-        if let (Some(id), Some(name)) = (meta("mesh_id")?, meta("name")?) {
+        if let (Some(id), Some(name)) = (self.meta("mesh_id")?, self.meta("name")?) {
             s.mesh = Some(MeshInfo {
                 mesh_id: arr16(id, "mesh id")?,
                 name: String::from_utf8(name).map_err(|_| corrupt("mesh name"))?,
             });
         }
-        if let Some(tip) = meta("tip")? {
+        if let Some(tip) = self.meta("tip")? {
             s.tip = arr32(tip, "tip")?;
         }
-        {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT hash, parent, roster, commit_msg, proposal_hash FROM rosters")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let hash = arr32(r.get(0)?, "roster hash")?;
-                let parent: Option<Vec<u8>> = r.get(1)?;
-                let bytes: Vec<u8> = r.get(2)?;
-                let roster = Roster::decode(&bytes).map_err(corrupt)?;
-                if codec::hash(label::ROSTER, &bytes) != hash {
-                    return Err(corrupt("a roster does not match its hash"));
-                }
-                let proposal_hash: Option<Vec<u8>> = r.get(4)?;
-                s.rosters.insert(
-                    hash,
-                    Arc::new(RosterNode {
-                        roster,
-                        hash,
-                        parent: parent.map(|p| arr32(p, "parent")).transpose()?,
-                        commit: r.get(3)?,
-                        proposal_hash: proposal_hash
-                            .map(|p| arr32(p, "proposal hash"))
-                            .transpose()?,
-                    }),
-                );
-            }
-        }
-        {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT roster_hash, epoch, secret, erase_at_ms FROM secrets")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let roster_hash = arr32(r.get(0)?, "secret roster")?;
-                s.secrets.insert(
-                    roster_hash,
-                    SecretEntry {
-                        roster_hash,
-                        epoch: r.get::<_, i64>(1)? as u64,
-                        secret: arr32(r.get(2)?, "secret")?,
-                        erase_at_ms: r.get(3)?,
-                    },
-                );
-            }
-        }
-        {
-            let mut stmt = self.conn.prepare(
-                "SELECT epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, proposal_expires_ms, signed, seq, releases, release FROM votes",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let v = VoteRec {
-                    epoch: r.get::<_, i64>(0)? as u64,
-                    voter: r.get(1)?,
-                    roster_hash: arr32(r.get(2)?, "vote roster")?,
-                    proposal_hash: arr32(r.get(3)?, "vote proposal")?,
-                    yes: r.get(4)?,
-                    proposal_created_ms: r.get(5)?,
-                    proposal_expires_ms: r.get(6)?,
-                    signed: r.get(7)?,
-                    seq: u32::try_from(r.get::<_, i64>(8)?).map_err(|_| corrupt("vote seq"))?,
-                    releases: r
-                        .get::<_, Option<Vec<u8>>>(9)?
-                        .map(|x| arr32(x, "vote releases"))
-                        .transpose()?,
-                    release: r.get(10)?,
-                };
-                s.votes.insert((v.epoch, v.voter.clone()), v);
-            }
-        }
-        {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT hash, epoch, roster_hash, reason, proof, at_ms FROM closed")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let hash = arr32(r.get(0)?, "closed proposal")?;
-                let reason: String = r.get(3)?;
-                s.closed.insert(
-                    hash,
-                    ClosedRec {
-                        hash,
-                        epoch: r.get::<_, i64>(1)? as u64,
-                        roster_hash: arr32(r.get(2)?, "closed roster")?,
-                        reason: CloseReason::parse(&reason)
-                            .ok_or_else(|| corrupt("closed reason"))?,
-                        proof: r.get(4)?,
-                        at_ms: r.get(5)?,
-                    },
-                );
-            }
-        }
-        {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT epoch, voter, first, second, at_ms FROM evidence ORDER BY id")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                s.evidence.push(Evidence {
-                    epoch: r.get::<_, i64>(0)? as u64,
-                    voter: r.get(1)?,
-                    first: r.get(2)?,
-                    second: r.get(3)?,
-                    at_ms: r.get(4)?,
-                });
-            }
-        }
-        {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT id, signed, created_ms, expires_ms, note, status FROM invites")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
+        let sql = "SELECT hash, parent, roster, commit_msg, proposal_hash FROM rosters";
+        s.rosters = self.rows(sql, roster_row)?.into_iter().collect();
+        let sql = "SELECT roster_hash, epoch, secret, erase_at_ms FROM secrets";
+        s.secrets = self.rows(sql, secret_row)?.into_iter().collect();
+        let sql = "SELECT epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, \
+                   proposal_expires_ms, signed, seq, releases, release FROM votes";
+        s.votes = self.rows(sql, vote_row)?.into_iter().collect();
+        let sql = "SELECT hash, epoch, roster_hash, reason, proof, at_ms FROM closed";
+        s.closed = self.rows(sql, closed_row)?.into_iter().collect();
+        let sql = "SELECT epoch, voter, first, second, at_ms FROM evidence ORDER BY id";
+        s.evidence = self.rows(sql, evidence_row)?;
+        let sql = "SELECT id, signed, created_ms, expires_ms, note, status FROM invites";
+        s.invites = self.rows(sql, invite_row)?.into_iter().collect();
+        s.revoked = self
+            .rows("SELECT id, signed FROM revocations", |r| {
+                Ok((arr16(r.get(0)?, "invite id")?, r.get(1)?))
+            })?
+            .into_iter()
+            .collect();
+        s.used_invites = self
+            .rows("SELECT id, proposal FROM used_invites", |r| {
                 let id = arr16(r.get(0)?, "invite id")?;
-                let status: String = r.get(5)?;
-                s.invites.insert(
-                    id,
-                    InviteRec {
-                        id,
-                        signed: r.get(1)?,
-                        created_ms: r.get(2)?,
-                        expires_ms: r.get(3)?,
-                        note: r.get(4)?,
-                        status: InviteStatus::parse(&status)
-                            .ok_or_else(|| corrupt("invite status"))?,
-                    },
-                );
-            }
-        }
-        for (table, target) in [("revocations", 0), ("used_invites", 1)] {
-            let sql = format!(
-                "SELECT id, {} FROM {table}",
-                if target == 0 { "signed" } else { "proposal" }
-            );
-            let mut stmt = self.conn.prepare(&sql)?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let id = arr16(r.get(0)?, "invite id")?;
-                let value: Vec<u8> = r.get(1)?;
-                if target == 0 {
-                    s.revoked.insert(id, value);
-                } else {
-                    s.used_invites
-                        .insert(id, arr32(value, "used invite proposal")?);
-                }
-            }
-        }
-        {
-            let mut stmt = self.conn.prepare(
-                "SELECT epoch, roster_hash, commit_hash, switched, at_ms FROM history ORDER BY seq",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                s.history.push(HistoryEntry {
-                    epoch: r.get::<_, i64>(0)? as u64,
-                    roster_hash: arr32(r.get(1)?, "history roster")?,
-                    commit_hash: arr32(r.get(2)?, "history commit")?,
-                    switched: r.get(3)?,
-                    at_ms: r.get(4)?,
-                });
-            }
-        }
-        s.pending_join = self
-            .conn
-            .query_row(
-                "SELECT mesh_id, invite_id, inviter, name FROM pending_join WHERE id = 1",
-                [],
-                |r| {
-                    Ok((
-                        r.get::<_, Vec<u8>>(0)?,
-                        r.get::<_, Vec<u8>>(1)?,
-                        r.get::<_, Vec<u8>>(2)?,
-                        r.get::<_, String>(3)?,
-                    ))
-                },
-            )
-            .optional()?
-            .map(|(m, i, inviter, name)| -> Result<PendingJoin, StoreError> {
-                Ok(PendingJoin {
-                    mesh_id: arr16(m, "pending mesh id")?,
-                    invite_id: arr16(i, "pending invite id")?,
-                    inviter,
-                    name,
-                })
-            })
-            .transpose()?;
+                Ok((id, arr32(r.get(1)?, "used invite proposal")?))
+            })?
+            .into_iter()
+            .collect();
+        let sql =
+            "SELECT epoch, roster_hash, commit_hash, switched, at_ms FROM history ORDER BY seq";
+        s.history = self.rows(sql, history_row)?;
+        let sql = "SELECT mesh_id, invite_id, inviter, name FROM pending_join WHERE id = 1";
+        s.pending_join = self.rows(sql, pending_join_row)?.pop();
         // Proposals are re-checked against the current roster on load.
-        {
-            let mut stmt = self.conn.prepare("SELECT hash, signed FROM proposals")?;
-            let mut rows = stmt.query([])?;
-            let mut loaded = BTreeMap::new();
-            while let Some(r) = rows.next()? {
-                let hash = arr32(r.get(0)?, "proposal hash")?;
-                let signed: Vec<u8> = r.get(1)?;
-                if let Some(p) = s.reload_proposal(hash, &signed) {
-                    loaded.insert(hash, Arc::new(p));
-                }
-            }
-            s.proposals = loaded;
-        }
+        let stored = self.rows("SELECT hash, signed FROM proposals", |r| {
+            Ok((arr32(r.get(0)?, "proposal hash")?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        s.proposals = stored
+            .into_iter()
+            .filter_map(|(hash, signed)| Some((hash, Arc::new(s.reload_proposal(hash, &signed)?))))
+            .collect();
         if s.mesh.is_some() && !s.rosters.contains_key(&s.tip) {
             return Err(corrupt("the current roster is missing"));
         }
         s.synced = s.roster().is_none_or(|r| r.members.len() <= 1);
         Ok(s)
     }
+
+    /// One value of the `meta` table.
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Every row of `sql`, each decoded by `row`.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        mut row: impl FnMut(&rusqlite::Row<'_>) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut stmt = self.conn.prepare(sql)?;
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            out.push(row(r)?);
+        }
+        Ok(out)
+    }
+}
+
+fn roster_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], Arc<RosterNode>), StoreError> {
+    let hash = arr32(r.get(0)?, "roster hash")?;
+    let parent: Option<Vec<u8>> = r.get(1)?;
+    let bytes: Vec<u8> = r.get(2)?;
+    let roster = Roster::decode(&bytes).map_err(corrupt)?;
+    if codec::hash(label::ROSTER, &bytes) != hash {
+        return Err(corrupt("a roster does not match its hash"));
+    }
+    let proposal_hash: Option<Vec<u8>> = r.get(4)?;
+    let node = RosterNode {
+        roster,
+        hash,
+        parent: parent.map(|p| arr32(p, "parent")).transpose()?,
+        commit: r.get(3)?,
+        proposal_hash: proposal_hash
+            .map(|p| arr32(p, "proposal hash"))
+            .transpose()?,
+    };
+    Ok((hash, Arc::new(node)))
+}
+
+fn secret_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], SecretEntry), StoreError> {
+    let roster_hash = arr32(r.get(0)?, "secret roster")?;
+    let entry = SecretEntry {
+        roster_hash,
+        epoch: r.get::<_, i64>(1)? as u64,
+        secret: arr32(r.get(2)?, "secret")?,
+        erase_at_ms: r.get(3)?,
+    };
+    Ok((roster_hash, entry))
+}
+
+fn vote_row(r: &rusqlite::Row<'_>) -> Result<((u64, Vec<u8>), VoteRec), StoreError> {
+    let v = VoteRec {
+        epoch: r.get::<_, i64>(0)? as u64,
+        voter: r.get(1)?,
+        roster_hash: arr32(r.get(2)?, "vote roster")?,
+        proposal_hash: arr32(r.get(3)?, "vote proposal")?,
+        yes: r.get(4)?,
+        proposal_created_ms: r.get(5)?,
+        proposal_expires_ms: r.get(6)?,
+        signed: r.get(7)?,
+        seq: u32::try_from(r.get::<_, i64>(8)?).map_err(|_| corrupt("vote seq"))?,
+        releases: r
+            .get::<_, Option<Vec<u8>>>(9)?
+            .map(|x| arr32(x, "vote releases"))
+            .transpose()?,
+        release: r.get(10)?,
+    };
+    Ok(((v.epoch, v.voter.clone()), v))
+}
+
+fn closed_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], ClosedRec), StoreError> {
+    let hash = arr32(r.get(0)?, "closed proposal")?;
+    let reason: String = r.get(3)?;
+    let rec = ClosedRec {
+        hash,
+        epoch: r.get::<_, i64>(1)? as u64,
+        roster_hash: arr32(r.get(2)?, "closed roster")?,
+        reason: CloseReason::parse(&reason).ok_or_else(|| corrupt("closed reason"))?,
+        proof: r.get(4)?,
+        at_ms: r.get(5)?,
+    };
+    Ok((hash, rec))
+}
+
+fn evidence_row(r: &rusqlite::Row<'_>) -> Result<Evidence, StoreError> {
+    Ok(Evidence {
+        epoch: r.get::<_, i64>(0)? as u64,
+        voter: r.get(1)?,
+        first: r.get(2)?,
+        second: r.get(3)?,
+        at_ms: r.get(4)?,
+    })
+}
+
+fn invite_row(r: &rusqlite::Row<'_>) -> Result<([u8; 16], InviteRec), StoreError> {
+    let id = arr16(r.get(0)?, "invite id")?;
+    let status: String = r.get(5)?;
+    let rec = InviteRec {
+        id,
+        signed: r.get(1)?,
+        created_ms: r.get(2)?,
+        expires_ms: r.get(3)?,
+        note: r.get(4)?,
+        status: InviteStatus::parse(&status).ok_or_else(|| corrupt("invite status"))?,
+    };
+    Ok((id, rec))
+}
+
+fn history_row(r: &rusqlite::Row<'_>) -> Result<HistoryEntry, StoreError> {
+    Ok(HistoryEntry {
+        epoch: r.get::<_, i64>(0)? as u64,
+        roster_hash: arr32(r.get(1)?, "history roster")?,
+        commit_hash: arr32(r.get(2)?, "history commit")?,
+        switched: r.get(3)?,
+        at_ms: r.get(4)?,
+    })
+}
+
+fn pending_join_row(r: &rusqlite::Row<'_>) -> Result<PendingJoin, StoreError> {
+    Ok(PendingJoin {
+        mesh_id: arr16(r.get(0)?, "pending mesh id")?,
+        invite_id: arr16(r.get(1)?, "pending invite id")?,
+        inviter: r.get(2)?,
+        name: r.get(3)?,
+    })
 }
 
 impl MeshState {
@@ -557,138 +520,150 @@ impl MeshState {
     }
 }
 
+/// Writes one effect of a transition.
 fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), StoreError> {
+    let meta = "INSERT OR REPLACE INTO meta (key, value) VALUES";
     match e {
-        Effect::PutMesh(m) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('mesh_id', ?1), ('name', ?2)",
-                params![&m.mesh_id[..], m.name.as_bytes()],
-            )?;
-        }
-        Effect::PutRoster(n) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO rosters (hash, epoch, parent, roster, commit_msg, proposal_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    &n.hash[..],
-                    n.roster.epoch as i64,
-                    n.parent.map(|p| p.to_vec()),
-                    n.roster.encode(),
-                    n.commit,
-                    n.proposal_hash.map(|p| p.to_vec())
-                ],
-            )?;
-        }
-        Effect::SetTip(h) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('tip', ?1)",
-                params![&h[..]],
-            )?;
-        }
-        Effect::PutSecret(s) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO secrets (roster_hash, epoch, secret, erase_at_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![&s.roster_hash[..], s.epoch as i64, &s.secret[..], s.erase_at_ms],
-            )?;
-        }
-        Effect::EraseSecret(h) => {
-            tx.execute(
-                "DELETE FROM secrets WHERE roster_hash = ?1",
-                params![&h[..]],
-            )?;
-        }
-        Effect::PutProposal(p) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO proposals (hash, roster_hash, signed) VALUES (?1, ?2, ?3)",
-                params![&p.hash[..], &p.roster_hash[..], p.signed],
-            )?;
-        }
+        Effect::PutMesh(m) => tx.execute(
+            &format!("{meta} ('mesh_id', ?1), ('name', ?2)"),
+            params![&m.mesh_id[..], m.name.as_bytes()],
+        )?,
+        Effect::PutRoster(n) => put_roster(tx, n)?,
+        Effect::SetTip(h) => tx.execute(&format!("{meta} ('tip', ?1)"), params![&h[..]])?,
+        Effect::PutSecret(s) => tx.execute(
+            "INSERT OR REPLACE INTO secrets (roster_hash, epoch, secret, erase_at_ms) \
+             VALUES (?1, ?2, ?3, ?4)",
+            params![
+                &s.roster_hash[..],
+                s.epoch as i64,
+                &s.secret[..],
+                s.erase_at_ms
+            ],
+        )?,
+        Effect::EraseSecret(h) => tx.execute(
+            "DELETE FROM secrets WHERE roster_hash = ?1",
+            params![&h[..]],
+        )?,
+        Effect::PutProposal(p) => tx.execute(
+            "INSERT OR REPLACE INTO proposals (hash, roster_hash, signed) VALUES (?1, ?2, ?3)",
+            params![&p.hash[..], &p.roster_hash[..], p.signed],
+        )?,
         Effect::DeleteProposal(h) => {
-            tx.execute("DELETE FROM proposals WHERE hash = ?1", params![&h[..]])?;
+            tx.execute("DELETE FROM proposals WHERE hash = ?1", params![&h[..]])?
         }
-        Effect::PutVote(v) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO votes (epoch, voter, roster_hash, proposal_hash, yes, proposal_created_ms, proposal_expires_ms, signed, seq, releases, release) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    v.epoch as i64,
-                    v.voter,
-                    &v.roster_hash[..],
-                    &v.proposal_hash[..],
-                    v.yes,
-                    v.proposal_created_ms,
-                    v.proposal_expires_ms,
-                    v.signed,
-                    i64::from(v.seq),
-                    v.releases.map(|r| r.to_vec()),
-                    v.release
-                ],
-            )?;
-        }
-        Effect::PutClosed(c) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO closed (hash, epoch, roster_hash, reason, proof, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    &c.hash[..],
-                    c.epoch as i64,
-                    &c.roster_hash[..],
-                    c.reason.as_str(),
-                    c.proof,
-                    c.at_ms
-                ],
-            )?;
-        }
+        Effect::PutVote(v) => put_vote(tx, v)?,
+        Effect::PutClosed(c) => put_closed(tx, c)?,
         Effect::DeleteClosed(h) => {
-            tx.execute("DELETE FROM closed WHERE hash = ?1", params![&h[..]])?;
+            tx.execute("DELETE FROM closed WHERE hash = ?1", params![&h[..]])?
         }
         Effect::DeleteVotesBefore(epoch) => {
-            tx.execute("DELETE FROM votes WHERE epoch < ?1", params![*epoch as i64])?;
+            tx.execute("DELETE FROM votes WHERE epoch < ?1", params![*epoch as i64])?
         }
-        Effect::PutEvidence(ev) => {
-            tx.execute(
-                "INSERT INTO evidence (epoch, voter, first, second, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![ev.epoch as i64, ev.voter, ev.first, ev.second, ev.at_ms],
-            )?;
-        }
-        Effect::PutInvite(i) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO invites (id, signed, created_ms, expires_ms, note, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![&i.id[..], i.signed, i.created_ms, i.expires_ms, i.note, i.status.as_str()],
-            )?;
-        }
-        Effect::PutRevocation { id, signed } => {
-            tx.execute(
-                "INSERT OR REPLACE INTO revocations (id, signed) VALUES (?1, ?2)",
-                params![&id[..], signed],
-            )?;
-        }
-        Effect::PutUsedInvite { id, proposal } => {
-            tx.execute(
-                "INSERT OR REPLACE INTO used_invites (id, proposal) VALUES (?1, ?2)",
-                params![&id[..], &proposal[..]],
-            )?;
-        }
-        Effect::PutHistory(hst) => {
-            tx.execute(
-                "INSERT INTO history (epoch, roster_hash, commit_hash, switched, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    hst.epoch as i64,
-                    &hst.roster_hash[..],
-                    &hst.commit_hash[..],
-                    hst.switched,
-                    hst.at_ms
-                ],
-            )?;
-        }
-        Effect::SetPendingJoin(p) => {
-            tx.execute("DELETE FROM pending_join", [])?;
-            if let Some(p) = p {
-                tx.execute(
-                    "INSERT INTO pending_join (id, mesh_id, invite_id, inviter, name) VALUES (1, ?1, ?2, ?3, ?4)",
-                    params![&p.mesh_id[..], &p.invite_id[..], p.inviter, p.name],
-                )?;
-            }
-        }
-    }
+        Effect::PutEvidence(ev) => tx.execute(
+            "INSERT INTO evidence (epoch, voter, first, second, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![ev.epoch as i64, ev.voter, ev.first, ev.second, ev.at_ms],
+        )?,
+        Effect::PutInvite(i) => tx.execute(
+            "INSERT OR REPLACE INTO invites (id, signed, created_ms, expires_ms, note, status) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                &i.id[..],
+                i.signed,
+                i.created_ms,
+                i.expires_ms,
+                i.note,
+                i.status.as_str()
+            ],
+        )?,
+        Effect::PutRevocation { id, signed } => tx.execute(
+            "INSERT OR REPLACE INTO revocations (id, signed) VALUES (?1, ?2)",
+            params![&id[..], signed],
+        )?,
+        Effect::PutUsedInvite { id, proposal } => tx.execute(
+            "INSERT OR REPLACE INTO used_invites (id, proposal) VALUES (?1, ?2)",
+            params![&id[..], &proposal[..]],
+        )?,
+        Effect::PutHistory(hst) => put_history(tx, hst)?,
+        Effect::SetPendingJoin(p) => set_pending_join(tx, p.as_ref())?,
+    };
     Ok(())
+}
+
+fn put_roster(tx: &Connection, n: &RosterNode) -> Result<usize, StoreError> {
+    Ok(tx.execute(
+        "INSERT OR REPLACE INTO rosters (hash, epoch, parent, roster, commit_msg, proposal_hash) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            &n.hash[..],
+            n.roster.epoch as i64,
+            n.parent.map(|p| p.to_vec()),
+            n.roster.encode(),
+            n.commit,
+            n.proposal_hash.map(|p| p.to_vec())
+        ],
+    )?)
+}
+
+fn put_vote(tx: &Connection, v: &VoteRec) -> Result<usize, StoreError> {
+    Ok(tx.execute(
+        "INSERT OR REPLACE INTO votes (epoch, voter, roster_hash, proposal_hash, yes, \
+         proposal_created_ms, proposal_expires_ms, signed, seq, releases, release) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            v.epoch as i64,
+            v.voter,
+            &v.roster_hash[..],
+            &v.proposal_hash[..],
+            v.yes,
+            v.proposal_created_ms,
+            v.proposal_expires_ms,
+            v.signed,
+            i64::from(v.seq),
+            v.releases.map(|r| r.to_vec()),
+            v.release
+        ],
+    )?)
+}
+
+fn put_closed(tx: &Connection, c: &ClosedRec) -> Result<usize, StoreError> {
+    Ok(tx.execute(
+        "INSERT OR REPLACE INTO closed (hash, epoch, roster_hash, reason, proof, at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            &c.hash[..],
+            c.epoch as i64,
+            &c.roster_hash[..],
+            c.reason.as_str(),
+            c.proof,
+            c.at_ms
+        ],
+    )?)
+}
+
+fn put_history(tx: &Connection, hst: &HistoryEntry) -> Result<usize, StoreError> {
+    Ok(tx.execute(
+        "INSERT INTO history (epoch, roster_hash, commit_hash, switched, at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            hst.epoch as i64,
+            &hst.roster_hash[..],
+            &hst.commit_hash[..],
+            hst.switched,
+            hst.at_ms
+        ],
+    )?)
+}
+
+fn set_pending_join(tx: &Connection, p: Option<&PendingJoin>) -> Result<usize, StoreError> {
+    let mut n = tx.execute("DELETE FROM pending_join", [])?;
+    if let Some(p) = p {
+        n += tx.execute(
+            "INSERT INTO pending_join (id, mesh_id, invite_id, inviter, name) \
+             VALUES (1, ?1, ?2, ?3, ?4)",
+            params![&p.mesh_id[..], &p.invite_id[..], p.inviter, p.name],
+        )?;
+    }
+    Ok(n)
 }
 
 /// An exclusive lock on a state directory's mesh state, held while an offline
