@@ -29,7 +29,7 @@ impl Show for dto::PeerList {
         for p in &self.peers {
             let link = match (&p.link, p.rtt_ms) {
                 (Some(link), Some(rtt)) => format!("{link} {rtt} ms"),
-                (Some(link), None) => link.clone(),
+                (Some(link), None) => link.to_string(),
                 _ => "-".into(),
             };
             writeln!(

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use libp2p::PeerId;
 use prost::Message;
 
+use super::due::Due;
 use super::mesh::ActorError;
-use super::node::Due;
 use super::outbox::MeshLink;
 use super::peers::{Known, Peers};
 use super::stats::{Stats, mesh_reason};

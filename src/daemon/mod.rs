@@ -6,6 +6,7 @@
 
 pub mod advertised;
 pub mod control;
+pub mod due;
 pub mod events;
 pub mod gossip;
 pub mod hooks;
@@ -391,7 +392,7 @@ struct Parts<'a> {
 /// the handles it needs and nothing else.
 fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::ControlState) {
     let stats = Arc::new(stats::Stats::default());
-    let due = Arc::new(node::Due::default());
+    let due = Arc::new(due::Due::default());
     let link = outbox::MeshLink::new(p.mesh.clone(), p.net.clone(), stats.clone());
     let speaking = speaking(&p);
     let rpc = rpc_handlers(&p, &link, speaking.clone(), &stats);
@@ -507,7 +508,7 @@ fn rpc_handlers(
 fn moot_host(
     p: &Parts<'_>,
     speaking: rpc::turn::Speaking,
-    due: &Arc<node::Due>,
+    due: &Arc<due::Due>,
     stats: &Arc<stats::Stats>,
 ) -> moots::MootHost {
     moots::MootHost {

@@ -7,13 +7,13 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use libp2p::{Multiaddr, PeerId};
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 
+use super::due::Due;
 use super::gossip::Gossip;
 use super::moots::MootHost;
 use super::outbox::MeshLink;
@@ -32,49 +32,6 @@ const TICK: Duration = Duration::from_millis(500);
 /// current epoch (members that were offline when they were first sent
 /// could not vote otherwise; receivers ignore copies they have).
 const REPUBLISH_EVERY_TICKS: u64 = 60;
-
-/// Work the node loop owes, flagged by whoever noticed it (books changed, a
-/// member reconnected, a message from a later epoch arrived).
-#[derive(Debug)]
-pub struct Due {
-    announce: AtomicBool,
-    sync: AtomicBool,
-    republish: AtomicBool,
-    redial: AtomicBool,
-}
-
-impl Default for Due {
-    /// Everything is due at start.
-    fn default() -> Due {
-        Due {
-            announce: AtomicBool::new(true),
-            sync: AtomicBool::new(true),
-            republish: AtomicBool::new(true),
-            redial: AtomicBool::new(true),
-        }
-    }
-}
-
-impl Due {
-    /// This node's books changed: announce its roots again.
-    pub fn announce(&self) {
-        self.announce.store(true, Ordering::Relaxed);
-    }
-
-    /// This node may be behind: ask members for commits.
-    pub fn sync(&self) {
-        self.sync.store(true, Ordering::Relaxed);
-    }
-
-    pub fn republish(&self) {
-        self.republish.store(true, Ordering::Relaxed);
-    }
-
-    /// A member's addresses are known now: dial it on the next tick.
-    pub fn redial(&self) {
-        self.redial.store(true, Ordering::Relaxed);
-    }
-}
 
 /// What the node loop drives; every part is a cheap handle.
 #[derive(Clone)]
@@ -220,20 +177,20 @@ impl NodeLoop {
             return;
         }
         let connected_members = self.peers.lock().connected_members(&view);
-        if self.due.announce.load(Ordering::Relaxed) {
+        if self.due.announce_is_due() {
             let publish = !connected_members.is_empty();
             match self.gossip.announce(&view, publish).await {
-                Ok(()) => self.due.announce.store(false, Ordering::Relaxed),
+                Ok(()) => self.due.announced(),
                 Err(e) => tracing::debug!(error = %e, "announcement kept for a retry"),
             }
         }
-        if (self.due.sync.load(Ordering::Relaxed) || !view.synced) && n.is_multiple_of(4) {
+        if (self.due.sync_is_due() || !view.synced) && n.is_multiple_of(4) {
             let alone = view.roster().is_some_and(|r| r.members.len() <= 1);
             if !connected_members.is_empty() {
-                self.due.sync.store(false, Ordering::Relaxed);
+                self.due.synced();
                 rpc::sync::ask(&self.rpc, connected_members.clone()).await;
             } else if alone {
-                self.due.sync.store(false, Ordering::Relaxed);
+                self.due.synced();
             }
         }
         if n.is_multiple_of(10)
@@ -244,12 +201,10 @@ impl NodeLoop {
         {
             tracing::warn!(error = %e, "periodic mesh work (key erasure, expiry, backup commits) failed");
         }
-        if self.due.republish.swap(false, Ordering::Relaxed)
-            || n.is_multiple_of(REPUBLISH_EVERY_TICKS)
-        {
+        if self.due.take_republish() || n.is_multiple_of(REPUBLISH_EVERY_TICKS) {
             self.republish_open(&view).await;
         }
-        if self.due.redial.swap(false, Ordering::Relaxed) || n % 6 == 1 {
+        if self.due.take_redial() || n % 6 == 1 {
             self.redial(&view).await;
         }
     }

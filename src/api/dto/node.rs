@@ -41,10 +41,9 @@ pub struct PeerView {
     pub connected: bool,
     pub last_seen: Option<i64>,
     pub addresses: Vec<String>,
-    /// How it is reached now: "direct" or "relayed" (none when not
-    /// connected).
+    /// How it is reached now (none when not connected).
     #[serde(default)]
-    pub link: Option<String>,
+    pub link: Option<LinkKind>,
     /// The latest ping round trip, in milliseconds.
     #[serde(default)]
     pub rtt_ms: Option<u64>,
@@ -167,8 +166,7 @@ pub struct DoctorMember {
     pub peer_id: String,
     pub name: String,
     pub connected: bool,
-    /// "direct" or "relayed".
-    pub link: Option<String>,
+    pub link: Option<LinkKind>,
     pub address: Option<String>,
     pub rtt_ms: Option<u64>,
 }
@@ -192,4 +190,35 @@ pub struct Doctor {
     pub members: Vec<DoctorMember>,
     /// Relay counters (reservations, circuits, relayed bytes).
     pub counters: std::collections::BTreeMap<String, u64>,
+}
+
+/// How a peer is reached: "direct", or "relayed" through another node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkKind {
+    Direct,
+    Relayed,
+}
+
+impl LinkKind {
+    pub fn of(relayed: bool) -> LinkKind {
+        if relayed {
+            LinkKind::Relayed
+        } else {
+            LinkKind::Direct
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkKind::Direct => "direct",
+            LinkKind::Relayed => "relayed",
+        }
+    }
+}
+
+impl std::fmt::Display for LinkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }

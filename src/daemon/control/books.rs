@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::{Answer, Query};
 use crate::api::books::{AddRequest, BookApi};
 use crate::api::{ApiError, dto};
-use crate::daemon::node::Due;
+use crate::daemon::due::Due;
 use crate::daemon::rpc::{self, Rpc};
 use crate::daemon::store::StoreWorker;
 

@@ -37,7 +37,7 @@ pub fn report(node: &NodeView, net: &ConnectivityReport) -> dto::Doctor {
                         peer_id: peer.to_string(),
                         name,
                         connected: link.is_some(),
-                        link: link.map(|l| link_kind(l.relayed).into()),
+                        link: link.map(|l| dto::LinkKind::of(l.relayed)),
                         address: link.map(|l| l.address.to_string()),
                         rtt_ms: link.and_then(|l| l.rtt).map(|d| d.as_millis() as u64),
                     }
@@ -78,10 +78,6 @@ pub fn report(node: &NodeView, net: &ConnectivityReport) -> dto::Doctor {
             .map(|(k, v)| (k.to_string(), *v))
             .collect(),
     }
-}
-
-pub fn link_kind(relayed: bool) -> &'static str {
-    if relayed { "relayed" } else { "direct" }
 }
 
 pub async fn doctor(State(node): State<NodeView>) -> Result<Json<dto::Doctor>, ApiError> {

@@ -67,9 +67,7 @@ pub async fn peers(State(node): State<NodeView>) -> Json<dto::PeerList> {
                     .get(&p)
                     .map(|a| a.iter().map(|x| x.to_string()).collect())
                     .unwrap_or_default(),
-                link: links
-                    .get(&p)
-                    .map(|l| super::doctor::link_kind(l.relayed).into()),
+                link: links.get(&p).map(|l| dto::LinkKind::of(l.relayed)),
                 rtt_ms: links
                     .get(&p)
                     .and_then(|l| l.rtt)

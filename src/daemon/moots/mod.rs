@@ -14,8 +14,8 @@ use prost::Message;
 
 use self::book::{Moot, MootBook, MootState, PauseCause, SavedPlan, SavedTree, SavedView};
 use self::run::{Paused, Resolved, Run};
+use super::due::Due;
 use super::mesh::MeshWorker;
-use super::node::Due;
 use super::peers::{Peers, resolve_member};
 use super::rpc::turn::Speaking;
 use crate::api::{ApiError, dto};
