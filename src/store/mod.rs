@@ -6,6 +6,7 @@
 
 pub mod audit;
 mod fts5;
+mod index;
 pub mod rank;
 pub mod retriever;
 mod schema;

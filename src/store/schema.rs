@@ -108,7 +108,7 @@ pub fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
             tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
         }
         if step == 1 {
-            super::search::backfill_statistics(&tx)?;
+            super::index::backfill_statistics(&tx)?;
         }
         tx.execute_batch(&format!("PRAGMA user_version = {}", step + 1))?;
         tx.commit()?;

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::json;
 
 use super::schema::{self, SchemaError};
-use super::{StoreError, audit, fts5, search};
+use super::{StoreError, audit, fts5, index, search};
 use crate::book::BookText;
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
 use crate::text::{self, ChunkError, Chunker};
@@ -402,7 +402,7 @@ impl Shard {
                 [cur.id],
             )
             .map_err(err)?;
-            search::drop_index(&tx, cur.id).map_err(err)?;
+            index::drop_index(&tx, cur.id).map_err(err)?;
         }
         let meta = &book.meta;
         // Root and count are filled in once every chunk is stored.
@@ -428,7 +428,7 @@ impl Shard {
         )
         .map_err(err)?;
         let book_id = tx.last_insert_rowid();
-        search::create_index(&tx, book_id).map_err(err)?;
+        index::create_index(&tx, book_id).map_err(err)?;
         let mut leaves = Vec::new();
         {
             let mut chunk_stmt = tx
@@ -439,13 +439,13 @@ impl Shard {
             let mut fts_stmt = tx
                 .prepare(&format!(
                     "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
-                    search::index_table(book_id)
+                    index::index_table(book_id)
                 ))
                 .map_err(err)?;
             let mut all_stmt = tx
                 .prepare_cached(&format!(
                     "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
-                    search::COLLECTION_INDEX
+                    index::COLLECTION_INDEX
                 ))
                 .map_err(err)?;
             loop {
@@ -493,7 +493,7 @@ impl Shard {
             params![&root[..], count as i64, book_id],
         )
         .map_err(err)?;
-        search::count_index(&tx, book_id).map_err(err)?;
+        index::count_index(&tx, book_id).map_err(err)?;
         {
             let mut block_stmt = tx
                 .prepare_cached(
@@ -552,7 +552,7 @@ impl Shard {
             [book.id],
         )
         .map_err(err)?;
-        search::drop_index(&tx, book.id).map_err(err)?;
+        index::drop_index(&tx, book.id).map_err(err)?;
         audit::append(
             &tx,
             now_ms,
@@ -776,13 +776,13 @@ impl Shard {
     /// chunks, each findable by its own words, and its recorded token count
     /// is its index's; other versions are in no index.
     fn verify_index(&self, book: &BookRecord, report: &mut VerifyReport) -> Result<(), StoreError> {
-        let exists = search::index_exists(&self.conn, book.id).map_err(|e| self.err(e))?;
+        let exists = index::index_exists(&self.conn, book.id).map_err(|e| self.err(e))?;
         let collected: i64 = self
             .conn
             .query_row(
                 &format!(
                     "SELECT count(*) FROM {} WHERE rowid BETWEEN ?1 AND ?2",
-                    search::COLLECTION_INDEX
+                    index::COLLECTION_INDEX
                 ),
                 params![book.first_chunk, book.first_chunk + book.count as i64 - 1],
                 |r| r.get(0),
@@ -815,7 +815,7 @@ impl Shard {
                 .push("the current version has no search index".into());
             return Ok(());
         }
-        let table = search::index_table(book.id);
+        let table = index::index_table(book.id);
         let indexed: i64 = self
             .conn
             .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
@@ -836,7 +836,7 @@ impl Shard {
                 r.get(0)
             })
             .map_err(|e| self.err(e))?;
-        let tokens = search::index_tokens(&self.conn, book.id).map_err(|e| self.err(e))?;
+        let tokens = index::index_tokens(&self.conn, book.id).map_err(|e| self.err(e))?;
         if recorded != Some(tokens) {
             report.problems.push(format!(
                 "the book's recorded token count {recorded:?} is not its index's {tokens}"
@@ -850,8 +850,8 @@ impl Shard {
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))?;
-        let counted = search::chunk_lengths(&self.conn, book.id).map_err(|e| self.err(e))?;
-        if lengths != Some(search::encode_lengths(&counted)) {
+        let counted = index::chunk_lengths(&self.conn, book.id).map_err(|e| self.err(e))?;
+        if lengths != Some(index::encode_lengths(&counted)) {
             report
                 .problems
                 .push("the book's recorded chunk lengths are not its index's".into());
@@ -862,7 +862,7 @@ impl Shard {
                 "SELECT count(*) FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2"
             ))
             .map_err(|e| self.err(e))?;
-        let all = search::COLLECTION_INDEX;
+        let all = index::COLLECTION_INDEX;
         let mut all_stmt = self
             .conn
             .prepare(&format!(
