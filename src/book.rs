@@ -1,9 +1,8 @@
-//! A book prepared for storage: decoded, chunked and Merkle-committed (pure).
-//!
-//! Everything a shard stores about one version of a book is computed here,
-//! before any transaction starts, so a bad input never touches the store.
+//! A book as it comes in (pure): decoded, judged, split into header and body,
+//! and chunked. Decoding refuses a bad input before any transaction starts;
+//! `Shard::ingest` hashes and stores the chunks as they come (a chunk over the
+//! limit found midway rolls it back).
 
-use crate::merkle::{self, Hash};
 use crate::text::{self, Chunk, ChunkError, Metadata, NotText};
 
 /// Why a book could not be prepared.
@@ -23,35 +22,6 @@ pub enum PrepareError {
     TooLarge { bytes: u64, limit: u64 },
     #[error(transparent)]
     Chunks(#[from] ChunkError),
-}
-
-/// Limits applied while preparing.
-#[derive(Debug, Clone, Copy)]
-pub struct PrepareLimits {
-    pub max_book_bytes: u64,
-    pub max_chunk_bytes: u64,
-}
-
-/// One book version, ready to insert.
-#[derive(Debug, Clone)]
-pub struct PreparedBook {
-    pub meta: Metadata,
-    pub chunks: Vec<Chunk>,
-    /// Every tree level, leaves first and the root level last.
-    pub levels: Vec<Vec<Hash>>,
-    pub root: Hash,
-    /// Size of the input in bytes.
-    pub bytes: u64,
-}
-
-impl PreparedBook {
-    pub fn count(&self) -> u64 {
-        self.chunks.len() as u64
-    }
-
-    pub fn leaves(&self) -> &[Hash] {
-        &self.levels[0]
-    }
 }
 
 /// A decoded book, checked and ready to chunk: its text, metadata and
@@ -94,6 +64,30 @@ impl BookText {
         &self.text[self.body.clone()]
     }
 
+    /// Chunks the body (`para-200-v1`): the one way from a decoded book to
+    /// its chunks. `out` receives each chunk as soon as it is complete, so
+    /// an ingest stores while it reads; a chunk over `max_chunk_bytes` or a
+    /// body with no chunk at all is refused. Returns the chunk count.
+    pub fn chunk(
+        &self,
+        max_chunk_bytes: u64,
+        out: &mut dyn FnMut(Chunk),
+    ) -> Result<u64, ChunkError> {
+        let max = usize::try_from(max_chunk_bytes).unwrap_or(usize::MAX);
+        let mut chunker = text::Chunker::new(max);
+        for para in text::paragraphs(self.body()) {
+            chunker.push(&para, out)?;
+        }
+        chunker.finish(out)
+    }
+
+    /// Every chunk of the body at once ([`BookText::chunk`]).
+    pub fn chunks(&self, max_chunk_bytes: u64) -> Result<Vec<Chunk>, ChunkError> {
+        let mut chunks = Vec::new();
+        self.chunk(max_chunk_bytes, &mut |c| chunks.push(c))?;
+        Ok(chunks)
+    }
+
     /// Whether the decoded input is text (`text::judge`); every ingest runs
     /// it unless the operator forces the input in.
     pub fn judge(&self) -> Result<(), PrepareError> {
@@ -129,31 +123,6 @@ fn utf16_order(input: &[u8]) -> Option<&'static str> {
     } else {
         None
     }
-}
-
-/// Decodes, chunks and hashes one input file, all in memory.
-pub fn prepare(input: &[u8], limits: PrepareLimits) -> Result<PreparedBook, PrepareError> {
-    let book = BookText::decode(input, limits.max_book_bytes)?;
-    let max_chunk = usize::try_from(limits.max_chunk_bytes).unwrap_or(usize::MAX);
-    let mut chunker = text::Chunker::new(max_chunk);
-    let mut chunks = Vec::new();
-    for para in text::paragraphs(book.body()) {
-        chunker.push(&para, &mut |c| chunks.push(c))?;
-    }
-    chunker.finish(&mut |c| chunks.push(c))?;
-    let leaves: Vec<Hash> = chunks
-        .iter()
-        .map(|c| merkle::leaf_hash(c.text.as_bytes()))
-        .collect();
-    let levels = merkle::levels(leaves).ok_or(PrepareError::Chunks(ChunkError::Empty))?;
-    let root = levels[levels.len() - 1][0];
-    Ok(PreparedBook {
-        meta: book.meta,
-        chunks,
-        levels,
-        root,
-        bytes: book.bytes,
-    })
 }
 
 /// Why a key cannot be used.
@@ -226,10 +195,13 @@ pub fn slug(title: &str) -> String {
 mod tests {
     use super::*;
 
-    const LIMITS: PrepareLimits = PrepareLimits {
-        max_book_bytes: 1 << 20,
-        max_chunk_bytes: 1 << 16,
-    };
+    const MAX_BOOK: u64 = 1 << 20;
+    const MAX_CHUNK: u64 = 1 << 16;
+
+    /// Decodes and chunks `input` the way an ingest does.
+    fn prepare(input: &[u8], max_book: u64) -> Result<Vec<Chunk>, PrepareError> {
+        Ok(BookText::decode(input, max_book)?.chunks(MAX_CHUNK)?)
+    }
 
     #[test]
     fn slugs_and_keys() {
@@ -247,21 +219,17 @@ mod tests {
 
     #[test]
     fn bad_inputs_are_refused() {
-        assert_eq!(prepare(b"", LIMITS).unwrap_err(), PrepareError::Empty);
+        assert_eq!(prepare(b"", MAX_BOOK).unwrap_err(), PrepareError::Empty);
         assert_eq!(
-            prepare(b"ab\0c", LIMITS).unwrap_err(),
+            prepare(b"ab\0c", MAX_BOOK).unwrap_err(),
             PrepareError::NulByte(2)
         );
         assert_eq!(
-            prepare(b"\n \n\t\n", LIMITS).unwrap_err(),
+            prepare(b"\n \n\t\n", MAX_BOOK).unwrap_err(),
             PrepareError::Chunks(ChunkError::Empty)
         );
-        let small = PrepareLimits {
-            max_book_bytes: 3,
-            ..LIMITS
-        };
         assert!(matches!(
-            prepare(b"abcd", small),
+            prepare(b"abcd", 3),
             Err(PrepareError::TooLarge { .. })
         ));
     }
@@ -277,19 +245,22 @@ mod tests {
             .flat_map(|u| u.to_be_bytes())
             .collect();
         assert_eq!(
-            prepare(&le, LIMITS).unwrap_err(),
+            prepare(&le, MAX_BOOK).unwrap_err(),
             PrepareError::Utf16("little-endian")
         );
         assert_eq!(
-            prepare(&be, LIMITS).unwrap_err(),
+            prepare(&be, MAX_BOOK).unwrap_err(),
             PrepareError::Utf16("big-endian")
         );
         let mut bom = vec![0xFF, 0xFE];
         bom.extend_from_slice(&le);
-        assert!(matches!(prepare(&bom, LIMITS), Err(PrepareError::Utf16(_))));
-        assert!(prepare(b"\xff\xfeAB caf\xe9\n", LIMITS).is_ok());
+        assert!(matches!(
+            prepare(&bom, MAX_BOOK),
+            Err(PrepareError::Utf16(_))
+        ));
+        assert!(prepare(b"\xff\xfeAB caf\xe9\n", MAX_BOOK).is_ok());
         assert_eq!(
-            prepare(b"ab\0c\0\0d", LIMITS).unwrap_err(),
+            prepare(b"ab\0c\0\0d", MAX_BOOK).unwrap_err(),
             PrepareError::NulByte(2)
         );
     }

@@ -55,19 +55,10 @@ pub fn levels(leaves: Vec<Hash>) -> Option<Vec<Vec<Hash>>> {
     Some(levels)
 }
 
-/// The root of a list of leaf hashes, or `None` when it is empty.
+/// The root of a list of leaf hashes, or `None` when it is empty: the last
+/// of its [`levels`].
 pub fn root(leaves: &[Hash]) -> Option<Hash> {
-    let mut level = leaves.to_vec();
-    if level.is_empty() {
-        return None;
-    }
-    while level.len() > 1 {
-        level = level
-            .chunks(2)
-            .map(|pair| node_hash(&pair[0], pair.get(1).unwrap_or(&pair[0])))
-            .collect();
-    }
-    Some(level[0])
+    levels(leaves.to_vec()).map(|levels| levels[levels.len() - 1][0])
 }
 
 /// One step of an inclusion proof: the sibling and whether it stands on the left.

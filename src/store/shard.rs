@@ -10,7 +10,7 @@ use super::schema::{self, SchemaError};
 use super::{StoreError, audit, fts5, index, search};
 use crate::book::BookText;
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
-use crate::text::{self, ChunkError, Chunker};
+use crate::text::{self, ChunkError};
 
 /// Where a book version stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,26 +339,14 @@ impl Shard {
         now_ms: i64,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(IngestStatus, BookRecord), StoreError> {
-        let max_chunk = usize::try_from(max_chunk_bytes).unwrap_or(usize::MAX);
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Produced>(256);
         std::thread::scope(|scope| {
             scope.spawn(move || {
-                let mut chunker = Chunker::new(max_chunk);
                 // A closed channel means the store side already failed; the
                 // rest of the book is then chunked for nothing, which is harmless.
-                let mut send = |c| {
+                let result = book.chunk(max_chunk_bytes, &mut |c| {
                     let _ = sender.send(Produced::Chunk(c));
-                };
-                let mut result = Ok(0);
-                for para in text::paragraphs(book.body()) {
-                    if let Err(e) = chunker.push(&para, &mut send) {
-                        result = Err(e);
-                        break;
-                    }
-                }
-                if result.is_ok() {
-                    result = chunker.finish(&mut send);
-                }
+                });
                 let _ = sender.send(Produced::Done(result));
             });
             self.store_stream(key, book, source, now_ms, receiver, progress)

@@ -28,21 +28,6 @@ pub fn label(index: u64) -> String {
     format!("chunk:{index:04}")
 }
 
-/// Packs paragraphs (already normalized, single-spaced) into chunks, refusing
-/// a book with no chunks or any chunk over `max_chunk_bytes`.
-pub fn chunk_paragraphs(
-    paragraphs: &[String],
-    max_chunk_bytes: usize,
-) -> Result<Vec<Chunk>, ChunkError> {
-    let mut chunker = Chunker::new(max_chunk_bytes);
-    let mut chunks = Vec::new();
-    for para in paragraphs {
-        chunker.push(para, &mut |c| chunks.push(c))?;
-    }
-    chunker.finish(&mut |c| chunks.push(c))?;
-    Ok(chunks)
-}
-
 /// Incremental packing: paragraphs go in one at a time, chunks come out as
 /// soon as they are complete (so an ingest can store while it reads).
 #[derive(Debug)]
@@ -121,6 +106,16 @@ impl Chunker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chunk_paragraphs(paragraphs: &[String], max: usize) -> Result<Vec<Chunk>, ChunkError> {
+        let mut chunker = Chunker::new(max);
+        let mut chunks = Vec::new();
+        for para in paragraphs {
+            chunker.push(para, &mut |c| chunks.push(c))?;
+        }
+        chunker.finish(&mut |c| chunks.push(c))?;
+        Ok(chunks)
+    }
 
     #[test]
     fn labels_pad_to_four_digits() {

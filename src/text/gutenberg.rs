@@ -15,13 +15,6 @@ pub struct Metadata {
     pub ebook: Option<u64>,
 }
 
-/// A decoded book: its metadata and its body's paragraphs, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedBook {
-    pub meta: Metadata,
-    pub paragraphs: Vec<String>,
-}
-
 /// Decodes file bytes: drop one UTF-8 BOM, UTF-8 if valid else
 /// windows-1252, then CRLF and lone CR become LF.
 pub fn decode(bytes: &[u8]) -> String {
@@ -54,15 +47,6 @@ static EBOOK: LazyLock<Regex> =
 
 fn is_blank(line: &str) -> bool {
     line.chars().all(char::is_whitespace)
-}
-
-/// Splits decoded text into metadata and paragraphs.
-pub fn parse(text: &str) -> ParsedBook {
-    let (meta, body) = split(text);
-    ParsedBook {
-        meta,
-        paragraphs: paragraphs(&text[body]).collect(),
-    }
 }
 
 /// Splits decoded text into its header metadata and the byte range of its
@@ -166,22 +150,28 @@ fn normalize(block: &[&str]) -> String {
 mod tests {
     use super::*;
 
+    /// The metadata and paragraphs of `text`, as an ingest reads them.
+    fn parse(text: &str) -> (Metadata, Vec<String>) {
+        let (meta, body) = split(text);
+        (meta, paragraphs(&text[body]).collect())
+    }
+
     #[test]
     fn header_continuation_and_first_wins() {
         let text = "Title: \n   Moby Dick;\n   or The Whale\nTitle: Other\nAuthor: Herman Melville\n[ebook #2701]\n*** START OF THE PROJECT GUTENBERG EBOOK MOBY ***\nCall me Ishmael.\n*** END OF THE PROJECT GUTENBERG EBOOK MOBY ***\nlicence";
-        let book = parse(text);
-        assert_eq!(book.meta.title, "Moby Dick; or The Whale");
-        assert_eq!(book.meta.author, "Herman Melville");
-        assert_eq!(book.meta.ebook, Some(2701));
-        assert_eq!(book.paragraphs, vec!["Call me Ishmael."]);
+        let (meta, paragraphs) = parse(text);
+        assert_eq!(meta.title, "Moby Dick; or The Whale");
+        assert_eq!(meta.author, "Herman Melville");
+        assert_eq!(meta.ebook, Some(2701));
+        assert_eq!(paragraphs, vec!["Call me Ishmael."]);
     }
 
     #[test]
     fn overlong_ebook_number_is_missing() {
         let start = "\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\nx";
-        let book = parse(&format!("[EBook #99999999999999999999]{start}"));
-        assert_eq!(book.meta.ebook, None);
-        let book = parse(&format!("[EBook #99999999999999999999] [eBook #5]{start}"));
-        assert_eq!(book.meta.ebook, Some(5));
+        let (meta, _) = parse(&format!("[EBook #99999999999999999999]{start}"));
+        assert_eq!(meta.ebook, None);
+        let (meta, _) = parse(&format!("[EBook #99999999999999999999] [eBook #5]{start}"));
+        assert_eq!(meta.ebook, Some(5));
     }
 }

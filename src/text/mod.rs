@@ -12,8 +12,8 @@ pub mod class;
 pub mod gutenberg;
 pub mod judge;
 
-pub use chunk::{Chunk, ChunkError, Chunker, chunk_paragraphs, label};
-pub use gutenberg::{Metadata, ParsedBook, decode, paragraphs, parse, split};
+pub use chunk::{Chunk, ChunkError, Chunker, label};
+pub use gutenberg::{Metadata, decode, paragraphs, split};
 pub use judge::{NotText, TextTest, judge};
 
 /// Name of the decoding and metadata rules, recorded with every book.

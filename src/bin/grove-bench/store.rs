@@ -7,10 +7,16 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use grove::book::{self, PrepareLimits};
+use grove::book;
 use grove::store::{SearchScope, Store};
 
-const LIMITS: PrepareLimits = PrepareLimits {
+/// The book limits the benchmark ingests under.
+struct Limits {
+    max_book_bytes: u64,
+    max_chunk_bytes: u64,
+}
+
+const LIMITS: Limits = Limits {
     max_book_bytes: 64 << 20,
     max_chunk_bytes: 64 << 10,
 };
@@ -121,7 +127,8 @@ fn throughput(name: &str, files: &[PathBuf], state: &Path, reps: usize) -> anyho
     // The bare insert gets its chunks ready beforehand, untimed.
     let mut chunk_sets = Vec::new();
     for f in files {
-        chunk_sets.push(book::prepare(&std::fs::read(f)?, LIMITS)?.chunks);
+        let text = book::BookText::decode(&std::fs::read(f)?, LIMITS.max_book_bytes)?;
+        chunk_sets.push(text.chunks(LIMITS.max_chunk_bytes)?);
     }
     let (mut sha, mut bare, mut grove) = (Duration::MAX, Duration::MAX, Duration::MAX);
     let (mut bare_cpu, mut grove_cpu) = (Duration::MAX, Duration::MAX);

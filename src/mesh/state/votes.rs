@@ -70,6 +70,9 @@ pub(super) fn tx_cast_vote(
     Ok(())
 }
 
+/// A vote's seq, the hash of the vote it releases, and the release.
+type OwnRelease = (u32, Option<[u8; 32]>, Option<wire::VoteRelease>);
+
 /// What this node's vote on `p` releases. A later vote at the same epoch
 /// names the one it releases and carries why that one is free (§5), so
 /// every node can check it alike: returns its seq, the released vote's hash
@@ -81,7 +84,7 @@ fn own_release(
     proposal_hash: [u8; 32],
     yes: bool,
     now_ms: i64,
-) -> Result<(u32, Option<[u8; 32]>, Option<wire::VoteRelease>), MeshError> {
+) -> Result<OwnRelease, MeshError> {
     let prev =
         tx.s.votes
             .get(&(p.epoch, me.to_vec()))
