@@ -307,3 +307,46 @@ fn json_logs_parse_line_by_line() {
     assert!(!err.status.success());
     assert!(String::from_utf8_lossy(&err.stderr).contains("log.format"));
 }
+
+/// A node that has been a member refuses to start on a lost `mesh.db`
+/// (missing, or emptied), naming the file, the mesh and both ways out; after
+/// `grove mesh leave --forget` it starts as a node of no mesh.
+#[test]
+fn a_lost_mesh_db_is_refused_and_can_be_forgotten() {
+    let g = Grove::new();
+    let init = g.json(&["mesh", "init", "--name", "kept"]);
+    let mesh_id = init["mesh_id"].as_str().unwrap().to_string();
+    let db = g.state().join("mesh.db");
+    // Forgetting a mesh whose database is there is refused.
+    let err = g.fails(&["mesh", "leave", "--forget"]);
+    assert!(err.contains("grove mesh leave"), "{err}");
+    for lose in ["emptied", "missing"] {
+        if lose == "emptied" {
+            std::fs::write(&db, b"").unwrap();
+        } else {
+            std::fs::remove_file(&db).unwrap();
+        }
+        let err = g.fails(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"]);
+        for want in [
+            "mesh.db is missing or empty",
+            mesh_id.as_str(),
+            "Restore it from a backup",
+            "grove mesh leave --forget",
+        ] {
+            assert!(err.contains(want), "{lose}: no `{want}` in: {err}");
+        }
+        // Nothing was recreated in its place.
+        assert!(
+            std::fs::metadata(&db).map_or(true, |m| m.len() == 0),
+            "{lose}"
+        );
+    }
+    let forgot = g.ok(&["mesh", "leave", "--forget"]);
+    assert!(forgot.contains(&mesh_id), "{forgot}");
+    let node = Node::start(&g);
+    assert!(node.next_notification().contains("READY=1"));
+    let status = g.fails(&["mesh", "status"]);
+    assert!(status.contains("no mesh here yet"), "{status}");
+    node.signal(libc::SIGTERM);
+    assert!(node.wait(Duration::from_secs(10)).0);
+}

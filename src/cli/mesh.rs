@@ -87,7 +87,14 @@ pub enum MeshCmd {
     /// stops.
     Watch,
     /// Propose removing this node from the mesh.
-    Leave,
+    Leave {
+        /// Instead, give up a mesh whose `mesh.db` is lost (missing or empty
+        /// beside this node's member mark), with no daemon running: the
+        /// node then starts as a node of no mesh. Restoring a backup keeps
+        /// the membership; this does not.
+        #[arg(long)]
+        forget: bool,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -190,6 +197,12 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             .unwrap_or_else(|| "founder".into());
         return ctx.show(&init_offline(ctx, name, &member, quorum)?);
     }
+    if let MeshCmd::Leave { forget: true } = &cmd {
+        let _lock = StateLock::acquire(&ctx.state_dir)?;
+        let mesh = grove::mesh::store::forget_lost_mesh(&ctx.state_dir)?;
+        println!("forgot mesh {mesh}: this node starts as a node of no mesh");
+        return Ok(());
+    }
     let client = ctx.daemon()?;
     match cmd {
         MeshCmd::Init {
@@ -250,7 +263,7 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 &[("kind", Some(kind.into())), ("target", target)],
             )?)
         }
-        MeshCmd::Leave => ctx.show(&post::<dto::Proposed>(&client, "/v1/mesh/leave", &[])?),
+        MeshCmd::Leave { .. } => ctx.show(&post::<dto::Proposed>(&client, "/v1/mesh/leave", &[])?),
         MeshCmd::Vote { proposal, choice } => ctx.show(&post::<dto::Voted>(
             &client,
             "/v1/mesh/vote",

@@ -29,6 +29,10 @@ use crate::wire::mesh as wire;
 pub const DB_FILE: &str = "mesh.db";
 /// File name of the lock offline commands and the daemon take.
 pub const LOCK_FILE: &str = "mesh.lock";
+/// The mark a node keeps beside its keys (in the identity folder) once it is
+/// a member of a mesh: the mesh id in hex and its name. A `mesh.db` missing
+/// or empty beside it is damage, not a fresh node, and is refused.
+pub const MEMBER_MARK: &str = "mesh-member";
 
 /// Errors from the mesh database.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +53,19 @@ pub enum StoreError {
     Io {
         path: PathBuf,
         source: std::io::Error,
+    },
+    #[error(
+        "{} is missing or empty, but this node has been a member of mesh {mesh} ({} says so); \
+         that file holds its membership and epoch keys. Restore it from a backup \
+         (docs/operator-guide.md, \"Back up and restore\"), or run `grove mesh leave --forget` \
+         to start over as a node of no mesh",
+        db.display(),
+        mark.display()
+    )]
+    Lost {
+        db: PathBuf,
+        mark: PathBuf,
+        mesh: String,
     },
 }
 
@@ -139,6 +156,8 @@ CREATE TABLE closed (
 /// The mesh database of one node.
 pub struct MeshStore {
     conn: Connection,
+    /// Where this node's member mark goes ([`MEMBER_MARK`]).
+    mark: PathBuf,
 }
 
 /// A queued outbound message.
@@ -163,6 +182,58 @@ fn arr16(v: Vec<u8>, what: &str) -> Result<[u8; 16], StoreError> {
         .map_err(|_| corrupt(format!("{what} is not 16 bytes")))
 }
 
+/// The member mark of the mesh database at `db`: in the identity folder of
+/// its state directory.
+fn member_mark(db: &Path) -> PathBuf {
+    let state_dir = db.parent().unwrap_or(Path::new("."));
+    state_dir
+        .join(crate::identity::IDENTITY_DIR)
+        .join(MEMBER_MARK)
+}
+
+/// The mesh a member mark names when the database beside it is missing or
+/// empty (its id, as the mark holds it).
+fn lost_mesh(db: &Path, mark: &Path) -> Option<String> {
+    let empty = fs::metadata(db).map_or(true, |m| m.len() == 0);
+    if !empty {
+        return None;
+    }
+    let text = fs::read_to_string(mark).ok()?;
+    Some(text.lines().next().unwrap_or("").trim().to_string())
+}
+
+/// `grove mesh leave --forget`: the node gives up a mesh whose database is
+/// lost, so it starts as a node of no mesh. Refused while the database is
+/// there (that mesh is left with `grove mesh leave`). Returns the mesh the
+/// mark named. The caller holds the state lock.
+pub fn forget_lost_mesh(state_dir: &Path) -> Result<String, StoreError> {
+    let db = state_dir.join(DB_FILE);
+    let mark = member_mark(&db);
+    let Some(mesh) = lost_mesh(&db, &mark) else {
+        return Err(StoreError::Unsafe(if mark.exists() {
+            format!(
+                "{} is there: this node's mesh is left with `grove mesh leave`, not forgotten",
+                db.display()
+            )
+        } else {
+            "this node has no mesh to forget".to_string()
+        }));
+    };
+    for path in [
+        db.clone(),
+        state_dir.join(format!("{DB_FILE}-wal")),
+        state_dir.join(format!("{DB_FILE}-shm")),
+        mark,
+    ] {
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(StoreError::Io { path, source }),
+        }
+    }
+    Ok(mesh)
+}
+
 impl MeshStore {
     /// Opens (creating and migrating) `<state_dir>/mesh.db`.
     pub fn open_in(state_dir: &Path) -> Result<MeshStore, StoreError> {
@@ -173,8 +244,17 @@ impl MeshStore {
         MeshStore::open(&state_dir.join(DB_FILE))
     }
 
-    /// Opens (creating and migrating) a mesh database file.
+    /// Opens (creating and migrating) a mesh database file. A missing or
+    /// empty one beside a member mark is refused ([`StoreError::Lost`]).
     pub fn open(path: &Path) -> Result<MeshStore, StoreError> {
+        let mark = member_mark(path);
+        if let Some(mesh) = lost_mesh(path, &mark) {
+            return Err(StoreError::Lost {
+                db: path.to_path_buf(),
+                mark,
+                mesh,
+            });
+        }
         // The database holds epoch secrets: create it private (SQLite gives
         // its -wal and -shm files the same mode) and refuse a readable one.
         if !path.exists() {
@@ -194,7 +274,7 @@ impl MeshStore {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "secure_delete", "ON")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        let mut store = MeshStore { conn };
+        let mut store = MeshStore { conn, mark };
         store.migrate()?;
         Ok(store)
     }
@@ -258,6 +338,12 @@ impl MeshStore {
             audit::append(&tx, now_ms, a.kind, &a.body)?;
         }
         tx.commit()?;
+        if let Some(mesh) = t.effects.iter().find_map(|e| match e {
+            Effect::PutMesh(m) => Some(m),
+            _ => None,
+        }) {
+            self.write_mark(mesh)?;
+        }
         if erased {
             // Move the erased pages out of the WAL into the (zeroed) main file.
             self.conn
@@ -300,6 +386,35 @@ impl MeshStore {
     /// Checks the audit chain.
     pub fn verify_audit(&self) -> Result<audit::ChainReport, StoreError> {
         Ok(audit::verify(&self.conn)?)
+    }
+
+    /// Marks this node a member of `mesh`, durably, where its identity
+    /// folder is (a bare database without one, as in tests, has no mark).
+    fn write_mark(&self, mesh: &MeshInfo) -> Result<(), StoreError> {
+        let Some(dir) = self.mark.parent().filter(|d| d.is_dir()) else {
+            return Ok(());
+        };
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { path, source }
+        };
+        let tmp = dir.join(format!("{MEMBER_MARK}.tmp"));
+        let text = format!("{}\n{}\n", hex::encode(mesh.mesh_id), mesh.name);
+        {
+            let mut file = fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(io(&tmp))?;
+            file.write_all(text.as_bytes()).map_err(io(&tmp))?;
+            file.sync_all().map_err(io(&tmp))?;
+        }
+        fs::rename(&tmp, &self.mark).map_err(io(&self.mark))?;
+        fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(dir))
     }
 
     /// Loads the state. After a restart the node is not synced (it casts no
@@ -357,6 +472,12 @@ impl MeshStore {
             .collect();
         if s.mesh.is_some() && !s.rosters.contains_key(&s.tip) {
             return Err(corrupt("the current roster is missing"));
+        }
+        // A node that was a member before marks existed gains its mark.
+        if let Some(mesh) = &s.mesh
+            && !self.mark.exists()
+        {
+            self.write_mark(mesh)?;
         }
         s.synced = s.roster().is_none_or(|r| r.members.len() <= 1);
         Ok(s)
