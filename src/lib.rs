@@ -13,6 +13,7 @@ pub mod backup;
 pub mod book;
 pub mod config;
 pub mod daemon;
+pub mod db;
 pub mod grounding;
 pub mod identity;
 pub mod merkle;

@@ -350,3 +350,52 @@ fn a_lost_mesh_db_is_refused_and_can_be_forgotten() {
     node.signal(libc::SIGTERM);
     assert!(node.wait(Duration::from_secs(10)).0);
 }
+
+/// Damage found at start by `PRAGMA quick_check` stops the node, naming the
+/// file and the way out: a shard with overwritten pages, and a truncated
+/// `node.db`. Moved aside, the node starts again.
+#[test]
+fn damaged_databases_are_named_at_start() {
+    let g = Grove::new();
+    let text = generated_book("Damage", "Tester", 7, 400, 3);
+    let book = g.write("damage.txt", text.as_bytes());
+    g.ok(&["book", "add", book.to_str().unwrap()]);
+    let node = Node::start(&g);
+    assert!(node.next_notification().contains("READY=1"));
+    node.signal(libc::SIGTERM);
+    assert!(node.wait(Duration::from_secs(10)).0);
+
+    // A shard with three pages overwritten.
+    let shard = g.state().join("shards/main.db");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    assert!(bytes.len() > 6 * 4096, "a shard of {} bytes", bytes.len());
+    bytes[2 * 4096..5 * 4096].fill(0xA5);
+    std::fs::write(&shard, &bytes).unwrap();
+    let err = g.fails(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"]);
+    for want in ["shards/main.db is damaged", "restore it from a backup"] {
+        assert!(err.contains(want), "no `{want}` in: {err}");
+    }
+    std::fs::rename(&shard, g.state().join("main.db.damaged")).unwrap();
+
+    // A truncated node.db.
+    let node_db = g.state().join("node.db");
+    let len = std::fs::metadata(&node_db).unwrap().len();
+    assert!(len > 4096, "node.db of {len} bytes");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&node_db)
+        .unwrap()
+        .set_len(len / 2 + 100)
+        .unwrap();
+    let err = g.fails(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"]);
+    for want in ["node.db is damaged", "move it aside"] {
+        assert!(err.contains(want), "no `{want}` in: {err}");
+    }
+    std::fs::rename(&node_db, g.state().join("node.db.damaged")).unwrap();
+    let node = Node::start(&g);
+    assert!(node.next_notification().contains("READY=1"));
+    node.signal(libc::SIGTERM);
+    let (ok, stderr, _) = node.wait(Duration::from_secs(10));
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("databases checked"), "{stderr}");
+}

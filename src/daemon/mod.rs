@@ -80,6 +80,10 @@ pub enum DaemonError {
     Mesh(#[from] crate::mesh::store::StoreError),
     #[error("node database")]
     NodeDb(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Damaged(#[from] crate::db::Damaged),
+    #[error("shards")]
+    Shards(#[from] crate::store::StoreError),
     #[error("HTTP listener")]
     Http(#[from] http::HttpError),
     #[error("starting a worker thread")]
@@ -116,6 +120,7 @@ pub async fn run(
     // write beside it.
     let socket_path = settings.control_socket(&state_dir);
     let listener = bind_control_socket(&socket_path)?;
+    check_databases(&state_dir)?;
     let http = http::Listener::bind(&settings.http, &state_dir)?;
     let core = mesh::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
     let peer_book = open_peer_book(&state_dir)?;
@@ -353,6 +358,33 @@ fn check_listen_addresses(addrs: &[libp2p::Multiaddr]) -> Result<(), DaemonError
 
 /// `node.db`, created private first (the state directory's file-mode
 /// policy).
+/// `PRAGMA quick_check` on every database of the state directory before the
+/// node serves from them: damage stops the start, named with the way out.
+fn check_databases(state_dir: &Path) -> Result<(), DaemonError> {
+    let store = crate::store::Store::new(state_dir);
+    let mut files = vec![
+        (
+            state_dir.join(crate::mesh::store::DB_FILE),
+            crate::db::DbKind::Mesh,
+        ),
+        (state_dir.join(peers::DB_FILE), crate::db::DbKind::Node),
+    ];
+    for name in store.shard_names()? {
+        files.push((store.shard_path(&name), crate::db::DbKind::Shard));
+    }
+    let start = std::time::Instant::now();
+    let checked = crate::db::check_all(&files)?;
+    let slowest = checked.iter().max_by_key(|c| c.took);
+    tracing::info!(
+        databases = checked.len(),
+        ms = start.elapsed().as_millis() as u64,
+        slowest = ?slowest.map(|c| c.path.display().to_string()),
+        slowest_ms = slowest.map_or(0, |c| c.took.as_millis() as u64),
+        "databases checked (quick_check)"
+    );
+    Ok(())
+}
+
 fn open_peer_book(state_dir: &Path) -> Result<peers::PeerBook, DaemonError> {
     let path = state_dir.join(peers::DB_FILE);
     crate::store::create_private(&path).map_err(|source| DaemonError::StateDir {
