@@ -11,7 +11,8 @@
 //!   TOKEN` (401 without), except `/metrics` when
 //!   `http.metrics_without_auth` is set;
 //! - every answer says `X-Frame-Options: DENY`, `nosniff` and a CSP that
-//!   allows nothing.
+//!   allows nothing (a web page of `daemon::web`: its own scripts, styles
+//!   and fetches only).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -184,10 +185,14 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    // A web page sets its own, narrower policy (its own scripts and
+    // styles); everything else allows nothing.
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        );
+    }
     response
 }
 

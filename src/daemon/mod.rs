@@ -21,6 +21,7 @@ pub mod peers;
 pub mod rpc;
 pub mod stats;
 pub mod store;
+pub mod web;
 pub mod worker;
 
 use std::path::{Path, PathBuf};

@@ -110,7 +110,7 @@ enum Served {
 /// The route table: every endpoint, once, with where it is served.
 fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
     use Served::{Both, Socket};
-    vec![
+    let mut table = vec![
         ("/health", get(observe::health), Both),
         ("/metrics", get(observe::metrics), Both),
         ("/v1/node", get(books::node_info), Both),
@@ -147,7 +147,22 @@ fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
         ("/v1/moot/resume", post(moots::resume), Socket),
         ("/v1/moot/show", get(moots::show), Both),
         ("/v1/moot/export", get(moots::export), Socket),
-    ]
+    ];
+    // The web pages (`daemon::web`), on both.
+    table.extend(super::web::routes().into_iter().map(|(p, m)| (p, m, Both)));
+    table
+}
+
+/// `mesh status`, for the web overview.
+pub(crate) async fn mesh_status(ops: &MeshOps) -> Result<dto::MeshStatus, ApiError> {
+    mesh::status(axum::extract::State(ops.clone()))
+        .await
+        .map(|j| j.0)
+}
+
+/// Every member's announced roots, for the web overview.
+pub(crate) async fn roots(node: &NodeView) -> dto::RootsView {
+    peers::roots(axum::extract::State(node.clone())).await.0
 }
 
 /// The control socket's router: every route.

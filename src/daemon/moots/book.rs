@@ -72,6 +72,9 @@ pub struct SavedLine {
     pub grounded: bool,
     #[serde(default)]
     pub decision: Option<DecisionRecord>,
+    /// When the host accepted the turn, Unix ms (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<i64>,
 }
 
 /// What a resume needs: the trees as `PEER_ID:KEY` and the settings.

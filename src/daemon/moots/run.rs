@@ -399,6 +399,7 @@ pub(super) fn run(
                 text: u.text.clone(),
                 grounded: u.grounded,
                 decision: u.decision.as_ref().map(Into::into),
+                at: Some(crate::now_ms()),
             });
         });
     });
