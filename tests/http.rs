@@ -14,14 +14,14 @@ use crate::cluster::{Daemon, eventually};
 use crate::support::{Grove, skip};
 
 /// An answer: status, headers (lower-case names) and body.
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub status: u16,
     headers: Vec<(String, String)>,
-    body: String,
+    pub body: String,
 }
 
 impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -73,7 +73,7 @@ fn request_on(
 
 /// A request to `port` on 127.0.0.1 with `Host: 127.0.0.1:PORT` unless
 /// `headers` name another.
-fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+pub(crate) fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
     let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -88,6 +88,13 @@ fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Ans
 
 fn get(port: u16, path: &str) -> Answer {
     request(port, "GET", path, &[])
+}
+
+/// The body of a GET that must answer 200.
+pub(crate) fn get_text(port: u16, path: &str) -> String {
+    let a = get(port, path);
+    assert_eq!(a.status, 200, "{path}: {}", a.body);
+    a.body
 }
 
 /// A port free on 127.0.0.1 now (the listener needs a fixed address).

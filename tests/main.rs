@@ -3,6 +3,8 @@
 
 mod admission;
 mod books;
+#[path = "../src/bin/grove-bench/cdp.rs"]
+mod cdp;
 mod cli;
 mod cluster;
 mod config;
@@ -33,3 +35,4 @@ mod search;
 mod support;
 mod systemd;
 mod vectors;
+mod web;
