@@ -9,6 +9,7 @@ mod config;
 mod corpus;
 mod daemon;
 mod docs;
+mod events;
 mod grounding;
 mod hostile;
 mod hostile_daemon;
