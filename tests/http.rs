@@ -98,7 +98,7 @@ pub(crate) fn get_text(port: u16, path: &str) -> String {
 }
 
 /// A port free on 127.0.0.1 now (the listener needs a fixed address).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -11,6 +11,7 @@ mod config;
 mod corpus;
 mod daemon;
 mod docs;
+mod events;
 mod grounding;
 mod hostile;
 mod hostile_daemon;

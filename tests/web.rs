@@ -132,11 +132,6 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
     assert!(at_load < turns, "the page opened after the moot ended");
     // Each turn appears without a reload, in speaking order.
     let mut seen = at_load;
-    if std::env::var("WEB_DEV_RELOAD").is_ok() {
-        crate::moot_net::wait_state(&c, &id, "finished");
-        b.navigate(&format!("{base}/moots/{id}")).unwrap();
-        b.eval("window.__loadedOnce = 'yes'").unwrap();
-    }
     while seen < turns {
         b.wait_for(
             &format!("document.querySelectorAll('#turns .turn').length > {seen}"),

@@ -38,6 +38,9 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 64;
+/// Event streams (`/v1/events`) served at once, so long-lived streams
+/// leave most connections for requests.
+const MAX_STREAMS: usize = 16;
 
 /// The CSP of every answer: nothing may load, nothing may frame it.
 const CSP: &str = "default-src 'none'; frame-ancestors 'none'";
@@ -257,7 +260,10 @@ impl Listener {
     /// Serves `router` behind the rules until `shutdown` turns true, then
     /// lets open connections finish their request (at most `grace`).
     pub async fn serve(self, router: Router, mut shutdown: watch::Receiver<bool>, grace: Duration) {
-        let app = router.layer(axum::middleware::from_fn_with_state(self.guard, guard));
+        let streams = super::control::StreamSlots(Arc::new(Semaphore::new(MAX_STREAMS)));
+        let app = router
+            .layer(axum::Extension(streams))
+            .layer(axum::middleware::from_fn_with_state(self.guard, guard));
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let mut connections = tokio::task::JoinSet::new();
         loop {

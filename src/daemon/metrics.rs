@@ -117,6 +117,11 @@ const RULES: &[Rule] = &[
         "Requests answered, by protocol and outcome (served, refused).",
     ),
     rule(
+        "control.requests.{listener}.{endpoint}",
+        "grove_control_requests",
+        "Control API requests, by listener (socket, http) and endpoint.",
+    ),
+    rule(
         "moot.turns.{outcome}",
         "grove_moot_turns",
         "Hosted moot turns, by outcome (landed, failed).",

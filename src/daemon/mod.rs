@@ -407,10 +407,12 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
         p.advertised.clone(),
     );
     let started_ms = crate::now_ms();
+    let events = p.mesh.events().clone();
     let control = control::ControlState {
         books: control::Books {
             store: p.store.clone(),
             due: due.clone(),
+            events: events.clone(),
             // A book is sent whole in one request; allow it plus headroom.
             max_body: usize::try_from(p.settings.limits.max_book_bytes)
                 .unwrap_or(usize::MAX)
@@ -445,6 +447,7 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
             advertised: p.advertised,
         },
         moots: moots.clone(),
+        events,
         rpc: rpc.clone(),
         info: Arc::new(dto::NodeInfo {
             peer_id: p.net.local_peer_id().to_string(),
@@ -524,6 +527,7 @@ fn moot_host(
         },
         due: due.clone(),
         stats: stats.clone(),
+        events: p.mesh.events().clone(),
     }
 }
 

@@ -118,7 +118,12 @@ impl EventLoop {
     /// Judges reachability, keeps relay slots, and redials configured
     /// relays that are not connected.
     fn on_tick(&mut self) {
-        self.connectivity.tick(&mut self.swarm);
+        if let Some((reachability, why)) = self.connectivity.tick(&mut self.swarm) {
+            self.emit(Event::ReachabilityChanged {
+                reachability: reachability.as_str(),
+                why,
+            });
+        }
         let missing: Vec<Multiaddr> = self
             .connectivity
             .configured()

@@ -98,6 +98,12 @@ pub enum Event {
     /// The addresses others can reach this node at changed (a relay
     /// reservation came or went, a listener address appeared).
     AddressesChanged,
+    /// This node's judged reachability changed (`public`, `private`,
+    /// `unknown`), and why.
+    ReachabilityChanged {
+        reachability: &'static str,
+        why: String,
+    },
     PeerConnected(PeerId),
     PeerDisconnected(PeerId),
     /// A gossip message awaiting its [`Verdict`] (report it with

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use super::{Answer, Query};
 use crate::api::books::{AddRequest, BookApi};
 use crate::api::{ApiError, dto};
+use crate::daemon::events::Events;
 use crate::daemon::node::Due;
 use crate::daemon::rpc::{self, Rpc};
 use crate::daemon::store::StoreWorker;
@@ -24,6 +25,8 @@ pub struct Books {
     pub due: Arc<Due>,
     /// The largest book body accepted, in bytes.
     pub max_body: usize,
+    /// Where books added and removed are published.
+    pub events: Events,
 }
 
 /// `true` in a query string.
@@ -67,6 +70,20 @@ pub async fn add(
         .call(move |b| b.add(&add, &bytes, &mut |_| {}))
         .await??;
     books.due.announce();
+    if added.status != "unchanged" {
+        books.events.publish(dto::BookEvent {
+            event: "book_added".into(),
+            at: crate::now_ms(),
+            detail: format!(
+                "book {} added ({}, version {})",
+                added.key, added.status, added.version
+            ),
+            key: added.key.clone(),
+            title: added.title.clone(),
+            version: added.version,
+            root: added.root.clone(),
+        });
+    }
     Ok(Json(added))
 }
 
@@ -103,6 +120,15 @@ pub struct KeyQuery {
 pub async fn remove(State(books): State<Books>, Query(q): Query<KeyQuery>) -> Answer<dto::Book> {
     let removed = books.store.call(move |b| b.remove(&q.key)).await??;
     books.due.announce();
+    books.events.publish(dto::BookEvent {
+        event: "book_removed".into(),
+        at: crate::now_ms(),
+        detail: format!("book {} removed", removed.key),
+        key: removed.key.clone(),
+        title: removed.title.clone(),
+        version: removed.version,
+        root: removed.root.clone(),
+    });
     Ok(Json(removed))
 }
 

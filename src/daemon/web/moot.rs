@@ -160,7 +160,7 @@ fn turn_view(
         },
         node: String::new(),
         peer: String::new(),
-        at: line.and_then(|l| l.at),
+        at: line.map(|l| l.at).filter(|&at| at > 0),
         ms: moot.view.turn_ms.get(index).copied(),
         root: String::new(),
         count: 0,
