@@ -3,6 +3,7 @@
 //! `cargo run --release --bin grove-bench -- store`.
 
 mod admission;
+mod cdp;
 mod grounding;
 mod mesh;
 mod model;
@@ -10,6 +11,7 @@ mod moot_net;
 mod nat;
 mod net;
 mod store;
+mod web;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -24,9 +26,10 @@ fn main() -> anyhow::Result<()> {
         "nat" => nat::run(rest),
         "moot-net" => moot_net::run(rest),
         "store" => store::run(rest),
+        "web" => web::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, nat, net, store"
+                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, nat, net, store, web"
             )
         }
     }

@@ -438,7 +438,18 @@ pub fn turn(page: &MootPage<'_>, at: usize) -> String {
     for (k, (q, v)) in parsed.quotes.iter().zip(&verdicts).enumerate() {
         quote_panel(&mut out, page, at, k, &q.text, v);
     }
+    // Passages the text's tags name (the others are in the export).
+    let cited: std::collections::BTreeSet<String> = parsed
+        .tags()
+        .filter_map(|t| match t {
+            Tag::Passage(s) => Some(s.clone()),
+            Tag::Turn(_) => None,
+        })
+        .collect();
     for (i, p) in t.passages.iter().enumerate() {
+        if !cited.contains(&p.tag) {
+            continue;
+        }
         let id = format!("p{at}-{}", p.tag);
         let heading = format!("Passage [{}] of turn {}", p.tag, r.turn);
         passage_panel(&mut out, page, &id, &heading, None, at, i, None);
