@@ -219,13 +219,24 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
         .unwrap();
 
     // A tag opens the passage it names.
-    b.eval("document.querySelector('#t0 a.tag').click()")
-        .unwrap();
+    b.eval("location.hash = '#t0'").unwrap();
+    assert!(!shown(&mut b, &panel));
+    let tag = b
+        .eval("document.querySelector('#t0 a.tag').getAttribute('href')")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    b.eval("document.querySelector('#t0 a.tag').click()").unwrap();
     b.wait_for(
-        "getComputedStyle(document.querySelector('#p0-s1')).display !== 'none'",
+        &format!("getComputedStyle(document.querySelector('{tag}')).display !== 'none'"),
         Duration::from_secs(10),
     )
     .unwrap();
+    assert_eq!(
+        text_of(&mut b, &format!("{tag} blockquote.passage")),
+        s1["content"].as_str().unwrap()
+    );
 
     // On a phone-sized screen.
     b.call(

@@ -6,6 +6,7 @@
 //! JavaScript; `moot.js` appends turns as the event stream announces them,
 //! fetching each one's HTML from [`turn`], the one definition of a turn.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::daemon::moots::book::{Moot, MootState};
@@ -347,15 +348,25 @@ fn judge(turns: &[TurnView], at: usize, quote: &crate::grounding::QuoteSpan) -> 
     }
 }
 
-/// The tag each tag group links to: the first `sN` naming a passage of
-/// this turn, or the first `oN` naming a turn.
-fn tag_target(turns: &[TurnView], at: usize, tags: &[Tag]) -> Option<String> {
+/// The panel each tag group links to: for the first `sN` naming a passage
+/// of this turn, the panel of the first quote proven by that passage (it
+/// shows the same passage and proof) or else the passage's own; for the
+/// first `oN` naming a turn, that turn.
+fn tag_target(
+    turns: &[TurnView],
+    at: usize,
+    tags: &[Tag],
+    quoted: &BTreeMap<String, usize>,
+) -> Option<String> {
     tags.iter().find_map(|t| match t {
-        Tag::Passage(s) => turns[at]
-            .passages
-            .iter()
-            .any(|p| p.tag == *s)
-            .then(|| format!("p{at}-{s}")),
+        Tag::Passage(s) => match quoted.get(s) {
+            Some(k) => Some(format!("p{at}-q{k}")),
+            None => turns[at]
+                .passages
+                .iter()
+                .any(|p| p.tag == *s)
+                .then(|| format!("p{at}-{s}")),
+        },
         Tag::Turn(Some(n)) => turns
             .iter()
             .position(|t| u64::from(t.record.turn) == *n)
@@ -404,9 +415,16 @@ pub fn turn(page: &MootPage<'_>, at: usize) -> String {
     }
     let parsed = ParsedReply::parse(&r.text);
     let verdicts: Vec<QuoteVerdict> = parsed.quotes.iter().map(|q| judge(turns, at, q)).collect();
+    // This turn's passages that a quote's panel already shows, by tag.
+    let mut quoted: BTreeMap<String, usize> = BTreeMap::new();
+    for (k, v) in verdicts.iter().enumerate() {
+        if let Some(f) = v.found.as_ref().filter(|f| f.turn == at) {
+            quoted.entry(t.passages[f.passage].tag.clone()).or_insert(k);
+        }
+    }
     if !r.text.is_empty() {
         out.push_str("<p class=\"text\">");
-        render_text(&mut out, turns, at, &parsed, &verdicts);
+        render_text(&mut out, turns, at, &parsed, &verdicts, &quoted);
         out.push_str("</p>");
     }
     let grounded = if r.grounded {
@@ -438,7 +456,8 @@ pub fn turn(page: &MootPage<'_>, at: usize) -> String {
     for (k, (q, v)) in parsed.quotes.iter().zip(&verdicts).enumerate() {
         quote_panel(&mut out, page, at, k, &q.text, v);
     }
-    // Passages the text's tags name (the others are in the export).
+    // Passages the text's tags name and no quote's panel shows (the
+    // others are in the export).
     let cited: std::collections::BTreeSet<String> = parsed
         .tags()
         .filter_map(|t| match t {
@@ -447,7 +466,7 @@ pub fn turn(page: &MootPage<'_>, at: usize) -> String {
         })
         .collect();
     for (i, p) in t.passages.iter().enumerate() {
-        if !cited.contains(&p.tag) {
+        if !cited.contains(&p.tag) || quoted.contains_key(&p.tag) {
             continue;
         }
         let id = format!("p{at}-{}", p.tag);
@@ -465,6 +484,7 @@ fn render_text(
     at: usize,
     parsed: &ParsedReply,
     verdicts: &[QuoteVerdict],
+    quoted: &BTreeMap<String, usize>,
 ) {
     let chars = &parsed.chars;
     let text = |from: usize, to: usize| -> String { chars[from..to].iter().collect() };
@@ -495,7 +515,7 @@ fn render_text(
             && g.start == p
         {
             let shown = esc(&text(g.start, g.end));
-            match tag_target(turns, at, &g.tags) {
+            match tag_target(turns, at, &g.tags, quoted) {
                 Some(target) => {
                     let _ = write!(out, "<a class=\"tag\" href=\"#{target}\">{shown}</a>");
                 }
