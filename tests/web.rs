@@ -227,7 +227,8 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
         .as_str()
         .unwrap()
         .to_string();
-    b.eval("document.querySelector('#t0 a.tag').click()").unwrap();
+    b.eval("document.querySelector('#t0 a.tag').click()")
+        .unwrap();
     b.wait_for(
         &format!("getComputedStyle(document.querySelector('{tag}')).display !== 'none'"),
         Duration::from_secs(10),

@@ -33,12 +33,12 @@ pub fn page(title: &str, body: &str, scripts: &[&str]) -> String {
     for s in scripts {
         let _ = write!(out, "<script src=\"/web/{s}\" defer></script>");
     }
-    let _ = write!(
+    let _ = writeln!(
         out,
         "</head><body><a class=\"skip\" href=\"#main\">Skip to content</a>\
          <header class=\"top\"><nav aria-label=\"grove\"><a href=\"/\">grove</a> \
          <a href=\"/verify\">verify an export</a></nav></header>\
-         <main id=\"main\">{body}</main></body></html>\n"
+         <main id=\"main\">{body}</main></body></html>"
     );
     out
 }
