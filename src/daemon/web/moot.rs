@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::daemon::moots::book::{Moot, MootState};
-use crate::grounding::{ParsedReply, SnapAction, Tag, contains, norm};
+use crate::grounding::{Haystack, ParsedReply, SnapAction, Tag, contains, norm};
 use crate::merkle::{self, Hash};
 use crate::mesh::codec;
 use crate::mesh::roster::Roster;
@@ -74,6 +74,8 @@ struct ProvenView {
     steps: Vec<(String, bool)>,
     /// `Err(reason)` when the proof does not verify against the turn's root.
     check: Result<(), String>,
+    /// The text normalized once, for finding quotes in it.
+    hay: Haystack,
 }
 
 /// One turn as the page shows it.
@@ -200,6 +202,7 @@ fn turn_view(
             label: p.label.clone(),
             node_id: p.node_id.clone(),
             text: p.text.clone(),
+            hay: Haystack::new(&p.text),
             leaf: hex::encode(merkle::leaf_hash(p.text.as_bytes())),
             steps: p
                 .proof
@@ -252,6 +255,7 @@ struct Found {
 /// holding `quote` on whole words.
 fn find_passage(turns: &[TurnView], at: usize, quote: &str) -> Option<Found> {
     let book = &turns[at].record.speaker;
+    let needle = norm(quote);
     let order = std::iter::once(at).chain((0..at).rev());
     for t in order {
         if t != at && turns[t].record.speaker != *book {
@@ -260,7 +264,7 @@ fn find_passage(turns: &[TurnView], at: usize, quote: &str) -> Option<Found> {
         if let Some(p) = turns[t]
             .passages
             .iter()
-            .position(|p| contains(&p.text, quote))
+            .position(|p| p.hay.contains_norm(&needle))
         {
             return Some(Found {
                 turn: t,
