@@ -123,6 +123,7 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
     );
     assert!(overview.contains("fiction/sea-tales") && overview.contains("essays/field-notes"));
     assert_eq!(count(&mut b, "form.start select"), 2);
+    b.screenshot(&shots().join("overview.png"), true).unwrap();
 
     let turns = 4u64;
     let id = crate::moot_net::start_sea_moot(&c, turns as u32);
