@@ -75,7 +75,16 @@
         const line = buffer.slice(0, nl).trim();
         buffer = buffer.slice(nl + 1);
         if (!line) continue;
-        try { handle(JSON.parse(line)); } catch (e) { console.warn("moot page: bad event", e); }
+        let event = null;
+        try { event = JSON.parse(line); } catch (e) { console.warn("moot page: bad event", e); }
+        if (event) handle(event);
+        if (event && event.moot === id && event.event === "moot_finished") {
+          // Nothing more will come: close the stream once the page has
+          // caught up.
+          await catching;
+          await reader.cancel();
+          return;
+        }
       }
     }
   }
