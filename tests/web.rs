@@ -126,8 +126,23 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
     b.screenshot(&shots().join("overview.png"), true).unwrap();
 
     let turns = 4u64;
-    let id = crate::moot_net::start_sea_moot(&c, turns as u32);
-    b.navigate(&format!("{base}/moots/{id}")).unwrap();
+    // Started from the overview's form (same origin on loopback); the
+    // answer goes on to the moot's page.
+    b.events.clear();
+    b.eval(&format!(
+        "document.getElementById('topic').value = 'the sea'; \
+         document.getElementById('turns').value = '{turns}'; \
+         document.querySelector('form.start').requestSubmit()"
+    ))
+    .unwrap();
+    b.wait_event("Page.loadEventFired", Duration::from_secs(60))
+        .unwrap();
+    let path = b.eval("location.pathname").unwrap();
+    let id = path
+        .as_str()
+        .and_then(|p| p.strip_prefix("/moots/"))
+        .unwrap_or_else(|| panic!("the form led to {path}: {}", text_of(&mut b, "main")))
+        .to_string();
     b.eval("window.__loadedOnce = 'yes'").unwrap();
     let at_load = count(&mut b, "#turns .turn");
     assert!(at_load < turns, "the page opened after the moot ended");
