@@ -395,7 +395,32 @@ fn the_start_form_follows_the_listeners_write_rules() {
     // the handler (which refuses the empty form on its own terms).
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _d = Daemon::start_with("alpha", &[("GROVE_HTTP__LISTEN", &listen)]);
+    let d = Daemon::start_with("alpha", &[("GROVE_HTTP__LISTEN", &listen)]);
+    // A book whose title is markup, shown escaped on the overview.
+    let title = "<script>alert(1)</script> & \"Co\"";
+    let text = crate::support::generated_book(title, "Anon", 7, 30, 7);
+    let file = d.g.write("markup.txt", text.as_bytes());
+    d.ok(&[
+        "book",
+        "add",
+        file.to_str().unwrap(),
+        "--key",
+        "fiction/markup",
+    ]);
+    d.ok(&["mesh", "init", "--name", "<b>mesh</b>"]);
+    crate::cluster::eventually("the overview to list the book", || {
+        crate::http::get_text(port, "/").contains("fiction/markup")
+    });
+    let html = crate::http::get_text(port, "/");
+    assert!(
+        !html.contains("<script>alert") && !html.contains("<b>mesh"),
+        "{html}"
+    );
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;Co&quot;"),
+        "{html}"
+    );
+    assert!(html.contains("&lt;b&gt;mesh&lt;/b&gt;"), "{html}");
     let cross = crate::http::request(port, "POST", "/moots", &[("Origin", "http://evil.example")]);
     assert_eq!(cross.status, 403, "{}", cross.body);
     let own = format!("http://127.0.0.1:{port}");
