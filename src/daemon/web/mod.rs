@@ -126,9 +126,49 @@ fn with_moot(
     }
 }
 
+/// The pages of finished moots, rendered once: a finished moot no longer
+/// changes, so its page changes only with the roster (names, the check of
+/// announcements). Keyed by moot id; a few are kept.
+static FINISHED_PAGES: std::sync::Mutex<Vec<(String, [u8; 32], std::sync::Arc<String>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Finished pages kept.
+const FINISHED_PAGES_KEPT: usize = 16;
+
 async fn moot_page(State(state): State<ControlState>, Path(id): Path<String>) -> Response {
+    let finished = state
+        .moots
+        .book
+        .get(&id)
+        .is_ok_and(|m| m.view.state == crate::daemon::moots::book::MootState::Finished);
+    let roster_hash = state
+        .node
+        .mesh
+        .view()
+        .roster()
+        .map(|r| r.hash())
+        .unwrap_or_default();
+    if finished {
+        let kept = FINISHED_PAGES.lock().ok().and_then(|pages| {
+            pages
+                .iter()
+                .find(|(i, h, _)| *i == id && *h == roster_hash)
+                .map(|(_, _, html)| html.clone())
+        });
+        if let Some(html) = kept {
+            return self::html(StatusCode::OK, (*html).clone());
+        }
+    }
     with_moot(&state, &id, |page, roster| {
-        Ok(moot::page_html(page, roster))
+        let html = moot::page_html(page, roster);
+        if finished && let Ok(mut pages) = FINISHED_PAGES.lock() {
+            pages.retain(|(i, _, _)| *i != id);
+            if pages.len() >= FINISHED_PAGES_KEPT {
+                pages.remove(0);
+            }
+            pages.push((id.clone(), roster_hash, std::sync::Arc::new(html.clone())));
+        }
+        Ok(html)
     })
 }
 
