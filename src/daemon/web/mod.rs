@@ -129,8 +129,10 @@ fn with_moot(
 /// The pages of finished moots, rendered once: a finished moot no longer
 /// changes, so its page changes only with the roster (names, the check of
 /// announcements). Keyed by moot id; a few are kept.
-static FINISHED_PAGES: std::sync::Mutex<Vec<(String, [u8; 32], std::sync::Arc<String>)>> =
-    std::sync::Mutex::new(Vec::new());
+static FINISHED_PAGES: std::sync::Mutex<Vec<KeptPage>> = std::sync::Mutex::new(Vec::new());
+
+/// A kept page: the moot id, the roster hash it was drawn with, its HTML.
+type KeptPage = (String, [u8; 32], std::sync::Arc<String>);
 
 /// Finished pages kept.
 const FINISHED_PAGES_KEPT: usize = 16;
