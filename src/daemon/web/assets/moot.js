@@ -100,5 +100,11 @@
       wait = Math.min(wait * 2, 30000);
     }
   }
+  // Escape closes an open proof panel, back to its turn.
+  document.addEventListener("keydown", (e) => {
+    if (e.key !== "Escape") return;
+    const open = document.querySelector("section.proof:target a.close");
+    if (open) location.hash = open.getAttribute("href");
+  });
   if (!finished()) live();
 })();
