@@ -235,8 +235,20 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
         .unwrap();
 
     // A tag opens the passage it names.
-    b.eval("location.hash = '#t0'").unwrap();
-    assert!(!shown(&mut b, &panel));
+    // Escape closes it (the keyboard's way back to the turn).
+    for kind in ["keyDown", "keyUp"] {
+        b.call(
+            "Input.dispatchKeyEvent",
+            serde_json::json!({"type": kind, "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27}),
+        )
+        .unwrap();
+    }
+    b.wait_for(
+        &format!("getComputedStyle(document.querySelector('{panel}')).display === 'none'"),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(b.eval("location.hash").unwrap(), "#t0");
     let tag = b
         .eval("document.querySelector('#t0 a.tag').getAttribute('href')")
         .unwrap()
