@@ -80,6 +80,19 @@ fn text_of(b: &mut Browser, selector: &str) -> String {
     .to_string()
 }
 
+/// Whether the panel `selector` is open and on top: the point at the
+/// middle of its sheet belongs to it (not clipped, not covered).
+fn on_top(b: &mut Browser, selector: &str) -> bool {
+    b.eval(&format!(
+        "(() => {{ const p = document.querySelector({selector:?}); const s = p && p.querySelector('.inner'); \
+           if (!s) return false; const r = s.getBoundingClientRect(); \
+           const hit = document.elementFromPoint(r.left + r.width / 2, r.top + Math.min(r.height / 2, 200)); \
+           return r.height > 100 && !!hit && p.contains(hit); }})()"
+    ))
+    .unwrap()
+        == Value::Bool(true)
+}
+
 /// Whether the element is shown (not `display: none`).
 fn shown(b: &mut Browser, selector: &str) -> bool {
     b.eval(&format!(
@@ -216,6 +229,10 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
         Duration::from_secs(10),
     )
     .unwrap();
+    assert!(
+        on_top(&mut b, &panel),
+        "the proof panel is hidden or clipped"
+    );
     let passage = text_of(&mut b, &format!("{panel} blockquote.passage"));
     assert_eq!(passage, s1["content"].as_str().unwrap());
     let marked = text_of(&mut b, &format!("{panel} mark"));
