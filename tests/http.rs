@@ -449,6 +449,16 @@ fn metrics_of_a_three_node_moot_pass_promtool_and_move() {
         sample(&get(port, "/metrics").body, "grove_mesh_members_online") == 3.0
     });
 
+    // libp2p's own families, in the same registry: connections, identify
+    // and ping with the members, gossipsub messages.
+    assert!(
+        sum_of(&after, "libp2p_swarm_connections_established_total", &[]) >= 2.0,
+        "{after}"
+    );
+    assert!(sum_of(&after, "libp2p_identify_received_total", &[]) >= 1.0);
+    assert!(sum_of(&after, "libp2p_ping_rtt_seconds_count", &[]) >= 1.0);
+    assert!(sum_of(&after, "libp2p_gossipsub_messages_total", &[]) >= 1.0);
+
     // The same counters as `node stats`: one set, not two.
     let stats = c.json(&["node", "stats"]);
     let landed = stats["counters"]["moot.turns.landed"].as_u64().unwrap();

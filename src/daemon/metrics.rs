@@ -263,8 +263,9 @@ pub struct Readings {
     pub chunks: u64,
 }
 
-/// The registry `/metrics` encodes. (Its `register` ends each help text
-/// with a period; the counters' own descriptors carry theirs.)
+/// The registry `/metrics` encodes: libp2p's own families (`libp2p_`,
+/// registered by the network) and grove's. (Its `register` ends each help
+/// text with a period; the counters' own descriptors carry theirs.)
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -277,8 +278,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(stats: Arc<Stats>) -> Metrics {
-        let mut registry = Registry::default();
+    /// Grove's families added to `registry` (which may hold others').
+    pub fn new(stats: Arc<Stats>, mut registry: Registry) -> Metrics {
         let mut gauge = |name: &str, help: &str| {
             let g = Gauge::default();
             registry.register(name, help, g.clone());
@@ -363,7 +364,7 @@ mod tests {
             "local",
             std::time::Duration::from_millis(3),
         );
-        let text = Metrics::new(stats).render(Readings {
+        let text = Metrics::new(stats, Registry::default()).render(Readings {
             epoch: 2,
             ..Readings::default()
         });
