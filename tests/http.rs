@@ -427,6 +427,17 @@ fn metrics_of_a_three_node_moot_pass_promtool_and_move() {
         "{after}"
     );
     assert!(sum_of(&after, "grove_search_duration_seconds_count", &["mesh"]) >= 1.0);
+    // Their grounding: every landed turn has a verdict; the quotes checked
+    // and found give the rate.
+    assert_eq!(sum_of(&after, "grove_moot_grounding_total", &[]), 4.0);
+    let quotes = |count: &str| {
+        let label = format!("count=\"{count}\"");
+        sum_of(&after, "grove_moot_quotes_total", &[&label])
+    };
+    assert!(
+        quotes("checked") >= 1.0 && quotes("found") >= 1.0,
+        "{after}"
+    );
     // The turns were requests alpha and bravo served; the host's mesh
     // search asked them too.
     let speaker = get(speaker_port, "/metrics").body;
@@ -445,6 +456,16 @@ fn metrics_of_a_three_node_moot_pass_promtool_and_move() {
     assert_eq!(sample(&after, "grove_books"), 0.0);
     assert_eq!(sample(&speaker, "grove_books"), 1.0);
     assert!(sample(&speaker, "grove_book_chunks") >= 1.0);
+    // alpha's book went in through its daemon: counted, sized and timed.
+    assert_eq!(
+        sum_of(&speaker, "grove_ingest_books_total", &["status=\"added\""]),
+        1.0
+    );
+    assert!(sum_of(&speaker, "grove_ingest_bytes_total", &[]) > 1000.0);
+    assert_eq!(
+        sum_of(&speaker, "grove_ingest_duration_seconds_count", &[]),
+        1.0
+    );
     eventually("every member online at the host", || {
         sample(&get(port, "/metrics").body, "grove_mesh_members_online") == 3.0
     });

@@ -127,6 +127,27 @@ const RULES: &[Rule] = &[
         "Hosted moot turns, by outcome (landed, failed).",
     ),
     rule(
+        "moot.grounding.{verdict}",
+        "grove_moot_grounding",
+        "Hosted moot turns that landed, by grounding verdict (grounded, ungrounded, passed).",
+    ),
+    rule(
+        "moot.quotes.{count}",
+        "grove_moot_quotes",
+        "Quotes in the hosted moots' landed turns (checked, found in the passages): found/checked is the quote rate.",
+    ),
+    rule(
+        "ingest.books.{status}",
+        "grove_ingest_books",
+        "Books stored through the control API, by status (added, new-version, unchanged).",
+    ),
+    Rule {
+        pattern: "ingest.bytes",
+        family: "grove_ingest",
+        help: "Bytes of the books stored through the control API.",
+        unit: Some(Unit::Bytes),
+    },
+    rule(
         "sync.{outcome}",
         "grove_syncs",
         "Catch-up syncs, by outcome (applied, refused, failed).",
@@ -311,6 +332,12 @@ impl Metrics {
             "Hosted moot turns from the ask to the checked answer, by speaker (local, remote)",
             Unit::Seconds,
             stats.turn_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "grove_ingest_duration",
+            "Books stored through the control API, from the request to the commit, by status",
+            Unit::Seconds,
+            stats.ingest_seconds.clone(),
         );
         registry.register_collector(Box::new(Counters(stats)));
         Metrics {

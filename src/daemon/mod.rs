@@ -419,6 +419,7 @@ fn wire_up(
             store: p.store.clone(),
             due: due.clone(),
             events: events.clone(),
+            stats: stats.clone(),
             // A book is sent whole in one request; allow it plus headroom.
             max_body: usize::try_from(p.settings.limits.max_book_bytes)
                 .unwrap_or(usize::MAX)

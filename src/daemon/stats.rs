@@ -28,6 +28,9 @@ pub struct Stats {
     /// Hosted moot turns that landed, by `speaker` (`local` or `remote`),
     /// from the ask to the checked answer.
     pub turn_seconds: Latency,
+    /// Books stored through the control API, by `status` (`added`,
+    /// `new-version`, `unchanged`), from the request to the commit.
+    pub ingest_seconds: Latency,
 }
 
 impl Default for Stats {
@@ -36,6 +39,7 @@ impl Default for Stats {
             counters: Mutex::default(),
             search_seconds: Family::new_with_constructor(latency_histogram),
             turn_seconds: Family::new_with_constructor(latency_histogram),
+            ingest_seconds: Family::new_with_constructor(latency_histogram),
         }
     }
 }

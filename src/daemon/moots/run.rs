@@ -297,6 +297,7 @@ impl Speaker for NodeSpeaker {
                             let took = started.elapsed();
                             let stats = &self.host.stats;
                             stats.bump("moot.turns.landed");
+                            count_grounding(stats, &checked.utterance);
                             let speaker = if self.who.local { "local" } else { "remote" };
                             crate::daemon::stats::observe(
                                 &stats.turn_seconds,
@@ -325,6 +326,20 @@ impl Speaker for NodeSpeaker {
         self.host.stats.bump("moot.turns.failed");
         Err(self.fail(last))
     }
+}
+
+/// A landed turn's grounding in the counters (`/metrics`: rates follow).
+fn count_grounding(stats: &crate::daemon::stats::Stats, u: &Utterance) {
+    let passed = u.decision.as_ref().is_some_and(|d| d.action() == "pass");
+    let verdict = match (passed, u.grounded) {
+        (true, _) => "passed",
+        (false, true) => "grounded",
+        (false, false) => "ungrounded",
+    };
+    stats.bump(&format!("moot.grounding.{verdict}"));
+    let counts = &u.grounding.counts;
+    stats.add("moot.quotes.checked", u64::from(counts.quotes_total));
+    stats.add("moot.quotes.found", u64::from(counts.quotes_found));
 }
 
 /// The host's narrator: summaries written before a resume are given back
