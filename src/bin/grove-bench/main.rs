@@ -5,6 +5,7 @@
 mod admission;
 mod grounding;
 mod mesh;
+mod metrics;
 mod model;
 mod moot_net;
 mod nat;
@@ -19,6 +20,7 @@ fn main() -> anyhow::Result<()> {
         "admission" => admission::run(rest),
         "grounding" => grounding::run(rest),
         "mesh" => mesh::run(rest),
+        "metrics" => metrics::run(rest),
         "model" => model::run(rest),
         "net" => net::run(rest),
         "nat" => nat::run(rest),
@@ -26,7 +28,7 @@ fn main() -> anyhow::Result<()> {
         "store" => store::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, nat, net, store"
+                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, metrics, model, moot-net, nat, net, store"
             )
         }
     }
