@@ -159,6 +159,47 @@ fn a_loopback_listener_refuses_rebinding_and_cross_origin_changes() {
     assert!(!d.g.state().join("http.token").exists());
 }
 
+/// The head of a `/v1/events` answer on a connection kept open.
+fn open_stream(port: u16) -> (std::net::TcpStream, String) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+        head.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&head).into_owned())
+}
+
+#[test]
+fn the_listener_serves_the_event_stream_within_its_cap() {
+    let (_d, port) = with_listener("alpha", "127.0.0.1", &[]);
+    let open: Vec<_> = (0..16)
+        .map(|_| {
+            let (stream, head) = open_stream(port);
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            assert!(head.contains("application/x-ndjson"), "{head}");
+            stream
+        })
+        .collect();
+    // A 17th stream is refused; requests still get in.
+    let (_, head) = open_stream(port);
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert_eq!(get(port, "/health").status, 200);
+    // A closed stream gives its slot back.
+    drop(open);
+    eventually("a stream slot to come back", || {
+        open_stream(port).1.starts_with("HTTP/1.1 200")
+    });
+}
+
 /// The listener's routes (`Served::Both` in the route table of `control/mod.rs`).
 const ROUTES: &[&str] = &[
     "/health",

@@ -237,7 +237,7 @@ impl Tasks {
     /// budget.
     async fn stop(self, events: &events::Events) {
         let _ = self.stop.send(true);
-        // Ends the `mesh watch` streams (so in-flight requests can finish)
+        // Ends the event streams (so in-flight requests can finish)
         // and the hook runner.
         events.close();
         if let Err(e) = self.server.await {
