@@ -282,3 +282,48 @@ pub struct ReachabilityEvent {
     pub relayed: Vec<String>,
     pub detail: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_read_back_by_its_names_family_and_an_unknown_name_is_refused() {
+        let book = Event::Book(BookEvent {
+            event: "book_added".into(),
+            at: 1,
+            key: "fiction/moby".into(),
+            title: Some("Moby Dick".into()),
+            version: 1,
+            root: "00".into(),
+            detail: "book fiction/moby added".into(),
+        });
+        let moot = Event::Moot(MootEvent {
+            reason: Some("the host stopped".into()),
+            ..MootEvent::bare("moot_paused", 2, "d3f5", "paused".into())
+        });
+        for e in [book, moot] {
+            let line = serde_json::to_string(&e).unwrap();
+            let back: Event = serde_json::from_str(&line).unwrap();
+            assert_eq!(back.name(), e.name());
+            assert_eq!(back.at(), e.at());
+            assert_eq!(serde_json::to_string(&back).unwrap(), line);
+        }
+        let unknown = serde_json::from_str::<Event>(r#"{"event":"sky_fell","at":1}"#);
+        assert!(unknown.unwrap_err().to_string().contains("sky_fell"));
+        let short = serde_json::from_str::<Event>(r#"{"event":"moot_turn","at":1}"#);
+        assert!(short.unwrap_err().to_string().contains("moot_turn"));
+    }
+
+    #[test]
+    fn every_event_name_is_documented() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli-json.md"))
+            .unwrap();
+        for (name, _) in EVENTS {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "{name} is not in docs/cli-json.md"
+            );
+        }
+    }
+}

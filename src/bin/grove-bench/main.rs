@@ -6,6 +6,7 @@ mod admission;
 mod cdp;
 mod grounding;
 mod mesh;
+mod metrics;
 mod model;
 mod moot_net;
 mod nat;
@@ -21,6 +22,7 @@ fn main() -> anyhow::Result<()> {
         "admission" => admission::run(rest),
         "grounding" => grounding::run(rest),
         "mesh" => mesh::run(rest),
+        "metrics" => metrics::run(rest),
         "model" => model::run(rest),
         "net" => net::run(rest),
         "nat" => nat::run(rest),
@@ -29,7 +31,7 @@ fn main() -> anyhow::Result<()> {
         "web" => web::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, nat, net, store, web"
+                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, metrics, model, moot-net, nat, net, store, web"
             )
         }
     }

@@ -16,6 +16,7 @@ use crate::api::{ApiError, dto};
 use crate::daemon::events::Events;
 use crate::daemon::node::Due;
 use crate::daemon::rpc::{self, Rpc};
+use crate::daemon::stats::Stats;
 use crate::daemon::store::StoreWorker;
 
 /// What the book endpoints need; cheap to clone.
@@ -27,6 +28,8 @@ pub struct Books {
     pub max_body: usize,
     /// Where books added and removed are published.
     pub events: Events,
+    /// Ingest counters and latency.
+    pub stats: Arc<Stats>,
 }
 
 /// `true` in a query string.
@@ -65,10 +68,25 @@ pub async fn add(
         source: q.source.unwrap_or_else(|| "(control socket)".into()),
         force: flag(&q.force),
     };
+    let size = bytes.len() as u64;
+    let started = std::time::Instant::now();
     let added = books
         .store
         .call(move |b| b.add(&add, &bytes, &mut |_| {}))
         .await??;
+    let status = match added.status.as_str() {
+        "added" => "added",
+        "new-version" => "new-version",
+        _ => "unchanged",
+    };
+    crate::daemon::stats::observe(
+        &books.stats.ingest_seconds,
+        "status",
+        status,
+        started.elapsed(),
+    );
+    books.stats.bump(&format!("ingest.books.{status}"));
+    books.stats.add("ingest.bytes", size);
     books.due.announce();
     if added.status != "unchanged" {
         books.events.publish(dto::BookEvent {

@@ -13,6 +13,7 @@ use super::MootHost;
 use super::book::{NO_ANSWER, PauseCause, SavedLine};
 use crate::daemon::model::WorkerModel;
 use crate::daemon::rpc::turn;
+use crate::daemon::stats::Verdict;
 use crate::merkle::Hash;
 use crate::mesh::names::Escaped;
 use crate::moot::host::{self, Speaker, TurnCall};
@@ -295,14 +296,20 @@ impl Speaker for NodeSpeaker {
                         Ok(checked) => {
                             let turns = self.accept(checked.hash, signed_turn);
                             let took = started.elapsed();
-                            let stats = &self.host.stats;
-                            stats.bump("moot.turns.landed");
                             let speaker = if self.who.local { "local" } else { "remote" };
-                            crate::daemon::stats::observe(
-                                &stats.turn_seconds,
-                                "speaker",
+                            let u = &checked.utterance;
+                            let passed = u.decision.as_ref().is_some_and(|d| d.action() == "pass");
+                            let verdict = match (passed, u.grounded) {
+                                (true, _) => Verdict::Passed,
+                                (false, true) => Verdict::Grounded,
+                                (false, false) => Verdict::Ungrounded,
+                            };
+                            let counts = &u.grounding.counts;
+                            self.host.stats.turn_landed(
                                 speaker,
                                 took,
+                                verdict,
+                                (counts.quotes_total, counts.quotes_found),
                             );
                             let ms = took.as_millis() as u64;
                             (self.on_turn)(&turns, ms, &checked.utterance, self.who.peer);
