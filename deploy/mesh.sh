@@ -12,14 +12,17 @@
 #   deploy/mesh.sh status DIR    each node's `grove mesh status`
 #
 # GROVE_BIN (default target/release/grove, built if missing) and BASE_PORT
-# (default 4100) can be set. Run `grove --state DIR/nodeK …` to talk to a node.
+# (default 4100) can be set; HTTP_NODE=K with HTTP_LISTEN=ADDR:PORT turns on
+# node K's HTTP listener (`[http] listen`: /metrics and the web pages).
+# Run `grove --state DIR/nodeK …` to talk to a node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 grove=${GROVE_BIN:-$PWD/target/release/grove}
 base_port=${BASE_PORT:-4100}
+http_node=${HTTP_NODE:-} http_listen=${HTTP_LISTEN:-}
 # grove reads GROVE_* variables as config keys and refuses unknown ones.
-unset GROVE_BIN BASE_PORT
+unset GROVE_BIN BASE_PORT HTTP_NODE HTTP_LISTEN
 
 usage() { sed -n '2,/^set -euo/{/^#/p}' "$0" >&2; exit 2; }
 g() { local dir=$1; shift; "$grove" --state "$dir" "$@"; }
@@ -37,7 +40,9 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
 start_node() { # start_node DIR K
   local dir=$1/node$2
   mkdir -p "$dir"
-  GROVE_NODE__NAME="node$2" setsid "$grove" --state "$dir" node run \
+  local http=()
+  [ "$2" = "$http_node" ] && [ -n "$http_listen" ] && http=(GROVE_HTTP__LISTEN="$http_listen")
+  env "${http[@]}" GROVE_NODE__NAME="node$2" setsid "$grove" --state "$dir" node run \
     --listen "/ip4/127.0.0.1/tcp/$((base_port + $2))" >"$dir/node.log" 2>&1 &
   echo $! >"$dir/pid"
   wait_for 60 "node$2 to start" g "$dir" node status

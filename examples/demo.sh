@@ -65,7 +65,10 @@ else
 fi
 
 echo; echo "== a mesh of three nodes on 127.0.0.1, formed by invite and vote (deploy/mesh.sh)"
-GROVE_BIN="$grove" BASE_PORT=$((20000 + RANDOM % 20000)) deploy/mesh.sh start 3 "$mesh"
+# node3, the moot's host, serves the web pages on a free loopback port.
+web_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+GROVE_BIN="$grove" BASE_PORT=$((20000 + RANDOM % 20000)) HTTP_NODE=3 HTTP_LISTEN="127.0.0.1:$web_port" \
+  deploy/mesh.sh start 3 "$mesh"
 echo; echo "== node1 and node2 ingest their books (each through its own daemon)"
 g "$n1" book add "${books[0]}" --key "${keys[0]}"
 g "$n2" book add "${books[1]}" --key "${keys[1]}"
@@ -103,6 +106,8 @@ echo; echo "== node3 hosts a moot: ${keys[0]} (on node1) and ${keys[1]} (on node
 id=$(g "$n3" moot start --a "node1:${keys[0]}" --b "node2:${keys[1]}" --topic "what people live for" \
   --turns "$turns" --max-tokens 160 2>/dev/null)
 echo "moot $id"
+echo "== watch it live (each turn as it lands, every quote's proof one click away): http://127.0.0.1:$web_port/moots/$id"
+echo "   the overview: http://127.0.0.1:$web_port/   verify an export: http://127.0.0.1:$web_port/verify"
 while [ "$(g "$n3" --json moot show "$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = running ]; do
   sleep 2
 done

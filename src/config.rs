@@ -735,14 +735,16 @@ impl HookSettings {
         if let Some(bad) = self
             .events
             .iter()
-            .find(|e| !crate::daemon::events::NAMES.contains(&e.as_str()))
+            .find(|e| !crate::daemon::events::hook_events().any(|n| n == e.as_str()))
         {
             return Err((
                 "events",
                 format!(
                     "unknown event `{}`; known: {}",
                     shown(bad),
-                    crate::daemon::events::NAMES.join(", ")
+                    crate::daemon::events::hook_events()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             ));
         }

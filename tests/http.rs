@@ -14,14 +14,14 @@ use crate::cluster::{Daemon, eventually};
 use crate::support::{Grove, skip};
 
 /// An answer: status, headers (lower-case names) and body.
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub status: u16,
     headers: Vec<(String, String)>,
-    body: String,
+    pub body: String,
 }
 
 impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -73,7 +73,7 @@ fn request_on(
 
 /// A request to `port` on 127.0.0.1 with `Host: 127.0.0.1:PORT` unless
 /// `headers` name another.
-fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+pub(crate) fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
     let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -90,8 +90,15 @@ fn get(port: u16, path: &str) -> Answer {
     request(port, "GET", path, &[])
 }
 
+/// The body of a GET that must answer 200.
+pub(crate) fn get_text(port: u16, path: &str) -> String {
+    let a = get(port, path);
+    assert_eq!(a.status, 200, "{path}: {}", a.body);
+    a.body
+}
+
 /// A port free on 127.0.0.1 now (the listener needs a fixed address).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -157,6 +164,47 @@ fn a_loopback_listener_refuses_rebinding_and_cross_origin_changes() {
     assert_eq!(same.status, 404, "{}", same.body);
     // No token file for a loopback listener without a token.
     assert!(!d.g.state().join("http.token").exists());
+}
+
+/// The head of a `/v1/events` answer on a connection kept open.
+fn open_stream(port: u16) -> (std::net::TcpStream, String) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+        head.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&head).into_owned())
+}
+
+#[test]
+fn the_listener_serves_the_event_stream_within_its_cap() {
+    let (_d, port) = with_listener("alpha", "127.0.0.1", &[]);
+    let open: Vec<_> = (0..16)
+        .map(|_| {
+            let (stream, head) = open_stream(port);
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            assert!(head.contains("application/x-ndjson"), "{head}");
+            stream
+        })
+        .collect();
+    // A 17th stream is refused; requests still get in.
+    let (_, head) = open_stream(port);
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert_eq!(get(port, "/health").status, 200);
+    // A closed stream gives its slot back.
+    drop(open);
+    eventually("a stream slot to come back", || {
+        open_stream(port).1.starts_with("HTTP/1.1 200")
+    });
 }
 
 /// The listener's routes (`Served::Both` in the route table of `control/mod.rs`).
@@ -427,6 +475,17 @@ fn metrics_of_a_three_node_moot_pass_promtool_and_move() {
         "{after}"
     );
     assert!(sum_of(&after, "grove_search_duration_seconds_count", &["mesh"]) >= 1.0);
+    // Their grounding: every landed turn has a verdict; the quotes checked
+    // and found give the rate.
+    assert_eq!(sum_of(&after, "grove_moot_grounding_total", &[]), 4.0);
+    let quotes = |count: &str| {
+        let label = format!("count=\"{count}\"");
+        sum_of(&after, "grove_moot_quotes_total", &[&label])
+    };
+    assert!(
+        quotes("checked") >= 1.0 && quotes("found") >= 1.0,
+        "{after}"
+    );
     // The turns were requests alpha and bravo served; the host's mesh
     // search asked them too.
     let speaker = get(speaker_port, "/metrics").body;
@@ -445,9 +504,29 @@ fn metrics_of_a_three_node_moot_pass_promtool_and_move() {
     assert_eq!(sample(&after, "grove_books"), 0.0);
     assert_eq!(sample(&speaker, "grove_books"), 1.0);
     assert!(sample(&speaker, "grove_book_chunks") >= 1.0);
+    // alpha's book went in through its daemon: counted, sized and timed.
+    assert_eq!(
+        sum_of(&speaker, "grove_ingest_books_total", &["status=\"added\""]),
+        1.0
+    );
+    assert!(sum_of(&speaker, "grove_ingest_bytes_total", &[]) > 1000.0);
+    assert_eq!(
+        sum_of(&speaker, "grove_ingest_duration_seconds_count", &[]),
+        1.0
+    );
     eventually("every member online at the host", || {
         sample(&get(port, "/metrics").body, "grove_mesh_members_online") == 3.0
     });
+
+    // libp2p's own families, in the same registry: connections, identify
+    // and ping with the members, gossipsub messages.
+    assert!(
+        sum_of(&after, "libp2p_swarm_connections_established_total", &[]) >= 2.0,
+        "{after}"
+    );
+    assert!(sum_of(&after, "libp2p_identify_received_total", &[]) >= 1.0);
+    assert!(sum_of(&after, "libp2p_ping_rtt_seconds_count", &[]) >= 1.0);
+    assert!(sum_of(&after, "libp2p_gossipsub_messages_total", &[]) >= 1.0);
 
     // The same counters as `node stats`: one set, not two.
     let stats = c.json(&["node", "stats"]);

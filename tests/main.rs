@@ -3,12 +3,15 @@
 
 mod admission;
 mod books;
+#[path = "../src/bin/grove-bench/cdp.rs"]
+mod cdp;
 mod cli;
 mod cluster;
 mod config;
 mod corpus;
 mod daemon;
 mod docs;
+mod events;
 mod grounding;
 mod hostile;
 mod hostile_daemon;
@@ -33,3 +36,4 @@ mod search;
 mod support;
 mod systemd;
 mod vectors;
+mod web;

@@ -74,6 +74,19 @@ impl Client {
     pub fn stream_lines(
         &self,
         path: &str,
+        line: impl FnMut(&[u8]) -> bool,
+    ) -> Result<StreamEnd, ApiError> {
+        self.stream_after(path, None::<(&str, fn(()) -> bool)>, line)
+    }
+
+    /// [`stream_lines`](Self::stream_lines), asking `snapshot` (a GET of
+    /// the state so far) once the stream is open, so nothing that happens
+    /// after the snapshot is missed: its answer goes to the callback first
+    /// (which returns false to stop there), then each line to `line`.
+    pub fn stream_after<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        snapshot: Option<(&str, impl FnOnce(T) -> bool)>,
         mut line: impl FnMut(&[u8]) -> bool,
     ) -> Result<StreamEnd, ApiError> {
         self.runtime.block_on(async {
@@ -87,6 +100,13 @@ impl Client {
                     .map_err(|e| self.unavailable("answer", &e))?
                     .to_bytes();
                 return Err(error_of(status, &bytes));
+            }
+            // The daemon subscribed before it answered the stream's head.
+            if let Some((snapshot, first)) = snapshot {
+                let state: T = self.send(Method::GET, snapshot, Vec::new()).await?;
+                if !first(state) {
+                    return Ok(StreamEnd::Caller);
+                }
             }
             let mut pending = Vec::new();
             while let Some(frame) = body.frame().await {

@@ -279,14 +279,17 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
     }
 }
 
-/// `grove mesh watch`: each event as a line as it comes (stdout is line
+/// `grove mesh watch`: each membership event of the node's event stream
+/// as a line as it comes (stdout is line
 /// buffered, so a pipe sees it at once); ends when stdout closes (exit 0),
 /// and fails saying why when the daemon ended it: it dropped this watcher,
 /// or "the daemon stopped", so a `watch | handler` pipeline can tell.
 fn watch(ctx: &Ctx, client: &Client) -> anyhow::Result<()> {
     let mut dropped = None;
-    let ended = client.stream_lines("/v1/mesh/watch", |line| {
-        let Ok(e) = serde_json::from_slice::<dto::MeshEvent>(line) else {
+    let ended = client.stream_lines("/v1/events", |line| {
+        // Moot, book and reachability events are `moot watch`'s and
+        // other readers'; an unknown name is a newer daemon's.
+        let Ok(dto::Event::Mesh(e)) = serde_json::from_slice::<dto::Event>(line) else {
             return true;
         };
         if e.event == "watch_dropped" {

@@ -1,11 +1,14 @@
-//! Membership events: what `grove mesh watch` streams and `[hooks]` run on.
-//! Every mesh transition is turned into events on the mesh thread
-//! ([`of_transition`], from its audit events and the roster before and
-//! after), and the node loop adds members going online and offline. They go
-//! out on one bounded broadcast channel: publishing never waits, and a
-//! watcher that falls more than [`BUFFER`] events behind is dropped with a
-//! last line that says so. A `detail` is one printable line: the names in
-//! it are escaped (`name` carries them as they are).
+//! The node's one event stream (`/v1/events`): membership events, hosted
+//! moots' lives, books added and removed, reachability changes (names and
+//! shapes in `api::dto::events`). Every mesh transition is turned into
+//! membership events on the mesh thread ([`of_transition`], from its audit
+//! events and the roster before and after), and the node loop adds members
+//! going online and offline; the moot host, the book endpoints and the node
+//! loop publish the rest. They go out on one bounded broadcast channel:
+//! publishing never waits, and a watcher that falls more than [`BUFFER`]
+//! events behind is dropped with a last line that says so. A `detail` is
+//! one printable line: the names in it are escaped (`name` carries them as
+//! they are).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,7 +17,7 @@ use hyper::body::Bytes;
 use libp2p::PeerId;
 use tokio::sync::{broadcast, watch};
 
-use crate::api::dto::MeshEvent;
+use crate::api::dto::{Event, MeshEvent};
 use crate::identity::peer_id_text;
 use crate::mesh::names::Escaped;
 use crate::mesh::roster::{Change, Roster};
@@ -23,24 +26,16 @@ use crate::mesh::state::{AuditEvent, MeshState, ProposalRec, RosterNode, Transit
 /// Events a watcher may fall behind before it is dropped.
 pub const BUFFER: usize = 256;
 
-/// Every event name, as `mesh watch` prints it and `hooks.events` names it.
-pub const NAMES: &[&str] = &[
-    "proposal_opened",
-    "vote_cast",
-    "committed",
-    "rejected",
-    "withdrawn",
-    "expired",
-    "joined",
-    "removed",
-    "member_online",
-    "member_offline",
-];
+/// The events `[hooks]` run on (`hooks.events` names them): the
+/// membership events.
+pub fn hook_events() -> impl Iterator<Item = &'static str> {
+    crate::api::dto::names(crate::api::dto::Family::Membership)
+}
 
 /// The event channel; cheap to clone.
 #[derive(Clone)]
 pub struct Events {
-    tx: broadcast::Sender<Arc<MeshEvent>>,
+    tx: broadcast::Sender<Arc<Event>>,
     closing: Arc<watch::Sender<bool>>,
 }
 
@@ -59,8 +54,9 @@ impl Events {
     }
 
     /// Sends to every watcher; never waits (nobody watching is fine).
-    pub fn publish(&self, event: MeshEvent) {
-        tracing::debug!(event = %event.event, detail = %event.detail, "mesh event");
+    pub fn publish(&self, event: impl Into<Event>) {
+        let event = event.into();
+        tracing::debug!(event = %event.name(), detail = %event.detail(), "event");
         let _ = self.tx.send(Arc::new(event));
     }
 
@@ -104,13 +100,13 @@ impl Events {
 
 /// One watcher's end of the channel.
 pub struct Subscription {
-    rx: broadcast::Receiver<Arc<MeshEvent>>,
+    rx: broadcast::Receiver<Arc<Event>>,
     closing: watch::Receiver<bool>,
 }
 
 /// What a watcher gets next.
 pub enum Next {
-    Event(Arc<MeshEvent>),
+    Event(Arc<Event>),
     /// It fell this many events behind and is dropped.
     Lagged(u64),
     /// The node is stopping.
@@ -133,28 +129,57 @@ impl Subscription {
     }
 }
 
-/// The body of a `mesh watch` answer: one JSON event per line until the
+/// Which events a watcher wants (`/v1/events?moot=ID`).
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only this moot's events.
+    pub moot: Option<String>,
+}
+
+impl Filter {
+    fn keeps(&self, e: &Event) -> bool {
+        match &self.moot {
+            Some(id) => e.moot() == Some(id.as_str()),
+            None => true,
+        }
+    }
+}
+
+/// The body of a `/v1/events` answer: one JSON event per line until the
 /// node stops or the watcher falls behind (then one last `watch_dropped`
-/// line says why).
-pub fn watch_lines(sub: Subscription) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
-    futures::stream::unfold(Some(sub), |sub| async move {
-        let mut sub = sub?;
-        let (event, keep) = match sub.next().await {
-            Next::Event(e) => (e, true),
-            Next::Lagged(n) => (
-                Arc::new(MeshEvent {
-                    detail: format!(
-                        "this watcher fell {n} events behind (more than {BUFFER}) and is dropped; watch again"
-                    ),
-                    ..event_at("watch_dropped", crate::now_ms(), 0)
-                }),
-                false,
-            ),
-            Next::Closed => return None,
-        };
-        let mut line = serde_json::to_vec(&*event).unwrap_or_default();
-        line.push(b'\n');
-        Some((Ok(Bytes::from(line)), keep.then_some(sub)))
+/// line says why, whatever the filter). `hold` is kept as long as the
+/// stream (a listener's slot for it).
+pub fn watch_lines<H: Send + 'static>(
+    sub: Subscription,
+    filter: Filter,
+    hold: H,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
+    futures::stream::unfold(Some((sub, hold)), move |state| {
+        let filter = filter.clone();
+        async move {
+            let (mut sub, hold) = state?;
+            let (event, keep) = loop {
+                match sub.next().await {
+                    Next::Event(e) if filter.keeps(&e) => break (e, true),
+                    Next::Event(_) => continue,
+                    Next::Lagged(n) => {
+                        break (
+                            Arc::new(Event::Mesh(MeshEvent {
+                                detail: format!(
+                                    "this watcher fell {n} events behind (more than {BUFFER}) and is dropped; watch again"
+                                ),
+                                ..event_at("watch_dropped", crate::now_ms(), 0)
+                            })),
+                            false,
+                        );
+                    }
+                    Next::Closed => return None,
+                }
+            };
+            let mut line = serde_json::to_vec(&*event).unwrap_or_default();
+            line.push(b'\n');
+            Some((Ok(Bytes::from(line)), keep.then_some((sub, hold))))
+        }
     })
 }
 
@@ -387,7 +412,7 @@ mod tests {
     #[tokio::test]
     async fn a_watcher_that_falls_behind_is_dropped_with_a_message_and_never_blocks() {
         let events = Events::new(4);
-        let slow = watch_lines(events.subscribe());
+        let slow = watch_lines(events.subscribe(), Filter::default(), ());
         // The publisher never waits on the watcher that does not read.
         for i in 0..100 {
             events.publish(MeshEvent {
@@ -409,7 +434,7 @@ mod tests {
     #[tokio::test]
     async fn a_watcher_gets_events_in_order_and_ends_when_the_node_stops() {
         let events = Events::new(8);
-        let mut lines = Box::pin(watch_lines(events.subscribe()));
+        let mut lines = Box::pin(watch_lines(events.subscribe(), Filter::default(), ()));
         events.publish(event_at("joined", 1, 1));
         events.publish(event_at("removed", 2, 2));
         for want in ["joined", "removed"] {

@@ -17,7 +17,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
 use super::events::{Events, Next};
-use crate::api::dto::MeshEvent;
+use crate::api::dto::{Event, MeshEvent};
 use crate::config::HookSettings;
 
 /// Output kept from each of a run's stdout and stderr for the log; the
@@ -49,6 +49,8 @@ pub fn spawn(settings: &HookSettings, events: &Events) -> Option<tokio::task::Jo
         loop {
             match sub.next().await {
                 Next::Event(e) => {
+                    // Hooks run on membership events only.
+                    let Event::Mesh(e) = &*e else { continue };
                     if !settings.events.is_empty() && !settings.events.contains(&e.event) {
                         continue;
                     }
@@ -57,7 +59,7 @@ pub fn spawn(settings: &HookSettings, events: &Events) -> Option<tokio::task::Jo
                             "hook skipped: hooks.max_running runs are still going");
                         continue;
                     };
-                    let (settings, stop) = (settings.clone(), stop.clone());
+                    let (settings, stop, e) = (settings.clone(), stop.clone(), e.clone());
                     tokio::spawn(async move {
                         let run = run_one(&settings, &e, stop).await;
                         // The slot is free only once nothing of the run is left.

@@ -11,7 +11,8 @@
 //!   TOKEN` (401 without), except `/metrics` when
 //!   `http.metrics_without_auth` is set;
 //! - every answer says `X-Frame-Options: DENY`, `nosniff` and a CSP that
-//!   allows nothing.
+//!   allows nothing (a web page of `daemon::web`: its own scripts, styles
+//!   and fetches only).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,9 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 64;
+/// Event streams (`/v1/events`) served at once, so long-lived streams
+/// leave most connections for requests.
+const MAX_STREAMS: usize = 16;
 
 /// The CSP of every answer: nothing may load, nothing may frame it.
 const CSP: &str = "default-src 'none'; frame-ancestors 'none'";
@@ -184,10 +188,14 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    // A web page sets its own, narrower policy (its own scripts and
+    // styles); everything else allows nothing.
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        );
+    }
     response
 }
 
@@ -252,7 +260,10 @@ impl Listener {
     /// Serves `router` behind the rules until `shutdown` turns true, then
     /// lets open connections finish their request (at most `grace`).
     pub async fn serve(self, router: Router, mut shutdown: watch::Receiver<bool>, grace: Duration) {
-        let app = router.layer(axum::middleware::from_fn_with_state(self.guard, guard));
+        let streams = super::control::StreamSlots(Arc::new(Semaphore::new(MAX_STREAMS)));
+        let app = router
+            .layer(axum::Extension(streams))
+            .layer(axum::middleware::from_fn_with_state(self.guard, guard));
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let mut connections = tokio::task::JoinSet::new();
         loop {

@@ -117,10 +117,36 @@ const RULES: &[Rule] = &[
         "Requests answered, by protocol and outcome (served, refused).",
     ),
     rule(
+        "control.requests.{listener}.{endpoint}",
+        "grove_control_requests",
+        "Control API requests, by listener (socket, http) and endpoint.",
+    ),
+    rule(
         "moot.turns.{outcome}",
         "grove_moot_turns",
         "Hosted moot turns, by outcome (landed, failed).",
     ),
+    rule(
+        "moot.grounding.{verdict}",
+        "grove_moot_grounding",
+        "Hosted moot turns that landed, by grounding verdict (grounded, ungrounded, passed).",
+    ),
+    rule(
+        "moot.quotes.{count}",
+        "grove_moot_quotes",
+        "Quotes in the hosted moots' landed turns (checked, found in the passages): found/checked is the quote rate.",
+    ),
+    rule(
+        "ingest.books.{status}",
+        "grove_ingest_books",
+        "Books stored through the control API, by status (added, new-version, unchanged).",
+    ),
+    Rule {
+        pattern: "ingest.bytes",
+        family: "grove_ingest",
+        help: "Bytes of the books stored through the control API.",
+        unit: Some(Unit::Bytes),
+    },
     rule(
         "sync.{outcome}",
         "grove_syncs",
@@ -258,8 +284,9 @@ pub struct Readings {
     pub chunks: u64,
 }
 
-/// The registry `/metrics` encodes. (Its `register` ends each help text
-/// with a period; the counters' own descriptors carry theirs.)
+/// The registry `/metrics` encodes: libp2p's own families (`libp2p_`,
+/// registered by the network) and grove's. (Its `register` ends each help
+/// text with a period; the counters' own descriptors carry theirs.)
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -272,8 +299,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(stats: Arc<Stats>) -> Metrics {
-        let mut registry = Registry::default();
+    /// Grove's families added to `registry` (which may hold others').
+    pub fn new(stats: Arc<Stats>, mut registry: Registry) -> Metrics {
         let mut gauge = |name: &str, help: &str| {
             let g = Gauge::default();
             registry.register(name, help, g.clone());
@@ -305,6 +332,12 @@ impl Metrics {
             "Hosted moot turns from the ask to the checked answer, by speaker (local, remote)",
             Unit::Seconds,
             stats.turn_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "grove_ingest_duration",
+            "Books stored through the control API, from the request to the commit, by status",
+            Unit::Seconds,
+            stats.ingest_seconds.clone(),
         );
         registry.register_collector(Box::new(Counters(stats)));
         Metrics {
@@ -358,7 +391,7 @@ mod tests {
             "local",
             std::time::Duration::from_millis(3),
         );
-        let text = Metrics::new(stats).render(Readings {
+        let text = Metrics::new(stats, Registry::default()).render(Readings {
             epoch: 2,
             ..Readings::default()
         });

@@ -22,6 +22,7 @@ pub mod peers;
 pub mod rpc;
 pub mod stats;
 pub mod store;
+pub mod web;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
@@ -124,7 +125,10 @@ pub async fn run(
     let http = http::Listener::bind(&settings.http, &state_dir)?;
     let core = mesh::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
     let peer_book = open_peer_book(&state_dir)?;
-    let (network, net_events) = crate::net::Network::start(keypair, net_config).await?;
+    // One registry for /metrics: libp2p's own families, then grove's.
+    let mut registry = prometheus_client::registry::Registry::default();
+    let (network, net_events) =
+        crate::net::Network::start_with_metrics(keypair, net_config, &mut registry).await?;
     let bound = network.listeners().await?;
     let listen: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
     tracing::info!(peer_id = %network.local_peer_id(), listen = ?listen, "network listening");
@@ -161,7 +165,7 @@ pub async fn run(
         advertised,
         verdict: verdict_rx,
     };
-    let (node, control) = wire_up(parts, listen);
+    let (node, control) = wire_up(parts, listen, registry);
     let tasks = Tasks::start(node, net_events, listener, http, control, hooks);
     let notifier = notify::Notifier::from_env();
     tracing::info!(state_dir = %state_dir.display(), socket = %socket_path.display(), "grove node ready");
@@ -240,7 +244,7 @@ impl Tasks {
     /// budget.
     async fn stop(self, events: &events::Events) {
         let _ = self.stop.send(true);
-        // Ends the `mesh watch` streams (so in-flight requests can finish)
+        // Ends the event streams (so in-flight requests can finish)
         // and the hook runner.
         events.close();
         if let Err(e) = self.server.await {
@@ -422,7 +426,11 @@ struct Parts<'a> {
 
 /// Wires the node loop and the control routes from the workers: each gets
 /// the handles it needs and nothing else.
-fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::ControlState) {
+fn wire_up(
+    p: Parts<'_>,
+    listen: Vec<String>,
+    registry: prometheus_client::registry::Registry,
+) -> (node::NodeLoop, control::ControlState) {
     let stats = Arc::new(stats::Stats::default());
     let due = Arc::new(due::Due::default());
     let link = outbox::MeshLink::new(p.mesh.clone(), p.net.clone(), stats.clone());
@@ -439,10 +447,13 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
         p.advertised.clone(),
     );
     let started_ms = crate::now_ms();
+    let events = p.mesh.events().clone();
     let control = control::ControlState {
         books: control::Books {
             store: p.store.clone(),
             due: due.clone(),
+            events: events.clone(),
+            stats: stats.clone(),
             // A book is sent whole in one request; allow it plus headroom.
             max_body: usize::try_from(p.settings.limits.max_book_bytes)
                 .unwrap_or(usize::MAX)
@@ -461,7 +472,7 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
         },
         observe: control::Observe {
             health: p.verdict.clone(),
-            metrics: Arc::new(metrics::Metrics::new(stats.clone())),
+            metrics: Arc::new(metrics::Metrics::new(stats.clone(), registry)),
             mesh: p.mesh.clone(),
             peers: p.peers.clone(),
             store: p.store.clone(),
@@ -477,6 +488,7 @@ fn wire_up(p: Parts<'_>, listen: Vec<String>) -> (node::NodeLoop, control::Contr
             advertised: p.advertised,
         },
         moots: moots.clone(),
+        events,
         rpc: rpc.clone(),
         info: Arc::new(dto::NodeInfo {
             peer_id: p.net.local_peer_id().to_string(),
@@ -556,6 +568,7 @@ fn moot_host(
         },
         due: due.clone(),
         stats: stats.clone(),
+        events: p.mesh.events().clone(),
     }
 }
 

@@ -20,6 +20,7 @@ use super::outbox::MeshLink;
 use super::peers::Peers;
 use super::rpc::{self, Rpc};
 use super::stats::Stats;
+use crate::api::dto;
 use crate::mesh::state::MeshState;
 use crate::net::protocol::{mesh_topic, roots_topic};
 use crate::net::{Event, Network};
@@ -263,7 +264,39 @@ impl NodeLoop {
             Event::Listening(addr) => tracing::debug!(%addr, "listening"),
             // Peers learn the new addresses (a relayed one, say) from the
             // next announcement.
-            Event::AddressesChanged => self.due.announce(),
+            Event::AddressesChanged => {
+                self.due.announce();
+                let now_at = self.net.addresses();
+                let text = |l: &[Multiaddr]| l.iter().map(|a| a.to_string()).collect();
+                let (listen, relayed): (Vec<String>, Vec<String>) =
+                    (text(&now_at.listen), text(&now_at.relayed));
+                self.mesh.worker.events().publish(dto::ReachabilityEvent {
+                    event: "reachability_changed".into(),
+                    at: now,
+                    changed: "addresses".into(),
+                    reachability: None,
+                    why: None,
+                    detail: format!(
+                        "reachable at {} listen and {} relayed addresses",
+                        listen.len(),
+                        relayed.len()
+                    ),
+                    listen,
+                    relayed,
+                });
+            }
+            Event::ReachabilityChanged { reachability, why } => {
+                self.mesh.worker.events().publish(dto::ReachabilityEvent {
+                    event: "reachability_changed".into(),
+                    at: now,
+                    changed: "reachability".into(),
+                    reachability: Some(reachability.into()),
+                    detail: format!("this node is judged {reachability}: {why}"),
+                    why: Some(why),
+                    listen: Vec::new(),
+                    relayed: Vec::new(),
+                });
+            }
             Event::PeerConnected(peer) => {
                 let was_online = self.peers.lock().connected.contains(&peer);
                 self.peers.lock().connected(peer, now);

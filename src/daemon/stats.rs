@@ -28,6 +28,9 @@ pub struct Stats {
     /// Hosted moot turns that landed, by `speaker` (`local` or `remote`),
     /// from the ask to the checked answer.
     pub turn_seconds: Latency,
+    /// Books stored through the control API, by `status` (`added`,
+    /// `new-version`, `unchanged`), from the request to the commit.
+    pub ingest_seconds: Latency,
 }
 
 impl Default for Stats {
@@ -36,6 +39,7 @@ impl Default for Stats {
             counters: Mutex::default(),
             search_seconds: Family::new_with_constructor(latency_histogram),
             turn_seconds: Family::new_with_constructor(latency_histogram),
+            ingest_seconds: Family::new_with_constructor(latency_histogram),
         }
     }
 }
@@ -47,7 +51,37 @@ pub fn observe(family: &Latency, label: &'static str, value: &'static str, took:
         .observe(took.as_secs_f64());
 }
 
+/// A hosted moot turn's verdict, as counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Grounded,
+    Ungrounded,
+    /// The speaker passed.
+    Passed,
+}
+
 impl Stats {
+    /// Everything a landed hosted-moot turn counts: the turn, its latency
+    /// by speaker (`local` or `remote`), its grounding verdict and its
+    /// quotes (checked, found).
+    pub fn turn_landed(
+        &self,
+        speaker: &'static str,
+        took: Duration,
+        verdict: Verdict,
+        quotes: (u32, u32),
+    ) {
+        self.bump("moot.turns.landed");
+        observe(&self.turn_seconds, "speaker", speaker, took);
+        self.bump(match verdict {
+            Verdict::Grounded => "moot.grounding.grounded",
+            Verdict::Ungrounded => "moot.grounding.ungrounded",
+            Verdict::Passed => "moot.grounding.passed",
+        });
+        self.add("moot.quotes.checked", u64::from(quotes.0));
+        self.add("moot.quotes.found", u64::from(quotes.1));
+    }
+
     pub fn bump(&self, name: &str) {
         self.add(name, 1);
     }

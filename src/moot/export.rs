@@ -9,8 +9,9 @@
 use prost::Message;
 
 use super::signed::{self, Expect, GENESIS_PREV};
+use super::transcript::RecordError;
 use super::transcript::{TranscriptRecord, UtteranceRecord};
-use super::verify::Mismatch;
+use super::verify::{ChunkLookup, Mismatch};
 use crate::announce;
 use crate::identity;
 use crate::merkle::Hash;
@@ -151,4 +152,116 @@ pub fn verify_signed_export(signed_hex: &str) -> Result<(Vouched, Vec<Mismatch>)
         },
         mismatches,
     ))
+}
+
+/// Who vouches for a checked export, as `grove moot verify` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VouchedSummary {
+    pub mesh_id: String,
+    pub roster_hash: String,
+    pub host: String,
+    pub signed_turns: usize,
+}
+
+/// The verdict on a transcript or export file: what `grove moot verify`
+/// prints and the web page's verify route shows, from this one function.
+#[derive(Debug, Clone)]
+pub struct FileVerdict {
+    pub utterances: usize,
+    /// Set for an export (absent for a plain transcript).
+    pub vouched: Option<VouchedSummary>,
+    /// Empty when the file checks out.
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// Why a file could not be checked at all.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("--expect-mesh and --expect-roster apply to moot exports only")]
+    ExpectOnTranscript,
+    #[error("not a moot export: {0}")]
+    NotExport(String),
+    #[error("reading transcript: {0}")]
+    Transcript(#[from] RecordError),
+    #[error(transparent)]
+    Export(#[from] ExportError),
+}
+
+/// The readable parts of an export file beside the signed body.
+#[derive(serde::Deserialize)]
+struct ExportFile {
+    mesh_id: String,
+    roster_hash: String,
+    transcript: TranscriptRecord,
+    signed: String,
+}
+
+/// Whether a file's text is a moot export rather than a plain transcript.
+pub fn is_export(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v["format"] == EXPORT_FORMAT)
+}
+
+/// Checks a transcript or export file's text: an export's host signature,
+/// roster, announcements and every signed turn first, then the
+/// transcript's re-grading ([`super::verify::verify`]); where `store`
+/// holds a book, its passages are also checked against the stored chunks.
+pub fn verify_file(
+    text: &str,
+    expect_mesh: Option<&str>,
+    expect_roster: Option<&str>,
+    store: Option<&mut dyn ChunkLookup>,
+) -> Result<FileVerdict, FileError> {
+    if !is_export(text) {
+        if expect_mesh.is_some() || expect_roster.is_some() {
+            return Err(FileError::ExpectOnTranscript);
+        }
+        let transcript = TranscriptRecord::from_json(text)?;
+        let mismatches = super::verify::verify(&transcript, store)?;
+        return Ok(FileVerdict {
+            utterances: transcript.utterances.len(),
+            vouched: None,
+            mismatches,
+        });
+    }
+    let export: ExportFile =
+        serde_json::from_str(text).map_err(|e| FileError::NotExport(e.to_string()))?;
+    let (vouched, mut mismatches) = verify_signed_export(&export.signed)?;
+    let whole = |what: String| Mismatch { turn: None, what };
+    if export.transcript != vouched.transcript {
+        mismatches.push(whole(
+            "the readable transcript differs from the signed one".into(),
+        ));
+    }
+    if export.mesh_id != vouched.mesh_id || export.roster_hash != vouched.roster_hash {
+        mismatches.push(whole(
+            "the mesh id or roster hash shown differs from the signed roster".into(),
+        ));
+    }
+    mismatches.extend(super::verify::verify(&vouched.transcript, store)?);
+    if let Some(m) = expect_mesh
+        && m != vouched.mesh_id
+    {
+        mismatches.push(whole(format!(
+            "vouched for by mesh {}, not {m}",
+            vouched.mesh_id
+        )));
+    }
+    if let Some(r) = expect_roster
+        && r != vouched.roster_hash
+    {
+        mismatches.push(whole(format!(
+            "vouched for by roster {}, not {r}",
+            vouched.roster_hash
+        )));
+    }
+    Ok(FileVerdict {
+        utterances: vouched.transcript.utterances.len(),
+        vouched: Some(VouchedSummary {
+            mesh_id: vouched.mesh_id,
+            roster_hash: vouched.roster_hash,
+            host: vouched.host,
+            signed_turns: vouched.turns,
+        }),
+        mismatches,
+    })
 }

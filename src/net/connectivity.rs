@@ -337,9 +337,11 @@ impl Connectivity {
 
     /// Re-judges reachability and acts on it: a public node confirms its
     /// external addresses (so its relay serves) and drops its
-    /// reservations; another reserves on relays up to `want`.
-    pub fn tick(&mut self, swarm: &mut Swarm<Behaviour>) {
+    /// reservations; another reserves on relays up to `want`. Returns the
+    /// new judgement when it changed.
+    pub fn tick(&mut self, swarm: &mut Swarm<Behaviour>) -> Option<(Reachability, String)> {
         let judgement = self.reach.judge();
+        let mut changed = None;
         if judgement.reachability != self.judged {
             tracing::info!(
                 reachability = judgement.reachability.as_str(),
@@ -347,7 +349,15 @@ impl Connectivity {
                 "reachability"
             );
             self.judged = judgement.reachability;
+            changed = Some((judgement.reachability, judgement.why.clone()));
         }
+        self.act(swarm, judgement);
+        changed
+    }
+
+    /// Serves as a relay, confirms external addresses and keeps relay
+    /// reservations as `judgement` says.
+    fn act(&mut self, swarm: &mut Swarm<Behaviour>, judgement: super::reach::Judgement) {
         // The relay server hands out the confirmed external addresses, and
         // offers the relay protocol only while it has some.
         let external: Vec<Multiaddr> = if self.access.serve == super::RelayServe::Off {

@@ -48,6 +48,8 @@ struct EventLoop {
     redial_after_close: HashMap<PeerId, Multiaddr>,
     /// When to reconnect to the members after this node's welcome.
     reconnect_at: Option<tokio::time::Instant>,
+    /// libp2p's own metrics, fed every swarm event.
+    metrics: libp2p_metrics::Metrics,
 }
 
 type Connecting = oneshot::Sender<Result<(), NetError>>;
@@ -57,6 +59,7 @@ pub(super) async fn spawn(
     config: NetConfig,
     commands: mpsc::Receiver<Command>,
     events: mpsc::Sender<Event>,
+    metrics: libp2p_metrics::Metrics,
 ) -> Result<watch::Receiver<Addresses>, NetError> {
     let gate = Gate::default();
     let (mut swarm, mut connectivity) = transport::build_swarm(keypair, &config, &gate)?;
@@ -82,6 +85,7 @@ pub(super) async fn spawn(
         addresses,
         redial_after_close: HashMap::new(),
         reconnect_at: None,
+        metrics,
     };
     tokio::spawn(event_loop.run());
     Ok(watched)
@@ -118,7 +122,12 @@ impl EventLoop {
     /// Judges reachability, keeps relay slots, and redials configured
     /// relays that are not connected.
     fn on_tick(&mut self) {
-        self.connectivity.tick(&mut self.swarm);
+        if let Some((reachability, why)) = self.connectivity.tick(&mut self.swarm) {
+            self.emit(Event::ReachabilityChanged {
+                reachability: reachability.as_str(),
+                why,
+            });
+        }
         let missing: Vec<Multiaddr> = self
             .connectivity
             .configured()
@@ -337,7 +346,22 @@ impl EventLoop {
         self.connecting = waiting;
     }
 
+    /// Feeds libp2p's metrics the swarm event and the behaviour events
+    /// they know.
+    fn record(&self, event: &SwarmEvent<BehaviourEvent>) {
+        use libp2p_metrics::Recorder;
+        self.metrics.record(event);
+        match event {
+            SwarmEvent::Behaviour(BehaviourEvent::Identify(e)) => self.metrics.record(e),
+            SwarmEvent::Behaviour(BehaviourEvent::Ping(e)) => self.metrics.record(e),
+            SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(e)) => self.metrics.record(e),
+            SwarmEvent::Behaviour(BehaviourEvent::Relay(e)) => self.metrics.record(e),
+            _ => {}
+        }
+    }
+
     async fn on_swarm(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        self.record(&event);
         match event {
             SwarmEvent::IncomingConnectionError { error, .. } => {
                 self.emit(Event::Dropped {

@@ -21,6 +21,7 @@ use std::time::Duration;
 pub use admission::AdmissionCounts;
 pub use connectivity::{Addresses, ConnectivityReport, LinkReport, RelayUse};
 use libp2p::{Multiaddr, PeerId, identity};
+use prometheus_client::registry::Registry;
 pub use protocol::{DropReason, Protocol};
 pub use reach::{Reachability, ReachabilityMode};
 pub use relay::{RelayLimits, RelayServe};
@@ -98,6 +99,12 @@ pub enum Event {
     /// The addresses others can reach this node at changed (a relay
     /// reservation came or went, a listener address appeared).
     AddressesChanged,
+    /// This node's judged reachability changed (`public`, `private`,
+    /// `unknown`), and why.
+    ReachabilityChanged {
+        reachability: &'static str,
+        why: String,
+    },
     PeerConnected(PeerId),
     PeerDisconnected(PeerId),
     /// A gossip message awaiting its [`Verdict`] (report it with
@@ -178,10 +185,21 @@ impl Network {
         keypair: identity::Keypair,
         config: NetConfig,
     ) -> Result<(Network, mpsc::Receiver<Event>), NetError> {
+        Network::start_with_metrics(keypair, config, &mut Registry::default()).await
+    }
+
+    /// [`start`](Self::start), with libp2p's own metrics (swarm, identify,
+    /// ping, relay, gossipsub) registered in `registry` under `libp2p_`.
+    pub async fn start_with_metrics(
+        keypair: identity::Keypair,
+        config: NetConfig,
+        registry: &mut Registry,
+    ) -> Result<(Network, mpsc::Receiver<Event>), NetError> {
         let local = keypair.public().to_peer_id();
         let (commands, command_rx) = mpsc::channel(256);
         let (events_tx, events) = mpsc::channel(1024);
-        let addresses = event_loop::spawn(keypair, config, command_rx, events_tx).await?;
+        let metrics = libp2p_metrics::Metrics::new(registry);
+        let addresses = event_loop::spawn(keypair, config, command_rx, events_tx, metrics).await?;
         Ok((
             Network {
                 commands,

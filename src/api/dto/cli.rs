@@ -46,19 +46,20 @@ pub struct MootVerified {
 }
 
 impl MootVerified {
-    /// The one builder of the report, for transcripts and exports alike.
-    pub fn new(
-        file: &std::path::Path,
-        utterances: usize,
-        vouched: Option<VouchedBy>,
-        mismatches: &[Mismatch],
-    ) -> MootVerified {
+    /// The one builder of the report, for transcripts and exports alike,
+    /// from the one verdict (`moot::export::verify_file`).
+    pub fn new(file: &std::path::Path, verdict: crate::moot::export::FileVerdict) -> MootVerified {
         MootVerified {
             file: file.display().to_string(),
-            utterances,
-            vouched,
-            ok: mismatches.is_empty(),
-            mismatches: mismatches.iter().map(MismatchView::from).collect(),
+            utterances: verdict.utterances,
+            vouched: verdict.vouched.map(|v| VouchedBy {
+                mesh_id: v.mesh_id,
+                roster_hash: v.roster_hash,
+                host: v.host,
+                signed_turns: v.signed_turns,
+            }),
+            ok: verdict.mismatches.is_empty(),
+            mismatches: verdict.mismatches.iter().map(MismatchView::from).collect(),
         }
     }
 }

@@ -201,8 +201,8 @@ pub struct Revoked {
     pub approval_revocation: Option<String>,
 }
 
-/// One membership event, a line of `mesh watch --json` (and the
-/// `GROVE_EVENT*` variables of a hook).
+/// One membership event, a line of `/v1/events` and `mesh watch --json`
+/// (and the `GROVE_EVENT*` variables of a hook).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MeshEvent {
     /// proposal_opened, vote_cast, committed, rejected, withdrawn, expired,

@@ -5,12 +5,14 @@
 
 mod books;
 mod cli;
+mod events;
 mod mesh;
 mod moots;
 mod node;
 
 pub use books::*;
 pub use cli::*;
+pub use events::*;
 pub use mesh::*;
 pub use moots::*;
 pub use node::*;

@@ -46,6 +46,10 @@ pub struct MootLine {
     /// The speaking node's decision: speak or pass, why, how long it took.
     #[serde(default)]
     pub decision: Option<crate::moot::transcript::DecisionRecord>,
+    /// When the turn landed on the host, Unix ms (0 for a turn saved
+    /// before landing times were kept).
+    #[serde(default)]
+    pub at: i64,
 }
 
 /// One moot in `moot list`.

@@ -3,13 +3,16 @@
 //! `cargo run --release --bin grove-bench -- store`.
 
 mod admission;
+mod cdp;
 mod grounding;
 mod mesh;
+mod metrics;
 mod model;
 mod moot_net;
 mod nat;
 mod net;
 mod store;
+mod web;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -19,14 +22,16 @@ fn main() -> anyhow::Result<()> {
         "admission" => admission::run(rest),
         "grounding" => grounding::run(rest),
         "mesh" => mesh::run(rest),
+        "metrics" => metrics::run(rest),
         "model" => model::run(rest),
         "net" => net::run(rest),
         "nat" => nat::run(rest),
         "moot-net" => moot_net::run(rest),
         "store" => store::run(rest),
+        "web" => web::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, nat, net, store"
+                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, metrics, model, moot-net, nat, net, store, web"
             )
         }
     }

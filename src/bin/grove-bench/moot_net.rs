@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::net::{grove, grove_bin, join, json, percentile, start_with, wait_until};
 
 /// Answers every chat completion at once: a quote of [s1]'s first words.
-fn instant_model() -> anyhow::Result<String> {
+pub(crate) fn instant_model() -> anyhow::Result<String> {
     serve_instant_model(TcpListener::bind("127.0.0.1:0")?)
 }
 

@@ -105,34 +105,98 @@ pub fn resume(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     ctx.show(&Resumed(r))
 }
 
+/// `grove moot watch`: the turns so far, then each turn as it lands, read
+/// from the node's event stream (nothing polls), until the moot finishes
+/// or pauses. The stream is opened before the turns so far are asked for,
+/// so no turn falls between the two.
 pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    use std::cell::{Cell, RefCell};
     let client = ctx.daemon()?;
-    let mut printed = 0usize;
-    loop {
-        let v: dto::MootView =
-            match client.request(Method::GET, &url("/v1/moot/show", id), Vec::new()) {
-                Ok(v) => v,
-                // Said as such, so a `watch | handler` pipeline can tell
-                // it from the moot's end (the moot resumes with the daemon).
-                Err(e) if e.kind == grove::api::ErrorKind::Unavailable => {
-                    return Err(client.stream_ended(Some(e)).into());
-                }
-                Err(e) => return Err(e.into()),
-            };
-        for line in v.lines.iter().skip(printed) {
-            ctx.show_line(line)?;
+    // Lines printed so far: the index of the next turn to print.
+    let printed = Cell::new(0usize);
+    // How the moot ended (its state and reason), or why the stream did.
+    let end: RefCell<Option<(String, Option<String>)>> = RefCell::new(None);
+    let dropped: RefCell<Option<String>> = RefCell::new(None);
+    let failed: RefCell<Option<anyhow::Error>> = RefCell::new(None);
+    let print = |line: &dto::MootLine| match ctx.show_line(line) {
+        Ok(()) => true,
+        Err(e) => {
+            *failed.borrow_mut() = Some(e);
+            false
         }
-        printed = v.lines.len();
-        if v.state != "running" {
-            if !ctx.json {
-                match &v.reason {
-                    Some(r) => println!("moot {} is {}: {r}", v.id, v.state),
-                    None => println!("moot {} is {}", v.id, v.state),
-                }
+    };
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    q.append_pair("moot", id);
+    let stream = format!("/v1/events?{}", q.finish());
+    let snapshot = url("/v1/moot/show", id);
+    let so_far = |v: dto::MootView| {
+        for line in &v.lines {
+            if !print(line) {
+                return false;
             }
-            return Ok(());
         }
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        printed.set(v.lines.len());
+        if v.state != "running" {
+            *end.borrow_mut() = Some((v.state, v.reason));
+            return false;
+        }
+        true
+    };
+    let ended = client.stream_after(&stream, Some((snapshot.as_str(), so_far)), |line| {
+        let e = match serde_json::from_slice::<dto::Event>(line) {
+            Ok(dto::Event::Moot(e)) => e,
+            Ok(dto::Event::Mesh(e)) if e.event == "watch_dropped" => {
+                *dropped.borrow_mut() = Some(e.detail);
+                return false;
+            }
+            _ => return true,
+        };
+        match e.event.as_str() {
+            "moot_turn" => {
+                let index = e.turn.map_or(usize::MAX, |t| t as usize);
+                // A turn the snapshot already showed is not printed twice.
+                if index < printed.get() {
+                    return true;
+                }
+                let Some(line) = e.line() else { return true };
+                printed.set(index.saturating_add(1));
+                print(&line)
+            }
+            "moot_finished" => {
+                *end.borrow_mut() = Some(("finished".into(), None));
+                false
+            }
+            "moot_paused" => {
+                *end.borrow_mut() = Some(("paused".into(), e.reason));
+                false
+            }
+            _ => true,
+        }
+    });
+    if let Some(e) = failed.into_inner() {
+        return Err(e);
+    }
+    if let Some(why) = dropped.into_inner() {
+        bail!("{}", grove::mesh::names::Escaped(&why));
+    }
+    if let Some((state, reason)) = end.into_inner() {
+        if !ctx.json {
+            match reason {
+                Some(r) => println!("moot {id} is {state}: {r}"),
+                None => println!("moot {id} is {state}"),
+            }
+        }
+        return Ok(());
+    }
+    match ended {
+        Ok(grove::api::client::StreamEnd::Caller) => Ok(()),
+        // Said as such, so a `watch | handler` pipeline can tell it from
+        // the moot's end (the moot resumes with the daemon).
+        Ok(grove::api::client::StreamEnd::Daemon) => Err(client.stream_ended(None).into()),
+        Err(e) if e.kind == grove::api::ErrorKind::Unavailable => {
+            Err(client.stream_ended(Some(e)).into())
+        }
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -14,7 +14,9 @@ use super::{Answer, Query};
 use crate::api::books::{AddRequest, BookApi};
 use crate::api::{ApiError, dto};
 use crate::daemon::due::Due;
+use crate::daemon::events::Events;
 use crate::daemon::rpc::{self, Rpc};
+use crate::daemon::stats::Stats;
 use crate::daemon::store::StoreWorker;
 
 /// What the book endpoints need; cheap to clone.
@@ -24,6 +26,10 @@ pub struct Books {
     pub due: Arc<Due>,
     /// The largest book body accepted, in bytes.
     pub max_body: usize,
+    /// Where books added and removed are published.
+    pub events: Events,
+    /// Ingest counters and latency.
+    pub stats: Arc<Stats>,
 }
 
 /// `true` in a query string.
@@ -62,11 +68,40 @@ pub async fn add(
         source: q.source.unwrap_or_else(|| "(control socket)".into()),
         force: flag(&q.force),
     };
+    let size = bytes.len() as u64;
+    let started = std::time::Instant::now();
     let added = books
         .store
         .call(move |b| b.add(&add, &bytes, &mut |_| {}))
         .await??;
+    let status = match added.status.as_str() {
+        "added" => "added",
+        "new-version" => "new-version",
+        _ => "unchanged",
+    };
+    crate::daemon::stats::observe(
+        &books.stats.ingest_seconds,
+        "status",
+        status,
+        started.elapsed(),
+    );
+    books.stats.bump(&format!("ingest.books.{status}"));
+    books.stats.add("ingest.bytes", size);
     books.due.announce();
+    if added.status != "unchanged" {
+        books.events.publish(dto::BookEvent {
+            event: "book_added".into(),
+            at: crate::now_ms(),
+            detail: format!(
+                "book {} added ({}, version {})",
+                added.key, added.status, added.version
+            ),
+            key: added.key.clone(),
+            title: added.title.clone(),
+            version: added.version,
+            root: added.root.clone(),
+        });
+    }
     Ok(Json(added))
 }
 
@@ -103,6 +138,15 @@ pub struct KeyQuery {
 pub async fn remove(State(books): State<Books>, Query(q): Query<KeyQuery>) -> Answer<dto::Book> {
     let removed = books.store.call(move |b| b.remove(&q.key)).await??;
     books.due.announce();
+    books.events.publish(dto::BookEvent {
+        event: "book_removed".into(),
+        at: crate::now_ms(),
+        detail: format!("book {} removed", removed.key),
+        key: removed.key.clone(),
+        title: removed.title.clone(),
+        version: removed.version,
+        root: removed.root.clone(),
+    });
     Ok(Json(removed))
 }
 

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 /// Connections served at once; one more is answered 503 and closed.
 pub const MAX_CONNECTIONS: usize = 256;
 /// Connections one client process may hold at once (the CLI holds one; a
-/// `mesh watch` one more), so one process cannot fill [`MAX_CONNECTIONS`].
+/// watch its event stream), so one process cannot fill [`MAX_CONNECTIONS`].
 pub const MAX_PER_CLIENT: usize = 32;
 /// A request's head must arrive within this; an idle keep-alive connection
 /// is closed after it too.

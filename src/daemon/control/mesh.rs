@@ -198,16 +198,6 @@ impl MeshOps {
     }
 }
 
-/// `mesh watch`: membership events as they happen, one JSON object per
-/// line, until the node stops or the watcher falls behind.
-pub async fn watch(State(ops): State<MeshOps>) -> axum::response::Response {
-    let lines = crate::daemon::events::watch_lines(ops.link.worker.events().subscribe());
-    axum::response::Response::builder()
-        .header(axum::http::header::CONTENT_TYPE, "application/x-ndjson")
-        .body(axum::body::Body::from_stream(lines))
-        .unwrap_or_default()
-}
-
 pub async fn status(State(ops): State<MeshOps>) -> Answer<dto::MeshStatus> {
     Ok(Json(ops.status_now()?))
 }

@@ -8,6 +8,7 @@
 mod books;
 mod conn;
 mod doctor;
+mod events;
 mod mesh;
 mod moots;
 mod observe;
@@ -24,9 +25,11 @@ use axum::routing::{MethodRouter, get, post};
 use serde::de::DeserializeOwned;
 
 pub use self::books::Books;
+pub use self::events::StreamSlots;
 pub use self::mesh::MeshOps;
 pub use self::observe::{Observe, Verdict};
 pub use self::peers::NodeView;
+use super::events::Events;
 use super::moots::MootHost;
 use super::rpc::Rpc;
 use crate::api::{ApiError, ErrorKind, dto};
@@ -42,6 +45,8 @@ pub struct ControlState {
     pub rpc: Rpc,
     pub info: Arc<dto::NodeInfo>,
     pub observe: Observe,
+    /// The node's event stream.
+    pub events: Events,
 }
 
 macro_rules! substate {
@@ -54,7 +59,7 @@ macro_rules! substate {
     };
 }
 
-substate!(books: Books, mesh: MeshOps, node: NodeView, moots: MootHost, rpc: Rpc, info: Arc<dto::NodeInfo>, observe: Observe);
+substate!(books: Books, mesh: MeshOps, node: NodeView, moots: MootHost, rpc: Rpc, info: Arc<dto::NodeInfo>, observe: Observe, events: Events);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -91,16 +96,36 @@ async fn unknown(method: Method, uri: Uri) -> ApiError {
     )
 }
 
+/// Where requests are counted: the listener's name and the paths of its
+/// routes (anything else counts as `unknown`, so peers' typos cannot grow
+/// the counters).
+#[derive(Clone)]
+struct Counted {
+    listener: &'static str,
+    paths: Arc<std::collections::BTreeSet<&'static str>>,
+    stats: Arc<super::stats::Stats>,
+}
+
 /// Logs every request (at debug), so an operator can see what reached the
-/// daemon.
-async fn log_request(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    tracing::debug!(method = %request.method(), path = %request.uri().path(), "control request");
+/// daemon, and counts it by listener and endpoint
+/// (`control.requests.<listener>.<path>`).
+async fn log_request(
+    axum::extract::State(counted): axum::extract::State<Counted>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let path = request.uri().path();
+    tracing::debug!(method = %request.method(), %path, listener = counted.listener, "control request");
+    let endpoint = counted.paths.get(path).copied().unwrap_or("unknown");
+    counted
+        .stats
+        .bump(&format!("control.requests.{}.{endpoint}", counted.listener));
     next.run(request).await
 }
 
 /// Where a route is served: the control socket serves every route; the
-/// HTTP listener only the probes and read-only views (no secrets, nothing
-/// that changes state, nothing that streams).
+/// HTTP listener only the probes, read-only views and the event stream
+/// (no secrets, nothing that changes state).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Served {
     Socket,
@@ -110,9 +135,10 @@ enum Served {
 /// The route table: every endpoint, once, with where it is served.
 fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
     use Served::{Both, Socket};
-    vec![
+    let mut table = vec![
         ("/health", get(observe::health), Both),
         ("/metrics", get(observe::metrics), Both),
+        ("/v1/events", get(events::events), Both),
         ("/v1/node", get(books::node_info), Both),
         ("/v1/books", get(books::list), Both),
         ("/v1/books/add", post(books::add), Socket),
@@ -131,7 +157,6 @@ fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
         ("/v1/node/doctor", get(doctor::doctor), Socket),
         ("/v1/node/gossip", get(peers::gossip), Socket),
         ("/v1/mesh/status", get(mesh::status), Both),
-        ("/v1/mesh/watch", get(mesh::watch), Socket),
         ("/v1/mesh/proposals", get(mesh::proposals), Both),
         ("/v1/mesh/invites", get(mesh::invites), Socket),
         ("/v1/mesh/init", post(mesh::init), Socket),
@@ -147,13 +172,28 @@ fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
         ("/v1/moot/resume", post(moots::resume), Socket),
         ("/v1/moot/show", get(moots::show), Both),
         ("/v1/moot/export", get(moots::export), Socket),
-    ]
+    ];
+    // The web pages (`daemon::web`), on both.
+    table.extend(super::web::routes().into_iter().map(|(p, m)| (p, m, Both)));
+    table
+}
+
+/// `mesh status`, for the web overview.
+pub(crate) async fn mesh_status(ops: &MeshOps) -> Result<dto::MeshStatus, ApiError> {
+    mesh::status(axum::extract::State(ops.clone()))
+        .await
+        .map(|j| j.0)
+}
+
+/// Every member's announced roots, for the web overview.
+pub(crate) async fn roots(node: &NodeView) -> dto::RootsView {
+    peers::roots(axum::extract::State(node.clone())).await.0
 }
 
 /// The control socket's router: every route.
 pub fn router(state: ControlState) -> Router {
     let all = routes().into_iter().map(|(path, method, _)| (path, method));
-    finish(all.collect(), state)
+    finish(all.collect(), state, "socket")
 }
 
 /// The HTTP listener's router: the same handlers, its routes only.
@@ -162,16 +202,25 @@ pub fn http_router(state: ControlState) -> Router {
         .into_iter()
         .filter(|(_, _, served)| *served == Served::Both)
         .map(|(path, method, _)| (path, method));
-    finish(narrow.collect(), state)
+    finish(narrow.collect(), state, "http")
 }
 
-fn finish(routes: Vec<(&'static str, MethodRouter<ControlState>)>, state: ControlState) -> Router {
+fn finish(
+    routes: Vec<(&'static str, MethodRouter<ControlState>)>,
+    state: ControlState,
+    listener: &'static str,
+) -> Router {
     let max_body = state.books.max_body;
+    let counted = Counted {
+        listener,
+        paths: Arc::new(routes.iter().map(|(path, _)| *path).collect()),
+        stats: state.node.stats.clone(),
+    };
     routes
         .into_iter()
         .fold(Router::new(), |r, (path, method)| r.route(path, method))
         .fallback(unknown)
-        .layer(axum::middleware::from_fn(log_request))
+        .layer(axum::middleware::from_fn_with_state(counted, log_request))
         .method_not_allowed_fallback(unknown)
         // A book is sent whole in one request; its handler says the limit.
         .layer(axum::extract::DefaultBodyLimit::max(max_body))

@@ -72,6 +72,9 @@ pub struct SavedLine {
     pub grounded: bool,
     #[serde(default)]
     pub decision: Option<DecisionRecord>,
+    /// When it landed, Unix ms (0 in files from before this was saved).
+    #[serde(default)]
+    pub at: i64,
 }
 
 /// What a resume needs: the trees as `PEER_ID:KEY` and the settings.
@@ -183,6 +186,7 @@ impl Moot {
                     text: l.text.clone(),
                     grounded: l.grounded,
                     decision: l.decision.clone(),
+                    at: l.at,
                 })
                 .collect(),
             transcript: v.transcript.clone(),

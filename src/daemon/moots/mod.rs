@@ -22,6 +22,7 @@ use crate::api::{ApiError, dto};
 use crate::identity::peer_id_text;
 use crate::merkle::Hash;
 use crate::mesh::codec;
+use crate::mesh::names::Escaped;
 use crate::moot::export::{EXPORT_FORMAT, EXPORT_TAG};
 use crate::moot::{MootSettings, Tree};
 use crate::net::Network;
@@ -58,6 +59,50 @@ pub struct MootHost {
     pub due: Arc<Due>,
     /// Turn counts and latency (`/metrics`).
     pub stats: Arc<crate::daemon::stats::Stats>,
+    /// Where the moots' starts, turns, pauses and ends are published.
+    pub events: crate::daemon::events::Events,
+}
+
+/// The `moot_turn` event of the turn saved at `index` of moot `id`'s lines.
+fn turn_event(
+    id: &str,
+    index: u32,
+    u: &crate::moot::Utterance,
+    peer: PeerId,
+    at: i64,
+) -> dto::MootEvent {
+    let decision: Option<crate::moot::transcript::DecisionRecord> =
+        u.decision.as_ref().map(Into::into);
+    let detail = match decision.as_ref().filter(|d| d.action == "pass") {
+        Some(d) => format!(
+            "turn {} of moot {id}: {} passes ({})",
+            u.turn,
+            Escaped(&u.title),
+            Escaped(&d.reason)
+        ),
+        None => format!(
+            "turn {} of moot {id}: {} ({})",
+            u.turn,
+            Escaped(&u.title),
+            if u.grounded {
+                "grounded"
+            } else {
+                "not grounded"
+            }
+        ),
+    };
+    dto::MootEvent {
+        turn: Some(index),
+        number: Some(u.turn),
+        key: Some(u.speaker.clone()),
+        title: Some(u.title.clone()),
+        peer: Some(peer.to_string()),
+        text: Some(u.text.clone()),
+        grounded: Some(u.grounded),
+        grounding: Some(u.grounding.counts),
+        decision,
+        ..dto::MootEvent::bare("moot_turn", at, id, detail)
+    }
 }
 
 /// A tree argument: `PEER:KEY` (PEER is `self`, a member's name or peer id).
@@ -264,6 +309,17 @@ impl MootHost {
             plan: Some(plan),
             summaries: Vec::new(),
         });
+        let trees: Vec<String> = resolved.iter().map(|r| r.tree.key.clone()).collect();
+        self.events.publish(dto::MootEvent::bare(
+            "moot_started",
+            crate::now_ms(),
+            &id,
+            format!(
+                "moot {id} started: {} ({} turns)",
+                trees.join(" ⇄ "),
+                settings.turns
+            ),
+        ));
         self.spawn_run(Run {
             id: id.clone(),
             resolved,
@@ -322,6 +378,16 @@ impl MootHost {
             }
         });
         tracing::info!(%id, done = moot.turns.len(), "resuming moot");
+        self.events.publish(dto::MootEvent::bare(
+            "moot_resumed",
+            crate::now_ms(),
+            id,
+            format!(
+                "moot {id} resumed after {} of {} turns",
+                moot.turns.len(),
+                plan.turns
+            ),
+        ));
         self.spawn_run(Run {
             id: id.to_string(),
             resolved,
@@ -366,16 +432,34 @@ impl MootHost {
         tokio::task::spawn_blocking(move || {
             let id = run.id.clone();
             match run::run(&host, rt, run) {
-                Ok(transcript) => host.book.update(&id, |m| {
-                    m.view.state = MootState::Finished;
-                    m.view.reason = None;
-                    m.view.cause = None;
-                    m.view.turns_done = m.turns.len() as u32;
-                    m.view.transcript = Some(transcript);
-                }),
+                Ok(transcript) => {
+                    let turns = transcript.utterances.len();
+                    host.book.update(&id, |m| {
+                        m.view.state = MootState::Finished;
+                        m.view.reason = None;
+                        m.view.cause = None;
+                        m.view.turns_done = m.turns.len() as u32;
+                        m.view.transcript = Some(transcript);
+                    });
+                    host.events.publish(dto::MootEvent::bare(
+                        "moot_finished",
+                        crate::now_ms(),
+                        &id,
+                        format!("moot {id} finished after {turns} turns"),
+                    ));
+                }
                 Err(Paused { reason, cause }) => {
                     tracing::warn!(%id, %reason, "moot paused");
-                    host.book.pause(&id, reason, cause);
+                    host.book.pause(&id, reason.clone(), cause);
+                    host.events.publish(dto::MootEvent {
+                        reason: Some(reason.clone()),
+                        ..dto::MootEvent::bare(
+                            "moot_paused",
+                            crate::now_ms(),
+                            &id,
+                            format!("moot {id} paused: {}", Escaped(&reason)),
+                        )
+                    });
                 }
             }
         });

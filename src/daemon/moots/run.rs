@@ -13,6 +13,7 @@ use super::MootHost;
 use super::book::{NO_ANSWER, PauseCause, SavedLine};
 use crate::daemon::model::WorkerModel;
 use crate::daemon::rpc::turn;
+use crate::daemon::stats::Verdict;
 use crate::merkle::Hash;
 use crate::mesh::names::Escaped;
 use crate::moot::host::{self, Speaker, TurnCall};
@@ -61,7 +62,7 @@ impl Resolved {
 
 /// Called after each accepted turn: every signed turn so far, the turn's
 /// wall time in ms, and its utterance.
-type OnTurn = Arc<dyn Fn(&[Signed], u64, &Utterance) + Send + Sync>;
+type OnTurn = Arc<dyn Fn(&[Signed], u64, &Utterance, PeerId) + Send + Sync>;
 
 /// The chain of accepted turns: the last turn's hash and every signed turn.
 type Chain = Arc<Mutex<(Vec<u8>, Vec<Signed>)>>;
@@ -295,17 +296,23 @@ impl Speaker for NodeSpeaker {
                         Ok(checked) => {
                             let turns = self.accept(checked.hash, signed_turn);
                             let took = started.elapsed();
-                            let stats = &self.host.stats;
-                            stats.bump("moot.turns.landed");
                             let speaker = if self.who.local { "local" } else { "remote" };
-                            crate::daemon::stats::observe(
-                                &stats.turn_seconds,
-                                "speaker",
+                            let u = &checked.utterance;
+                            let passed = u.decision.as_ref().is_some_and(|d| d.action() == "pass");
+                            let verdict = match (passed, u.grounded) {
+                                (true, _) => Verdict::Passed,
+                                (false, true) => Verdict::Grounded,
+                                (false, false) => Verdict::Ungrounded,
+                            };
+                            let counts = &u.grounding.counts;
+                            self.host.stats.turn_landed(
                                 speaker,
                                 took,
+                                verdict,
+                                (counts.quotes_total, counts.quotes_found),
                             );
                             let ms = took.as_millis() as u64;
-                            (self.on_turn)(&turns, ms, &checked.utterance);
+                            (self.on_turn)(&turns, ms, &checked.utterance, self.who.peer);
                             return Ok(checked.utterance);
                         }
                         Err(reason) => last = reason,
@@ -386,12 +393,15 @@ pub(super) fn run(
     let chain: Chain = Arc::new(Mutex::new((GENESIS_PREV.to_vec(), Vec::new())));
     let replay = Arc::new(run.replay);
     let silent = Arc::new(Mutex::new(false));
-    let (book, moot) = (host.book.clone(), run.id.clone());
-    let on_turn: OnTurn = Arc::new(move |turns: &[Signed], ms: u64, u: &Utterance| {
+    let (book, moot, events) = (host.book.clone(), run.id.clone(), host.events.clone());
+    let on_turn: OnTurn = Arc::new(move |turns: &[Signed], ms: u64, u: &Utterance, peer| {
+        let at = crate::now_ms();
+        let mut index = None;
         book.update(&moot, |m| {
             m.turns = turns.to_vec();
             m.view.turns_done = turns.len() as u32;
             m.view.turn_ms.push(ms);
+            index = Some(m.view.lines.len() as u32);
             m.view.lines.push(SavedLine {
                 turn: u.turn,
                 key: u.speaker.clone(),
@@ -399,8 +409,13 @@ pub(super) fn run(
                 text: u.text.clone(),
                 grounded: u.grounded,
                 decision: u.decision.as_ref().map(Into::into),
+                at,
             });
         });
+        // Published once the turn is saved, so `/v1/moot/show` has it.
+        if let Some(index) = index {
+            events.publish(super::turn_event(&moot, index, u, peer, at));
+        }
     });
     let trees: Vec<Tree> = run.resolved.iter().map(|r| r.tree.clone()).collect();
     let mut speakers: Vec<NodeSpeaker> = run

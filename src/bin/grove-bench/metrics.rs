@@ -1,0 +1,188 @@
+//! `grove-bench metrics [TURNS]`: what observing a node costs. Ten real
+//! nodes on 127.0.0.1 in one mesh, node1 with 100 books and its `[http]`
+//! listener: the wall time of a `/metrics` scrape over HTTP (p50/p99 of
+//! 200, a fresh connection each, as Prometheus scrapes), its size and
+//! series; then a hosted moot of TURNS turns (default 20, instant model)
+//! on node1 and the cost of everything a landed turn counts
+//! (`Stats::turn_landed`, timed in this process) against the median turn.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::moot_net::{book, run_moot, serve_instant_model};
+use super::net::{Node, grove, grove_bin, join, json, percentile, start_with, wait_until};
+use grove::daemon::stats::{Stats, Verdict};
+
+/// Members of the mesh and books on the scraped node.
+const MEMBERS: usize = 10;
+const BOOKS: usize = 100;
+const SCRAPES: usize = 200;
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// One `GET /metrics` on a fresh connection; the body's length.
+fn scrape(port: u16) -> anyhow::Result<usize> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    if !raw.starts_with(b"HTTP/1.1 200") {
+        bail!(
+            "/metrics: {}",
+            String::from_utf8_lossy(&raw[..raw.len().min(200)])
+        );
+    }
+    Ok(raw.len())
+}
+
+fn body(port: u16) -> anyhow::Result<String> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    Ok(raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default())
+}
+
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let turns: u32 = args.first().map(|s| s.parse()).transpose()?.unwrap_or(20);
+    let bin = grove_bin()?;
+    let root = tempfile::tempdir()?;
+    let url = serve_instant_model(TcpListener::bind("127.0.0.1:0")?)?;
+    let port = free_port()?;
+    let model = [
+        ("GROVE_MODEL__BACKEND", "openai".to_string()),
+        ("GROVE_MODEL__URL", url),
+    ];
+    let mut first = model.to_vec();
+    first.push(("GROVE_HTTP__LISTEN", format!("127.0.0.1:{port}")));
+    println!(
+        "grove-bench metrics: {MEMBERS} nodes in one mesh, {BOOKS} books on node1 ({})",
+        bin.display()
+    );
+    let mut nodes: Vec<Node> = vec![start_with(&bin, root.path(), 1, &first)?];
+    json(&bin, &nodes[0].state, &["mesh", "init", "--name", "bench"])?;
+    for k in 2..=MEMBERS {
+        let joiner = start_with(&bin, root.path(), k, &model)?;
+        join(&bin, &nodes, &joiner)?;
+        nodes.push(joiner);
+    }
+    let add = |k: usize, seed: usize, key: &str| -> anyhow::Result<()> {
+        let path = book(root.path(), seed)?;
+        let out = grove(
+            &bin,
+            &nodes[k - 1].state,
+            &["book", "add", path.to_str().context("path")?, "--key", key],
+        )
+        .output()?;
+        if !out.status.success() {
+            bail!("book add: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    };
+    for i in 0..BOOKS {
+        add(1, i + 1, &format!("bench/b{i}"))?;
+    }
+    add(2, 1000, "bench/two")?;
+    wait_until(
+        "node1 to see every member online and node2's book",
+        Duration::from_secs(120),
+        || {
+            let text = body(port).unwrap_or_default();
+            sample(&text, "grove_mesh_members_online") == Some(MEMBERS as f64)
+                && sample(&text, "grove_books") == Some(BOOKS as f64)
+                && json(&bin, &nodes[0].state, &["roots"])
+                    .is_ok_and(|v| v.to_string().contains("bench/two"))
+        },
+    )?;
+
+    for _ in 0..20 {
+        scrape(port)?;
+    }
+    let mut ms = Vec::with_capacity(SCRAPES);
+    let mut size = 0;
+    for _ in 0..SCRAPES {
+        let t = Instant::now();
+        size = scrape(port)?;
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    let text = body(port)?;
+    let series = text.lines().filter(|l| !l.starts_with('#')).count();
+    let libp2p = text.lines().filter(|l| l.starts_with("libp2p_")).count();
+    println!(
+        "scrape: /metrics over HTTP, {MEMBERS} members online, {BOOKS} books: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target < 5 ms); {size} bytes, {series} series ({libp2p} of them libp2p's)",
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.99),
+        ms[ms.len() - 1]
+    );
+
+    let (_, view) = run_moot(
+        &bin,
+        &nodes[0].state,
+        &["self:bench/b0", "node2:bench/two"],
+        turns,
+    )?;
+    let mut turn_ms: Vec<f64> = view["turn_ms"]
+        .as_array()
+        .context("turn_ms")?
+        .iter()
+        .filter_map(|v| v.as_f64())
+        .collect();
+    turn_ms.sort_by(f64::total_cmp);
+    let median_turn_ms = percentile(&turn_ms, 0.5);
+
+    // Everything a landed turn counts, on a store holding the counters a
+    // running node has (the scraped node's, by name).
+    let stats = Stats::default();
+    let counters = json(&bin, &nodes[0].state, &["node", "stats"])?;
+    for name in counters["counters"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
+        stats.bump(name);
+    }
+    let rounds = 100_000u32;
+    let t = Instant::now();
+    for i in 0..rounds {
+        let verdict = if i % 3 == 0 {
+            Verdict::Ungrounded
+        } else {
+            Verdict::Grounded
+        };
+        stats.turn_landed(
+            "remote",
+            Duration::from_millis(u64::from(i % 5000)),
+            verdict,
+            (2, 1),
+        );
+    }
+    let per_turn_us = t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds);
+    println!(
+        "moot: {turns} turns hosted on node1 (instant model), median turn {median_turn_ms:.1} ms; the counters of one turn {per_turn_us:.2} us = {:.4} % of it (target < 1 %)",
+        per_turn_us / (median_turn_ms * 1000.0) * 100.0
+    );
+    drop(nodes);
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! The node's one event stream (`/v1/events`): during a real three-node
+//! moot with scripted models, `grove moot watch` prints each turn within
+//! 100 ms of its landing on the host and polls nothing (the host's request
+//! counters move by its one snapshot), while a reader of the HTTP
+//! listener's stream, filtered to the moot, gets its whole life.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::cluster::{Daemon, eventually};
+use crate::scripted_openai::{RecordedRequest, Reply};
+
+/// Turns of the watched moot.
+const TURNS: usize = 4;
+/// How late a turn may be printed after it landed.
+const MAX_LATENCY_MS: i64 = 100;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A quoting reply after a pause, so turns land while the watch runs.
+fn paced_reply(req: &RecordedRequest) -> Reply {
+    Reply::Delay(
+        Duration::from_millis(300),
+        Box::new(crate::moot_net::quoting_reply(req)),
+    )
+}
+
+/// Lines read from a reader as they come, each with the wall time (Unix
+/// ms) it was read at.
+type Timed = Arc<Mutex<Vec<(i64, String)>>>;
+
+fn collect_lines(from: impl std::io::Read + Send + 'static) -> Timed {
+    let lines: Timed = Arc::default();
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push((now_ms(), line));
+        }
+    });
+    lines
+}
+
+/// The control-request counters of `d` (`control.requests.*`).
+fn control_requests(d: &Daemon) -> std::collections::BTreeMap<String, u64> {
+    let stats = d.json(&["node", "stats"]);
+    stats["counters"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("control.requests."))
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect()
+}
+
+/// Opens `/v1/events?moot=ID` on the HTTP listener at `port`; its JSON
+/// lines as they come (the chunk framing is skipped: every event is one
+/// chunk, so each JSON line is whole).
+fn http_events(port: u16, query: &str) -> Timed {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET /v1/events{query} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let lines = collect_lines(stream);
+    eventually("the HTTP event stream to answer", || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, l)| l.starts_with("HTTP/1.1 200"))
+    });
+    lines
+}
+
+fn json_lines(lines: &Timed) -> Vec<Value> {
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, l)| l.starts_with('{'))
+        .map(|(_, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn moot_watch_prints_each_turn_as_it_lands_from_the_event_stream_without_polling() {
+    let port = crate::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let host_env = [("GROVE_HTTP__LISTEN", listen.as_str())];
+    let (_servers, _a, _b, c) =
+        crate::moot_net::three_nodes_with(paced_reply, false, [&[], &[], &host_env]);
+    // Every reader of the stream, from before the moot starts: all of it.
+    let all = http_events(port, "");
+    let id = crate::moot_net::start_sea_moot(&c, TURNS as u32);
+    let moot_only = http_events(port, &format!("?moot={id}"));
+    let before = control_requests(&c);
+
+    let watch_started = now_ms();
+    let mut watch =
+        c.g.cmd(&["moot", "watch", &id, "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    let printed = collect_lines(watch.stdout.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = watch.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "moot watch never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "moot watch failed");
+    let after = control_requests(&c);
+
+    // Each turn once, in order, printed within MAX_LATENCY_MS of landing
+    // (the watch may have printed the first turns from its snapshot).
+    let printed = printed.lock().unwrap().clone();
+    let turns: Vec<(i64, Value)> = printed
+        .iter()
+        .map(|(t, l)| (*t, serde_json::from_str::<Value>(l).unwrap()))
+        .collect();
+    assert_eq!(turns.len(), TURNS, "{printed:?}");
+    let mut late = Vec::new();
+    for (i, (read_at, line)) in turns.iter().enumerate() {
+        assert_eq!(line["turn"], i as u64 + 1, "{line}");
+        let landed = line["at"].as_i64().unwrap();
+        assert!(landed > 0, "{line}");
+        // A turn that landed before the watch started came from its
+        // snapshot; the others from the stream, and must be prompt.
+        if landed > watch_started {
+            late.push(read_at - landed);
+        }
+    }
+    eprintln!("moot watch: turn print delay after landing (ms): {late:?}");
+    assert!(late.len() >= TURNS - 1, "the watch came late: {late:?}");
+    assert!(
+        late.iter().all(|ms| *ms <= MAX_LATENCY_MS),
+        "a turn printed more than {MAX_LATENCY_MS} ms after it landed: {late:?}"
+    );
+
+    // No polling: the watch asked for the moot once (its snapshot) and
+    // made no other request but its stream.
+    let delta =
+        |key: &str| after.get(key).copied().unwrap_or(0) - before.get(key).copied().unwrap_or(0);
+    assert_eq!(
+        delta("control.requests.socket./v1/moot/show"),
+        1,
+        "{after:?}"
+    );
+    assert_eq!(delta("control.requests.socket./v1/events"), 1, "{after:?}");
+    let others: Vec<_> = after
+        .keys()
+        .filter(|k| {
+            k.starts_with("control.requests.socket.")
+                && !k.ends_with("/v1/moot/show")
+                && !k.ends_with("/v1/events")
+                && !k.ends_with("/v1/node/stats")
+        })
+        .filter(|k| delta(k) > 0)
+        .collect();
+    assert!(others.is_empty(), "requests during the watch: {others:?}");
+
+    // The HTTP reader of this moot's events got its whole life, in order,
+    // and nothing else; each turn's index points at its line in
+    // `moot show`, with the same landing time.
+    eventually("the moot's stream to carry moot_finished", || {
+        json_lines(&moot_only)
+            .iter()
+            .any(|e| e["event"] == "moot_finished")
+    });
+    let events = json_lines(&moot_only);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    let mut want = vec!["moot_turn"; TURNS];
+    want.push("moot_finished");
+    assert_eq!(names, want, "{events:?}");
+    let stream_late: Vec<i64> = moot_only
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(t, l)| {
+            let e: Value = serde_json::from_str(l).ok()?;
+            (e["event"] == "moot_turn").then(|| t - e["at"].as_i64().unwrap())
+        })
+        .collect();
+    eprintln!("HTTP stream: moot_turn read delay after landing (ms): {stream_late:?}");
+    let docs = crate::docs::documented_shapes();
+    for e in &events {
+        let shape = crate::docs::shape_of(e);
+        assert!(
+            docs.contains(&shape),
+            "{e} has no example in docs/cli-json.md"
+        );
+    }
+    let shown = c.json(&["moot", "show", &id]);
+    for (i, e) in events.iter().take(TURNS).enumerate() {
+        assert_eq!(e["moot"], id.as_str());
+        assert!(e["at"].as_i64().unwrap() > 0);
+        assert_eq!(e["turn"], i as u64, "{e}");
+        let line = &shown["lines"][i];
+        assert_eq!(e["text"], line["text"], "{e}");
+        assert_eq!(e["at"], line["at"], "{e}");
+        assert_eq!(e["key"], line["key"]);
+        assert!(e["grounding"]["quotes_total"].is_u64(), "{e}");
+        assert!(e["peer"].is_string() && e["detail"].is_string(), "{e}");
+    }
+    // The unfiltered reader saw the start too, and a book added later.
+    c.add_book(9);
+    eventually("the stream to carry book_added", || {
+        json_lines(&all).iter().any(|e| e["event"] == "book_added")
+    });
+    let everything = json_lines(&all);
+    for e in everything.iter().filter(|e| e["event"] == "book_added") {
+        assert!(docs.contains(&crate::docs::shape_of(e)), "{e}");
+    }
+    assert!(
+        everything
+            .iter()
+            .any(|e| e["event"] == "moot_started" && e["moot"] == id.as_str()),
+        "{everything:?}"
+    );
+}

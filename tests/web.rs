@@ -1,0 +1,489 @@
+//! The web pages (`daemon::web`) in a real headless Chromium (Debian's
+//! `chromium`, driven over the DevTools protocol by `cdp`): the live moot
+//! page following a three-node moot, its badges and proof panels, the
+//! verify page against `grove moot verify`, and the listener's write rules
+//! on the start form. Screenshots go to `target/web-screenshots/`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use prost::Message;
+use serde_json::Value;
+
+use crate::cdp::{Browser, chromium_binary};
+use crate::cluster::Daemon;
+use crate::scripted_openai::{RecordedRequest, Reply};
+use crate::support::skip;
+
+/// Where the screenshots are kept (a test artifact).
+fn shots() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/web-screenshots")
+}
+
+fn browser() -> Option<Browser> {
+    let Some(bin) = chromium_binary() else {
+        skip("chromium (Debian's chromium package) is not installed");
+        return None;
+    };
+    Some(Browser::launch(&bin, 1000, 1300).expect("chromium starts"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Replies of the speakers: an opening quotes passage [s1] as it is
+/// (verified); a reply misquotes [s1] by one word (kept after the retry,
+/// then snapped) and quotes turn 1's own words as `[o1]`. Each takes a
+/// moment, so the page is open before the turns land.
+fn page_reply(req: &RecordedRequest) -> Reply {
+    let Some(words) = req.first_passage() else {
+        return Reply::text("The two books spoke of the sea and of work.");
+    };
+    // The opening's system message asks what the book holds; a reply's
+    // asks it to answer, challenge, extend...
+    let opening = req.body.to_string().contains("what you hold about");
+    let text = if !opening {
+        let mut near: Vec<String> = words[0..8.min(words.len())].to_vec();
+        if near.len() > 4 {
+            near[4] = "zzzword".into();
+        }
+        format!(
+            "Indeed \"{}\" [s1], yet you said \"and so I hold\" [o1] and I hold otherwise [s1].",
+            near.join(" ")
+        )
+    } else {
+        let quote = words[..5.min(words.len())].join(" ");
+        format!("\"{quote}\" [s1], and so I hold [s1].")
+    };
+    Reply::Delay(Duration::from_millis(1200), Box::new(Reply::text(&text)))
+}
+
+fn count(b: &mut Browser, selector: &str) -> u64 {
+    b.eval(&format!("document.querySelectorAll({selector:?}).length"))
+        .unwrap()
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn text_of(b: &mut Browser, selector: &str) -> String {
+    b.eval(&format!(
+        "(document.querySelector({selector:?}) || {{textContent: ''}}).textContent"
+    ))
+    .unwrap()
+    .as_str()
+    .unwrap_or_default()
+    .to_string()
+}
+
+/// Whether the panel `selector` is open and on top: the point at the
+/// middle of its sheet belongs to it (not clipped, not covered).
+fn on_top(b: &mut Browser, selector: &str) -> bool {
+    b.eval(&format!(
+        "(() => {{ const p = document.querySelector({selector:?}); const s = p && p.querySelector('.inner'); \
+           if (!s) return false; const r = s.getBoundingClientRect(); \
+           const hit = document.elementFromPoint(r.left + r.width / 2, r.top + Math.min(r.height / 2, 200)); \
+           return r.height > 100 && !!hit && p.contains(hit); }})()"
+    ))
+    .unwrap()
+        == Value::Bool(true)
+}
+
+/// Whether the element is shown (not `display: none`).
+fn shown(b: &mut Browser, selector: &str) -> bool {
+    b.eval(&format!(
+        "(() => {{ const e = document.querySelector({selector:?}); return !!e && getComputedStyle(e).display !== 'none'; }})()"
+    ))
+    .unwrap()
+        == Value::Bool(true)
+}
+
+/// The root `holder` announced for `key`, as `grove roots` shows it.
+fn announced_root(observer: &Daemon, key: &str) -> String {
+    let roots = observer.json(&["roots"]);
+    roots["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["shards"].as_array().unwrap().iter())
+        .flat_map(|s| s["books"].as_array().unwrap().iter())
+        .find(|b| b["key"] == key)
+        .and_then(|b| b["root"].as_str())
+        .unwrap_or_else(|| panic!("no root for {key}: {roots}"))
+        .to_string()
+}
+
+#[test]
+fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
+    let Some(mut b) = browser() else { return };
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let host_env: &[(&'static str, &str)] = &[("GROVE_HTTP__LISTEN", &listen)];
+    let (_servers, _a, _bravo, c) =
+        crate::moot_net::three_nodes_with(page_reply, false, [&[], &[], host_env]);
+    let base = format!("http://127.0.0.1:{port}");
+
+    // The overview: the mesh, the books with their roots, the start form.
+    b.navigate(&format!("{base}/")).unwrap();
+    let overview = text_of(&mut b, "main");
+    assert!(
+        overview.contains("moots") && overview.contains("epoch 2"),
+        "{overview}"
+    );
+    assert!(overview.contains("fiction/sea-tales") && overview.contains("essays/field-notes"));
+    assert_eq!(count(&mut b, "form.start select"), 2);
+    b.screenshot(&shots().join("overview.png"), true).unwrap();
+
+    let turns = 4u64;
+    // Started from the overview's form (same origin on loopback); the
+    // answer goes on to the moot's page.
+    b.events.clear();
+    b.eval(&format!(
+        "document.getElementById('topic').value = 'the sea'; \
+         document.getElementById('turns').value = '{turns}'; \
+         document.querySelector('form.start').requestSubmit()"
+    ))
+    .unwrap();
+    b.wait_event("Page.loadEventFired", Duration::from_secs(60))
+        .unwrap();
+    let path = b.eval("location.pathname").unwrap();
+    let id = path
+        .as_str()
+        .and_then(|p| p.strip_prefix("/moots/"))
+        .unwrap_or_else(|| panic!("the form led to {path}: {}", text_of(&mut b, "main")))
+        .to_string();
+    b.eval("window.__loadedOnce = 'yes'").unwrap();
+    let at_load = count(&mut b, "#turns .turn");
+    assert!(at_load < turns, "the page opened after the moot ended");
+    // Each turn appears without a reload, in speaking order.
+    let mut seen = at_load;
+    while seen < turns {
+        b.wait_for(
+            &format!("document.querySelectorAll('#turns .turn').length > {seen}"),
+            Duration::from_secs(120),
+        )
+        .unwrap_or_else(|e| panic!("turn {} never appeared live: {e}", seen + 1));
+        seen = count(&mut b, "#turns .turn");
+        if seen == 2 {
+            b.screenshot(&shots().join("moot-live-running.png"), false)
+                .unwrap();
+        }
+    }
+    b.wait_for(
+        "document.getElementById('moot-state').dataset.state === 'finished'",
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(
+        b.eval("window.__loadedOnce").unwrap(),
+        "yes",
+        "the page reloaded"
+    );
+    let order = b
+        .eval("Array.from(document.querySelectorAll('#turns .turn')).map(t => t.dataset.index).join(',')")
+        .unwrap();
+    assert_eq!(order, "0,1,2,3");
+    b.screenshot(&shots().join("moot-live.png"), true).unwrap();
+
+    // Badges: a verified, a snapped and an [oN] quote, each with its label.
+    for (class, label) in [
+        ("verified", "verified"),
+        ("snapped", "snapped"),
+        ("turn", "[o1]"),
+    ] {
+        let sel = format!("a.q-{class} .badge");
+        assert!(count(&mut b, &sel) >= 1, "no {class} badge");
+        let shown_label = text_of(&mut b, &sel);
+        assert!(shown_label.contains(label), "{class}: {shown_label}");
+    }
+    assert_eq!(count(&mut b, "a.q-unverified"), 0);
+
+    // A verified quote opens its proof: the passage, marked, and the root
+    // alpha announced.
+    let shown_moot = c.json(&["moot", "show", &id]);
+    let first = &shown_moot["transcript"]["utterances"][0];
+    let s1 = first["retrieved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tag"] == "s1")
+        .unwrap();
+    let panel = b
+        .eval("document.querySelector('#t0 a.q-verified').getAttribute('href')")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !shown(&mut b, &panel),
+        "the proof is hidden until asked for"
+    );
+    b.eval("document.querySelector('#t0 a.q-verified').click()")
+        .unwrap();
+    b.wait_for(
+        &format!("getComputedStyle(document.querySelector('{panel}')).display !== 'none'"),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert!(
+        on_top(&mut b, &panel),
+        "the proof panel is hidden or clipped"
+    );
+    let passage = text_of(&mut b, &format!("{panel} blockquote.passage"));
+    assert_eq!(passage, s1["content"].as_str().unwrap());
+    let marked = text_of(&mut b, &format!("{panel} mark"));
+    let quote = first["quotes"][0]["text"].as_str().unwrap();
+    assert_eq!(marked.to_lowercase(), quote.to_lowercase());
+    let root = text_of(&mut b, &format!("{panel} code.root"));
+    assert_eq!(root, announced_root(&c, "fiction/sea-tales"));
+    let facts = text_of(&mut b, &format!("{panel} dl.facts"));
+    assert!(facts.contains(s1["label"].as_str().unwrap()), "{facts}");
+    assert!(facts.contains(s1["leaf"].as_str().unwrap()), "{facts}");
+    assert!(
+        facts.contains("the proof checks against this root"),
+        "{facts}"
+    );
+    assert!(facts.contains("signed by alpha"), "{facts}");
+    b.screenshot(&shots().join("proof-panel.png"), false)
+        .unwrap();
+
+    // A tag opens the passage it names.
+    // Escape closes it (the keyboard's way back to the turn).
+    for kind in ["keyDown", "keyUp"] {
+        b.call(
+            "Input.dispatchKeyEvent",
+            serde_json::json!({"type": kind, "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27}),
+        )
+        .unwrap();
+    }
+    b.wait_for(
+        &format!("getComputedStyle(document.querySelector('{panel}')).display === 'none'"),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(b.eval("location.hash").unwrap(), "#t0");
+    let tag = b
+        .eval("document.querySelector('#t0 a.tag').getAttribute('href')")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    b.eval("document.querySelector('#t0 a.tag').click()")
+        .unwrap();
+    b.wait_for(
+        &format!("getComputedStyle(document.querySelector('{tag}')).display !== 'none'"),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(
+        text_of(&mut b, &format!("{tag} blockquote.passage")),
+        s1["content"].as_str().unwrap()
+    );
+
+    // On a phone-sized screen.
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        serde_json::json!({"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true}),
+    )
+    .unwrap();
+    b.navigate(&format!("{base}/moots/{id}")).unwrap();
+    b.screenshot(&shots().join("moot-phone.png"), false)
+        .unwrap();
+    b.call(
+        "Emulation.clearDeviceMetricsOverride",
+        serde_json::json!({}),
+    )
+    .unwrap();
+
+    // Without JavaScript a finished moot reads the same: every turn is in
+    // the HTML.
+    let html = crate::http::get_text(port, &format!("/moots/{id}"));
+    assert_eq!(
+        html.matches("<article class=\"turn\"").count(),
+        turns as usize
+    );
+
+    verify_page(&mut b, &base, &c, &id);
+}
+
+/// The verify page: an intact export passes, a tampered one fails at the
+/// turn `grove moot verify` names.
+fn verify_page(b: &mut Browser, base: &str, host: &Daemon, id: &str) {
+    use grove::wire::mesh::Signed;
+    use grove::wire::moot::{ExportBody, TurnPayload};
+
+    let export = host.json(&["moot", "export", id]);
+    let dir = tempfile::tempdir().unwrap();
+    let intact = dir.path().join("moot-export.json");
+    std::fs::write(&intact, serde_json::to_string_pretty(&export).unwrap()).unwrap();
+
+    // A proof step of turn 2 changed, re-signed with the host's key so only
+    // the inner checks can catch it.
+    let host_id = grove::identity::Identity::load_or_create(
+        &host.g.state().join(grove::identity::IDENTITY_DIR),
+    )
+    .unwrap();
+    let outer = Signed::decode(
+        hex::decode(export["signed"].as_str().unwrap())
+            .unwrap()
+            .as_slice(),
+    )
+    .unwrap();
+    let mut body = ExportBody::decode(outer.body.as_slice()).unwrap();
+    let mut payload = TurnPayload::decode(body.turns[1].body.as_slice()).unwrap();
+    let step = payload.passages[0].proof.first_mut().expect("a proof step");
+    step.sibling[0] ^= 1;
+    body.turns[1].body = payload.encode_to_vec();
+    let signed = grove::mesh::codec::sign(&host_id, grove::moot::export::EXPORT_TAG, &body);
+    let mut tampered_export = export.clone();
+    tampered_export["signed"] = Value::String(hex::encode(signed.encode_to_vec()));
+    let tampered = dir.path().join("tampered-export.json");
+    std::fs::write(
+        &tampered,
+        serde_json::to_string_pretty(&tampered_export).unwrap(),
+    )
+    .unwrap();
+    // The command line's verdict, to compare with the page's.
+    let (cli_ok, cli_out) = crate::moot_net::verify_offline(&tampered_export);
+    assert!(!cli_ok && cli_out.contains("turn 2"), "{cli_out}");
+    let cli_turns: Vec<String> = cli_out
+        .lines()
+        .filter_map(|l| l.strip_prefix("MISMATCH turn ")?.split(':').next())
+        .map(str::to_string)
+        .collect();
+    let (cli_ok, cli_out) = crate::moot_net::verify_offline(&export);
+    assert!(cli_ok, "{cli_out}");
+
+    b.navigate(&format!("{base}/verify")).unwrap();
+    b.set_file("#file", &intact).unwrap();
+    b.wait_for(
+        "!!document.querySelector('#verdict [data-ok]')",
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(
+        b.eval("document.querySelector('#verdict [data-ok]').dataset.ok")
+            .unwrap(),
+        "true",
+        "{}",
+        text_of(b, "#verdict")
+    );
+    let verdict = text_of(b, "#verdict");
+    assert!(verdict.contains("verifies"), "{verdict}");
+    assert!(
+        verdict.contains(&format!("{} signed turns", 4)),
+        "{verdict}"
+    );
+    b.screenshot(&shots().join("verify-ok.png"), false).unwrap();
+
+    b.navigate(&format!("{base}/verify")).unwrap();
+    b.set_file("#file", &tampered).unwrap();
+    b.wait_for(
+        "!!document.querySelector('#verdict [data-ok]')",
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(
+        b.eval("document.querySelector('#verdict [data-ok]').dataset.ok")
+            .unwrap(),
+        "false"
+    );
+    let failed: Vec<String> = b
+        .eval("Array.from(document.querySelectorAll('#verdict li[data-turn]')).map(l => l.dataset.turn)")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    // The first turn that fails is the tampered one (the chain then breaks
+    // after it), and the page names the same turns as the command line.
+    assert_eq!(
+        failed.first().map(String::as_str),
+        Some("2"),
+        "{}",
+        text_of(b, "#verdict")
+    );
+    assert_eq!(failed, cli_turns, "{cli_out}");
+    let item = text_of(b, "#verdict li[data-turn='2']");
+    assert!(
+        item.contains("Turn 2") && item.contains("signature"),
+        "{item}"
+    );
+    b.screenshot(&shots().join("verify-tampered.png"), false)
+        .unwrap();
+}
+
+#[test]
+fn the_start_form_follows_the_listeners_write_rules() {
+    // Loopback: a cross-origin start is refused; the same origin reaches
+    // the handler (which refuses the empty form on its own terms).
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let d = Daemon::start_with("alpha", &[("GROVE_HTTP__LISTEN", &listen)]);
+    // A book whose title is markup, shown escaped on the overview.
+    let title = "<script>alert(1)</script> & \"Co\"";
+    let text = crate::support::generated_book(title, "Anon", 7, 30, 7);
+    let file = d.g.write("markup.txt", text.as_bytes());
+    d.ok(&[
+        "book",
+        "add",
+        file.to_str().unwrap(),
+        "--key",
+        "fiction/markup",
+    ]);
+    d.ok(&["mesh", "init", "--name", "<b>mesh</b>"]);
+    crate::cluster::eventually("the overview to list the book", || {
+        crate::http::get_text(port, "/").contains("fiction/markup")
+    });
+    let html = crate::http::get_text(port, "/");
+    assert!(
+        !html.contains("<script>alert") && !html.contains("<b>mesh"),
+        "{html}"
+    );
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;Co&quot;"),
+        "{html}"
+    );
+    assert!(html.contains("&lt;b&gt;mesh&lt;/b&gt;"), "{html}");
+    let cross = crate::http::request(port, "POST", "/moots", &[("Origin", "http://evil.example")]);
+    assert_eq!(cross.status, 403, "{}", cross.body);
+    let own = format!("http://127.0.0.1:{port}");
+    let same = crate::http::request(port, "POST", "/moots", &[("Origin", &own)]);
+    assert_eq!(same.status, 400, "{}", same.body);
+    let page = crate::http::request(port, "GET", "/", &[]);
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").unwrap_or_default();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+
+    // Any other address without the token: the page with the form and the
+    // start request are both refused; with it, both pass the rules.
+    let port = free_port();
+    let listen = format!("0.0.0.0:{port}");
+    let d = Daemon::start_with("bravo", &[("GROVE_HTTP__LISTEN", &listen)]);
+    let token = std::fs::read_to_string(d.g.state().join("http.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    for (method, path) in [
+        ("GET", "/"),
+        ("POST", "/moots"),
+        ("GET", "/verify"),
+        ("POST", "/verify"),
+    ] {
+        let bare = crate::http::request(port, method, path, &[]);
+        assert_eq!(bare.status, 401, "{method} {path}: {}", bare.body);
+    }
+    let bearer = format!("Bearer {token}");
+    let page = crate::http::request(port, "GET", "/", &[("Authorization", &bearer)]);
+    assert_eq!(page.status, 200, "{}", page.body);
+    let start = crate::http::request(port, "POST", "/moots", &[("Authorization", &bearer)]);
+    assert_eq!(start.status, 400, "{}", start.body);
+}
