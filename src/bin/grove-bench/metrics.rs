@@ -25,13 +25,18 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// One `GET /metrics` on a fresh connection; the body's length.
+/// One `GET /metrics` on a fresh connection; the answer's length.
 fn scrape(port: u16) -> anyhow::Result<usize> {
+    get(port, "/metrics")
+}
+
+/// One GET of `path` on a fresh connection; the answer's length.
+fn get(port: u16, path: &str) -> anyhow::Result<usize> {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         stream,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
     )?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
@@ -126,6 +131,20 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     ms.sort_by(f64::total_cmp);
+    // The listener's floor: the same connection, rules and routing for
+    // the smallest answer.
+    let mut floor = Vec::with_capacity(SCRAPES);
+    for _ in 0..SCRAPES {
+        let t = Instant::now();
+        get(port, "/health")?;
+        floor.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    floor.sort_by(f64::total_cmp);
+    println!(
+        "floor: /health on the same listener: p50 {:.2} ms, p99 {:.2} ms",
+        percentile(&floor, 0.5),
+        percentile(&floor, 0.99)
+    );
     let text = body(port)?;
     let series = text.lines().filter(|l| !l.starts_with('#')).count();
     let libp2p = text.lines().filter(|l| l.starts_with("libp2p_")).count();
