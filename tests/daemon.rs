@@ -399,3 +399,30 @@ fn damaged_databases_are_named_at_start() {
     assert!(ok, "{stderr}");
     assert!(stderr.contains("databases checked"), "{stderr}");
 }
+
+/// A truncated moot file is named at start (log and `moot list`) and left
+/// in place, not dropped.
+#[test]
+fn a_truncated_moot_file_is_named_and_kept() {
+    let g = Grove::new();
+    let moots = g.state().join("moots");
+    std::fs::create_dir_all(&moots).unwrap();
+    let file = moots.join("0123456789abcdef0123456789abcdef.json");
+    std::fs::write(&file, br#"{"version":1,"view":{"id":"0123456789abcdef"#).unwrap();
+    let node = Node::start(&g);
+    assert!(node.next_notification().contains("READY=1"));
+    let list = g.ok(&["moot", "list"]);
+    assert!(list.contains("damaged"), "{list}");
+    assert!(list.contains(file.to_str().unwrap()), "{list}");
+    assert!(list.contains("EOF"), "{list}");
+    let json = g.json(&["moot", "list"]);
+    assert_eq!(json["damaged"].as_array().unwrap().len(), 1, "{json}");
+    node.signal(libc::SIGTERM);
+    let (ok, stderr, _) = node.wait(Duration::from_secs(10));
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("a hosted moot's file is damaged"),
+        "{stderr}"
+    );
+    assert!(file.is_file(), "the damaged file is kept");
+}

@@ -68,6 +68,18 @@ pub struct MootSummary {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MootList {
     pub moots: Vec<MootSummary>,
+    /// Moot files found at start that could not be read; they are left in
+    /// place for the operator (restore them from a backup).
+    #[serde(default)]
+    pub damaged: Vec<DamagedMoot>,
+}
+
+/// A moot file the node could not read at start.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DamagedMoot {
+    pub path: String,
+    /// What is wrong with it, e.g. where the JSON ends early.
+    pub error: String,
 }
 
 /// `POST /v1/moot/start` (JSON body).

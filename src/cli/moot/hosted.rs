@@ -244,8 +244,15 @@ impl Show for Resumed {
 
 impl Show for dto::MootList {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        if self.moots.is_empty() {
+        if self.moots.is_empty() && self.damaged.is_empty() {
             writeln!(out, "no moots hosted here")?;
+        }
+        for d in &self.damaged {
+            writeln!(
+                out,
+                "damaged  {}: {} (left in place; restore it from a backup)",
+                d.path, d.error
+            )?;
         }
         for m in &self.moots {
             let trees: Vec<&str> = m.trees.iter().map(|t| t.key.as_str()).collect();

@@ -254,6 +254,21 @@ pub fn is_moot_file(name: &str) -> bool {
 pub struct MootBook {
     dir: PathBuf,
     moots: Mutex<BTreeMap<String, Moot>>,
+    /// Files found at start that could not be read (kept on disk).
+    damaged: Vec<dto::DamagedMoot>,
+}
+
+/// A moot file that could not be read, named in the log at start.
+fn damaged_file(path: &Path, error: String) -> dto::DamagedMoot {
+    tracing::error!(
+        path = %path.display(),
+        error = %error,
+        "a hosted moot's file is damaged; it is left in place (restore it from a backup)"
+    );
+    dto::DamagedMoot {
+        path: path.display().to_string(),
+        error,
+    }
 }
 
 fn unknown(id: &str) -> ApiError {
@@ -262,11 +277,12 @@ fn unknown(id: &str) -> ApiError {
 
 impl MootBook {
     /// Loads `<state_dir>/moots/`. A moot that was running when the node
-    /// stopped is shown as paused; an unreadable file is reported, not
-    /// loaded.
+    /// stopped is shown as paused; an unreadable file (truncated, say) is
+    /// named in the log and in `moot list`, and left in place.
     pub fn open(state_dir: &Path) -> MootBook {
         let dir = state_dir.join(MOOTS_DIR);
         let mut moots = BTreeMap::new();
+        let mut damaged = Vec::new();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries.flatten().collect::<Vec<_>>(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -287,12 +303,15 @@ impl MootBook {
             {
                 Ok(file) => file,
                 Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "unreadable moot file skipped");
+                    damaged.push(damaged_file(&path, e));
                     continue;
                 }
             };
             let Some(mut moot) = Moot::from_saved(file) else {
-                tracing::warn!(path = %path.display(), "moot file with a corrupt signed message skipped");
+                damaged.push(damaged_file(
+                    &path,
+                    "a signed message in it is corrupt".into(),
+                ));
                 continue;
             };
             if moot.view.state == MootState::Running {
@@ -305,6 +324,7 @@ impl MootBook {
         MootBook {
             dir,
             moots: Mutex::new(moots),
+            damaged,
         }
     }
 
@@ -369,6 +389,7 @@ impl MootBook {
     pub fn list(&self) -> dto::MootList {
         dto::MootList {
             moots: self.lock().values().map(Moot::to_summary).collect(),
+            damaged: self.damaged.clone(),
         }
     }
 
