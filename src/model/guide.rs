@@ -61,8 +61,14 @@ pub struct Guidance {
     /// Words free text leans towards until it has written one of them
     /// (the topic's words: a small model drifts off the topic otherwise).
     /// Each single token spelling ` word` or ` Word` gets
-    /// [`STEER_BIAS`] added to its logit.
+    /// [`STEER_BIAS`] added to its logit. Under
+    /// [`GuideRules::topic_before_end`] the turn ends only after one of
+    /// them (in free text).
     pub steer_words: Vec<String>,
+    /// Words free text may not write (any case): talk about the moot
+    /// itself (`moot::reading`'s meta-talk words), which a small model
+    /// falls into.
+    pub banned_words: Vec<String>,
 }
 
 /// Limits guidance works within. The defaults follow the moot prompt: 1 to 3
@@ -98,6 +104,20 @@ pub struct GuideRules {
     /// Free text holds no asides: no parentheses, asterisks, underscores
     /// or markup (a small model writes stage directions in them).
     pub no_asides: bool,
+    /// Free text may open tag groups of its own (`[s1]` citing a claim);
+    /// else tags follow quotes only (a small model chains them,
+    /// `Title: [s4] "…" [s5] "…" [s6]`).
+    pub free_tags: bool,
+    /// A quote after the first opens only after this many own words since
+    /// the last one (a small model strings quotes into a list).
+    pub words_between_quotes: usize,
+    /// Once `max_quotes` quotes are made, the turn ends at the next
+    /// sentence end (text running on after the last tag drifts).
+    pub end_after_last_quote: bool,
+    /// The turn ends only after free text wrote a steer word (with steer
+    /// words; the rule yields when the last `end_reserve` tokens are
+    /// reached).
+    pub topic_before_end: bool,
 }
 
 /// The logit added to [`Guidance::steer_words`] tokens.
@@ -107,7 +127,7 @@ impl Default for GuideRules {
     fn default() -> Self {
         GuideRules {
             min_quote_words: words::MIN_QUOTE_WORDS,
-            max_quotes: 3,
+            max_quotes: 2,
             max_quote_words: words::MAX_QUOTE_WORDS,
             copy_run_words: words::COPY_RUN_WORDS,
             open_after_tokens: 40,
@@ -117,6 +137,10 @@ impl Default for GuideRules {
             end_words: 15,
             one_paragraph: true,
             no_asides: true,
+            free_tags: false,
+            words_between_quotes: 4,
+            end_after_last_quote: true,
+            topic_before_end: true,
         }
     }
 }
@@ -751,6 +775,18 @@ pub struct QuoteGuide {
     known_words: Option<Vec<String>>,
     /// The tokens spelling a steer word, until free text has written one.
     steer: Vec<u32>,
+    /// [`Guidance::steer_words`], lowercased.
+    steer_words: Vec<String>,
+    /// Whether free text has written a steer word.
+    steered: bool,
+    /// [`Guidance::banned_words`], lowercased.
+    banned_words: Vec<String>,
+    /// Tokens that start a banned word after a gap they hold themselves
+    /// (` text`, `, passage`): never allowed in free text.
+    banned_gap_led: Vec<u32>,
+    /// Tokens spelling a banned word from their first byte (`text`):
+    /// not allowed where a word starts.
+    banned_bare: Vec<u32>,
 }
 
 impl QuoteGuide {
@@ -820,8 +856,30 @@ impl QuoteGuide {
                 w
             }),
             steer: Vec::new(),
+            steer_words: guidance
+                .steer_words
+                .iter()
+                .map(|w| w.to_lowercase())
+                .collect(),
+            steered: false,
+            banned_words: guidance
+                .banned_words
+                .iter()
+                .map(|w| w.to_lowercase())
+                .collect(),
+            banned_gap_led: Vec::new(),
+            banned_bare: Vec::new(),
         };
         guide.steer = guide.steer_tokens(&guidance.steer_words);
+        {
+            let trie = &guide.vocab.trie;
+            for word in &guide.banned_words {
+                spell_word(trie, Trie::ROOT, word, &mut guide.banned_bare);
+                for &g in &guide.vocab.gap_nodes {
+                    spell_word(trie, g, word, &mut guide.banned_gap_led);
+                }
+            }
+        }
         guide.openers_any = guide.openers(false);
         guide.openers_passages = guide.openers(true);
         guide.tag_openers = guide.valid_tag_openers();
@@ -993,11 +1051,36 @@ impl QuoteGuide {
         matches!(self.state, State::Free)
             && self.counts.passage_quotes >= 1
             && (self.at_sentence_end() || self.text.trim_ascii_end().ends_with(b"]"))
+            && (!self.rules.topic_before_end
+                || self.steer_words.is_empty()
+                || self.steered
+                || self.remaining() <= self.rules.end_reserve)
     }
 
     fn near_end(&self) -> bool {
         self.remaining() <= self.rules.end_reserve
             || (self.max_words > 0 && self.words() + self.rules.end_words >= self.max_words)
+            || (self.rules.end_after_last_quote && self.counts.quotes >= self.rules.max_quotes)
+    }
+
+    /// Whether free text since the last quote holds enough words for the
+    /// next quote to open.
+    fn quote_spaced(&self) -> bool {
+        self.counts.quotes == 0
+            || String::from_utf8_lossy(&self.segment)
+                .split_whitespace()
+                .filter(|w| w.chars().any(is_word_char))
+                .count()
+                >= self.rules.words_between_quotes
+    }
+
+    /// Whether free text (outside quotes, tags blanked) holds a steer word.
+    fn wrote_steer_word(&self) -> bool {
+        let text = String::from_utf8_lossy(&self.text);
+        words::outside_quotes(&text)
+            .iter()
+            .flat_map(|s| words::words(s))
+            .any(|w| self.steer_words.contains(&w))
     }
 
     /// Whether the next quote must come from a passage: the first one must
@@ -1067,6 +1150,7 @@ impl QuoteGuide {
         // openers valid this turn.
         self.next_epoch();
         let may_open = quotes_left
+            && self.quote_spaced()
             && (self.counts.passage_quotes == 0
                 || (remaining > rules.close_reserve + 20 && !self.near_end()));
         if may_open {
@@ -1076,7 +1160,7 @@ impl QuoteGuide {
         }
         // A tag cites a claim: none before the reply's first word (a small
         // model otherwise opens with a passage header, `[s6] (chunk:0359)`).
-        if self.text.iter().any(u8::is_ascii_alphanumeric) {
+        if rules.free_tags && self.text.iter().any(u8::is_ascii_alphanumeric) {
             for i in 0..self.tag_openers.len() {
                 let id = self.tag_openers[i];
                 self.mark(id);
@@ -1113,6 +1197,7 @@ impl QuoteGuide {
                 }
             }
         }
+        self.forbid_banned_words(logits);
         // The terms rule may not leave the step without a token (with the
         // copy rule it can, on a rare step): then it yields for this step.
         let before_terms = self.known_words.is_some().then(|| logits.to_vec());
@@ -1129,6 +1214,38 @@ impl QuoteGuide {
                 && l.is_finite()
             {
                 *l += STEER_BIAS;
+            }
+        }
+    }
+
+    /// Forbids the tokens that would write a [`Guidance::banned_words`]
+    /// word in free text: those that start one after a gap, those that
+    /// spell one where a word starts, and those that finish one the text
+    /// has begun. Quote and tag openers marked this step stay allowed.
+    fn forbid_banned_words(&mut self, logits: &mut [f32]) {
+        if self.banned_words.is_empty() {
+            return;
+        }
+        let vocab = Arc::clone(&self.vocab);
+        let mut banned = self.banned_gap_led.clone();
+        let (word, _) = self.term_context();
+        if word.is_empty() {
+            banned.extend_from_slice(&self.banned_bare);
+        } else {
+            let lower = word.to_lowercase();
+            for w in &self.banned_words {
+                if let Some(rest) = w.strip_prefix(lower.as_str())
+                    && !rest.is_empty()
+                {
+                    spell_word(&vocab.trie, Trie::ROOT, rest, &mut banned);
+                }
+            }
+        }
+        for id in banned {
+            if self.marks[id as usize] != self.epoch
+                && let Some(l) = logits.get_mut(id as usize)
+            {
+                *l = f32::NEG_INFINITY;
             }
         }
     }
@@ -1818,13 +1935,18 @@ impl DecodeGuide for QuoteGuide {
             return GuideControl::Continue;
         };
         // One steer word written in free text is enough.
-        if matches!(self.state, State::Free) && self.steer.contains(&token) {
+        let free = matches!(self.state, State::Free);
+        if free && self.steer.contains(&token) {
             self.steer.clear();
         }
         for &b in bytes {
             self.step(b);
         }
         self.text.extend_from_slice(bytes);
+        if free && !self.steered && !self.steer_words.is_empty() && self.wrote_steer_word() {
+            self.steered = true;
+            self.steer.clear();
+        }
         if self.near_end() && self.may_end() && self.at_sentence_end() {
             self.counts.ended = true;
             return GuideControl::Stop;
@@ -2066,7 +2188,25 @@ mod tests {
 
     #[test]
     fn brackets_outside_quotes_only_open_valid_tags() {
+        // By default tags follow quotes only.
         let (mut g, w) = guide(&[WHALE], 100);
+        feed(&mut g, &w, &["I"]);
+        assert!(!allows(&mut g, &w, " ["));
+        assert!(!allows(&mut g, &w, "[s"));
+        let free_tags = || {
+            guide_with(
+                Guidance {
+                    passages: vec![WHALE.to_string()],
+                    ..Guidance::default()
+                },
+                100,
+                GuideRules {
+                    free_tags: true,
+                    ..GuideRules::default()
+                },
+            )
+        };
+        let (mut g, w) = free_tags();
         assert!(!allows(&mut g, &w, "[s"), "no tag before the first word");
         feed(&mut g, &w, &["I"]);
         assert!(allows(&mut g, &w, " ["));
@@ -2075,7 +2215,7 @@ mod tests {
         assert!(allows(&mut g, &w, "1"));
         assert!(!allows(&mut g, &w, "2"), "only s1 exists");
         // `[s` straight into `s2`? No: only `s1` continues.
-        let (mut g, w) = guide(&[WHALE], 100);
+        let (mut g, w) = free_tags();
         feed(&mut g, &w, &["I"]);
         assert!(allows(&mut g, &w, "[s"));
         feed(&mut g, &w, &["[s"]);
@@ -2084,25 +2224,30 @@ mod tests {
     }
 
     #[test]
-    fn at_most_three_quotes() {
+    fn at_most_two_quotes_with_own_words_between() {
         let (mut g, w) = guide(
             &["one two three four, five six seven eight, nine ten eleven twelve."],
             200,
         );
         feed(&mut g, &w, &["I"]);
-        for quote in [
-            "one two three four",
-            "five six seven eight",
-            "nine ten eleven twelve",
-        ] {
-            feed(&mut g, &w, &[" \""]);
-            feed_chars(&mut g, &w, quote);
-            feed(&mut g, &w, &["\"", " [s1]", " we"]);
-        }
-        assert_eq!(g.counts().quotes, 3);
+        feed(&mut g, &w, &[" \""]);
+        feed_chars(&mut g, &w, "one two three four");
+        feed(&mut g, &w, &["\"", " [s1]", " we"]);
+        assert!(!allows(&mut g, &w, " \""), "no quote right after a quote");
+        feed(&mut g, &w, &[" said", " all", " here"]);
+        feed(&mut g, &w, &[" \""]);
+        feed_chars(&mut g, &w, "five six seven eight");
+        feed(
+            &mut g,
+            &w,
+            &["\"", " [s1]", " we", " said", " all", " here"],
+        );
+        assert_eq!(g.counts().quotes, 2);
         assert!(!allows(&mut g, &w, " \""));
         assert!(!allows(&mut g, &w, "\""));
         assert!(allows(&mut g, &w, " said"));
+        // After the last quote the turn ends at its next sentence end.
+        assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);
     }
 
     #[test]
@@ -2258,17 +2403,63 @@ mod tests {
         assert!(!allows(&mut g, &w, " \"Call"));
         feed(&mut g, &w, &[" \""]);
         feed_chars(&mut g, &w, "about it at all here");
-        feed(&mut g, &w, &["\"", " [", "s", "1", "]", " we"]);
+        feed(
+            &mut g,
+            &w,
+            &["\"", " [", "s", "1", "]", " we", " said", " all", " now"],
+        );
         feed(&mut g, &w, &[" \"Call", " me", " Ishmael", " now", "\""]);
         for c in [" ", "[", "o", "3", "]"] {
             feed(&mut g, &w, &[c]);
         }
         assert_eq!(
             g.text(),
-            "I \"about it at all here\" [s1] we \"Call me Ishmael now\" [o3]"
+            "I \"about it at all here\" [s1] we said all now \"Call me Ishmael now\" [o3]"
         );
         assert_eq!(g.counts().quotes, 2);
         assert_eq!(g.counts().passage_quotes, 1);
+    }
+
+    #[test]
+    fn banned_words_stay_out_of_free_text_but_not_quotes() {
+        let guidance = Guidance {
+            passages: vec![WHALE.to_string()],
+            banned_words: vec!["whale".into(), "sea".into()],
+            ..Guidance::default()
+        };
+        let (mut g, w) = guide_with(guidance, 200, GuideRules::default());
+        feed(&mut g, &w, &["I"]);
+        assert!(!allows(&mut g, &w, " whale"));
+        assert!(!allows(&mut g, &w, " sea"));
+        assert!(allows(&mut g, &w, " said"));
+        feed(&mut g, &w, &[" ", "s", "e"]);
+        assert!(!allows(&mut g, &w, "a"), "`se` may not become `sea`");
+        assert!(allows(&mut g, &w, "t"));
+        feed(&mut g, &w, &["t", " \"The", " whale"]);
+    }
+
+    #[test]
+    fn the_turn_ends_only_after_a_topic_word() {
+        let guidance = Guidance {
+            passages: vec![WHALE.to_string()],
+            steer_words: vec!["calm".into()],
+            ..Guidance::default()
+        };
+        let (mut g, w) = guide_with(guidance, 200, GuideRules::default());
+        feed(
+            &mut g,
+            &w,
+            &["I", " said", " \"The", " whale", " rose", " at", " dawn"],
+        );
+        feed(
+            &mut g,
+            &w,
+            &["\"", " [s1]", " we", " said", " all", " here"],
+        );
+        feed(&mut g, &w, &["."]);
+        assert!(!allows(&mut g, &w, "<|im_end|>"), "no topic word yet");
+        feed(&mut g, &w, &[" calm", "."]);
+        assert!(allows(&mut g, &w, "<|im_end|>"));
     }
 
     #[test]
@@ -2278,7 +2469,8 @@ mod tests {
             &mut g,
             &w,
             &[
-                "I", " \"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we",
+                "I", " \"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we", " said",
+                " all", " here",
             ],
         );
         feed(&mut g, &w, &[" \""]);
