@@ -7,6 +7,7 @@ mod grounding;
 mod mesh;
 mod model;
 mod moot_net;
+mod moot_turns;
 mod nat;
 mod net;
 mod store;
@@ -23,10 +24,11 @@ fn main() -> anyhow::Result<()> {
         "net" => net::run(rest),
         "nat" => nat::run(rest),
         "moot-net" => moot_net::run(rest),
+        "moot-turns" => moot_turns::run(rest),
         "store" => store::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, nat, net, store"
+                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, model, moot-net, moot-turns, nat, net, store"
             )
         }
     }
