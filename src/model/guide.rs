@@ -32,6 +32,9 @@ use crate::grounding::{Haystack, is_alnum, is_quote_char, norm, trim_edge};
 /// Marks a position a quote may not run through (a quote character or a
 /// bracket in the source, which would re-pair quotes or open a tag group).
 const BARRIER: u8 = 0;
+/// The marks a forced tag may be followed by under
+/// [`GuideRules::tag_ends_clause`].
+const CLAUSE_MARKS: &[u8] = b".,;:!?";
 /// Trie node index meaning "no token ends here".
 const NO_TOKEN: u32 = u32::MAX;
 
@@ -116,8 +119,14 @@ pub struct GuideRules {
     pub end_after_last_quote: bool,
     /// The turn ends only after free text wrote a steer word (with steer
     /// words; the rule yields when the last `end_reserve` tokens are
-    /// reached).
+    /// reached). Off by default: a small model held past the end it wanted
+    /// writes noise (`to to mr. tolamb`); the drafts' scorer weighs the
+    /// topic instead.
     pub topic_before_end: bool,
+    /// A quote's forced tag is followed by a clause mark (`[s2].`, `[s2],`):
+    /// the quote says something, rather than being the subject of talk
+    /// about it (`"…" [s2] is a clever way of saying`).
+    pub tag_ends_clause: bool,
 }
 
 /// The logit added to [`Guidance::steer_words`] tokens.
@@ -140,7 +149,8 @@ impl Default for GuideRules {
             free_tags: false,
             words_between_quotes: 4,
             end_after_last_quote: true,
-            topic_before_end: true,
+            topic_before_end: false,
+            tag_ends_clause: true,
         }
     }
 }
@@ -1613,14 +1623,17 @@ impl QuoteGuide {
         self.allowed = allowed;
     }
 
-    /// Tokens below `node` whose extra bytes (up to 3) are safe ASCII text.
+    /// Tokens below `node` whose extra bytes (up to 3) are spaces or clause
+    /// marks.
     fn collect_safe_tails(&mut self, node: u32, depth: usize, out: &mut Vec<u32>) {
         if depth >= 3 {
             return;
         }
         let vocab = Arc::clone(&self.vocab);
         for &(b, child) in &vocab.trie.nodes[node as usize].children {
-            if !(b.is_ascii() && b != BARRIER && is_safe_text(&[b])) {
+            // Only a space and clause marks: letters or an aside here would
+            // be free text that skipped the free-text rules (`](ljjj…`).
+            if !b" .,;:!?".contains(&b) {
                 continue;
             }
             if let Some(id) = vocab.trie.token(child)
@@ -1711,6 +1724,13 @@ impl QuoteGuide {
                     self.counts.passage_quotes += 1;
                 }
                 match tag {
+                    Some(tag) if self.rules.tag_ends_clause => State::Forced {
+                        options: CLAUSE_MARKS
+                            .iter()
+                            .map(|&m| format!(" [{}]{}", tag.tag(), char::from(m)).into_bytes())
+                            .collect(),
+                        consumed: 0,
+                    },
                     Some(tag) => State::Forced {
                         options: vec![format!(" [{}]", tag.tag()).into_bytes()],
                         consumed: 0,
@@ -1976,6 +1996,15 @@ pub fn tag_grammar(passages: usize) -> String {
 mod tests {
     use super::*;
 
+    /// The default rules, with tags followed by any text (most tests feed
+    /// ` [s1]` then a word); `tag_ends_clause` has its own test.
+    fn rules() -> GuideRules {
+        GuideRules {
+            tag_ends_clause: false,
+            ..GuideRules::default()
+        }
+    }
+
     /// A small hand-made vocabulary: every printable ASCII byte alone, some
     /// words, quote and tag pieces, and a stop token.
     fn vocab() -> (Arc<Vocabulary>, Vec<String>) {
@@ -2049,7 +2078,7 @@ mod tests {
                 ..Guidance::default()
             },
             max_tokens,
-            GuideRules::default(),
+            rules(),
         )
     }
 
@@ -2202,7 +2231,7 @@ mod tests {
                 100,
                 GuideRules {
                     free_tags: true,
-                    ..GuideRules::default()
+                    ..rules()
                 },
             )
         };
@@ -2273,7 +2302,7 @@ mod tests {
     #[test]
     fn guidance_opens_a_quote_after_a_bounded_number_of_tokens() {
         let (mut g, w) = guide(&[WHALE], 200);
-        let rules = GuideRules::default();
+        let rules = rules();
         for _ in 0..rules.open_after_tokens {
             feed(&mut g, &w, &[" we"]);
         }
@@ -2325,7 +2354,7 @@ mod tests {
             "one two three four five, six seven eight nine ten eleven twelve thirteen fourteen.";
         let rules = GuideRules {
             max_quote_words: 6,
-            ..GuideRules::default()
+            ..rules()
         };
         let guidance = Guidance {
             passages: vec![text.into()],
@@ -2397,7 +2426,7 @@ mod tests {
             turns: BTreeMap::from([(3, "Call me Ishmael now, the whale said.".to_string())]),
             ..Guidance::default()
         };
-        let (mut g, w) = guide_with(guidance, 200, GuideRules::default());
+        let (mut g, w) = guide_with(guidance, 200, rules());
         feed(&mut g, &w, &["I"]);
         // The first quote must come from a passage.
         assert!(!allows(&mut g, &w, " \"Call"));
@@ -2421,13 +2450,40 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_tag_ends_a_clause() {
+        let (mut g, w) = guide_with(
+            Guidance {
+                passages: vec![WHALE.to_string()],
+                ..Guidance::default()
+            },
+            200,
+            GuideRules::default(),
+        );
+        feed(
+            &mut g,
+            &w,
+            &[
+                "I", " said", " \"The", " whale", " rose", " at", " dawn", "\"",
+            ],
+        );
+        feed(&mut g, &w, &[" [s1]"]);
+        assert!(
+            !allows(&mut g, &w, " we"),
+            "no talk about the quote after its tag"
+        );
+        assert!(allows(&mut g, &w, ","));
+        assert!(allows(&mut g, &w, "."));
+        feed(&mut g, &w, &[",", " we"]);
+    }
+
+    #[test]
     fn banned_words_stay_out_of_free_text_but_not_quotes() {
         let guidance = Guidance {
             passages: vec![WHALE.to_string()],
             banned_words: vec!["whale".into(), "sea".into()],
             ..Guidance::default()
         };
-        let (mut g, w) = guide_with(guidance, 200, GuideRules::default());
+        let (mut g, w) = guide_with(guidance, 200, rules());
         feed(&mut g, &w, &["I"]);
         assert!(!allows(&mut g, &w, " whale"));
         assert!(!allows(&mut g, &w, " sea"));
@@ -2445,7 +2501,14 @@ mod tests {
             steer_words: vec!["calm".into()],
             ..Guidance::default()
         };
-        let (mut g, w) = guide_with(guidance, 200, GuideRules::default());
+        let (mut g, w) = guide_with(
+            guidance,
+            200,
+            GuideRules {
+                topic_before_end: true,
+                ..rules()
+            },
+        );
         feed(
             &mut g,
             &w,
@@ -2495,7 +2558,7 @@ mod tests {
         assert!(allows(&mut g, &w, " we"));
         let rules = GuideRules {
             one_paragraph: false,
-            ..GuideRules::default()
+            ..rules()
         };
         let guidance = Guidance {
             passages: vec![WHALE.into()],
@@ -2515,7 +2578,7 @@ mod tests {
                 ..Guidance::default()
             },
             200,
-            GuideRules::default(),
+            rules(),
         )
     }
 
@@ -2528,7 +2591,7 @@ mod tests {
                 ..Guidance::default()
             },
             200,
-            GuideRules::default(),
+            rules(),
         );
         // A sentence may start with any capital; `I` is never a name.
         assert!(allows(&mut g, &w, "Call"));
@@ -2553,7 +2616,7 @@ mod tests {
                 ..Guidance::default()
             },
             200,
-            GuideRules::default(),
+            rules(),
         );
         feed(&mut g, &w, &["I", " said", "."]);
         assert!(allows(&mut g, &w, " The"));
@@ -2573,7 +2636,7 @@ mod tests {
                 ..Guidance::default()
             },
             200,
-            GuideRules::default(),
+            rules(),
         );
         let logit = |g: &mut QuoteGuide, t: &str| {
             let mut logits = vec![0.0f32; g.vocab.len()];

@@ -166,7 +166,9 @@ pub const META_TALK_PHRASES: &[&str] = &[
 /// Words added in `reading-v2`: a turn that thanks, explains, gives
 /// examples or passes on information talks about the exchange, not the
 /// topic (the demo's turn 1 under v1: "I am glad you enjoyed the
-/// information about people living for").
+/// information about people living for"); so does one that reads its quote
+/// as literature ("is a classic metaphor", "a descriptive and imaginative
+/// way of writing the scene", "a clever way of saying").
 pub const META_TALK_WORDS_V2: &[&str] = &[
     "information",
     "example",
@@ -196,6 +198,36 @@ pub const META_TALK_WORDS_V2: &[&str] = &[
     "discussion",
     "dialogue",
     "debate",
+    "metaphor",
+    "metaphors",
+    "tale",
+    "tales",
+    "scene",
+    "scenes",
+    "version",
+    "versions",
+    "descriptive",
+    "describes",
+    "description",
+    "interpret",
+    "interpreted",
+    "interpretation",
+    "meaning",
+    "literary",
+    "narrative",
+    "narrator",
+    "novel",
+    "novels",
+    "character",
+    "characters",
+    "plot",
+    "imagery",
+    "symbol",
+    "symbolizes",
+    "expression",
+    "expressions",
+    "writing",
+    "written",
 ];
 
 /// Phrases added in `reading-v2`.
@@ -217,6 +249,10 @@ pub const META_TALK_PHRASES_V2: &[&str] = &[
     "those words",
     "my words",
     "your words",
+    "way of saying",
+    "way to say",
+    "way of writing",
+    "well known",
 ];
 
 /// Words too common to carry a point.

@@ -7,7 +7,11 @@
 //! (Moby Dick and Pride and Prejudice from `../shared/corpus`); the model
 //! comes from `DIR/models` (e.g. `/work/model-state`). A turn's time is the
 //! gap between two turns printed (turn 1: from the moot's first line, after
-//! the model is loaded), so it holds every draft, retry and summary.
+//! the model is loaded), so it holds every draft, retry and summary. On a
+//! shared machine wall time follows the other jobs, so the CPU time the
+//! moot's process spent per turn (user + system, read from
+//! `/proc/PID/stat` as each turn is printed) is given too; the moot runs
+//! its model on one thread (`CANDLE_NUM_THREADS=1`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -55,43 +59,66 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         books[1].display()
     );
     let after = grove_bin()?;
-    let mut medians = Vec::new();
+    let mut medians: Vec<(f64, f64)> = Vec::new();
     for (name, bin) in before
         .iter()
         .map(|b| ("before", b.clone()))
         .chain([("after", after)])
     {
-        let times = turn_times(&bin, &model_state, &books, &topic, turns)
+        let (wall, cpu) = turn_times(&bin, &model_state, &books, &topic, turns)
             .with_context(|| format!("the moot of {}", bin.display()))?;
-        let mut sorted = times.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = sorted[sorted.len() / 2];
-        println!(
-            "{name}: {} — per turn {} s; median {median:.1} s",
-            bin.display(),
-            times
-                .iter()
+        let list = |v: &[f64]| {
+            v.iter()
                 .map(|t| format!("{t:.1}"))
                 .collect::<Vec<_>>()
                 .join(", ")
+        };
+        let (wall_median, cpu_median) = (median(&wall), median(&cpu));
+        println!(
+            "{name}: {}\n  wall s per turn: {}; median {wall_median:.1}\n  CPU s per turn: {}; median {cpu_median:.1}",
+            bin.display(),
+            list(&wall),
+            list(&cpu)
         );
-        medians.push(median);
+        medians.push((wall_median, cpu_median));
     }
-    if let [b, a] = medians[..] {
-        println!("after/before: {:.2}x the median time per turn", a / b);
+    if let [(bw, bc), (aw, ac)] = medians[..] {
+        println!(
+            "after/before, median per turn: wall {:.2}x, CPU {:.2}x",
+            aw / bw,
+            ac / bc
+        );
     }
     Ok(())
 }
 
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// User + system CPU seconds of process `pid` so far (Linux counts them in
+/// 1/100 s ticks in `/proc/PID/stat`, fields 14 and 15).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; fields after it are plain.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// Runs one moot with `bin` in a fresh state (its `models` linked to
-/// `model_state`'s) and returns the seconds each turn took.
+/// `model_state`'s) and returns the wall and CPU seconds each turn took.
 fn turn_times(
     bin: &Path,
     model_state: &Path,
     books: &[PathBuf],
     topic: &str,
     turns: u32,
-) -> anyhow::Result<Vec<f64>> {
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
     let dir = tempfile::tempdir()?;
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state)?;
@@ -129,25 +156,28 @@ fn turn_times(
             "160",
         ],
     )
+    .env("CANDLE_NUM_THREADS", "1")
     .stdout(Stdio::piped())
     .spawn()?;
+    let pid = child.id();
     let stdout = child.stdout.take().context("the moot's output")?;
-    let mut last: Option<Instant> = None;
-    let mut times = Vec::new();
+    let mut last: Option<(Instant, f64)> = None;
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     for line in BufReader::new(stdout).lines() {
         let line = line?;
+        let now = (Instant::now(), cpu_seconds(pid).unwrap_or(f64::NAN));
         if line.starts_with("moot:") {
-            last = Some(Instant::now());
+            last = Some(now);
         } else if line.starts_with("── turn ")
-            && let Some(at) = last
+            && let Some((at, spent)) = last
         {
-            let now = Instant::now();
-            times.push((now - at).as_secs_f64());
+            wall.push((now.0 - at).as_secs_f64());
+            cpu.push(now.1 - spent);
             last = Some(now);
         }
     }
-    if !child.wait()?.success() || times.is_empty() {
+    if !child.wait()?.success() || wall.is_empty() {
         bail!("grove moot run failed");
     }
-    Ok(times)
+    Ok((wall, cpu))
 }
