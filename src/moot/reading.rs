@@ -228,6 +228,8 @@ pub const META_TALK_WORDS_V2: &[&str] = &[
     "expressions",
     "writing",
     "written",
+    "document",
+    "documents",
 ];
 
 /// Phrases added in `reading-v2`.
@@ -253,6 +255,11 @@ pub const META_TALK_PHRASES_V2: &[&str] = &[
     "way to say",
     "way of writing",
     "well known",
+    "glad to help",
+    "happy to help",
+    "talk about",
+    "great point",
+    "as noted",
 ];
 
 /// Words too common to carry a point.
@@ -753,6 +760,16 @@ mod tests {
         let mut s = sources(&[], &[], &TITLES, Some("what people live for"), None);
         let glad = "I am glad you enjoyed the information about people living for.";
         assert!(read_turn(glad, &s).meta_talk);
+        // Seen in 135M moots under the issue-26 guide: assistant talk, and a
+        // quote read as literature or as a document.
+        for seen in [
+            "It's a great thing to talk about, and it's something that I'm glad to help with.",
+            "The Jargon File, as noted in the document, has pointed out that people live.",
+            "The Queen, tossing her head, is a descriptive way of writing the scene.",
+            "The crew is a clever way of saying that people matter.",
+        ] {
+            assert!(read_turn(seen, &s).meta_talk, "{seen}");
+        }
         s.version = ReadingVersion::V1;
         assert!(!read_turn(glad, &s).meta_talk, "v1 reads as it did");
         assert_eq!(

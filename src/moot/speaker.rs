@@ -432,6 +432,9 @@ pub fn turn_figures(
 /// A turn's reading measures ([`reading::read_turn`]) from its passages,
 /// the moot's earlier turns (both maps), the books it may name, the topic
 /// and the last line it answers.
+// One argument per source of the reading, as `verify` rebuilds each of
+// them separately.
+#[allow(clippy::too_many_arguments)]
 pub fn turn_reading(
     text: &str,
     tagged: &[TaggedPassage],
