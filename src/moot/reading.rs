@@ -259,7 +259,10 @@ pub const META_TALK_PHRASES_V2: &[&str] = &[
     "happy to help",
     "talk about",
     "great point",
+    "interesting point",
     "as noted",
+    "the book",
+    "famous lines",
 ];
 
 /// Words too common to carry a point.
@@ -767,6 +770,7 @@ mod tests {
             "The Jargon File, as noted in the document, has pointed out that people live.",
             "The Queen, tossing her head, is a descriptive way of writing the scene.",
             "The crew is a clever way of saying that people matter.",
+            "The sea, which contains the famous lines from the book, is a very interesting point.",
         ] {
             assert!(read_turn(seen, &s).meta_talk, "{seen}");
         }
