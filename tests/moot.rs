@@ -437,7 +437,7 @@ fn reading_measures_are_recorded_and_re_derived() {
     assert!(d2 < 0.75, "{d2}");
 
     let record = TranscriptRecord::from(&moot);
-    assert_eq!(record.settings.reading.as_deref(), Some("reading-v1"));
+    assert_eq!(record.settings.reading.as_deref(), Some("reading-v2"));
     let json = record.to_json_pretty();
     for key in READING_STATS.iter().chain(&READING_FIELDS) {
         assert!(json.contains(&format!("\"{key}\"")), "{key}");
@@ -468,6 +468,11 @@ fn reading_measures_are_recorded_and_re_derived() {
             "{key} written as absent"
         );
     }
+    // A transcript written under reading-v1 is read with v1's lists (its
+    // turns hold no v2-only meta talk, so the figures agree).
+    let mut v1 = parsed.clone();
+    v1.settings.reading = Some("reading-v1".into());
+    assert_eq!(verify(&v1, None).expect("verifies"), []);
     // A transcript that names reading measures this grove does not know.
     let mut unknown = parsed.clone();
     unknown.settings.reading = Some("reading-v9".into());

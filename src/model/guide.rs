@@ -32,6 +32,9 @@ use crate::grounding::{Haystack, is_alnum, is_quote_char, norm, trim_edge};
 /// Marks a position a quote may not run through (a quote character or a
 /// bracket in the source, which would re-pair quotes or open a tag group).
 const BARRIER: u8 = 0;
+/// The marks a forced tag may be followed by under
+/// [`GuideRules::tag_ends_clause`].
+const CLAUSE_MARKS: &[u8] = b".,;:!?";
 /// Trie node index meaning "no token ends here".
 const NO_TOKEN: u32 = u32::MAX;
 
@@ -61,8 +64,14 @@ pub struct Guidance {
     /// Words free text leans towards until it has written one of them
     /// (the topic's words: a small model drifts off the topic otherwise).
     /// Each single token spelling ` word` or ` Word` gets
-    /// [`STEER_BIAS`] added to its logit.
+    /// [`STEER_BIAS`] added to its logit. Under
+    /// [`GuideRules::topic_before_end`] the turn ends only after one of
+    /// them (in free text).
     pub steer_words: Vec<String>,
+    /// Words free text may not write (any case): talk about the moot
+    /// itself (`moot::reading`'s meta-talk words), which a small model
+    /// falls into.
+    pub banned_words: Vec<String>,
 }
 
 /// Limits guidance works within. The defaults follow the moot prompt: 1 to 3
@@ -98,6 +107,26 @@ pub struct GuideRules {
     /// Free text holds no asides: no parentheses, asterisks, underscores
     /// or markup (a small model writes stage directions in them).
     pub no_asides: bool,
+    /// Free text may open tag groups of its own (`[s1]` citing a claim);
+    /// else tags follow quotes only (a small model chains them,
+    /// `Title: [s4] "…" [s5] "…" [s6]`).
+    pub free_tags: bool,
+    /// A quote after the first opens only after this many own words since
+    /// the last one (a small model strings quotes into a list).
+    pub words_between_quotes: usize,
+    /// Once `max_quotes` quotes are made, the turn ends at the next
+    /// sentence end (text running on after the last tag drifts).
+    pub end_after_last_quote: bool,
+    /// The turn ends only after free text wrote a steer word (with steer
+    /// words; the rule yields when the last `end_reserve` tokens are
+    /// reached). Off by default: a small model held past the end it wanted
+    /// writes noise (`to to mr. tolamb`); the drafts' scorer weighs the
+    /// topic instead.
+    pub topic_before_end: bool,
+    /// A quote's forced tag is followed by a clause mark (`[s2].`, `[s2],`):
+    /// the quote says something, rather than being the subject of talk
+    /// about it (`"…" [s2] is a clever way of saying`).
+    pub tag_ends_clause: bool,
 }
 
 /// The logit added to [`Guidance::steer_words`] tokens.
@@ -107,7 +136,7 @@ impl Default for GuideRules {
     fn default() -> Self {
         GuideRules {
             min_quote_words: words::MIN_QUOTE_WORDS,
-            max_quotes: 3,
+            max_quotes: 2,
             max_quote_words: words::MAX_QUOTE_WORDS,
             copy_run_words: words::COPY_RUN_WORDS,
             open_after_tokens: 40,
@@ -117,6 +146,11 @@ impl Default for GuideRules {
             end_words: 15,
             one_paragraph: true,
             no_asides: true,
+            free_tags: false,
+            words_between_quotes: 4,
+            end_after_last_quote: true,
+            topic_before_end: false,
+            tag_ends_clause: true,
         }
     }
 }
@@ -751,6 +785,18 @@ pub struct QuoteGuide {
     known_words: Option<Vec<String>>,
     /// The tokens spelling a steer word, until free text has written one.
     steer: Vec<u32>,
+    /// [`Guidance::steer_words`], lowercased.
+    steer_words: Vec<String>,
+    /// Whether free text has written a steer word.
+    steered: bool,
+    /// [`Guidance::banned_words`], lowercased.
+    banned_words: Vec<String>,
+    /// Tokens that start a banned word after a gap they hold themselves
+    /// (` text`, `, passage`): never allowed in free text.
+    banned_gap_led: Vec<u32>,
+    /// Tokens spelling a banned word from their first byte (`text`):
+    /// not allowed where a word starts.
+    banned_bare: Vec<u32>,
 }
 
 impl QuoteGuide {
@@ -820,8 +866,30 @@ impl QuoteGuide {
                 w
             }),
             steer: Vec::new(),
+            steer_words: guidance
+                .steer_words
+                .iter()
+                .map(|w| w.to_lowercase())
+                .collect(),
+            steered: false,
+            banned_words: guidance
+                .banned_words
+                .iter()
+                .map(|w| w.to_lowercase())
+                .collect(),
+            banned_gap_led: Vec::new(),
+            banned_bare: Vec::new(),
         };
         guide.steer = guide.steer_tokens(&guidance.steer_words);
+        {
+            let trie = &guide.vocab.trie;
+            for word in &guide.banned_words {
+                spell_word(trie, Trie::ROOT, word, &mut guide.banned_bare);
+                for &g in &guide.vocab.gap_nodes {
+                    spell_word(trie, g, word, &mut guide.banned_gap_led);
+                }
+            }
+        }
         guide.openers_any = guide.openers(false);
         guide.openers_passages = guide.openers(true);
         guide.tag_openers = guide.valid_tag_openers();
@@ -993,11 +1061,36 @@ impl QuoteGuide {
         matches!(self.state, State::Free)
             && self.counts.passage_quotes >= 1
             && (self.at_sentence_end() || self.text.trim_ascii_end().ends_with(b"]"))
+            && (!self.rules.topic_before_end
+                || self.steer_words.is_empty()
+                || self.steered
+                || self.remaining() <= self.rules.end_reserve)
     }
 
     fn near_end(&self) -> bool {
         self.remaining() <= self.rules.end_reserve
             || (self.max_words > 0 && self.words() + self.rules.end_words >= self.max_words)
+            || (self.rules.end_after_last_quote && self.counts.quotes >= self.rules.max_quotes)
+    }
+
+    /// Whether free text since the last quote holds enough words for the
+    /// next quote to open.
+    fn quote_spaced(&self) -> bool {
+        self.counts.quotes == 0
+            || String::from_utf8_lossy(&self.segment)
+                .split_whitespace()
+                .filter(|w| w.chars().any(is_word_char))
+                .count()
+                >= self.rules.words_between_quotes
+    }
+
+    /// Whether free text (outside quotes, tags blanked) holds a steer word.
+    fn wrote_steer_word(&self) -> bool {
+        let text = String::from_utf8_lossy(&self.text);
+        words::outside_quotes(&text)
+            .iter()
+            .flat_map(|s| words::words(s))
+            .any(|w| self.steer_words.contains(&w))
     }
 
     /// Whether the next quote must come from a passage: the first one must
@@ -1067,6 +1160,7 @@ impl QuoteGuide {
         // openers valid this turn.
         self.next_epoch();
         let may_open = quotes_left
+            && self.quote_spaced()
             && (self.counts.passage_quotes == 0
                 || (remaining > rules.close_reserve + 20 && !self.near_end()));
         if may_open {
@@ -1076,7 +1170,7 @@ impl QuoteGuide {
         }
         // A tag cites a claim: none before the reply's first word (a small
         // model otherwise opens with a passage header, `[s6] (chunk:0359)`).
-        if self.text.iter().any(u8::is_ascii_alphanumeric) {
+        if rules.free_tags && self.text.iter().any(u8::is_ascii_alphanumeric) {
             for i in 0..self.tag_openers.len() {
                 let id = self.tag_openers[i];
                 self.mark(id);
@@ -1113,6 +1207,7 @@ impl QuoteGuide {
                 }
             }
         }
+        self.forbid_banned_words(logits);
         // The terms rule may not leave the step without a token (with the
         // copy rule it can, on a rare step): then it yields for this step.
         let before_terms = self.known_words.is_some().then(|| logits.to_vec());
@@ -1129,6 +1224,38 @@ impl QuoteGuide {
                 && l.is_finite()
             {
                 *l += STEER_BIAS;
+            }
+        }
+    }
+
+    /// Forbids the tokens that would write a [`Guidance::banned_words`]
+    /// word in free text: those that start one after a gap, those that
+    /// spell one where a word starts, and those that finish one the text
+    /// has begun. Quote and tag openers marked this step stay allowed.
+    fn forbid_banned_words(&mut self, logits: &mut [f32]) {
+        if self.banned_words.is_empty() {
+            return;
+        }
+        let vocab = Arc::clone(&self.vocab);
+        let mut banned = self.banned_gap_led.clone();
+        let (word, _) = self.term_context();
+        if word.is_empty() {
+            banned.extend_from_slice(&self.banned_bare);
+        } else {
+            let lower = word.to_lowercase();
+            for w in &self.banned_words {
+                if let Some(rest) = w.strip_prefix(lower.as_str())
+                    && !rest.is_empty()
+                {
+                    spell_word(&vocab.trie, Trie::ROOT, rest, &mut banned);
+                }
+            }
+        }
+        for id in banned {
+            if self.marks[id as usize] != self.epoch
+                && let Some(l) = logits.get_mut(id as usize)
+            {
+                *l = f32::NEG_INFINITY;
             }
         }
     }
@@ -1496,14 +1623,17 @@ impl QuoteGuide {
         self.allowed = allowed;
     }
 
-    /// Tokens below `node` whose extra bytes (up to 3) are safe ASCII text.
+    /// Tokens below `node` whose extra bytes (up to 3) are spaces or clause
+    /// marks.
     fn collect_safe_tails(&mut self, node: u32, depth: usize, out: &mut Vec<u32>) {
         if depth >= 3 {
             return;
         }
         let vocab = Arc::clone(&self.vocab);
         for &(b, child) in &vocab.trie.nodes[node as usize].children {
-            if !(b.is_ascii() && b != BARRIER && is_safe_text(&[b])) {
+            // Only a space and clause marks: letters or an aside here would
+            // be free text that skipped the free-text rules (`](ljjj…`).
+            if !b" .,;:!?".contains(&b) {
                 continue;
             }
             if let Some(id) = vocab.trie.token(child)
@@ -1594,6 +1724,13 @@ impl QuoteGuide {
                     self.counts.passage_quotes += 1;
                 }
                 match tag {
+                    Some(tag) if self.rules.tag_ends_clause => State::Forced {
+                        options: CLAUSE_MARKS
+                            .iter()
+                            .map(|&m| format!(" [{}]{}", tag.tag(), char::from(m)).into_bytes())
+                            .collect(),
+                        consumed: 0,
+                    },
                     Some(tag) => State::Forced {
                         options: vec![format!(" [{}]", tag.tag()).into_bytes()],
                         consumed: 0,
@@ -1818,13 +1955,18 @@ impl DecodeGuide for QuoteGuide {
             return GuideControl::Continue;
         };
         // One steer word written in free text is enough.
-        if matches!(self.state, State::Free) && self.steer.contains(&token) {
+        let free = matches!(self.state, State::Free);
+        if free && self.steer.contains(&token) {
             self.steer.clear();
         }
         for &b in bytes {
             self.step(b);
         }
         self.text.extend_from_slice(bytes);
+        if free && !self.steered && !self.steer_words.is_empty() && self.wrote_steer_word() {
+            self.steered = true;
+            self.steer.clear();
+        }
         if self.near_end() && self.may_end() && self.at_sentence_end() {
             self.counts.ended = true;
             return GuideControl::Stop;
@@ -1853,6 +1995,15 @@ pub fn tag_grammar(passages: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default rules, with tags followed by any text (most tests feed
+    /// ` [s1]` then a word); `tag_ends_clause` has its own test.
+    fn rules() -> GuideRules {
+        GuideRules {
+            tag_ends_clause: false,
+            ..GuideRules::default()
+        }
+    }
 
     /// A small hand-made vocabulary: every printable ASCII byte alone, some
     /// words, quote and tag pieces, and a stop token.
@@ -1927,7 +2078,7 @@ mod tests {
                 ..Guidance::default()
             },
             max_tokens,
-            GuideRules::default(),
+            rules(),
         )
     }
 
@@ -2066,7 +2217,25 @@ mod tests {
 
     #[test]
     fn brackets_outside_quotes_only_open_valid_tags() {
+        // By default tags follow quotes only.
         let (mut g, w) = guide(&[WHALE], 100);
+        feed(&mut g, &w, &["I"]);
+        assert!(!allows(&mut g, &w, " ["));
+        assert!(!allows(&mut g, &w, "[s"));
+        let free_tags = || {
+            guide_with(
+                Guidance {
+                    passages: vec![WHALE.to_string()],
+                    ..Guidance::default()
+                },
+                100,
+                GuideRules {
+                    free_tags: true,
+                    ..rules()
+                },
+            )
+        };
+        let (mut g, w) = free_tags();
         assert!(!allows(&mut g, &w, "[s"), "no tag before the first word");
         feed(&mut g, &w, &["I"]);
         assert!(allows(&mut g, &w, " ["));
@@ -2075,7 +2244,7 @@ mod tests {
         assert!(allows(&mut g, &w, "1"));
         assert!(!allows(&mut g, &w, "2"), "only s1 exists");
         // `[s` straight into `s2`? No: only `s1` continues.
-        let (mut g, w) = guide(&[WHALE], 100);
+        let (mut g, w) = free_tags();
         feed(&mut g, &w, &["I"]);
         assert!(allows(&mut g, &w, "[s"));
         feed(&mut g, &w, &["[s"]);
@@ -2084,25 +2253,30 @@ mod tests {
     }
 
     #[test]
-    fn at_most_three_quotes() {
+    fn at_most_two_quotes_with_own_words_between() {
         let (mut g, w) = guide(
             &["one two three four, five six seven eight, nine ten eleven twelve."],
             200,
         );
         feed(&mut g, &w, &["I"]);
-        for quote in [
-            "one two three four",
-            "five six seven eight",
-            "nine ten eleven twelve",
-        ] {
-            feed(&mut g, &w, &[" \""]);
-            feed_chars(&mut g, &w, quote);
-            feed(&mut g, &w, &["\"", " [s1]", " we"]);
-        }
-        assert_eq!(g.counts().quotes, 3);
+        feed(&mut g, &w, &[" \""]);
+        feed_chars(&mut g, &w, "one two three four");
+        feed(&mut g, &w, &["\"", " [s1]", " we"]);
+        assert!(!allows(&mut g, &w, " \""), "no quote right after a quote");
+        feed(&mut g, &w, &[" said", " all", " here"]);
+        feed(&mut g, &w, &[" \""]);
+        feed_chars(&mut g, &w, "five six seven eight");
+        feed(
+            &mut g,
+            &w,
+            &["\"", " [s1]", " we", " said", " all", " here"],
+        );
+        assert_eq!(g.counts().quotes, 2);
         assert!(!allows(&mut g, &w, " \""));
         assert!(!allows(&mut g, &w, "\""));
         assert!(allows(&mut g, &w, " said"));
+        // After the last quote the turn ends at its next sentence end.
+        assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);
     }
 
     #[test]
@@ -2128,7 +2302,7 @@ mod tests {
     #[test]
     fn guidance_opens_a_quote_after_a_bounded_number_of_tokens() {
         let (mut g, w) = guide(&[WHALE], 200);
-        let rules = GuideRules::default();
+        let rules = rules();
         for _ in 0..rules.open_after_tokens {
             feed(&mut g, &w, &[" we"]);
         }
@@ -2180,7 +2354,7 @@ mod tests {
             "one two three four five, six seven eight nine ten eleven twelve thirteen fourteen.";
         let rules = GuideRules {
             max_quote_words: 6,
-            ..GuideRules::default()
+            ..rules()
         };
         let guidance = Guidance {
             passages: vec![text.into()],
@@ -2252,23 +2426,103 @@ mod tests {
             turns: BTreeMap::from([(3, "Call me Ishmael now, the whale said.".to_string())]),
             ..Guidance::default()
         };
-        let (mut g, w) = guide_with(guidance, 200, GuideRules::default());
+        let (mut g, w) = guide_with(guidance, 200, rules());
         feed(&mut g, &w, &["I"]);
         // The first quote must come from a passage.
         assert!(!allows(&mut g, &w, " \"Call"));
         feed(&mut g, &w, &[" \""]);
         feed_chars(&mut g, &w, "about it at all here");
-        feed(&mut g, &w, &["\"", " [", "s", "1", "]", " we"]);
+        feed(
+            &mut g,
+            &w,
+            &["\"", " [", "s", "1", "]", " we", " said", " all", " now"],
+        );
         feed(&mut g, &w, &[" \"Call", " me", " Ishmael", " now", "\""]);
         for c in [" ", "[", "o", "3", "]"] {
             feed(&mut g, &w, &[c]);
         }
         assert_eq!(
             g.text(),
-            "I \"about it at all here\" [s1] we \"Call me Ishmael now\" [o3]"
+            "I \"about it at all here\" [s1] we said all now \"Call me Ishmael now\" [o3]"
         );
         assert_eq!(g.counts().quotes, 2);
         assert_eq!(g.counts().passage_quotes, 1);
+    }
+
+    #[test]
+    fn a_forced_tag_ends_a_clause() {
+        let (mut g, w) = guide_with(
+            Guidance {
+                passages: vec![WHALE.to_string()],
+                ..Guidance::default()
+            },
+            200,
+            GuideRules::default(),
+        );
+        feed(
+            &mut g,
+            &w,
+            &[
+                "I", " said", " \"The", " whale", " rose", " at", " dawn", "\"",
+            ],
+        );
+        feed(&mut g, &w, &[" [s1]"]);
+        assert!(
+            !allows(&mut g, &w, " we"),
+            "no talk about the quote after its tag"
+        );
+        assert!(allows(&mut g, &w, ","));
+        assert!(allows(&mut g, &w, "."));
+        feed(&mut g, &w, &[",", " we"]);
+    }
+
+    #[test]
+    fn banned_words_stay_out_of_free_text_but_not_quotes() {
+        let guidance = Guidance {
+            passages: vec![WHALE.to_string()],
+            banned_words: vec!["whale".into(), "sea".into()],
+            ..Guidance::default()
+        };
+        let (mut g, w) = guide_with(guidance, 200, rules());
+        feed(&mut g, &w, &["I"]);
+        assert!(!allows(&mut g, &w, " whale"));
+        assert!(!allows(&mut g, &w, " sea"));
+        assert!(allows(&mut g, &w, " said"));
+        feed(&mut g, &w, &[" ", "s", "e"]);
+        assert!(!allows(&mut g, &w, "a"), "`se` may not become `sea`");
+        assert!(allows(&mut g, &w, "t"));
+        feed(&mut g, &w, &["t", " \"The", " whale"]);
+    }
+
+    #[test]
+    fn the_turn_ends_only_after_a_topic_word() {
+        let guidance = Guidance {
+            passages: vec![WHALE.to_string()],
+            steer_words: vec!["calm".into()],
+            ..Guidance::default()
+        };
+        let (mut g, w) = guide_with(
+            guidance,
+            200,
+            GuideRules {
+                topic_before_end: true,
+                ..rules()
+            },
+        );
+        feed(
+            &mut g,
+            &w,
+            &["I", " said", " \"The", " whale", " rose", " at", " dawn"],
+        );
+        feed(
+            &mut g,
+            &w,
+            &["\"", " [s1]", " we", " said", " all", " here"],
+        );
+        feed(&mut g, &w, &["."]);
+        assert!(!allows(&mut g, &w, "<|im_end|>"), "no topic word yet");
+        feed(&mut g, &w, &[" calm", "."]);
+        assert!(allows(&mut g, &w, "<|im_end|>"));
     }
 
     #[test]
@@ -2278,7 +2532,8 @@ mod tests {
             &mut g,
             &w,
             &[
-                "I", " \"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we",
+                "I", " \"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we", " said",
+                " all", " here",
             ],
         );
         feed(&mut g, &w, &[" \""]);
@@ -2303,7 +2558,7 @@ mod tests {
         assert!(allows(&mut g, &w, " we"));
         let rules = GuideRules {
             one_paragraph: false,
-            ..GuideRules::default()
+            ..rules()
         };
         let guidance = Guidance {
             passages: vec![WHALE.into()],
@@ -2323,7 +2578,7 @@ mod tests {
                 ..Guidance::default()
             },
             200,
-            GuideRules::default(),
+            rules(),
         )
     }
 
@@ -2336,7 +2591,7 @@ mod tests {
                 ..Guidance::default()
             },
             200,
-            GuideRules::default(),
+            rules(),
         );
         // A sentence may start with any capital; `I` is never a name.
         assert!(allows(&mut g, &w, "Call"));
@@ -2361,7 +2616,7 @@ mod tests {
                 ..Guidance::default()
             },
             200,
-            GuideRules::default(),
+            rules(),
         );
         feed(&mut g, &w, &["I", " said", "."]);
         assert!(allows(&mut g, &w, " The"));
@@ -2381,7 +2636,7 @@ mod tests {
                 ..Guidance::default()
             },
             200,
-            GuideRules::default(),
+            rules(),
         );
         let logit = |g: &mut QuoteGuide, t: &str| {
             let mut logits = vec![0.0f32; g.vocab.len()];

@@ -1,5 +1,6 @@
 //! How a turn reads to a person: the five reading measures of a moot
-//! (`reading-v1`), with the word lists they use, defined here once. The
+//! (`reading-v2`; `reading-v1` is kept so older transcripts verify as they
+//! were written), with the word lists they use, defined here once. The
 //! grounding stats say whether quotes are the book's own words; these say
 //! whether the words around them are a conversation about the topic.
 //!
@@ -8,8 +9,10 @@
 //! - meta talk: the own words talk about texts, passages, pages, stories,
 //!   edits, responses, turns, rules or instructions, or reads its own
 //!   quotes as phrases and themes (a word of
-//!   [`META_TALK_WORDS`] or a phrase of [`META_TALK_PHRASES`]), not counting
-//!   words inside the books' titles or the topic;
+//!   [`META_TALK_WORDS`] or a phrase of [`META_TALK_PHRASES`], and since
+//!   `reading-v2` of [`META_TALK_WORDS_V2`] or [`META_TALK_PHRASES_V2`]:
+//!   talk about the exchange itself, thanks, examples, information), not
+//!   counting words inside the books' titles or the topic;
 //! - unsupported terms: numerals (words with a digit) and capitalised names
 //!   (a capitalised word not at a sentence start, other than `I`) whose words
 //!   appear in none of the turn's passages, the moot's earlier turns, the
@@ -29,9 +32,49 @@ use crate::grounding::ParsedReply;
 use crate::model::guide::words::{is_word_char, outside_quotes, words};
 use crate::model::guide::{is_first_person, is_sentence_mark};
 
-/// The version of these measures, recorded in a transcript's settings as
-/// `reading`; transcripts without it carry none of them.
-pub const READING_VERSION: &str = "reading-v1";
+/// The version of these measures this grove writes, recorded in a
+/// transcript's settings as `reading`; transcripts without it carry none of
+/// them.
+pub const READING_VERSION: &str = ReadingVersion::CURRENT.as_str();
+
+/// A version of the reading measures. They differ only in the meta-talk
+/// lists: `reading-v2` adds [`META_TALK_WORDS_V2`] and
+/// [`META_TALK_PHRASES_V2`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadingVersion {
+    V1,
+    #[default]
+    V2,
+}
+
+impl ReadingVersion {
+    pub const CURRENT: ReadingVersion = ReadingVersion::V2;
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReadingVersion::V1 => "reading-v1",
+            ReadingVersion::V2 => "reading-v2",
+        }
+    }
+
+    /// The version a transcript names (`None`: one this grove does not know).
+    pub fn parse(name: &str) -> Option<ReadingVersion> {
+        [ReadingVersion::V1, ReadingVersion::V2]
+            .into_iter()
+            .find(|v| v.as_str() == name)
+    }
+
+    /// The meta-talk words and phrases of this version.
+    pub fn meta_talk_lists(self) -> (Vec<&'static str>, Vec<&'static str>) {
+        let mut words = META_TALK_WORDS.to_vec();
+        let mut phrases = META_TALK_PHRASES.to_vec();
+        if self == ReadingVersion::V2 {
+            words.extend_from_slice(META_TALK_WORDS_V2);
+            phrases.extend_from_slice(META_TALK_PHRASES_V2);
+        }
+        (words, phrases)
+    }
+}
 
 /// Own words that make a turn talk about the moot instead of its topic.
 pub const META_TALK_WORDS: &[&str] = &[
@@ -118,6 +161,108 @@ pub const META_TALK_PHRASES: &[&str] = &[
     "this line",
     "the line",
     "these lines",
+];
+
+/// Words added in `reading-v2`: a turn that thanks, explains, gives
+/// examples or passes on information talks about the exchange, not the
+/// topic (the demo's turn 1 under v1: "I am glad you enjoyed the
+/// information about people living for"); so does one that reads its quote
+/// as literature ("is a classic metaphor", "a descriptive and imaginative
+/// way of writing the scene", "a clever way of saying").
+pub const META_TALK_WORDS_V2: &[&str] = &[
+    "information",
+    "example",
+    "examples",
+    "explanation",
+    "explanations",
+    "explain",
+    "explains",
+    "explained",
+    "summary",
+    "summarize",
+    "summarise",
+    "improvement",
+    "improvements",
+    "grammar",
+    "enjoyed",
+    "author",
+    "authors",
+    "reader",
+    "readers",
+    "title",
+    "titles",
+    "quoting",
+    "topic",
+    "topics",
+    "conversation",
+    "discussion",
+    "dialogue",
+    "debate",
+    "metaphor",
+    "metaphors",
+    "tale",
+    "tales",
+    "scene",
+    "scenes",
+    "version",
+    "versions",
+    "descriptive",
+    "describes",
+    "description",
+    "interpret",
+    "interpreted",
+    "interpretation",
+    "meaning",
+    "literary",
+    "narrative",
+    "narrator",
+    "novel",
+    "novels",
+    "character",
+    "characters",
+    "plot",
+    "imagery",
+    "symbol",
+    "symbolizes",
+    "expression",
+    "expressions",
+    "writing",
+    "written",
+    "document",
+    "documents",
+];
+
+/// Phrases added in `reading-v2`.
+pub const META_TALK_PHRASES_V2: &[&str] = &[
+    "glad you",
+    "thank you",
+    "thanks for",
+    "you enjoyed",
+    "you provided",
+    "i provided",
+    "you mentioned",
+    "you asked",
+    "your question",
+    "my book",
+    "your book",
+    "the books",
+    "the words",
+    "these words",
+    "those words",
+    "my words",
+    "your words",
+    "way of saying",
+    "way to say",
+    "way of writing",
+    "well known",
+    "glad to help",
+    "happy to help",
+    "talk about",
+    "great point",
+    "interesting point",
+    "as noted",
+    "the book",
+    "famous lines",
 ];
 
 /// Words too common to carry a point.
@@ -295,6 +440,8 @@ pub struct ReadingSources<'a> {
     pub topic: Option<&'a str>,
     /// The stored text of the other book's last turn (absent on turn 1).
     pub last_other: Option<&'a str>,
+    /// Which version's lists to read with.
+    pub version: ReadingVersion,
 }
 
 /// One turn's reading measures.
@@ -391,9 +538,10 @@ pub fn distinct_pairs<'a>(stretches: impl IntoIterator<Item = &'a Vec<String>>) 
     (seen.len() as u32, total)
 }
 
-/// Whether own words (stretches) talk about the moot: a meta word or phrase,
-/// after blanking the titles and the topic (`exempt`).
-pub fn is_meta_talk(own_text: &str, exempt: &[&str]) -> bool {
+/// Whether own words (stretches) talk about the moot: a meta word or phrase
+/// of `version`'s lists, after blanking the titles and the topic (`exempt`).
+pub fn is_meta_talk(own_text: &str, exempt: &[&str], version: ReadingVersion) -> bool {
+    let (meta_words, meta_phrases) = version.meta_talk_lists();
     let mut own = format!(" {} ", words(own_text).join(" "));
     for phrase in exempt {
         let phrase = words(phrase).join(" ");
@@ -401,11 +549,8 @@ pub fn is_meta_talk(own_text: &str, exempt: &[&str]) -> bool {
             own = own.replace(&format!(" {phrase} "), " | ");
         }
     }
-    let found_word = own.split(' ').any(|w| META_TALK_WORDS.contains(&w));
-    found_word
-        || META_TALK_PHRASES
-            .iter()
-            .any(|p| own.contains(&format!(" {p} ")))
+    let found_word = own.split(' ').any(|w| meta_words.contains(&w));
+    found_word || meta_phrases.iter().any(|p| own.contains(&format!(" {p} ")))
 }
 
 /// The numerals and capitalised names outside quotes, as written, that
@@ -507,7 +652,7 @@ pub fn read_turn(text: &str, sources: &ReadingSources<'_>) -> TurnReading {
         .collect();
     let (distinct, total) = distinct_pairs(&stretches);
     TurnReading {
-        meta_talk: is_meta_talk(&own_text, &exempt),
+        meta_talk: is_meta_talk(&own_text, &exempt, sources.version),
         unsupported_terms: unsupported_terms(text, &supported_words(sources)),
         answers_other,
         on_topic,
@@ -530,6 +675,41 @@ pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
         + 2.0 * flag(r.answers_other == Some(true))
         + 3.0 * flag(r.on_topic)
         + 3.0 * r.distinct_2.unwrap_or(0.0)
+}
+
+/// What the reading measures do not see but a reader does, to break ties
+/// between drafts: own words too few to say anything (under 8: a turn of
+/// quotes alone), a content word written 3 or more times (a loop), quotes
+/// run together (under 3 own words between two), and, to the good, own
+/// words that take up a content word of the other book's last quotes
+/// (`last_other`), not only the topic's.
+pub fn draft_shape_score(text: &str, last_other: Option<&str>) -> f64 {
+    let stretches = own_word_stretches(text);
+    let own: Vec<&String> = stretches.iter().flatten().collect();
+    let mut score = 0.0;
+    if own.len() < 8 {
+        score -= 3.0;
+    }
+    let mut counts: std::collections::HashMap<String, u32> = Default::default();
+    for w in own.iter().filter(|w| is_content_word(w)) {
+        *counts.entry(stem(w)).or_default() += 1;
+    }
+    score -= 2.0 * counts.values().filter(|&&c| c >= 3).count() as f64;
+    let quotes = ParsedReply::parse(text).quotes.len();
+    if quotes >= 2 {
+        let between = &stretches[1..stretches.len().saturating_sub(1).max(1)];
+        score -= 2.0 * between.iter().filter(|s| s.len() < 3).count() as f64;
+    }
+    if let Some(last) = last_other {
+        let mut point = HashSet::new();
+        for q in quoted_texts(last) {
+            point.extend(content_stems(&q));
+        }
+        if counts.keys().any(|s| point.contains(s)) {
+            score += 1.5;
+        }
+    }
+    score
 }
 
 /// distinct-2 over a whole moot's own words (`None` with no word pairs).
@@ -556,6 +736,7 @@ mod tests {
             titles,
             topic,
             last_other,
+            version: ReadingVersion::CURRENT,
         }
     }
 
@@ -575,6 +756,50 @@ mod tests {
         assert!(!read_turn("The Story of My Heart holds that love endures.", &titled).meta_talk);
         // `turn` alone is a verb.
         assert!(!read_turn("We turn to the sea for bread.", &s).meta_talk);
+    }
+
+    #[test]
+    fn reading_v2_also_counts_talk_about_the_exchange() {
+        let mut s = sources(&[], &[], &TITLES, Some("what people live for"), None);
+        let glad = "I am glad you enjoyed the information about people living for.";
+        assert!(read_turn(glad, &s).meta_talk);
+        // Seen in 135M moots under the issue-26 guide: assistant talk, and a
+        // quote read as literature or as a document.
+        for seen in [
+            "It's a great thing to talk about, and it's something that I'm glad to help with.",
+            "The Jargon File, as noted in the document, has pointed out that people live.",
+            "The Queen, tossing her head, is a descriptive way of writing the scene.",
+            "The crew is a clever way of saying that people matter.",
+            "The sea, which contains the famous lines from the book, is a very interesting point.",
+        ] {
+            assert!(read_turn(seen, &s).meta_talk, "{seen}");
+        }
+        s.version = ReadingVersion::V1;
+        assert!(!read_turn(glad, &s).meta_talk, "v1 reads as it did");
+        assert_eq!(
+            ReadingVersion::parse("reading-v1"),
+            Some(ReadingVersion::V1)
+        );
+        assert_eq!(
+            ReadingVersion::parse(READING_VERSION),
+            Some(ReadingVersion::CURRENT)
+        );
+        assert_eq!(ReadingVersion::parse("reading-v9"), None);
+    }
+
+    #[test]
+    fn draft_shape_score_sees_loops_bare_quotes_and_chained_quotes() {
+        let good = "People live for pride, and pride alone: \"a single man in want of a wife,\" [s1] so a wife is what he lives for.";
+        let looped =
+            "The sea, the sea, the sea is all: \"a single man in want of a wife,\" [s1] the sea.";
+        let chained = "People live for a wife and a home: \"a single man in want of a wife,\" [s1] \"it is a truth universally acknowledged,\" [s2] so they say.";
+        let bare = "\"a single man in want of a wife,\" [s1]";
+        let g = draft_shape_score(good, None);
+        assert!(g > draft_shape_score(looped, None));
+        assert!(g > draft_shape_score(chained, None));
+        assert!(g > draft_shape_score(bare, None));
+        let last = "Money rules: \"the pride of a wife\" [s2].";
+        assert!(draft_shape_score(good, Some(last)) > g);
     }
 
     #[test]

@@ -211,6 +211,7 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             .as_deref()
             .map(reading::topic_word_forms)
             .unwrap_or_default(),
+        banned_words: banned_words(request),
     };
     let guided = model.guides_decoding();
     let mut call = |messages: &[ChatMessage], seed: u64| {
@@ -249,6 +250,7 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             &titles(request),
             request.topic.as_deref(),
             request.incoming.as_ref().map(|l| l.text.as_str()),
+            reading::ReadingVersion::CURRENT,
         )
     };
     // Under guidance every draft is grounded by construction, so drafts
@@ -258,7 +260,11 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     for i in 0..drafts {
         let reply = call(&messages, request.seed.wrapping_add(u64::from(i) << 40))?;
         let (checked, _) = grade(&reply);
-        let score = reading::draft_score(&read(&checked.text), checked.passes, has_text(&reply));
+        let score = reading::draft_score(&read(&checked.text), checked.passes, has_text(&reply))
+            + reading::draft_shape_score(
+                &checked.text,
+                request.incoming.as_ref().map(|l| l.text.as_str()),
+            );
         if first.as_ref().is_none_or(|(best, _)| score > *best) {
             first = Some((score, reply));
         }
@@ -369,9 +375,29 @@ pub fn known_words(request: &TurnRequest, tagged: &[TaggedPassage]) -> Vec<Strin
         titles: &titles,
         topic: request.topic.as_deref(),
         last_other: None,
+        version: reading::ReadingVersion::CURRENT,
     })
     .into_iter()
     .collect()
+}
+
+/// The words guidance keeps out of a turn's own words: the meta-talk words
+/// of the reading measures ([`reading::ReadingVersion::meta_talk_lists`]),
+/// less those the titles or the topic hold (a book may always name itself,
+/// the other and the topic).
+pub fn banned_words(request: &TurnRequest) -> Vec<String> {
+    let (meta, _) = reading::ReadingVersion::CURRENT.meta_talk_lists();
+    let mut named: Vec<String> = titles(request)
+        .iter()
+        .flat_map(|t| crate::model::guide::words::words(t))
+        .collect();
+    if let Some(topic) = request.topic.as_deref() {
+        named.extend(crate::model::guide::words::words(topic));
+    }
+    meta.into_iter()
+        .filter(|w| !named.iter().any(|n| n == w))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The books a turn may always name: the speaker's and the addressed one's
@@ -406,6 +432,9 @@ pub fn turn_figures(
 /// A turn's reading measures ([`reading::read_turn`]) from its passages,
 /// the moot's earlier turns (both maps), the books it may name, the topic
 /// and the last line it answers.
+// One argument per source of the reading, as `verify` rebuilds each of
+// them separately.
+#[allow(clippy::too_many_arguments)]
 pub fn turn_reading(
     text: &str,
     tagged: &[TaggedPassage],
@@ -414,6 +443,7 @@ pub fn turn_reading(
     titles: &[String],
     topic: Option<&str>,
     last_other: Option<&str>,
+    version: reading::ReadingVersion,
 ) -> TurnReading {
     let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
     let earlier: Vec<&str> = own_turns
@@ -430,6 +460,7 @@ pub fn turn_reading(
             titles: &titles,
             topic,
             last_other,
+            version,
         },
     )
 }

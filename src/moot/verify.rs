@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::host::{answered_tree, lines_of, turn_maps};
-use super::reading::{READING_VERSION, TurnReading};
+use super::reading::{READING_VERSION, ReadingVersion, TurnReading};
 use super::speaker::{
     extend_pool, opening_query, pass_problem, record_reply, turn_figures, turn_query, turn_reading,
 };
@@ -110,15 +110,19 @@ pub fn verify(
     // Reading measures are re-derived when the transcript records their
     // version (this code knows one), and must be absent when it does not.
     let reads = match settings.reading.as_deref() {
-        None => false,
-        Some(READING_VERSION) => true,
-        Some(other) => {
-            report.add(
-                None,
-                format!("reading measures {other}: this grove knows {READING_VERSION}"),
-            );
-            false
-        }
+        None => None,
+        Some(name) => match ReadingVersion::parse(name) {
+            Some(version) => Some(version),
+            None => {
+                report.add(
+                    None,
+                    format!(
+                        "reading measures {name}: this grove knows reading-v1 to {READING_VERSION}"
+                    ),
+                );
+                None
+            }
+        },
     };
 
     // Openings start the pools.
@@ -252,7 +256,7 @@ pub fn verify(
             )
         });
         compare_figures(&mut report, at, record, figures);
-        let reading = reads.then(|| {
+        let reading = reads.map(|version| {
             turn_reading(
                 &checked.text,
                 &tagged,
@@ -261,6 +265,7 @@ pub fn verify(
                 &titles,
                 topic,
                 lines.last().map(|l| l.text.as_str()),
+                version,
             )
         });
         compare_reading(&mut report, at, record, reading.as_ref());

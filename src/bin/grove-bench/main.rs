@@ -9,6 +9,7 @@ mod mesh;
 mod metrics;
 mod model;
 mod moot_net;
+mod moot_turns;
 mod nat;
 mod net;
 mod store;
@@ -27,11 +28,12 @@ fn main() -> anyhow::Result<()> {
         "net" => net::run(rest),
         "nat" => nat::run(rest),
         "moot-net" => moot_net::run(rest),
+        "moot-turns" => moot_turns::run(rest),
         "store" => store::run(rest),
         "web" => web::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, metrics, model, moot-net, nat, net, store, web"
+                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, metrics, model, moot-net, moot-turns, nat, net, store, web"
             )
         }
     }

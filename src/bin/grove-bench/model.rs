@@ -218,6 +218,7 @@ fn guided_overhead(
         exempt: vec!["Moby Dick".into(), "Pride and Prejudice".into()],
         known_words: None,
         steer_words: Vec::new(),
+        banned_words: Vec::new(),
     };
     let mut per_token = Vec::new();
     let mut shares = Vec::new();
