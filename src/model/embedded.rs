@@ -56,7 +56,7 @@ pub struct EmbeddedOptions {
     /// about 3x faster prompt processing; logits differ from the int8 path
     /// by int8 rounding.
     pub dense_prefill: bool,
-    /// Multiply Q8_0 matrices with grove's kernels (`model::kernels`);
+    /// Multiply Q8_0 matrices with grove's kernels (crate `grove-kernels`);
     /// off: candle's `QMatMul` for every matrix (the reference path).
     pub grove_kernels: bool,
     /// Threads of the forward pass (0: [`super::configured_threads`]).

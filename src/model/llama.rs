@@ -1,5 +1,5 @@
 //! grove's own forward pass for GGUF llama models (SmolLM2), on candle ops
-//! and grove's Q8_0 kernels (`model::kernels`), built for
+//! and grove's Q8_0 kernels (crate `grove-kernels`), built for
 //! one-token-at-a-time decoding at long contexts.
 //!
 //! candle-transformers' quantized llama grows its key/value cache with a
@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 
-use super::kernels::{Isa, Q8Matrix, Q8Rows};
+use grove_kernels::{Isa, Q8Matrix, Q8Rows};
 
 /// With candle's kernels, from this many rows on (prompt chunks), a
 /// projection dequantizes its weights and runs a float matmul: candle's
@@ -26,7 +26,7 @@ use candle_core::{D, DType, Device, IndexOp, Module, Result, Tensor};
 /// How the forward pass multiplies its quantized matrices.
 #[derive(Debug, Clone, Copy)]
 pub struct ForwardOptions {
-    /// Q8_0 matrices through grove's kernels (`model::kernels`); off: every
+    /// Q8_0 matrices through grove's kernels (`grove_kernels`); off: every
     /// matrix through candle's `QMatMul` (the reference path).
     pub grove_kernels: bool,
     /// With candle's kernels: prompt chunks through float projections.
@@ -462,7 +462,7 @@ fn project<const N: usize>(
         out.push(match (weight, &quantized) {
             (Projection::Q8(matrix), Some(rows)) => {
                 let mut product = vec![0f32; count * matrix.rows()];
-                super::kernels::matmul(isa, matrix, rows, &mut product);
+                grove_kernels::matmul(isa, matrix, rows, &mut product);
                 Tensor::from_vec(product, (1, count, matrix.rows()), device)?
             }
             (Projection::Q8(_), None) => candle_core::bail!("activations not quantized"),

@@ -13,7 +13,6 @@ pub mod embedded;
 pub mod guide;
 pub mod hub;
 pub mod install;
-pub mod kernels;
 pub mod llama;
 pub mod memory;
 pub mod openai;
