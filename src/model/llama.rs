@@ -554,3 +554,50 @@ mod tests {
         assert!((sin[1][1] - 0.01f32.sin()).abs() < 1e-6);
     }
 }
+
+#[cfg(test)]
+mod kernel_tests {
+    use super::*;
+
+    #[test]
+    fn grove_kernels_match_candle_qmatmul() {
+        let device = Device::Cpu;
+        let (rows, cols) = (64, 576);
+        let w = Tensor::randn(0f32, 1.0, (rows, cols), &device).expect("w");
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0).expect("q");
+        let options = ForwardOptions {
+            grove_kernels: true,
+            dense_prefill: false,
+            threads: 1,
+        };
+        let ours = Projection::new(QTensor::quantize(&w, GgmlDType::Q8_0).expect("q"), &options)
+            .expect("ours");
+        let theirs = Projection::Candle(QMatMul::from_qtensor(q).expect("theirs"));
+        for count in [1usize, 3, 40] {
+            let x = Tensor::randn(0f32, 1.0, (1, count, cols), &device).expect("x");
+            let [a] = project(Isa::detect(), &device, [&ours], &x, false).expect("a");
+            let [b] = project(Isa::detect(), &device, [&theirs], &x, false).expect("b");
+            let a: Vec<f32> = a.flatten_all().unwrap().to_vec1().unwrap();
+            let b: Vec<f32> = b.flatten_all().unwrap().to_vec1().unwrap();
+            let worst = a
+                .iter()
+                .zip(&b)
+                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            let scale = b.iter().fold(0f32, |m, x| m.max(x.abs()));
+            println!("count {count}: worst {worst} scale {scale}");
+            assert!(worst <= 1e-4 * scale, "count {count}: {worst} of {scale}");
+        }
+        let Projection::Q8(matrix) = &ours else {
+            panic!("Q8")
+        };
+        let dense: Vec<Vec<f32>> = QTensor::quantize(&w, GgmlDType::Q8_0)
+            .unwrap()
+            .dequantize(&device)
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        let mut row = vec![0f32; cols];
+        matrix.dequantize_row(5, &mut row);
+        assert_eq!(row, dense[5]);
+    }
+}
