@@ -219,6 +219,18 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 prompt: median(&mut theirs.0),
                 generation: median(&mut theirs.1),
             });
+            println!(
+                "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
+                grove.prompt,
+                grove.generation,
+                llama.as_ref().map_or(String::new(), |l| format!(
+                    ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
+                    l.prompt,
+                    l.generation,
+                    grove.prompt / l.prompt,
+                    grove.generation / l.generation
+                ))
+            );
             table.push((prompt.len(), threads, grove, llama, same_tokens));
             if words == prompt_words[0] && threads == thread_counts[0] {
                 guided_overhead(
