@@ -28,7 +28,7 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 
 use super::guide::{Guidance, GuideCounts, GuideRules, QuoteGuide, Vocabulary};
 use super::install::{is_block_quantized, requantize_into};
-use super::llama::{LlamaModel, LlamaShape};
+use super::llama::{ForwardOptions, LlamaModel, LlamaShape};
 use super::memory;
 use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
 use super::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
@@ -56,6 +56,11 @@ pub struct EmbeddedOptions {
     /// about 3x faster prompt processing; logits differ from the int8 path
     /// by int8 rounding.
     pub dense_prefill: bool,
+    /// Multiply Q8_0 matrices with grove's kernels (crate `grove-kernels`);
+    /// off: candle's `QMatMul` for every matrix (the reference path).
+    pub grove_kernels: bool,
+    /// Threads of the forward pass (0: [`super::configured_threads`]).
+    pub threads: usize,
     /// Decode requests that carry [`ChatRequest::guidance`] under a
     /// [`QuoteGuide`] (setting `model.guided`).
     pub guided: bool,
@@ -72,6 +77,8 @@ impl Default for EmbeddedOptions {
             top_p: Some(0.95),
             candle_llama: false,
             dense_prefill: true,
+            grove_kernels: true,
+            threads: 0,
             guided: true,
             no_repeat_ngram: 4,
         }
@@ -135,9 +142,16 @@ impl Engine {
         if options.candle_llama {
             ModelWeights::from_gguf(content, reader, device).map(Engine::Candle)
         } else {
-            let mut model = LlamaModel::from_gguf(&content, reader, device, context_len)?;
-            model.set_dense_prefill(options.dense_prefill);
-            Ok(Engine::Grove(model))
+            let forward = ForwardOptions {
+                grove_kernels: options.grove_kernels,
+                dense_prefill: options.dense_prefill,
+                threads: if options.threads > 0 {
+                    options.threads
+                } else {
+                    super::configured_threads()
+                },
+            };
+            LlamaModel::from_gguf(&content, reader, device, context_len, forward).map(Engine::Grove)
         }
     }
 
@@ -158,12 +172,16 @@ impl Engine {
         tokens: &[u32],
         position: usize,
         device: &Device,
-    ) -> candle_core::Result<Tensor> {
+    ) -> candle_core::Result<Vec<f32>> {
         match self {
             Engine::Grove(model) => model.forward(tokens),
             Engine::Candle(model) => {
                 let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
-                model.forward(&input, position)?.squeeze(0)
+                model
+                    .forward(&input, position)?
+                    .squeeze(0)?
+                    .to_dtype(DType::F32)?
+                    .to_vec1()
             }
         }
     }
@@ -396,11 +414,9 @@ impl EmbeddedModel {
         let mut tokens = Vec::new();
         let mut stop = StopReason::Length;
         while tokens.len() < max_tokens {
-            let Some(step) = logits.take() else { break };
-            let mut row: Vec<f32> = step
-                .to_dtype(DType::F32)
-                .and_then(|t| t.to_vec1())
-                .map_err(failed)?;
+            // The forward's own buffer: the guide and the sampler read and
+            // edit it in place.
+            let Some(mut row) = logits.take() else { break };
             // The output layer can be wider than the tokenizer's vocabulary
             // (padding rows); those ids decode to nothing.
             for padded in row.iter_mut().skip(self.vocab_size) {

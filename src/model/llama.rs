@@ -1,5 +1,6 @@
-//! grove's own forward pass for GGUF llama models (SmolLM2), on candle ops,
-//! built for one-token-at-a-time decoding at long contexts.
+//! grove's own forward pass for GGUF llama models (SmolLM2), on candle ops
+//! and grove's Q8_0 kernels (crate `grove-kernels`), built for
+//! one-token-at-a-time decoding at long contexts.
 //!
 //! candle-transformers' quantized llama grows its key/value cache with a
 //! concatenation per token and copies every key and value again to widen the
@@ -10,27 +11,79 @@
 //! a step only reads the cache.
 
 use std::io::{Read, Seek};
+use std::sync::Arc;
 
-use candle_core::quantized::{QMatMul, gguf_file};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 
-/// From this many rows on (prompt chunks), a projection dequantizes its
-/// weights and runs a float matmul: dequantizing one matrix costs about as
-/// much as a handful of int8 rows, and the float kernels are much faster per
-/// row than candle's int8 path for SmolLM2's widths.
+use grove_kernels::{Isa, Q8Matrix, Q8Rows};
+
+/// With candle's kernels, from this many rows on (prompt chunks), a
+/// projection dequantizes its weights and runs a float matmul: candle's
+/// int8 path is slow for many rows at SmolLM2's widths.
 const DENSE_ROWS: usize = 32;
 use candle_core::{D, DType, Device, IndexOp, Module, Result, Tensor};
+
+/// How the forward pass multiplies its quantized matrices.
+#[derive(Debug, Clone, Copy)]
+pub struct ForwardOptions {
+    /// Q8_0 matrices through grove's kernels (`grove_kernels`); off: every
+    /// matrix through candle's `QMatMul` (the reference path).
+    pub grove_kernels: bool,
+    /// With candle's kernels: prompt chunks through float projections.
+    pub dense_prefill: bool,
+    /// Threads of the forward pass's pool (at least 1).
+    pub threads: usize,
+}
+
+/// A weight matrix and the kernel that multiplies it.
+enum Projection {
+    /// Q8_0, through grove's kernels.
+    Q8(Arc<Q8Matrix>),
+    /// Any type candle reads, through candle's `QMatMul`.
+    Candle(QMatMul),
+}
+
+impl Projection {
+    fn new(tensor: QTensor, options: &ForwardOptions) -> Result<Projection> {
+        match q8_matrix(&tensor, options)? {
+            Some(matrix) => Ok(Projection::Q8(Arc::new(matrix))),
+            None => Ok(Projection::Candle(QMatMul::from_qtensor(tensor)?)),
+        }
+    }
+}
+
+/// `tensor` as a grove Q8_0 matrix, when it is one and grove's kernels are on.
+fn q8_matrix(tensor: &QTensor, options: &ForwardOptions) -> Result<Option<Q8Matrix>> {
+    if !options.grove_kernels || tensor.dtype() != GgmlDType::Q8_0 {
+        return Ok(None);
+    }
+    let (rows, cols) = tensor.shape().dims2()?;
+    let data = tensor.data()?.into_owned();
+    Q8Matrix::new(rows, cols, data)
+        .map(Some)
+        .map_err(|e| candle_core::Error::Msg(e.to_string()))
+}
+
+/// The token embedding table.
+enum Embeddings {
+    /// Q8_0 rows, dequantized per looked-up token (the table is also the
+    /// tied output matrix: one copy, a quarter of the float table's size).
+    Q8(Arc<Q8Matrix>),
+    /// Floats (other types), `(vocab, width)`.
+    Dense(Tensor),
+}
 
 /// One transformer block.
 struct Block {
     attn_norm: Tensor,
-    wq: QMatMul,
-    wk: QMatMul,
-    wv: QMatMul,
-    wo: QMatMul,
+    wq: Projection,
+    wk: Projection,
+    wv: Projection,
+    wo: Projection,
     ffn_norm: Tensor,
-    w_gate: QMatMul,
-    w_up: QMatMul,
-    w_down: QMatMul,
+    w_gate: Projection,
+    w_up: Projection,
+    w_down: Projection,
     /// `(1, kv_heads, capacity, head_dim)`, valid up to `LlamaModel::len`.
     keys: Option<Tensor>,
     values: Option<Tensor>,
@@ -38,10 +91,10 @@ struct Block {
 
 /// A llama-architecture model with an in-place key/value cache.
 pub struct LlamaModel {
-    embeddings: Tensor,
+    embeddings: Embeddings,
     blocks: Vec<Block>,
     output_norm: Tensor,
-    output: QMatMul,
+    output: Projection,
     /// `(max_positions, rope_dim / 2)`.
     cos: Tensor,
     sin: Tensor,
@@ -50,9 +103,14 @@ pub struct LlamaModel {
     head_dim: usize,
     eps: f32,
     max_positions: usize,
-    /// Prompt chunks of at least this many rows use float projections
-    /// (`usize::MAX`: never).
+    /// With candle's kernels, prompt chunks of at least this many rows use
+    /// float projections (`usize::MAX`: never).
     dense_rows: usize,
+    /// grove's kernels' instruction set (detected at load).
+    isa: Isa,
+    /// Every forward runs in this pool: grove's kernels and candle's ops
+    /// split their work over its threads.
+    pool: Arc<rayon::ThreadPool>,
     /// Positions currently held in the cache.
     len: usize,
     capacity: usize,
@@ -156,6 +214,7 @@ impl LlamaModel {
         reader: &mut R,
         device: &Device,
         max_positions: usize,
+        options: ForwardOptions,
     ) -> Result<LlamaModel> {
         let LlamaShape {
             heads,
@@ -168,17 +227,26 @@ impl LlamaModel {
         } = LlamaShape::of(content).map_err(candle_core::Error::Msg)?;
         let mut tensor = |name: &str| content.tensor(reader, name, device);
         let embeddings_q = tensor("token_embd.weight")?;
-        let embeddings = embeddings_q.dequantize(device)?;
         let output_norm = tensor("output_norm.weight")?.dequantize(device)?;
+        let (embeddings, tied) = match q8_matrix(&embeddings_q, &options)? {
+            Some(matrix) => {
+                let matrix = Arc::new(matrix);
+                (Embeddings::Q8(matrix.clone()), Projection::Q8(matrix))
+            }
+            None => (
+                Embeddings::Dense(embeddings_q.dequantize(device)?),
+                Projection::Candle(QMatMul::from_qtensor(embeddings_q)?),
+            ),
+        };
         // Tied embeddings: SmolLM2 has no separate output matrix.
         let output = match tensor("output.weight") {
-            Ok(weight) => weight,
-            Err(_) => embeddings_q,
+            Ok(weight) => Projection::new(weight, &options)?,
+            Err(_) => tied,
         };
         let mut blocks = Vec::with_capacity(block_count);
         for i in 0..block_count {
             let mut matmul =
-                |suffix: &str| QMatMul::from_qtensor(tensor(&format!("blk.{i}.{suffix}"))?);
+                |suffix: &str| Projection::new(tensor(&format!("blk.{i}.{suffix}"))?, &options);
             let wq = matmul("attn_q.weight")?;
             let wk = matmul("attn_k.weight")?;
             let wv = matmul("attn_v.weight")?;
@@ -203,11 +271,16 @@ impl LlamaModel {
             });
         }
         let (cos, sin) = rotary_tables(head_dim, rope_base, max_positions, device)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads.max(1))
+            .thread_name(|i| format!("grove-model-{i}"))
+            .build()
+            .map_err(|e| candle_core::Error::Msg(format!("model threads: {e}")))?;
         Ok(LlamaModel {
             embeddings,
             blocks,
             output_norm,
-            output: QMatMul::from_qtensor(output)?,
+            output,
             cos,
             sin,
             heads,
@@ -215,18 +288,22 @@ impl LlamaModel {
             head_dim,
             eps,
             max_positions,
-            dense_rows: DENSE_ROWS,
+            dense_rows: if options.dense_prefill {
+                DENSE_ROWS
+            } else {
+                usize::MAX
+            },
+            isa: Isa::detect(),
+            pool: Arc::new(pool),
             len: 0,
             capacity: 0,
             device: device.clone(),
         })
     }
 
-    /// Turns the float projections for prompt chunks on (the default) or
-    /// off (every row through candle's int8 kernels, as candle-transformers
-    /// does; slower, used to compare the two).
-    pub fn set_dense_prefill(&mut self, on: bool) {
-        self.dense_rows = if on { DENSE_ROWS } else { usize::MAX };
+    /// The instruction set of grove's kernels and the forward's threads.
+    pub fn kernels(&self) -> (Isa, usize) {
+        (self.isa, self.pool.current_num_threads())
     }
 
     /// Positions the model can attend to.
@@ -255,8 +332,13 @@ impl LlamaModel {
     }
 
     /// Feeds `tokens` at the next positions and returns the logits for the
-    /// last one, shape `(vocab,)`.
-    pub fn forward(&mut self, tokens: &[u32]) -> Result<Tensor> {
+    /// last one (`vocab` long), in the forward's thread pool.
+    pub fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let pool = self.pool.clone();
+        pool.install(|| self.forward_here(tokens))
+    }
+
+    fn forward_here(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let count = tokens.len();
         if count == 0 {
             candle_core::bail!("no tokens to feed");
@@ -269,8 +351,7 @@ impl LlamaModel {
                 count
             );
         }
-        let ids = Tensor::new(tokens, &self.device)?;
-        let mut hidden = self.embeddings.index_select(&ids, 0)?.unsqueeze(0)?;
+        let mut hidden = self.embed(tokens)?;
         let cos = self.cos.narrow(0, start, count)?;
         let sin = self.sin.narrow(0, start, count)?;
         let group = self.heads / self.kv_heads;
@@ -281,18 +362,20 @@ impl LlamaModel {
         };
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let dense = count >= self.dense_rows;
+        let (isa, device) = (self.isa, self.device.clone());
         for block in &mut self.blocks {
             let residual = hidden.clone();
             let x = candle_nn::ops::rms_norm(&hidden, &block.attn_norm, self.eps)?;
-            let q = project(&block.wq, &x, dense)?
+            let [q, k, v] = project(isa, &device, [&block.wq, &block.wk, &block.wv], &x, dense)?;
+            let q = q
                 .reshape((1, count, self.heads, self.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()?;
-            let k = project(&block.wk, &x, dense)?
+            let k = k
                 .reshape((1, count, self.kv_heads, self.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()?;
-            let v = project(&block.wv, &x, dense)?
+            let v = v
                 .reshape((1, count, self.kv_heads, self.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()?;
@@ -320,29 +403,78 @@ impl LlamaModel {
                 .reshape((1, self.heads, count, self.head_dim))?
                 .transpose(1, 2)?
                 .reshape((1, count, self.heads * self.head_dim))?;
-            let x = (project(&block.wo, &attended, dense)? + residual)?;
+            let [attended] = project(isa, &device, [&block.wo], &attended, dense)?;
+            let x = (attended + residual)?;
             let residual = x.clone();
             let normed = candle_nn::ops::rms_norm(&x, &block.ffn_norm, self.eps)?;
-            let gate = candle_nn::ops::silu(&project(&block.w_gate, &normed, dense)?)?;
-            let up = project(&block.w_up, &normed, dense)?;
-            hidden = (project(&block.w_down, &(gate * up)?, dense)? + residual)?;
+            let [gate, up] = project(isa, &device, [&block.w_gate, &block.w_up], &normed, dense)?;
+            let gate = candle_nn::ops::silu(&gate)?;
+            let [down] = project(isa, &device, [&block.w_down], &(gate * up)?, dense)?;
+            hidden = (down + residual)?;
         }
         self.len = start + count;
-        let last = hidden.i((.., count - 1, ..))?;
+        let last = hidden.i((.., count - 1..count, ..))?;
         let last = candle_nn::ops::rms_norm(&last, &self.output_norm, self.eps)?;
-        self.output.forward(&last)?.squeeze(0)
+        let [logits] = project(isa, &device, [&self.output], &last, false)?;
+        logits.flatten_all()?.to_vec1()
+    }
+
+    /// The embeddings of `tokens`, `(1, count, width)`.
+    fn embed(&self, tokens: &[u32]) -> Result<Tensor> {
+        match &self.embeddings {
+            Embeddings::Dense(table) => {
+                let ids = Tensor::new(tokens, &self.device)?;
+                table.index_select(&ids, 0)?.unsqueeze(0)
+            }
+            Embeddings::Q8(table) => {
+                let width = table.cols();
+                let mut rows = vec![0f32; tokens.len() * width];
+                for (&token, row) in tokens.iter().zip(rows.chunks_exact_mut(width)) {
+                    if token as usize >= table.rows() {
+                        candle_core::bail!("token {token} is outside the vocabulary");
+                    }
+                    table.dequantize_row(token as usize, row);
+                }
+                Tensor::from_vec(rows, (1, tokens.len(), width), &self.device)
+            }
+        }
     }
 }
 
-/// `x · wᵀ` for `x` of shape `(1, rows, in)`.
-fn project(weights: &QMatMul, x: &Tensor, dense: bool) -> Result<Tensor> {
-    match weights {
-        QMatMul::QTensor(quantized) if dense => {
-            let dense = quantized.dequantize(x.device())?;
-            x.broadcast_matmul(&dense.t()?)
-        }
-        _ => weights.forward(x),
+/// `x · wᵀ` for each of `weights`, `x` of shape `(1, rows, in)`; grove's
+/// kernels quantize `x` once for all of them.
+fn project<const N: usize>(
+    isa: Isa,
+    device: &Device,
+    weights: [&Projection; N],
+    x: &Tensor,
+    dense: bool,
+) -> Result<[Tensor; N]> {
+    let (_, count, width) = x.dims3()?;
+    let quantized = if weights.iter().any(|w| matches!(w, Projection::Q8(_))) {
+        let values: Vec<f32> = x.flatten_all()?.to_vec1()?;
+        Some(Q8Rows::quantize(&values, width))
+    } else {
+        None
+    };
+    let mut out = Vec::with_capacity(N);
+    for weight in weights {
+        out.push(match (weight, &quantized) {
+            (Projection::Q8(matrix), Some(rows)) => {
+                let mut product = vec![0f32; count * matrix.rows()];
+                grove_kernels::matmul(isa, matrix, rows, &mut product);
+                Tensor::from_vec(product, (1, count, matrix.rows()), device)?
+            }
+            (Projection::Q8(_), None) => candle_core::bail!("activations not quantized"),
+            (Projection::Candle(QMatMul::QTensor(q)), _) if dense => {
+                let dense = q.dequantize(x.device())?;
+                x.broadcast_matmul(&dense.t()?)?
+            }
+            (Projection::Candle(matmul), _) => matmul.forward(x)?,
+        });
     }
+    out.try_into()
+        .map_err(|_| candle_core::Error::Msg("projection count".into()))
 }
 
 /// Rotary cos/sin tables, `(positions, head_dim / 2)`.
@@ -420,5 +552,52 @@ mod tests {
         // Position 1, first pair: angle 1 rad; second pair: 1/100 rad.
         assert!((sin[1][0] - 1f32.sin()).abs() < 1e-6);
         assert!((sin[1][1] - 0.01f32.sin()).abs() < 1e-6);
+    }
+}
+
+#[cfg(test)]
+mod kernel_tests {
+    use super::*;
+
+    #[test]
+    fn grove_kernels_match_candle_qmatmul() {
+        let device = Device::Cpu;
+        let (rows, cols) = (64, 576);
+        let w = Tensor::randn(0f32, 1.0, (rows, cols), &device).expect("w");
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0).expect("q");
+        let options = ForwardOptions {
+            grove_kernels: true,
+            dense_prefill: false,
+            threads: 1,
+        };
+        let ours = Projection::new(QTensor::quantize(&w, GgmlDType::Q8_0).expect("q"), &options)
+            .expect("ours");
+        let theirs = Projection::Candle(QMatMul::from_qtensor(q).expect("theirs"));
+        for count in [1usize, 3, 40] {
+            let x = Tensor::randn(0f32, 1.0, (1, count, cols), &device).expect("x");
+            let [a] = project(Isa::detect(), &device, [&ours], &x, false).expect("a");
+            let [b] = project(Isa::detect(), &device, [&theirs], &x, false).expect("b");
+            let a: Vec<f32> = a.flatten_all().unwrap().to_vec1().unwrap();
+            let b: Vec<f32> = b.flatten_all().unwrap().to_vec1().unwrap();
+            let worst = a
+                .iter()
+                .zip(&b)
+                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            let scale = b.iter().fold(0f32, |m, x| m.max(x.abs()));
+            println!("count {count}: worst {worst} scale {scale}");
+            assert!(worst <= 1e-4 * scale, "count {count}: {worst} of {scale}");
+        }
+        let Projection::Q8(matrix) = &ours else {
+            panic!("Q8")
+        };
+        let dense: Vec<Vec<f32>> = QTensor::quantize(&w, GgmlDType::Q8_0)
+            .unwrap()
+            .dequantize(&device)
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        let mut row = vec![0f32; cols];
+        matrix.dequantize_row(5, &mut row);
+        assert_eq!(row, dense[5]);
     }
 }

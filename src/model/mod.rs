@@ -134,10 +134,11 @@ pub struct ModelSettings {
     pub timeout_secs: u64,
     /// Retries after a connection error or a 5xx/429 answer (0: try once).
     pub max_retries: u32,
-    /// Threads for the embedded backend; 0 means half the cores, at least
-    /// one (as llama.cpp does): candle's spinning thread pool collapses when
-    /// its threads compete with other work for the cores. Takes effect only
-    /// through [`apply_thread_setting`] at process start.
+    /// Threads for the embedded backend: at most this many (0: no cap) of
+    /// the cores the process may run on (`sched_getaffinity`). Every core
+    /// is the fastest on a quiet node; on one busy with other work, fewer
+    /// threads leave it room (see docs/model.md). Takes effect only through
+    /// [`apply_thread_setting`] at process start.
     pub threads: usize,
     /// Guided decoding for the embedded backend: in moot turns, quotes are
     /// verbatim passage text and tags valid by construction. `false` turns
@@ -257,20 +258,42 @@ pub fn apply_thread_setting(settings: &ModelSettings) {
     {
         return;
     }
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let threads = embedded_threads(settings.threads, cores);
+    let threads = embedded_threads(settings.threads, usable_cores());
     // SAFETY: called from main before any thread is spawned, so no other
     // thread can read the environment concurrently.
     unsafe { std::env::set_var("CANDLE_NUM_THREADS", threads.to_string()) };
 }
 
-/// Threads for the embedded model: the setting, or half the cores.
+/// Threads for the embedded model: the cores it may use, capped by the
+/// setting (0: no cap).
 pub fn embedded_threads(setting: usize, cores: usize) -> usize {
+    let cores = cores.max(1);
     if setting > 0 {
-        setting
+        setting.min(cores)
     } else {
-        (cores / 2).max(1)
+        cores
     }
+}
+
+/// The cores this process may run on: its `sched_getaffinity` mask (and
+/// cgroup quota), as the standard library reads them.
+pub fn usable_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The embedded forward's threads for this process: `CANDLE_NUM_THREADS`
+/// (which [`apply_thread_setting`] sets from `model.threads`), else
+/// `RAYON_NUM_THREADS`, else every usable core.
+pub fn configured_threads() -> usize {
+    ["CANDLE_NUM_THREADS", "RAYON_NUM_THREADS"]
+        .iter()
+        .find_map(|name| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|&n| n > 0)
+        })
+        .unwrap_or_else(usable_cores)
 }
 
 /// Opens the configured backend. The embedded backend loads its GGUF file
@@ -325,11 +348,13 @@ mod tests {
     }
 
     #[test]
-    fn default_threads_are_half_the_cores() {
-        assert_eq!(embedded_threads(0, 2), 1);
+    fn threads_are_the_usable_cores_capped_by_the_setting() {
+        assert_eq!(embedded_threads(0, 2), 2);
         assert_eq!(embedded_threads(0, 1), 1);
-        assert_eq!(embedded_threads(0, 8), 4);
+        assert_eq!(embedded_threads(0, 0), 1);
+        assert_eq!(embedded_threads(1, 2), 1);
         assert_eq!(embedded_threads(3, 8), 3);
+        assert_eq!(embedded_threads(16, 8), 8);
     }
 
     #[test]

@@ -1,14 +1,20 @@
-//! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N]
-//! [--no-requantize] [--candle-llama] [--int8-prefill] [--dump-prompt FILE]`:
-//! the embedded model's load time, prompt and generation speed, peak RSS,
-//! and the cost of guided decoding per token (the guide's own time, measured
+//! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words
+//! N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize]
+//! [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]`:
+//! the embedded model's load time, prompt and generation speed against
+//! llama.cpp's in the same run (through `model_llama_cpp.py`, when the
+//! python, `$GROVE_BENCH_PYTHON` or `python3`, imports `llama_cpp`), for
+//! each prompt size (120 and 880 words: 224 and 1,353 tokens) and thread
+//! count (1 and 2), runs interleaved; peak RSS of both; and the cost of
+//! guided decoding per token (the guide's own time, measured
 //! around each `constrain` and `accept` call of a guided generation, with
 //! every rule on: verbatim clause-aligned quotes from six passages, and the
 //! copy rule over the whole prompt), as a share of generation time.
 //!
 //! Generation runs greedy with the stop tokens masked, so every run decodes
-//! exactly `--gen` tokens. `--dump-prompt FILE` writes the prompt for
-//! `model_llama_cpp.py`, which times llama.cpp on the same file and tokens. The prompt is a moot-sized chat built from a book
+//! exactly `--gen` tokens; the table says whether llama.cpp picked the same
+//! tokens. `--dump-prompt FILE` keeps the prompt file given to
+//! `model_llama_cpp.py` (the last one). The prompt is a moot-sized chat built from a book
 //! of the shared corpus when present (else the test excerpt of it in
 //! `tests/data/corpus`), else from fixed text.
 
@@ -57,15 +63,31 @@ impl<G: DecodeGuide> DecodeGuide for Timed<G> {
     }
 }
 
+/// One measured configuration's medians.
+struct Rates {
+    prompt: f64,
+    generation: f64,
+}
+
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut model_path: Option<PathBuf> = None;
     let mut runs = 3usize;
     let mut gen_tokens = 64usize;
-    let mut prompt_words = 120usize;
+    let mut prompt_words = vec![120usize, 880];
+    let mut thread_counts = vec![1usize, 2];
     let mut requantize = true;
     let mut candle_llama = false;
+    let mut grove_kernels = true;
     let mut dense_prefill = true;
     let mut dump_prompt: Option<PathBuf> = None;
+    let mut python = std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut llama_cpp = true;
+    let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
+        value
+            .split(',')
+            .map(|v| v.trim().parse().with_context(|| format!("{what}: {v}")))
+            .collect()
+    };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         let mut value = || iter.next().with_context(|| format!("{arg} needs a value"));
@@ -73,13 +95,17 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "--model" => model_path = Some(PathBuf::from(value()?)),
             "--runs" => runs = value()?.parse().context("--runs")?,
             "--gen" => gen_tokens = value()?.parse().context("--gen")?,
-            "--prompt-words" => prompt_words = value()?.parse().context("--prompt-words")?,
+            "--prompt-words" => prompt_words = list(value()?, "--prompt-words")?,
+            "--threads" => thread_counts = list(value()?, "--threads")?,
             "--no-requantize" => requantize = false,
             "--candle-llama" => candle_llama = true,
+            "--candle-kernels" => grove_kernels = false,
             "--int8-prefill" => dense_prefill = false,
             "--dump-prompt" => dump_prompt = Some(PathBuf::from(value()?)),
+            "--python" => python = value()?.clone(),
+            "--no-llama-cpp" => llama_cpp = false,
             other => bail!(
-                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N] [--no-requantize] [--candle-llama] [--int8-prefill] [--dump-prompt FILE]"
+                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]"
             ),
         }
     }
@@ -94,84 +120,163 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         }
     };
     let quantization = grove::model::embedded::file_quantization(&path)?;
-    let threads = std::env::var("CANDLE_NUM_THREADS")
-        .or_else(|_| std::env::var("RAYON_NUM_THREADS"))
-        .unwrap_or_else(|_| "default".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/bin/grove-bench/model_llama_cpp.py"
+    );
+    let llama_cpp = llama_cpp
+        && std::process::Command::new(&python)
+            .args(["-c", "import llama_cpp"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
     println!(
-        "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, threads: {threads}, forward: {})",
+        "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, forward: {}, usable cores: {}); llama.cpp: {}",
         path.display(),
-        match (candle_llama, dense_prefill) {
-            (true, _) => "candle-transformers",
-            (false, true) => "grove, float prefill",
-            (false, false) => "grove, int8 prefill",
+        match (candle_llama, grove_kernels, dense_prefill) {
+            (true, _, _) => "candle-transformers",
+            (false, true, _) => "grove, grove kernels",
+            (false, false, true) => "grove, candle kernels, float prefill",
+            (false, false, false) => "grove, candle kernels, int8 prefill",
+        },
+        grove::model::usable_cores(),
+        if llama_cpp {
+            format!("{python} {script}")
+        } else {
+            "not importable (set GROVE_BENCH_PYTHON or --python to a python with llama_cpp)".into()
         }
     );
-
-    let started = Instant::now();
-    let mut model = EmbeddedModel::load(
-        &path,
-        EmbeddedOptions {
-            requantize_q4_1: requantize,
-            top_p: None,
-            candle_llama,
-            dense_prefill,
-            guided: true,
-            no_repeat_ngram: 0,
-        },
-    )?;
-    let load = started.elapsed();
-    println!("describe: {}", grove::model::ChatModel::describe(&model));
-    println!("load: {:.3} s", load.as_secs_f64());
-
-    let passage = prompt_text(prompt_words);
-    let messages = vec![
-        ChatMessage {
-            role: Role::System,
-            content: "You are the book Moby Dick by Herman Melville, in a moot with Pride and Prejudice. Speak only from the passages, cite each claim with its tag.".into(),
-        },
-        ChatMessage {
-            role: Role::User,
-            content: format!(
-                "[s1] (chapter 1)\n{passage}\n\nTurn 2, Pride and Prejudice has just said: It is a truth universally acknowledged. Answer it. Quote the passage.",
-            ),
-        },
-    ];
-    let prompt = model.encode_chat(&messages)?;
-    if let Some(file) = &dump_prompt {
-        // For model_llama_cpp.py: the same prompt, as ids and as text.
-        let text = model
-            .tokenizer()
-            .decode(&prompt, false)
-            .map_err(anyhow::Error::msg)?;
-        let dump = serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
-        std::fs::write(file, dump.to_string()).with_context(|| format!("{}", file.display()))?;
-    }
-    let mut guide = NoStop(model.stop_tokens().to_vec());
-    let mut prompt_rates = Vec::new();
-    let mut gen_rates = Vec::new();
+    let options = |threads| EmbeddedOptions {
+        requantize_q4_1: requantize,
+        top_p: None,
+        candle_llama,
+        grove_kernels,
+        dense_prefill,
+        threads,
+        guided: true,
+        no_repeat_ngram: 0,
+    };
+    let mut table = Vec::new();
+    let mut llama_rss = 0f64;
     let mut sample_text = String::new();
-    for _ in 0..runs.max(1) {
-        let mut sampler = Sampler::new(0, 0.0, None);
-        let generation = model.generate(&prompt, gen_tokens, &mut sampler, &mut guide)?;
-        prompt_rates.push(rate(generation.prompt_tokens, generation.prompt_time));
-        gen_rates.push(rate(generation.tokens.len(), generation.generate_time));
-        sample_text = generation.text;
+    for &words in &prompt_words {
+        for &threads in &thread_counts {
+            let started = Instant::now();
+            let mut model = EmbeddedModel::load(&path, options(threads))?;
+            let load = started.elapsed();
+            let messages = chat(&prompt_text(words));
+            let prompt = model.encode_chat(&messages)?;
+            // For model_llama_cpp.py: the same prompt, as ids and as text.
+            let dump_file = match &dump_prompt {
+                Some(file) => file.clone(),
+                None => std::env::temp_dir()
+                    .join(format!("grove-bench-prompt-{}.json", std::process::id())),
+            };
+            let text = model
+                .tokenizer()
+                .decode(&prompt, false)
+                .map_err(anyhow::Error::msg)?;
+            let dump =
+                serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
+            std::fs::write(&dump_file, dump.to_string())
+                .with_context(|| format!("{}", dump_file.display()))?;
+            println!(
+                "{} prompt tokens, {threads} threads: {} loaded in {:.3} s",
+                prompt.len(),
+                grove::model::ChatModel::describe(&model),
+                load.as_secs_f64()
+            );
+            let mut guide = NoStop(model.stop_tokens().to_vec());
+            let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+            let mut same_tokens = None;
+            // Interleaved: one grove run, then one llama.cpp run, so both
+            // see the same machine load.
+            for _ in 0..runs.max(1) {
+                let mut sampler = Sampler::new(0, 0.0, None);
+                let generation = model.generate(&prompt, gen_tokens, &mut sampler, &mut guide)?;
+                ours.0
+                    .push(rate(generation.prompt_tokens, generation.prompt_time));
+                ours.1
+                    .push(rate(generation.tokens.len(), generation.generate_time));
+                sample_text = generation.text;
+                if llama_cpp {
+                    let run =
+                        run_llama_cpp(&python, script, &path, &dump_file, threads, gen_tokens)?;
+                    theirs.0.push(run.prompt);
+                    theirs.1.push(run.generation);
+                    llama_rss = llama_rss.max(run.rss_mb);
+                    same_tokens = Some(run.tokens == generation.tokens);
+                }
+            }
+            if dump_prompt.is_none() {
+                let _ = std::fs::remove_file(&dump_file);
+            }
+            let grove = Rates {
+                prompt: median(&mut ours.0),
+                generation: median(&mut ours.1),
+            };
+            let llama = (!theirs.0.is_empty()).then(|| Rates {
+                prompt: median(&mut theirs.0),
+                generation: median(&mut theirs.1),
+            });
+            println!(
+                "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
+                grove.prompt,
+                grove.generation,
+                llama.as_ref().map_or(String::new(), |l| format!(
+                    ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
+                    l.prompt,
+                    l.generation,
+                    grove.prompt / l.prompt,
+                    grove.generation / l.generation
+                ))
+            );
+            table.push((prompt.len(), threads, grove, llama, same_tokens));
+            if words == prompt_words[0] && threads == thread_counts[0] {
+                guided_overhead(
+                    &mut model,
+                    &prompt,
+                    &messages,
+                    &prompt_text(words),
+                    gen_tokens,
+                    runs,
+                )?;
+            }
+        }
     }
     println!(
-        "prompt: {} tokens, {:.1} tok/s (median of {})",
-        prompt.len(),
-        median(&mut prompt_rates),
-        prompt_rates.len()
+        "\ngreedy, stop tokens masked, {gen_tokens} generated tokens, median of {} interleaved runs",
+        runs.max(1)
     );
     println!(
-        "generation: {gen_tokens} tokens, {:.1} tok/s (median of {})",
-        median(&mut gen_rates),
-        gen_rates.len()
+        "| prompt | threads | grove prompt tok/s | llama.cpp | ratio | grove gen tok/s | llama.cpp | ratio | same tokens |"
     );
-    guided_overhead(&mut model, &prompt, &messages, &passage, gen_tokens, runs)?;
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (tokens, threads, grove, llama, same) in &table {
+        let (lp, lg, rp, rg) = match llama {
+            Some(l) => (
+                format!("{:.1}", l.prompt),
+                format!("{:.1}", l.generation),
+                format!("{:.2}x", grove.prompt / l.prompt),
+                format!("{:.2}x", grove.generation / l.generation),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "| {tokens} | {threads} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
+            grove.prompt,
+            grove.generation,
+            same.map_or("-".to_string(), |s| s.to_string())
+        );
+    }
     println!(
-        "peak RSS: {}",
-        peak_rss().unwrap_or_else(|| "unknown".into())
+        "peak RSS: grove {}, llama.cpp {}",
+        peak_rss().unwrap_or_else(|| "unknown".into()),
+        if llama_rss > 0.0 {
+            format!("{llama_rss:.0} MB")
+        } else {
+            "-".into()
+        }
     );
     println!(
         "sample: {}",
@@ -182,6 +287,89 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .replace('\n', " ")
     );
     Ok(())
+}
+
+/// The bench's moot-sized chat around a passage.
+fn chat(passage: &str) -> Vec<ChatMessage> {
+    vec![
+        ChatMessage {
+            role: Role::System,
+            content: "You are the book Moby Dick by Herman Melville, in a moot with Pride and Prejudice. Speak only from the passages, cite each claim with its tag.".into(),
+        },
+        ChatMessage {
+            role: Role::User,
+            content: format!(
+                "[s1] (chapter 1)\n{passage}\n\nTurn 2, Pride and Prejudice has just said: It is a truth universally acknowledged. Answer it. Quote the passage.",
+            ),
+        },
+    ]
+}
+
+/// One run of `model_llama_cpp.py`.
+struct LlamaRun {
+    prompt: f64,
+    generation: f64,
+    rss_mb: f64,
+    tokens: Vec<u32>,
+}
+
+fn run_llama_cpp(
+    python: &str,
+    script: &str,
+    model: &std::path::Path,
+    prompt: &std::path::Path,
+    threads: usize,
+    gen_tokens: usize,
+) -> anyhow::Result<LlamaRun> {
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(model)
+        .arg(prompt)
+        .args([
+            "--threads",
+            &threads.to_string(),
+            "--gen",
+            &gen_tokens.to_string(),
+            "--runs",
+            "1",
+        ])
+        .output()
+        .context("model_llama_cpp.py")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "model_llama_cpp.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let field = |prefix: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(str::to_string)
+    };
+    let rate_of = |prefix: &str| -> anyhow::Result<f64> {
+        let line = field(prefix).with_context(|| format!("no `{prefix}` line in {stdout}"))?;
+        let (_, after) = line.split_once(", ").context("rate")?;
+        after
+            .split_whitespace()
+            .next()
+            .context("rate")?
+            .parse()
+            .context("rate")
+    };
+    let rss_mb = field("peak RSS: ")
+        .and_then(|v| v.trim_end_matches(" MB").trim().parse().ok())
+        .unwrap_or(0.0);
+    let tokens = field("tokens: ")
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default();
+    Ok(LlamaRun {
+        prompt: rate_of("prompt: ")?,
+        generation: rate_of("generation: ")?,
+        rss_mb,
+        tokens,
+    })
 }
 
 /// Guided generations of the same prompt: the guide's time per token, and

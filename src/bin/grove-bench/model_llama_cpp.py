@@ -4,7 +4,9 @@ Usage:
     grove-bench model --model FILE --dump-prompt /tmp/prompt.json
     python3 model_llama_cpp.py FILE /tmp/prompt.json [--threads 2] [--gen 64] [--runs 3]
 
-Needs `pip install llama-cpp-python` (it compiles llama.cpp). Prints load
+Needs llama-cpp-python (it compiles llama.cpp; see docs/model.md for the
+build used). `grove-bench model` runs this script itself, interleaved with
+its own runs. Prints load
 time, prompt and generation tokens/s (greedy, stop tokens masked, median of
 runs), peak RSS, and whether llama.cpp tokenizes the prompt text to the same
 ids as grove.
@@ -78,6 +80,7 @@ def main():
     print(f"prompt: {len(ids)} tokens, {statistics.median(prompt_rates):.1f} tok/s (median of {args.runs})")
     print(f"generation: {args.gen} tokens, {statistics.median(gen_rates):.1f} tok/s (median of {args.runs})")
     print(f"peak RSS: {peak_mb:.0f} MB")
+    print(f"tokens: {json.dumps(first_tokens)}")
     print(f"sample: {llm.detokenize(first_tokens).decode('utf-8', 'replace')[:160]!r}")
 
 
