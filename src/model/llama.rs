@@ -451,6 +451,17 @@ fn project<const N: usize>(
     dense: bool,
 ) -> Result<[Tensor; N]> {
     let (_, count, width) = x.dims3()?;
+    // A GGUF whose shapes disagree is an error here, not a kernel's panic.
+    for weight in &weights {
+        if let Projection::Q8(matrix) = weight
+            && (matrix.cols() != width || width % grove_kernels::BLOCK != 0)
+        {
+            candle_core::bail!(
+                "a projection of {} columns applied to activations {width} wide",
+                matrix.cols()
+            );
+        }
+    }
     let quantized = if weights.iter().any(|w| matches!(w, Projection::Q8(_))) {
         let values: Vec<f32> = x.flatten_all()?.to_vec1()?;
         Some(Q8Rows::quantize(&values, width))

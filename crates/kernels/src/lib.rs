@@ -98,7 +98,7 @@ pub struct Q8Matrix {
 
 impl Q8Matrix {
     pub fn new(rows: usize, cols: usize, data: Vec<u8>) -> Result<Q8Matrix, KernelError> {
-        if cols % BLOCK != 0 {
+        if !cols.is_multiple_of(BLOCK) {
             return Err(KernelError::Width(cols));
         }
         let need = rows * (cols / BLOCK) * BLOCK_BYTES;
@@ -151,7 +151,10 @@ impl Q8Rows {
     /// `quantize_row_q8_0` does: scale = max |x| / 127 rounded to f16,
     /// values rounded half away from zero.
     pub fn quantize(x: &[f32], cols: usize) -> Q8Rows {
-        assert!(cols % BLOCK == 0 && x.len() % cols == 0, "activation shape");
+        assert!(
+            cols.is_multiple_of(BLOCK) && x.len().is_multiple_of(cols),
+            "activation shape"
+        );
         let count = x.len() / cols;
         let mut scales = Vec::with_capacity(x.len() / BLOCK);
         let mut quants = vec![0i8; x.len()];
