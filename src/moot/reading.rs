@@ -213,6 +213,7 @@ pub const META_TALK_WORDS_V2: &[&str] = &[
     "interpreted",
     "interpretation",
     "meaning",
+    "meanings",
     "literary",
     "narrative",
     "narrator",
@@ -263,6 +264,9 @@ pub const META_TALK_PHRASES_V2: &[&str] = &[
     "as noted",
     "the book",
     "famous lines",
+    "previous answer",
+    "add a bit more",
+    "way of weaving",
 ];
 
 /// Words too common to carry a point.
@@ -771,6 +775,9 @@ mod tests {
             "The Queen, tossing her head, is a descriptive way of writing the scene.",
             "The crew is a clever way of saying that people matter.",
             "The sea, which contains the famous lines from the book, is a very interesting point.",
+            // The README's demo on the fallback books, 2026-12-02.
+            "I'd like to add a bit more to the previous answer.",
+            "The Devil's Dictionary has a delightful way of weaving together different ideas and meanings in a mix of humorous and clever language.",
         ] {
             assert!(read_turn(seen, &s).meta_talk, "{seen}");
         }
