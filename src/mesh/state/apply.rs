@@ -141,25 +141,44 @@ pub(super) fn tx_apply_commit(
     Ok(())
 }
 
-/// Adds a checked commit to the tree and moves the tip by the fork-choice rule.
-pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64) {
-    let node = Arc::new(checked.node);
-    let hash = node.hash;
-    let epoch = node.roster.epoch;
+/// Stores a checked commit's roster and the invite it used, if any.
+pub(super) fn tx_put_checked(
+    tx: &mut Tx,
+    node: RosterNode,
+    invite_id: Option<[u8; 16]>,
+    proposal_hash: [u8; 32],
+) -> Arc<RosterNode> {
+    let node = Arc::new(node);
     tx.effect(Effect::PutRoster(node.clone()));
-    if let Some(inv) = checked.invite_id {
+    if let Some(inv) = invite_id {
         tx.effect(Effect::PutUsedInvite {
             id: inv,
-            proposal: checked.proposal_hash,
+            proposal: proposal_hash,
         });
-        if let Some(mut rec) = tx.s.invites.get(&inv).cloned()
-            && rec.status == InviteStatus::Open
-        {
-            rec.status = InviteStatus::Used;
-            tx.effect(Effect::PutInvite(rec));
-        }
     }
-    if let Some(secret) = checked.secret {
+    node
+}
+
+/// Adds a checked commit to the tree and moves the tip by the fork-choice rule.
+pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64) {
+    let CheckedCommit {
+        node,
+        proposal_hash,
+        invite_id,
+        secret,
+        joiner,
+    } = checked;
+    let node = tx_put_checked(tx, node, invite_id, proposal_hash);
+    let hash = node.hash;
+    let epoch = node.roster.epoch;
+    if let Some(inv) = invite_id
+        && let Some(mut rec) = tx.s.invites.get(&inv).cloned()
+        && rec.status == InviteStatus::Open
+    {
+        rec.status = InviteStatus::Used;
+        tx.effect(Effect::PutInvite(rec));
+    }
+    if let Some(secret) = secret {
         tx.effect(Effect::PutSecret(SecretEntry {
             roster_hash: hash,
             epoch,
@@ -170,12 +189,12 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
     tx.audit(
             "mesh.commit.accept",
             json!({"epoch": epoch, "roster_hash": h(&hash), "commit_hash": h(&node.roster.commit_hash),
-                   "proposal": h(&checked.proposal_hash), "joiner": checked.joiner.as_ref().map(|j| identity::peer_id_text(j))}),
+                   "proposal": h(&proposal_hash), "joiner": joiner.as_ref().map(|j| identity::peer_id_text(j))}),
         );
     let best = fork_choice(&tx.s.rosters);
     if best != tx.s.tip {
         tx_move_tip(tx, best, now_ms);
-    } else if checked.secret.is_some() {
+    } else if secret.is_some() {
         // A losing sibling: keep its secret only for the grace window.
         tx_schedule_erase(tx, hash, now_ms);
     }

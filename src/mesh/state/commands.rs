@@ -365,14 +365,7 @@ pub(super) fn tx_withdraw(
     now_ms: i64,
 ) -> Result<(), MeshError> {
     let roster = tx.s.require_member()?.clone();
-    if tx.s.closed.contains_key(&proposal_hash) {
-        return Err(MeshError::Duplicate("withdrawal"));
-    }
-    let p =
-        tx.s.proposals
-            .get(&proposal_hash)
-            .cloned()
-            .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))?;
+    let p = withdrawable(tx, proposal_hash)?;
     if p.proposer != id.peer_id() {
         return Err(MeshError::NotProposer(h(&proposal_hash)));
     }

@@ -319,16 +319,14 @@ impl MeshState {
             commit: None,
             proposal_hash: None,
         })));
-        let node = Arc::new(checked.node);
+        let node = tx_put_checked(
+            &mut tx,
+            checked.node,
+            checked.invite_id,
+            checked.proposal_hash,
+        );
         let hash = node.hash;
         let epoch = node.roster.epoch;
-        tx.effect(Effect::PutRoster(node.clone()));
-        if let Some(inv) = checked.invite_id {
-            tx.effect(Effect::PutUsedInvite {
-                id: inv,
-                proposal: checked.proposal_hash,
-            });
-        }
         tx.effect(Effect::SetTip(hash));
         tx.effect(Effect::PutSecret(SecretEntry {
             roster_hash: hash,

@@ -531,14 +531,7 @@ pub(super) fn tx_receive_withdrawal(
         &wb.roster_hash,
     )?;
     let proposal_hash = bytes32(&wb.proposal_hash, "withdrawal proposal hash")?;
-    if tx.s.closed.contains_key(&proposal_hash) {
-        return Err(MeshError::Duplicate("withdrawal"));
-    }
-    let p =
-        tx.s.proposals
-            .get(&proposal_hash)
-            .cloned()
-            .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))?;
+    let p = withdrawable(tx, proposal_hash)?;
     let sp = codec::decode_canonical::<wire::Signed>(&p.signed, "stored proposal")?;
     let proposer_key = bytes32(&sp.signer, "stored proposal signer")?;
     check_withdrawal_body(
@@ -558,4 +551,19 @@ pub(super) fn tx_receive_withdrawal(
     };
     tx_close(tx, proposal_hash, CloseReason::Withdrawn, &proof, now_ms);
     Ok(())
+}
+
+/// The open proposal a withdrawal names: refused when it is already closed
+/// or unknown here.
+pub(super) fn withdrawable(
+    tx: &Tx,
+    proposal_hash: [u8; 32],
+) -> Result<Arc<ProposalRec>, MeshError> {
+    if tx.s.closed.contains_key(&proposal_hash) {
+        return Err(MeshError::Duplicate("withdrawal"));
+    }
+    tx.s.proposals
+        .get(&proposal_hash)
+        .cloned()
+        .ok_or_else(|| MeshError::UnknownProposal(h(&proposal_hash)))
 }
