@@ -103,15 +103,15 @@ impl FakeModel {
     }
 }
 
-fn first_passage_words(user: &str) -> Vec<String> {
-    grove::moot::prompt::passage_first_line(user, "s1")
+fn first_passage_words(message: &str) -> Vec<String> {
+    grove::moot::prompt::passage_first_line(message, "s1")
         .unwrap_or("")
         .split_whitespace()
         .map(|w| w.trim_end_matches('.').to_string())
         .collect()
 }
 
-/// The other book's last line in a user message (`<title> says: <line>`).
+/// The other book's last line in a user message (`Your friend says: <line>`).
 fn incoming_line(user: &str) -> &str {
     user.rsplit(" says: ")
         .next()
@@ -132,8 +132,10 @@ impl ChatModel for FakeModel {
         }
         let act = self.script.get(self.calls).copied().unwrap_or(Act::Good);
         self.calls += 1;
+        // The passages are in the system message, the other's line in the
+        // user message.
+        let words = first_passage_words(&request.messages[0].content);
         let user = &request.messages[1].content;
-        let words = first_passage_words(user);
         let quote = words[..5].join(" ");
         Ok(match act {
             Act::Good => format!("I hold that \"{quote}\" [s1], as I have said [s2]."),
@@ -437,7 +439,7 @@ fn reading_measures_are_recorded_and_re_derived() {
     assert!(d2 < 0.75, "{d2}");
 
     let record = TranscriptRecord::from(&moot);
-    assert_eq!(record.settings.reading.as_deref(), Some("reading-v2"));
+    assert_eq!(record.settings.reading.as_deref(), Some("reading-v3"));
     let json = record.to_json_pretty();
     for key in READING_STATS.iter().chain(&READING_FIELDS) {
         assert!(json.contains(&format!("\"{key}\"")), "{key}");
@@ -499,39 +501,33 @@ fn the_prompt_carries_persona_passages_and_moves() {
     .expect("moot runs");
     let first = &model.requests[0];
     assert_eq!(first.messages[0].role, Role::System);
+    // A person, not a book, and the book's own lines, tagged.
     let persona = &first.messages[0].content;
-    assert!(persona.contains("\"The Compleat Angler\" by Izaak Walton"));
     assert!(
-        persona.ends_with("Tell Moby Dick who you are."),
+        persona.starts_with("You are a wise person talking with a friend."),
         "{persona}"
     );
-    // The book's own lines, tagged, then the question it answers.
-    let user = &first.messages[1].content;
-    assert!(user.starts_with("Lines of yours:\n\n[s1] "), "{user}");
-    assert!(user.ends_with("What do you say?"), "{user}");
-    assert!(!user.contains("moot") && !user.contains("chunk:"), "{user}");
+    assert!(persona.contains("\n\nYou remember:\n\n[s1] "), "{persona}");
+    assert!(!persona.contains("Compleat") && !persona.contains("Walton"), "{persona}");
+    assert!(!persona.contains("moot") && !persona.contains("chunk:"), "{persona}");
+    // The question it answers, alone.
+    assert_eq!(first.messages[1].content, "What do you think?");
     // With no topic, the opening searches are on each book's title.
     assert_eq!(a.queries[0].0, "The Compleat Angler");
     assert_eq!(b.queries[0].0, "Moby Dick");
-    // A reply reads the other book's last line (tags left out), last
-    // before its question.
+    // A reply reads the other book's last line (tags left out), then its
+    // question; turn 3 of 3 closes.
     let third = &model.requests[2].messages[1].content;
     let said: String = moot.utterances[1].text.chars().take(12).collect();
     assert!(
-        third.contains(&format!("Moby Dick says: {said}")),
+        third.starts_with(&format!("Your friend says: {said}")),
         "{third}"
     );
     let line = third.split(" says: ").nth(1).unwrap_or_default();
     assert!(!line.contains("[s"), "{third}");
     assert!(
-        third.ends_with("\n\nWhat is your last word to Moby Dick?"),
+        third.ends_with("\n\nWhat do you believe, in the end?"),
         "{third}"
-    );
-    // Turn 3 of 3 closes.
-    assert!(
-        model.requests[2].messages[0]
-            .content
-            .ends_with("Give Moby Dick your final word on the matter.")
     );
 }
 
@@ -710,7 +706,11 @@ impl CopyingModel {
 
 impl ChatModel for CopyingModel {
     fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
-        let user = &request.messages[1].content;
+        // The passages (system message) and the other's line (user message).
+        let user = &format!(
+            "{}\n{}",
+            request.messages[0].content, request.messages[1].content
+        );
         if request.messages[0].content.contains("neutral narrator") {
             return Ok("Two books disagree about almost everything.".into());
         }

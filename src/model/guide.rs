@@ -23,7 +23,7 @@
 pub mod words;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use self::words::{RunIndex, gap_is_boundary, is_word_char};
 use super::sampling::{DecodeGuide, GuideControl};
@@ -34,7 +34,7 @@ use crate::grounding::{Haystack, is_alnum, is_quote_char, norm, trim_edge};
 const BARRIER: u8 = 0;
 /// The marks a forced tag may be followed by under
 /// [`GuideRules::tag_ends_clause`].
-const CLAUSE_MARKS: &[u8] = b".,;:!?";
+const CLAUSE_MARKS: &[u8] = b".,;?";
 /// Trie node index meaning "no token ends here".
 const NO_TOKEN: u32 = u32::MAX;
 
@@ -105,7 +105,8 @@ pub struct GuideRules {
     /// model otherwise falls into lists of fragments, line after line).
     pub one_paragraph: bool,
     /// Free text holds no asides: no parentheses, asterisks, underscores
-    /// or markup (a small model writes stage directions in them).
+    /// or markup (a small model writes stage directions in them), no colons,
+    /// ellipses or quotations of its own in single quotes.
     pub no_asides: bool,
     /// Free text may open tag groups of its own (`[s1]` citing a claim);
     /// else tags follow quotes only (a small model chains them,
@@ -117,6 +118,15 @@ pub struct GuideRules {
     /// Once `max_quotes` quotes are made, the turn ends at the next
     /// sentence end (text running on after the last tag drifts).
     pub end_after_last_quote: bool,
+    /// Free text writes only English words ([`words::is_english_word`])
+    /// and the words of its sources ([`Guidance::known_words`]): a word
+    /// may start only as the start of one, and end only where it is one.
+    pub english_words: bool,
+    /// After a passage quote, the turn ends at the end of this many
+    /// sentences of free text (0: no such rule): a claim, a quote and a
+    /// sentence that follows from it; a small model running on past that
+    /// drifts from its point.
+    pub sentences_after_quote: usize,
     /// The turn ends only after free text wrote a steer word (with steer
     /// words; the rule yields when the last `end_reserve` tokens are
     /// reached). Off by default: a small model held past the end it wanted
@@ -149,6 +159,8 @@ impl Default for GuideRules {
             free_tags: false,
             words_between_quotes: 4,
             end_after_last_quote: true,
+            english_words: true,
+            sentences_after_quote: 1,
             topic_before_end: false,
             tag_ends_clause: true,
         }
@@ -258,14 +270,27 @@ pub struct Vocabulary {
     /// `known_words`).
     with_digit: Vec<u32>,
     /// Ids holding an aside's marks: `(`, `)`, `*`, `_`, `#`, `` ` ``, `~`,
-    /// `<`, `>`, `|`, `{`, `}`.
+    /// `<`, `>`, `|`, `{`, `}`, a colon (`The original is: …`, lists), an
+    /// ellipsis, or a single quote mark that opens a quotation rather than
+    /// an apostrophe ([`holds_loose_mark`]).
     asides: Vec<u32>,
+    /// Ids that start with a single quote mark (`'s`, `'I`): an apostrophe
+    /// after a word character, an opening quote mark after anything else.
+    apostrophe_led: Vec<u32>,
     /// Safe-text ids whose first word character is an ASCII capital, after
     /// nothing but spaces and punctuation: where a capitalised word starts.
     capital_led: Vec<WordLead>,
     /// Safe-text ids that start with a word character (they continue the
     /// word being written).
     word_led: Vec<WordLead>,
+    /// Safe-text ids holding a word character, each with its first word.
+    word_leads: Vec<WordLead>,
+    /// Whether each of [`Vocabulary::word_leads`], starting a word, starts
+    /// (or, ending it, is) an English word; computed at first use.
+    english_leads: OnceLock<Vec<bool>>,
+    /// Safe-text ids with no word character (spaces and punctuation): they
+    /// end the word being written.
+    wordless: Vec<u32>,
 }
 
 /// A token that starts or continues a word: its id, its first word's
@@ -346,8 +371,11 @@ impl Vocabulary {
         }
         let mut with_digit = Vec::new();
         let mut asides = Vec::new();
+        let mut apostrophe_led = Vec::new();
         let mut capital_led = Vec::new();
         let mut word_led = Vec::new();
+        let mut word_leads = Vec::new();
+        let mut wordless = Vec::new();
         for (id, bytes) in tokens.iter().enumerate() {
             let Some(bytes) = bytes.as_deref() else {
                 continue;
@@ -356,8 +384,13 @@ impl Vocabulary {
             if bytes.iter().any(u8::is_ascii_digit) {
                 with_digit.push(id);
             }
-            if bytes.iter().any(|b| b"()*_#`~<>|{}".contains(b)) {
+            if bytes.iter().any(|b| b"()*_#`~<>|{}:".contains(b))
+                || holds_loose_mark(bytes)
+            {
                 asides.push(id);
+            }
+            if bytes.starts_with(b"'") || bytes.starts_with("\u{2019}".as_bytes()) {
+                apostrophe_led.push(id);
             }
             let Some(token) = std::str::from_utf8(bytes)
                 .ok()
@@ -365,7 +398,11 @@ impl Vocabulary {
             else {
                 continue;
             };
+            if !token.contains(is_word_char) && !token.is_empty() && !stops.contains(&id) {
+                wordless.push(id);
+            }
             if let Some(lead) = WordLead::of(id, token) {
+                word_leads.push(lead.clone());
                 let first = token[token.find(is_word_char).unwrap_or(0)..]
                     .chars()
                     .next();
@@ -404,9 +441,29 @@ impl Vocabulary {
             multi_word,
             with_digit,
             asides,
+            apostrophe_led,
             capital_led,
             word_led,
+            word_leads,
+            english_leads: OnceLock::new(),
+            wordless,
         }
+    }
+
+    /// [`Vocabulary::english_leads`].
+    fn english_leads(&self) -> &[bool] {
+        self.english_leads.get_or_init(|| {
+            self.word_leads
+                .iter()
+                .map(|lead| {
+                    if lead.ends_word {
+                        words::is_english_word(&lead.word)
+                    } else {
+                        words::is_english_prefix(&lead.word)
+                    }
+                })
+                .collect()
+        })
     }
 
     /// Number of ids.
@@ -436,6 +493,25 @@ fn is_safe_text(bytes: &[u8]) -> bool {
         Ok(s) => !s.chars().any(|c| is_quote_char(c) || c == '[' || c == ']'),
         Err(_) => false,
     }
+}
+
+/// Whether a token holds an ellipsis (`..`, `…`) or a single quote mark
+/// (`'`, `‘`, `’`) after a character that is not a letter or digit: a small
+/// model writes quotations of its own in single quotes, outside the double
+/// quotes that guidance holds to the passages. An apostrophe inside or at
+/// the end of a word (`don't`, `Jones'`) is none of these; one that starts
+/// the token is judged by what precedes it ([`Vocabulary::apostrophe_led`]).
+fn holds_loose_mark(bytes: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return false;
+    };
+    if text.contains("..") || text.contains('\u{2026}') || text.contains('\u{2018}') {
+        return true;
+    }
+    let chars: Vec<char> = text.chars().collect();
+    chars.iter().enumerate().any(|(i, &c)| {
+        matches!(c, '\'' | '\u{2019}') && i > 0 && !is_word_char(chars[i - 1])
+    })
 }
 
 /// An ASCII byte that is neither part of a word nor a quote mark or
@@ -1071,6 +1147,27 @@ impl QuoteGuide {
         self.remaining() <= self.rules.end_reserve
             || (self.max_words > 0 && self.words() + self.rules.end_words >= self.max_words)
             || (self.rules.end_after_last_quote && self.counts.quotes >= self.rules.max_quotes)
+            || (self.rules.sentences_after_quote > 0
+                && self.counts.passage_quotes >= 1
+                && self.sentences_since_quote() >= self.rules.sentences_after_quote)
+    }
+
+    /// Sentences of free text ended since the last quote (a sentence mark
+    /// after a word; the mark after the quote's tag ends no sentence of its
+    /// own).
+    fn sentences_since_quote(&self) -> usize {
+        let segment = String::from_utf8_lossy(&self.segment);
+        let mut sentences = 0;
+        let mut words = false;
+        for c in segment.chars() {
+            if is_word_char(c) {
+                words = true;
+            } else if is_sentence_mark(c) && words {
+                sentences += 1;
+                words = false;
+            }
+        }
+        sentences
     }
 
     /// Whether free text since the last quote holds enough words for the
@@ -1199,6 +1296,27 @@ impl QuoteGuide {
             }
         }
         if rules.no_asides {
+            let after_word = self
+                .text
+                .last()
+                .is_some_and(|&b| b.is_ascii_alphanumeric() || b >= 0x80);
+            // No `..` made of single dots either.
+            if self.text.last() == Some(&b'.') {
+                for &id in &vocab.sentence_enders {
+                    if let Some(l) = logits.get_mut(id as usize) {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            if !after_word {
+                for &id in &vocab.apostrophe_led {
+                    if self.marks[id as usize] != self.epoch
+                        && let Some(l) = logits.get_mut(id as usize)
+                    {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
             for &id in &vocab.asides {
                 if self.marks[id as usize] != self.epoch
                     && let Some(l) = logits.get_mut(id as usize)
@@ -1210,8 +1328,10 @@ impl QuoteGuide {
         self.forbid_banned_words(logits);
         // The terms rule may not leave the step without a token (with the
         // copy rule it can, on a rare step): then it yields for this step.
-        let before_terms = self.known_words.is_some().then(|| logits.to_vec());
+        let before_terms =
+            (self.known_words.is_some() || rules.english_words).then(|| logits.to_vec());
         self.forbid_unknown_terms(logits);
+        self.forbid_non_words(logits);
         self.forbid_copies(logits);
         if let Some(before) = before_terms
             && !logits.iter().any(|l| l.is_finite())
@@ -1334,6 +1454,62 @@ impl QuoteGuide {
             }
         }
         self.known_words = Some(known);
+    }
+
+    /// The English-words rule ([`GuideRules::english_words`]): a token may
+    /// start a word only as the start of an English or known word, go on
+    /// with one only towards such a word, and end one (with a space or a
+    /// mark) only where it is one. Tokens marked this step stay allowed.
+    fn forbid_non_words(&mut self, logits: &mut [f32]) {
+        if !self.rules.english_words {
+            return;
+        }
+        let vocab = Arc::clone(&self.vocab);
+        let known: &[String] = self.known_words.as_deref().unwrap_or(&[]);
+        let is_word = |w: &str| words::is_english_word(w) || words::listed_word(known, w);
+        let is_start = |p: &str| words::is_english_prefix(p) || words::listed_prefix(known, p);
+        let (word, _) = self.term_context();
+        let word = word.to_lowercase();
+        // Inside a word that is not one yet, nothing may end it.
+        let word_done = word.is_empty() || is_word(&word);
+        let english = vocab.english_leads();
+        let mut banned = Vec::new();
+        let mut full = String::new();
+        for (lead, &english) in vocab.word_leads.iter().zip(english) {
+            let continues = !word.is_empty() && !lead.after_gap;
+            let ok = if continues {
+                full.clear();
+                full.push_str(&word);
+                full.push_str(&lead.word);
+                if lead.ends_word {
+                    is_word(&full)
+                } else {
+                    is_start(&full)
+                }
+            } else {
+                word_done
+                    && (english
+                        || if lead.ends_word {
+                            words::listed_word(known, &lead.word)
+                        } else {
+                            words::listed_prefix(known, &lead.word)
+                        })
+            };
+            if !ok {
+                banned.push(lead.id);
+            }
+        }
+        if !word_done {
+            banned.extend_from_slice(&vocab.wordless);
+            banned.extend_from_slice(&vocab.stops);
+        }
+        for id in banned {
+            if self.marks[id as usize] != self.epoch
+                && let Some(l) = logits.get_mut(id as usize)
+            {
+                *l = f32::NEG_INFINITY;
+            }
+        }
     }
 
     /// The word being written at the end of the text (tag groups read as
@@ -1623,8 +1799,9 @@ impl QuoteGuide {
         self.allowed = allowed;
     }
 
-    /// Tokens below `node` whose extra bytes (up to 3) are spaces or clause
-    /// marks.
+    /// Tokens below `node` whose extra bytes (up to 3) are spaces, or
+    /// clause marks where the forced text does not end with one (no `]...`
+    /// or `].,`).
     fn collect_safe_tails(&mut self, node: u32, depth: usize, out: &mut Vec<u32>) {
         if depth >= 3 {
             return;
@@ -1633,7 +1810,8 @@ impl QuoteGuide {
         for &(b, child) in &vocab.trie.nodes[node as usize].children {
             // Only a space and clause marks: letters or an aside here would
             // be free text that skipped the free-text rules (`](ljjj…`).
-            if !b" .,;:!?".contains(&b) {
+            let after_mark = depth > 0 || self.forced_ends_with_mark();
+            if b != b' ' && (after_mark || !b".,;!?".contains(&b)) {
                 continue;
             }
             if let Some(id) = vocab.trie.token(child)
@@ -1642,6 +1820,16 @@ impl QuoteGuide {
                 out.push(id);
             }
             self.collect_safe_tails(child, depth + 1, out);
+        }
+    }
+
+    /// Whether every option of the forced text ends with a clause mark.
+    fn forced_ends_with_mark(&self) -> bool {
+        match &self.state {
+            State::Forced { options, .. } => options
+                .iter()
+                .all(|o| o.last().is_some_and(|b| CLAUSE_MARKS.contains(b))),
+            _ => false,
         }
     }
 
@@ -1997,10 +2185,14 @@ mod tests {
     use super::*;
 
     /// The default rules, with tags followed by any text (most tests feed
-    /// ` [s1]` then a word); `tag_ends_clause` has its own test.
+    /// ` [s1]` then a word), any words, and no end after the sentence that
+    /// follows a quote; `tag_ends_clause`, `english_words` and
+    /// `sentences_after_quote` have their own tests.
     fn rules() -> GuideRules {
         GuideRules {
             tag_ends_clause: false,
+            english_words: false,
+            sentences_after_quote: 0,
             ..GuideRules::default()
         }
     }
@@ -2477,6 +2669,74 @@ mod tests {
     }
 
     #[test]
+    fn free_text_writes_english_words_and_its_sources_words_only() {
+        let guidance = Guidance {
+            passages: vec!["Call me Ishmael, said the qzx.".to_string()],
+            known_words: Some(vec!["ishmael".into(), "qzx".into()]),
+            ..Guidance::default()
+        };
+        let rules = GuideRules {
+            english_words: true,
+            ..rules()
+        };
+        let (mut g, w) = guide_with(guidance.clone(), 200, rules.clone());
+        feed(&mut g, &w, &["I", " ", "q"]);
+        // `qz` starts an English word nowhere, but `qzx` is a source's word.
+        assert!(allows(&mut g, &w, "u"));
+        feed(&mut g, &w, &["z"]);
+        assert!(!allows(&mut g, &w, " "), "`qz` is not a word: it may not end");
+        assert!(!allows(&mut g, &w, "."));
+        assert!(!allows(&mut g, &w, "q"), "nor go on towards no word");
+        feed(&mut g, &w, &["x", " ", "w", "h", "a"]);
+        assert!(!allows(&mut g, &w, " "), "`wha` is no word");
+        assert!(!allows(&mut g, &w, "q"));
+        feed(&mut g, &w, &["l", "e", "'s", " sea"]);
+        // A token that starts a word after a gap starts an English one.
+        let mut g2 = guide_with(guidance, 200, rules).0;
+        feed(&mut g2, &w, &["I"]);
+        assert!(allows(&mut g2, &w, " whale"));
+        assert!(allows(&mut g2, &w, " Ishmael"));
+        assert!(!allows(&mut g2, &w, "q"), "`Iq` starts no word");
+    }
+
+    #[test]
+    fn free_text_holds_no_colons_ellipses_or_single_quoted_quotations() {
+        let (mut g, w) = guide(&[WHALE], 200);
+        feed(&mut g, &w, &["I", " said"]);
+        assert!(!allows(&mut g, &w, ":"));
+        feed(&mut g, &w, &[" "]);
+        assert!(!allows(&mut g, &w, "'"), "a single quote opening a quotation");
+        assert!(!allows(&mut g, &w, "'s"));
+        feed(&mut g, &w, &["w", "e"]);
+        assert!(allows(&mut g, &w, "'s"), "an apostrophe after a word");
+        feed(&mut g, &w, &["."]);
+        assert!(!allows(&mut g, &w, "."), "no ellipsis of single dots");
+    }
+
+    #[test]
+    fn after_a_quote_the_turn_ends_with_the_sentence_that_follows() {
+        let rules = GuideRules {
+            sentences_after_quote: 1,
+            ..rules()
+        };
+        let (mut g, w) = guide_with(
+            Guidance {
+                passages: vec![WHALE.to_string()],
+                ..Guidance::default()
+            },
+            200,
+            rules,
+        );
+        feed(
+            &mut g,
+            &w,
+            &["I", " said", " \"The", " whale", " rose", " at", " dawn", "\""],
+        );
+        feed(&mut g, &w, &[" [s1]", " we", " said"]);
+        assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);
+    }
+
+    #[test]
     fn banned_words_stay_out_of_free_text_but_not_quotes() {
         let guidance = Guidance {
             passages: vec![WHALE.to_string()],
@@ -2660,14 +2920,14 @@ mod tests {
         // Case and punctuation do not matter (norm()): `your move: answer`
         // may not go on with `the`, in either case.
         let (mut g, w) = copy_guide("Your move: answer the point directly.", &[]);
-        feed(&mut g, &w, &["your", " move", ":", " answer"]);
+        feed(&mut g, &w, &["your", " move", ",", " answer"]);
         assert!(!allows(&mut g, &w, " the"));
         assert!(!allows(&mut g, &w, " The"));
         assert!(allows(&mut g, &w, " now"));
         // A word written in pieces is caught at its last piece: `th` may
         // become `tha`, not `the`.
         let (mut g, w) = copy_guide("Your move: answer the point directly.", &[]);
-        feed(&mut g, &w, &["your", " move", ":", " answer", " "]);
+        feed(&mut g, &w, &["your", " move", ",", " answer", " "]);
         feed_chars(&mut g, &w, "th");
         assert!(!allows(&mut g, &w, "e"));
         assert!(allows(&mut g, &w, "a"));

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{Move, TaggedPassage, Tree};
+use super::{Move, TaggedPassage};
 use crate::grounding::Grounding;
 
 /// Longest reply, in words (guidance ends the turn at a sentence end
@@ -13,35 +13,37 @@ pub const MAX_REPLY_WORDS: usize = 70;
 /// Longest rolling summary kept, in words.
 pub const MAX_SUMMARY_WORDS: usize = 80;
 
-/// The persona system message for `speaker` in a moot with `other`: who it
-/// is, whom it talks with, about what, and this turn's move. No rule list:
-/// guided decoding keeps the rules (quotes, tags, own words, no invented
-/// names), and a small model copies or misreads long rule lists, or takes
-/// them for an editing task.
-pub fn persona(speaker: &Tree, other: &Tree, cue: &Cue<'_>, topic: Option<&str>) -> String {
-    let me = speaker.name();
-    let you = other.name();
-    let mut s = match speaker.named_author() {
-        Some(author) => {
-            format!("You are the book \"{me}\" by {author}, and you speak as {author} wrote.")
-        }
-        None => format!("You are the book \"{me}\", and you speak in its own voice."),
-    };
+/// The system message: a person who talks plainly about the topic with a
+/// friend, and the lines it remembers (the book's own, tagged so a quote's
+/// tag reads as theirs). No book, title or author, and no rule list: told
+/// it is a book (or its author), a small model reviews books ("a classic
+/// work of literature that has captivated audiences") and takes quotes for
+/// text to edit ("The original is: …"); told rules, it copies or misreads
+/// them. Guided decoding keeps the rules (quotes, tags, own words, no
+/// invented names); the book's voice comes from its lines. (The books stay
+/// named in the transcript and may be named in a turn.)
+pub fn persona(topic: Option<&str>, passages: &[TaggedPassage]) -> String {
+    let mut s = String::from("You are a wise person talking with a friend");
     match topic {
         Some(topic) => {
-            let _ = write!(s, " You are talking with the book \"{you}\" about {topic}.");
+            let _ = write!(s, " about {topic}.");
         }
-        None => {
-            let _ = write!(s, " You are talking with the book \"{you}\".");
+        None => s.push('.'),
+    }
+    s.push_str(
+        " Say what you think of people and their lives in two or three short, plain sentences.",
+    );
+    if !passages.is_empty() {
+        s.push_str("\n\nYou remember:");
+        for p in passages {
+            let _ = write!(s, "\n\n[{}] {}", p.tag, p.passage.content.trim());
         }
     }
-    let _ = write!(
-        s,
-        " Say what you believe in two or three short, plain sentences. {}",
-        this_turn(cue, you)
-    );
     s
 }
+
+/// How the persona and the user message name the other book.
+pub const FRIEND: &str = "your friend";
 
 /// A line spoken earlier, for the recent-lines block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,33 +62,7 @@ pub enum Cue<'a> {
     Reply { incoming: &'a Line, mv: Move },
 }
 
-/// What this turn asks of the speaker, said in the system message (as a
-/// plain request, not as talk about turns, which a small model repeats).
-pub fn this_turn(cue: &Cue<'_>, other: &str) -> String {
-    match cue {
-        Cue::Opening { topic: Some(topic) } => {
-            format!("Tell {other} what you hold about {topic}.")
-        }
-        Cue::Opening { topic: None } => format!("Tell {other} who you are."),
-        Cue::Reply { mv, .. } => move_instruction(*mv, other),
-    }
-}
-
-/// How each move is asked for.
-pub fn move_instruction(mv: Move, other: &str) -> String {
-    match mv {
-        Move::Open => format!("Speak to {other}."),
-        Move::Answer => format!("Answer {other}'s point directly."),
-        Move::Challenge => format!("Challenge what {other} just said."),
-        Move::Extend => format!("Take {other}'s point further with your own."),
-        Move::Ask => format!("Put a pointed question to {other}."),
-        Move::Close => {
-            format!("Give {other} your final word on the matter.")
-        }
-    }
-}
-
-/// The first line of passage `tag` in a message [`user_message`] wrote
+/// The first line of passage `tag` in a message [`persona`] wrote
 /// (`[s1] …`): how scripted speakers in the tests and benchmarks read a
 /// prompt back, so its layout is known in this file alone.
 pub fn passage_first_line<'a>(message: &'a str, tag: &str) -> Option<&'a str> {
@@ -96,25 +72,16 @@ pub fn passage_first_line<'a>(message: &'a str, tag: &str) -> Option<&'a str> {
         .find_map(|line| line.strip_prefix(head.as_str()))
 }
 
-/// The user message: the book's own lines (tagged, so a quote's tag reads
-/// as theirs), the other book's last line (its tags left out), and the
-/// question this turn answers. The summary and older lines are left out: a
-/// small model answers what it reads last, and talk about the moot is what
-/// it echoes.
-pub fn user_message(
-    passages: &[TaggedPassage],
-    cue: &Cue<'_>,
-    other: &str,
-    topic: Option<&str>,
-) -> String {
-    let mut s = String::from("Lines of yours:");
-    for p in passages {
-        let _ = write!(s, "\n\n[{}] {}", p.tag, p.passage.content.trim());
-    }
+/// The user message: the other book's last line (its tags left out), and
+/// the question this turn answers; short and last, since a small model
+/// answers what it reads last. The summary and older lines are left out:
+/// talk about the moot is what a small model echoes.
+pub fn user_message(cue: &Cue<'_>, topic: Option<&str>) -> String {
+    let mut s = String::new();
     let about = topic.map(|t| format!(" about {t}")).unwrap_or_default();
     match cue {
         Cue::Opening { .. } => {
-            let _ = write!(s, "\n\nWhat do you say{about}?");
+            s.push_str(&question(Move::Open, &about));
         }
         Cue::Reply { incoming, mv } => {
             let line = crate::model::guide::words::without_tags(&incoming.text);
@@ -126,22 +93,36 @@ pub fn user_message(
                 .replace(" ,", ",");
             let _ = write!(
                 s,
-                "\n\n{other} says: {line}\n\n{}",
-                question(*mv, other, &about)
+                "{} says: {line}\n\n{}",
+                capitalized(FRIEND),
+                question(*mv, &about)
             );
         }
     }
     s
 }
 
-/// The question a reply answers, by its move.
-fn question(mv: Move, other: &str, about: &str) -> String {
+/// `text` with its first letter in upper case.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// The question a turn answers, by its move: short, and holding the
+/// topic, since a small model echoes the question's words (asked for its
+/// "last word to your friend", it writes "The last word to the friend's
+/// last words").
+fn question(mv: Move, about: &str) -> String {
     match mv {
-        Move::Open | Move::Answer => format!("What do you answer {other}{about}?"),
-        Move::Challenge => format!("Where is {other} wrong{about}?"),
-        Move::Extend => format!("What do you add to what {other} says{about}?"),
-        Move::Ask => format!("What do you ask {other}{about}?"),
-        Move::Close => format!("What is your last word to {other}{about}?"),
+        Move::Open => format!("What do you think{about}?"),
+        Move::Answer => format!("Do you agree{about}? Say why."),
+        Move::Challenge => format!("Where is that wrong{about}?"),
+        Move::Extend => format!("What more is true{about}?"),
+        Move::Ask => format!("What question does that raise{about}?"),
+        Move::Close => format!("What do you believe{about}, in the end?"),
     }
 }
 
@@ -223,71 +204,61 @@ mod tests {
         assert_eq!(passage_first_line(message, "s3"), None);
     }
 
+    fn passages() -> Vec<TaggedPassage> {
+        ["First text.", "Second text."]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| TaggedPassage {
+                tag: format!("s{}", i + 1),
+                passage: Passage {
+                    node_id: format!("k#{}", i + 1),
+                    label: format!("chunk:000{}", i + 1),
+                    index: i as u64 + 1,
+                    leaf: String::new(),
+                    content: text.to_string(),
+                },
+            })
+            .collect()
+    }
+
     #[test]
-    fn persona_uses_author_or_book() {
-        let a = Tree::new("fiction/pride", "Pride and Prejudice", "Jane Austen");
-        let b = Tree::new("ref/devils", "The Devil's Dictionary", "Various");
-        let opening = Cue::Opening { topic: None };
-        let pa = persona(&a, &b, &opening, None);
-        assert!(pa.contains("by Jane Austen"));
-        assert!(pa.contains("talking with the book \"The Devil's Dictionary\"."));
-        assert!(pa.ends_with("Tell The Devil's Dictionary who you are."));
-        let pb = persona(&b, &a, &opening, Some("money"));
-        assert!(pb.contains("in its own voice"));
-        assert!(pb.contains("about money."));
-        assert!(!pb.contains("Various"));
-        // Short, and no talk of rules, passages or turns for a small model
-        // to echo.
-        assert!(pb.split_whitespace().count() < 60, "{pb}");
-        for word in ["rule", "passage", "turn", "moot", "quote"] {
-            assert!(!pb.to_lowercase().contains(word), "{word} in {pb}");
+    fn the_persona_is_a_person_who_remembers_the_books_lines() {
+        let p = persona(Some("money"), &passages());
+        assert_eq!(
+            p,
+            "You are a wise person talking with a friend about money. Say what you think of \
+             people and their lives in two or three short, plain sentences.\n\n\
+             You remember:\n\n[s1] First text.\n\n[s2] Second text."
+        );
+        assert_eq!(passage_first_line(&p, "s2"), Some("Second text."));
+        assert!(persona(None, &[]).ends_with("with a friend. Say what you think of people and their lives in two or three short, plain sentences."));
+        // No talk of books, rules, passages or turns for a small model to
+        // echo.
+        for word in ["book", "rule", "passage", "turn", "moot", "quote", "author"] {
+            assert!(!p.to_lowercase().contains(word), "{word} in {p}");
         }
     }
 
     #[test]
-    fn user_message_layout() {
-        let passages = vec![
-            TaggedPassage {
-                tag: "s1".into(),
-                passage: Passage {
-                    node_id: "k#1".into(),
-                    label: "chunk:0001".into(),
-                    index: 1,
-                    leaf: String::new(),
-                    content: "First text.".into(),
-                },
-            },
-            TaggedPassage {
-                tag: "s2".into(),
-                passage: Passage {
-                    node_id: "k#2".into(),
-                    label: "chunk:0002".into(),
-                    index: 2,
-                    leaf: String::new(),
-                    content: "Second text.".into(),
-                },
-            },
-        ];
+    fn the_user_message_is_the_friends_line_and_a_question() {
         let incoming = Line {
             turn: 2,
             title: "B".into(),
             text: "well, \"a good man\" [s3] says so [s1].".into(),
         };
         let m = user_message(
-            &passages,
             &Cue::Reply {
                 incoming: &incoming,
                 mv: Move::Ask,
             },
-            "B",
             Some("money"),
         );
         assert_eq!(
             m,
-            "Lines of yours:\n\n[s1] First text.\n\n[s2] Second text.\n\n\
-             B says: well, \"a good man\" says so.\n\nWhat do you ask B about money?"
+            "Your friend says: well, \"a good man\" says so.\n\n\
+             What question does that raise about money?"
         );
-        let opening = user_message(&passages, &Cue::Opening { topic: None }, "B", None);
-        assert!(opening.ends_with("Second text.\n\nWhat do you say?"));
+        let opening = user_message(&Cue::Opening { topic: None }, None);
+        assert_eq!(opening, "What do you think?");
     }
 }

@@ -1,6 +1,6 @@
 //! How a turn reads to a person: the five reading measures of a moot
-//! (`reading-v2`; `reading-v1` is kept so older transcripts verify as they
-//! were written), with the word lists they use, defined here once. The
+//! (`reading-v3`; `reading-v1` and `reading-v2` are kept so older
+//! transcripts verify as they were written), with the word lists they use, defined here once. The
 //! grounding stats say whether quotes are the book's own words; these say
 //! whether the words around them are a conversation about the topic.
 //!
@@ -11,7 +11,9 @@
 //!   quotes as phrases and themes (a word of
 //!   [`META_TALK_WORDS`] or a phrase of [`META_TALK_PHRASES`], and since
 //!   `reading-v2` of [`META_TALK_WORDS_V2`] or [`META_TALK_PHRASES_V2`]:
-//!   talk about the exchange itself, thanks, examples, information), not
+//!   talk about the exchange itself, thanks, examples, information; since
+//!   `reading-v3` of [`META_TALK_WORDS_V3`] or [`META_TALK_PHRASES_V3`]:
+//!   reviews of books, lines and words as writing), not
 //!   counting words inside the books' titles or the topic;
 //! - unsupported terms: numerals (words with a digit) and capitalised names
 //!   (a capitalised word not at a sentence start, other than `I`) whose words
@@ -39,27 +41,30 @@ pub const READING_VERSION: &str = ReadingVersion::CURRENT.as_str();
 
 /// A version of the reading measures. They differ only in the meta-talk
 /// lists: `reading-v2` adds [`META_TALK_WORDS_V2`] and
-/// [`META_TALK_PHRASES_V2`].
+/// [`META_TALK_PHRASES_V2`], `reading-v3` also [`META_TALK_WORDS_V3`] and
+/// [`META_TALK_PHRASES_V3`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReadingVersion {
     V1,
-    #[default]
     V2,
+    #[default]
+    V3,
 }
 
 impl ReadingVersion {
-    pub const CURRENT: ReadingVersion = ReadingVersion::V2;
+    pub const CURRENT: ReadingVersion = ReadingVersion::V3;
 
     pub const fn as_str(self) -> &'static str {
         match self {
             ReadingVersion::V1 => "reading-v1",
             ReadingVersion::V2 => "reading-v2",
+            ReadingVersion::V3 => "reading-v3",
         }
     }
 
     /// The version a transcript names (`None`: one this grove does not know).
     pub fn parse(name: &str) -> Option<ReadingVersion> {
-        [ReadingVersion::V1, ReadingVersion::V2]
+        [ReadingVersion::V1, ReadingVersion::V2, ReadingVersion::V3]
             .into_iter()
             .find(|v| v.as_str() == name)
     }
@@ -68,9 +73,13 @@ impl ReadingVersion {
     pub fn meta_talk_lists(self) -> (Vec<&'static str>, Vec<&'static str>) {
         let mut words = META_TALK_WORDS.to_vec();
         let mut phrases = META_TALK_PHRASES.to_vec();
-        if self == ReadingVersion::V2 {
+        if self != ReadingVersion::V1 {
             words.extend_from_slice(META_TALK_WORDS_V2);
             phrases.extend_from_slice(META_TALK_PHRASES_V2);
+        }
+        if self == ReadingVersion::V3 {
+            words.extend_from_slice(META_TALK_WORDS_V3);
+            phrases.extend_from_slice(META_TALK_PHRASES_V3);
         }
         (words, phrases)
     }
@@ -268,6 +277,46 @@ pub const META_TALK_PHRASES_V2: &[&str] = &[
     "add a bit more",
     "way of weaving",
 ];
+
+/// Words added in `reading-v3`: a turn that reviews its book or its
+/// lines as writing ("a classic work of literature that has captivated
+/// audiences with its imaginative storytelling", "a delightful short poem",
+/// "The original is: …", "in lines you know") talks about texts, not the
+/// topic.
+pub const META_TALK_WORDS_V3: &[&str] = &[
+    "line",
+    "lines",
+    "poem",
+    "poems",
+    "poetry",
+    "poet",
+    "verse",
+    "verses",
+    "literature",
+    "storytelling",
+    "storyteller",
+    "original",
+    "classic",
+    "classics",
+    "audience",
+    "audiences",
+    "series",
+    "edition",
+    "editions",
+    "book",
+    "books",
+    "dictionary",
+    "definition",
+    "definitions",
+    "entry",
+    "entries",
+    "word",
+    "words",
+];
+
+/// Phrases added in `reading-v3`: the prompt's name for the other book,
+/// echoed ("your friend and your friend are going to spend a week").
+pub const META_TALK_PHRASES_V3: &[&str] = &["your friend"];
 
 /// Words too common to carry a point.
 pub const STOP_WORDS: &[&str] = &[

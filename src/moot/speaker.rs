@@ -168,7 +168,6 @@ pub fn record_reply(
 pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utterance, MootError> {
     let book = request.speaker.key.clone();
     let tagged = tag_passages(&request.passages);
-    let other_name = request.other.name().to_string();
     let cue = match &request.incoming {
         None => Cue::Opening {
             topic: request.topic.as_deref(),
@@ -181,16 +180,11 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     let mut messages = vec![
         ChatMessage {
             role: Role::System,
-            content: prompt::persona(
-                &request.speaker,
-                &request.other,
-                &cue,
-                request.topic.as_deref(),
-            ),
+            content: prompt::persona(request.topic.as_deref(), &tagged),
         },
         ChatMessage {
             role: Role::User,
-            content: prompt::user_message(&tagged, &cue, &other_name, request.topic.as_deref()),
+            content: prompt::user_message(&cue, request.topic.as_deref()),
         },
     ];
     // What a guiding backend needs: quotes may copy this turn's passages

@@ -9,6 +9,7 @@
 //! clause-aligned quotes by construction. Pure, no IO.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
 
 use crate::grounding::{ParsedReply, is_alnum, is_quote_char, norm};
 
@@ -21,6 +22,63 @@ pub const COPY_RUN_WORDS: usize = 4;
 pub const MIN_QUOTE_WORDS: usize = 4;
 /// ...and at most this many.
 pub const MAX_QUOTE_WORDS: usize = 25;
+
+/// English words, one per line, sorted by byte: the lowercase words and
+/// contractions of SCOWL's size-50 American English list (Debian's
+/// `wamerican` 2020.12.07, `/usr/share/dict/american-english`; its
+/// copyright notice is `english-words.COPYRIGHT` beside it), without
+/// possessives and one-letter words other than `a` and `i`. Guided free
+/// text writes only these and the words of its sources
+/// ([`GuideRules::english_words`](super::GuideRules::english_words)): a
+/// small model blocked from copying a phrase otherwise spells around it
+/// (`the first ve rnse of the u.u.s.spy-planes`).
+const ENGLISH_WORDS: &str = include_str!("english-words.txt");
+
+/// [`ENGLISH_WORDS`] as a sorted list.
+fn english_words() -> &'static [&'static str] {
+    static WORDS: OnceLock<Vec<&'static str>> = OnceLock::new();
+    WORDS.get_or_init(|| ENGLISH_WORDS.lines().filter(|w| !w.is_empty()).collect())
+}
+
+/// Whether a lowercase word is in a sorted list, or is one with a
+/// possessive `'s` or `'`.
+pub fn listed_word(list: &[impl AsRef<str>], word: &str) -> bool {
+    let find = |w: &str| list.binary_search_by(|k| k.as_ref().cmp(w)).is_ok();
+    find(word)
+        || word
+            .strip_suffix("'s")
+            .or_else(|| word.strip_suffix('\''))
+            .is_some_and(|base| !base.is_empty() && find(base))
+}
+
+/// Whether a lowercase word-start is the start of a word of a sorted list
+/// (or of one with a possessive).
+pub fn listed_prefix(list: &[impl AsRef<str>], prefix: &str) -> bool {
+    let starts = |p: &str| {
+        let i = list.partition_point(|w| w.as_ref() < p);
+        list.get(i).is_some_and(|w| w.as_ref().starts_with(p))
+    };
+    if starts(prefix) {
+        return true;
+    }
+    match prefix.rfind('\'') {
+        Some(at) => {
+            let (base, rest) = (&prefix[..at], &prefix[at + 1..]);
+            !base.is_empty() && "s".starts_with(rest) && listed_word(list, base)
+        }
+        None => false,
+    }
+}
+
+/// Whether a lowercase word is an English word ([`ENGLISH_WORDS`]).
+pub fn is_english_word(word: &str) -> bool {
+    listed_word(english_words(), word)
+}
+
+/// Whether a lowercase word-start begins an English word.
+pub fn is_english_prefix(prefix: &str) -> bool {
+    listed_prefix(english_words(), prefix)
+}
 
 /// A character `norm()` keeps inside words: letters, digits and the
 /// apostrophes (`whale's` is one word).
