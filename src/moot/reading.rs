@@ -31,7 +31,7 @@
 use std::collections::HashSet;
 
 use crate::grounding::ParsedReply;
-use crate::model::guide::words::{is_word_char, outside_quotes, words};
+use crate::model::guide::words::{is_english_word, is_word_char, outside_quotes, words};
 use crate::model::guide::{is_first_person, is_sentence_mark};
 
 /// The version of these measures this grove writes, recorded in a
@@ -607,8 +607,14 @@ pub fn is_meta_talk(own_text: &str, exempt: &[&str], version: ReadingVersion) ->
 }
 
 /// The numerals and capitalised names outside quotes, as written, that
-/// `supported` (a set of `norm()` words) does not hold.
-pub fn unsupported_terms(text: &str, supported: &HashSet<String>) -> Vec<String> {
+/// `supported` (a set of `norm()` words) does not hold; since `reading-v3`
+/// also the words that are neither English ([`is_english_word`]) nor
+/// supported (`the first ve rnse of the u.u.s.spy-planes`).
+pub fn unsupported_terms(
+    text: &str,
+    supported: &HashSet<String>,
+    version: ReadingVersion,
+) -> Vec<String> {
     let parsed = ParsedReply::parse(text);
     let mut chars = parsed.chars.clone();
     for g in &parsed.groups {
@@ -645,7 +651,13 @@ pub fn unsupported_terms(text: &str, supported: &HashSet<String>) -> Vec<String>
         if quoted[start] {
             continue;
         }
-        if is_term(&word, at_start) && !words(&word).iter().all(|w| supported.contains(w)) {
+        let unsupported = |w: &String| !supported.contains(w);
+        let ws = words(&word);
+        let invented = version == ReadingVersion::V3
+            && ws
+                .iter()
+                .any(|w| unsupported(w) && !is_english_word(w) && w.chars().any(char::is_alphabetic));
+        if (is_term(&word, at_start) && ws.iter().any(unsupported)) || invented {
             terms.push(word);
         }
     }
@@ -706,7 +718,7 @@ pub fn read_turn(text: &str, sources: &ReadingSources<'_>) -> TurnReading {
     let (distinct, total) = distinct_pairs(&stretches);
     TurnReading {
         meta_talk: is_meta_talk(&own_text, &exempt, sources.version),
-        unsupported_terms: unsupported_terms(text, &supported_words(sources)),
+        unsupported_terms: unsupported_terms(text, &supported_words(sources), sources.version),
         answers_other,
         on_topic,
         distinct_2: (total > 0)
@@ -870,6 +882,14 @@ mod tests {
         // Inside quotes nothing counts; sentence starts (`In`, `Then`,
         // `Captain`) are not names; `I` never is.
         assert_eq!(r.unsupported_terms, ["18th", "24", "000", "Bob", "Nemo"]);
+        // Since reading-v3, words no English list holds and no source has.
+        let garbled = "It was the first ve rnse of the spy-planes, as Ahab knew.";
+        assert_eq!(read_turn(garbled, &s).unsupported_terms, ["ve", "rnse"]);
+        let v2 = ReadingSources {
+            version: ReadingVersion::V2,
+            ..s
+        };
+        assert!(read_turn(garbled, &v2).unsupported_terms.is_empty());
         assert!(
             read_turn("Ahab sails, says Moby Dick.", &s)
                 .unsupported_terms
