@@ -274,6 +274,8 @@ pub struct Vocabulary {
     /// ellipsis, or a single quote mark that opens a quotation rather than
     /// an apostrophe ([`holds_loose_mark`]).
     asides: Vec<u32>,
+    /// Ids that start with a clause mark (`.`, `,`, `;`, `:`, `!`, `?`).
+    mark_led: Vec<u32>,
     /// Ids that start with a single quote mark (`'s`, `'I`): an apostrophe
     /// after a word character, an opening quote mark after anything else.
     apostrophe_led: Vec<u32>,
@@ -372,6 +374,7 @@ impl Vocabulary {
         let mut with_digit = Vec::new();
         let mut asides = Vec::new();
         let mut apostrophe_led = Vec::new();
+        let mut mark_led = Vec::new();
         let mut capital_led = Vec::new();
         let mut word_led = Vec::new();
         let mut word_leads = Vec::new();
@@ -391,6 +394,9 @@ impl Vocabulary {
             }
             if bytes.starts_with(b"'") || bytes.starts_with("\u{2019}".as_bytes()) {
                 apostrophe_led.push(id);
+            }
+            if bytes.first().is_some_and(|b| b".,;:!?".contains(b)) {
+                mark_led.push(id);
             }
             let Some(token) = std::str::from_utf8(bytes)
                 .ok()
@@ -442,6 +448,7 @@ impl Vocabulary {
             with_digit,
             asides,
             apostrophe_led,
+            mark_led,
             capital_led,
             word_led,
             word_leads,
@@ -852,6 +859,8 @@ pub struct QuoteGuide {
     forced_step: bool,
     /// Whether the current quote was opened by guidance.
     opening_forced: bool,
+    /// The last quote ended its own sentence, so its tag takes no mark.
+    quote_ended_sentence: bool,
     /// The runs of words free text may not copy.
     runs: RunIndex,
     /// Free text since the last quote (tag groups as spaces): where a
@@ -934,6 +943,7 @@ impl QuoteGuide {
             scratch: Vec::new(),
             forced_step: false,
             opening_forced: false,
+            quote_ended_sentence: false,
             runs,
             segment: Vec::new(),
             known_words: guidance.known_words.clone().map(|mut w| {
@@ -1300,7 +1310,17 @@ impl QuoteGuide {
                 .text
                 .last()
                 .is_some_and(|&b| b.is_ascii_alphanumeric() || b >= 0x80);
-            // No `..` made of single dots either.
+            // No `..` made of single dots either, and no mark after the
+            // tag of a quote that ended its sentence.
+            let after_closed_quote =
+                self.quote_ended_sentence && self.text.last() == Some(&b']');
+            if after_closed_quote {
+                for &id in &vocab.mark_led {
+                    if let Some(l) = logits.get_mut(id as usize) {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
             if self.text.last() == Some(&b'.') {
                 for &id in &vocab.sentence_enders {
                     if let Some(l) = logits.get_mut(id as usize) {
@@ -1911,8 +1931,15 @@ impl QuoteGuide {
                 if matches!(tag, Some(SourceTag::Passage(_))) {
                     self.counts.passage_quotes += 1;
                 }
+                // A quote that ends its own sentence (`…blows."`) needs no
+                // mark after its tag (`…blows." [s4].` reads as a stutter).
+                let ends_sentence = content
+                    .trim_ascii_end()
+                    .last()
+                    .is_some_and(|&b| matches!(b, b'.' | b'!' | b'?'));
+                self.quote_ended_sentence = ends_sentence;
                 match tag {
-                    Some(tag) if self.rules.tag_ends_clause => State::Forced {
+                    Some(tag) if self.rules.tag_ends_clause && !ends_sentence => State::Forced {
                         options: CLAUSE_MARKS
                             .iter()
                             .map(|&m| format!(" [{}]{}", tag.tag(), char::from(m)).into_bytes())
@@ -2666,6 +2693,25 @@ mod tests {
         assert!(allows(&mut g, &w, ","));
         assert!(allows(&mut g, &w, "."));
         feed(&mut g, &w, &[",", " we"]);
+        // A quote that ends its sentence needs no mark after its tag.
+        let (mut g, w) = guide_with(
+            Guidance {
+                passages: vec![WHALE.to_string()],
+                ..Guidance::default()
+            },
+            200,
+            GuideRules::default(),
+        );
+        feed(
+            &mut g,
+            &w,
+            &[
+                "I", " said", " \"The", " whale", " rose", " at", " dawn", ",", " from", " the",
+                " sea", ".", "\"", " [s1]",
+            ],
+        );
+        assert!(allows(&mut g, &w, " we"));
+        assert!(!allows(&mut g, &w, "."), "no `.\" [s1].`");
     }
 
     #[test]
