@@ -276,6 +276,8 @@ pub struct Vocabulary {
     asides: Vec<u32>,
     /// Ids that start with a clause mark (`.`, `,`, `;`, `:`, `!`, `?`).
     mark_led: Vec<u32>,
+    /// Ids that start with a space.
+    space_led: Vec<u32>,
     /// Ids that start with a single quote mark (`'s`, `'I`): an apostrophe
     /// after a word character, an opening quote mark after anything else.
     apostrophe_led: Vec<u32>,
@@ -375,6 +377,7 @@ impl Vocabulary {
         let mut asides = Vec::new();
         let mut apostrophe_led = Vec::new();
         let mut mark_led = Vec::new();
+        let mut space_led = Vec::new();
         let mut capital_led = Vec::new();
         let mut word_led = Vec::new();
         let mut word_leads = Vec::new();
@@ -397,6 +400,9 @@ impl Vocabulary {
             }
             if bytes.first().is_some_and(|b| b".,;:!?".contains(b)) {
                 mark_led.push(id);
+            }
+            if bytes.first() == Some(&b' ') {
+                space_led.push(id);
             }
             let Some(token) = std::str::from_utf8(bytes)
                 .ok()
@@ -449,6 +455,7 @@ impl Vocabulary {
             asides,
             apostrophe_led,
             mark_led,
+            space_led,
             capital_led,
             word_led,
             word_leads,
@@ -1317,6 +1324,16 @@ impl QuoteGuide {
             if after_closed_quote {
                 for &id in &vocab.mark_led {
                     if let Some(l) = logits.get_mut(id as usize) {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            // No double spaces (`rather than just  that`).
+            if self.text.last() == Some(&b' ') {
+                for &id in &vocab.space_led {
+                    if self.marks[id as usize] != self.epoch
+                        && let Some(l) = logits.get_mut(id as usize)
+                    {
                         *l = f32::NEG_INFINITY;
                     }
                 }
@@ -2753,6 +2770,7 @@ mod tests {
         feed(&mut g, &w, &[" "]);
         assert!(!allows(&mut g, &w, "'"), "a single quote opening a quotation");
         assert!(!allows(&mut g, &w, "'s"));
+        assert!(!allows(&mut g, &w, " we"), "no double space");
         feed(&mut g, &w, &["w", "e"]);
         assert!(allows(&mut g, &w, "'s"), "an apostrophe after a word");
         feed(&mut g, &w, &["."]);
