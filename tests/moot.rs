@@ -879,8 +879,21 @@ fn a_guided_moot_on_the_embedded_model_grounds_every_turn() {
         let f = u.figures.expect("figures");
         assert_eq!(f.copied_words_outside_quotes, 0, "turn {turn}: {raw}");
         assert_eq!(f.quotes_clause_aligned, f.quotes, "turn {turn}: {raw}");
+        // Own words a person reads as plain prose: no meta talk, no word
+        // that is neither English nor the sources' (reading-v3), no colons,
+        // ellipses, asides or double spaces.
+        let r = u.reading.as_ref().expect("reading");
+        assert!(!r.meta_talk, "turn {turn}: {raw}");
+        assert!(r.unsupported_terms.is_empty(), "turn {turn}: {raw}");
+        let own = grove::model::guide::words::outside_quotes(raw).join(" | ");
+        for mark in [":", "..", "\u{2026}", "(", "*"] {
+            assert!(!own.contains(mark), "turn {turn}: {mark:?} in {raw}");
+        }
+        assert!(!raw.contains("  "), "turn {turn}: {raw}");
     }
     let stats = &moot.stats;
+    assert_eq!(stats.meta_talk_turns, Some(0));
+    assert_eq!(stats.unsupported_terms, Some(0));
     assert_eq!(stats.guided_turns, 3);
     assert_eq!(stats.tags_valid_rate, Some(1.0));
     assert_eq!(stats.quote_found_rate, Some(1.0));
