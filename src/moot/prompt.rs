@@ -114,12 +114,13 @@ fn capitalized(text: &str) -> String {
 /// The question a turn answers, by its move: short, and holding the
 /// topic, since a small model echoes the question's words (asked for its
 /// "last word to your friend", it writes "The last word to the friend's
-/// last words").
+/// last words"; asked where the friend is wrong, it corrects the friend's
+/// spelling: "a common idiomatic error in the world of language").
 fn question(mv: Move, about: &str) -> String {
     match mv {
         Move::Open => format!("What do you think{about}?"),
         Move::Answer => format!("Do you agree{about}? Say why."),
-        Move::Challenge => format!("Where is that wrong{about}?"),
+        Move::Challenge => format!("Where do you differ{about}?"),
         Move::Extend => format!("What more is true{about}?"),
         Move::Ask => format!("What question does that raise{about}?"),
         Move::Close => format!("What do you believe{about}, in the end?"),

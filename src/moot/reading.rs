@@ -312,6 +312,14 @@ pub const META_TALK_WORDS_V3: &[&str] = &[
     "entries",
     "word",
     "words",
+    "idiom",
+    "idioms",
+    "idiomatic",
+    "typo",
+    "typos",
+    "spelling",
+    "misspelled",
+    "misspelling",
 ];
 
 /// Phrases added in `reading-v3`: the prompt's name for the other book,
