@@ -111,12 +111,9 @@ fn first_passage_words(message: &str) -> Vec<String> {
         .collect()
 }
 
-/// The other book's last line in a user message (`Your friend says: <line>`).
+/// The other book's last line in a user message (`<line>\n\n<question>`).
 fn incoming_line(user: &str) -> &str {
-    user.rsplit(" says: ")
-        .next()
-        .and_then(|rest| rest.split("\n\n").next())
-        .unwrap_or_default()
+    user.split("\n\n").next().unwrap_or_default()
 }
 
 impl ChatModel for FakeModel {
@@ -508,8 +505,14 @@ fn the_prompt_carries_persona_passages_and_moves() {
         "{persona}"
     );
     assert!(persona.contains("\n\nYou remember:\n\n[s1] "), "{persona}");
-    assert!(!persona.contains("Compleat") && !persona.contains("Walton"), "{persona}");
-    assert!(!persona.contains("moot") && !persona.contains("chunk:"), "{persona}");
+    assert!(
+        !persona.contains("Compleat") && !persona.contains("Walton"),
+        "{persona}"
+    );
+    assert!(
+        !persona.contains("moot") && !persona.contains("chunk:"),
+        "{persona}"
+    );
     // The question it answers, alone.
     assert_eq!(first.messages[1].content, "What do you think?");
     // With no topic, the opening searches are on each book's title.
@@ -519,11 +522,8 @@ fn the_prompt_carries_persona_passages_and_moves() {
     // question; turn 3 of 3 closes.
     let third = &model.requests[2].messages[1].content;
     let said: String = moot.utterances[1].text.chars().take(12).collect();
-    assert!(
-        third.starts_with(&format!("Your friend says: {said}")),
-        "{third}"
-    );
-    let line = third.split(" says: ").nth(1).unwrap_or_default();
+    assert!(third.starts_with(&said), "{third}");
+    let line = third.split("\n\n").next().unwrap_or_default();
     assert!(!line.contains("[s"), "{third}");
     assert!(
         third.ends_with("\n\nWhat do you believe, in the end?"),

@@ -390,9 +390,7 @@ impl Vocabulary {
             if bytes.iter().any(u8::is_ascii_digit) {
                 with_digit.push(id);
             }
-            if bytes.iter().any(|b| b"()*_#`~<>|{}:".contains(b))
-                || holds_loose_mark(bytes)
-            {
+            if bytes.iter().any(|b| b"()*_#`~<>|{}:".contains(b)) || holds_loose_mark(bytes) {
                 asides.push(id);
             }
             if bytes.starts_with(b"'") || bytes.starts_with("\u{2019}".as_bytes()) {
@@ -523,9 +521,10 @@ fn holds_loose_mark(bytes: &[u8]) -> bool {
         return true;
     }
     let chars: Vec<char> = text.chars().collect();
-    chars.iter().enumerate().any(|(i, &c)| {
-        matches!(c, '\'' | '\u{2019}') && i > 0 && !is_word_char(chars[i - 1])
-    })
+    chars
+        .iter()
+        .enumerate()
+        .any(|(i, &c)| matches!(c, '\'' | '\u{2019}') && i > 0 && !is_word_char(chars[i - 1]))
 }
 
 /// An ASCII byte that is neither part of a word nor a quote mark or
@@ -1319,8 +1318,7 @@ impl QuoteGuide {
                 .is_some_and(|&b| b.is_ascii_alphanumeric() || b >= 0x80);
             // No `..` made of single dots either, and no mark after the
             // tag of a quote that ended its sentence.
-            let after_closed_quote =
-                self.quote_ended_sentence && self.text.last() == Some(&b']');
+            let after_closed_quote = self.quote_ended_sentence && self.text.last() == Some(&b']');
             if after_closed_quote {
                 for &id in &vocab.mark_led {
                     if let Some(l) = logits.get_mut(id as usize) {
@@ -2747,7 +2745,10 @@ mod tests {
         // `qz` starts an English word nowhere, but `qzx` is a source's word.
         assert!(allows(&mut g, &w, "u"));
         feed(&mut g, &w, &["z"]);
-        assert!(!allows(&mut g, &w, " "), "`qz` is not a word: it may not end");
+        assert!(
+            !allows(&mut g, &w, " "),
+            "`qz` is not a word: it may not end"
+        );
         assert!(!allows(&mut g, &w, "."));
         assert!(!allows(&mut g, &w, "q"), "nor go on towards no word");
         feed(&mut g, &w, &["x", " ", "w", "h", "a"]);
@@ -2768,7 +2769,10 @@ mod tests {
         feed(&mut g, &w, &["I", " said"]);
         assert!(!allows(&mut g, &w, ":"));
         feed(&mut g, &w, &[" "]);
-        assert!(!allows(&mut g, &w, "'"), "a single quote opening a quotation");
+        assert!(
+            !allows(&mut g, &w, "'"),
+            "a single quote opening a quotation"
+        );
         assert!(!allows(&mut g, &w, "'s"));
         assert!(!allows(&mut g, &w, " we"), "no double space");
         feed(&mut g, &w, &["w", "e"]);
@@ -2794,7 +2798,9 @@ mod tests {
         feed(
             &mut g,
             &w,
-            &["I", " said", " \"The", " whale", " rose", " at", " dawn", "\""],
+            &[
+                "I", " said", " \"The", " whale", " rose", " at", " dawn", "\"",
+            ],
         );
         feed(&mut g, &w, &[" [s1]", " we", " said"]);
         assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);

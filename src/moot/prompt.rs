@@ -42,9 +42,6 @@ pub fn persona(topic: Option<&str>, passages: &[TaggedPassage]) -> String {
     s
 }
 
-/// How the persona and the user message name the other book.
-pub const FRIEND: &str = "your friend";
-
 /// A line spoken earlier, for the recent-lines block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
@@ -72,9 +69,11 @@ pub fn passage_first_line<'a>(message: &'a str, tag: &str) -> Option<&'a str> {
         .find_map(|line| line.strip_prefix(head.as_str()))
 }
 
-/// The user message: the other book's last line (its tags left out), and
-/// the question this turn answers; short and last, since a small model
-/// answers what it reads last. The summary and older lines are left out:
+/// The user message: the other book's last line (its tags left out), as
+/// the friend's own words in the chat, and the question this turn answers;
+/// short and last, since a small model answers what it reads last.
+/// (Introduced as "Your friend says:", the line came back as "Your
+/// friend's comment raises a question".) The summary and older lines are left out:
 /// talk about the moot is what a small model echoes.
 pub fn user_message(cue: &Cue<'_>, topic: Option<&str>) -> String {
     let mut s = String::new();
@@ -91,24 +90,10 @@ pub fn user_message(cue: &Cue<'_>, topic: Option<&str>) -> String {
                 .join(" ")
                 .replace(" .", ".")
                 .replace(" ,", ",");
-            let _ = write!(
-                s,
-                "{} says: {line}\n\n{}",
-                capitalized(FRIEND),
-                question(*mv, &about)
-            );
+            let _ = write!(s, "{line}\n\n{}", question(*mv, &about));
         }
     }
     s
-}
-
-/// `text` with its first letter in upper case.
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 /// The question a turn answers, by its move: short, and holding the
@@ -256,7 +241,7 @@ mod tests {
         );
         assert_eq!(
             m,
-            "Your friend says: well, \"a good man\" says so.\n\n\
+            "well, \"a good man\" says so.\n\n\
              What question does that raise about money?"
         );
         let opening = user_message(&Cue::Opening { topic: None }, None);

@@ -662,9 +662,9 @@ pub fn unsupported_terms(
         let unsupported = |w: &String| !supported.contains(w);
         let ws = words(&word);
         let invented = version == ReadingVersion::V3
-            && ws
-                .iter()
-                .any(|w| unsupported(w) && !is_english_word(w) && w.chars().any(char::is_alphabetic));
+            && ws.iter().any(|w| {
+                unsupported(w) && !is_english_word(w) && w.chars().any(char::is_alphabetic)
+            });
         if (is_term(&word, at_start) && ws.iter().any(unsupported)) || invented {
             terms.push(word);
         }
@@ -753,10 +753,17 @@ pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
 /// What the reading measures do not see but a reader does, to break ties
 /// between drafts: own words too few to say anything (under 8: a turn of
 /// quotes alone), a content word written 3 or more times (a loop), quotes
-/// run together (under 3 own words between two), and, to the good, own
-/// words that take up a content word of the other book's last quotes
-/// (`last_other`), not only the topic's.
-pub fn draft_shape_score(text: &str, last_other: Option<&str>) -> f64 {
+/// run together (under 3 own words between two), own content words that
+/// earlier turns' own words already hold (`earlier`, the topic's words
+/// aside: a moot that says "a casual remark" turn after turn loops across
+/// turns), and, to the good, own words that take up a content word of the
+/// other book's last quotes (`last_other`), not only the topic's.
+pub fn draft_shape_score(
+    text: &str,
+    last_other: Option<&str>,
+    earlier: &[&str],
+    topic: Option<&str>,
+) -> f64 {
     let stretches = own_word_stretches(text);
     let own: Vec<&String> = stretches.iter().flatten().collect();
     let mut score = 0.0;
@@ -768,6 +775,17 @@ pub fn draft_shape_score(text: &str, last_other: Option<&str>) -> f64 {
         *counts.entry(stem(w)).or_default() += 1;
     }
     score -= 2.0 * counts.values().filter(|&&c| c >= 3).count() as f64;
+    let topic_stems = topic.map(content_stems).unwrap_or_default();
+    let said: HashSet<String> = earlier
+        .iter()
+        .flat_map(|t| own_word_stretches(t))
+        .flatten()
+        .filter(|w| is_content_word(w))
+        .map(|w| stem(&w))
+        .filter(|s| !topic_stems.contains(s))
+        .collect();
+    let repeated = counts.keys().filter(|s| said.contains(*s)).count();
+    score -= (1.0 * repeated as f64).min(4.0);
     let quotes = ParsedReply::parse(text).quotes.len();
     if quotes >= 2 {
         let between = &stretches[1..stretches.len().saturating_sub(1).max(1)];
@@ -870,12 +888,16 @@ mod tests {
             "The sea, the sea, the sea is all: \"a single man in want of a wife,\" [s1] the sea.";
         let chained = "People live for a wife and a home: \"a single man in want of a wife,\" [s1] \"it is a truth universally acknowledged,\" [s2] so they say.";
         let bare = "\"a single man in want of a wife,\" [s1]";
-        let g = draft_shape_score(good, None);
-        assert!(g > draft_shape_score(looped, None));
-        assert!(g > draft_shape_score(chained, None));
-        assert!(g > draft_shape_score(bare, None));
+        let g = draft_shape_score(good, None, &[], None);
+        assert!(g > draft_shape_score(looped, None, &[], None));
+        assert!(g > draft_shape_score(chained, None, &[], None));
+        assert!(g > draft_shape_score(bare, None, &[], None));
+        // Words earlier turns said already count against a draft, the
+        // topic's aside.
+        let earlier = [good];
+        assert!(draft_shape_score(good, None, &earlier, None) < g);
         let last = "Money rules: \"the pride of a wife\" [s2].";
-        assert!(draft_shape_score(good, Some(last)) > g);
+        assert!(draft_shape_score(good, Some(last), &[], None) > g);
     }
 
     #[test]

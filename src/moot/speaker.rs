@@ -250,6 +250,12 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     // Under guidance every draft is grounded by construction, so drafts
     // differ in how they read: draft a few and keep the best read.
     let drafts = if guided { CANDIDATES } else { 1 };
+    let earlier: Vec<&str> = request
+        .own_turns
+        .values()
+        .chain(request.other_turns.values())
+        .map(String::as_str)
+        .collect();
     let mut first: Option<(f64, String)> = None;
     for i in 0..drafts {
         let reply = call(&messages, request.seed.wrapping_add(u64::from(i) << 40))?;
@@ -258,6 +264,8 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             + reading::draft_shape_score(
                 &checked.text,
                 request.incoming.as_ref().map(|l| l.text.as_str()),
+                &earlier,
+                request.topic.as_deref(),
             );
         if first.as_ref().is_none_or(|(best, _)| score > *best) {
             first = Some((score, reply));
