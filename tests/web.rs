@@ -324,7 +324,13 @@ fn spaced(text: &str) -> String {
 /// finds them in its pool, so they stay quoted) that no signed turn
 /// carries with a proof. Other turns quote passage [s1] as it is.
 fn opening_reply(req: &RecordedRequest) -> Reply {
-    let prompt = spaced(&req.body["messages"].to_string());
+    let contents: Vec<&str> = req.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    let prompt = spaced(&contents.join(" "));
     let unshown = BRAVO_OPENING
         .lock()
         .unwrap()
