@@ -44,9 +44,9 @@ fn page_reply(req: &RecordedRequest) -> Reply {
     let Some(words) = req.first_passage() else {
         return Reply::text("The two books spoke of the sea and of work.");
     };
-    // The opening's system message asks what the book holds; a reply's
-    // asks it to answer, challenge, extend...
-    let opening = req.body.to_string().contains("what you hold about");
+    // The opening's question asks what the speaker thinks; a reply's
+    // quotes the friend's line and asks it to answer, challenge, extend...
+    let opening = req.last_message().starts_with("What do you think");
     let text = if !opening {
         let mut near: Vec<String> = words[0..8.min(words.len())].to_vec();
         if near.len() > 4 {
