@@ -235,3 +235,97 @@ fn moot_watch_prints_each_turn_as_it_lands_from_the_event_stream_without_polling
         "{everything:?}"
     );
 }
+
+/// The `reachability_changed` events of addresses in `lines`, each as its
+/// relayed addresses (empty when left out).
+fn relayed_changes(lines: &Timed) -> Vec<Vec<String>> {
+    json_lines(lines)
+        .iter()
+        .filter(|e| e["event"] == "reachability_changed" && e["changed"] == "addresses")
+        .map(|e| {
+            e["relayed"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_event_stream_carries_reachability_changes_as_a_relay_comes_and_goes() {
+    // A relay on 127.0.0.1 (public by configuration, serving anyone, its
+    // loopback address its external one so reservations carry it), first
+    // run only to learn its peer id.
+    let relay_port = crate::http::free_port();
+    let relay_addr = format!("/ip4/127.0.0.1/tcp/{relay_port}");
+    let external = format!("[\"{relay_addr}\"]");
+    let relay_env = [
+        ("GROVE_NET__REACHABILITY", "public"),
+        ("GROVE_NET__RELAY__SERVE", "anyone"),
+        ("GROVE_NET__EXTERNAL_ADDRESSES", external.as_str()),
+    ];
+    let mut relay = Daemon::start_in(
+        crate::support::Grove::new(),
+        "relay",
+        &relay_env,
+        &["--listen", &relay_addr],
+        None,
+    );
+    let relay_id = relay.peer_id();
+    relay.stop();
+
+    // A private node that uses it, watched from before the relay is back:
+    // the reservation's address arrives as an event, and goes as one.
+    let port = crate::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let relays = format!("[\"{relay_addr}/p2p/{relay_id}\"]");
+    let node = Daemon::start_with(
+        "private",
+        &[
+            ("GROVE_NET__REACHABILITY", "private"),
+            ("GROVE_NET__RELAYS", relays.as_str()),
+            ("GROVE_HTTP__LISTEN", listen.as_str()),
+        ],
+    );
+    let events = http_events(port, "");
+    assert!(relayed_changes(&events).is_empty(), "no relay yet");
+    let circuit = format!("{relay_addr}/p2p/{relay_id}/p2p-circuit");
+    relay.restart();
+    eventually("the stream to carry the relayed address", || {
+        relayed_changes(&events)
+            .iter()
+            .any(|r| r.iter().any(|a| a.starts_with(&circuit)))
+    });
+    relay.stop();
+    eventually("the stream to carry the relayed address gone", || {
+        let changes = relayed_changes(&events);
+        let reserved = changes
+            .iter()
+            .position(|r| r.iter().any(|a| a.starts_with(&circuit)));
+        reserved.is_some_and(|i| changes[i + 1..].iter().any(Vec::is_empty))
+    });
+    eprintln!(
+        "relayed addresses, event by event: {:?}",
+        relayed_changes(&events)
+    );
+    // Each shape has its example in docs/cli-json.md; the detail counts
+    // the addresses.
+    let docs = crate::docs::documented_shapes();
+    for e in json_lines(&events)
+        .iter()
+        .filter(|e| e["event"] == "reachability_changed")
+    {
+        assert!(
+            docs.contains(&crate::docs::shape_of(e)),
+            "{e} has no example in docs/cli-json.md"
+        );
+        if e["changed"] == "addresses" {
+            let relayed = e["relayed"].as_array().map_or(0, Vec::len);
+            let detail = format!("and {relayed} relayed addresses");
+            assert!(e["detail"].as_str().unwrap().ends_with(&detail), "{e}");
+        }
+    }
+    drop(node);
+}

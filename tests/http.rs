@@ -420,7 +420,7 @@ fn metrics_of_a_three_node_moot_pass_promtool_and_move() {
     let speaker_listen = format!("127.0.0.1:{speaker_port}");
     let host_env: &[(&'static str, &str)] = &[("GROVE_HTTP__LISTEN", &listen)];
     let speaker_env: &[(&'static str, &str)] = &[("GROVE_HTTP__LISTEN", &speaker_listen)];
-    let (_servers, _a, _b, c) = crate::moot_net::three_nodes_with(
+    let (servers, a, _b, c) = crate::moot_net::three_nodes_with(
         crate::moot_net::quoting_reply,
         false,
         [speaker_env, &[], host_env],
@@ -532,6 +532,61 @@ fn metrics_of_a_three_node_moot_pass_promtool_and_move() {
     let stats = c.json(&["node", "stats"]);
     let landed = stats["counters"]["moot.turns.landed"].as_u64().unwrap();
     assert_eq!(landed, 4);
+
+    // alpha's model (its turns): every token its server reported, counted
+    // once, and the seconds beside them.
+    let (prompt, generated) = servers[0].reported_tokens();
+    let answered = servers[0].requests().len() as f64;
+    assert!(answered >= 2.0 && generated > 0, "{answered} {generated}");
+    assert_eq!(
+        sample(&speaker_before, "grove_model_prompt_tokens_total"),
+        0.0
+    );
+    assert_eq!(
+        sample(&speaker, "grove_model_prompt_tokens_total"),
+        prompt as f64,
+        "{speaker}"
+    );
+    assert_eq!(
+        sample(&speaker, "grove_model_generated_tokens_total"),
+        generated as f64
+    );
+    assert_eq!(
+        sample(
+            &speaker,
+            "grove_model_completions_total{outcome=\"answered\"}"
+        ),
+        answered
+    );
+    let secs = |family: &str| sample(&speaker, family);
+    let (total, reading, generating) = (
+        secs("grove_model_seconds_total"),
+        secs("grove_model_prompt_seconds_total"),
+        secs("grove_model_generation_seconds_total"),
+    );
+    assert!(
+        generating > 0.0 && reading > 0.0 && reading + generating <= total,
+        "{speaker}"
+    );
+    let alpha = a.json(&["node", "stats"]);
+    assert_eq!(alpha["counters"]["model.prompt.tokens"], prompt);
+    assert_eq!(alpha["counters"]["model.generated.tokens"], generated);
+    let shown = a.ok(&["node", "stats"]);
+    let line = format!("prompt {prompt} tokens (");
+    assert!(
+        shown.contains(&line) && shown.contains(&format!("generated {generated} tokens (")),
+        "{shown}"
+    );
+    // charlie, the host, counts its own model's calls (its summaries, if
+    // the moot had any), not its speakers'.
+    let (narrated, _) = servers[2].reported_tokens();
+    assert_eq!(
+        sample(
+            &get(port, "/metrics").body,
+            "grove_model_prompt_tokens_total"
+        ),
+        narrated as f64
+    );
 
     // OpenMetrics when asked for, ending in # EOF.
     let om = request(

@@ -70,6 +70,26 @@ fn openai_sends_a_tag_grammar_only_for_moot_turns_when_configured() {
 }
 
 #[test]
+fn openai_reports_the_servers_token_counts_and_timings() {
+    let wait = Duration::from_millis(30);
+    let server = ScriptedServer::start(vec![Reply::Delay(
+        wait,
+        Box::new(Reply::text("Call me Ishmael [s1].")),
+    )]);
+    let mut model = OpenAiModel::new(config(&server)).expect("client");
+    let answer = model.complete_with_usage(&request()).expect("answer");
+    assert_eq!(answer.text, "Call me Ishmael [s1].");
+    let usage = answer.usage.expect("the server reported usage");
+    // The scripted server counts words: 4 + 4 in the prompt, 4 answered.
+    assert_eq!((usage.prompt_tokens, usage.generated_tokens), (8, 4));
+    assert_eq!(server.reported_tokens(), (8, 4));
+    // Its llama.cpp-style timings: the answer took the delay at least.
+    let (prompt, generation) = usage.phases.expect("timings");
+    assert!(generation >= wait, "{generation:?}");
+    assert!(prompt < wait, "{prompt:?}");
+}
+
+#[test]
 fn openai_answer_and_request_shape() {
     let server = ScriptedServer::start(vec![Reply::text("Call me Ishmael [s1].")]);
     let mut model = OpenAiModel::new(OpenAiConfig {

@@ -44,9 +44,9 @@ fn page_reply(req: &RecordedRequest) -> Reply {
     let Some(words) = req.first_passage() else {
         return Reply::text("The two books spoke of the sea and of work.");
     };
-    // The opening's system message asks what the book holds; a reply's
-    // asks it to answer, challenge, extend...
-    let opening = req.body.to_string().contains("what you hold about");
+    // The opening's question asks what the speaker thinks; a reply's
+    // quotes the friend's line and asks it to answer, challenge, extend...
+    let opening = req.last_message().starts_with("What do you think");
     let text = if !opening {
         let mut near: Vec<String> = words[0..8.min(words.len())].to_vec();
         if near.len() > 4 {
@@ -308,6 +308,191 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
     );
 
     verify_page(&mut b, &base, &c, &id);
+}
+
+/// bravo's opening passages (what its node's opening search returns for
+/// the topic), set before the moot starts, for [`opening_reply`].
+static BRAVO_OPENING: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Whitespace collapsed, for finding a passage's words in a prompt.
+fn spaced(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Replies that quote, in bravo's turns, five words of an opening passage
+/// this turn was not shown: words of bravo's book (the host's grading
+/// finds them in its pool, so they stay quoted) that no signed turn
+/// carries with a proof. Other turns quote passage [s1] as it is.
+fn opening_reply(req: &RecordedRequest) -> Reply {
+    let contents: Vec<&str> = req.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    let prompt = spaced(&contents.join(" "));
+    let unshown = BRAVO_OPENING
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            let head: Vec<&str> = p.split_whitespace().take(6).collect();
+            !prompt.contains(&head.join(" "))
+        })
+        .cloned();
+    let bravo = req.first_passage().is_some_and(|words| {
+        let line = words.join(" ");
+        BRAVO_OPENING
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| spaced(p).contains(&line))
+            || spaced(&crate::support::generated_book(
+                "Field Notes",
+                "Anon",
+                4,
+                60,
+                4,
+            ))
+            .contains(&line)
+    });
+    match unshown.filter(|_| bravo) {
+        Some(passage) => {
+            let words: Vec<&str> = passage.split_whitespace().take(5).collect();
+            Reply::text(&format!(
+                "\"{}\" [s1], as my notes hold [s1].",
+                words.join(" ")
+            ))
+        }
+        None => crate::moot_net::quoting_reply(req),
+    }
+}
+
+#[test]
+fn a_pass_shows_its_nodes_reason_and_an_unproven_quote_its_own_badge() {
+    let Some(mut b) = browser() else { return };
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    // charlie hosts and holds the third book; its policy passes unless a
+    // passage scores above a bar none reaches.
+    let host_env: &[(&'static str, &str)] = &[
+        ("GROVE_HTTP__LISTEN", &listen),
+        ("GROVE_SPEAKER__POLICY", "grounded-only"),
+        ("GROVE_SPEAKER__MIN_SCORE", "1000000"),
+    ];
+    let (_servers, _a, bravo, c) =
+        crate::moot_net::three_nodes_with(opening_reply, true, [&[], &[], host_env]);
+    // bravo's opening, as its node's opening search will find it (the
+    // same search on its own store).
+    let tree = grove::moot::Tree::new("essays/field-notes", "Field Notes", "Anon");
+    let query = grove::moot::speaker::opening_query(Some("the sea"), &tree);
+    let store = grove::store::Store::new(&bravo.g.state());
+    let mut retriever =
+        grove::store::retriever::BookRetriever::open(&store, "essays/field-notes").unwrap();
+    let opening = grove::moot::speaker::retrieve(
+        &mut retriever,
+        "essays/field-notes",
+        &query,
+        6,
+        &Default::default(),
+    )
+    .unwrap();
+    *BRAVO_OPENING.lock().unwrap() = opening.into_iter().map(|p| p.content).collect();
+
+    let started = c.json(&[
+        "moot",
+        "start",
+        "--tree",
+        "alpha:fiction/sea-tales",
+        "--tree",
+        "bravo:essays/field-notes",
+        "--tree",
+        "self:poems/river-songs",
+        "--topic",
+        "the sea",
+        "--turns",
+        "3",
+    ]);
+    let id = started["id"].as_str().unwrap().to_string();
+    let shown_moot = crate::moot_net::wait_state(&c, &id, "finished");
+    b.navigate(&format!("http://127.0.0.1:{port}/moots/{id}"))
+        .unwrap();
+    assert_eq!(count(&mut b, "#turns .turn"), 3);
+    let utterances = shown_moot["transcript"]["utterances"].as_array().unwrap();
+
+    // Turn 3 is charlie's pass: its badge, and its node's reason as the
+    // transcript records it; no text and no grounding line.
+    let decision = &utterances[2]["decision"];
+    assert_eq!(decision["action"], "pass", "{decision}");
+    let reason = decision["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("not above") || reason.contains("no passage"),
+        "{reason}"
+    );
+    let pass = text_of(&mut b, "#t2 p.pass");
+    assert_eq!(pass, format!("passed {reason}"), "{pass}");
+    assert_eq!(text_of(&mut b, "#t2 .pass .badge"), "passed");
+    assert_eq!(text_of(&mut b, "#t2 .node"), "charlie");
+    assert_eq!(count(&mut b, "#t2 p.text"), 0);
+    assert_eq!(count(&mut b, "#t2 p.meta"), 0);
+    assert_eq!(count(&mut b, "#t0 p.pass, #t1 p.pass"), 0);
+
+    // Turn 2 is bravo's: it quoted its book's words from a passage of its
+    // opening that no signed turn carries. The host's grading found them
+    // (a grounded turn), but nothing proves them here: its own badge, and
+    // a panel that says what is missing.
+    let quote = utterances[1]["quotes"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        utterances[1]["quotes"][0]["found"], true,
+        "{}",
+        utterances[1]
+    );
+    let carried: Vec<String> = shown_moot["transcript"]["utterances"][1]["retrieved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| spaced(p["content"].as_str().unwrap()))
+        .collect();
+    assert!(!carried.iter().any(|p| p.contains(quote)), "{quote}");
+    assert_eq!(
+        count(&mut b, "#t1 a.q-unverified"),
+        1,
+        "{}",
+        text_of(&mut b, "#t1")
+    );
+    assert_eq!(text_of(&mut b, "#t1 a.q-unverified .badge"), "unverified");
+    assert_eq!(count(&mut b, "a.q-unverified"), 1);
+    // Its colour is its own, not a verified quote's.
+    let colour = |b: &mut Browser, sel: &str| {
+        b.eval(&format!(
+            "getComputedStyle(document.querySelector({sel:?})).backgroundColor"
+        ))
+        .unwrap()
+    };
+    let unverified_colour = colour(&mut b, "#t1 a.q-unverified .badge");
+    assert_ne!(unverified_colour, colour(&mut b, "#t0 a.q-verified .badge"));
+    let panel = b
+        .eval("document.querySelector('#t1 a.q-unverified').getAttribute('href')")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    b.eval("document.querySelector('#t1 a.q-unverified').click()")
+        .unwrap();
+    b.wait_for(
+        &format!("getComputedStyle(document.querySelector('{panel}')).display !== 'none'"),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let says = text_of(&mut b, &panel);
+    assert!(
+        says.contains(quote)
+            && says.contains("is in none of the passages this book's turns carried with a proof"),
+        "{says}"
+    );
+    assert_eq!(count(&mut b, &format!("{panel} code.root")), 0, "{says}");
+    b.screenshot(&shots().join("moot-pass-unverified.png"), true)
+        .unwrap();
 }
 
 /// The verify page: an intact export passes, a tampered one fails at the

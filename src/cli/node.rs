@@ -90,11 +90,40 @@ impl Show for dto::NodeStats {
             "epoch {} ({} changes seen)  members {}  connected peers {}",
             self.epoch, self.epochs_seen, self.members, self.peers_connected
         )?;
+        if let Some(line) = model_line(&self.counters) {
+            writeln!(out, "{line}")?;
+        }
         for (name, n) in &self.counters {
             writeln!(out, "  {name:40} {n}")?;
         }
         Ok(())
     }
+}
+
+/// The model's counters as one line, with tokens per second where the
+/// backend timed prompt and generation apart; `None` before its first
+/// completion.
+fn model_line(counters: &std::collections::BTreeMap<String, u64>) -> Option<String> {
+    let get = |name: &str| counters.get(name).copied().unwrap_or(0);
+    let (answered, failed) = (
+        get("model.completions.answered"),
+        get("model.completions.failed"),
+    );
+    if answered + failed == 0 {
+        return None;
+    }
+    let secs = |name: &str| get(name) as f64 / 1e9;
+    let rate = |tokens: u64, name: &str| match secs(name) {
+        s if s > 0.0 => format!(" ({:.1}/s)", tokens as f64 / s),
+        _ => String::new(),
+    };
+    let (prompt, generated) = (get("model.prompt.tokens"), get("model.generated.tokens"));
+    Some(format!(
+        "model {answered} completions ({failed} failed) in {:.2} s  prompt {prompt} tokens{}  generated {generated} tokens{}",
+        secs("model.completion.ns"),
+        rate(prompt, "model.prompt.ns"),
+        rate(generated, "model.generation.ns"),
+    ))
 }
 
 impl Show for dto::NodeInfo {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -63,6 +63,9 @@ struct Rule {
     family: &'static str,
     help: &'static str,
     unit: Option<Unit>,
+    /// Counts per unit: a counter kept in nanoseconds is shown in seconds
+    /// (1e9 per unit); 1 shows the count as it is.
+    per_unit: u64,
 }
 
 const fn rule(pattern: &'static str, family: &'static str, help: &'static str) -> Rule {
@@ -71,6 +74,18 @@ const fn rule(pattern: &'static str, family: &'static str, help: &'static str) -
         family,
         help,
         unit: None,
+        per_unit: 1,
+    }
+}
+
+/// A counter kept in nanoseconds, shown as the family's seconds.
+const fn seconds(pattern: &'static str, family: &'static str, help: &'static str) -> Rule {
+    Rule {
+        pattern,
+        family,
+        help,
+        unit: Some(Unit::Seconds),
+        per_unit: 1_000_000_000,
     }
 }
 
@@ -146,6 +161,7 @@ const RULES: &[Rule] = &[
         family: "grove_ingest",
         help: "Bytes of the books stored through the control API.",
         unit: Some(Unit::Bytes),
+        per_unit: 1,
     },
     rule(
         "sync.{outcome}",
@@ -182,7 +198,38 @@ const RULES: &[Rule] = &[
         family: "grove_relay",
         help: "Bytes relayed for others.",
         unit: Some(Unit::Bytes),
+        per_unit: 1,
     },
+    rule(
+        "model.completions.{outcome}",
+        "grove_model_completions",
+        "Completions of this node's model (its turns and summaries), by outcome (answered, failed).",
+    ),
+    seconds(
+        "model.completion.ns",
+        "grove_model",
+        "Seconds this node's model spent on completions, answered or failed, as the node timed them (every backend).",
+    ),
+    rule(
+        "model.prompt.tokens",
+        "grove_model_prompt_tokens",
+        "Prompt tokens this node's model read, as its backend counted them.",
+    ),
+    rule(
+        "model.generated.tokens",
+        "grove_model_generated_tokens",
+        "Tokens this node's model generated, as its backend counted them.",
+    ),
+    seconds(
+        "model.prompt.ns",
+        "grove_model_prompt",
+        "Seconds reading prompts, where the backend times it apart (embedded; llama.cpp's server): prompt tokens per second follow.",
+    ),
+    seconds(
+        "model.generation.ns",
+        "grove_model_generation",
+        "Seconds generating, where the backend times it apart (embedded; llama.cpp's server): generated tokens per second follow.",
+    ),
 ];
 
 /// Counters no rule names (a new name without its rule) still show.
@@ -243,6 +290,20 @@ fn families(snapshot: BTreeMap<String, u64>) -> Vec<(&'static Rule, Vec<(Labels,
     out
 }
 
+/// One counter's sample: the count, or with `per_unit` > 1 the count in
+/// its unit (nanoseconds as seconds).
+fn encode_counter(
+    value: u64,
+    per_unit: u64,
+    encoder: MetricEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    if per_unit == 1 {
+        ConstCounter::new(value).encode(encoder)
+    } else {
+        ConstCounter::new(value as f64 / per_unit as f64).encode(encoder)
+    }
+}
+
 /// Renders [`Stats`]' counters at each scrape: the same numbers `grove
 /// node stats` shows.
 #[derive(Debug)]
@@ -260,11 +321,11 @@ impl Collector for Counters {
             match samples.as_slice() {
                 // A label-less counter is written bare (no `{}`).
                 [(labels, value)] if labels.is_empty() => {
-                    ConstCounter::new(*value).encode(family)?;
+                    encode_counter(*value, rule.per_unit, family)?;
                 }
                 _ => {
                     for (labels, value) in samples {
-                        ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+                        encode_counter(value, rule.per_unit, family.encode_family(&labels)?)?;
                     }
                 }
             }
@@ -385,6 +446,19 @@ mod tests {
         stats.bump("requests.refused.turn.turn-quota");
         stats.set("relay.bytes.sent", 10);
         stats.bump("something.new");
+        stats.model_completion(
+            std::time::Duration::from_millis(1500),
+            true,
+            Some(&crate::model::Usage {
+                prompt_tokens: 40,
+                generated_tokens: 8,
+                phases: Some((
+                    std::time::Duration::from_millis(250),
+                    std::time::Duration::from_millis(1000),
+                )),
+            }),
+        );
+        stats.model_completion(std::time::Duration::from_millis(500), false, None);
         crate::daemon::stats::observe(
             &stats.search_seconds,
             "scope",
@@ -403,6 +477,14 @@ mod tests {
             "grove_relay_bytes_total{direction=\"sent\"} 10",
             "grove_other_events_total{name=\"something.new\"} 1",
             "grove_epochs_seen_total 0",
+            "grove_model_completions_total{outcome=\"answered\"} 1",
+            "grove_model_completions_total{outcome=\"failed\"} 1",
+            "# UNIT grove_model_seconds seconds",
+            "grove_model_seconds_total 2.0",
+            "grove_model_prompt_tokens_total 40",
+            "grove_model_generated_tokens_total 8",
+            "grove_model_prompt_seconds_total 0.25",
+            "grove_model_generation_seconds_total 1.0",
             "grove_mesh_epoch 2",
             "# TYPE grove_search_duration_seconds histogram",
             "grove_search_duration_seconds_bucket{le=\"0.004\",scope=\"local\"} 1",

@@ -140,8 +140,11 @@ pub async fn run(
     );
     let (store, store_thread) = store::StoreWorker::spawn(books).map_err(DaemonError::Worker)?;
     let (mesh_worker, mesh_thread) = mesh::MeshWorker::spawn(core).map_err(DaemonError::Worker)?;
+    // The node's one set of counters (`node stats`, `/metrics`); the model
+    // worker counts its tokens and seconds in it.
+    let stats = Arc::new(stats::Stats::default());
     let (model, _model_thread) =
-        model::ModelWorker::spawn(settings.model.clone(), state_dir.clone())
+        model::ModelWorker::spawn(settings.model.clone(), state_dir.clone(), stats.clone())
             .map_err(DaemonError::Worker)?;
     let events = mesh_worker.events().clone();
     let hooks = hooks::spawn(&settings.hooks, &events);
@@ -161,6 +164,7 @@ pub async fn run(
         store: store.clone(),
         mesh: mesh_worker,
         model,
+        stats,
         peers: peers::Peers::new(peer_book),
         advertised,
         verdict: verdict_rx,
@@ -419,6 +423,7 @@ struct Parts<'a> {
     store: store::StoreWorker,
     mesh: mesh::MeshWorker,
     model: model::ModelWorker,
+    stats: Arc<stats::Stats>,
     peers: peers::Peers,
     advertised: advertised::Advertised,
     verdict: control::Verdict,
@@ -431,7 +436,7 @@ fn wire_up(
     listen: Vec<String>,
     registry: prometheus_client::registry::Registry,
 ) -> (node::NodeLoop, control::ControlState) {
-    let stats = Arc::new(stats::Stats::default());
+    let stats = p.stats.clone();
     let due = Arc::new(due::Due::default());
     let link = outbox::MeshLink::new(p.mesh.clone(), p.net.clone(), stats.clone());
     let speaking = speaking(&p);

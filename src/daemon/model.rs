@@ -1,18 +1,53 @@
 //! The model worker: the node's model on its own thread, opened on first
 //! use (a node that only holds books and votes never loads it), then shared
 //! one call at a time by the turns this node speaks and the summaries it
-//! narrates as a moot's host.
+//! narrates as a moot's host. Every completion through it is counted in the
+//! node's [`Stats`] (tokens and seconds, `grove_model_*` in `/metrics`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
+use super::stats::Stats;
 use super::worker::Worker;
-use crate::model::{ChatModel, ModelError, ModelSettings};
+use crate::model::{ChatModel, ChatRequest, Completion, ModelError, ModelSettings};
+
+/// The open model with the node's counters: each completion's tokens and
+/// time are counted as it returns.
+struct Counted {
+    model: Box<dyn ChatModel + Send>,
+    stats: Arc<Stats>,
+}
+
+impl ChatModel for Counted {
+    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        self.complete_with_usage(request).map(|c| c.text)
+    }
+
+    fn complete_with_usage(&mut self, request: &ChatRequest) -> Result<Completion, ModelError> {
+        let started = Instant::now();
+        let result = self.model.complete_with_usage(request);
+        let usage = result.as_ref().ok().and_then(|c| c.usage.as_ref());
+        self.stats
+            .model_completion(started.elapsed(), result.is_ok(), usage);
+        result
+    }
+
+    fn describe(&self) -> String {
+        self.model.describe()
+    }
+
+    fn guides_decoding(&self) -> bool {
+        self.model.guides_decoding()
+    }
+}
 
 /// The model, opened on the first job that needs it.
 pub struct LazyModel {
     settings: ModelSettings,
     state_dir: PathBuf,
-    model: Option<Box<dyn ChatModel + Send>>,
+    stats: Arc<Stats>,
+    model: Option<Counted>,
 }
 
 impl LazyModel {
@@ -21,10 +56,13 @@ impl LazyModel {
     fn get(&mut self) -> Result<&mut dyn ChatModel, ModelError> {
         let model = match self.model.take() {
             Some(open) => open,
-            None => crate::model::open_model(&self.settings, &self.state_dir)
-                .map_err(|e| ModelError::Failed(format!("cannot open the model: {e}")))?,
+            None => Counted {
+                model: crate::model::open_model(&self.settings, &self.state_dir)
+                    .map_err(|e| ModelError::Failed(format!("cannot open the model: {e}")))?,
+                stats: self.stats.clone(),
+            },
         };
-        Ok(self.model.insert(model).as_mut())
+        Ok(self.model.insert(model))
     }
 }
 
@@ -42,10 +80,12 @@ impl ModelWorker {
     pub fn spawn(
         settings: ModelSettings,
         state_dir: PathBuf,
+        stats: Arc<Stats>,
     ) -> std::io::Result<(ModelWorker, std::thread::JoinHandle<()>)> {
         let lazy = LazyModel {
             settings,
             state_dir,
+            stats,
             model: None,
         };
         let (worker, thread) = Worker::spawn("model", 16, lazy, |_| {})?;
@@ -90,9 +130,15 @@ pub struct WorkerModel {
 }
 
 impl ChatModel for WorkerModel {
-    fn complete(&mut self, request: &crate::model::ChatRequest) -> Result<String, ModelError> {
+    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
         let request = request.clone();
         self.worker.call_blocking(move |m| m.complete(&request))?
+    }
+
+    fn complete_with_usage(&mut self, request: &ChatRequest) -> Result<Completion, ModelError> {
+        let request = request.clone();
+        self.worker
+            .call_blocking(move |m| m.complete_with_usage(&request))?
     }
 
     fn describe(&self) -> String {

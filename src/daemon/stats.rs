@@ -82,6 +82,40 @@ impl Stats {
         self.add("moot.quotes.found", u64::from(quotes.1));
     }
 
+    /// Everything one completion of the node's model counts: answered or
+    /// failed, its wall time, and the tokens and phase times its backend
+    /// reported (times in nanoseconds; `/metrics` shows seconds).
+    pub fn model_completion(
+        &self,
+        took: Duration,
+        answered: bool,
+        usage: Option<&crate::model::Usage>,
+    ) {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let mut c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut add = |name: &str, n: u64| {
+            let v = c.entry(name.to_string()).or_default();
+            *v = v.saturating_add(n);
+        };
+        add(
+            if answered {
+                "model.completions.answered"
+            } else {
+                "model.completions.failed"
+            },
+            1,
+        );
+        add("model.completion.ns", nanos(took));
+        if let Some(usage) = usage {
+            add("model.prompt.tokens", usage.prompt_tokens);
+            add("model.generated.tokens", usage.generated_tokens);
+            if let Some((prompt, generation)) = usage.phases {
+                add("model.prompt.ns", nanos(prompt));
+                add("model.generation.ns", nanos(generation));
+            }
+        }
+    }
+
     pub fn bump(&self, name: &str) {
         self.add(name, 1);
     }

@@ -31,7 +31,7 @@ use super::install::{is_block_quantized, requantize_into};
 use super::llama::{ForwardOptions, LlamaModel, LlamaShape};
 use super::memory;
 use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
-use super::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
+use super::{ChatMessage, ChatModel, ChatRequest, Completion, ModelError, Role, Usage};
 
 /// Prompt tokens fed to the model per forward pass; bounds the attention
 /// scratch memory for long prompts.
@@ -472,13 +472,24 @@ impl EmbeddedModel {
 
 impl ChatModel for EmbeddedModel {
     fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        self.complete_with_usage(request).map(|c| c.text)
+    }
+
+    fn complete_with_usage(&mut self, request: &ChatRequest) -> Result<Completion, ModelError> {
         let generation = match &request.guidance {
             Some(guidance) if self.options.guided => {
                 self.complete_with_guidance(request, guidance)?.0
             }
             _ => self.complete_guided(request, &mut Unguided)?,
         };
-        Ok(generation.text.trim().to_string())
+        Ok(Completion {
+            text: generation.text.trim().to_string(),
+            usage: Some(Usage {
+                prompt_tokens: generation.prompt_tokens as u64,
+                generated_tokens: generation.tokens.len() as u64,
+                phases: Some((generation.prompt_time, generation.generate_time)),
+            }),
+        })
     }
 
     fn describe(&self) -> String {

@@ -83,11 +83,40 @@ pub enum ModelError {
     Download(String),
 }
 
+/// What one completion cost, as the backend counted it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// Tokens of the prompt the model read.
+    pub prompt_tokens: u64,
+    /// Tokens the model generated (the answer, without its stop token).
+    pub generated_tokens: u64,
+    /// Time reading the prompt and time generating, when the backend
+    /// times the two apart (the embedded engine; llama.cpp's server in its
+    /// `timings`); `None` when it only counts tokens.
+    pub phases: Option<(Duration, Duration)>,
+}
+
+/// An answer with what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    /// `None` when the backend does not say.
+    pub usage: Option<Usage>,
+}
+
 /// A chat-completion model. Blocking: callers on an async runtime run it on a
 /// blocking thread.
 pub trait ChatModel {
     /// Completes the chat, returning the assistant's text (possibly empty).
     fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError>;
+    /// [`ChatModel::complete`] with the tokens and time it took, for the
+    /// node's counters; backends that count tokens override it.
+    fn complete_with_usage(&mut self, request: &ChatRequest) -> Result<Completion, ModelError> {
+        Ok(Completion {
+            text: self.complete(request)?,
+            usage: None,
+        })
+    }
     /// A short description for transcripts, e.g. `embedded:SmolLM2-135M-Instruct.Q4_1`.
     fn describe(&self) -> String;
     /// Whether requests carrying [`ChatRequest::guidance`] are decoded under

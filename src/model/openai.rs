@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ChatModel, ChatRequest, ModelError, ModelSettings, secs};
+use super::{ChatModel, ChatRequest, Completion, ModelError, ModelSettings, Usage, secs};
 
 /// Largest answer body accepted; a chat completion is a few kilobytes.
 const MAX_BODY_BYTES: usize = 8 << 20;
@@ -164,7 +164,7 @@ impl OpenAiModel {
     }
 
     /// One HTTP exchange. The error says whether another attempt may help.
-    async fn attempt(&self, body: &CompletionBody) -> Result<String, Attempt> {
+    async fn attempt(&self, body: &CompletionBody) -> Result<Completion, Attempt> {
         let mut builder = self.client.post(&self.config.endpoint).json(body);
         if let Some(key) = &self.config.api_key {
             builder = builder.bearer_auth(key);
@@ -270,12 +270,18 @@ impl OpenAiModel {
 
 impl ChatModel for OpenAiModel {
     fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        self.complete_with_usage(request).map(|c| c.text)
+    }
+
+    /// The server's `usage` counts, and llama.cpp's `timings` when it
+    /// sends them.
+    fn complete_with_usage(&mut self, request: &ChatRequest) -> Result<Completion, ModelError> {
         let body = self.body(request);
         let mut delay = self.config.backoff;
         let mut attempt = 0u32;
         loop {
             match self.runtime.block_on(self.attempt(&body)) {
-                Ok(text) => return Ok(text),
+                Ok(completion) => return Ok(completion),
                 Err(Attempt::Final(error)) => return Err(error),
                 Err(Attempt::Retry { error, wait }) => {
                     if attempt >= self.config.max_retries {
@@ -339,6 +345,31 @@ struct WireMessage {
 #[derive(Deserialize)]
 struct CompletionAnswer {
     choices: Vec<AnswerChoice>,
+    /// Read leniently (see [`parse_answer`]): a server's odd `usage` or
+    /// `timings` must not lose the answer.
+    #[serde(default)]
+    usage: serde_json::Value,
+    /// llama.cpp's server: how long the prompt and the answer took.
+    #[serde(default)]
+    timings: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct AnswerUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct AnswerTimings {
+    prompt_ms: f64,
+    predicted_ms: f64,
+}
+
+/// Milliseconds a server reported as a duration; a negative or absurd
+/// number is none.
+fn millis(ms: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(ms / 1000.0).ok()
 }
 
 #[derive(Deserialize)]
@@ -353,24 +384,35 @@ struct AnswerMessage {
     content: Option<String>,
 }
 
-/// The assistant's text from a 2xx body; an empty or null content is an
-/// empty answer (the caller decides what that means), a malformed body is an
-/// error.
-fn parse_answer(body: &str) -> Result<String, ModelError> {
+/// The assistant's text from a 2xx body, with the usage the server
+/// reported; an empty or null content is an empty answer (the caller
+/// decides what that means), a malformed body is an error.
+fn parse_answer(body: &str) -> Result<Completion, ModelError> {
     let answer: CompletionAnswer = serde_json::from_str(body).map_err(|e| {
         ModelError::Failed(format!(
             "answer is not a chat completion ({e}): {}",
             truncate(body)
         ))
     })?;
+    let phases = serde_json::from_value::<AnswerTimings>(answer.timings)
+        .ok()
+        .and_then(|t| Some((millis(t.prompt_ms)?, millis(t.predicted_ms)?)));
+    let usage = serde_json::from_value::<AnswerUsage>(answer.usage)
+        .ok()
+        .map(|u| Usage {
+            prompt_tokens: u.prompt_tokens,
+            generated_tokens: u.completion_tokens,
+            phases,
+        });
     let Some(choice) = answer.choices.into_iter().next() else {
         return Err(ModelError::Failed("answer has no choices".into()));
     };
-    Ok(choice
+    let text = choice
         .message
         .and_then(|m| m.content)
         .or(choice.text)
-        .unwrap_or_default())
+        .unwrap_or_default();
+    Ok(Completion { text, usage })
 }
 
 /// The `error.message` of an OpenAI-style error body, else the body itself.
@@ -471,18 +513,53 @@ mod tests {
 
     #[test]
     fn answers_parse_with_null_and_missing_content() {
-        assert_eq!(
-            parse_answer(r#"{"choices":[{"message":{"role":"assistant","content":"Hi"}}]}"#)
-                .unwrap(),
-            "Hi"
-        );
+        let hi = parse_answer(r#"{"choices":[{"message":{"role":"assistant","content":"Hi"}}]}"#)
+            .unwrap();
+        assert_eq!((hi.text.as_str(), hi.usage), ("Hi", None));
         assert_eq!(
             parse_answer(r#"{"choices":[{"message":{"role":"assistant","content":null}}]}"#)
-                .unwrap(),
+                .unwrap()
+                .text,
             ""
         );
         assert!(parse_answer(r#"{"choices":[]}"#).is_err());
         assert!(parse_answer("<html>").is_err());
+    }
+
+    #[test]
+    fn usage_and_llama_cpp_timings_are_read() {
+        let plain = parse_answer(
+            r#"{"choices":[{"message":{"content":"a b"}}],"usage":{"prompt_tokens":31,"completion_tokens":2,"total_tokens":33}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            plain.usage,
+            Some(Usage {
+                prompt_tokens: 31,
+                generated_tokens: 2,
+                phases: None
+            })
+        );
+        let timed = parse_answer(
+            r#"{"choices":[{"message":{"content":"a b"}}],"usage":{"prompt_tokens":31,"completion_tokens":2},
+               "timings":{"prompt_n":31,"prompt_ms":120.5,"predicted_n":2,"predicted_ms":40.0,"predicted_per_second":50.0}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            timed.usage.unwrap().phases,
+            Some((Duration::from_micros(120_500), Duration::from_millis(40)))
+        );
+        // Nonsense timings are none; an odd usage is none, the answer kept.
+        let odd = parse_answer(
+            r#"{"choices":[{"message":{"content":""}}],"usage":{"prompt_tokens":1,"completion_tokens":0},"timings":{"prompt_ms":-1,"predicted_ms":3}}"#,
+        )
+        .unwrap();
+        assert_eq!(odd.usage.unwrap().phases, None);
+        let strange = parse_answer(
+            r#"{"choices":[{"message":{"content":"kept"}}],"usage":{"prompt_tokens":"many"},"timings":[]}"#,
+        )
+        .unwrap();
+        assert_eq!((strange.text.as_str(), strange.usage), ("kept", None));
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! A scripted OpenAI-compatible chat-completions server for tests: real HTTP
 //! on 127.0.0.1, answers chosen by a script or a closure, every request
 //! recorded. Used by the model backend tests and by whole-moot tests.
+//!
+//! Its answers report honest counts as `usage`: a "token" is a word
+//! (whitespace-separated) of the prompt's messages and of the answer; and
+//! llama.cpp-style `timings`: the milliseconds it took to read the request
+//! and to make the answer (the script's own time, any delay included).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -8,7 +13,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
@@ -49,6 +54,9 @@ pub struct RecordedRequest {
     /// Header names lower-cased.
     pub headers: Vec<(String, String)>,
     pub body: serde_json::Value,
+    /// The `usage` the answer reported (prompt words, answer words); `None`
+    /// for an answer without a completion (an error, a closed connection).
+    pub reported: Option<(u64, u64)>,
 }
 
 impl RecordedRequest {
@@ -69,6 +77,18 @@ impl RecordedRequest {
             .flatten()
             .find_map(|m| grove::moot::prompt::passage_first_line(m["content"].as_str()?, "s1"))
             .map(|line| line.split_whitespace().map(str::to_string).collect())
+    }
+
+    /// Words in the messages' contents: the prompt tokens the answer
+    /// reports.
+    pub fn prompt_words(&self) -> u64 {
+        self.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_str())
+            .map(|c| c.split_whitespace().count() as u64)
+            .sum()
     }
 
     /// The `content` of the last message (the prompt's newest part).
@@ -146,6 +166,14 @@ impl ScriptedServer {
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
+
+    /// The prompt and answer tokens the answers so far reported, summed.
+    pub fn reported_tokens(&self) -> (u64, u64) {
+        self.requests()
+            .iter()
+            .filter_map(|r| r.reported)
+            .fold((0, 0), |(p, g), (rp, rg)| (p + rp, g + rg))
+    }
 }
 
 impl Drop for ScriptedServer {
@@ -165,17 +193,46 @@ fn serve(stream: TcpStream, requests: &Mutex<Vec<RecordedRequest>>, responder: &
     let Ok(write_half) = stream.try_clone() else {
         return;
     };
-    let Some(request) = read_request(BufReader::new(stream)) else {
+    let reading = Instant::now();
+    let Some(mut request) = read_request(BufReader::new(stream)) else {
         return;
     };
+    let read = reading.elapsed();
+    let answering = Instant::now();
     let reply = match responder.lock() {
         Ok(mut responder) => responder(&request),
         Err(_) => Reply::error(500, "scripted server: responder panicked"),
     };
+    let prompt_words = request.prompt_words();
+    request.reported = answer_words(&reply).map(|words| (prompt_words, words));
     if let Ok(mut recorded) = requests.lock() {
         recorded.push(request);
     }
-    write_reply(write_half, reply);
+    let answer = Answer {
+        prompt_words,
+        read,
+        answering,
+    };
+    write_reply(write_half, reply, &answer);
+}
+
+/// What a completion reports besides its text.
+struct Answer {
+    prompt_words: u64,
+    /// Time reading the request.
+    read: Duration,
+    /// When the script started on the answer.
+    answering: Instant,
+}
+
+/// Words of the completion `reply` answers with, if it is one.
+fn answer_words(reply: &Reply) -> Option<u64> {
+    match reply {
+        Reply::Text(text) => Some(text.split_whitespace().count() as u64),
+        Reply::NullContent => Some(0),
+        Reply::Delay(_, inner) => answer_words(inner),
+        _ => None,
+    }
 }
 
 fn read_request(mut reader: BufReader<TcpStream>) -> Option<RecordedRequest> {
@@ -209,25 +266,30 @@ fn read_request(mut reader: BufReader<TcpStream>) -> Option<RecordedRequest> {
         path,
         headers,
         body,
+        reported: None,
     })
 }
 
-fn write_reply(mut stream: TcpStream, reply: Reply) {
+fn write_reply(mut stream: TcpStream, reply: Reply, answer: &Answer) {
     let (status, body, extra) = match reply {
         Reply::Delay(wait, inner) => {
             std::thread::sleep(wait);
-            return write_reply(stream, *inner);
+            return write_reply(stream, *inner, answer);
         }
         Reply::Close => {
             let _ = stream.shutdown(std::net::Shutdown::Both);
             return;
         }
-        Reply::Text(text) => (
+        Reply::Text(text) => {
+            let words = text.split_whitespace().count() as u64;
+            let content = serde_json::Value::String(text);
+            (200, completion(content, words, answer), String::new())
+        }
+        Reply::NullContent => (
             200,
-            completion(serde_json::Value::String(text)),
+            completion(serde_json::Value::Null, 0, answer),
             String::new(),
         ),
-        Reply::NullContent => (200, completion(serde_json::Value::Null), String::new()),
         Reply::Status(status, body) => (status, body, String::new()),
         Reply::StatusRetryAfter(status, secs, body) => {
             (status, body, format!("Retry-After: {secs}\r\n"))
@@ -242,7 +304,9 @@ fn write_reply(mut stream: TcpStream, reply: Reply) {
     let _ = stream.flush();
 }
 
-fn completion(content: serde_json::Value) -> String {
+fn completion(content: serde_json::Value, words: u64, answer: &Answer) -> String {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let prompt = answer.prompt_words;
     serde_json::json!({
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -252,7 +316,13 @@ fn completion(content: serde_json::Value) -> String {
             "message": {"role": "assistant", "content": content},
             "finish_reason": "stop"
         }],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        "usage": {"prompt_tokens": prompt, "completion_tokens": words, "total_tokens": prompt + words},
+        "timings": {
+            "prompt_n": prompt,
+            "prompt_ms": ms(answer.read),
+            "predicted_n": words,
+            "predicted_ms": ms(answer.answering.elapsed()),
+        }
     })
     .to_string()
 }

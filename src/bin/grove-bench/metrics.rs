@@ -4,7 +4,8 @@
 //! 200, a fresh connection each, as Prometheus scrapes), its size and
 //! series; then a hosted moot of TURNS turns (default 20, instant model)
 //! on node1 and the cost of everything a landed turn counts
-//! (`Stats::turn_landed`, timed in this process) against the median turn.
+//! (`Stats::turn_landed`, and the speaker's `Stats::model_completion`,
+//! timed in this process) against the median turn.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -195,6 +196,16 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             Duration::from_millis(u64::from(i % 5000)),
             verdict,
             (2, 1),
+        );
+        // The speaker's model call, as its node counts it.
+        stats.model_completion(
+            Duration::from_millis(u64::from(i % 5000)),
+            true,
+            Some(&grove::model::Usage {
+                prompt_tokens: 900,
+                generated_tokens: 60,
+                phases: Some((Duration::from_millis(700), Duration::from_millis(2000))),
+            }),
         );
     }
     let per_turn_us = t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds);
