@@ -57,9 +57,10 @@ pub struct Guidance {
     /// texts above hold them.
     pub exempt: Vec<String>,
     /// The `norm()` words a reply may write outside quotes as a capitalised
-    /// word inside a sentence (the words of its passages, the moot's earlier
-    /// turns, the titles and the topic, as `moot::reading` counts them);
-    /// with them, free text writes no numerals either. `None`: no such rule.
+    /// word inside a sentence, and (under [`GuideRules::english_words`])
+    /// beyond English words (in a moot, the titles' and the topic's:
+    /// `moot::speaker::known_words`); with them, free text writes no
+    /// numerals either. `None`: no such rule.
     pub known_words: Option<Vec<String>>,
     /// Words free text leans towards until it has written one of them
     /// (the topic's words: a small model drifts off the topic otherwise).

@@ -199,7 +199,7 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
         max_words: prompt::MAX_REPLY_WORDS,
         avoid: request.own_turns.values().cloned().collect(),
         exempt: titles(request),
-        known_words: Some(known_words(request, &tagged)),
+        known_words: Some(known_words(request)),
         steer_words: request
             .topic
             .as_deref()
@@ -358,22 +358,19 @@ pub fn pass(request: &TurnRequest, decision: Decision) -> Utterance {
     }
 }
 
-/// The words a turn may write outside quotes as names: those of its
-/// passages, the moot's earlier turns, the titles and the topic
-/// ([`reading::supported_words`]).
-pub fn known_words(request: &TurnRequest, tagged: &[TaggedPassage]) -> Vec<String> {
-    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
-    let earlier: Vec<&str> = request
-        .own_turns
-        .values()
-        .chain(request.other_turns.values())
-        .map(String::as_str)
-        .collect();
+/// The words a turn may write outside quotes beyond English words, and
+/// the only ones it may write as a capitalised name inside a sentence: the
+/// titles' and the topic's. Stricter than what `unsupported_terms` counts
+/// (which also takes the passages' and earlier turns' words): given leave
+/// to name what its passages name, the 135M model narrates them ("The
+/// Duchess is not one to be taken lightly", from the other book's quote);
+/// their names stay quotable.
+pub fn known_words(request: &TurnRequest) -> Vec<String> {
     let titles = titles(request);
     let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
     reading::supported_words(&reading::ReadingSources {
-        passages: &passages,
-        earlier: &earlier,
+        passages: &[],
+        earlier: &[],
         titles: &titles,
         topic: request.topic.as_deref(),
         last_other: None,
