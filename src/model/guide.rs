@@ -508,8 +508,9 @@ fn is_safe_text(bytes: &[u8]) -> bool {
     }
 }
 
-/// Whether a token holds an ellipsis (`..`, `…`) or a single quote mark
-/// (`'`, `‘`, `’`) after a character that is not a letter or digit: a small
+/// Whether a token holds an ellipsis (`..`, `…`), a double space, or a
+/// single quote mark (`'`, `‘`, `’`) after a character that is not a
+/// letter or digit: a small
 /// model writes quotations of its own in single quotes, outside the double
 /// quotes that guidance holds to the passages. An apostrophe inside or at
 /// the end of a word (`don't`, `Jones'`) is none of these; one that starts
@@ -518,7 +519,11 @@ fn holds_loose_mark(bytes: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return false;
     };
-    if text.contains("..") || text.contains('\u{2026}') || text.contains('\u{2018}') {
+    if text.contains("..")
+        || text.contains("  ")
+        || text.contains('\u{2026}')
+        || text.contains('\u{2018}')
+    {
         return true;
     }
     let chars: Vec<char> = text.chars().collect();
@@ -1827,7 +1832,7 @@ impl QuoteGuide {
             }
             if complete {
                 // Tokens running past the end into safe text (`].`, `],`).
-                self.collect_safe_tails(node, 0, &mut allowed);
+                self.collect_safe_tails(node, 0, 0, &mut allowed);
             }
         }
         self.keep_only(logits, &allowed);
@@ -1838,7 +1843,9 @@ impl QuoteGuide {
     /// Tokens below `node` whose extra bytes (up to 3) are spaces, or
     /// clause marks where the forced text does not end with one (no `]...`
     /// or `].,`).
-    fn collect_safe_tails(&mut self, node: u32, depth: usize, out: &mut Vec<u32>) {
+    /// (`prev`: the tail's last byte, 0 at its start; no two spaces in a
+    /// row.)
+    fn collect_safe_tails(&mut self, node: u32, depth: usize, prev: u8, out: &mut Vec<u32>) {
         if depth >= 3 {
             return;
         }
@@ -1850,12 +1857,15 @@ impl QuoteGuide {
             if b != b' ' && (after_mark || !b".,;!?".contains(&b)) {
                 continue;
             }
+            if b == b' ' && prev == b' ' {
+                continue;
+            }
             if let Some(id) = vocab.trie.token(child)
                 && self.mark(id)
             {
                 out.push(id);
             }
-            self.collect_safe_tails(child, depth + 1, out);
+            self.collect_safe_tails(child, depth + 1, b, out);
         }
     }
 
@@ -2288,6 +2298,7 @@ mod tests {
             " and",
             " was",
             " calm",
+            "  we",
             "\n",
             "<|im_end|>",
         ] {
@@ -2769,6 +2780,7 @@ mod tests {
         let (mut g, w) = guide(&[WHALE], 200);
         feed(&mut g, &w, &["I", " said"]);
         assert!(!allows(&mut g, &w, ":"));
+        assert!(!allows(&mut g, &w, "  we"), "a token holding a double space");
         feed(&mut g, &w, &[" "]);
         assert!(
             !allows(&mut g, &w, "'"),
