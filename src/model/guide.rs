@@ -2780,7 +2780,10 @@ mod tests {
         let (mut g, w) = guide(&[WHALE], 200);
         feed(&mut g, &w, &["I", " said"]);
         assert!(!allows(&mut g, &w, ":"));
-        assert!(!allows(&mut g, &w, "  we"), "a token holding a double space");
+        assert!(
+            !allows(&mut g, &w, "  we"),
+            "a token holding a double space"
+        );
         feed(&mut g, &w, &[" "]);
         assert!(
             !allows(&mut g, &w, "'"),

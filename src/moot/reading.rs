@@ -753,7 +753,8 @@ pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
 /// What the reading measures do not see but a reader does, to break ties
 /// between drafts: own words too few to say anything (under 8: a turn of
 /// quotes alone), a content word written 3 or more times (a loop), quotes
-/// run together (under 3 own words between two), own content words that
+/// run together (under 3 own words between two), a word doubled around
+/// `and` or `or`, own content words that
 /// earlier turns' own words already hold (`earlier`, the topic's words
 /// aside: a moot that says "a casual remark" turn after turn loops across
 /// turns), and, to the good, own words that take up a content word of the
@@ -775,6 +776,24 @@ pub fn draft_shape_score(
         *counts.entry(stem(w)).or_default() += 1;
     }
     score -= 2.0 * counts.values().filter(|&&c| c >= 3).count() as f64;
+    // A word doubled around `and` or `or` ("wisely and wisely",
+    // "important and important").
+    // (Read on the written words: `pride, and pride alone` is rhetoric.)
+    let doubled = outside_quotes(text)
+        .iter()
+        .map(|s| s.to_lowercase())
+        .map(|s| {
+            let ws: Vec<&str> = s.split_whitespace().collect();
+            ws.windows(3)
+                .filter(|w| {
+                    matches!(w[1], "and" | "or")
+                        && w[0].chars().all(is_word_char)
+                        && w[2].trim_end_matches(|c: char| !is_word_char(c)) == w[0]
+                })
+                .count()
+        })
+        .sum::<usize>();
+    score -= 2.0 * doubled as f64;
     let topic_stems = topic.map(content_stems).unwrap_or_default();
     let said: HashSet<String> = earlier
         .iter()
@@ -892,6 +911,11 @@ mod tests {
         assert!(g > draft_shape_score(looped, None, &[], None));
         assert!(g > draft_shape_score(chained, None, &[], None));
         assert!(g > draft_shape_score(bare, None, &[], None));
+        let doubled = "I think people should spend it wisely and wisely, \"a b c d\" [s1].";
+        let once = "I think people should spend it wisely and well, \"a b c d\" [s1].";
+        assert!(
+            draft_shape_score(doubled, None, &[], None) < draft_shape_score(once, None, &[], None)
+        );
         // Words earlier turns said already count against a draft, the
         // topic's aside.
         let earlier = [good];
