@@ -137,6 +137,29 @@ fn start_sea_moot_json(host: &Daemon, turns: u32) -> Value {
     ])
 }
 
+/// Starts a moot of three books on the sea, one on each node (alpha's,
+/// bravo's and the host's own), with `turns` turns; returns its id.
+pub(crate) fn start_three_book_moot(host: &Daemon, turns: u32) -> String {
+    let turns = turns.to_string();
+    host.json(&[
+        "moot",
+        "start",
+        "--tree",
+        "alpha:fiction/sea-tales",
+        "--tree",
+        "bravo:essays/field-notes",
+        "--tree",
+        "self:poems/river-songs",
+        "--topic",
+        "the sea",
+        "--turns",
+        &turns,
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// Polls a hosted moot until at least `n` of its turns are done.
 pub(crate) fn wait_turns(host: &Daemon, id: &str, n: u64) {
     eventually(&format!("turn {n} of moot {id}"), || {
@@ -524,21 +547,7 @@ fn three_books_on_three_nodes_speak_round_robin_and_verify() {
             &[],
         ],
     );
-    let started = c.json(&[
-        "moot",
-        "start",
-        "--tree",
-        "alpha:fiction/sea-tales",
-        "--tree",
-        "bravo:essays/field-notes",
-        "--tree",
-        "self:poems/river-songs",
-        "--topic",
-        "the sea",
-        "--turns",
-        "6",
-    ]);
-    let id = started["id"].as_str().unwrap().to_string();
+    let id = start_three_book_moot(&c, 6);
     let shown = wait_state(&c, &id, "finished");
     let utterances = shown["transcript"]["utterances"].as_array().unwrap();
     let speakers: Vec<&str> = utterances

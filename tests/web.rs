@@ -399,21 +399,7 @@ fn a_pass_shows_its_nodes_reason_and_an_unproven_quote_its_own_badge() {
     .unwrap();
     *BRAVO_OPENING.lock().unwrap() = opening.into_iter().map(|p| p.content).collect();
 
-    let started = c.json(&[
-        "moot",
-        "start",
-        "--tree",
-        "alpha:fiction/sea-tales",
-        "--tree",
-        "bravo:essays/field-notes",
-        "--tree",
-        "self:poems/river-songs",
-        "--topic",
-        "the sea",
-        "--turns",
-        "3",
-    ]);
-    let id = started["id"].as_str().unwrap().to_string();
+    let id = crate::moot_net::start_three_book_moot(&c, 3);
     let shown_moot = crate::moot_net::wait_state(&c, &id, "finished");
     b.navigate(&format!("http://127.0.0.1:{port}/moots/{id}"))
         .unwrap();

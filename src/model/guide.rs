@@ -508,6 +508,15 @@ fn is_safe_text(bytes: &[u8]) -> bool {
     }
 }
 
+/// Sets the logits of `ids` to minus infinity.
+fn forbid(logits: &mut [f32], ids: &[u32]) {
+    for &id in ids {
+        if let Some(l) = logits.get_mut(id as usize) {
+            *l = f32::NEG_INFINITY;
+        }
+    }
+}
+
 /// Whether a token holds an ellipsis (`..`, `…`), a double space, or a
 /// single quote mark (`'`, `‘`, `’`) after a character that is not a
 /// letter or digit: a small
@@ -1296,75 +1305,31 @@ impl QuoteGuide {
             }
         }
         let vocab = Arc::clone(&self.vocab);
-        for &id in &vocab.unsafe_in_text {
-            if self.marks[id as usize] != self.epoch
-                && let Some(l) = logits.get_mut(id as usize)
-            {
-                *l = f32::NEG_INFINITY;
-            }
-        }
+        self.forbid_unmarked(logits, &vocab.unsafe_in_text);
         if !self.may_end() {
-            for &id in &vocab.stops {
-                if let Some(l) = logits.get_mut(id as usize) {
-                    *l = f32::NEG_INFINITY;
-                }
-            }
+            forbid(logits, &vocab.stops);
         }
         if rules.one_paragraph {
-            for &id in &vocab.line_breaks {
-                if let Some(l) = logits.get_mut(id as usize) {
-                    *l = f32::NEG_INFINITY;
-                }
-            }
+            forbid(logits, &vocab.line_breaks);
         }
         if rules.no_asides {
-            let after_word = self
-                .text
-                .last()
-                .is_some_and(|&b| b.is_ascii_alphanumeric() || b >= 0x80);
-            // No `..` made of single dots either, and no mark after the
-            // tag of a quote that ended its sentence.
-            let after_closed_quote = self.quote_ended_sentence && self.text.last() == Some(&b']');
-            if after_closed_quote {
-                for &id in &vocab.mark_led {
-                    if let Some(l) = logits.get_mut(id as usize) {
-                        *l = f32::NEG_INFINITY;
-                    }
-                }
+            let last = self.text.last().copied();
+            // No mark after the tag of a quote that ended its sentence, no
+            // double spaces (`rather than just  that`), no `..` of single
+            // dots, and a single quote mark only as an apostrophe.
+            if self.quote_ended_sentence && last == Some(b']') {
+                forbid(logits, &vocab.mark_led);
             }
-            // No double spaces (`rather than just  that`).
-            if self.text.last() == Some(&b' ') {
-                for &id in &vocab.space_led {
-                    if self.marks[id as usize] != self.epoch
-                        && let Some(l) = logits.get_mut(id as usize)
-                    {
-                        *l = f32::NEG_INFINITY;
-                    }
-                }
+            if last == Some(b' ') {
+                self.forbid_unmarked(logits, &vocab.space_led);
             }
-            if self.text.last() == Some(&b'.') {
-                for &id in &vocab.sentence_enders {
-                    if let Some(l) = logits.get_mut(id as usize) {
-                        *l = f32::NEG_INFINITY;
-                    }
-                }
+            if last == Some(b'.') {
+                forbid(logits, &vocab.sentence_enders);
             }
-            if !after_word {
-                for &id in &vocab.apostrophe_led {
-                    if self.marks[id as usize] != self.epoch
-                        && let Some(l) = logits.get_mut(id as usize)
-                    {
-                        *l = f32::NEG_INFINITY;
-                    }
-                }
+            if !last.is_some_and(|b| b.is_ascii_alphanumeric() || b >= 0x80) {
+                self.forbid_unmarked(logits, &vocab.apostrophe_led);
             }
-            for &id in &vocab.asides {
-                if self.marks[id as usize] != self.epoch
-                    && let Some(l) = logits.get_mut(id as usize)
-                {
-                    *l = f32::NEG_INFINITY;
-                }
-            }
+            self.forbid_unmarked(logits, &vocab.asides);
         }
         self.forbid_banned_words(logits);
         // The terms rule may not leave the step without a token (with the
@@ -1544,11 +1509,15 @@ impl QuoteGuide {
             banned.extend_from_slice(&vocab.wordless);
             banned.extend_from_slice(&vocab.stops);
         }
-        for id in banned {
-            if self.marks[id as usize] != self.epoch
-                && let Some(l) = logits.get_mut(id as usize)
-            {
-                *l = f32::NEG_INFINITY;
+        self.forbid_unmarked(logits, &banned);
+    }
+
+    /// Forbids `ids`, except those marked this step (quote and tag
+    /// openers guidance offers).
+    fn forbid_unmarked(&self, logits: &mut [f32], ids: &[u32]) {
+        for &id in ids {
+            if self.marks[id as usize] != self.epoch {
+                forbid(logits, &[id]);
             }
         }
     }
@@ -2328,6 +2297,18 @@ mod tests {
         )
     }
 
+    /// A guide quoting [`WHALE`] under `rules`.
+    fn whale_guide(rules: GuideRules) -> (QuoteGuide, Vec<String>) {
+        guide_with(
+            Guidance {
+                passages: vec![WHALE.to_string()],
+                ..Guidance::default()
+            },
+            200,
+            rules,
+        )
+    }
+
     fn guide_with(
         guidance: Guidance,
         max_tokens: usize,
@@ -2697,14 +2678,7 @@ mod tests {
 
     #[test]
     fn a_forced_tag_ends_a_clause() {
-        let (mut g, w) = guide_with(
-            Guidance {
-                passages: vec![WHALE.to_string()],
-                ..Guidance::default()
-            },
-            200,
-            GuideRules::default(),
-        );
+        let (mut g, w) = whale_guide(GuideRules::default());
         feed(
             &mut g,
             &w,
@@ -2721,14 +2695,7 @@ mod tests {
         assert!(allows(&mut g, &w, "."));
         feed(&mut g, &w, &[",", " we"]);
         // A quote that ends its sentence needs no mark after its tag.
-        let (mut g, w) = guide_with(
-            Guidance {
-                passages: vec![WHALE.to_string()],
-                ..Guidance::default()
-            },
-            200,
-            GuideRules::default(),
-        );
+        let (mut g, w) = whale_guide(GuideRules::default());
         feed(
             &mut g,
             &w,
@@ -2803,14 +2770,7 @@ mod tests {
             sentences_after_quote: 1,
             ..rules()
         };
-        let (mut g, w) = guide_with(
-            Guidance {
-                passages: vec![WHALE.to_string()],
-                ..Guidance::default()
-            },
-            200,
-            rules,
-        );
+        let (mut g, w) = whale_guide(rules);
         feed(
             &mut g,
             &w,

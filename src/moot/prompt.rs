@@ -53,8 +53,8 @@ pub struct Line {
 /// What this turn asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cue<'a> {
-    /// Turn 1: open on the topic, or by introducing yourself.
-    Opening { topic: Option<&'a str> },
+    /// Turn 1: open on the topic.
+    Opening,
     /// A later turn: the other book's line, and this turn's move.
     Reply { incoming: &'a Line, mv: Move },
 }
@@ -79,7 +79,7 @@ pub fn user_message(cue: &Cue<'_>, topic: Option<&str>) -> String {
     let mut s = String::new();
     let about = topic.map(|t| format!(" about {t}")).unwrap_or_default();
     match cue {
-        Cue::Opening { .. } => {
+        Cue::Opening => {
             s.push_str(&question(Move::Open, &about));
         }
         Cue::Reply { incoming, mv } => {
@@ -244,7 +244,7 @@ mod tests {
             "well, \"a good man\" says so.\n\n\
              What question does that raise about money?"
         );
-        let opening = user_message(&Cue::Opening { topic: None }, None);
+        let opening = user_message(&Cue::Opening, None);
         assert_eq!(opening, "What do you think?");
     }
 }

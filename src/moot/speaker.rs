@@ -169,9 +169,7 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     let book = request.speaker.key.clone();
     let tagged = tag_passages(&request.passages);
     let cue = match &request.incoming {
-        None => Cue::Opening {
-            topic: request.topic.as_deref(),
-        },
+        None => Cue::Opening,
         Some(line) => Cue::Reply {
             incoming: line,
             mv: request.mv,
