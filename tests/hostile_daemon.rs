@@ -204,8 +204,10 @@ fn a_hook_that_floods_its_pipes_or_leaves_a_child_is_logged_as_it_ended_and_leav
     eventually("a second run in the freed slot", || runs(&d.log()) > before);
 
     // At shutdown, a run's leftovers are killed with it and logged so.
-    d.ok(&["mesh", "propose", "rotate"]);
+    // (Counted before the proposal: the run may start its child before
+    // `propose` returns.)
     let seen = pids(&pid_file).len();
+    d.ok(&["mesh", "propose", "rotate"]);
     eventually("the third run to start its child", || {
         pids(&pid_file).len() > seen
     });
