@@ -1233,7 +1233,17 @@ fn a_hook_runs_under_the_units_sandbox() {
     ] {
         assert!(seen.contains(want), "{want} not in:\n{seen}");
     }
-    assert!(m.stderr().contains("hook ran"), "{}", m.stderr());
+    // The hook writes its file before it exits, and the daemon logs
+    // "hook ran" only once it has exited: wait for the log line too.
+    let start = Instant::now();
+    while !m.stderr().contains("hook ran") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the daemon did not log the hook's run:\n{}",
+            m.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // SAFETY: signalling the service we started.
     assert_eq!(unsafe { libc::kill(main, libc::SIGTERM) }, 0);
     assert_eq!(m.wait(p.stop_timeout), 0, "{}", m.stderr());
