@@ -271,7 +271,7 @@ fn tampering_is_caught(export: &Value, host: &Daemon) {
 
     // Deeper changes, re-signed with the host's own key so that only the
     // inner checks can catch them.
-    let host_id = grove::identity::Identity::load_or_create(
+    let host_id = grove::identity::load_or_create(
         &host.g.state().join(grove::identity::IDENTITY_DIR),
     )
     .unwrap();

@@ -299,7 +299,7 @@ impl StandIn {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let identity = grove::identity::Identity::load_or_create(
+                let identity = grove::identity::load_or_create(
                     &state.join(grove::identity::IDENTITY_DIR),
                 )
                 .unwrap();

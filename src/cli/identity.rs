@@ -44,6 +44,6 @@ impl Show for dto::IdentityView {
 /// Loads (or creates on first use) this node's keys, refusing unsafe key files.
 pub fn load(ctx: &Ctx) -> anyhow::Result<Identity> {
     let dir = ctx.state_dir.join(IDENTITY_DIR);
-    Identity::load_or_create(&dir)
+    grove::identity::load_or_create(&dir)
         .with_context(|| format!("loading the node identity from {}", dir.display()))
 }

@@ -4,10 +4,10 @@
 use super::*;
 
 /// A proposal's change, the joiner's peer id and the invite id (for an add).
-pub(crate) type ParsedChange = (Change, Option<Vec<u8>>, Option<Vec<u8>>);
+pub type ParsedChange = (Change, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// The change a proposal carries, without checks against a roster.
-pub(crate) fn proposal_change(body: &wire::Proposal) -> Result<ParsedChange, MeshError> {
+pub fn proposal_change(body: &wire::Proposal) -> Result<ParsedChange, MeshError> {
     let change = body
         .change
         .as_ref()

@@ -12,8 +12,8 @@ use super::reading::{self, TurnReading};
 use super::stats::{self, TurnFigures};
 use super::{MootError, Move, Passage, Retriever, TaggedPassage, Tree, Utterance};
 use crate::grounding::{self, Tag, TurnSources};
-use crate::model::guide::words::COPY_RUN_WORDS;
-use crate::model::{ChatMessage, ChatModel, ChatRequest, Guidance, Role};
+use crate::guide::words::COPY_RUN_WORDS;
+use crate::chat::{ChatMessage, ChatModel, ChatRequest, Guidance, Role};
 
 /// Replies a guided model drafts per turn; the one that reads best
 /// ([`reading::draft_score`]) is kept (and retried if it does not pass).
@@ -386,10 +386,10 @@ pub fn banned_words(request: &TurnRequest) -> Vec<String> {
     let (meta, _) = reading::ReadingVersion::CURRENT.meta_talk_lists();
     let mut named: Vec<String> = titles(request)
         .iter()
-        .flat_map(|t| crate::model::guide::words::words(t))
+        .flat_map(|t| crate::guide::words::words(t))
         .collect();
     if let Some(topic) = request.topic.as_deref() {
-        named.extend(crate::model::guide::words::words(topic));
+        named.extend(crate::guide::words::words(topic));
     }
     meta.into_iter()
         .filter(|w| !named.iter().any(|n| n == w))

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use self::words::{RunIndex, gap_is_boundary, is_word_char};
-use super::sampling::{DecodeGuide, GuideControl};
+use crate::sampling::{DecodeGuide, GuideControl};
 use crate::grounding::{Haystack, is_alnum, is_quote_char, norm, trim_edge};
 
 /// Marks a position a quote may not run through (a quote character or a
@@ -367,7 +367,9 @@ impl Vocabulary {
                     with_bracket.push(id);
                 }
             }
-            if bytes.iter().all(|b| matches!(b, b'.' | b'!' | b'?')) {
+            // One mark each: the turn's forced end is never an ellipsis
+            // (`shore of sail, ...`, in a CI run).
+            if bytes.iter().all(|b| matches!(b, b'.' | b'!' | b'?')) && !holds_loose_mark(bytes) {
                 sentence_enders.push(id);
             }
             if bytes.iter().any(|b| matches!(b, b'\n' | b'\r')) {
@@ -2268,6 +2270,7 @@ mod tests {
             " was",
             " calm",
             "  we",
+            "...",
             "\n",
             "<|im_end|>",
         ] {
@@ -2573,6 +2576,22 @@ mod tests {
         assert_eq!(control, GuideControl::Continue);
         assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);
         assert!(g.counts().ended);
+    }
+
+    #[test]
+    fn the_last_tokens_end_the_sentence_with_one_mark_never_an_ellipsis() {
+        let (mut g, w) = guide(&[WHALE], 11);
+        let tokens = [
+            "\"The", " whale", " rose", " at", " dawn", "\"", " [s1]", " we", " said",
+        ];
+        assert_eq!(feed(&mut g, &w, &tokens), GuideControl::Continue);
+        let now: Vec<&str> = allowed(&mut g)
+            .iter()
+            .map(|&i| w[i as usize].as_str())
+            .collect();
+        assert!(now.contains(&"."), "{now:?}");
+        assert!(!now.contains(&"..."), "{now:?}");
+        assert!(!now.contains(&","), "{now:?}");
     }
 
     #[test]

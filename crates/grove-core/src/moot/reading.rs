@@ -31,8 +31,8 @@
 use std::collections::HashSet;
 
 use crate::grounding::ParsedReply;
-use crate::model::guide::words::{is_english_word, is_word_char, outside_quotes, words};
-use crate::model::guide::{is_first_person, is_sentence_mark};
+use crate::guide::words::{is_english_word, is_word_char, outside_quotes, words};
+use crate::guide::{is_first_person, is_sentence_mark};
 
 /// The version of these measures this grove writes, recorded in a
 /// transcript's settings as `reading`; transcripts without it carry none of

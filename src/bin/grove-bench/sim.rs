@@ -20,12 +20,12 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::MeshError;
-use super::codec;
-use super::roster::QuorumRule;
-use super::state::{CloseReason, Dest, MeshState, ProposalChange, Timing, Transition};
-use crate::identity::Identity;
-use crate::wire::mesh as wire;
+use grove::mesh::MeshError;
+use grove::mesh::codec;
+use grove::mesh::roster::QuorumRule;
+use grove::mesh::state::{CloseReason, Dest, MeshState, ProposalChange, Timing, Transition};
+use grove::identity::Identity;
+use grove::wire::mesh as wire;
 
 /// One simulated step of time.
 pub const STEP_MS: i64 = 1000;
@@ -309,7 +309,7 @@ impl<S: Storage> Sim<S> {
         // An approved invite's join passes on the inviter's yes once the
         // approval is in; until then the inviter, bound by its vote on the
         // approval, refuses it and the joiner asks again.
-        if approve && let Ok(invite) = super::invite::from_text(&text) {
+        if approve && let Ok(invite) = grove::mesh::invite::from_text(&text) {
             let _ = self.act(inviter, |s, id, rng, now| {
                 s.propose(
                     id,
@@ -1035,7 +1035,7 @@ impl<S: Storage> Sim<S> {
                 Transition {
                     outbound: messages
                         .into_iter()
-                        .map(|message| super::state::Outbound {
+                        .map(|message| grove::mesh::state::Outbound {
                             to: Dest::All,
                             message,
                         })

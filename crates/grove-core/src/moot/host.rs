@@ -9,7 +9,7 @@ use super::prompt::{self, Line};
 use super::speaker::{self, TurnRequest};
 use super::stats::{self, Stats};
 use super::{MootError, MootSettings, Move, Passage, Retriever, Summary, Tree, Utterance};
-use crate::model::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
+use crate::chat::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
 
 /// Temperature of the narrator's summary calls.
 pub const SUMMARY_TEMPERATURE: f64 = 0.2;

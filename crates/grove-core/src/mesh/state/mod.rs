@@ -38,7 +38,7 @@ use self::join::*;
 pub use self::join::{JoinCheck, invite_hash, parse_join_request, verify_join_request};
 use self::receive::*;
 pub use self::records::*;
-pub(crate) use self::rules::proposal_change;
+pub use self::rules::proposal_change;
 use self::rules::*;
 pub use self::rules::{approved_add, build_commit, fork_choice};
 use self::tx::*;
@@ -177,7 +177,7 @@ impl MeshState {
         out
     }
 
-    fn mesh_id(&self) -> Result<[u8; 16], MeshError> {
+    pub fn mesh_id(&self) -> Result<[u8; 16], MeshError> {
         self.mesh
             .as_ref()
             .map(|m| m.mesh_id)
@@ -238,5 +238,3 @@ impl MeshState {
     }
 }
 
-#[cfg(test)]
-mod tests;

@@ -12,9 +12,15 @@ pub struct Timing {
     pub commit_backup_ms: i64,
 }
 
+/// The defaults of `[mesh]` in grove.toml (the settings start from these).
 impl Default for Timing {
     fn default() -> Self {
-        crate::mesh::MeshSettings::default().timing()
+        Timing {
+            proposal_ttl_ms: 24 * 3600 * 1000,
+            invite_ttl_ms: 24 * 3600 * 1000,
+            key_grace_ms: 600 * 1000,
+            commit_backup_ms: 60 * 1000,
+        }
     }
 }
 

@@ -1,11 +1,12 @@
-//! Compiles every `proto/*.proto` into Rust with prost, using protox (pure
-//! Rust) so no system `protoc` is needed. New protos just drop into `proto/`.
+//! Compiles every `proto/*.proto` (at the repository's root) into Rust with
+//! prost, using protox (pure Rust) so no system `protoc` is needed. New
+//! protos just drop into `proto/`.
 
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto_dir = PathBuf::from("proto");
-    println!("cargo:rerun-if-changed=proto");
+    let proto_dir = PathBuf::from("../../proto");
+    println!("cargo:rerun-if-changed=../../proto");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&proto_dir)?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|ext| ext == "proto"))

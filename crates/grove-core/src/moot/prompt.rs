@@ -83,7 +83,7 @@ pub fn user_message(cue: &Cue<'_>, topic: Option<&str>) -> String {
             s.push_str(&question(Move::Open, &about));
         }
         Cue::Reply { incoming, mv } => {
-            let line = crate::model::guide::words::without_tags(&incoming.text);
+            let line = crate::guide::words::without_tags(&incoming.text);
             let line = line
                 .split_whitespace()
                 .collect::<Vec<_>>()

@@ -7,8 +7,15 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use super::*;
-use crate::mesh::sim::{self, Config, Memory, STEP_MS, Sim, SimNode};
+use grove::identity::Identity;
+use grove::mesh::MeshError;
+use grove::mesh::codec::{self, tag};
+use grove::mesh::invite;
+use grove::mesh::roster::QuorumRule;
+use grove::mesh::state::*;
+use grove::wire::mesh as wire;
+use grove::wire::mesh::mesh_message::Kind;
+use crate::sim::{self, Config, Memory, STEP_MS, Sim, SimNode};
 
 /// Nodes driven by hand: every message goes exactly where the test sends it.
 struct Net {
@@ -16,7 +23,7 @@ struct Net {
     rng: StdRng,
     now: i64,
     /// One node whose transitions are also persisted in a mesh.db.
-    stored: Option<(usize, crate::mesh::store::MeshStore, tempfile::TempDir)>,
+    stored: Option<(usize, grove::mesh::store::MeshStore, tempfile::TempDir)>,
 }
 
 impl Net {
@@ -40,7 +47,7 @@ impl Net {
     /// Persists node `i`'s transitions from now on in its own mesh.db.
     fn store(&mut self, i: usize) {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = crate::mesh::store::MeshStore::open_in(dir.path()).expect("mesh.db");
+        let store = grove::mesh::store::MeshStore::open_in(dir.path()).expect("mesh.db");
         store.set_synchronous(false).expect("pragma");
         self.stored = Some((i, store, dir));
     }
@@ -193,7 +200,7 @@ fn sibling_commits_of_an_approval_and_an_add_with_its_invite_are_valid_everywher
     let mut net = Net::mesh(3, 2476);
     let (a, b, c) = (0, 1, 2);
     let text = net.invite(a);
-    let invite = crate::mesh::invite::from_text(&text).expect("invite text");
+    let invite = grove::mesh::invite::from_text(&text).expect("invite text");
     // A proposes the approval; B's yes reaches only C (the backup committer).
     net.step(1);
     let out = net
@@ -439,7 +446,7 @@ fn revoking_an_invite_closes_the_open_proposal_to_approve_it() {
     let mut net = Net::mesh(4, 18);
     let (a, b, c, d) = (0, 1, 2, 3);
     let text = net.invite(a);
-    let invite = crate::mesh::invite::from_text(&text).expect("invite text");
+    let invite = grove::mesh::invite::from_text(&text).expect("invite text");
     net.step(1);
     let out = net
         .act(a, |s, id, rng, now| {
@@ -522,7 +529,7 @@ fn revoking_an_invite_closes_the_open_proposal_to_approve_it() {
         assert_eq!(net.nodes[i].state.epoch(), epoch + 1, "node {i}");
     }
     // A new proposal to approve the revoked invite is refused.
-    let invite = crate::mesh::invite::from_text(&text).expect("invite text");
+    let invite = grove::mesh::invite::from_text(&text).expect("invite text");
     let err = net
         .act(a, |s, id, rng, now| {
             s.propose(

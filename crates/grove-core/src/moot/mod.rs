@@ -10,7 +10,7 @@
 //!   It talks to each tree through the [`host::Speaker`] trait.
 //!
 //! Both are pure except for calls through [`Retriever`] and
-//! [`crate::model::ChatModel`]. [`transcript`] is the file format,
+//! [`crate::chat::ChatModel`]. [`transcript`] is the file format,
 //! [`verify`] re-checks a transcript from the transcript alone.
 
 pub mod export;
@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::grounding::{Grounding, QuoteCheck, SnapRecord};
-use crate::model::ModelError;
+use crate::chat::ModelError;
 
 /// Spec versions a transcript depends on: grounding rules, and the chunk and
 /// hash rules that make passages and leaf hashes checkable.

@@ -18,7 +18,7 @@ use super::speaker::tag_passages;
 use super::stats::{Stats, TurnFigures};
 use super::{Move, Passage, SPEC_VERSIONS, TaggedPassage, Tree, Utterance};
 use crate::grounding::{Grounding, GroundingCounts, QuoteCheck, SnapRecord};
-use crate::model::guide::words::COPY_RUN_WORDS;
+use crate::guide::words::COPY_RUN_WORDS;
 
 /// The `format` field of every transcript.
 pub const TRANSCRIPT_FORMAT: &str = "grove-moot-transcript";

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Utterance, reading};
 use crate::grounding::{SnapAction, UnquoteReason, round3};
-use crate::model::guide::words::{
+use crate::guide::words::{
     RunIndex, clause_aligned_quotes, clause_words, copied_words_outside_quotes,
 };
 
