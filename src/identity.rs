@@ -71,7 +71,6 @@ pub fn load_or_create(dir: &Path) -> Result<Identity, IdentityError> {
     }
 }
 
-
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> IdentityError + '_ {
     move |source| IdentityError::Io {
         path: path.to_path_buf(),

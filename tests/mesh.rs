@@ -2,13 +2,13 @@
 //! deterministic seeded simulation with loss, reordering, duplication,
 //! partitions that heal, restarts and injected bad messages.
 
+use crate::sim;
 use grove::identity::Identity;
 use grove::mesh::MeshError;
 use grove::mesh::codec;
 use grove::mesh::envelope::{self, EnvelopeContext, EnvelopeSender};
 use grove::mesh::invite;
 use grove::mesh::roster::QuorumRule;
-use crate::sim;
 use grove::mesh::state::{Dest, MeshState, ProposalChange, Timing, Transition};
 use grove::mesh::store::MeshStore;
 use grove::wire::mesh as wire;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
+use crate::sim::{self, Config, Memory, STEP_MS, Sim, SimNode};
 use grove::identity::Identity;
 use grove::mesh::MeshError;
 use grove::mesh::codec::{self, tag};
@@ -15,7 +16,6 @@ use grove::mesh::roster::QuorumRule;
 use grove::mesh::state::*;
 use grove::wire::mesh as wire;
 use grove::wire::mesh::mesh_message::Kind;
-use crate::sim::{self, Config, Memory, STEP_MS, Sim, SimNode};
 
 /// Nodes driven by hand: every message goes exactly where the test sends it.
 struct Net {

@@ -468,7 +468,9 @@ impl MeshStore {
         })?;
         s.proposals = stored
             .into_iter()
-            .filter_map(|(hash, signed)| Some((hash, Arc::new(reload_proposal(&s, hash, &signed)?))))
+            .filter_map(|(hash, signed)| {
+                Some((hash, Arc::new(reload_proposal(&s, hash, &signed)?)))
+            })
             .collect();
         if s.mesh.is_some() && !s.rosters.contains_key(&s.tip) {
             return Err(corrupt("the current roster is missing"));

@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use self::words::{RunIndex, gap_is_boundary, is_word_char};
-use crate::sampling::{DecodeGuide, GuideControl};
 use crate::grounding::{Haystack, is_alnum, is_quote_char, norm, trim_edge};
+use crate::sampling::{DecodeGuide, GuideControl};
 
 /// Marks a position a quote may not run through (a quote character or a
 /// bracket in the source, which would re-pair quotes or open a tag group).

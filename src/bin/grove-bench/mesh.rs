@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sim as state_sim;
 use grove::identity::Identity;
 use grove::mesh::codec::{self, tag};
 use grove::mesh::envelope::EnvelopeSender;
 use grove::mesh::roster::{Change, Member, QuorumRule, Roster};
-use crate::sim as state_sim;
 use grove::mesh::state::{
     self, Effect, MeshInfo, MeshState, RosterNode, SecretEntry, Timing, Transition,
 };

@@ -20,11 +20,11 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use grove::identity::Identity;
 use grove::mesh::MeshError;
 use grove::mesh::codec;
 use grove::mesh::roster::QuorumRule;
 use grove::mesh::state::{CloseReason, Dest, MeshState, ProposalChange, Timing, Transition};
-use grove::identity::Identity;
 use grove::wire::mesh as wire;
 
 /// One simulated step of time.

@@ -28,8 +28,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::grounding::{Grounding, QuoteCheck, SnapRecord};
 use crate::chat::ModelError;
+use crate::grounding::{Grounding, QuoteCheck, SnapRecord};
 
 /// Spec versions a transcript depends on: grounding rules, and the chunk and
 /// hash rules that make passages and leaf hashes checkable.

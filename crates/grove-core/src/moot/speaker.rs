@@ -11,9 +11,9 @@ use super::prompt::{self, Cue, Line};
 use super::reading::{self, TurnReading};
 use super::stats::{self, TurnFigures};
 use super::{MootError, Move, Passage, Retriever, TaggedPassage, Tree, Utterance};
+use crate::chat::{ChatMessage, ChatModel, ChatRequest, Guidance, Role};
 use crate::grounding::{self, Tag, TurnSources};
 use crate::guide::words::COPY_RUN_WORDS;
-use crate::chat::{ChatMessage, ChatModel, ChatRequest, Guidance, Role};
 
 /// Replies a guided model drafts per turn; the one that reads best
 /// ([`reading::draft_score`]) is kept (and retried if it does not pass).
