@@ -7,6 +7,7 @@
 //! and [`Settings::node_config`] is the one check a node's start and
 //! `grove config check` both run.
 
+use grove_core::settings::Invalid;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -47,6 +48,12 @@ pub enum ConfigError {
         clip(.key)
     )]
     UnknownVariable { var: String, key: String },
+}
+
+impl From<Invalid> for ConfigError {
+    fn from(e: Invalid) -> ConfigError {
+        ConfigError::invalid(e.key, e.reason)
+    }
 }
 
 impl ConfigError {
@@ -655,15 +662,14 @@ pub struct HttpSettings {
 pub const MIN_HTTP_TOKEN_CHARS: usize = 16;
 
 impl HttpSettings {
-    /// The listen address, checked; on error returns the key (under
-    /// `http.`) and why.
-    pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, (&'static str, String)> {
+    /// The listen address, checked.
+    pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, Invalid> {
         if let Some(token) = &self.token
             && (token.chars().count() < MIN_HTTP_TOKEN_CHARS
                 || token.chars().any(|c| c.is_whitespace() || c.is_control()))
         {
-            return Err((
-                "token",
+            return Err(Invalid::new(
+                "http.token",
                 format!(
                     "at least {MIN_HTTP_TOKEN_CHARS} characters, no spaces or control characters"
                 ),
@@ -673,8 +679,8 @@ impl HttpSettings {
             return Ok(None);
         };
         listen.trim().parse().map(Some).map_err(|_| {
-            (
-                "listen",
+            Invalid::new(
+                "http.listen",
                 format!("`{listen}` is not a socket address (e.g. 127.0.0.1:8470 or [::1]:8470)"),
             )
         })
@@ -713,16 +719,16 @@ impl Default for HookSettings {
 }
 
 impl HookSettings {
-    /// Checks the values; on error returns the key (under `hooks.`) and why.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<(), Invalid> {
         if let Some(p) = &self.program
             && !p.is_absolute()
         {
-            return Err(("program", "must be an absolute path".into()));
+            return Err(Invalid::new("hooks.program", "must be an absolute path"));
         }
         if self.args.len() > 64 {
-            return Err((
-                "args",
+            return Err(Invalid::new(
+                "hooks.args",
                 format!(
                     "holds {} arguments; at most 64 are allowed",
                     self.args.len()
@@ -730,15 +736,18 @@ impl HookSettings {
             ));
         }
         if self.args.iter().any(|a| a.contains('\0')) {
-            return Err(("args", "an argument must not hold a NUL byte".into()));
+            return Err(Invalid::new(
+                "hooks.args",
+                "an argument must not hold a NUL byte",
+            ));
         }
         if let Some(bad) = self
             .events
             .iter()
             .find(|e| !crate::daemon::events::hook_events().any(|n| n == e.as_str()))
         {
-            return Err((
-                "events",
+            return Err(Invalid::new(
+                "hooks.events",
                 format!(
                     "unknown event `{}`; known: {}",
                     shown(bad),
@@ -749,14 +758,14 @@ impl HookSettings {
             ));
         }
         if !(1..=3600).contains(&self.timeout_secs) {
-            return Err((
-                "timeout_secs",
+            return Err(Invalid::new(
+                "hooks.timeout_secs",
                 format!("must be between 1 and 3600 (it is {})", self.timeout_secs),
             ));
         }
         if !(1..=64).contains(&self.max_running) {
-            return Err((
-                "max_running",
+            return Err(Invalid::new(
+                "hooks.max_running",
                 format!("must be between 1 and 64 (it is {})", self.max_running),
             ));
         }
@@ -940,8 +949,7 @@ impl Settings {
     /// Every value checked, and the node's configuration built from them:
     /// the one check of a node's start and of `grove config check`.
     pub fn node_config(&self) -> Result<NodeConfig, ConfigError> {
-        self.validate()?;
-        let net = self.net.checked()?;
+        let net = self.checked_net()?;
         self.hooks.check_program()?;
         let log_filter = self.log.filter()?;
         Ok(NodeConfig { net, log_filter })
@@ -951,6 +959,12 @@ impl Settings {
     /// each other. Pure: no file or program is looked at (every command runs
     /// it; [`Settings::node_config`] adds what a node's start needs).
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.checked_net().map(drop)
+    }
+
+    /// [`Settings::validate`]'s checks, returning the network configuration
+    /// they build on the way, so a node's start checks `[net]` once.
+    fn checked_net(&self) -> Result<crate::net::NetConfig, ConfigError> {
         within(
             "limits.max_book_bytes",
             self.limits.max_book_bytes,
@@ -1004,30 +1018,18 @@ impl Settings {
                 ),
             ));
         }
-        self.net.checked()?;
-        if let Err((key, reason)) = self.mesh.validate() {
-            return Err(ConfigError::invalid(&format!("mesh.{key}"), reason));
-        }
-        if let Err((key, reason)) = self.hooks.validate() {
-            return Err(ConfigError::invalid(&format!("hooks.{key}"), reason));
-        }
-        if let Err((key, reason)) = self.moot.check() {
-            return Err(ConfigError::invalid(key, reason));
-        }
-        if let Err((key, reason)) = self.http.listen_addr() {
-            return Err(ConfigError::invalid(&format!("http.{key}"), reason));
-        }
-        if let Err((key, reason)) = self.speaker.validate() {
-            return Err(ConfigError::invalid(key, reason));
-        }
-        if let Err((key, reason)) = self.model.check() {
-            return Err(ConfigError::invalid(key, reason));
-        }
+        let net = self.net.checked()?;
+        self.mesh.validate()?;
+        self.hooks.validate()?;
+        self.moot.check()?;
+        self.http.listen_addr()?;
+        self.speaker.validate()?;
+        self.model.check()?;
         if let Some(shard) = &self.default_shard {
             crate::store::validate_shard_name(shard)
                 .map_err(|e| ConfigError::invalid("default_shard", e.to_string()))?;
         }
-        Ok(())
+        Ok(net)
     }
 
     /// The control socket: `control.socket`, else `$RUNTIME_DIRECTORY/grove.sock`

@@ -231,12 +231,9 @@ impl Listener {
     /// fails the start) and settles the token: `http.token`, else on a
     /// non-loopback address the token file (made 0600 when missing).
     pub fn bind(settings: &HttpSettings, state_dir: &Path) -> Result<Option<Listener>, HttpError> {
-        let addr = settings.listen_addr().map_err(|(key, reason)| {
-            crate::config::ConfigError::Invalid {
-                key: format!("http.{key}"),
-                reason,
-            }
-        })?;
+        let addr = settings
+            .listen_addr()
+            .map_err(crate::config::ConfigError::from)?;
         let Some(addr) = addr else {
             return Ok(None);
         };

@@ -8,6 +8,7 @@ pub use grove_core::mesh::*;
 
 pub mod store;
 
+use grove_core::settings::Invalid;
 use serde::Deserialize;
 
 /// The longest an invite may stay open (`mesh.invite_ttl_secs`, `mesh invite --ttl`).
@@ -42,28 +43,31 @@ impl Default for MeshSettings {
 }
 
 impl MeshSettings {
-    /// Checks the values; on error returns the key (under `mesh.`) and why.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<(), Invalid> {
         let week = 7 * 24 * 3600;
         if !(60..=week).contains(&self.proposal_ttl_secs) {
-            return Err((
-                "proposal_ttl_secs",
-                "must be between 60 s and 7 days".into(),
+            return Err(Invalid::new(
+                "mesh.proposal_ttl_secs",
+                "must be between 60 s and 7 days",
             ));
         }
         if !(60..=MAX_INVITE_TTL_SECS).contains(&self.invite_ttl_secs) {
-            return Err((
-                "invite_ttl_secs",
-                "must be between 60 s and 365 days".into(),
+            return Err(Invalid::new(
+                "mesh.invite_ttl_secs",
+                "must be between 60 s and 365 days",
             ));
         }
         if self.key_grace_secs > 24 * 3600 {
-            return Err(("key_grace_secs", "must be at most one day".into()));
+            return Err(Invalid::new(
+                "mesh.key_grace_secs",
+                "must be at most one day",
+            ));
         }
         if self.commit_backup_secs == 0 || self.commit_backup_secs >= self.proposal_ttl_secs {
-            return Err((
-                "commit_backup_secs",
-                "must be positive and shorter than proposal_ttl_secs".into(),
+            return Err(Invalid::new(
+                "mesh.commit_backup_secs",
+                "must be positive and shorter than proposal_ttl_secs",
             ));
         }
         Ok(())
@@ -92,11 +96,11 @@ mod tests {
             commit_backup_secs: 0,
             ..MeshSettings::default()
         };
-        assert_eq!(bad.validate().unwrap_err().0, "commit_backup_secs");
+        assert_eq!(bad.validate().unwrap_err().key, "mesh.commit_backup_secs");
         let bad = MeshSettings {
             proposal_ttl_secs: 1,
             ..MeshSettings::default()
         };
-        assert_eq!(bad.validate().unwrap_err().0, "proposal_ttl_secs");
+        assert_eq!(bad.validate().unwrap_err().key, "mesh.proposal_ttl_secs");
     }
 }

@@ -4,6 +4,7 @@
 //! server, an embedded GGUF model) live in submodules and are chosen by
 //! [`ModelSettings::backend`] through [`open_model`].
 
+use grove_core::settings::Invalid;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -99,11 +100,11 @@ impl ModelSettings {
     /// Checks values that deserialization cannot; the error names the key.
     pub fn validate(&self) -> Result<(), ModelError> {
         self.check()
-            .map_err(|(key, reason)| ModelError::Config(format!("{key} {reason}")))
+            .map_err(|e| ModelError::Config(format!("{} {}", e.key, e.reason)))
     }
 
     /// The same check, as the key and why.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub fn check(&self) -> Result<(), Invalid> {
         // The two timeouts are added to each other and to an Instant.
         for (key, value, max) in [
             ("model.connect_timeout_secs", self.connect_timeout_secs, 600),
@@ -113,14 +114,14 @@ impl ModelSettings {
         ] {
             let min = u64::from(key.ends_with("_secs"));
             if !(min..=max).contains(&value) {
-                return Err((
+                return Err(Invalid::new(
                     key,
                     format!("must be between {min} and {max} (it is {value})"),
                 ));
             }
         }
         hub::check_endpoint(&self.hub_url).map_err(|_| {
-            (
+            Invalid::new(
                 "model.hub_url",
                 format!(
                     "`{}` must be an http:// or https:// URL",
@@ -130,10 +131,13 @@ impl ModelSettings {
         })?;
         if self.backend == Backend::Openai {
             if self.url.trim().is_empty() {
-                return Err(("model.url", "must be set for the openai backend".into()));
+                return Err(Invalid::new(
+                    "model.url",
+                    "must be set for the openai backend",
+                ));
             }
             openai::chat_endpoint(&self.url).map_err(|_| {
-                (
+                Invalid::new(
                     "model.url",
                     format!(
                         "`{}` must start with http:// or https://",
@@ -145,7 +149,7 @@ impl ModelSettings {
         // GROVE_* variables are read as settings, and an unknown key is refused,
         // so a key stored under such a name would break loading the config.
         if self.api_key_env.starts_with("GROVE_") {
-            return Err((
+            return Err(Invalid::new(
                 "model.api_key_env",
                 format!(
                     "`{}` must not start with GROVE_ (those variables are settings)",

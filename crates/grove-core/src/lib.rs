@@ -19,5 +19,6 @@ pub mod merkle;
 pub mod mesh;
 pub mod moot;
 pub mod sampling;
+pub mod settings;
 pub mod text;
 pub mod wire;

@@ -24,6 +24,7 @@ pub mod stats;
 pub mod transcript;
 pub mod verify;
 
+use crate::settings::Invalid;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
@@ -298,16 +299,16 @@ impl MootSettings {
     /// Refuses settings no moot can run with (config time and run time).
     pub fn validate(&self) -> Result<(), MootError> {
         self.check()
-            .map_err(|(key, reason)| MootError::Settings(format!("{key} {reason}")))
+            .map_err(|e| MootError::Settings(format!("{} {}", e.key, e.reason)))
     }
 
     /// The same check, as the key and why.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub fn check(&self) -> Result<(), Invalid> {
         let between = |key, value: u64, min: u64, max: u64| {
             if (min..=max).contains(&value) {
                 Ok(())
             } else {
-                Err((
+                Err(Invalid::new(
                     key,
                     format!("must be between {min} and {max} (it is {value})"),
                 ))
@@ -329,7 +330,7 @@ impl MootSettings {
         )?;
         // Also refuses NaN.
         if !(0.0..=2.0).contains(&self.temperature) {
-            return Err(("moot.temperature", "must be between 0 and 2".into()));
+            return Err(Invalid::new("moot.temperature", "must be between 0 and 2"));
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! Pure: the node measures (the best search score, the time taken) and this
 //! module decides and words the reason that goes into the signed turn.
 
+use crate::settings::Invalid;
 use serde::Deserialize;
 
 /// How a node decides whether its tree speaks (config key `speaker.policy`).
@@ -50,12 +51,12 @@ impl Default for PolicySettings {
 
 impl PolicySettings {
     /// Refuses settings no node can run with: the key and the reason.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         if !self.min_score.is_finite() {
-            return Err(("speaker.min_score", "must be a finite number".into()));
+            return Err(Invalid::new("speaker.min_score", "must be a finite number"));
         }
         if !(1..=60_000).contains(&self.decide_timeout_ms) {
-            return Err((
+            return Err(Invalid::new(
                 "speaker.decide_timeout_ms",
                 format!(
                     "must be between 1 and 60000 (it is {})",
@@ -179,7 +180,7 @@ mod tests {
             min_score: f64::NAN,
             ..PolicySettings::default()
         };
-        assert_eq!(nan.validate().unwrap_err().0, "speaker.min_score");
+        assert_eq!(nan.validate().unwrap_err().key, "speaker.min_score");
         let zero = PolicySettings {
             decide_timeout_ms: 0,
             ..PolicySettings::default()
