@@ -418,3 +418,105 @@ pub(super) fn holds_two_words(bytes: &[u8]) -> bool {
     }
     false
 }
+
+/// Ways a normalized character may be written: as it is, in upper case,
+/// and for `'` as a curly apostrophe (norm() maps all of them to it).
+pub(super) fn spellings(c: char) -> Vec<String> {
+    let mut out = vec![c.to_string()];
+    let upper: String = c.to_uppercase().collect();
+    if upper != out[0] {
+        out.push(upper);
+    }
+    if c == '\'' {
+        out.push('\u{2019}'.to_string());
+        out.push('\u{2018}'.to_string());
+    }
+    out
+}
+
+/// Collects the tokens that, read from trie `node` on, spell `word` (in any
+/// letter case) and then end, or go on only with space or punctuation: the
+/// tokens that finish writing `word`.
+pub(super) fn spell_word(trie: &Trie, node: u32, word: &str, out: &mut Vec<u32>) {
+    let mut chars = word.chars();
+    let Some(c) = chars.next() else {
+        if let Some(id) = trie.token(node) {
+            out.push(id);
+        }
+        collect_gap_tails(trie, node, 0, out);
+        return;
+    };
+    let rest = chars.as_str();
+    for spelling in spellings(c) {
+        let mut at = Some(node);
+        for &b in spelling.as_bytes() {
+            at = at.and_then(|n| trie.child(n, b));
+        }
+        if let Some(next) = at {
+            spell_word(trie, next, rest, out);
+        }
+    }
+}
+
+/// Every token below `node` whose next byte is space or punctuation.
+pub(super) fn collect_gap_tails(trie: &Trie, node: u32, depth: usize, out: &mut Vec<u32>) {
+    if depth >= 6 {
+        return;
+    }
+    for &(b, child) in &trie.nodes[node as usize].children {
+        if depth == 0 && !is_gap_byte(b) {
+            continue;
+        }
+        if let Some(id) = trie.token(child) {
+            out.push(id);
+        }
+        collect_gap_tails(trie, child, depth + 1, out);
+    }
+}
+
+/// The byte a quote's first character may be written as: as in the source,
+/// or (ASCII letters) in the other case (norm() lowercases, so `"The` quotes
+/// `the`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FirstBytes {
+    pub(super) bytes: [u8; 2],
+    pub(super) len: usize,
+    pub(super) at: usize,
+}
+
+impl FirstBytes {
+    pub(super) fn one(b: u8) -> FirstBytes {
+        FirstBytes {
+            bytes: [b, b],
+            len: 1,
+            at: 0,
+        }
+    }
+}
+
+impl Iterator for FirstBytes {
+    type Item = u8;
+    fn next(&mut self) -> Option<u8> {
+        (self.at < self.len).then(|| {
+            self.at += 1;
+            self.bytes[self.at - 1]
+        })
+    }
+}
+
+pub(super) fn first_byte_variants(b: u8) -> FirstBytes {
+    if b.is_ascii_alphabetic() {
+        let other = if b.is_ascii_uppercase() {
+            b.to_ascii_lowercase()
+        } else {
+            b.to_ascii_uppercase()
+        };
+        FirstBytes {
+            bytes: [b, other],
+            len: 2,
+            at: 0,
+        }
+    } else {
+        FirstBytes::one(b)
+    }
+}
