@@ -1,4 +1,4 @@
-//! The web pages (`daemon::web`) in a real headless Chromium (Debian's
+//! The web pages (`daemon::control::web`) in a real headless Chromium (Debian's
 //! `chromium`, driven over the DevTools protocol by `cdp`): the live moot
 //! page following a three-node moot, its badges and proof panels, the
 //! verify page against `grove moot verify`, and the listener's write rules

@@ -11,7 +11,7 @@
 //!   TOKEN` (401 without), except `/metrics` when
 //!   `http.metrics_without_auth` is set;
 //! - every answer says `X-Frame-Options: DENY`, `nosniff` and a CSP that
-//!   allows nothing (a web page of `daemon::web`: its own scripts, styles
+//!   allows nothing (a web page of `daemon::control::web`: its own scripts, styles
 //!   and fetches only).
 
 use std::net::SocketAddr;

@@ -22,7 +22,6 @@ pub mod peers;
 pub mod rpc;
 pub mod stats;
 pub mod store;
-pub mod web;
 pub mod worker;
 
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@ pub mod install;
 pub mod llama;
 pub mod memory;
 pub mod openai;
+pub mod requantize;
 
 // The chat types the moot engine and the guide share are the core's.
 pub use grove_core::chat::*;
@@ -125,7 +126,7 @@ impl ModelSettings {
                 "model.hub_url",
                 format!(
                     "`{}` must be an http:// or https:// URL",
-                    crate::config::shown(&self.hub_url)
+                    grove_core::settings::shown(&self.hub_url)
                 ),
             )
         })?;
@@ -141,7 +142,7 @@ impl ModelSettings {
                     "model.url",
                     format!(
                         "`{}` must start with http:// or https://",
-                        crate::config::shown(&self.url)
+                        grove_core::settings::shown(&self.url)
                     ),
                 )
             })?;
@@ -153,7 +154,7 @@ impl ModelSettings {
                 "model.api_key_env",
                 format!(
                     "`{}` must not start with GROVE_ (those variables are settings)",
-                    crate::config::shown(&self.api_key_env)
+                    grove_core::settings::shown(&self.api_key_env)
                 ),
             ));
         }

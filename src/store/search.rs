@@ -19,7 +19,6 @@ use super::shard::{BookRecord, Shard};
 use super::{StoreError, fts5};
 use crate::merkle::Hash;
 
-
 /// FTS5's longest term (`FTS5_MAX_TOKEN_SIZE`): it truncates longer ones.
 const MAX_TERM_BYTES: usize = 32768;
 

@@ -19,3 +19,29 @@ impl Invalid {
         }
     }
 }
+
+/// Characters of a value an error shows whole.
+pub const SHOWN_CHARS: usize = 80;
+
+/// A value as an error shows it: whole up to 80 characters, else its start
+/// and its length; control characters escaped, so it stays on one line.
+pub fn shown(value: &str) -> String {
+    let escape = |s: &str| -> String {
+        s.chars()
+            .flat_map(|c| {
+                let escaped: Vec<char> = if c.is_control() {
+                    c.escape_default().collect()
+                } else {
+                    vec![c]
+                };
+                escaped
+            })
+            .collect()
+    };
+    let n = value.chars().count();
+    if n <= SHOWN_CHARS {
+        return escape(value);
+    }
+    let head: String = value.chars().take(SHOWN_CHARS - 20).collect();
+    format!("{}… ({n} characters)", escape(&head))
+}

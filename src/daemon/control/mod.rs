@@ -13,6 +13,7 @@ mod mesh;
 mod moots;
 mod observe;
 mod peers;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -174,8 +175,8 @@ fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
         (routes::MOOT_SHOW, get(moots::show), Both),
         (routes::MOOT_EXPORT, get(moots::export), Socket),
     ];
-    // The web pages (`daemon::web`), on both.
-    table.extend(super::web::routes().into_iter().map(|(p, m)| (p, m, Both)));
+    // The web pages (`control::web`), on both.
+    table.extend(web::routes().into_iter().map(|(p, m)| (p, m, Both)));
     table
 }
 

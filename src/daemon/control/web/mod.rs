@@ -1,7 +1,7 @@
 //! The web pages of the HTTP listener: the overview `/`, the live moot
 //! page `/moots/ID` (with its turn and state fragments), `/verify`, and
 //! their CSS and JavaScript, all inside the binary (no CDN, no build
-//! step). Mounted through the one route table (`control::routes`); pages
+//! step). Mounted through the one route table (its parent, `control::routes`); pages
 //! are server-rendered HTML, and everything from books, names or peers is
 //! escaped ([`html::esc`]).
 
@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{MethodRouter, get};
 use serde::Deserialize;
 
-use super::control::{ControlState, Query};
+use super::{ControlState, Query};
 use crate::api::{ApiError, dto};
 
 /// The pages' CSP: their own styles, scripts and fetches, nothing else.
@@ -91,10 +91,8 @@ fn error_page(e: ApiError) -> Response {
 }
 
 async fn overview(State(state): State<ControlState>) -> Response {
-    let mesh = super::control::mesh_status(&state.mesh)
-        .await
-        .map_err(|e| e.message);
-    let roots = super::control::roots(&state.node).await;
+    let mesh = super::mesh_status(&state.mesh).await.map_err(|e| e.message);
+    let roots = super::roots(&state.node).await;
     let view = overview::Overview {
         info: (*state.info).clone(),
         mesh,
