@@ -4,10 +4,10 @@
 //! server, an embedded GGUF model) live in submodules and are chosen by
 //! [`ModelSettings::backend`] through [`open_model`].
 
-use grove_core::settings::Invalid;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use grove_core::settings::Invalid;
 use serde::Deserialize;
 
 pub mod embedded;

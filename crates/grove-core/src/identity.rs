@@ -16,8 +16,6 @@ pub const X25519_BINDING_TAG: &[u8] = b"grove-mesh/v1/x25519-binding\0";
 pub enum KeyError {
     #[error("not a valid Ed25519 public key")]
     BadPublicKey,
-    #[error("invalid peer id bytes")]
-    BadPeerId,
 }
 
 /// A node's secret keys.

@@ -24,13 +24,13 @@ pub mod stats;
 pub mod transcript;
 pub mod verify;
 
-use crate::settings::Invalid;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use crate::chat::ModelError;
 use crate::grounding::{Grounding, QuoteCheck, SnapRecord};
+use crate::settings::Invalid;
 
 /// Spec versions a transcript depends on: grounding rules, and the chunk and
 /// hash rules that make passages and leaf hashes checkable.

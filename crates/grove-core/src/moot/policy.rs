@@ -2,8 +2,9 @@
 //! Pure: the node measures (the best search score, the time taken) and this
 //! module decides and words the reason that goes into the signed turn.
 
-use crate::settings::Invalid;
 use serde::Deserialize;
+
+use crate::settings::Invalid;
 
 /// How a node decides whether its tree speaks (config key `speaker.policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, serde::Serialize)]
