@@ -942,7 +942,7 @@ impl Settings {
     }
 
     /// [`Settings::validate`]'s checks, returning the network configuration
-    /// they build on the way, so a node's start checks `[net]` once.
+    /// they build on the way, so `node_config` checks `[net]` and builds it in one pass (`Settings::load` has run the same checks before the flags applied).
     fn checked_net(&self) -> Result<crate::net::NetConfig, ConfigError> {
         within(
             "limits.max_book_bytes",
