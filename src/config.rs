@@ -942,7 +942,8 @@ impl Settings {
     }
 
     /// [`Settings::validate`]'s checks, returning the network configuration
-    /// they build on the way, so `node_config` checks `[net]` and builds it in one pass (`Settings::load` has run the same checks before the flags applied).
+    /// they build on the way, so `node_config` checks `[net]` and builds it
+    /// in one pass (`Settings::load` ran the same checks before the flags).
     fn checked_net(&self) -> Result<crate::net::NetConfig, ConfigError> {
         within(
             "limits.max_book_bytes",
