@@ -1,6 +1,6 @@
 //! The node's one event stream (`/v1/events`): during a real three-node
-//! moot with scripted models, `grove moot watch` prints each turn within
-//! 100 ms of its landing on the host and polls nothing (the host's request
+//! moot with scripted models, `grove moot watch` prints each turn as it
+//! lands on the host (within a generous bound) and polls nothing (the host's request
 //! counters move by its one snapshot), while a reader of the HTTP
 //! listener's stream, filtered to the moot, gets its whole life.
 

@@ -501,6 +501,8 @@ fn metrics_of_a_three_node_moot_pass_promtool_and_move() {
     assert!(sum_of(&speaker, "grove_search_duration_seconds_count", &["peer"]) >= 1.0);
     assert_eq!(sample(&after, "grove_mesh_members"), 3.0);
     assert_eq!(sample(&after, "grove_mesh_epoch"), 2.0);
+    // The founder applied its genesis and the two adds.
+    assert_eq!(sample(&after, "grove_mesh_commits_applied_total"), 3.0);
     assert_eq!(sample(&after, "grove_books"), 0.0);
     assert_eq!(sample(&speaker, "grove_books"), 1.0);
     assert!(sample(&speaker, "grove_book_chunks") >= 1.0);

@@ -169,6 +169,11 @@ const RULES: &[Rule] = &[
         "Catch-up syncs, by outcome (applied, refused, failed).",
     ),
     rule(
+        "mesh.commits.applied",
+        "grove_mesh_commits_applied",
+        "Mesh commits this node applied (its genesis, a welcome, roster changes).",
+    ),
+    rule(
         "epochs.seen",
         "grove_epochs_seen",
         "Mesh epochs this node moved to.",

@@ -10,7 +10,7 @@ use prost::Message;
 use super::mesh::{ActorError, MeshWorker};
 use super::stats::Stats;
 use crate::mesh::MeshError;
-use crate::mesh::state::{Dest, MeshState, Transition};
+use crate::mesh::state::{Dest, Effect, MeshState, Transition};
 use crate::net::Network;
 use crate::net::protocol::mesh_topic;
 
@@ -60,6 +60,14 @@ impl MeshLink {
                 core.apply(r)
             })
             .await??;
+        // A new tip is a commit this node applied (its genesis, a welcome,
+        // or a roster change it made or received).
+        let commits = t
+            .effects
+            .iter()
+            .filter(|e| matches!(e, Effect::SetTip(_)))
+            .count();
+        self.stats.add("mesh.commits.applied", commits as u64);
         self.flush().await;
         Ok(t)
     }

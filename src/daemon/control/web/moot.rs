@@ -30,9 +30,9 @@ struct AnnouncementView {
     seq: u64,
     time_ms: i64,
     signature: String,
-    /// Whether its signature checks against the roster (false: no roster
-    /// here, or it does not).
-    checked: bool,
+    /// Whether its signature checks against the roster (None: no roster
+    /// here to check it against).
+    checked: Option<bool>,
     books: Vec<(String, Vec<u8>, u64)>,
 }
 
@@ -40,7 +40,7 @@ fn announcements(list: &[Signed], roster: Option<&Roster>) -> Vec<AnnouncementVi
     list.iter()
         .filter_map(|s| {
             let verified = roster.and_then(|r| crate::announce::verify(s, r).ok());
-            let checked = verified.is_some();
+            let checked = roster.map(|_| verified.is_some());
             let ann = match verified {
                 Some(a) => a,
                 None => <Announcement as prost::Message>::decode(s.body.as_slice()).ok()?,
@@ -90,6 +90,8 @@ pub struct TurnView {
     passages: Vec<ProvenView>,
     /// The announcement of the speaker that holds the turn's root.
     announcement: Option<usize>,
+    /// Whether that announcement's signature checks against the roster.
+    announcement_checked: bool,
     hash: String,
     /// Why the signed turn could not be read, when it could not.
     problem: Option<String>,
@@ -169,6 +171,7 @@ fn turn_view(
         count: 0,
         passages: Vec::new(),
         announcement: None,
+        announcement_checked: false,
         hash: hex::encode(signed::turn_hash(s)),
         problem: None,
     };
@@ -193,6 +196,9 @@ fn turn_view(
                 *k == payload.book && *r == payload.book_root && *c == payload.book_count
             })
     });
+    view.announcement_checked = view
+        .announcement
+        .is_some_and(|a| anns[a].checked == Some(true));
     let root: Option<Hash> = payload.book_root.as_slice().try_into().ok();
     view.passages = payload
         .passages
@@ -332,6 +338,14 @@ fn judge(turns: &[TurnView], at: usize, quote: &crate::grounding::QuoteSpan) -> 
         return QuoteVerdict {
             found: Some(found),
             ..unverified("the root is in no announcement of the speaker")
+        };
+    }
+    if !owner.announcement_checked {
+        return QuoteVerdict {
+            found: Some(found),
+            ..unverified(
+                "the speaker's announcement of the root does not check against the mesh roster",
+            )
         };
     }
     let wanted = norm(&quote.text);
@@ -709,10 +723,13 @@ fn passage_panel(
                 esc(&crate::identity::peer_id_text(&a.peer)),
                 a.seq,
                 esc(&utc(a.time_ms)),
-                if a.checked {
-                    "<span class=\"ok\">✓ its signature checks against the mesh roster</span>"
-                } else {
-                    "<span class=\"fail\">its signature was not checked (no roster here)</span>"
+                match a.checked {
+                    Some(true) =>
+                        "<span class=\"ok\">✓ its signature checks against the mesh roster</span>",
+                    Some(false) =>
+                        "<span class=\"fail\">its signature does not check against the mesh roster</span>",
+                    None =>
+                        "<span class=\"fail\">its signature was not checked (no roster here)</span>",
                 },
                 esc(&a.signature)
             );
