@@ -138,6 +138,32 @@ impl EventLoop {
         for relay in missing {
             let _ = self.swarm.dial(relay);
         }
+        self.punch_again();
+    }
+
+    /// Opens a fresh circuit to each member whose hole punch is due again
+    /// (DCUtR starts on every new relayed connection), and closes relayed
+    /// connections a direct one replaced.
+    fn punch_again(&mut self) {
+        let now = std::time::Instant::now();
+        let own = self.connectivity.mapping();
+        let punching = &mut self.swarm.behaviour_mut().punching;
+        let closes = punching.due_closes(now);
+        let retries = punching.due_retries(own, now);
+        for id in closes {
+            self.swarm.close_connection(id);
+        }
+        for (peer, circuit) in retries {
+            let opts = DialOpts::peer_id(peer)
+                .condition(PeerCondition::Always)
+                .addresses(vec![circuit])
+                .build();
+            let id = opts.connection_id();
+            self.swarm.behaviour_mut().punching.retrying(id);
+            if let Err(e) = self.swarm.dial(opts) {
+                tracing::debug!(%peer, error = %e, "no fresh circuit for a hole punch");
+            }
+        }
     }
 
     /// Tells the node when the addresses others reach it at changed.
@@ -208,7 +234,7 @@ impl EventLoop {
             }
             Command::Connectivity(reply) => {
                 let admitted = behaviour.admission.admitted_peers();
-                let _ = reply.send(self.connectivity.report(&admitted));
+                let _ = reply.send(self.connectivity.report(&admitted, &behaviour.punching));
             }
             Command::GrantRelayPass {
                 peer,
@@ -356,6 +382,7 @@ impl EventLoop {
             SwarmEvent::Behaviour(BehaviourEvent::Ping(e)) => self.metrics.record(e),
             SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(e)) => self.metrics.record(e),
             SwarmEvent::Behaviour(BehaviourEvent::Relay(e)) => self.metrics.record(e),
+            SwarmEvent::Behaviour(BehaviourEvent::Dcutr(e)) => self.metrics.record(e),
             _ => {}
         }
     }
@@ -455,6 +482,11 @@ impl EventLoop {
             } => {
                 self.connectivity
                     .connected(peer_id, connection_id, &endpoint);
+                // A direct connection replaces the relayed ones at once.
+                let now = std::time::Instant::now();
+                for id in self.swarm.behaviour_mut().punching.due_closes(now) {
+                    self.swarm.close_connection(id);
+                }
                 if num_established.get() == 1 {
                     self.settle_connects(peer_id, None);
                     self.emit(Event::PeerConnected(peer_id));
@@ -485,6 +517,10 @@ impl EventLoop {
                 info,
                 ..
             })) => {
+                // Hole punches are sent what peers really observed.
+                if let Some(dcutr) = self.swarm.behaviour_mut().dcutr.as_mut() {
+                    dcutr.inner().observed(&info.observed_addr);
+                }
                 self.connectivity
                     .identified(peer_id, info.observed_addr, &info.protocols);
             }
@@ -509,6 +545,9 @@ impl EventLoop {
             }
             SwarmEvent::Behaviour(BehaviourEvent::RelayClient(event)) => {
                 self.connectivity.on_client(event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Dcutr(event)) => {
+                self.swarm.behaviour_mut().punching.on_dcutr(&event)
             }
             _ => {}
         }
