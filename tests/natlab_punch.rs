@@ -34,6 +34,7 @@ fn meet(lab: &Lab, hosts: &[Host], one: Host, two: Host) -> (Vec<Daemon>, Daemon
         .zip(&relay_ids)
         .map(|(h, id)| format!("/ip4/{}/tcp/4100/p2p/{id}", h.addr()))
         .collect();
+    let start = Instant::now();
     let config = home_config(&relay_addrs);
     let alpha = node(lab, one, "alpha", &config, &[]);
     add(&alpha, "fiction/sea-tales", "Sea Tales", 7);
@@ -41,13 +42,16 @@ fn meet(lab: &Lab, hosts: &[Host], one: Host, two: Host) -> (Vec<Daemon>, Daemon
     wait_for("alpha to reserve on every relay", SLOW, &[&alpha], || {
         reachability(&alpha) != "public" && reserved_on(&alpha).len() == hosts.len()
     });
+    println!("reserved {:.1} s", start.elapsed().as_secs_f64());
     let ids: Vec<&str> = relay_ids.iter().map(String::as_str).collect();
     let invite = relayed_invite(&alpha, &ids);
     let bravo = node(lab, two, "bravo", &config, &[]);
     add(&bravo, "essays/field-notes", "Field Notes", 8);
     let joined = bravo.json(&["mesh", "join", &invite]);
     assert_eq!(joined["state"], "joined", "{joined}");
+    println!("joined {:.1} s", start.elapsed().as_secs_f64());
     converged(&[&alpha, &bravo], 1);
+    println!("converged {:.1} s", start.elapsed().as_secs_f64());
     (relays, alpha, bravo, Instant::now())
 }
 

@@ -39,6 +39,8 @@ pub const MAX_ROUNDS: u32 = 5;
 /// at once, so that no new request goes over it (requests are spread over
 /// a peer's connections); one in flight on it fails and is retried.
 const CLOSE_GRACE: Duration = Duration::ZERO;
+/// A relayed link with no punch tried on it this long is retried.
+const STALLED: Duration = Duration::from_secs(30);
 /// A direct connection this soon after a punch was tried counts as its
 /// success (the peer's dial may be the one that got through).
 const PUNCH_WINDOW: Duration = Duration::from_secs(60);
@@ -231,12 +233,19 @@ impl Punching {
     /// DCUtR's own verdict on a round: a refused stream means the peer
     /// does not punch.
     pub fn on_dcutr(&mut self, event: &dcutr::Event) {
-        if let Err(e) = &event.result {
-            let text = super::transport::with_causes(e);
-            tracing::debug!(peer = %event.remote_peer_id, error = %text, "hole punch ended without a direct connection");
-            if text.contains("does not support") {
-                self.peers.entry(event.remote_peer_id).or_default().refused = true;
-            }
+        let Err(e) = &event.result else { return };
+        let text = super::transport::with_causes(e);
+        tracing::debug!(peer = %event.remote_peer_id, error = %text, "hole punch ended without a direct connection");
+        let Some(state) = self.peers.get_mut(&event.remote_peer_id) else {
+            return;
+        };
+        if text.contains("does not support") {
+            state.refused = true;
+        } else if !text.contains("Giving up after") && state.direct.is_empty() {
+            // The exchange itself failed (no dial was made): a failed
+            // round all the same, retried like one.
+            state.failures += 1;
+            state.last_failure = Some(Instant::now());
         }
     }
 
@@ -392,7 +401,15 @@ impl Punching {
             {
                 continue;
             }
-            let (Some(failed), Some(circuit)) = (state.last_failure, state.circuit.clone()) else {
+            // A relayed link on which no punch was even tried for a while
+            // (its exchange never started) counts as a failed round.
+            let newest = state.relayed.iter().map(|(_, t)| *t).max();
+            let stalled = newest.filter(|since| {
+                state.last_try.is_none_or(|t| t < *since) && now >= *since + STALLED
+            });
+            let (Some(failed), Some(circuit)) =
+                (state.last_failure.or(stalled), state.circuit.clone())
+            else {
                 continue;
             };
             if now < failed + backoff(state.rounds) {
