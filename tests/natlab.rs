@@ -52,14 +52,14 @@ pub(crate) fn node(
 
 /// A scripted model server listening on 127.0.0.1 inside one host's
 /// namespace (its daemon's own loopback); stops when dropped.
-struct NsModel {
+pub(crate) struct NsModel {
     url: String,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl NsModel {
-    fn start(lab: &Lab, host: Host) -> NsModel {
+    pub(crate) fn start(lab: &Lab, host: Host) -> NsModel {
         let (url_tx, url_rx) = mpsc::channel();
         let (stop, stopped) = mpsc::channel::<()>();
         // The server is made, and dropped, on a thread inside the
@@ -80,7 +80,7 @@ impl NsModel {
         }
     }
 
-    fn env(&self) -> [(&'static str, &str); 2] {
+    pub(crate) fn env(&self) -> [(&'static str, &str); 2] {
         [
             ("GROVE_MODEL__BACKEND", "openai"),
             ("GROVE_MODEL__URL", self.url.as_str()),

@@ -12,16 +12,30 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::cluster::{Daemon, converged};
+use crate::moot_net::wait_state;
 use crate::natlab::{
-    SLOW, add, doctor, home_config, member_entry, node, reachability, relayed_invite, reserved_on,
-    search_reaches, wait_for,
+    NsModel, SLOW, add, doctor, home_config, member_entry, node, reachability, relayed_invite,
+    reserved_on, search_reaches, wait_for,
 };
 use crate::support::netlab::{Host, Lab};
 
+/// How the relays are named in the members' `net.relays`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Tcp,
+    Quic,
+}
+
 /// Non-member relays on `hosts`; a mesh founded in home `one`, joined from
-/// home `two` by an invite that carries `one`'s relayed address. Returns
-/// the relays, the two members, and when the joiner became a member.
-fn meet(lab: &Lab, hosts: &[Host], one: Host, two: Host) -> (Vec<Daemon>, Daemon, Daemon, Instant) {
+/// home `two` by an invite that carries `one`'s relayed address (so `two`
+/// dials the circuit). Returns the relays, the two members, and when the
+/// joiner became a member.
+fn meet(
+    lab: &Lab,
+    hosts: &[Host],
+    via: Via,
+    [(one, env_one), (two, env_two)]: [(Host, &[(&str, &str)]); 2],
+) -> (Vec<Daemon>, Daemon, Daemon, Instant) {
     let relay_config = "[net]\nreachability = \"auto\"\n[net.relay]\nserve = \"anyone\"\n";
     let relays: Vec<Daemon> = hosts
         .iter()
@@ -32,11 +46,14 @@ fn meet(lab: &Lab, hosts: &[Host], one: Host, two: Host) -> (Vec<Daemon>, Daemon
     let relay_addrs: Vec<String> = hosts
         .iter()
         .zip(&relay_ids)
-        .map(|(h, id)| format!("/ip4/{}/tcp/4100/p2p/{id}", h.addr()))
+        .map(|(h, id)| match via {
+            Via::Tcp => format!("/ip4/{}/tcp/4100/p2p/{id}", h.addr()),
+            Via::Quic => format!("/ip4/{}/udp/4100/quic-v1/p2p/{id}", h.addr()),
+        })
         .collect();
     let start = Instant::now();
     let config = home_config(&relay_addrs);
-    let alpha = node(lab, one, "alpha", &config, &[]);
+    let alpha = node(lab, one, "alpha", &config, env_one);
     add(&alpha, "fiction/sea-tales", "Sea Tales", 7);
     alpha.ok(&["mesh", "init", "--name", "punch"]);
     wait_for("alpha to reserve on every relay", SLOW, &[&alpha], || {
@@ -45,7 +62,7 @@ fn meet(lab: &Lab, hosts: &[Host], one: Host, two: Host) -> (Vec<Daemon>, Daemon
     println!("reserved {:.1} s", start.elapsed().as_secs_f64());
     let ids: Vec<&str> = relay_ids.iter().map(String::as_str).collect();
     let invite = relayed_invite(&alpha, &ids);
-    let bravo = node(lab, two, "bravo", &config, &[]);
+    let bravo = node(lab, two, "bravo", &config, env_two);
     add(&bravo, "essays/field-notes", "Field Notes", 8);
     let joined = bravo.json(&["mesh", "join", &invite]);
     assert_eq!(joined["state"], "joined", "{joined}");
@@ -145,14 +162,95 @@ fn assert_relayed(alpha: &Daemon, bravo: &Daemon, relays: &[Daemon], why: &str, 
     }
 }
 
+/// Homes with no model of their own (the tests that hold no moot).
+const NO_MODEL: &[(&str, &str)] = &[];
+
 #[test]
-fn natlab_punch_cone_to_cone_a_direct_path_exists_and_the_relayed_link_is_punched_direct() {
+fn natlab_punch_cone_to_cone_a_direct_path_exists_and_a_moot_goes_direct_once_punched() {
     let Some(lab) = crate::support::lab() else {
         return;
     };
-    let (relays, alpha, bravo, since) = meet(&lab, &[Host::Public1], Host::HomeA, Host::HomeC);
+    let model_a = NsModel::start(&lab, Host::HomeA);
+    let model_c = NsModel::start(&lab, Host::HomeC);
+    let (relays, alpha, bravo, since) = meet(
+        &lab,
+        &[Host::Public1],
+        Via::Tcp,
+        [(Host::HomeA, &model_a.env()), (Host::HomeC, &model_c.env())],
+    );
     assert_punched(&alpha, &bravo, &relays, since);
+    // A moot hosted by alpha with bravo's book speaking: its turns go over
+    // the direct link; the relay carries no circuit for them.
+    let circuits = |r: &Daemon| counter(r, "relay.server.circuits.accepted");
+    let relayed_bytes =
+        |d: &Daemon| counter(d, "relay.bytes.sent") + counter(d, "relay.bytes.received");
+    let before = (circuits(&relays[0]), relayed_bytes(&alpha));
+    wait_for("alpha to see bravo's book", SLOW, &[&alpha, &bravo], || {
+        alpha
+            .json(&["roots"])
+            .to_string()
+            .contains("essays/field-notes")
+    });
+    let started = alpha.json(&[
+        "moot",
+        "start",
+        "--a",
+        "self:fiction/sea-tales",
+        "--b",
+        "bravo:essays/field-notes",
+        "--topic",
+        "the sea",
+        "--turns",
+        "2",
+    ]);
+    let id = started["id"].as_str().expect("moot id").to_string();
+    let shown = wait_state(&alpha, &id, "finished");
+    assert_eq!(shown["turns_done"], 2, "{shown}");
+    let to_bravo = member_entry(&alpha, &bravo.peer_id());
+    assert_eq!(to_bravo["path"], "direct (punched)", "{to_bravo}");
+    let after = (circuits(&relays[0]), relayed_bytes(&alpha));
+    assert_eq!(before, after, "the moot crossed the relay");
 }
+
+#[test]
+fn natlab_punch_cone_to_cone_over_quic_with_tcp_blocked_a_direct_path_exists_and_is_punched() {
+    let Some(lab) = crate::support::lab() else {
+        return;
+    };
+    // The homes' routers pass no TCP at all: members meet, reserve, relay
+    // and punch over QUIC only.
+    for router in [Host::RouterA, Host::RouterC] {
+        lab.nft(router, NO_TCP);
+    }
+    let (relays, alpha, bravo, since) = meet(
+        &lab,
+        &[Host::Public1],
+        Via::Quic,
+        [(Host::HomeA, NO_MODEL), (Host::HomeC, NO_MODEL)],
+    );
+    assert_punched(&alpha, &bravo, &relays, since);
+    let entry = member_entry(&alpha, &bravo.peer_id());
+    assert!(
+        entry["address"]
+            .as_str()
+            .is_some_and(|a| a.contains("/udp/") && a.contains("/quic-v1")),
+        "{entry}"
+    );
+    let quic: u64 = [&alpha, &bravo]
+        .iter()
+        .map(|d| counter(d, "holepunch.successes.quic"))
+        .sum();
+    assert!(quic >= 1, "no QUIC punch counted");
+}
+
+/// Drops every forwarded TCP packet (a router that passes UDP only).
+const NO_TCP: &str = r#"table inet notcp {
+    chain forward {
+        type filter hook forward priority -10; policy accept;
+        meta l4proto tcp drop
+    }
+}
+"#;
 
 #[test]
 fn natlab_punch_symmetric_to_symmetric_no_direct_path_exists_and_the_link_stays_relayed_saying_why()
@@ -164,8 +262,8 @@ fn natlab_punch_symmetric_to_symmetric_no_direct_path_exists_and_the_link_stays_
     let (relays, alpha, bravo, _) = meet(
         &lab,
         &[Host::Public1, Host::Public2],
-        Host::HomeB,
-        Host::HomeD,
+        Via::Tcp,
+        [(Host::HomeB, NO_MODEL), (Host::HomeD, NO_MODEL)],
     );
     assert_relayed(&alpha, &bravo, &relays, "both ends symmetric", SLOW);
     for d in [&alpha, &bravo] {
@@ -175,4 +273,57 @@ fn natlab_punch_symmetric_to_symmetric_no_direct_path_exists_and_the_link_stays_
             "{report}"
         );
     }
+}
+
+#[test]
+fn natlab_punch_port_restricted_cone_to_symmetric_no_direct_path_exists_and_the_link_stays_relayed_after_failed_punches()
+ {
+    let Some(lab) = crate::support::lab() else {
+        return;
+    };
+    // The symmetric home dials from a new port that the cone's filter
+    // (address and port) does not let in; the cone's dial reaches a port
+    // the symmetric NAT mapped for someone else.
+    let (relays, alpha, bravo, _) = meet(
+        &lab,
+        &[Host::Public1, Host::Public2],
+        Via::Tcp,
+        [(Host::HomeA, NO_MODEL), (Host::HomeB, NO_MODEL)],
+    );
+    assert_relayed(&alpha, &bravo, &relays, "punch failed", SLOW);
+}
+
+#[test]
+fn natlab_punch_address_restricted_cone_to_symmetric_a_direct_path_exists_and_is_punched() {
+    let Some(lab) = crate::support::lab() else {
+        return;
+    };
+    // The address-restricted cone lets the symmetric home in from any
+    // port once it has sent to its address. The symmetric home dials the
+    // circuit (it joins), so its punch is the connection's dialer and the
+    // cone takes it as an inbound connection.
+    let (relays, alpha, bravo, since) = meet(
+        &lab,
+        &[Host::Public1, Host::Public2],
+        Via::Tcp,
+        [(Host::HomeE, NO_MODEL), (Host::HomeB, NO_MODEL)],
+    );
+    assert_punched(&alpha, &bravo, &relays, since);
+}
+
+#[test]
+fn natlab_punch_firewalled_public_host_to_cone_a_direct_path_exists_and_is_punched() {
+    let Some(lab) = crate::support::lab() else {
+        return;
+    };
+    // No NAT, but only replies come in: seen at its own address, never
+    // dialled, so it is not taken for public and reserves on the relay.
+    let (relays, alpha, bravo, since) = meet(
+        &lab,
+        &[Host::Public1],
+        Via::Tcp,
+        [(Host::Firewalled, NO_MODEL), (Host::HomeA, NO_MODEL)],
+    );
+    assert_eq!(reachability(&alpha), "unknown", "{}", doctor(&alpha));
+    assert_punched(&alpha, &bravo, &relays, since);
 }

@@ -193,7 +193,15 @@ impl Connectivity {
         }
     }
 
-    pub fn connected(&mut self, peer: PeerId, id: ConnectionId, endpoint: &ConnectedPoint) {
+    /// A connection came up; `punched` when it is a hole punch's (an
+    /// inbound one then says nothing about who may dial this node).
+    pub fn connected(
+        &mut self,
+        peer: PeerId,
+        id: ConnectionId,
+        endpoint: &ConnectedPoint,
+        punched: bool,
+    ) {
         // An inbound circuit names the relay in its local address (its
         // remote one is only `/p2p/<source>`).
         let (remote, relayed, dialer) = match endpoint {
@@ -212,7 +220,7 @@ impl Connectivity {
         if !relayed {
             if dialer {
                 self.dialled.insert(peer, remote.clone());
-            } else {
+            } else if !punched {
                 self.reach.inbound(&remote);
             }
         }

@@ -195,7 +195,13 @@ impl EventLoop {
                 let _ = reply.send(result);
             }
             Command::Listeners(reply) => {
-                let _ = reply.send(self.swarm.listeners().cloned().collect());
+                // TCP first (what a peer without QUIC can dial), as bound.
+                let mut bound: Vec<Multiaddr> = self.swarm.listeners().cloned().collect();
+                bound.sort_by_key(|a| {
+                    a.iter()
+                        .any(|p| matches!(p, libp2p::multiaddr::Protocol::QuicV1))
+                });
+                let _ = reply.send(bound);
             }
             Command::Subscribe(topic, reply) => {
                 let result = behaviour
@@ -480,8 +486,9 @@ impl EventLoop {
                 num_established,
                 ..
             } => {
+                let punched = self.swarm.behaviour().punching.beside_relayed(&peer_id);
                 self.connectivity
-                    .connected(peer_id, connection_id, &endpoint);
+                    .connected(peer_id, connection_id, &endpoint, punched);
                 // A direct connection replaces the relayed ones at once.
                 let now = std::time::Instant::now();
                 for id in self.swarm.behaviour_mut().punching.due_closes(now) {

@@ -352,6 +352,12 @@ impl Punching {
         self.dials.insert(id, (peer, transports));
     }
 
+    /// Whether a direct connection to `peer` now comes beside a relayed one
+    /// (a punch's: it proves nothing about who may dial this node).
+    pub fn beside_relayed(&self, peer: &PeerId) -> bool {
+        self.peers.get(peer).is_some_and(|s| !s.relayed.is_empty())
+    }
+
     /// How `peer`'s link looks: punched, or why it is relayed (`None` when
     /// it is direct or not connected), given this node's own mapping.
     pub fn view(&self, peer: &PeerId, own: Mapping) -> PunchView {
