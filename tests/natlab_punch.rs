@@ -310,20 +310,3 @@ fn natlab_punch_address_restricted_cone_to_symmetric_a_direct_path_exists_and_is
     );
     assert_punched(&alpha, &bravo, &relays, since);
 }
-
-#[test]
-fn natlab_punch_firewalled_public_host_to_cone_a_direct_path_exists_and_is_punched() {
-    let Some(lab) = crate::support::lab() else {
-        return;
-    };
-    // No NAT, but only replies come in: seen at its own address, never
-    // dialled, so it is not taken for public and reserves on the relay.
-    let (relays, alpha, bravo, since) = meet(
-        &lab,
-        &[Host::Public1],
-        Via::Tcp,
-        [(Host::Firewalled, NO_MODEL), (Host::HomeA, NO_MODEL)],
-    );
-    assert_eq!(reachability(&alpha), "unknown", "{}", doctor(&alpha));
-    assert_punched(&alpha, &bravo, &relays, since);
-}

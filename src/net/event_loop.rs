@@ -525,9 +525,11 @@ impl EventLoop {
                 ..
             })) => {
                 // Hole punches are sent what peers really observed.
-                if let Some(dcutr) = self.swarm.behaviour_mut().dcutr.as_mut() {
+                let behaviour = self.swarm.behaviour_mut();
+                if let Some(dcutr) = behaviour.dcutr.as_mut() {
                     dcutr.inner().observed(&info.observed_addr);
                 }
+                behaviour.punching.listens(peer_id, &info.listen_addrs);
                 self.connectivity
                     .identified(peer_id, info.observed_addr, &info.protocols);
             }

@@ -186,6 +186,9 @@ struct Peer {
     remote: Option<Mapping>,
     /// The peer refused the DCUtR stream.
     refused: bool,
+    /// The ports the peer listens on (identify): a candidate at one of
+    /// them shows a NAT that kept the port.
+    listens: HashSet<(Transport, u16)>,
 }
 
 /// The per-peer punching state, watched from the swarm's events.
@@ -230,6 +233,13 @@ impl Punching {
         &self.counts
     }
 
+    /// The addresses `peer` says it listens on (identify).
+    pub fn listens(&mut self, peer: PeerId, addrs: &[Multiaddr]) {
+        if let Some(state) = self.peers.get_mut(&peer) {
+            state.listens = addrs.iter().filter_map(port_of).collect();
+        }
+    }
+
     /// DCUtR's own verdict on a round: a refused stream means the peer
     /// does not punch.
     pub fn on_dcutr(&mut self, event: &dcutr::Event) {
@@ -264,10 +274,12 @@ impl Punching {
             ConnectedPoint::Dialer { address, .. } => address,
             ConnectedPoint::Listener { send_back_addr, .. } => send_back_addr,
         };
-        let was_relayed = !state.relayed.is_empty();
         let tried = state
             .last_try
             .is_some_and(|t| now.duration_since(t) < PUNCH_WINDOW);
+        // The peer may close the relayed connection (its side of the punch
+        // completed first) before this side's direct one is up.
+        let was_relayed = !state.relayed.is_empty() || tried;
         state.direct.insert(id);
         let relayed: Vec<ConnectionId> = state.relayed.iter().map(|(c, _)| *c).collect();
         let punched = was_relayed && (tried || self.dials.contains_key(&id));
@@ -293,7 +305,8 @@ impl Punching {
         if state.direct.remove(&id) && state.direct.is_empty() {
             state.punched = false;
         }
-        if state.relayed.is_empty() && state.direct.is_empty() {
+        let recent = state.last_try.is_some_and(|t| t.elapsed() < PUNCH_WINDOW);
+        if state.relayed.is_empty() && state.direct.is_empty() && !recent {
             self.peers.remove(&peer);
         }
     }
@@ -342,7 +355,17 @@ impl Punching {
         if transports.is_empty() {
             return;
         }
-        let remote = mapping_of(direct.iter().copied());
+        // Two ports at one IP, but one of them the port the peer listens on:
+        // its NAT keeps ports (the other is an old mapping, or a dial from
+        // another port), so it is no symmetric NAT.
+        let kept = direct
+            .iter()
+            .filter_map(|a| port_of(a))
+            .any(|p| state.listens.contains(&p));
+        let remote = match mapping_of(direct.iter().copied()) {
+            Mapping::Dependent if kept => Mapping::Independent,
+            other => other,
+        };
         if remote != Mapping::Unknown {
             state.remote = Some(remote);
         }
@@ -355,7 +378,9 @@ impl Punching {
     /// Whether a direct connection to `peer` now comes beside a relayed one
     /// (a punch's: it proves nothing about who may dial this node).
     pub fn beside_relayed(&self, peer: &PeerId) -> bool {
-        self.peers.get(peer).is_some_and(|s| !s.relayed.is_empty())
+        self.peers.get(peer).is_some_and(|s| {
+            !s.relayed.is_empty() || s.last_try.is_some_and(|t| t.elapsed() < PUNCH_WINDOW)
+        })
     }
 
     /// How `peer`'s link looks: punched, or why it is relayed (`None` when
