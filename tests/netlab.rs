@@ -82,6 +82,17 @@ fn tell_udp_senders(socket: UdpSocket, count: usize, within: Duration) {
     }
 }
 
+/// A UDP server on port 7002 inside `host` telling `count` senders their
+/// address.
+fn udp_server(lab: &Lab, host: Host, count: usize) -> JoinHandle<()> {
+    let socket = lab
+        .spawn_in(host, || UdpSocket::bind("0.0.0.0:7002"))
+        .join()
+        .expect("bind thread")
+        .expect("udp bind");
+    std::thread::spawn(move || tell_udp_senders(socket, count, Duration::from_secs(30)))
+}
+
 /// From `home`, one UDP socket on local `port` sends to each destination
 /// (port 7002) and returns the address each saw it at.
 fn udp_seen_from(lab: &Lab, home: Host, port: u16, destinations: &[&str]) -> Vec<String> {
@@ -142,16 +153,7 @@ fn netlab_every_home_maps_tcp_and_udp_as_labelled_and_filters_as_labelled() {
         .collect();
     let udp: Vec<JoinHandle<()>> = publics
         .iter()
-        .map(|&h| {
-            let socket = lab
-                .spawn_in(h, || UdpSocket::bind("0.0.0.0:7002"))
-                .join()
-                .expect("bind thread")
-                .expect("udp bind");
-            std::thread::spawn(move || {
-                tell_udp_senders(socket, homes.len(), Duration::from_secs(30))
-            })
-        })
+        .map(|&h| udp_server(&lab, h, homes.len()))
         .collect();
     for (i, home) in homes.into_iter().enumerate() {
         let port = 41000 + i as u16;

@@ -195,13 +195,7 @@ impl EventLoop {
                 let _ = reply.send(result);
             }
             Command::Listeners(reply) => {
-                // TCP first (what a peer without QUIC can dial), as bound.
-                let mut bound: Vec<Multiaddr> = self.swarm.listeners().cloned().collect();
-                bound.sort_by_key(|a| {
-                    a.iter()
-                        .any(|p| matches!(p, libp2p::multiaddr::Protocol::QuicV1))
-                });
-                let _ = reply.send(bound);
+                let _ = reply.send(self.listeners());
             }
             Command::Subscribe(topic, reply) => {
                 let result = behaviour
@@ -485,20 +479,7 @@ impl EventLoop {
                 endpoint,
                 num_established,
                 ..
-            } => {
-                let punched = self.swarm.behaviour().punching.beside_relayed(&peer_id);
-                self.connectivity
-                    .connected(peer_id, connection_id, &endpoint, punched);
-                // A direct connection replaces the relayed ones at once.
-                let now = std::time::Instant::now();
-                for id in self.swarm.behaviour_mut().punching.due_closes(now) {
-                    self.swarm.close_connection(id);
-                }
-                if num_established.get() == 1 {
-                    self.settle_connects(peer_id, None);
-                    self.emit(Event::PeerConnected(peer_id));
-                }
-            }
+            } => self.on_established(peer_id, connection_id, &endpoint, num_established.get()),
             SwarmEvent::ConnectionClosed {
                 peer_id,
                 connection_id,
@@ -523,16 +504,7 @@ impl EventLoop {
                 peer_id,
                 info,
                 ..
-            })) => {
-                // Hole punches are sent what peers really observed.
-                let behaviour = self.swarm.behaviour_mut();
-                if let Some(dcutr) = behaviour.dcutr.as_mut() {
-                    dcutr.inner().observed(&info.observed_addr);
-                }
-                behaviour.punching.listens(peer_id, &info.listen_addrs);
-                self.connectivity
-                    .identified(peer_id, info.observed_addr, &info.protocols);
-            }
+            })) => self.on_identified(peer_id, info),
             SwarmEvent::Behaviour(BehaviourEvent::Ping(ping::Event {
                 peer,
                 result: Ok(rtt),
@@ -560,6 +532,47 @@ impl EventLoop {
             }
             _ => {}
         }
+    }
+
+    fn on_established(
+        &mut self,
+        peer: PeerId,
+        id: ConnectionId,
+        endpoint: &libp2p::core::ConnectedPoint,
+        established: u32,
+    ) {
+        let punched = self.swarm.behaviour().punching.beside_relayed(&peer);
+        self.connectivity.connected(peer, id, endpoint, punched);
+        // A direct connection replaces the relayed ones at once.
+        let now = std::time::Instant::now();
+        for replaced in self.swarm.behaviour_mut().punching.due_closes(now) {
+            self.swarm.close_connection(replaced);
+        }
+        if established == 1 {
+            self.settle_connects(peer, None);
+            self.emit(Event::PeerConnected(peer));
+        }
+    }
+
+    fn on_identified(&mut self, peer: PeerId, info: identify::Info) {
+        // Hole punches are sent what peers really observed.
+        let behaviour = self.swarm.behaviour_mut();
+        if let Some(dcutr) = behaviour.dcutr.as_mut() {
+            dcutr.inner().observed(&info.observed_addr);
+        }
+        behaviour.punching.listens(peer, &info.listen_addrs);
+        self.connectivity
+            .identified(peer, info.observed_addr, &info.protocols);
+    }
+
+    /// The bound addresses, TCP first (what a peer without QUIC can dial).
+    fn listeners(&self) -> Vec<Multiaddr> {
+        let mut bound: Vec<Multiaddr> = self.swarm.listeners().cloned().collect();
+        bound.sort_by_key(|a| {
+            a.iter()
+                .any(|p| matches!(p, libp2p::multiaddr::Protocol::QuicV1))
+        });
+        bound
     }
 
     fn on_rpc(&mut self, protocol: Protocol, event: request_response::Event<Vec<u8>, Vec<u8>>) {
