@@ -543,11 +543,6 @@ impl EventLoop {
     ) {
         let punched = self.swarm.behaviour().punching.beside_relayed(&peer);
         self.connectivity.connected(peer, id, endpoint, punched);
-        // A direct connection replaces the relayed ones at once.
-        let now = std::time::Instant::now();
-        for replaced in self.swarm.behaviour_mut().punching.due_closes(now) {
-            self.swarm.close_connection(replaced);
-        }
         if established == 1 {
             self.settle_connects(peer, None);
             self.emit(Event::PeerConnected(peer));

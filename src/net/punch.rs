@@ -35,10 +35,13 @@ const BACKOFF_MAX: Duration = Duration::from_secs(600);
 /// Rounds of punching (each one DCUtR exchange over a fresh relayed
 /// connection, of up to three dials) before this node gives up on a peer.
 pub const MAX_ROUNDS: u32 = 5;
-/// A relayed connection a direct one replaced is closed this long after:
-/// at once, so that no new request goes over it (requests are spread over
-/// a peer's connections); one in flight on it fails and is retried.
-const CLOSE_GRACE: Duration = Duration::ZERO;
+/// A relayed connection a direct one replaced is closed this long after
+/// (on the next connectivity tick past it): long enough for what was
+/// exchanged on it as it opened (gossipsub's subscriptions, sent once per
+/// peer, on its first connection) to arrive; short, since requests are
+/// spread over a peer's connections. One in flight on it when it closes
+/// fails and is retried.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// A relayed link with no punch tried on it this long is retried.
 const STALLED: Duration = Duration::from_secs(30);
 /// A direct connection this soon after a punch was tried counts as its
@@ -69,20 +72,22 @@ impl Mapping {
 }
 
 /// The mapping that `addrs` (the public addresses one host was seen at,
-/// each by another observer) show: one IP at two ports of one transport
-/// means a new port per destination; one IP:port twice over means one
-/// mapping for all. Loopback and relayed addresses say nothing.
+/// each by another observer) show: one IP at two ports means a new port per
+/// destination; one IP and port twice over means one mapping for all.
+/// Transports are pooled: a node listens on one port number for TCP and
+/// QUIC, and a NAT that keeps ports keeps it for both. Loopback and
+/// relayed addresses say nothing.
 pub fn mapping_of<'a>(addrs: impl IntoIterator<Item = &'a Multiaddr>) -> Mapping {
-    let mut seen: BTreeMap<(std::net::IpAddr, Transport), HashSet<u16>> = BTreeMap::new();
+    let mut seen: BTreeMap<std::net::IpAddr, HashSet<u16>> = BTreeMap::new();
     let mut repeated = false;
     for addr in addrs {
-        let (Some(ip), Some((transport, port))) = (ip_of(addr), port_of(addr)) else {
+        let (Some(ip), Some((_, port))) = (ip_of(addr), port_of(addr)) else {
             continue;
         };
         if ip.is_loopback() || is_relayed(addr) {
             continue;
         }
-        if !seen.entry((ip, transport)).or_default().insert(port) {
+        if !seen.entry(ip).or_default().insert(port) {
             repeated = true;
         }
     }
@@ -564,12 +569,18 @@ mod tests {
         assert_eq!(mapping_of(&symmetric), Mapping::Dependent);
         let once = [a("/ip4/203.0.113.1/tcp/4100")];
         assert_eq!(mapping_of(&once), Mapping::Unknown);
-        // A TCP port and a QUIC port are two transports, not two mappings.
+        // TCP and QUIC at one port: one mapping kept for both; at two
+        // ports, a new one per destination.
         let both = [
             a("/ip4/203.0.113.1/tcp/4100"),
             a("/ip4/203.0.113.1/udp/4100/quic-v1"),
         ];
-        assert_eq!(mapping_of(&both), Mapping::Unknown);
+        assert_eq!(mapping_of(&both), Mapping::Independent);
+        let apart = [
+            a("/ip4/203.0.113.4/tcp/42473"),
+            a("/ip4/203.0.113.4/udp/31612/quic-v1"),
+        ];
+        assert_eq!(mapping_of(&apart), Mapping::Dependent);
         let relayed = [a("/ip4/127.0.0.1/tcp/4100"), a("/ip4/127.0.0.1/tcp/4101")];
         assert_eq!(mapping_of(&relayed), Mapping::Unknown);
     }
