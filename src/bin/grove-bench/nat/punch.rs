@@ -181,11 +181,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             let dir = root.path().join(format!("pair{p}-{t}"));
             let (outcome, direct) = trial(&lab, &bin, &dir, pair, &list.join(", "))?;
             // "punch failed 2 times" and "punch failed 3 times" are one outcome.
-            let key = outcome
-                .split(" failed")
-                .next()
-                .unwrap_or(&outcome)
-                .to_string();
+            let key = if outcome.contains("punch failed") {
+                "relayed (punch failed)".to_string()
+            } else {
+                outcome
+            };
             *outcomes.entry(key).or_default() += 1;
             if let Some(d) = direct {
                 times.push(d.as_secs_f64());
@@ -194,7 +194,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         times.sort_by(f64::total_cmp);
         let within = times.iter().filter(|t| **t <= 10.0).count();
         println!(
-            "{} (direct path {}): {} ; direct within 10 s: {within}/{trials}; time to direct median {:.1} s, max {:.1} s",
+            "{} (direct path {}): {}; direct within 10 s: {within}/{trials}; time to direct median {:.1} s, max {:.1} s",
             pair.name,
             if pair.possible {
                 "possible"
