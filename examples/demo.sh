@@ -98,7 +98,7 @@ if len(nodes) < 2 or v.get("errors"):
     print("warning: the mesh search had hits from %d node(s), errors %s" % (len(nodes), v.get("errors")))'
 fi
 echo "== an inclusion proof for chunk 3 of ${keys[0]}, and a full verify"
-g "$n1" book proof "${keys[0]}" 3 | head -n 8
+g "$n1" book proof "${keys[0]}" 3 | sed -n 1,8p
 g "$n1" book verify "${keys[0]}"
 g "$n1" audit verify
 

@@ -7,6 +7,7 @@
 //! and [`Settings::node_config`] is the one check a node's start and
 //! `grove config check` both run.
 
+use grove_core::settings::Invalid;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -49,6 +50,12 @@ pub enum ConfigError {
     UnknownVariable { var: String, key: String },
 }
 
+impl From<Invalid> for ConfigError {
+    fn from(e: Invalid) -> ConfigError {
+        ConfigError::invalid(e.key, e.reason)
+    }
+}
+
 impl ConfigError {
     fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
@@ -58,31 +65,10 @@ impl ConfigError {
     }
 }
 
-/// Characters of a value an error shows whole.
-const SHOWN_CHARS: usize = 80;
-
-/// A value as an error shows it: whole up to 80 characters, else its start
-/// and its length; control characters escaped, so it stays on one line.
-pub fn shown(value: &str) -> String {
-    let escape = |s: &str| -> String {
-        s.chars()
-            .flat_map(|c| {
-                let escaped: Vec<char> = if c.is_control() {
-                    c.escape_default().collect()
-                } else {
-                    vec![c]
-                };
-                escaped
-            })
-            .collect()
-    };
-    let n = value.chars().count();
-    if n <= SHOWN_CHARS {
-        return escape(value);
-    }
-    let head: String = value.chars().take(SHOWN_CHARS - 20).collect();
-    format!("{}… ({n} characters)", escape(&head))
-}
+// How an error shows a value is the core's rule (so the core's own checks
+// can use it too).
+use grove_core::settings::SHOWN_CHARS;
+pub use grove_core::settings::shown;
 
 /// A message with every overlong word (a value quoted in it by a check or a
 /// library) shortened as [`shown`] does, and the whole kept under 2,000
@@ -665,15 +651,14 @@ pub struct HttpSettings {
 pub const MIN_HTTP_TOKEN_CHARS: usize = 16;
 
 impl HttpSettings {
-    /// The listen address, checked; on error returns the key (under
-    /// `http.`) and why.
-    pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, (&'static str, String)> {
+    /// The listen address, checked.
+    pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, Invalid> {
         if let Some(token) = &self.token
             && (token.chars().count() < MIN_HTTP_TOKEN_CHARS
                 || token.chars().any(|c| c.is_whitespace() || c.is_control()))
         {
-            return Err((
-                "token",
+            return Err(Invalid::new(
+                "http.token",
                 format!(
                     "at least {MIN_HTTP_TOKEN_CHARS} characters, no spaces or control characters"
                 ),
@@ -683,8 +668,8 @@ impl HttpSettings {
             return Ok(None);
         };
         listen.trim().parse().map(Some).map_err(|_| {
-            (
-                "listen",
+            Invalid::new(
+                "http.listen",
                 format!("`{listen}` is not a socket address (e.g. 127.0.0.1:8470 or [::1]:8470)"),
             )
         })
@@ -723,16 +708,16 @@ impl Default for HookSettings {
 }
 
 impl HookSettings {
-    /// Checks the values; on error returns the key (under `hooks.`) and why.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<(), Invalid> {
         if let Some(p) = &self.program
             && !p.is_absolute()
         {
-            return Err(("program", "must be an absolute path".into()));
+            return Err(Invalid::new("hooks.program", "must be an absolute path"));
         }
         if self.args.len() > 64 {
-            return Err((
-                "args",
+            return Err(Invalid::new(
+                "hooks.args",
                 format!(
                     "holds {} arguments; at most 64 are allowed",
                     self.args.len()
@@ -740,15 +725,18 @@ impl HookSettings {
             ));
         }
         if self.args.iter().any(|a| a.contains('\0')) {
-            return Err(("args", "an argument must not hold a NUL byte".into()));
+            return Err(Invalid::new(
+                "hooks.args",
+                "an argument must not hold a NUL byte",
+            ));
         }
         if let Some(bad) = self
             .events
             .iter()
             .find(|e| !crate::daemon::events::hook_events().any(|n| n == e.as_str()))
         {
-            return Err((
-                "events",
+            return Err(Invalid::new(
+                "hooks.events",
                 format!(
                     "unknown event `{}`; known: {}",
                     shown(bad),
@@ -759,14 +747,14 @@ impl HookSettings {
             ));
         }
         if !(1..=3600).contains(&self.timeout_secs) {
-            return Err((
-                "timeout_secs",
+            return Err(Invalid::new(
+                "hooks.timeout_secs",
                 format!("must be between 1 and 3600 (it is {})", self.timeout_secs),
             ));
         }
         if !(1..=64).contains(&self.max_running) {
-            return Err((
-                "max_running",
+            return Err(Invalid::new(
+                "hooks.max_running",
                 format!("must be between 1 and 64 (it is {})", self.max_running),
             ));
         }
@@ -950,8 +938,7 @@ impl Settings {
     /// Every value checked, and the node's configuration built from them:
     /// the one check of a node's start and of `grove config check`.
     pub fn node_config(&self) -> Result<NodeConfig, ConfigError> {
-        self.validate()?;
-        let net = self.net.checked()?;
+        let net = self.checked_net()?;
         self.hooks.check_program()?;
         let log_filter = self.log.filter()?;
         Ok(NodeConfig { net, log_filter })
@@ -961,6 +948,13 @@ impl Settings {
     /// each other. Pure: no file or program is looked at (every command runs
     /// it; [`Settings::node_config`] adds what a node's start needs).
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.checked_net().map(drop)
+    }
+
+    /// [`Settings::validate`]'s checks, returning the network configuration
+    /// they build on the way, so `node_config` checks `[net]` and builds it
+    /// in one pass (`Settings::load` ran the same checks before the flags).
+    fn checked_net(&self) -> Result<crate::net::NetConfig, ConfigError> {
         within(
             "limits.max_book_bytes",
             self.limits.max_book_bytes,
@@ -1014,30 +1008,18 @@ impl Settings {
                 ),
             ));
         }
-        self.net.checked()?;
-        if let Err((key, reason)) = self.mesh.validate() {
-            return Err(ConfigError::invalid(&format!("mesh.{key}"), reason));
-        }
-        if let Err((key, reason)) = self.hooks.validate() {
-            return Err(ConfigError::invalid(&format!("hooks.{key}"), reason));
-        }
-        if let Err((key, reason)) = self.moot.check() {
-            return Err(ConfigError::invalid(key, reason));
-        }
-        if let Err((key, reason)) = self.http.listen_addr() {
-            return Err(ConfigError::invalid(&format!("http.{key}"), reason));
-        }
-        if let Err((key, reason)) = self.speaker.validate() {
-            return Err(ConfigError::invalid(key, reason));
-        }
-        if let Err((key, reason)) = self.model.check() {
-            return Err(ConfigError::invalid(key, reason));
-        }
+        let net = self.net.checked()?;
+        self.mesh.validate()?;
+        self.hooks.validate()?;
+        self.moot.check()?;
+        self.http.listen_addr()?;
+        self.speaker.validate()?;
+        self.model.check()?;
         if let Some(shard) = &self.default_shard {
             crate::store::validate_shard_name(shard)
                 .map_err(|e| ConfigError::invalid("default_shard", e.to_string()))?;
         }
-        Ok(())
+        Ok(net)
     }
 
     /// The control socket: `control.socket`, else `$RUNTIME_DIRECTORY/grove.sock`

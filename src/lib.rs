@@ -1,30 +1,27 @@
 //! grove: a federated peer-to-peer node daemon holding Merkle-committed book
 //! shards, a private membership mesh, and grounded two-book moots.
 //!
-//! Modules in reading order (one book, as data): `text` decodes and chunks a
-//! Gutenberg file, `merkle` commits to the chunks, `store` keeps them in
-//! SQLite shards with search and proofs; `identity` and `mesh` decide
-//! membership; `grounding` and `moot` run a conversation between books on a
-//! `model`. See docs/ARCHITECTURE.md for the code map and invariants.
+//! This crate is the edges: `store` keeps books in SQLite shards with search
+//! and proofs, `mesh::store` persists membership, `model` runs the local
+//! model, `net` the libp2p swarm, `daemon` the node, `api` and `cli` its
+//! control. The pure parts (`text`, `merkle`, `grounding`, the guide, keys,
+//! the mesh state machine, the moot engine) are the `grove-core` crate,
+//! re-exported under the same paths. See docs/ARCHITECTURE.md.
 
-pub mod announce;
+// The pure core, under the paths the edges and tests name.
+pub use grove_core::{announce, book, grounding, merkle, moot, text, wire};
+
 pub mod api;
 pub mod backup;
-pub mod book;
 pub mod config;
 pub mod daemon;
 pub mod db;
-pub mod grounding;
 pub mod identity;
-pub mod merkle;
 pub mod mesh;
 pub mod model;
-pub mod moot;
 pub mod net;
 pub mod source;
 pub mod store;
-pub mod text;
-pub mod wire;
 
 /// Milliseconds since the Unix epoch: the clock of audit events, versions
 /// and invites (passed into pure code, never read there).

@@ -170,13 +170,14 @@ fn daemon_outputs() -> Vec<(&'static str, Value)> {
     out
 }
 
-/// Every `src/…` path `docs/ARCHITECTURE.md` names exists, so the code map
-/// cannot drift from the tree unnoticed.
+/// Every `src/…` path `docs/ARCHITECTURE.md` names exists (in the root
+/// crate, or under `crates/NAME/` where it says so), so the code map cannot
+/// drift from the tree unnoticed.
 #[test]
 fn every_source_path_the_architecture_names_exists() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
-    let re = regex::Regex::new(r"src/[A-Za-z0-9_\-./]*[A-Za-z0-9_/]").unwrap();
+    let re = regex::Regex::new(r"(crates/[a-z-]+/)?src/[A-Za-z0-9_\-./]*[A-Za-z0-9_/]").unwrap();
     let mut named = std::collections::BTreeSet::new();
     for m in re.find_iter(&doc) {
         named.insert(m.as_str().trim_end_matches('/').to_string());
@@ -186,5 +187,37 @@ fn every_source_path_the_architecture_names_exists() {
     assert!(
         missing.is_empty(),
         "docs/ARCHITECTURE.md names paths that do not exist: {missing:?}"
+    );
+}
+
+/// Each control path is spelled once, in `src/api/routes.rs`: no other
+/// source file names a `"/v1/…` literal outside its tests.
+#[test]
+fn control_paths_are_spelled_only_in_the_routes_module() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    let mut dirs = vec![root.join("src"), root.join("crates")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("src/api/routes.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for (n, line) in code.lines().enumerate() {
+                if line.contains("\"/v1/") {
+                    found.push(format!("{}:{}", path.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "control paths spelled outside src/api/routes.rs: {found:?}"
     );
 }

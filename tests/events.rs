@@ -16,8 +16,11 @@ use crate::scripted_openai::{RecordedRequest, Reply};
 
 /// Turns of the watched moot.
 const TURNS: usize = 4;
-/// How late a turn may be printed after it landed.
-const MAX_LATENCY_MS: i64 = 100;
+/// How late a turn may be printed after it landed: a generous bound, not a
+/// figure (on two shared cores a loaded machine has delayed a debug
+/// process's print by 2.8 s). That the watch is pushed rather than polling
+/// is what the request counts below prove.
+const MAX_LATENCY_MS: i64 = 10_000;
 
 fn now_ms() -> i64 {
     SystemTime::now()

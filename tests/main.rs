@@ -18,6 +18,7 @@ mod hostile_daemon;
 mod http;
 mod mesh;
 mod mesh_cli;
+mod mesh_state;
 mod model;
 mod model_install;
 mod moot;
@@ -34,6 +35,8 @@ mod sandbox;
 #[path = "support/scripted_openai.rs"]
 mod scripted_openai;
 mod search;
+#[path = "../src/bin/grove-bench/sim.rs"]
+mod sim;
 mod support;
 mod systemd;
 mod vectors;

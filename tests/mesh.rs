@@ -2,13 +2,13 @@
 //! deterministic seeded simulation with loss, reordering, duplication,
 //! partitions that heal, restarts and injected bad messages.
 
+use crate::sim;
 use grove::identity::Identity;
 use grove::mesh::MeshError;
 use grove::mesh::codec;
 use grove::mesh::envelope::{self, EnvelopeContext, EnvelopeSender};
 use grove::mesh::invite;
 use grove::mesh::roster::QuorumRule;
-use grove::mesh::sim;
 use grove::mesh::state::{Dest, MeshState, ProposalChange, Timing, Transition};
 use grove::mesh::store::MeshStore;
 use grove::wire::mesh as wire;
@@ -1049,7 +1049,7 @@ mod envelope_props {
     }
 }
 
-// ----- the seeded simulation (grove::mesh::sim), persisted ------------------
+// ----- the seeded simulation (src/bin/grove-bench/sim.rs), persisted ------------------
 
 /// Each simulated node's transitions go to its own mesh.db; a restart loads
 /// it again and checks it matches the state the node had.

@@ -281,7 +281,7 @@ impl Liar {
         let asked = Arc::new(Mutex::new(Vec::new()));
         let log = asked.clone();
         let identity =
-            Identity::load_or_create(&state.join(grove::identity::IDENTITY_DIR)).unwrap();
+            grove::identity::load_or_create(&state.join(grove::identity::IDENTITY_DIR)).unwrap();
         let store = Store::new(state);
         let node = crate::support::StandIn::start(
             state,

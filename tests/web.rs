@@ -1,4 +1,4 @@
-//! The web pages (`daemon::web`) in a real headless Chromium (Debian's
+//! The web pages (`daemon::control::web`) in a real headless Chromium (Debian's
 //! `chromium`, driven over the DevTools protocol by `cdp`): the live moot
 //! page following a three-node moot, its badges and proof panels, the
 //! verify page against `grove moot verify`, and the listener's write rules
@@ -494,10 +494,9 @@ fn verify_page(b: &mut Browser, base: &str, host: &Daemon, id: &str) {
 
     // A proof step of turn 2 changed, re-signed with the host's key so only
     // the inner checks can catch it.
-    let host_id = grove::identity::Identity::load_or_create(
-        &host.g.state().join(grove::identity::IDENTITY_DIR),
-    )
-    .unwrap();
+    let host_id =
+        grove::identity::load_or_create(&host.g.state().join(grove::identity::IDENTITY_DIR))
+            .unwrap();
     let outer = Signed::decode(
         hex::decode(export["signed"].as_str().unwrap())
             .unwrap()

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 
 use super::books::{AddRequest, ApiError, BookApi, ErrorKind, LocalBooks, SearchRequest};
 use super::dto;
+use super::routes;
 
 /// Who ended a stream of lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +56,7 @@ impl Client {
             mesh,
         };
         let body = serde_json::to_vec(&call).map_err(|e| ApiError::internal(e.to_string()))?;
-        self.request(Method::POST, "/v1/books/search", body)
+        self.request(Method::POST, routes::BOOKS_SEARCH, body)
     }
 
     pub fn request<T: DeserializeOwned>(
@@ -135,7 +136,7 @@ impl Client {
         let probe = self.runtime.block_on(async {
             tokio::time::timeout(
                 std::time::Duration::from_secs(3),
-                self.send::<serde_json::Value>(Method::GET, "/v1/node", Vec::new()),
+                self.send::<serde_json::Value>(Method::GET, routes::NODE, Vec::new()),
             )
             .await
         });
@@ -256,15 +257,15 @@ impl Drop for PipeSignalIgnored {
 /// The command that shows whether a change sent to `path` was made.
 fn how_to_check(path: &str) -> &'static str {
     let path = path.split('?').next().unwrap_or(path);
-    if path.starts_with("/v1/books/") {
+    if path.starts_with(routes::BOOKS) {
         "`grove book list` (or `grove book show KEY`)"
-    } else if path.starts_with("/v1/shards/") {
+    } else if path.starts_with(routes::SHARDS) {
         "`grove shard list`"
-    } else if path.starts_with("/v1/mesh/invite") {
+    } else if path.starts_with(routes::MESH_INVITE) {
         "`grove mesh invite list`"
-    } else if path.starts_with("/v1/mesh/") {
+    } else if path.starts_with(routes::MESH_FAMILY) {
         "`grove mesh status` and `grove mesh proposals`"
-    } else if path.starts_with("/v1/moot") {
+    } else if path.starts_with(routes::MOOT_FAMILY) {
         "`grove moot list`"
     } else {
         "`grove node status`"
@@ -303,7 +304,7 @@ impl BookApi for Client {
         progress: &mut dyn FnMut(u64),
     ) -> Result<dto::Added, ApiError> {
         let path = url(
-            "/v1/books/add",
+            routes::BOOKS_ADD,
             &[
                 ("key", req.key.clone()),
                 ("shard", req.shard.clone()),
@@ -319,14 +320,14 @@ impl BookApi for Client {
     fn list(&self, all: bool) -> Result<dto::BookList, ApiError> {
         self.request(
             Method::GET,
-            &url("/v1/books", &[("all", all.then(|| "true".into()))]),
+            &url(routes::BOOKS, &[("all", all.then(|| "true".into()))]),
             Vec::new(),
         )
     }
 
     fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
         let path = url(
-            "/v1/books/show",
+            routes::BOOKS_SHOW,
             &[
                 ("key", Some(key.into())),
                 ("version", version.map(|v| v.to_string())),
@@ -338,14 +339,14 @@ impl BookApi for Client {
     fn remove(&self, key: &str) -> Result<dto::Book, ApiError> {
         self.request(
             Method::POST,
-            &url("/v1/books/remove", &[("key", Some(key.into()))]),
+            &url(routes::BOOKS_REMOVE, &[("key", Some(key.into()))]),
             Vec::new(),
         )
     }
 
     fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError> {
         let path = url(
-            "/v1/books/proof",
+            routes::BOOKS_PROOF,
             &[
                 ("key", Some(key.into())),
                 ("index", Some(index.to_string())),
@@ -357,7 +358,7 @@ impl BookApi for Client {
 
     fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
         let path = url(
-            "/v1/books/verify",
+            routes::BOOKS_VERIFY,
             &[
                 ("key", Some(key.into())),
                 ("version", version.map(|v| v.to_string())),
@@ -371,19 +372,19 @@ impl BookApi for Client {
     }
 
     fn shards(&self) -> Result<dto::ShardList, ApiError> {
-        self.request(Method::GET, "/v1/shards", Vec::new())
+        self.request(Method::GET, routes::SHARDS, Vec::new())
     }
 
     fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
         let path = url(
-            "/v1/shards/compact",
+            routes::SHARDS_COMPACT,
             &[("shard", shard.map(str::to_string))],
         );
         self.request(Method::POST, &path, Vec::new())
     }
 
     fn audit(&self) -> Result<dto::AuditReport, ApiError> {
-        self.request(Method::GET, "/v1/audit", Vec::new())
+        self.request(Method::GET, routes::AUDIT, Vec::new())
     }
 }
 
@@ -481,9 +482,9 @@ mod tests {
         for (path, check) in [
             ("/v1/books/add?key=a/b", "`grove book list`"),
             ("/v1/books/remove?key=a/b", "`grove book list`"),
-            ("/v1/shards/compact", "`grove shard list`"),
-            ("/v1/mesh/invite", "`grove mesh invite list`"),
-            ("/v1/mesh/propose", "`grove mesh status`"),
+            (routes::SHARDS_COMPACT, "`grove shard list`"),
+            (routes::MESH_INVITE, "`grove mesh invite list`"),
+            (routes::MESH_PROPOSE, "`grove mesh status`"),
             ("/v1/moot/start?trees=x", "`grove moot list`"),
         ] {
             let e = client.lost(&Method::POST, path, &cut);
@@ -495,7 +496,7 @@ mod tests {
             assert!(e.message.contains(check), "{path}: {e}");
             assert!(e.message.contains(cut), "{e}");
         }
-        let read = client.lost(&Method::GET, "/v1/books", &cut);
+        let read = client.lost(&Method::GET, routes::BOOKS, &cut);
         assert!(read.message.contains("nothing changed"), "{read}");
     }
 }

@@ -8,5 +8,6 @@ pub mod client;
 pub mod dto;
 pub mod error;
 pub mod prefix;
+pub mod routes;
 
 pub use error::{ApiError, ErrorKind};

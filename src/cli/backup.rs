@@ -5,6 +5,7 @@ use std::io::{self, Write};
 
 use super::{Ctx, Show};
 use grove::api::dto;
+use grove::api::routes;
 
 pub fn backup(ctx: &Ctx, dest: &std::path::Path) -> anyhow::Result<()> {
     // The node a command reaches is the one to back up: beside the packaged
@@ -13,7 +14,8 @@ pub fn backup(ctx: &Ctx, dest: &std::path::Path) -> anyhow::Result<()> {
     // so an explicit --state never picks another node's).
     let state_dir = match ctx.daemon_if_running() {
         Some(client) => {
-            let info: dto::NodeInfo = client.request(hyper::Method::GET, "/v1/node", Vec::new())?;
+            let info: dto::NodeInfo =
+                client.request(hyper::Method::GET, routes::NODE, Vec::new())?;
             std::path::PathBuf::from(info.state_dir)
         }
         None => ctx.state_dir.clone(),

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use grove::api::books::{AddRequest, ApiError, BookApi, ErrorKind, SearchRequest};
 use grove::api::dto;
+use grove::api::routes;
 use grove::book;
 use serde::Serialize;
 
@@ -220,7 +221,7 @@ fn settle_lost_add(
             None => break false,
             Some(daemon) => {
                 let answers = daemon
-                    .request::<dto::NodeInfo>(hyper::Method::GET, "/v1/node", Vec::new())
+                    .request::<dto::NodeInfo>(hyper::Method::GET, routes::NODE, Vec::new())
                     .is_ok();
                 if answers {
                     break true;

@@ -5,6 +5,7 @@
 use std::io::{self, Write};
 
 use grove::api::dto;
+use grove::api::routes;
 
 use super::show::when;
 use super::{Ctx, Show};
@@ -12,7 +13,7 @@ use super::{Ctx, Show};
 pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
     let doctor: dto::Doctor =
         ctx.daemon()?
-            .request(hyper::Method::GET, "/v1/node/doctor", Vec::new())?;
+            .request(hyper::Method::GET, routes::NODE_DOCTOR, Vec::new())?;
     ctx.show(&doctor)
 }
 

@@ -6,6 +6,7 @@ use anyhow::Context;
 
 use super::{Ctx, Show};
 use grove::api::dto;
+use grove::api::routes;
 use grove::identity::Identity;
 use grove::mesh::store::StateLock;
 
@@ -27,7 +28,7 @@ pub fn run(cmd: IdentityCmd, ctx: &Ctx) -> anyhow::Result<()> {
 /// read under the state lock: the same DTO either way.
 fn identity(ctx: &Ctx) -> anyhow::Result<dto::IdentityView> {
     if let Some(client) = ctx.daemon_if_running() {
-        return Ok(client.request(hyper::Method::GET, "/v1/identity", Vec::new())?);
+        return Ok(client.request(hyper::Method::GET, routes::IDENTITY, Vec::new())?);
     }
     let _lock = StateLock::acquire(&ctx.state_dir)?;
     Ok(dto::IdentityView::from(&load(ctx)?.public()))
@@ -44,6 +45,6 @@ impl Show for dto::IdentityView {
 /// Loads (or creates on first use) this node's keys, refusing unsafe key files.
 pub fn load(ctx: &Ctx) -> anyhow::Result<Identity> {
     let dir = ctx.state_dir.join(IDENTITY_DIR);
-    Identity::load_or_create(&dir)
+    grove::identity::load_or_create(&dir)
         .with_context(|| format!("loading the node identity from {}", dir.display()))
 }

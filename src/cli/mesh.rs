@@ -11,6 +11,7 @@ use super::{Ctx, Show};
 use grove::api::ErrorKind;
 use grove::api::client::{Client, StreamEnd};
 use grove::api::dto;
+use grove::api::routes;
 use grove::mesh::names::{Escaped, escaped};
 use grove::mesh::roster::QuorumRule;
 use grove::mesh::state::MeshState;
@@ -211,7 +212,7 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             member_name,
         } => ctx.show(&post::<dto::MeshStatus>(
             &client,
-            "/v1/mesh/init",
+            routes::MESH_INIT,
             &[
                 ("name", Some(name)),
                 ("quorum", Some(quorum)),
@@ -241,11 +242,11 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
                 name: member_name,
             };
             let body = serde_json::to_vec(&call)?;
-            ctx.show(&client.request::<dto::JoinResult>(Method::POST, "/v1/mesh/join", body)?)
+            ctx.show(&client.request::<dto::JoinResult>(Method::POST, routes::MESH_JOIN, body)?)
         }
         MeshCmd::Status => {
-            let status = get::<dto::MeshStatus>(&client, "/v1/mesh/status")?;
-            let node: dto::NodeInfo = get(&client, "/v1/node")?;
+            let status = get::<dto::MeshStatus>(&client, routes::MESH_STATUS)?;
+            let node: dto::NodeInfo = get(&client, routes::NODE)?;
             ctx.show(&StatusView {
                 status,
                 node_started_ms: Some(node.started_ms),
@@ -259,22 +260,24 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             };
             ctx.show(&post::<dto::Proposed>(
                 &client,
-                "/v1/mesh/propose",
+                routes::MESH_PROPOSE,
                 &[("kind", Some(kind.into())), ("target", target)],
             )?)
         }
-        MeshCmd::Leave { .. } => ctx.show(&post::<dto::Proposed>(&client, "/v1/mesh/leave", &[])?),
+        MeshCmd::Leave { .. } => {
+            ctx.show(&post::<dto::Proposed>(&client, routes::MESH_LEAVE, &[])?)
+        }
         MeshCmd::Vote { proposal, choice } => ctx.show(&post::<dto::Voted>(
             &client,
-            "/v1/mesh/vote",
+            routes::MESH_VOTE,
             &[("id", Some(proposal)), ("choice", Some(choice))],
         )?),
         MeshCmd::Withdraw { proposal } => ctx.show(&post::<dto::Withdrawn>(
             &client,
-            "/v1/mesh/withdraw",
+            routes::MESH_WITHDRAW,
             &[("id", Some(proposal))],
         )?),
-        MeshCmd::Proposals => ctx.show(&get::<dto::ProposalList>(&client, "/v1/mesh/proposals")?),
+        MeshCmd::Proposals => ctx.show(&get::<dto::ProposalList>(&client, routes::MESH_PROPOSALS)?),
         MeshCmd::Watch => watch(ctx, &client),
     }
 }
@@ -286,7 +289,7 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
 /// or "the daemon stopped", so a `watch | handler` pipeline can tell.
 fn watch(ctx: &Ctx, client: &Client) -> anyhow::Result<()> {
     let mut dropped = None;
-    let ended = client.stream_lines("/v1/events", |line| {
+    let ended = client.stream_lines(routes::EVENTS, |line| {
         // Moot, book and reachability events are `moot watch`'s and
         // other readers'; an unknown name is a newer daemon's.
         let Ok(dto::Event::Mesh(e)) = serde_json::from_slice::<dto::Event>(line) else {
@@ -337,7 +340,7 @@ fn invite(
             let ttl = ttl.as_deref().map(invite_ttl_secs).transpose()?;
             ctx.show(&post::<dto::InviteCreated>(
                 client,
-                "/v1/mesh/invite",
+                routes::MESH_INVITE,
                 &[
                     ("ttl_secs", ttl.map(|t| t.to_string())),
                     ("note", Some(note)),
@@ -348,10 +351,10 @@ fn invite(
         }
         Some(InviteCmd::Revoke { id }) => ctx.show(&post::<dto::Revoked>(
             client,
-            "/v1/mesh/invite/revoke",
+            routes::MESH_INVITE_REVOKE,
             &[("id", Some(id))],
         )?),
-        Some(InviteCmd::List) => ctx.show(&get::<dto::InviteList>(client, "/v1/mesh/invites")?),
+        Some(InviteCmd::List) => ctx.show(&get::<dto::InviteList>(client, routes::MESH_INVITES)?),
     }
 }
 

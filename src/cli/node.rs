@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use anyhow::Context;
 use clap::Subcommand;
 use grove::api::dto;
+use grove::api::routes;
 
 use super::{Ctx, Show};
 
@@ -30,7 +31,7 @@ pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
         NodeCmd::Stats => {
             let stats: dto::NodeStats =
                 ctx.daemon()?
-                    .request(hyper::Method::GET, "/v1/node/stats", Vec::new())?;
+                    .request(hyper::Method::GET, routes::NODE_STATS, Vec::new())?;
             ctx.show(&stats)
         }
         NodeCmd::Status => {
@@ -41,7 +42,8 @@ pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
                     socket.display()
                 );
             };
-            let info: dto::NodeInfo = client.request(hyper::Method::GET, "/v1/node", Vec::new())?;
+            let info: dto::NodeInfo =
+                client.request(hyper::Method::GET, routes::NODE, Vec::new())?;
             ctx.show(&info)
         }
         NodeCmd::Doctor => super::doctor::run(ctx),

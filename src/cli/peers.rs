@@ -7,17 +7,18 @@ use hyper::Method;
 
 use super::{Ctx, Show};
 use grove::api::dto;
+use grove::api::routes;
 use grove::mesh::names::{Escaped, escaped};
 
 pub fn peers(ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
-    let list: dto::PeerList = client.request(Method::GET, "/v1/peers", Vec::new())?;
+    let list: dto::PeerList = client.request(Method::GET, routes::PEERS, Vec::new())?;
     ctx.show(&list)
 }
 
 pub fn roots(ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
-    let view: dto::RootsView = client.request(Method::GET, "/v1/roots", Vec::new())?;
+    let view: dto::RootsView = client.request(Method::GET, routes::ROOTS, Vec::new())?;
     ctx.show(&view)
 }
 

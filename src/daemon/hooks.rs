@@ -470,14 +470,14 @@ mod tests {
             events: vec!["joinde".into()],
             ..HookSettings::default()
         };
-        let (key, why) = bad.validate().unwrap_err();
-        assert_eq!(key, "events");
-        assert!(why.contains("joined"), "{why}");
+        let e = bad.validate().unwrap_err();
+        assert_eq!(e.key, "hooks.events");
+        assert!(e.reason.contains("joined"), "{}", e.reason);
         let relative = HookSettings {
             program: Some("hook.sh".into()),
             ..HookSettings::default()
         };
-        assert_eq!(relative.validate().unwrap_err().0, "program");
+        assert_eq!(relative.validate().unwrap_err().key, "hooks.program");
         assert_eq!(HookSettings::default().validate(), Ok(()));
     }
 }

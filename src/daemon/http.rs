@@ -11,7 +11,7 @@
 //!   TOKEN` (401 without), except `/metrics` when
 //!   `http.metrics_without_auth` is set;
 //! - every answer says `X-Frame-Options: DENY`, `nosniff` and a CSP that
-//!   allows nothing (a web page of `daemon::web`: its own scripts, styles
+//!   allows nothing (a web page of `daemon::control::web`: its own scripts, styles
 //!   and fetches only).
 
 use std::net::SocketAddr;
@@ -231,12 +231,9 @@ impl Listener {
     /// fails the start) and settles the token: `http.token`, else on a
     /// non-loopback address the token file (made 0600 when missing).
     pub fn bind(settings: &HttpSettings, state_dir: &Path) -> Result<Option<Listener>, HttpError> {
-        let addr = settings.listen_addr().map_err(|(key, reason)| {
-            crate::config::ConfigError::Invalid {
-                key: format!("http.{key}"),
-                reason,
-            }
-        })?;
+        let addr = settings
+            .listen_addr()
+            .map_err(crate::config::ConfigError::from)?;
         let Some(addr) = addr else {
             return Ok(None);
         };

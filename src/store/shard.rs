@@ -7,7 +7,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::json;
 
 use super::schema::{self, SchemaError};
-use super::{StoreError, audit, fts5, index, search};
+use super::{StoreError, audit, fts5, index, rank};
 use crate::book::BookText;
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
 use crate::text::{self, ChunkError};
@@ -862,11 +862,11 @@ impl Shard {
             let id: i64 = r.get(0).map_err(|e| self.err(e))?;
             let text: String = r.get(1).map_err(|e| self.err(e))?;
             // The chunk's longest word must find it; chunks of punctuation only are skipped.
-            let Some(word) = search::terms(&text).into_iter().max_by_key(|t| t.len()) else {
+            let Some(word) = rank::terms(&text).into_iter().max_by_key(|t| t.len()) else {
                 continue;
             };
             let n: i64 = match_stmt
-                .query_row(params![search::quote(&word), id], |r| r.get(0))
+                .query_row(params![rank::quote(&word), id], |r| r.get(0))
                 .map_err(|e| self.err(e))?;
             if n != 1 {
                 report.problems.push(format!(
@@ -875,7 +875,7 @@ impl Shard {
                 ));
             }
             let n: i64 = all_stmt
-                .query_row(params![search::quote(&word), id], |r| r.get(0))
+                .query_row(params![rank::quote(&word), id], |r| r.get(0))
                 .map_err(|e| self.err(e))?;
             if n != 1 {
                 report.problems.push(format!(

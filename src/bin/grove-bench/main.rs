@@ -12,6 +12,7 @@ mod moot_net;
 mod moot_turns;
 mod nat;
 mod net;
+mod sim;
 mod store;
 mod web;
 

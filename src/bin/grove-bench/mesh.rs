@@ -4,18 +4,18 @@
 //! commit's size in bytes.
 //!
 //! `grove-bench mesh liveness [seeds] [first seed] [steps]`: runs the seeded
-//! membership simulation (`grove::mesh::sim`, 10,000 seeds by default) and
+//! membership simulation (`sim.rs` beside it, 10,000 seeds by default) and
 //! prints how many runs got stuck or broke safety, how the proposals open at
 //! the liveness checks were decided, and how long it took.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sim as state_sim;
 use grove::identity::Identity;
 use grove::mesh::codec::{self, tag};
 use grove::mesh::envelope::EnvelopeSender;
 use grove::mesh::roster::{Change, Member, QuorumRule, Roster};
-use grove::mesh::sim as state_sim;
 use grove::mesh::state::{
     self, Effect, MeshInfo, MeshState, RosterNode, SecretEntry, Timing, Transition,
 };

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::cli::{Ctx, Show, print_json};
 use grove::api::dto;
+use grove::api::routes;
 use grove::moot::transcript::DecisionRecord;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -50,7 +51,7 @@ pub fn start(args: &StartArgs, ctx: &Ctx) -> anyhow::Result<()> {
     }
     let started: dto::MootStarted = client.request(
         Method::POST,
-        &format!("/v1/moot/start?{}", q.finish()),
+        &format!("{}?{}", routes::MOOT_START, q.finish()),
         Vec::new(),
     )?;
     ctx.show(&Started(started))
@@ -58,7 +59,7 @@ pub fn start(args: &StartArgs, ctx: &Ctx) -> anyhow::Result<()> {
 
 pub fn list(ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
-    let list: dto::MootList = client.request(Method::GET, "/v1/moots", Vec::new())?;
+    let list: dto::MootList = client.request(Method::GET, routes::MOOTS, Vec::new())?;
     ctx.show(&list)
 }
 
@@ -70,7 +71,7 @@ fn url(path: &str, id: &str) -> String {
 
 pub fn show(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
-    let v: dto::MootView = client.request(Method::GET, &url("/v1/moot/show", id), Vec::new())?;
+    let v: dto::MootView = client.request(Method::GET, &url(routes::MOOT_SHOW, id), Vec::new())?;
     ctx.show(&v)
 }
 
@@ -101,7 +102,7 @@ fn write_turn(
 pub fn resume(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
     let r: dto::MootStarted =
-        client.request(Method::POST, &url("/v1/moot/resume", id), Vec::new())?;
+        client.request(Method::POST, &url(routes::MOOT_RESUME, id), Vec::new())?;
     ctx.show(&Resumed(r))
 }
 
@@ -127,8 +128,8 @@ pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     };
     let mut q = form_urlencoded::Serializer::new(String::new());
     q.append_pair("moot", id);
-    let stream = format!("/v1/events?{}", q.finish());
-    let snapshot = url("/v1/moot/show", id);
+    let stream = format!("{}?{}", routes::EVENTS, q.finish());
+    let snapshot = url(routes::MOOT_SHOW, id);
     let so_far = |v: dto::MootView| {
         for line in &v.lines {
             if !print(line) {
@@ -203,7 +204,7 @@ pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
 pub fn export(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
     let client = ctx.daemon()?;
     let e: dto::MootExport =
-        client.request(Method::GET, &url("/v1/moot/export", id), Vec::new())?;
+        client.request(Method::GET, &url(routes::MOOT_EXPORT, id), Vec::new())?;
     print_json(&e)
 }
 

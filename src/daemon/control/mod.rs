@@ -13,6 +13,7 @@ mod mesh;
 mod moots;
 mod observe;
 mod peers;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ pub use self::peers::NodeView;
 use super::events::Events;
 use super::moots::MootHost;
 use super::rpc::Rpc;
+use crate::api::routes;
 use crate::api::{ApiError, ErrorKind, dto};
 
 /// Everything the routes can reach; each handler extracts only its part.
@@ -136,45 +138,45 @@ enum Served {
 fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
     use Served::{Both, Socket};
     let mut table = vec![
-        ("/health", get(observe::health), Both),
-        ("/metrics", get(observe::metrics), Both),
-        ("/v1/events", get(events::events), Both),
-        ("/v1/node", get(books::node_info), Both),
-        ("/v1/books", get(books::list), Both),
-        ("/v1/books/add", post(books::add), Socket),
-        ("/v1/books/show", get(books::show), Socket),
-        ("/v1/books/remove", post(books::remove), Socket),
-        ("/v1/books/proof", get(books::proof), Socket),
-        ("/v1/books/verify", get(books::verify), Socket),
-        ("/v1/books/search", post(books::search), Socket),
-        ("/v1/shards", get(books::shards), Both),
-        ("/v1/shards/compact", post(books::compact), Socket),
-        ("/v1/audit", get(books::audit), Socket),
-        ("/v1/identity", get(peers::identity), Socket),
-        ("/v1/peers", get(peers::peers), Both),
-        ("/v1/roots", get(peers::roots), Socket),
-        ("/v1/node/stats", get(peers::stats), Both),
-        ("/v1/node/doctor", get(doctor::doctor), Socket),
-        ("/v1/node/gossip", get(peers::gossip), Socket),
-        ("/v1/mesh/status", get(mesh::status), Both),
-        ("/v1/mesh/proposals", get(mesh::proposals), Both),
-        ("/v1/mesh/invites", get(mesh::invites), Socket),
-        ("/v1/mesh/init", post(mesh::init), Socket),
-        ("/v1/mesh/invite", post(mesh::invite), Socket),
-        ("/v1/mesh/invite/revoke", post(mesh::revoke), Socket),
-        ("/v1/mesh/join", post(mesh::join), Socket),
-        ("/v1/mesh/propose", post(mesh::propose), Socket),
-        ("/v1/mesh/vote", post(mesh::vote), Socket),
-        ("/v1/mesh/withdraw", post(mesh::withdraw), Socket),
-        ("/v1/mesh/leave", post(mesh::leave), Socket),
-        ("/v1/moots", get(moots::list), Both),
-        ("/v1/moot/start", post(moots::start), Socket),
-        ("/v1/moot/resume", post(moots::resume), Socket),
-        ("/v1/moot/show", get(moots::show), Both),
-        ("/v1/moot/export", get(moots::export), Socket),
+        (routes::HEALTH, get(observe::health), Both),
+        (routes::METRICS, get(observe::metrics), Both),
+        (routes::EVENTS, get(events::events), Both),
+        (routes::NODE, get(books::node_info), Both),
+        (routes::BOOKS, get(books::list), Both),
+        (routes::BOOKS_ADD, post(books::add), Socket),
+        (routes::BOOKS_SHOW, get(books::show), Socket),
+        (routes::BOOKS_REMOVE, post(books::remove), Socket),
+        (routes::BOOKS_PROOF, get(books::proof), Socket),
+        (routes::BOOKS_VERIFY, get(books::verify), Socket),
+        (routes::BOOKS_SEARCH, post(books::search), Socket),
+        (routes::SHARDS, get(books::shards), Both),
+        (routes::SHARDS_COMPACT, post(books::compact), Socket),
+        (routes::AUDIT, get(books::audit), Socket),
+        (routes::IDENTITY, get(peers::identity), Socket),
+        (routes::PEERS, get(peers::peers), Both),
+        (routes::ROOTS, get(peers::roots), Socket),
+        (routes::NODE_STATS, get(peers::stats), Both),
+        (routes::NODE_DOCTOR, get(doctor::doctor), Socket),
+        (routes::NODE_GOSSIP, get(peers::gossip), Socket),
+        (routes::MESH_STATUS, get(mesh::status), Both),
+        (routes::MESH_PROPOSALS, get(mesh::proposals), Both),
+        (routes::MESH_INVITES, get(mesh::invites), Socket),
+        (routes::MESH_INIT, post(mesh::init), Socket),
+        (routes::MESH_INVITE, post(mesh::invite), Socket),
+        (routes::MESH_INVITE_REVOKE, post(mesh::revoke), Socket),
+        (routes::MESH_JOIN, post(mesh::join), Socket),
+        (routes::MESH_PROPOSE, post(mesh::propose), Socket),
+        (routes::MESH_VOTE, post(mesh::vote), Socket),
+        (routes::MESH_WITHDRAW, post(mesh::withdraw), Socket),
+        (routes::MESH_LEAVE, post(mesh::leave), Socket),
+        (routes::MOOTS, get(moots::list), Both),
+        (routes::MOOT_START, post(moots::start), Socket),
+        (routes::MOOT_RESUME, post(moots::resume), Socket),
+        (routes::MOOT_SHOW, get(moots::show), Both),
+        (routes::MOOT_EXPORT, get(moots::export), Socket),
     ];
-    // The web pages (`daemon::web`), on both.
-    table.extend(super::web::routes().into_iter().map(|(p, m)| (p, m, Both)));
+    // The web pages (`control::web`), on both.
+    table.extend(web::routes().into_iter().map(|(p, m)| (p, m, Both)));
     table
 }
 

@@ -1,0 +1,556 @@
+//! The commit rules: what a proposal may change, the quorum it needs, how
+//! a commit is built and checked against its parent roster, and fork choice.
+
+use super::*;
+
+/// A proposal's change, the joiner's peer id and the invite id (for an add).
+pub type ParsedChange = (Change, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The change a proposal carries, without checks against a roster.
+pub fn proposal_change(body: &wire::Proposal) -> Result<ParsedChange, MeshError> {
+    let change = body
+        .change
+        .as_ref()
+        .ok_or_else(|| MeshError::malformed("proposal", "no change"))?;
+    Ok(match change {
+        wire::proposal::Change::Add(req) => {
+            let (join, _) = parse_join_request(req)?;
+            let joiner = join.member.peer_id.clone();
+            (
+                Change::Add(join.member),
+                Some(joiner),
+                Some(join.invite.invite_id.to_vec()),
+            )
+        }
+        wire::proposal::Change::Kick(peer) => (Change::Kick(peer.clone()), None, None),
+        wire::proposal::Change::Rotate(_) => (Change::Rotate, None, None),
+        wire::proposal::Change::Quorum(q) => {
+            (Change::Quorum(QuorumRule::from_wire(q)?), None, None)
+        }
+        wire::proposal::Change::Approve(a) => (Change::Approve(approval_of(a)?.0), None, None),
+        wire::proposal::Change::RevokeApproval(id) => (
+            Change::RevokeApproval(bytes16(id, "revoked approval id")?),
+            None,
+            None,
+        ),
+    })
+}
+
+/// True when `body` is an add that `roster` pre-approved (§8a): the
+/// roster lists an approval of exactly the invite the join request carries
+/// (its hash), the name matches when one was set, the proposal was made
+/// before the approval expired, and its proposer is the inviter. Such an
+/// add passes on its proposer's yes alone.
+pub fn approved_add(roster: &Roster, body: &wire::Proposal) -> bool {
+    let Some(wire::proposal::Change::Add(req)) = &body.change else {
+        return false;
+    };
+    let Ok((join, req)) = parse_join_request(req) else {
+        return false;
+    };
+    let Some(signed_invite) = &req.invite else {
+        return false;
+    };
+    roster.approval(&join.invite.invite_id).is_some_and(|a| {
+        a.invite_hash == invite_hash(signed_invite)
+            && (a.name.is_empty() || a.name == join.member.name)
+            && body.created_ms < a.expires_ms
+            && a.inviter == body.proposer
+            && join.invite.inviter == body.proposer
+    })
+}
+
+/// Yes votes a proposal needs at `roster`: its quorum, or one (the
+/// proposer's) for a pre-approved add.
+pub(super) fn votes_needed(roster: &Roster, body: &wire::Proposal) -> usize {
+    if approved_add(roster, body) {
+        1
+    } else {
+        roster.quorum_needed()
+    }
+}
+
+pub(super) type CheckedChange = (Change, Option<Vec<u8>>, Option<[u8; 16]>);
+
+/// Checks a proposal body against its roster (the signature is already verified).
+pub(super) fn check_proposal_body(
+    roster: &Roster,
+    roster_hash: &[u8; 32],
+    body: &wire::Proposal,
+    signer: &[u8; 32],
+) -> Result<CheckedChange, MeshError> {
+    if body.roster_hash != roster_hash {
+        return Err(MeshError::InvalidProposal("wrong roster hash".into()));
+    }
+    if roster.member_with_key(&body.proposer, signer).is_none() {
+        return Err(MeshError::NotMember("proposal"));
+    }
+    let change = body
+        .change
+        .as_ref()
+        .ok_or_else(|| MeshError::malformed("proposal", "no change"))?;
+    let (change, joiner, invite_id) = match change {
+        wire::proposal::Change::Add(req) => {
+            let (join, _) = verify_join_request(req, roster)?;
+            if body.created_ms >= join.invite.expires_ms {
+                return Err(MeshError::InviteExpired);
+            }
+            let joiner = join.member.peer_id.clone();
+            (
+                Change::Add(join.member),
+                Some(joiner),
+                Some(join.invite.invite_id),
+            )
+        }
+        wire::proposal::Change::Kick(peer) => (Change::Kick(peer.clone()), None, None),
+        wire::proposal::Change::Rotate(nonce) => {
+            if nonce.len() != 16 {
+                return Err(MeshError::malformed(
+                    "proposal",
+                    "rotate nonce is not 16 bytes",
+                ));
+            }
+            (Change::Rotate, None, None)
+        }
+        wire::proposal::Change::Quorum(q) => {
+            (Change::Quorum(QuorumRule::from_wire(q)?), None, None)
+        }
+        wire::proposal::Change::Approve(a) => {
+            let (approval, inv) = approval_of(a)?;
+            if inv.mesh_id != roster.mesh_id {
+                return Err(MeshError::WrongMesh("approved invite"));
+            }
+            if roster
+                .member_with_key(&inv.inviter, &inv.inviter_key)
+                .is_none()
+            {
+                return Err(MeshError::InviteVoid);
+            }
+            if body.created_ms >= inv.expires_ms {
+                return Err(MeshError::InviteExpired);
+            }
+            (Change::Approve(approval), None, None)
+        }
+        wire::proposal::Change::RevokeApproval(id) => (
+            Change::RevokeApproval(bytes16(id, "revoked approval id")?),
+            None,
+            None,
+        ),
+    };
+    roster.check_change(&change)?;
+    Ok((change, joiner, invite_id))
+}
+
+/// The invite an add proposal uses.
+pub(super) fn add_invite_id(body: &wire::Proposal) -> Option<[u8; 16]> {
+    proposal_change(body)
+        .ok()
+        .and_then(|(_, _, id)| id)
+        .and_then(|id| <[u8; 16]>::try_from(id).ok())
+}
+
+/// Builds and signs a commit: next roster, one envelope per next member.
+#[allow(clippy::too_many_arguments)]
+pub fn build_commit(
+    id: &Identity,
+    roster: &Roster,
+    roster_hash: &[u8; 32],
+    proposal: wire::Signed,
+    votes: Vec<wire::Signed>,
+    change: &Change,
+    secret: &[u8; 32],
+    sender: &EnvelopeSender,
+) -> Result<wire::Signed, MeshError> {
+    let core = wire::CommitCore {
+        mesh_id: roster.mesh_id.to_vec(),
+        new_epoch: roster.epoch + 1,
+        prev_roster_hash: roster_hash.to_vec(),
+        proposal: Some(proposal),
+        votes,
+        committer: id.peer_id(),
+        ephemeral_x25519: sender.ephemeral_public().to_vec(),
+    };
+    let body: wire::Proposal = core
+        .proposal
+        .as_ref()
+        .map(|p| codec::decode_canonical(&p.body, "proposal"))
+        .transpose()?
+        .unwrap_or_default();
+    let invite_id = add_invite_id(&body);
+    let core_bytes = codec::encode(&core);
+    let commit_hash = codec::hash(label::COMMIT, &core_bytes);
+    let next = roster.next(change, commit_hash, body.created_ms, invite_id);
+    let next_bytes = next.encode();
+    let next_hash = codec::hash(label::ROSTER, &next_bytes);
+    let envelopes = wrap_all(&next, &next_hash, secret, sender)?;
+    let commit = wire::Commit {
+        core: core_bytes,
+        next_roster: next_bytes,
+        envelopes,
+    };
+    Ok(codec::sign(id, tag::COMMIT, &commit))
+}
+
+/// Wraps the secret for every member, split over the available cores.
+pub(super) fn wrap_all(
+    next: &Roster,
+    next_hash: &[u8; 32],
+    secret: &[u8; 32],
+    sender: &EnvelopeSender,
+) -> Result<Vec<wire::Envelope>, MeshError> {
+    let wrap_part = |part: &[Member]| -> Result<Vec<wire::Envelope>, MeshError> {
+        let keys: Vec<[u8; 32]> = part.iter().map(|m| m.x25519).collect();
+        let shared = sender.shared_secrets(&keys);
+        part.iter()
+            .zip(shared)
+            .map(|(m, shared)| {
+                let ctx = EnvelopeContext {
+                    mesh_id: &next.mesh_id,
+                    new_epoch: next.epoch,
+                    roster_hash: next_hash,
+                    recipient: &m.peer_id,
+                };
+                let ciphertext = shared
+                    .and_then(|s| sender.wrap_with_shared(&s, &m.x25519, &ctx, secret))
+                    .map_err(|e| MeshError::InvalidCommit(format!("envelope for a member: {e}")))?;
+                Ok(wire::Envelope {
+                    recipient: m.peer_id.clone(),
+                    ciphertext,
+                })
+            })
+            .collect()
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if next.members.len() < 32 || threads < 2 {
+        return wrap_part(&next.members);
+    }
+    let chunk = next.members.len().div_ceil(threads);
+    let results: Vec<Result<Vec<wire::Envelope>, MeshError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = next
+            .members
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || wrap_part(part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(MeshError::InvalidCommit("envelope worker failed".into()))
+                })
+            })
+            .collect()
+    });
+    let mut out = Vec::with_capacity(next.members.len());
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// A verified commit, ready to apply.
+pub(super) struct CheckedCommit {
+    pub(super) node: RosterNode,
+    pub(super) proposal_hash: [u8; 32],
+    pub(super) invite_id: Option<[u8; 16]>,
+    /// This node's secret for the new epoch, when it is a member of it.
+    pub(super) secret: Option<[u8; 32]>,
+    pub(super) joiner: Option<Vec<u8>>,
+}
+
+/// Checks a commit against its parent roster, in the order of
+/// docs/mesh-protocol.md §7: its lineage, the proposal, the votes, every
+/// signature (one batch), the next roster, and the envelopes (this node's
+/// own opens).
+pub(super) fn check_commit_against(
+    id: &Identity,
+    prev: &Roster,
+    prev_hash: &[u8; 32],
+    parsed: &codec::Unverified<wire::Commit>,
+    core: &wire::CommitCore,
+    verified_votes: &BTreeMap<(u64, Vec<u8>), VoteRec>,
+) -> Result<CheckedCommit, MeshError> {
+    let commit = &parsed.msg;
+    check_lineage(prev, parsed, core)?;
+    let proposal = CommittedProposal::check(prev, prev_hash, core)?;
+    let mut checks = vec![sig_check(parsed), sig_check(&proposal.parsed)];
+    check_commit_votes(
+        prev,
+        prev_hash,
+        &proposal,
+        core,
+        verified_votes,
+        &mut checks,
+    )?;
+    codec::verify_batch(&checks, "commit")?;
+    let commit_hash = codec::hash(label::COMMIT, &commit.core);
+    let next = prev.next(
+        &proposal.change,
+        commit_hash,
+        proposal.parsed.msg.created_ms,
+        proposal.invite_id,
+    );
+    let next_bytes = check_next_roster(&next, commit)?;
+    let next_hash = codec::hash(label::ROSTER, &next_bytes);
+    let secret = check_envelopes(id, &next, &next_hash, core, commit)?;
+    let signed_commit = wire::Signed {
+        body: parsed.body.clone(),
+        signer: parsed.signer.to_vec(),
+        signature: parsed.signature.to_vec(),
+    };
+    Ok(CheckedCommit {
+        node: RosterNode {
+            roster: next,
+            hash: next_hash,
+            parent: Some(*prev_hash),
+            commit: Some(codec::encode(&signed_commit)),
+            proposal_hash: Some(proposal.hash),
+        },
+        proposal_hash: proposal.hash,
+        invite_id: proposal.invite_id,
+        secret,
+        joiner: proposal.joiner,
+    })
+}
+
+/// A signature to verify in the commit's batch.
+fn sig_check<T>(u: &codec::Unverified<T>) -> SigCheck<'_> {
+    SigCheck {
+        signer: u.signer,
+        tag: u.tag,
+        body: &u.body,
+        signature: u.signature,
+    }
+}
+
+/// The commit follows its parent: the same mesh, the next epoch, and a
+/// committer who is a member of the parent roster with that key.
+fn check_lineage(
+    prev: &Roster,
+    parsed: &codec::Unverified<wire::Commit>,
+    core: &wire::CommitCore,
+) -> Result<(), MeshError> {
+    if core.mesh_id != prev.mesh_id {
+        return Err(MeshError::WrongMesh("commit"));
+    }
+    if core.new_epoch != prev.epoch + 1 {
+        return Err(MeshError::InvalidCommit("epoch is not parent + 1".into()));
+    }
+    if prev
+        .member_with_key(&core.committer, &parsed.signer)
+        .is_none()
+    {
+        return Err(MeshError::NotMember("commit"));
+    }
+    Ok(())
+}
+
+/// The proposal a commit carries, checked against the parent roster.
+struct CommittedProposal {
+    parsed: codec::Unverified<wire::Proposal>,
+    hash: [u8; 32],
+    change: Change,
+    joiner: Option<Vec<u8>>,
+    invite_id: Option<[u8; 16]>,
+}
+
+impl CommittedProposal {
+    /// The proposal is for the parent's epoch, its lifetime is sound, and
+    /// its change passes the checks that depend on the parent roster and
+    /// the signed data alone (§4, §8).
+    fn check(
+        prev: &Roster,
+        prev_hash: &[u8; 32],
+        core: &wire::CommitCore,
+    ) -> Result<CommittedProposal, MeshError> {
+        let signed = core
+            .proposal
+            .as_ref()
+            .ok_or_else(|| MeshError::malformed("commit", "no proposal"))?;
+        let parsed = codec::parse_signed::<wire::Proposal>(signed, tag::PROPOSAL, "proposal")?;
+        let hash = codec::hash(label::PROPOSAL, &signed.body);
+        if parsed.msg.mesh_id != prev.mesh_id || parsed.msg.epoch != prev.epoch {
+            return Err(MeshError::InvalidCommit(
+                "proposal is for another epoch".into(),
+            ));
+        }
+        if parsed.msg.expires_ms <= parsed.msg.created_ms {
+            return Err(MeshError::InvalidCommit("proposal lifetime".into()));
+        }
+        let (change, joiner, invite_id) =
+            check_proposal_body(prev, prev_hash, &parsed.msg, &parsed.signer)?;
+        Ok(CommittedProposal {
+            parsed,
+            hash,
+            change,
+            joiner,
+            invite_id,
+        })
+    }
+}
+
+/// The votes are yes votes on exactly this proposal (its hash and copied
+/// times), from distinct members, at least the parent's quorum; a
+/// pre-approved add carries its proposer's yes. Adds to `checks` the
+/// signatures still to verify: a vote this node already verified when it
+/// arrived (the same signed bytes) needs no second verification.
+fn check_commit_votes<'a>(
+    prev: &Roster,
+    prev_hash: &[u8; 32],
+    proposal: &CommittedProposal,
+    core: &'a wire::CommitCore,
+    verified_votes: &BTreeMap<(u64, Vec<u8>), VoteRec>,
+    checks: &mut Vec<SigCheck<'a>>,
+) -> Result<(), MeshError> {
+    let body = &proposal.parsed.msg;
+    let mut seen: BTreeSet<Vec<u8>> = BTreeSet::new();
+    for v in &core.votes {
+        let parsed = codec::parse_signed::<wire::Vote>(v, tag::VOTE, "vote")?;
+        let b = &parsed.msg;
+        if b.mesh_id != prev.mesh_id
+            || b.epoch != prev.epoch
+            || b.roster_hash != prev_hash
+            || b.proposal_hash != proposal.hash
+            || !b.yes
+            || b.proposal_created_ms != body.created_ms
+            || b.proposal_expires_ms != body.expires_ms
+        {
+            return Err(MeshError::InvalidCommit(
+                "a vote is not a yes on this proposal".into(),
+            ));
+        }
+        if prev.member_with_key(&b.voter, &parsed.signer).is_none() {
+            return Err(MeshError::NotMember("vote in commit"));
+        }
+        if !seen.insert(b.voter.clone()) {
+            return Err(MeshError::InvalidCommit("two votes by one member".into()));
+        }
+        let already = verified_votes
+            .get(&(b.epoch, b.voter.clone()))
+            .is_some_and(|known| {
+                known.proposal_hash == proposal.hash && known.signed == codec::encode(v)
+            });
+        if !already {
+            checks.push(SigCheck {
+                signer: parsed.signer,
+                tag: parsed.tag,
+                body: &v.body,
+                signature: parsed.signature,
+            });
+        }
+    }
+    let needed = votes_needed(prev, body);
+    if seen.len() < needed {
+        return Err(MeshError::InvalidCommit(format!(
+            "{} yes votes, quorum is {needed}",
+            seen.len()
+        )));
+    }
+    // A pre-approved add passes on its proposer's (the inviter's) yes.
+    if approved_add(prev, body) && !seen.contains(body.proposer.as_slice()) {
+        return Err(MeshError::InvalidCommit(
+            "a pre-approved add needs its proposer's yes".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `next_roster` is byte-identical to the roster this node derives itself;
+/// returns those bytes.
+fn check_next_roster(next: &Roster, commit: &wire::Commit) -> Result<Vec<u8>, MeshError> {
+    let next_bytes = next.encode();
+    if next_bytes != commit.next_roster {
+        return Err(MeshError::InvalidCommit(
+            "next roster does not follow from the proposal".into(),
+        ));
+    }
+    Ok(next_bytes)
+}
+
+/// Exactly one 48-byte envelope per next member, in roster order, with
+/// matching recipients; when this node is in the next roster, its own
+/// envelope opens, and its secret is returned.
+fn check_envelopes(
+    id: &Identity,
+    next: &Roster,
+    next_hash: &[u8; 32],
+    core: &wire::CommitCore,
+    commit: &wire::Commit,
+) -> Result<Option<[u8; 32]>, MeshError> {
+    if commit.envelopes.len() != next.members.len() {
+        return Err(MeshError::InvalidCommit(
+            "not one envelope per member".into(),
+        ));
+    }
+    let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
+    let mut secret = None;
+    let me = id.peer_id();
+    for (env, m) in commit.envelopes.iter().zip(&next.members) {
+        if env.recipient != m.peer_id || env.ciphertext.len() != ENVELOPE_LEN {
+            return Err(MeshError::InvalidCommit(
+                "envelopes do not match the roster".into(),
+            ));
+        }
+        if m.peer_id == me {
+            let ctx = EnvelopeContext {
+                mesh_id: &next.mesh_id,
+                new_epoch: next.epoch,
+                roster_hash: next_hash,
+                recipient: &m.peer_id,
+            };
+            let s = envelope::open_envelope(id.x25519_secret(), &ephemeral, &ctx, &env.ciphertext)
+                .map_err(|_| MeshError::EnvelopeDoesNotOpen)?;
+            secret = Some(s);
+        }
+    }
+    Ok(secret)
+}
+
+/// The fork-choice rule: the highest epoch wins; between rosters of one
+/// epoch, compare the two branches where they split and take the one whose
+/// commit hash there is lowest. Every node with the same rosters picks the same tip.
+pub fn fork_choice(rosters: &BTreeMap<[u8; 32], Arc<RosterNode>>) -> [u8; 32] {
+    let Some(max_epoch) = rosters.values().map(|n| n.roster.epoch).max() else {
+        return [0u8; 32];
+    };
+    let mut best: Option<[u8; 32]> = None;
+    for n in rosters.values().filter(|n| n.roster.epoch == max_epoch) {
+        best = Some(match best {
+            None => n.hash,
+            Some(b) => {
+                if prefer(rosters, n.hash, b) {
+                    n.hash
+                } else {
+                    b
+                }
+            }
+        });
+    }
+    best.unwrap_or([0u8; 32])
+}
+
+/// True when roster `a` is preferred to `b` (same epoch): at their split,
+/// `a`'s branch has the lower commit hash.
+pub(super) fn prefer(
+    rosters: &BTreeMap<[u8; 32], Arc<RosterNode>>,
+    a: [u8; 32],
+    b: [u8; 32],
+) -> bool {
+    let (mut x, mut y) = (a, b);
+    loop {
+        let (Some(nx), Some(ny)) = (rosters.get(&x), rosters.get(&y)) else {
+            return x < y;
+        };
+        if nx.parent == ny.parent || nx.parent.is_none() || ny.parent.is_none() {
+            return (nx.roster.commit_hash, nx.hash) < (ny.roster.commit_hash, ny.hash);
+        }
+        match (nx.parent, ny.parent) {
+            (Some(px), Some(py)) => {
+                x = px;
+                y = py;
+            }
+            _ => return x < y,
+        }
+    }
+}

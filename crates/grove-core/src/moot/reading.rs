@@ -1,0 +1,432 @@
+//! How a turn reads to a person: the five reading measures of a moot
+//! (`reading-v3`; `reading-v1` and `reading-v2` are kept so older
+//! transcripts verify as they were written), with the word lists they use, defined here once. The
+//! grounding stats say whether quotes are the book's own words; these say
+//! whether the words around them are a conversation about the topic.
+//!
+//! Every measure reads a turn's *own words*: its stored text outside quotes,
+//! with tag groups blanked.
+//! - meta talk: the own words talk about texts, passages, pages, stories,
+//!   edits, responses, turns, rules or instructions, or reads its own
+//!   quotes as phrases and themes (a word of
+//!   [`META_TALK_WORDS`] or a phrase of [`META_TALK_PHRASES`], and since
+//!   `reading-v2` of [`META_TALK_WORDS_V2`] or [`META_TALK_PHRASES_V2`]:
+//!   talk about the exchange itself, thanks, examples, information; since
+//!   `reading-v3` of [`META_TALK_WORDS_V3`] or [`META_TALK_PHRASES_V3`]:
+//!   reviews of books, lines and words as writing), not
+//!   counting words inside the books' titles or the topic;
+//! - unsupported terms: numerals (words with a digit) and capitalised names
+//!   (a capitalised word not at a sentence start, other than `I`) whose words
+//!   appear in none of the turn's passages, the moot's earlier turns, the
+//!   titles or the topic;
+//! - answering: a reply's own words share a content word with the quotes of
+//!   the other book's last turn or with the topic;
+//! - on topic: the own words share a content word with the topic;
+//! - distinct-2: distinct word pairs over all word pairs of the own words
+//!   (pairs never span a quote).
+//!
+//! Content words are `norm()` words of 3 or more letters that are not in
+//! [`STOP_WORDS`], compared after [`stem`]. Pure, no IO.
+
+use std::collections::HashSet;
+
+use crate::grounding::ParsedReply;
+use crate::guide::words::{is_english_word, is_word_char, outside_quotes, words};
+use crate::guide::{is_first_person, is_sentence_mark};
+
+mod words;
+pub use self::words::*;
+
+/// The version of these measures this grove writes, recorded in a
+/// transcript's settings as `reading`; transcripts without it carry none of
+/// them.
+pub const READING_VERSION: &str = ReadingVersion::CURRENT.as_str();
+
+/// A version of the reading measures. They differ only in the meta-talk
+/// lists: `reading-v2` adds [`META_TALK_WORDS_V2`] and
+/// [`META_TALK_PHRASES_V2`], `reading-v3` also [`META_TALK_WORDS_V3`] and
+/// [`META_TALK_PHRASES_V3`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadingVersion {
+    V1,
+    V2,
+    #[default]
+    V3,
+}
+
+impl ReadingVersion {
+    pub const CURRENT: ReadingVersion = ReadingVersion::V3;
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReadingVersion::V1 => "reading-v1",
+            ReadingVersion::V2 => "reading-v2",
+            ReadingVersion::V3 => "reading-v3",
+        }
+    }
+
+    /// The version a transcript names (`None`: one this grove does not know).
+    pub fn parse(name: &str) -> Option<ReadingVersion> {
+        [ReadingVersion::V1, ReadingVersion::V2, ReadingVersion::V3]
+            .into_iter()
+            .find(|v| v.as_str() == name)
+    }
+
+    /// The meta-talk words and phrases of this version.
+    pub fn meta_talk_lists(self) -> (Vec<&'static str>, Vec<&'static str>) {
+        let mut words = META_TALK_WORDS.to_vec();
+        let mut phrases = META_TALK_PHRASES.to_vec();
+        if self != ReadingVersion::V1 {
+            words.extend_from_slice(META_TALK_WORDS_V2);
+            phrases.extend_from_slice(META_TALK_PHRASES_V2);
+        }
+        if self == ReadingVersion::V3 {
+            words.extend_from_slice(META_TALK_WORDS_V3);
+            phrases.extend_from_slice(META_TALK_PHRASES_V3);
+        }
+        (words, phrases)
+    }
+}
+
+/// What a turn's reading is measured against.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadingSources<'a> {
+    /// This turn's passages.
+    pub passages: &'a [&'a str],
+    /// Stored texts of the moot's earlier turns (both books').
+    pub earlier: &'a [&'a str],
+    /// The speaker's and the addressed book's titles.
+    pub titles: &'a [&'a str],
+    pub topic: Option<&'a str>,
+    /// The stored text of the other book's last turn (absent on turn 1).
+    pub last_other: Option<&'a str>,
+    /// Which version's lists to read with.
+    pub version: ReadingVersion,
+}
+
+/// One turn's reading measures.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnReading {
+    /// Own words talk about the moot itself.
+    pub meta_talk: bool,
+    /// Numerals and names outside quotes found in none of the sources, as
+    /// written, in order (repeats kept).
+    pub unsupported_terms: Vec<String>,
+    /// Whether a reply takes up the other book's last point (`None` when
+    /// there was none to answer).
+    pub answers_other: Option<bool>,
+    /// Whether the own words touch the topic (false without a topic).
+    pub on_topic: bool,
+    /// This turn's distinct-2 (`None` under two own words).
+    pub distinct_2: Option<f64>,
+}
+
+/// A light suffix stemmer, enough that `lives`, `living` and `lived` meet.
+pub fn stem(word: &str) -> String {
+    let w = word.trim_end_matches("'s").trim_end_matches('\'');
+    for suffix in ["ing", "ed", "es", "s", "e"] {
+        if let Some(base) = w.strip_suffix(suffix)
+            && base.chars().count() >= 3
+        {
+            return base.to_string();
+        }
+    }
+    w.to_string()
+}
+
+/// The topic's content words in the forms a reply may write them (as
+/// written, and with `s`, `es`, `ing`, `ed` on their stem): what guidance
+/// steers free text towards.
+pub fn topic_word_forms(topic: &str) -> Vec<String> {
+    let mut forms = Vec::new();
+    for w in words(topic).into_iter().filter(|w| is_content_word(w)) {
+        let base = stem(&w);
+        for form in [
+            w.clone(),
+            format!("{w}s"),
+            format!("{base}es"),
+            format!("{base}ing"),
+            format!("{base}ed"),
+        ] {
+            if stem(&form) == base && !forms.contains(&form) {
+                forms.push(form);
+            }
+        }
+    }
+    forms
+}
+
+/// Whether a `norm()` word is a content word.
+pub fn is_content_word(word: &str) -> bool {
+    word.chars().filter(|c| c.is_alphabetic()).count() >= 3 && !STOP_WORDS.contains(&word)
+}
+
+/// The stemmed content words of a text.
+pub fn content_stems(text: &str) -> HashSet<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| is_content_word(w))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+/// The `norm()` words of a reply outside quotes, one list per stretch
+/// between quotes (tag groups blanked).
+pub fn own_word_stretches(text: &str) -> Vec<Vec<String>> {
+    outside_quotes(text).iter().map(|s| words(s)).collect()
+}
+
+/// The quoted texts of a reply.
+pub fn quoted_texts(text: &str) -> Vec<String> {
+    ParsedReply::parse(text)
+        .quotes
+        .into_iter()
+        .map(|q| q.text)
+        .collect()
+}
+
+/// Distinct word pairs over all word pairs of some word stretches.
+pub fn distinct_pairs<'a>(stretches: impl IntoIterator<Item = &'a Vec<String>>) -> (u32, u32) {
+    let mut seen = HashSet::new();
+    let mut total = 0u32;
+    for s in stretches {
+        for pair in s.windows(2) {
+            total += 1;
+            seen.insert((pair[0].as_str(), pair[1].as_str()));
+        }
+    }
+    (seen.len() as u32, total)
+}
+
+/// Whether own words (stretches) talk about the moot: a meta word or phrase
+/// of `version`'s lists, after blanking the titles and the topic (`exempt`).
+pub fn is_meta_talk(own_text: &str, exempt: &[&str], version: ReadingVersion) -> bool {
+    let (meta_words, meta_phrases) = version.meta_talk_lists();
+    let mut own = format!(" {} ", words(own_text).join(" "));
+    for phrase in exempt {
+        let phrase = words(phrase).join(" ");
+        if !phrase.is_empty() {
+            own = own.replace(&format!(" {phrase} "), " | ");
+        }
+    }
+    let found_word = own.split(' ').any(|w| meta_words.contains(&w));
+    found_word || meta_phrases.iter().any(|p| own.contains(&format!(" {p} ")))
+}
+
+/// The numerals and capitalised names outside quotes, as written, that
+/// `supported` (a set of `norm()` words) does not hold; since `reading-v3`
+/// also the words that are neither English ([`is_english_word`]) nor
+/// supported (`the first ve rnse of the u.u.s.spy-planes`).
+pub fn unsupported_terms(
+    text: &str,
+    supported: &HashSet<String>,
+    version: ReadingVersion,
+) -> Vec<String> {
+    let parsed = ParsedReply::parse(text);
+    let mut chars = parsed.chars.clone();
+    for g in &parsed.groups {
+        for c in &mut chars[g.start..g.end] {
+            *c = ' ';
+        }
+    }
+    let mut quoted = vec![false; chars.len()];
+    for q in &parsed.quotes {
+        for b in &mut quoted[q.open..=q.close.min(chars.len().saturating_sub(1))] {
+            *b = true;
+        }
+    }
+    let mut terms = Vec::new();
+    // A sentence starts at the text's start and after `.`, `!`, `?`, `:` or
+    // a line break (inside a quote too: a quote may end its sentence).
+    let mut sentence_start = true;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if !is_word_char(c) {
+            if is_sentence_mark(c) {
+                sentence_start = true;
+            }
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && is_word_char(chars[i]) {
+            i += 1;
+        }
+        let word: String = chars[start..i].iter().collect();
+        let at_start = std::mem::replace(&mut sentence_start, false);
+        if quoted[start] {
+            continue;
+        }
+        let unsupported = |w: &String| !supported.contains(w);
+        let ws = words(&word);
+        let invented = version == ReadingVersion::V3
+            && ws.iter().any(|w| {
+                unsupported(w) && !is_english_word(w) && w.chars().any(char::is_alphabetic)
+            });
+        if (is_term(&word, at_start) && ws.iter().any(unsupported)) || invented {
+            terms.push(word);
+        }
+    }
+    terms
+}
+
+/// A numeral (any digit), or a capitalised word that is not `I` (or `I'm`)
+/// and does not start a sentence.
+pub fn is_term(word: &str, at_sentence_start: bool) -> bool {
+    if word.chars().any(|c| c.is_numeric()) {
+        return true;
+    }
+    let first = word.chars().next().unwrap_or(' ');
+    first.is_uppercase() && !at_sentence_start && !is_first_person(&word.replace('\u{2019}', "'"))
+}
+
+/// The `norm()` words of the texts a turn may name things from.
+pub fn supported_words(sources: &ReadingSources<'_>) -> HashSet<String> {
+    sources
+        .passages
+        .iter()
+        .chain(sources.earlier)
+        .chain(sources.titles)
+        .chain(sources.topic.iter())
+        .flat_map(|t| words(t))
+        .collect()
+}
+
+/// A turn's reading measures.
+pub fn read_turn(text: &str, sources: &ReadingSources<'_>) -> TurnReading {
+    let stretches = own_word_stretches(text);
+    let own_text = stretches
+        .iter()
+        .map(|s| s.join(" "))
+        .collect::<Vec<_>>()
+        .join(" | ");
+    let own_stems: HashSet<String> = stretches
+        .iter()
+        .flatten()
+        .filter(|w| is_content_word(w))
+        .map(|w| stem(w))
+        .collect();
+    let topic_stems = sources.topic.map(content_stems).unwrap_or_default();
+    let on_topic = own_stems.iter().any(|s| topic_stems.contains(s));
+    let answers_other = sources.last_other.map(|last| {
+        let mut point = topic_stems.clone();
+        for q in quoted_texts(last) {
+            point.extend(content_stems(&q));
+        }
+        own_stems.iter().any(|s| point.contains(s))
+    });
+    let exempt: Vec<&str> = sources
+        .titles
+        .iter()
+        .copied()
+        .chain(sources.topic)
+        .collect();
+    let (distinct, total) = distinct_pairs(&stretches);
+    TurnReading {
+        meta_talk: is_meta_talk(&own_text, &exempt, sources.version),
+        unsupported_terms: unsupported_terms(text, &supported_words(sources), sources.version),
+        answers_other,
+        on_topic,
+        distinct_2: (total > 0)
+            .then(|| crate::grounding::round3(f64::from(distinct) / f64::from(total))),
+    }
+}
+
+/// How well a draft reply reads, to pick the best of a turn's drafts:
+/// grounded, no meta talk, no unsupported terms, answering the other book,
+/// on the topic, and with varied own words score higher. The weights make
+/// a grounding failure, meta talk or an invented term each outweigh
+/// answering or being on topic.
+pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
+    if !has_text {
+        return f64::NEG_INFINITY;
+    }
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
+    5.0 * flag(grounded) - 6.0 * flag(r.meta_talk) - 6.0 * r.unsupported_terms.len() as f64
+        + 2.0 * flag(r.answers_other == Some(true))
+        + 3.0 * flag(r.on_topic)
+        + 3.0 * r.distinct_2.unwrap_or(0.0)
+}
+
+/// What the reading measures do not see but a reader does, to break ties
+/// between drafts: own words too few to say anything (under 8: a turn of
+/// quotes alone), a content word written 3 or more times (a loop), quotes
+/// run together (under 3 own words between two), a word doubled around
+/// `and` or `or`, own content words that
+/// earlier turns' own words already hold (`earlier`, the topic's words
+/// aside: a moot that says "a casual remark" turn after turn loops across
+/// turns), and, to the good, own words that take up a content word of the
+/// other book's last quotes (`last_other`), not only the topic's.
+pub fn draft_shape_score(
+    text: &str,
+    last_other: Option<&str>,
+    earlier: &[&str],
+    topic: Option<&str>,
+) -> f64 {
+    let stretches = own_word_stretches(text);
+    let own: Vec<&String> = stretches.iter().flatten().collect();
+    let mut score = 0.0;
+    if own.len() < 8 {
+        score -= 3.0;
+    }
+    let mut counts: std::collections::HashMap<String, u32> = Default::default();
+    for w in own.iter().filter(|w| is_content_word(w)) {
+        *counts.entry(stem(w)).or_default() += 1;
+    }
+    score -= 2.0 * counts.values().filter(|&&c| c >= 3).count() as f64;
+    // A word doubled around `and` or `or` ("wisely and wisely",
+    // "important and important").
+    // (Read on the written words: `pride, and pride alone` is rhetoric.)
+    let doubled = outside_quotes(text)
+        .iter()
+        .map(|s| s.to_lowercase())
+        .map(|s| {
+            let ws: Vec<&str> = s.split_whitespace().collect();
+            ws.windows(3)
+                .filter(|w| {
+                    matches!(w[1], "and" | "or")
+                        && w[0].chars().all(is_word_char)
+                        && w[2].trim_end_matches(|c: char| !is_word_char(c)) == w[0]
+                })
+                .count()
+        })
+        .sum::<usize>();
+    score -= 2.0 * doubled as f64;
+    let topic_stems = topic.map(content_stems).unwrap_or_default();
+    let said: HashSet<String> = earlier
+        .iter()
+        .flat_map(|t| own_word_stretches(t))
+        .flatten()
+        .filter(|w| is_content_word(w))
+        .map(|w| stem(&w))
+        .filter(|s| !topic_stems.contains(s))
+        .collect();
+    let repeated = counts.keys().filter(|s| said.contains(*s)).count();
+    score -= (1.0 * repeated as f64).min(4.0);
+    let quotes = ParsedReply::parse(text).quotes.len();
+    if quotes >= 2 {
+        let between = &stretches[1..stretches.len().saturating_sub(1).max(1)];
+        score -= 2.0 * between.iter().filter(|s| s.len() < 3).count() as f64;
+    }
+    if let Some(last) = last_other {
+        let mut point = HashSet::new();
+        for q in quoted_texts(last) {
+            point.extend(content_stems(&q));
+        }
+        if counts.keys().any(|s| point.contains(s)) {
+            score += 1.5;
+        }
+    }
+    score
+}
+
+/// distinct-2 over a whole moot's own words (`None` with no word pairs).
+pub fn moot_distinct_2<'a>(texts: impl IntoIterator<Item = &'a str>) -> Option<f64> {
+    let stretches: Vec<Vec<String>> = texts.into_iter().flat_map(own_word_stretches).collect();
+    let (distinct, total) = distinct_pairs(&stretches);
+    (total > 0).then(|| crate::grounding::round3(f64::from(distinct) / f64::from(total)))
+}
+
+#[cfg(test)]
+mod tests;

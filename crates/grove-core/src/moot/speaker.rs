@@ -1,0 +1,547 @@
+//! One tree's turn: retrieval (cited passages to the back), the prompt, the
+//! model call, grading, one retry with a reminder, snapping, the utterance.
+//!
+//! Pure except for calls through [`Retriever`] and [`ChatModel`]; a later
+//! issue runs this on the node holding the book, unchanged.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::policy::Decision;
+use super::prompt::{self, Cue, Line};
+use super::reading::{self, TurnReading};
+use super::stats::{self, TurnFigures};
+use super::{MootError, Move, Passage, Retriever, TaggedPassage, Tree, Utterance};
+use crate::chat::{ChatMessage, ChatModel, ChatRequest, Guidance, Role};
+use crate::grounding::{self, Tag, TurnSources};
+use crate::guide::words::COPY_RUN_WORDS;
+
+/// Replies a guided model drafts per turn; the one that reads best
+/// ([`reading::draft_score`]) is kept (and retried if it does not pass).
+pub const CANDIDATES: u32 = 3;
+
+/// Everything a speaker needs for one turn.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// 1-based turn number.
+    pub turn: u32,
+    pub speaker: Tree,
+    pub other: Tree,
+    pub topic: Option<String>,
+    /// The search query that gave this turn's passages.
+    pub query: String,
+    /// This turn's passages, in rank order; tagged `s1..sk` here.
+    pub passages: Vec<Passage>,
+    /// The speaker's pool: every passage its book returned so far,
+    /// this turn's included, each once, in arrival order.
+    pub pool: Vec<Passage>,
+    /// Stored texts of the other tree's earlier turns.
+    pub other_turns: BTreeMap<u64, String>,
+    /// Stored texts of the speaker's earlier turns.
+    pub own_turns: BTreeMap<u64, String>,
+    /// The other tree's last line (absent on turn 1).
+    pub incoming: Option<Line>,
+    /// The two turns before the incoming one.
+    pub recent: Vec<Line>,
+    pub summary: Option<String>,
+    pub mv: Move,
+    pub temperature: f64,
+    pub max_tokens: u32,
+    /// Seed of the first attempt; the retry uses `seed + 1`.
+    pub seed: u64,
+}
+
+/// The query of a later turn: `topic + " " + line`, or the line alone.
+pub fn turn_query(topic: Option<&str>, other_line: &str) -> String {
+    match topic.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(topic) => format!("{topic} {other_line}"),
+        None => other_line.to_string(),
+    }
+}
+
+/// The opening query: the topic, or the book's own title.
+pub fn opening_query(topic: Option<&str>, tree: &Tree) -> String {
+    match topic.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(topic) => topic.to_string(),
+        None => tree.name().to_string(),
+    }
+}
+
+/// Searches the speaker's own book for `k` passages, asking for `3k` hits
+/// and keeping uncited ones first (in rank order), then cited ones.
+pub fn retrieve(
+    retriever: &mut dyn Retriever,
+    book: &str,
+    query: &str,
+    k: usize,
+    cited: &BTreeSet<String>,
+) -> Result<Vec<Passage>, MootError> {
+    let hits = retriever
+        .search(query, k.saturating_mul(3))
+        .map_err(|source| MootError::Retrieve {
+            book: book.to_string(),
+            source,
+        })?;
+    let mut seen = BTreeSet::new();
+    let hits: Vec<Passage> = hits
+        .into_iter()
+        .filter(|p| seen.insert(p.node_id.clone()))
+        .collect();
+    let (fresh, used): (Vec<Passage>, Vec<Passage>) =
+        hits.into_iter().partition(|p| !cited.contains(&p.node_id));
+    let passages: Vec<Passage> = fresh.into_iter().chain(used).take(k).collect();
+    if passages.is_empty() {
+        return Err(MootError::NoPassages {
+            book: book.to_string(),
+            query: query.to_string(),
+        });
+    }
+    Ok(passages)
+}
+
+/// Adds passages to a pool, each node once, in arrival order.
+pub fn extend_pool(pool: &mut Vec<Passage>, passages: &[Passage]) {
+    for p in passages {
+        if !pool.iter().any(|q| q.node_id == p.node_id) {
+            pool.push(p.clone());
+        }
+    }
+}
+
+/// Tags passages `s1..sk` in order.
+pub fn tag_passages(passages: &[Passage]) -> Vec<TaggedPassage> {
+    passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| TaggedPassage {
+            tag: format!("s{}", i + 1),
+            passage: p.clone(),
+        })
+        .collect()
+}
+
+/// A turn's passage tags and pool texts, owned, to lend to [`TurnSources`].
+pub struct SourceParts {
+    pub tags: Vec<String>,
+    pub pool: Vec<String>,
+}
+
+impl SourceParts {
+    pub fn new(tagged: &[TaggedPassage], pool: &[Passage]) -> SourceParts {
+        SourceParts {
+            tags: tagged.iter().map(|t| t.tag.clone()).collect(),
+            pool: pool.iter().map(|p| p.content.clone()).collect(),
+        }
+    }
+}
+
+/// Grades and snaps `reply` against a turn's passages, pool and turn texts;
+/// also returns `{tag: node_id}` for the valid `s` tags it cites.
+pub fn record_reply(
+    reply: &str,
+    tagged: &[TaggedPassage],
+    pool: &[Passage],
+    other_turns: &BTreeMap<u64, String>,
+    own_turns: &BTreeMap<u64, String>,
+) -> (grounding::Checked, BTreeMap<String, String>) {
+    let parts = SourceParts::new(tagged, pool);
+    let tag_refs: Vec<&str> = parts.tags.iter().map(String::as_str).collect();
+    let pool_refs: Vec<&str> = parts.pool.iter().map(String::as_str).collect();
+    let sources = TurnSources {
+        passage_tags: &tag_refs,
+        pool: &pool_refs,
+        other_turns,
+        own_turns,
+    };
+    let checked = grounding::check(reply, &sources);
+    let mut cited = BTreeMap::new();
+    for tag in grounding::ParsedReply::parse(reply).tags() {
+        if let Tag::Passage(name) = tag
+            && let Some(t) = tagged.iter().find(|t| &t.tag == name)
+        {
+            cited.insert(name.clone(), t.passage.node_id.clone());
+        }
+    }
+    (checked, cited)
+}
+
+/// Speaks one turn: prompt, model, grade, one retry, snap.
+pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utterance, MootError> {
+    let book = request.speaker.key.clone();
+    let tagged = tag_passages(&request.passages);
+    let cue = match &request.incoming {
+        None => Cue::Opening,
+        Some(line) => Cue::Reply {
+            incoming: line,
+            mv: request.mv,
+        },
+    };
+    let mut messages = vec![
+        ChatMessage {
+            role: Role::System,
+            content: prompt::persona(request.topic.as_deref(), &tagged),
+        },
+        ChatMessage {
+            role: Role::User,
+            content: prompt::user_message(&cue, request.topic.as_deref()),
+        },
+    ];
+    // What a guiding backend needs: quotes may copy this turn's passages
+    // (tagged s1..sk) or the other book's earlier turns (tagged oN), as the
+    // grader reads them. Its own turns are left out: a book echoing itself
+    // is how a small model loops. Outside quotes it may copy nothing of its
+    // prompt (the messages sent) nor of any earlier turn; it may always
+    // name the two books.
+    let guidance = Guidance {
+        passages: tagged.iter().map(|t| t.passage.content.clone()).collect(),
+        turns: request.other_turns.clone(),
+        max_words: prompt::MAX_REPLY_WORDS,
+        avoid: request.own_turns.values().cloned().collect(),
+        exempt: titles(request),
+        known_words: Some(known_words(request)),
+        steer_words: request
+            .topic
+            .as_deref()
+            .map(reading::topic_word_forms)
+            .unwrap_or_default(),
+        banned_words: banned_words(request),
+    };
+    let guided = model.guides_decoding();
+    let mut call = |messages: &[ChatMessage], seed: u64| {
+        let mut guidance = guidance.clone();
+        guidance
+            .avoid
+            .extend(messages.iter().map(|m| m.content.clone()));
+        model
+            .complete(&ChatRequest {
+                messages: messages.to_vec(),
+                max_tokens: request.max_tokens,
+                temperature: request.temperature as f32,
+                seed,
+                guidance: Some(guidance),
+            })
+            .map_err(|source| MootError::Model {
+                book: book.clone(),
+                source,
+            })
+    };
+    let grade = |reply: &str| {
+        record_reply(
+            reply,
+            &tagged,
+            &request.pool,
+            &request.other_turns,
+            &request.own_turns,
+        )
+    };
+    let read = |text: &str| {
+        turn_reading(
+            text,
+            &tagged,
+            &request.own_turns,
+            &request.other_turns,
+            &titles(request),
+            request.topic.as_deref(),
+            request.incoming.as_ref().map(|l| l.text.as_str()),
+            reading::ReadingVersion::CURRENT,
+        )
+    };
+    // Under guidance every draft is grounded by construction, so drafts
+    // differ in how they read: draft a few and keep the best read.
+    let drafts = if guided { CANDIDATES } else { 1 };
+    let earlier: Vec<&str> = request
+        .own_turns
+        .values()
+        .chain(request.other_turns.values())
+        .map(String::as_str)
+        .collect();
+    let mut first: Option<(f64, String)> = None;
+    for i in 0..drafts {
+        let reply = call(&messages, request.seed.wrapping_add(u64::from(i) << 40))?;
+        let (checked, _) = grade(&reply);
+        let score = reading::draft_score(&read(&checked.text), checked.passes, has_text(&reply))
+            + reading::draft_shape_score(
+                &checked.text,
+                request.incoming.as_ref().map(|l| l.text.as_str()),
+                &earlier,
+                request.topic.as_deref(),
+            );
+        if first.as_ref().is_none_or(|(best, _)| score > *best) {
+            first = Some((score, reply));
+        }
+    }
+    let first = first.map(|(_, reply)| reply).unwrap_or_default();
+    let (first_checked, first_cited) = grade(&first);
+    let (kept, checked, cited, attempts) = if first_checked.passes {
+        (first, first_checked, first_cited, 1)
+    } else {
+        let tags: Vec<String> = tagged.iter().map(|t| t.tag.clone()).collect();
+        messages.push(ChatMessage {
+            role: Role::Assistant,
+            content: first.clone(),
+        });
+        messages.push(ChatMessage {
+            role: Role::User,
+            content: prompt::reminder(&tags, &first_checked.grounding),
+        });
+        let second = call(&messages, request.seed.wrapping_add(1))?;
+        if has_text(&second) {
+            let (c, cited) = grade(&second);
+            (second, c, cited, 2)
+        } else if has_text(&first) {
+            (first, first_checked, first_cited, 2)
+        } else {
+            return Err(MootError::NoText { book });
+        }
+    };
+    let figures = turn_figures(
+        &checked.text,
+        &tagged,
+        &request.own_turns,
+        &request.other_turns,
+        &titles(request),
+        COPY_RUN_WORDS,
+    );
+    let reading = read(&checked.text);
+    Ok(Utterance {
+        turn: request.turn,
+        speaker: request.speaker.key.clone(),
+        title: request.speaker.name().to_string(),
+        figures: Some(figures),
+        reading: Some(reading),
+        text: checked.text,
+        cited,
+        grounded: checked.passes,
+        grounding: checked.grounding,
+        attempts,
+        query: request.query.clone(),
+        retrieved: tagged,
+        raw_text: kept,
+        snaps: checked.snaps,
+        intent: request.mv,
+        guided,
+        decision: None,
+    })
+}
+
+/// A pass: the tree's node decided not to speak. The turn is recorded with
+/// no text, with the passages its policy looked at (so pools grow as when it
+/// speaks) and the grading of an empty reply.
+pub fn pass(request: &TurnRequest, decision: Decision) -> Utterance {
+    let tagged = tag_passages(&request.passages);
+    let (checked, _) = record_reply(
+        "",
+        &tagged,
+        &request.pool,
+        &request.other_turns,
+        &request.own_turns,
+    );
+    Utterance {
+        turn: request.turn,
+        speaker: request.speaker.key.clone(),
+        title: request.speaker.name().to_string(),
+        text: String::new(),
+        cited: BTreeMap::new(),
+        grounded: false,
+        grounding: checked.grounding,
+        attempts: 0,
+        query: request.query.clone(),
+        retrieved: tagged,
+        raw_text: String::new(),
+        snaps: Vec::new(),
+        intent: request.mv,
+        guided: false,
+        decision: Some(decision),
+        figures: None,
+        reading: None,
+    }
+}
+
+/// The words a turn may write outside quotes beyond English words, and
+/// the only ones it may write as a capitalised name inside a sentence: the
+/// titles' and the topic's. Stricter than what `unsupported_terms` counts
+/// (which also takes the passages' and earlier turns' words): given leave
+/// to name what its passages name, the 135M model narrates them ("The
+/// Duchess is not one to be taken lightly", from the other book's quote);
+/// their names stay quotable.
+pub fn known_words(request: &TurnRequest) -> Vec<String> {
+    let titles = titles(request);
+    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    reading::supported_words(&reading::ReadingSources {
+        passages: &[],
+        earlier: &[],
+        titles: &titles,
+        topic: request.topic.as_deref(),
+        last_other: None,
+        version: reading::ReadingVersion::CURRENT,
+    })
+    .into_iter()
+    .collect()
+}
+
+/// The words guidance keeps out of a turn's own words: the meta-talk words
+/// of the reading measures ([`reading::ReadingVersion::meta_talk_lists`]),
+/// less those the titles or the topic hold (a book may always name itself,
+/// the other and the topic).
+pub fn banned_words(request: &TurnRequest) -> Vec<String> {
+    let (meta, _) = reading::ReadingVersion::CURRENT.meta_talk_lists();
+    let mut named: Vec<String> = titles(request)
+        .iter()
+        .flat_map(|t| crate::guide::words::words(t))
+        .collect();
+    if let Some(topic) = request.topic.as_deref() {
+        named.extend(crate::guide::words::words(topic));
+    }
+    meta.into_iter()
+        .filter(|w| !named.iter().any(|n| n == w))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The books a turn may always name: the speaker's and the addressed one's
+/// titles (keys when untitled).
+pub fn titles(request: &TurnRequest) -> Vec<String> {
+    vec![
+        request.speaker.name().to_string(),
+        request.other.name().to_string(),
+    ]
+}
+
+/// A turn's own-words figures ([`stats::turn_figures`]) from its passages,
+/// the moot's earlier turns (both maps) and the books it may name.
+pub fn turn_figures(
+    text: &str,
+    tagged: &[TaggedPassage],
+    own_turns: &BTreeMap<u64, String>,
+    other_turns: &BTreeMap<u64, String>,
+    titles: &[String],
+    copy_run_words: usize,
+) -> TurnFigures {
+    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
+    let earlier: Vec<&str> = own_turns
+        .values()
+        .chain(other_turns.values())
+        .map(String::as_str)
+        .collect();
+    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    stats::turn_figures(text, &passages, &earlier, &titles, copy_run_words)
+}
+
+/// A turn's reading measures ([`reading::read_turn`]) from its passages,
+/// the moot's earlier turns (both maps), the books it may name, the topic
+/// and the last line it answers.
+// One argument per source of the reading, as `verify` rebuilds each of
+// them separately.
+#[allow(clippy::too_many_arguments)]
+pub fn turn_reading(
+    text: &str,
+    tagged: &[TaggedPassage],
+    own_turns: &BTreeMap<u64, String>,
+    other_turns: &BTreeMap<u64, String>,
+    titles: &[String],
+    topic: Option<&str>,
+    last_other: Option<&str>,
+    version: reading::ReadingVersion,
+) -> TurnReading {
+    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
+    let earlier: Vec<&str> = own_turns
+        .values()
+        .chain(other_turns.values())
+        .map(String::as_str)
+        .collect();
+    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    reading::read_turn(
+        text,
+        &reading::ReadingSources {
+            passages: &passages,
+            earlier: &earlier,
+            titles: &titles,
+            topic,
+            last_other,
+            version,
+        },
+    )
+}
+
+/// What is wrong with a recorded pass, if anything: it must be exactly what
+/// [`pass`] records (no text, no citations, the grading of an empty reply
+/// against the turn's sources, no attempts).
+pub fn pass_problem(
+    u: &Utterance,
+    pool: &[Passage],
+    other_turns: &BTreeMap<u64, String>,
+    own_turns: &BTreeMap<u64, String>,
+) -> Option<&'static str> {
+    let (checked, _) = record_reply("", &u.retrieved, pool, other_turns, own_turns);
+    if !u.text.is_empty() || !u.raw_text.is_empty() {
+        Some("a pass carries text")
+    } else if !u.cited.is_empty() || !u.snaps.is_empty() {
+        Some("a pass carries citations or snaps")
+    } else if u.grounded || u.grounding != checked.grounding {
+        Some("a pass claims grounding")
+    } else if u.attempts != 0 || u.guided {
+        Some("a pass claims model attempts")
+    } else if u.figures.is_some() || u.reading.is_some() {
+        Some("a pass carries word figures")
+    } else {
+        None
+    }
+}
+
+/// Whether a reply has any text at all.
+pub fn has_text(reply: &str) -> bool {
+    !reply.trim().is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::moot::RetrieveError;
+
+    fn passage(i: u64) -> Passage {
+        Passage {
+            node_id: format!("b/x#{i}"),
+            label: format!("chunk:{i:04}"),
+            index: i,
+            leaf: String::new(),
+            content: format!("text {i}"),
+        }
+    }
+
+    struct Ranked(Vec<Passage>);
+    impl Retriever for Ranked {
+        fn search(&mut self, _q: &str, k: usize) -> Result<Vec<Passage>, RetrieveError> {
+            Ok(self.0.iter().take(k).cloned().collect())
+        }
+    }
+
+    #[test]
+    fn cited_passages_go_to_the_back() {
+        let mut r = Ranked((0..9).map(passage).collect());
+        let cited: BTreeSet<String> = ["b/x#0", "b/x#2"].iter().map(|s| s.to_string()).collect();
+        let got = retrieve(&mut r, "b/x", "q", 3, &cited).expect("retrieves");
+        let ids: Vec<u64> = got.iter().map(|p| p.index).collect();
+        assert_eq!(ids, [1, 3, 4]);
+        // With few uncited hits, cited ones fill the rest in rank order.
+        let mut small = Ranked((0..3).map(passage).collect());
+        let got = retrieve(&mut small, "b/x", "q", 3, &cited).expect("retrieves");
+        let ids: Vec<u64> = got.iter().map(|p| p.index).collect();
+        assert_eq!(ids, [1, 0, 2]);
+    }
+
+    #[test]
+    fn empty_search_is_an_error() {
+        let mut r = Ranked(Vec::new());
+        assert!(matches!(
+            retrieve(&mut r, "b/x", "q", 3, &BTreeSet::new()),
+            Err(MootError::NoPassages { .. })
+        ));
+    }
+
+    #[test]
+    fn pool_keeps_each_node_once_in_order() {
+        let mut pool = vec![passage(2)];
+        extend_pool(&mut pool, &[passage(1), passage(2), passage(1), passage(5)]);
+        let ids: Vec<u64> = pool.iter().map(|p| p.index).collect();
+        assert_eq!(ids, [2, 1, 5]);
+    }
+}
