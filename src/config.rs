@@ -243,6 +243,12 @@ pub struct NetSettings {
     pub relays: Vec<String>,
     /// This node as a relay for others.
     pub relay: RelaySettings,
+    /// Hole punching (DCUtR): members reached through a relay try a direct
+    /// connection, coordinated over the relayed one.
+    pub hole_punching: bool,
+    /// QUIC (UDP) beside TCP: each TCP listen address is also listened on
+    /// over QUIC at the same port number.
+    pub quic: bool,
 }
 
 /// The circuit relay this node runs for others (docs/networking.md).
@@ -383,6 +389,8 @@ impl Default for NetSettings {
             reachability: "auto".into(),
             relays: Vec::new(),
             relay: RelaySettings::default(),
+            hole_punching: true,
+            quic: true,
         }
     }
 }
@@ -511,6 +519,8 @@ impl NetSettings {
             external,
             relays,
             relay,
+            hole_punching: self.hole_punching,
+            quic: self.quic,
         })
     }
 }

@@ -465,11 +465,20 @@ fn open_mesh_state(n: &Daemon) -> grove::mesh::state::MeshState {
 }
 
 /// An in-process libp2p node with a fresh key: it may connect and ask to
-/// join, but search and sync are refused, and its gossip is rejected.
+/// join, but search and sync are refused, and its gossip is rejected. It
+/// comes over QUIC (admission and the members-only gate carry over to it;
+/// the py-libp2p adversary of tests/admission.rs comes over TCP).
 fn non_member_is_refused(member: &Daemon) {
     use prost::Message;
     let info = member.json(&["node", "status"]);
-    let addr: libp2p::Multiaddr = info["listen"][0].as_str().unwrap().parse().unwrap();
+    let listen: Vec<&str> = info["listen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let quic = listen.iter().find(|a| a.ends_with("/quic-v1"));
+    let addr: libp2p::Multiaddr = quic.expect("a QUIC listen address").parse().unwrap();
     let peer: libp2p::PeerId = info["peer_id"].as_str().unwrap().parse().unwrap();
     let mesh_id = member.status()["mesh_id"].as_str().unwrap().to_string();
     let before = member.json(&["node", "stats"]);

@@ -26,6 +26,7 @@ mod moot_http;
 mod moot_liar;
 mod moot_net;
 mod natlab;
+mod natlab_punch;
 mod net;
 mod netlab;
 mod packaging;

@@ -25,11 +25,17 @@ use crate::support::{Grove, generated_book};
 /// Every daemon listens here, each in its own namespace.
 const LISTEN: &str = "/ip4/0.0.0.0/tcp/4100";
 /// Reservations and relayed connections over two shared cores: generous.
-const SLOW: Duration = Duration::from_secs(90);
+pub(crate) const SLOW: Duration = Duration::from_secs(90);
 
 /// A daemon started inside `host`'s namespace with `config` as its config
 /// file; its CLI runs here, in the host namespace.
-fn node(lab: &Lab, host: Host, name: &str, config: &str, env: &[(&str, &str)]) -> Daemon {
+pub(crate) fn node(
+    lab: &Lab,
+    host: Host,
+    name: &str,
+    config: &str,
+    env: &[(&str, &str)],
+) -> Daemon {
     let g = Grove::new();
     let file = g.write("grove.toml", config.as_bytes());
     let ns: PathBuf = lab.ns_path(host);
@@ -46,14 +52,14 @@ fn node(lab: &Lab, host: Host, name: &str, config: &str, env: &[(&str, &str)]) -
 
 /// A scripted model server listening on 127.0.0.1 inside one host's
 /// namespace (its daemon's own loopback); stops when dropped.
-struct NsModel {
+pub(crate) struct NsModel {
     url: String,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl NsModel {
-    fn start(lab: &Lab, host: Host) -> NsModel {
+    pub(crate) fn start(lab: &Lab, host: Host) -> NsModel {
         let (url_tx, url_rx) = mpsc::channel();
         let (stop, stopped) = mpsc::channel::<()>();
         // The server is made, and dropped, on a thread inside the
@@ -74,7 +80,7 @@ impl NsModel {
         }
     }
 
-    fn env(&self) -> [(&'static str, &str); 2] {
+    pub(crate) fn env(&self) -> [(&'static str, &str); 2] {
         [
             ("GROVE_MODEL__BACKEND", "openai"),
             ("GROVE_MODEL__URL", self.url.as_str()),
@@ -91,12 +97,12 @@ impl Drop for NsModel {
     }
 }
 
-fn doctor(d: &Daemon) -> Value {
+pub(crate) fn doctor(d: &Daemon) -> Value {
     d.json(&["node", "doctor"])
 }
 
 /// `node doctor --json` if the daemon answers (it may be busy or gone).
-fn try_doctor(d: &Daemon) -> Option<Value> {
+pub(crate) fn try_doctor(d: &Daemon) -> Option<Value> {
     let out = d.g.run(&["node", "doctor", "--json"]);
     out.status
         .success()
@@ -106,7 +112,12 @@ fn try_doctor(d: &Daemon) -> Option<Value> {
 
 /// Polls `check` until it holds or `limit` passed; on timeout shows every
 /// node's doctor report and log.
-fn wait_for(what: &str, limit: Duration, nodes: &[&Daemon], mut check: impl FnMut() -> bool) {
+pub(crate) fn wait_for(
+    what: &str,
+    limit: Duration,
+    nodes: &[&Daemon],
+    mut check: impl FnMut() -> bool,
+) {
     let start = Instant::now();
     while !check() {
         if start.elapsed() > limit {
@@ -130,13 +141,13 @@ fn wait_for(what: &str, limit: Duration, nodes: &[&Daemon], mut check: impl FnMu
     }
 }
 
-fn tail(log: &str, lines: usize) -> String {
+pub(crate) fn tail(log: &str, lines: usize) -> String {
     let all: Vec<&str> = log.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The relays on which `d` holds a reservation in state "reserved".
-fn reserved_on(d: &Daemon) -> Vec<String> {
+pub(crate) fn reserved_on(d: &Daemon) -> Vec<String> {
     try_doctor(d)
         .and_then(|v| v["reservations"].as_array().cloned())
         .unwrap_or_default()
@@ -146,14 +157,14 @@ fn reserved_on(d: &Daemon) -> Vec<String> {
         .collect()
 }
 
-fn reachability(d: &Daemon) -> String {
+pub(crate) fn reachability(d: &Daemon) -> String {
     try_doctor(d)
         .and_then(|v| v["reachability"].as_str().map(str::to_string))
         .unwrap_or_default()
 }
 
 /// What `of` says about member `peer` in its doctor report.
-fn member_entry(of: &Daemon, peer: &str) -> Value {
+pub(crate) fn member_entry(of: &Daemon, peer: &str) -> Value {
     try_doctor(of)
         .and_then(|v| v["members"].as_array().cloned())
         .unwrap_or_default()
@@ -172,7 +183,7 @@ fn invite_bootstrap(text: &str) -> Vec<String> {
 
 /// An invite by `by` whose own text carries a relayed address of `by`
 /// (through one of `relays`); returns the invite.
-fn relayed_invite(by: &Daemon, relays: &[&str]) -> String {
+pub(crate) fn relayed_invite(by: &Daemon, relays: &[&str]) -> String {
     let me = by.peer_id();
     let made = by.json(&["mesh", "invite", "--note", "behind a NAT"]);
     let text = made["invite"].as_str().expect("invite").to_string();
@@ -192,14 +203,14 @@ fn relayed_invite(by: &Daemon, relays: &[&str]) -> String {
     text
 }
 
-fn add(d: &Daemon, key: &str, title: &str, seed: u64) {
+pub(crate) fn add(d: &Daemon, key: &str, title: &str, seed: u64) {
     let text = generated_book(title, "Anon", seed, 60, seed);
     let path = d.g.write(&format!("{seed}.txt"), text.as_bytes());
     d.ok(&["book", "add", path.to_str().unwrap(), "--key", key]);
 }
 
 /// Whether a mesh-wide search from `from` brings hits from `peer`.
-fn search_reaches(from: &Daemon, peer: &str) -> bool {
+pub(crate) fn search_reaches(from: &Daemon, peer: &str) -> bool {
     let out = from.g.run(&[
         "book",
         "search",
@@ -219,7 +230,7 @@ fn search_reaches(from: &Daemon, peer: &str) -> bool {
 
 /// A home node's config: reachability judged by itself, and `relays`
 /// (non-member relays) when given.
-fn home_config(relays: &[String]) -> String {
+pub(crate) fn home_config(relays: &[String]) -> String {
     let list: Vec<String> = relays.iter().map(|r| format!("\"{r}\"")).collect();
     format!(
         "[net]\nreachability = \"auto\"\nrelays = [{}]\n",

@@ -1,9 +1,11 @@
-//! The NAT laboratory's own checks (no grove): a cone and a symmetric NAT
-//! behave as such, nothing dials into a home, and a dropped lab leaves no
-//! namespace or process behind.
+//! The NAT laboratory's own checks (no grove): each home's NAT maps and
+//! filters as labelled (port-restricted cones, symmetric NATs, an
+//! address-restricted cone), over TCP and UDP; the firewalled host is seen
+//! at its own address and takes no new connection; nothing dials into a
+//! home; and a dropped lab leaves no namespace or process behind.
 
 use std::io::Write;
-use std::net::TcpListener;
+use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
 use std::process::Command;
 use std::thread::JoinHandle;
@@ -61,6 +63,148 @@ print(" ".join(seen))
         .split_whitespace()
         .map(str::to_string)
         .collect()
+}
+
+/// Answers each UDP datagram on `socket` with the address it came from,
+/// until `count` came or `within` passed.
+fn tell_udp_senders(socket: UdpSocket, count: usize, within: Duration) {
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("udp timeout");
+    let start = Instant::now();
+    let mut answered = 0;
+    let mut buf = [0u8; 64];
+    while answered < count && start.elapsed() < within {
+        if let Ok((_, from)) = socket.recv_from(&mut buf) {
+            let _ = socket.send_to(from.to_string().as_bytes(), from);
+            answered += 1;
+        }
+    }
+}
+
+/// A UDP server on port 7002 inside `host` telling `count` senders their
+/// address.
+fn udp_server(lab: &Lab, host: Host, count: usize) -> JoinHandle<()> {
+    let socket = lab
+        .spawn_in(host, || UdpSocket::bind("0.0.0.0:7002"))
+        .join()
+        .expect("bind thread")
+        .expect("udp bind");
+    std::thread::spawn(move || tell_udp_senders(socket, count, Duration::from_secs(30)))
+}
+
+/// From `home`, one UDP socket on local `port` sends to each destination
+/// (port 7002) and returns the address each saw it at.
+fn udp_seen_from(lab: &Lab, home: Host, port: u16, destinations: &[&str]) -> Vec<String> {
+    const CLIENT: &str = r#"
+import socket, sys
+port, seen = int(sys.argv[1]), []
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("", port))
+s.settimeout(5)
+for dest in sys.argv[2:]:
+    s.sendto(b"seen?", (dest, 7002))
+    seen.append(s.recv(64).decode())
+print(" ".join(seen))
+"#;
+    let mut cmd = lab.cmd(home, "python3");
+    cmd.args(["-c", CLIENT, &port.to_string()])
+        .args(destinations);
+    let out = must(cmd, &format!("the python UDP client in {home:?}"));
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The ports a home was seen at, all at its router's address.
+fn ports_at(seen: &[String], home: Host) -> Vec<String> {
+    seen.iter()
+        .map(|s| {
+            let (ip, port) = s.split_once(':').expect("ip:port");
+            assert_eq!(ip, home.router().addr(), "{home:?}: {seen:?}");
+            port.to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn netlab_every_home_maps_tcp_and_udp_as_labelled_and_filters_as_labelled() {
+    use crate::support::netlab::Nat;
+    let Some(lab) = lab() else { return };
+    let publics = [Host::Public1, Host::Public2];
+    let destinations = [Host::Public1.addr(), Host::Public2.addr()];
+    let homes = [
+        Host::HomeC,
+        Host::HomeD,
+        Host::HomeE,
+        Host::Firewalled,
+        Host::HomeA,
+        Host::HomeB,
+    ];
+    let servers: Vec<JoinHandle<Vec<String>>> = publics
+        .iter()
+        .map(|&h| {
+            let listener = lab.listen(h, 7000);
+            std::thread::spawn(move || {
+                tell_callers_their_address(listener, 4, Duration::from_secs(30))
+            })
+        })
+        .collect();
+    let udp: Vec<JoinHandle<()>> = publics
+        .iter()
+        .map(|&h| udp_server(&lab, h, homes.len()))
+        .collect();
+    for (i, home) in homes.into_iter().enumerate() {
+        let port = 41000 + i as u16;
+        let mut seen = udp_seen_from(&lab, home, port, &destinations);
+        if home.nat() != Some(Nat::Symmetric) {
+            seen.extend(seen_from(&lab, home, port, &destinations));
+        }
+        let ports = ports_at(&seen, home);
+        match home.nat() {
+            // No NAT, or one mapping for every destination and protocol:
+            // the source port itself (it was free).
+            None | Some(Nat::PortRestricted) | Some(Nat::AddressRestricted) => {
+                assert!(
+                    ports.iter().all(|p| *p == port.to_string()),
+                    "{home:?}: {seen:?}"
+                )
+            }
+            Some(Nat::Symmetric) => {
+                assert_ne!(ports[0], ports[1], "{home:?} kept one UDP port: {seen:?}")
+            }
+        }
+    }
+    for server in servers {
+        server.join().expect("server thread");
+    }
+    for u in udp {
+        u.join().expect("udp thread");
+    }
+
+    // Filtering. The address-restricted home, having sent to public 1,
+    // takes a new connection from public 1 (at another port), not from a
+    // host it never sent to (router C's own address); the port-restricted
+    // home takes neither; nor does the firewalled host.
+    let short = Duration::from_millis(1500);
+    for (home, from_public1) in [
+        (Host::HomeE, true),
+        (Host::HomeA, false),
+        (Host::Firewalled, false),
+    ] {
+        let _listener = lab.listen(home, 7001);
+        let at = format!("{}:7001", home.router().addr());
+        assert_eq!(
+            lab.connect(Host::Public1, &at, short).is_ok(),
+            from_public1,
+            "{home:?} from public 1 (it sent there)"
+        );
+        assert!(
+            lab.connect(Host::RouterC, &at, short).is_err(),
+            "{home:?} from a host it never sent to"
+        );
+    }
 }
 
 #[test]

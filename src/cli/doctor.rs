@@ -32,6 +32,7 @@ impl Show for dto::Doctor {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         let now = grove::now_ms();
         writeln!(out, "reachability {}: {}", self.reachability, self.why)?;
+        writeln!(out, "nat mapping  {}", self.mapping)?;
         list(out, "listening", &self.listen)?;
         list(out, "seen at", &self.observed)?;
         list(out, "public at", &self.external)?;
@@ -57,8 +58,9 @@ impl Show for dto::Doctor {
             writeln!(out, "members      none besides this node")?;
         }
         for m in &self.members {
-            let link = match (&m.link, &m.address) {
-                (Some(link), Some(addr)) => format!("{link} via {addr}"),
+            let link = match (&m.path, &m.link, &m.address) {
+                (Some(path), _, Some(addr)) => format!("{path} via {addr}"),
+                (None, Some(link), Some(addr)) => format!("{link} via {addr}"),
                 _ => "not connected".to_string(),
             };
             let rtt = m

@@ -28,9 +28,10 @@ impl Show for dto::PeerList {
             writeln!(out, "no peers")?;
         }
         for p in &self.peers {
-            let link = match (&p.link, p.rtt_ms) {
+            let shown = p.path.clone().or_else(|| p.link.map(|l| l.to_string()));
+            let link = match (shown, p.rtt_ms) {
                 (Some(link), Some(rtt)) => format!("{link} {rtt} ms"),
-                (Some(link), None) => link.to_string(),
+                (Some(link), None) => link,
                 _ => "-".into(),
             };
             writeln!(

@@ -198,6 +198,11 @@ const RULES: &[Rule] = &[
         "grove_relay_reservations",
         "Relay reservations asked for or lost.",
     ),
+    rule(
+        "holepunch.{outcome}.{transport}",
+        "grove_holepunch",
+        "Hole punches (DCUtR dials) to members reached through a relay, by outcome (attempts, successes, failures) and transport (tcp, quic).",
+    ),
     Rule {
         pattern: "relay.bytes.{direction}",
         family: "grove_relay",

@@ -1,23 +1,27 @@
 //! The composed libp2p behaviour: admission control first (it refuses or
 //! closes connections before any other behaviour handles them), connection
 //! limits, a block list, identify, ping (round-trip times), the circuit
-//! relay's server and client, then gossipsub tuned for small private
+//! relay's server and client, hole punching (DCUtR, members only, and the
+//! bookkeeping around it), then gossipsub tuned for small private
 //! meshes and one framed request-response behaviour per [`Protocol`] —
 //! each but join and relay-pass behind the members-only gate.
 
 use std::time::Duration;
 
 use libp2p::swarm::NetworkBehaviour;
+use libp2p::swarm::behaviour::toggle::Toggle;
 use libp2p::{
-    StreamProtocol, allow_block_list, connection_limits, gossipsub, identify, identity, ping,
-    relay, request_response,
+    StreamProtocol, allow_block_list, connection_limits, dcutr, gossipsub, identify, identity,
+    ping, relay, request_response,
 };
 use sha2::{Digest, Sha256};
 
 use super::admission::Admission;
+use super::candidates::RawCandidates;
 use super::codec::{FrameCodec, ReadBudget};
 use super::gate::{Gate, MembersOnly};
 use super::protocol::{self, Protocol};
+use super::punch::Punching;
 use super::relay::{DirectOnly, RelayAccess, server_config};
 use super::{NetConfig, NetError};
 
@@ -36,6 +40,10 @@ pub struct Behaviour {
     pub ping: ping::Behaviour,
     pub relay: DirectOnly,
     pub relay_client: relay::client::Behaviour,
+    /// DCUtR on members' relayed connections (off with
+    /// `net.hole_punching = false`), its candidates the raw observations.
+    pub dcutr: Toggle<MembersOnly<RawCandidates<dcutr::Behaviour>>>,
+    pub punching: Punching,
     pub gossipsub: MembersOnly<gossipsub::Behaviour>,
     pub join: Rpc,
     pub relay_pass: Rpc,
@@ -82,7 +90,9 @@ pub fn build(
         .saturating_add(config.admission.max_strangers as u32);
     let limits = connection_limits::ConnectionLimits::default()
         .with_max_established(Some(total))
-        .with_max_established_per_peer(Some(2));
+        // A relayed connection, a second one that retries a hole punch, and
+        // the direct one the punch makes.
+        .with_max_established_per_peer(Some(3));
     let gossip_config = gossipsub::ConfigBuilder::default()
         // Small meshes (3 to 50 nodes): the defaults (D=6, D_lo=5) leave
         // meshes of under six peers below D_lo forever.
@@ -121,6 +131,7 @@ pub fn build(
         )
     };
     let gated = |protocol: Protocol| MembersOnly::new(rpc(protocol), gate.clone());
+    let local = keypair.public().to_peer_id();
     Ok(Behaviour {
         admission: Admission::new(config.admission.clone(), gate.clone()),
         limits: connection_limits::Behaviour::new(limits),
@@ -133,16 +144,20 @@ pub fn build(
         ),
         ping: ping::Behaviour::new(ping::Config::new()),
         relay: {
-            let mut server = relay::Behaviour::new(
-                keypair.public().to_peer_id(),
-                server_config(&config.relay, access),
-            );
+            let mut server = relay::Behaviour::new(local, server_config(&config.relay, access));
             // Off until this node judges itself public (libp2p would turn it
             // on for any confirmed address, a relayed one of its own too).
             server.set_status(Some(relay::Status::Disable));
             DirectOnly::new(server)
         },
         relay_client,
+        dcutr: Toggle::from(config.hole_punching.then(|| {
+            MembersOnly::new(
+                RawCandidates::new(dcutr::Behaviour::new(local)),
+                gate.clone(),
+            )
+        })),
+        punching: Punching::new(config.hole_punching),
         gossipsub: MembersOnly::new(gossipsub, gate.clone()),
         join: rpc(Protocol::Join),
         relay_pass: rpc(Protocol::RelayPass),

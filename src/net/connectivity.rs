@@ -16,6 +16,7 @@ use libp2p::swarm::ConnectionId;
 use libp2p::{Multiaddr, PeerId, Swarm, relay};
 
 use super::behaviour::Behaviour;
+use super::punch::{Mapping, Punching, WhyRelayed};
 use super::reach::{self, Judgement, Reach, Reachability};
 use super::relay::{RelayAccess, RelayedBytes};
 
@@ -61,12 +62,18 @@ pub struct LinkReport {
     /// Whether a connection to the peer carries the members-only protocols
     /// (this node's gate admitted it as a member's).
     pub admitted: bool,
+    /// The direct link came from a hole punch.
+    pub punched: bool,
+    /// Why the link is relayed (when it is).
+    pub why_relayed: Option<WhyRelayed>,
 }
 
 /// What `grove node doctor` shows of the network.
 #[derive(Debug, Clone)]
 pub struct ConnectivityReport {
     pub judgement: Judgement,
+    /// How this node's NAT maps its address, as its peers see it.
+    pub mapping: Mapping,
     pub listen: Vec<Multiaddr>,
     pub observed: Vec<Multiaddr>,
     pub external: Vec<Multiaddr>,
@@ -186,7 +193,15 @@ impl Connectivity {
         }
     }
 
-    pub fn connected(&mut self, peer: PeerId, id: ConnectionId, endpoint: &ConnectedPoint) {
+    /// A connection came up; `punched` when it is a hole punch's (an
+    /// inbound one then says nothing about who may dial this node).
+    pub fn connected(
+        &mut self,
+        peer: PeerId,
+        id: ConnectionId,
+        endpoint: &ConnectedPoint,
+        punched: bool,
+    ) {
         // An inbound circuit names the relay in its local address (its
         // remote one is only `/p2p/<source>`).
         let (remote, relayed, dialer) = match endpoint {
@@ -205,7 +220,7 @@ impl Connectivity {
         if !relayed {
             if dialer {
                 self.dialled.insert(peer, remote.clone());
-            } else {
+            } else if !punched {
                 self.reach.inbound(&remote);
             }
         }
@@ -466,9 +481,19 @@ impl Connectivity {
         })
     }
 
+    /// How this node's NAT maps its address.
+    pub fn mapping(&self) -> Mapping {
+        self.reach.mapping()
+    }
+
     /// The report, with `admitted` the peers whose connections the gate
-    /// admitted.
-    pub fn report(&self, admitted: &std::collections::HashSet<PeerId>) -> ConnectivityReport {
+    /// admitted, and how punching to each went.
+    pub fn report(
+        &self,
+        admitted: &std::collections::HashSet<PeerId>,
+        punching: &Punching,
+    ) -> ConnectivityReport {
+        let mapping = self.mapping();
         let links = self
             .links
             .iter()
@@ -478,6 +503,7 @@ impl Connectivity {
                     .iter()
                     .find(|l| !l.relayed)
                     .or_else(|| links.first())?;
+                let punch = punching.view(peer, mapping);
                 Some((
                     *peer,
                     LinkReport {
@@ -485,11 +511,16 @@ impl Connectivity {
                         address: best.remote.clone(),
                         rtt: self.rtt.get(peer).copied(),
                         admitted: admitted.contains(peer),
+                        punched: !best.relayed && punch.punched,
+                        why_relayed: best
+                            .relayed
+                            .then(|| punch.why_relayed.unwrap_or(WhyRelayed::Trying)),
                     },
                 ))
             })
             .collect();
         let mut counts = self.counts.clone();
+        counts.extend(punching.counts().iter().map(|(k, v)| (*k, *v)));
         counts.insert(
             "relay.bytes.received",
             self.bytes
@@ -502,6 +533,7 @@ impl Connectivity {
         );
         ConnectivityReport {
             judgement: self.reach.judge(),
+            mapping,
             listen: self.reach.listen_addresses(),
             observed: self.reach.observed_addresses(),
             external: self.external.clone(),

@@ -138,6 +138,32 @@ impl EventLoop {
         for relay in missing {
             let _ = self.swarm.dial(relay);
         }
+        self.punch_again();
+    }
+
+    /// Opens a fresh circuit to each member whose hole punch is due again
+    /// (DCUtR starts on every new relayed connection), and closes relayed
+    /// connections a direct one replaced.
+    fn punch_again(&mut self) {
+        let now = std::time::Instant::now();
+        let own = self.connectivity.mapping();
+        let punching = &mut self.swarm.behaviour_mut().punching;
+        let closes = punching.due_closes(now);
+        let retries = punching.due_retries(own, now);
+        for id in closes {
+            self.swarm.close_connection(id);
+        }
+        for (peer, circuit) in retries {
+            let opts = DialOpts::peer_id(peer)
+                .condition(PeerCondition::Always)
+                .addresses(vec![circuit])
+                .build();
+            let id = opts.connection_id();
+            self.swarm.behaviour_mut().punching.retrying(id);
+            if let Err(e) = self.swarm.dial(opts) {
+                tracing::debug!(%peer, error = %e, "no fresh circuit for a hole punch");
+            }
+        }
     }
 
     /// Tells the node when the addresses others reach it at changed.
@@ -169,7 +195,7 @@ impl EventLoop {
                 let _ = reply.send(result);
             }
             Command::Listeners(reply) => {
-                let _ = reply.send(self.swarm.listeners().cloned().collect());
+                let _ = reply.send(self.listeners());
             }
             Command::Subscribe(topic, reply) => {
                 let result = behaviour
@@ -208,7 +234,7 @@ impl EventLoop {
             }
             Command::Connectivity(reply) => {
                 let admitted = behaviour.admission.admitted_peers();
-                let _ = reply.send(self.connectivity.report(&admitted));
+                let _ = reply.send(self.connectivity.report(&admitted, &behaviour.punching));
             }
             Command::GrantRelayPass {
                 peer,
@@ -356,6 +382,7 @@ impl EventLoop {
             SwarmEvent::Behaviour(BehaviourEvent::Ping(e)) => self.metrics.record(e),
             SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(e)) => self.metrics.record(e),
             SwarmEvent::Behaviour(BehaviourEvent::Relay(e)) => self.metrics.record(e),
+            SwarmEvent::Behaviour(BehaviourEvent::Dcutr(e)) => self.metrics.record(e),
             _ => {}
         }
     }
@@ -452,14 +479,7 @@ impl EventLoop {
                 endpoint,
                 num_established,
                 ..
-            } => {
-                self.connectivity
-                    .connected(peer_id, connection_id, &endpoint);
-                if num_established.get() == 1 {
-                    self.settle_connects(peer_id, None);
-                    self.emit(Event::PeerConnected(peer_id));
-                }
-            }
+            } => self.on_established(peer_id, connection_id, &endpoint, num_established.get()),
             SwarmEvent::ConnectionClosed {
                 peer_id,
                 connection_id,
@@ -484,10 +504,7 @@ impl EventLoop {
                 peer_id,
                 info,
                 ..
-            })) => {
-                self.connectivity
-                    .identified(peer_id, info.observed_addr, &info.protocols);
-            }
+            })) => self.on_identified(peer_id, info),
             SwarmEvent::Behaviour(BehaviourEvent::Ping(ping::Event {
                 peer,
                 result: Ok(rtt),
@@ -510,8 +527,47 @@ impl EventLoop {
             SwarmEvent::Behaviour(BehaviourEvent::RelayClient(event)) => {
                 self.connectivity.on_client(event)
             }
+            SwarmEvent::Behaviour(BehaviourEvent::Dcutr(event)) => {
+                self.swarm.behaviour_mut().punching.on_dcutr(&event)
+            }
             _ => {}
         }
+    }
+
+    fn on_established(
+        &mut self,
+        peer: PeerId,
+        id: ConnectionId,
+        endpoint: &libp2p::core::ConnectedPoint,
+        established: u32,
+    ) {
+        let punched = self.swarm.behaviour().punching.beside_relayed(&peer);
+        self.connectivity.connected(peer, id, endpoint, punched);
+        if established == 1 {
+            self.settle_connects(peer, None);
+            self.emit(Event::PeerConnected(peer));
+        }
+    }
+
+    fn on_identified(&mut self, peer: PeerId, info: identify::Info) {
+        // Hole punches are sent what peers really observed.
+        let behaviour = self.swarm.behaviour_mut();
+        if let Some(dcutr) = behaviour.dcutr.as_mut() {
+            dcutr.inner().observed(&info.observed_addr);
+        }
+        behaviour.punching.listens(peer, &info.listen_addrs);
+        self.connectivity
+            .identified(peer, info.observed_addr, &info.protocols);
+    }
+
+    /// The bound addresses, TCP first (what a peer without QUIC can dial).
+    fn listeners(&self) -> Vec<Multiaddr> {
+        let mut bound: Vec<Multiaddr> = self.swarm.listeners().cloned().collect();
+        bound.sort_by_key(|a| {
+            a.iter()
+                .any(|p| matches!(p, libp2p::multiaddr::Protocol::QuicV1))
+        });
+        bound
     }
 
     fn on_rpc(&mut self, protocol: Protocol, event: request_response::Event<Vec<u8>, Vec<u8>>) {

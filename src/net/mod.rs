@@ -7,11 +7,13 @@
 
 mod admission;
 mod behaviour;
+mod candidates;
 pub mod codec;
 mod connectivity;
 mod event_loop;
 mod gate;
 pub mod protocol;
+mod punch;
 pub mod reach;
 pub mod relay;
 mod transport;
@@ -23,6 +25,7 @@ pub use connectivity::{Addresses, ConnectivityReport, LinkReport, RelayUse};
 use libp2p::{Multiaddr, PeerId, identity};
 use prometheus_client::registry::Registry;
 pub use protocol::{DropReason, Protocol};
+pub use punch::{Mapping, WhyRelayed};
 pub use reach::{Reachability, ReachabilityMode};
 pub use relay::{RelayLimits, RelayServe};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -52,6 +55,10 @@ pub struct NetConfig {
     /// Relays that are not members (`net.relays`), each ending in `/p2p/<id>`.
     pub relays: Vec<Multiaddr>,
     pub relay: RelayLimits,
+    /// `net.hole_punching`: DCUtR on members' relayed connections.
+    pub hole_punching: bool,
+    /// `net.quic`: QUIC beside TCP, on the same port numbers.
+    pub quic: bool,
 }
 
 /// What peers that are not roster members may hold: connections (in all

@@ -130,19 +130,26 @@ impl Reach {
         self.listen.iter().cloned().collect()
     }
 
+    /// How this node's NAT maps its address, from every peer's latest
+    /// observation.
+    pub fn mapping(&self) -> super::punch::Mapping {
+        super::punch::mapping_of(self.observed.values())
+    }
+
     /// Distinct observed addresses.
     pub fn observed_addresses(&self) -> Vec<Multiaddr> {
         let set: BTreeSet<&Multiaddr> = self.observed.values().collect();
         set.into_iter().cloned().collect()
     }
 
+    /// Seen at an address it listens on: same IP, same transport and port.
     fn is_own(&self, addr: &Multiaddr) -> bool {
-        let (Some(ip), Some(port)) = (ip_of(addr), tcp_port(addr)) else {
+        let (Some(ip), Some(port)) = (ip_of(addr), super::punch::port_of(addr)) else {
             return false;
         };
         self.listen
             .iter()
-            .any(|l| ip_of(l) == Some(ip) && tcp_port(l) == Some(port))
+            .any(|l| ip_of(l) == Some(ip) && super::punch::port_of(l) == Some(port))
     }
 
     pub fn judge(&self) -> Judgement {

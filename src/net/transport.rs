@@ -1,6 +1,7 @@
 //! The swarm's making: TCP and circuits through relays (their bytes
-//! counted), each under Noise and Yamux; the behaviour; the listeners
-//! bound (every port probed first, so one another process holds is refused
+//! counted), each under Noise and Yamux, and QUIC beside them (its own
+//! TLS and streams); the behaviour; the listeners bound (each TCP one
+//! also over QUIC at the same port number, where QUIC is on) (every port probed first, so one another process holds is refused
 //! by name); and the errors of all that with their OS causes.
 
 use std::collections::HashSet;
@@ -8,10 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use libp2p::core::transport::{OrTransport, Transport as _};
+use futures::future::Either;
+use libp2p::core::muxing::StreamMuxerBox;
+use libp2p::core::transport::{Boxed, OrTransport, Transport as _};
 use libp2p::core::upgrade::Version;
+use libp2p::multiaddr::Protocol as Addr;
 use libp2p::swarm::SwarmEvent;
-use libp2p::{Multiaddr, Swarm, identity, noise, relay, tcp, yamux};
+use libp2p::{Multiaddr, PeerId, Swarm, identity, noise, quic, relay, tcp, yamux};
 use tokio::sync::mpsc;
 
 use super::behaviour::{self, Behaviour};
@@ -41,14 +45,29 @@ pub(super) fn build_swarm(
         inner: conn,
         bytes: counted.clone(),
     });
+    // libp2p-tcp dials from the listening port (port reuse): the port a
+    // peer observes is the one a hole punch must reach.
     let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true));
     let noise = noise::Config::new(&keypair).map_err(|e| NetError::Transport(e.to_string()))?;
-    let transport = OrTransport::new(relayed, tcp)
+    let streams = OrTransport::new(relayed, tcp)
         .upgrade(Version::V1Lazy)
         .authenticate(noise)
         .multiplex(yamux::Config::default())
-        .timeout(Duration::from_secs(20))
-        .boxed();
+        .timeout(Duration::from_secs(20));
+    let transport: Boxed<(PeerId, StreamMuxerBox)> = if config.quic {
+        // QUIC dials from its listening socket too.
+        let quic = quic::tokio::Transport::new(quic::Config::new(&keypair));
+        OrTransport::new(quic, streams)
+            .map(|either, _| match either {
+                Either::Left((peer, conn)) => (peer, StreamMuxerBox::new(conn)),
+                Either::Right((peer, conn)) => (peer, StreamMuxerBox::new(conn)),
+            })
+            .boxed()
+    } else {
+        streams
+            .map(|(peer, conn), _| (peer, StreamMuxerBox::new(conn)))
+            .boxed()
+    };
     let swarm = Swarm::new(
         transport,
         behaviour,
@@ -81,7 +100,8 @@ pub(super) async fn listen(
     for addr in &config.listen {
         refuse_port_in_use(addr)?;
     }
-    for addr in &config.listen {
+    let addrs = listen_addresses(config);
+    for addr in &addrs {
         swarm
             .listen_on(addr.clone())
             .map_err(|e| NetError::Listen {
@@ -90,7 +110,7 @@ pub(super) async fn listen(
             })?;
     }
     let mut reported = HashSet::new();
-    while reported.len() < config.listen.len() {
+    while reported.len() < addrs.len() {
         match swarm.select_next_some().await {
             SwarmEvent::NewListenAddr {
                 listener_id,
@@ -113,6 +133,28 @@ pub(super) async fn listen(
         }
     }
     Ok(())
+}
+
+/// What this node listens on: `net.listen`, and where QUIC is on, each
+/// TCP address's twin over QUIC (`/ip4/0.0.0.0/udp/4100/quic-v1` beside
+/// `/ip4/0.0.0.0/tcp/4100`).
+pub(super) fn listen_addresses(config: &NetConfig) -> Vec<Multiaddr> {
+    let mut out = config.listen.clone();
+    if config.quic {
+        for addr in &config.listen {
+            let twin: Multiaddr = addr
+                .iter()
+                .flat_map(|p| match p {
+                    Addr::Tcp(port) => vec![Addr::Udp(port), Addr::QuicV1],
+                    other => vec![other],
+                })
+                .collect();
+            if twin != *addr && !out.contains(&twin) {
+                out.push(twin);
+            }
+        }
+    }
+    out
 }
 
 /// An error with every cause under it (libp2p's transport errors keep the

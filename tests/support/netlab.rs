@@ -1,8 +1,12 @@
 //! A NAT laboratory built from Linux network namespaces that the test
 //! creates and always removes: a "wan" bridge (203.0.113.0/24) with two
-//! public hosts and two home routers, each router masquerading its own home
-//! LAN (198.18.1.0/24 behind plain `masquerade`, a port-restricted cone;
-//! 198.18.2.0/24 behind `masquerade random`, symmetric). Nothing here
+//! public hosts, a firewalled public host (no NAT; only replies come in),
+//! and five home routers, each translating its own home LAN
+//! (198.18.N.0/24) as its [`Nat`] says: two port-restricted cones (plain
+//! `masquerade`), two symmetric NATs (`masquerade random`), and one
+//! address-restricted cone (`masquerade`, and a peer it has sent to may
+//! reach it from any port). The rules are nftables' and cover TCP and UDP
+//! (QUIC) alike. Nothing here
 //! touches the host's own interfaces, routes or firewall: every link is
 //! created directly inside the lab's namespaces (veth pairs with both ends
 //! there), `ip_forward` and nftables are set in the router namespaces only,
@@ -35,6 +39,9 @@ pub enum Host {
     Public1,
     /// Publicly reachable host 203.0.113.11.
     Public2,
+    /// A host on a public address, 203.0.113.12, behind its own stateful
+    /// firewall: no NAT, but only replies come in.
+    Firewalled,
     /// Home A's router: 203.0.113.1 on the WAN, 198.18.1.1 on its LAN,
     /// plain `masquerade` (port-restricted cone).
     RouterA,
@@ -45,28 +52,72 @@ pub enum Host {
     HomeA,
     /// The host in home B: 198.18.2.10, default route via its router.
     HomeB,
+    /// Home C's router: 203.0.113.3, 198.18.3.1, port-restricted cone.
+    RouterC,
+    HomeC,
+    /// Home D's router: 203.0.113.4, 198.18.4.1, symmetric.
+    RouterD,
+    HomeD,
+    /// Home E's router: 203.0.113.5, 198.18.5.1, address-restricted cone.
+    RouterE,
+    HomeE,
+}
+
+/// How a home router maps and filters (RFC 4787's terms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nat {
+    /// Endpoint-independent mapping, address-and-port-dependent filtering:
+    /// plain `masquerade` (keeps the source port when it is free), and only
+    /// replies from the exact address and port sent to come in.
+    PortRestricted,
+    /// Endpoint-independent mapping, address-dependent filtering: as above,
+    /// but a host this home sent to may reach it from any port (a new
+    /// connection from such an IP is forwarded to the home, same port).
+    AddressRestricted,
+    /// Endpoint-dependent mapping: `masquerade random`, a new source port
+    /// per destination; replies only.
+    Symmetric,
 }
 
 impl Host {
-    pub const ALL: [Host; 7] = [
+    pub const ALL: [Host; 14] = [
         Host::Wan,
         Host::Public1,
         Host::Public2,
+        Host::Firewalled,
         Host::RouterA,
         Host::RouterB,
+        Host::RouterC,
+        Host::RouterD,
+        Host::RouterE,
         Host::HomeA,
         Host::HomeB,
+        Host::HomeC,
+        Host::HomeD,
+        Host::HomeE,
     ];
+
+    /// A home's NAT (none for other hosts).
+    pub fn nat(self) -> Option<Nat> {
+        HOMES.iter().find(|h| h.home == self).map(|h| h.nat)
+    }
 
     fn role(self) -> &'static str {
         match self {
             Host::Wan => "wan",
             Host::Public1 => "p1",
             Host::Public2 => "p2",
+            Host::Firewalled => "fw",
             Host::RouterA => "ra",
             Host::RouterB => "rb",
+            Host::RouterC => "rc",
+            Host::RouterD => "rd",
+            Host::RouterE => "re",
             Host::HomeA => "ha",
             Host::HomeB => "hb",
+            Host::HomeC => "hc",
+            Host::HomeD => "hd",
+            Host::HomeE => "he",
         }
     }
 
@@ -77,31 +128,63 @@ impl Host {
             Host::Wan => "",
             Host::Public1 => "203.0.113.10",
             Host::Public2 => "203.0.113.11",
+            Host::Firewalled => "203.0.113.12",
             Host::RouterA => "203.0.113.1",
             Host::RouterB => "203.0.113.2",
+            Host::RouterC => "203.0.113.3",
+            Host::RouterD => "203.0.113.4",
+            Host::RouterE => "203.0.113.5",
             Host::HomeA => "198.18.1.10",
             Host::HomeB => "198.18.2.10",
+            Host::HomeC => "198.18.3.10",
+            Host::HomeD => "198.18.4.10",
+            Host::HomeE => "198.18.5.10",
         }
+    }
+
+    /// The router in front of a home (the host itself otherwise): the
+    /// address peers see the home at.
+    pub fn router(self) -> Host {
+        HOMES
+            .iter()
+            .find(|h| h.home == self)
+            .map_or(self, |h| h.router)
     }
 }
 
-/// The routers: (router, its home, LAN prefix, LAN gateway, masquerade
-/// statement).
-const HOMES: [(Host, Host, &str, &str, &str); 2] = [
-    (
-        Host::RouterA,
-        Host::HomeA,
-        "198.18.1",
-        "198.18.1.1",
-        "masquerade",
-    ),
-    (
-        Host::RouterB,
-        Host::HomeB,
-        "198.18.2",
-        "198.18.2.1",
-        "masquerade random",
-    ),
+/// One home: its router, its host, the LAN prefix and gateway, the NAT.
+struct Home {
+    router: Host,
+    home: Host,
+    lan: &'static str,
+    gateway: &'static str,
+    nat: Nat,
+}
+
+const fn home(router: Host, home: Host, n: u8, nat: Nat) -> Home {
+    const LANS: [(&str, &str); 5] = [
+        ("198.18.1", "198.18.1.1"),
+        ("198.18.2", "198.18.2.1"),
+        ("198.18.3", "198.18.3.1"),
+        ("198.18.4", "198.18.4.1"),
+        ("198.18.5", "198.18.5.1"),
+    ];
+    let (lan, gateway) = LANS[n as usize - 1];
+    Home {
+        router,
+        home,
+        lan,
+        gateway,
+        nat,
+    }
+}
+
+const HOMES: [Home; 5] = [
+    home(Host::RouterA, Host::HomeA, 1, Nat::PortRestricted),
+    home(Host::RouterB, Host::HomeB, 2, Nat::Symmetric),
+    home(Host::RouterC, Host::HomeC, 3, Nat::PortRestricted),
+    home(Host::RouterD, Host::HomeD, 4, Nat::Symmetric),
+    home(Host::RouterE, Host::HomeE, 5, Nat::AddressRestricted),
 ];
 
 /// The running lab; dropping it kills what runs inside its namespaces and
@@ -209,7 +292,10 @@ impl Lab {
         self.ip(Host::Wan, &["link", "add", "br0", "type", "bridge"]);
         self.ip(Host::Wan, &["link", "set", "br0", "up"]);
         // One veth per WAN host: `<role>` on the bridge, `wan0` in the host.
-        for host in [Host::Public1, Host::Public2, Host::RouterA, Host::RouterB] {
+        let wan_hosts = [Host::Public1, Host::Public2, Host::Firewalled]
+            .into_iter()
+            .chain(HOMES.iter().map(|h| h.router));
+        for host in wan_hosts {
             let port = host.role();
             self.ip(
                 Host::Wan,
@@ -231,7 +317,15 @@ impl Lab {
             let addr = format!("{}/24", host.addr());
             self.ip(host, &["addr", "add", &addr, "dev", "wan0"]);
         }
-        for (router, home, lan, gateway, masquerade) in HOMES {
+        self.nft(Host::Firewalled, FIREWALL);
+        for &Home {
+            router,
+            home,
+            lan,
+            gateway,
+            nat,
+        } in &HOMES
+        {
             self.ip(
                 router,
                 &[
@@ -262,7 +356,7 @@ impl Lab {
             let mut sysctl = self.cmd(router, "sysctl");
             sysctl.args(["-q", "-w", "net.ipv4.ip_forward=1"]);
             must(sysctl, "sysctl net.ipv4.ip_forward=1 in a router namespace");
-            self.nft(router, &router_rules(lan, masquerade));
+            self.nft(router, &router_rules(lan, home.addr(), nat));
         }
     }
 
@@ -290,20 +384,53 @@ impl Lab {
     }
 }
 
-/// A home router: masquerade on the WAN side; from the WAN only replies
-/// (established, related) come in, to the LAN or to the router itself.
-fn router_rules(lan: &str, masquerade: &str) -> String {
+/// A host's own firewall: replies come in, new connections from the WAN
+/// do not (loopback is untouched).
+const FIREWALL: &str = r#"table inet filter {
+    chain input {
+        type filter hook input priority filter; policy accept;
+        iifname "wan0" ct state new drop
+    }
+}
+"#;
+
+/// A home router: translation on the WAN side as `nat` says; from the WAN
+/// only replies (established, related) come in, to the LAN or to the router
+/// itself, and for an address-restricted cone also new connections from an
+/// IP the home sent to in the last 10 minutes (forwarded to the home's
+/// host at the same port). One table, so the set of contacted IPs is
+/// shared by its chains; every rule covers TCP and UDP alike.
+fn router_rules(lan: &str, host: &str, nat: Nat) -> String {
+    let masquerade = match nat {
+        Nat::Symmetric => "masquerade random",
+        Nat::PortRestricted | Nat::AddressRestricted => "masquerade",
+    };
+    let (remember, admit, forward) = match nat {
+        Nat::AddressRestricted => (
+            "iifname \"lan0\" oifname \"wan0\" update @contacted { ip daddr }",
+            format!("iifname \"wan0\" ip saddr @contacted ct state new dnat to {host}"),
+            "iifname \"wan0\" ct status dnat accept",
+        ),
+        _ => ("", String::new(), ""),
+    };
     format!(
-        r#"table ip nat {{
+        r#"table ip lab {{
+    set contacted {{
+        type ipv4_addr; flags dynamic, timeout; timeout 10m;
+    }}
+    chain prerouting {{
+        type nat hook prerouting priority dstnat; policy accept;
+        {admit}
+    }}
     chain postrouting {{
         type nat hook postrouting priority srcnat; policy accept;
         oifname "wan0" ip saddr {lan}.0/24 {masquerade}
     }}
-}}
-table inet filter {{
     chain forward {{
         type filter hook forward priority filter; policy drop;
+        {remember}
         ct state established,related accept
+        {forward}
         iifname "lan0" oifname "wan0" accept
     }}
     chain input {{

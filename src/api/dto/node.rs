@@ -53,6 +53,10 @@ pub struct PeerView {
     /// replaced a few seconds after the add.
     #[serde(default)]
     pub admitted: bool,
+    /// The link as the doctor words it: "direct (punched)", "direct", or
+    /// "relayed (<why>)" (none when not connected).
+    #[serde(default)]
+    pub path: Option<String>,
 }
 
 /// `peers`.
@@ -167,6 +171,17 @@ pub struct DoctorMember {
     pub name: String,
     pub connected: bool,
     pub link: Option<LinkKind>,
+    /// "direct (punched)", "direct", or "relayed (<why>)", the why one of
+    /// "punch failed N times", "both ends symmetric", "punching disabled",
+    /// "punch under way" (none when not connected).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The direct link came from a hole punch.
+    #[serde(default)]
+    pub punched: bool,
+    /// Why the link is relayed, when it is.
+    #[serde(default)]
+    pub relayed_why: Option<String>,
     pub address: Option<String>,
     pub rtt_ms: Option<u64>,
 }
@@ -177,6 +192,10 @@ pub struct Doctor {
     /// "public", "private" or "unknown".
     pub reachability: String,
     pub why: String,
+    /// How this node's NAT maps its address, from what its peers see:
+    /// "endpoint-independent", "endpoint-dependent (symmetric)" or "unknown".
+    #[serde(default)]
+    pub mapping: String,
     pub listen: Vec<String>,
     /// The addresses peers see this node at.
     pub observed: Vec<String>,

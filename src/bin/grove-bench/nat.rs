@@ -1,4 +1,5 @@
-//! `grove-bench nat [ROUNDS] [TURNS]`: the NAT laboratory of the tests
+//! `grove-bench nat [ROUNDS] [TURNS]` (and `nat punch [TRIALS]`, see
+//! [`punch`]): the NAT laboratory of the tests
 //! (network namespaces, a cone and a symmetric NAT; needs root, `ip` and
 //! `nft`) with real `grove node run` processes. Prints the time from
 //! `mesh join` to member for a node behind each NAT type, joining by the
@@ -22,6 +23,8 @@ use super::net::{Node, grove, grove_bin, json, percentile, started, vote_add, wa
 mod netlab;
 
 use netlab::{Host, Lab};
+
+mod punch;
 
 const SLOW: Duration = Duration::from_secs(120);
 
@@ -110,6 +113,9 @@ fn summary(label: &str, mut v: Vec<f64>) {
 }
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
+    if args.first().map(String::as_str) == Some("punch") {
+        return punch::run(&args[1..]);
+    }
     let rounds: usize = args.first().map(|s| s.parse()).transpose()?.unwrap_or(2);
     let turns: u32 = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(20);
     let bin = grove_bin()?;

@@ -10,7 +10,18 @@ use libp2p::PeerId;
 
 use super::peers::NodeView;
 use crate::api::{ApiError, dto};
-use crate::net::ConnectivityReport;
+use crate::net::{ConnectivityReport, LinkReport};
+
+/// A link as the doctor and `peers` word it: "direct (punched)", "direct",
+/// or "relayed (<why>)".
+pub fn path_of(link: &LinkReport) -> String {
+    match (&link.why_relayed, link.relayed, link.punched) {
+        (Some(why), true, _) => format!("relayed ({why})"),
+        (None, true, _) => "relayed".into(),
+        (_, false, true) => "direct (punched)".into(),
+        (_, false, false) => "direct".into(),
+    }
+}
 
 /// A moment `ago` before now, in ms since the epoch.
 fn at(then: Instant, now: Instant, now_ms: i64) -> i64 {
@@ -38,6 +49,11 @@ pub fn report(node: &NodeView, net: &ConnectivityReport) -> dto::Doctor {
                         name,
                         connected: link.is_some(),
                         link: link.map(|l| dto::LinkKind::of(l.relayed)),
+                        path: link.map(path_of),
+                        punched: link.is_some_and(|l| l.punched),
+                        relayed_why: link
+                            .and_then(|l| l.why_relayed.as_ref())
+                            .map(|w| w.to_string()),
                         address: link.map(|l| l.address.to_string()),
                         rtt_ms: link.and_then(|l| l.rtt).map(|d| d.as_millis() as u64),
                     }
@@ -60,6 +76,7 @@ pub fn report(node: &NodeView, net: &ConnectivityReport) -> dto::Doctor {
     dto::Doctor {
         reachability: net.judgement.reachability.as_str().into(),
         why: net.judgement.why.clone(),
+        mapping: net.mapping.as_str().into(),
         listen: strings(&net.listen),
         observed: strings(&net.observed),
         external: strings(&net.external),

@@ -73,6 +73,7 @@ pub async fn peers(State(node): State<NodeView>) -> Json<dto::PeerList> {
                     .and_then(|l| l.rtt)
                     .map(|d| d.as_millis() as u64),
                 admitted: links.get(&p).is_some_and(|l| l.admitted),
+                path: links.get(&p).map(super::doctor::path_of),
             }
         })
         .collect();
