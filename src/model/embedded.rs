@@ -27,15 +27,12 @@ use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 
 use super::guide::{Guidance, GuideCounts, GuideRules, QuoteGuide, Vocabulary};
-use super::llama::{ForwardOptions, LlamaModel, LlamaShape};
+use super::llama::{ForwardOptions, LlamaModel, LlamaShape, PREFILL_CHUNK, Prefill};
 use super::memory;
 use super::requantize::{is_block_quantized, requantize_into};
 use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
 use super::{ChatMessage, ChatModel, ChatRequest, Completion, ModelError, Role, Usage};
 
-/// Prompt tokens fed to the model per forward pass; bounds the attention
-/// scratch memory for long prompts.
-const PREFILL_CHUNK: usize = 512;
 /// A prompt must leave at least this many tokens for the answer.
 const MIN_ANSWER_TOKENS: usize = 16;
 /// SmolLM2's template inserts this system line when a chat has none.
@@ -68,6 +65,11 @@ pub struct EmbeddedOptions {
     /// answer (0: off). A 135M model otherwise loops on one line until
     /// `max_tokens`.
     pub no_repeat_ngram: usize,
+    /// Keep the key/value cache of the prefix a prompt shares with the
+    /// previous one (grove's forward only; [`LlamaModel::prefill`]): the
+    /// same logits, less prompt work (a moot turn's drafts share their
+    /// whole prompt).
+    pub prefix_cache: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -81,6 +83,7 @@ impl Default for EmbeddedOptions {
             threads: 0,
             guided: true,
             no_repeat_ngram: 4,
+            prefix_cache: true,
         }
     }
 }
@@ -117,6 +120,9 @@ pub struct Generation {
     pub tokens: Vec<u32>,
     pub text: String,
     pub prompt_tokens: usize,
+    /// Prompt tokens run through the model: fewer than `prompt_tokens`
+    /// when the cache kept a prefix of the previous prompt.
+    pub prompt_computed: usize,
     pub prompt_time: Duration,
     /// Time from the first sampled token to the end.
     pub generate_time: Duration,
@@ -155,36 +161,59 @@ impl Engine {
         }
     }
 
-    /// Starts a request that will use up to `positions` positions.
-    fn reset(&mut self, positions: usize) -> candle_core::Result<()> {
+    /// Runs `prompt` from position 0, making room for `positions` in all;
+    /// grove's forward keeps a shared prefix of the last prompt when
+    /// `reuse` says so.
+    fn prefill(
+        &mut self,
+        prompt: &[u32],
+        positions: usize,
+        reuse: bool,
+        device: &Device,
+    ) -> candle_core::Result<Prefill> {
         match self {
-            Engine::Grove(model) => model.reset(positions),
+            Engine::Grove(model) => model.prefill(prompt, positions, reuse),
             Engine::Candle(model) => {
                 model.clear_kv_cache();
-                Ok(())
+                let mut logits = Vec::new();
+                for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
+                    logits = candle_step(model, chunk, i * PREFILL_CHUNK, device)?;
+                }
+                Ok(Prefill {
+                    logits,
+                    computed: prompt.len(),
+                })
             }
         }
     }
 
-    /// Feeds `tokens` after `position` earlier ones; logits of the last, `(vocab,)`.
-    fn forward(
+    /// Feeds one generated token at `position`; the logits after it.
+    fn step(
         &mut self,
-        tokens: &[u32],
+        token: u32,
         position: usize,
         device: &Device,
     ) -> candle_core::Result<Vec<f32>> {
         match self {
-            Engine::Grove(model) => model.forward(tokens),
-            Engine::Candle(model) => {
-                let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
-                model
-                    .forward(&input, position)?
-                    .squeeze(0)?
-                    .to_dtype(DType::F32)?
-                    .to_vec1()
-            }
+            Engine::Grove(model) => model.forward(&[token]),
+            Engine::Candle(model) => candle_step(model, &[token], position, device),
         }
     }
+}
+
+/// candle-transformers' forward of `tokens` after `position` earlier ones.
+fn candle_step(
+    model: &mut ModelWeights,
+    tokens: &[u32],
+    position: usize,
+    device: &Device,
+) -> candle_core::Result<Vec<f32>> {
+    let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
+    model
+        .forward(&input, position)?
+        .squeeze(0)?
+        .to_dtype(DType::F32)?
+        .to_vec1()
 }
 
 /// A GGUF model loaded in memory.
@@ -393,26 +422,45 @@ impl EmbeddedModel {
             )));
         }
         let max_tokens = max_tokens.min(self.context_len - prompt.len());
-        let failed = |e: candle_core::Error| ModelError::Failed(format!("inference: {e}"));
         let started = Instant::now();
-        // Every request starts afresh: a shared prefix is not reused yet.
-        self.weights
-            .reset(prompt.len() + max_tokens)
-            .map_err(failed)?;
-        let mut position = 0;
-        let mut logits = None;
-        for chunk in prompt.chunks(PREFILL_CHUNK) {
-            logits = Some(
-                self.weights
-                    .forward(chunk, position, &self.device)
-                    .map_err(failed)?,
-            );
-            position += chunk.len();
-        }
+        let prefill = self
+            .weights
+            .prefill(
+                prompt,
+                prompt.len() + max_tokens,
+                self.options.prefix_cache,
+                &self.device,
+            )
+            .map_err(inference_failed)?;
         let prompt_time = started.elapsed();
         let generate_started = Instant::now();
+        let (tokens, stop) =
+            self.sample_tokens(prefill.logits, prompt.len(), max_tokens, sampler, guide)?;
+        let generate_time = generate_started.elapsed();
+        let text = self.decode(&tokens)?;
+        Ok(Generation {
+            tokens,
+            text,
+            prompt_tokens: prompt.len(),
+            prompt_computed: prefill.computed,
+            prompt_time,
+            generate_time,
+            stop,
+        })
+    }
+
+    /// The decoding loop: from the prompt's last logits, samples up to
+    /// `max_tokens` tokens, feeding each at the next position.
+    fn sample_tokens(
+        &mut self,
+        logits: Vec<f32>,
+        mut position: usize,
+        max_tokens: usize,
+        sampler: &mut Sampler,
+        guide: &mut dyn DecodeGuide,
+    ) -> Result<(Vec<u32>, StopReason), ModelError> {
+        let mut logits = Some(logits);
         let mut tokens = Vec::new();
-        let mut stop = StopReason::Length;
         while tokens.len() < max_tokens {
             // The forward's own buffer: the guide and the sampler read and
             // edit it in place.
@@ -428,34 +476,23 @@ impl EmbeddedModel {
                 .sample(&row)
                 .map_err(|e| ModelError::Failed(format!("sampling: {e}")))?;
             if self.stop_tokens.contains(&token) {
-                stop = StopReason::EndOfTurn;
-                break;
+                return Ok((tokens, StopReason::EndOfTurn));
             }
             tokens.push(token);
             if guide.accept(token) == GuideControl::Stop {
-                stop = StopReason::Guide;
-                break;
+                return Ok((tokens, StopReason::Guide));
             }
             if tokens.len() >= max_tokens {
                 break;
             }
             logits = Some(
                 self.weights
-                    .forward(&[token], position, &self.device)
-                    .map_err(failed)?,
+                    .step(token, position, &self.device)
+                    .map_err(inference_failed)?,
             );
             position += 1;
         }
-        let generate_time = generate_started.elapsed();
-        let text = self.decode(&tokens)?;
-        Ok(Generation {
-            tokens,
-            text,
-            prompt_tokens: prompt.len(),
-            prompt_time,
-            generate_time,
-            stop,
-        })
+        Ok((tokens, StopReason::Length))
     }
 
     /// Completes a chat under a guide (guided decoding enters here).
@@ -696,6 +733,10 @@ fn stop_tokens(
     stops.sort_unstable();
     stops.dedup();
     stops
+}
+
+fn inference_failed(e: candle_core::Error) -> ModelError {
+    ModelError::Failed(format!("inference: {e}"))
 }
 
 /// A candle error's message without the backtrace candle appends when

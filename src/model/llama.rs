@@ -9,6 +9,10 @@
 //! per request and written in place, and grouped-query attention folds the
 //! query heads onto their shared key/value head instead of copying keys, so
 //! a step only reads the cache.
+//!
+//! The cache outlives a request: [`LlamaModel::prefill`] keeps the keys and
+//! values of the longest prefix the new prompt shares with the last one, in
+//! whole prompt chunks (see [`PREFILL_CHUNK`]), and computes the rest.
 
 use std::io::{Read, Seek};
 use std::sync::Arc;
@@ -16,6 +20,17 @@ use std::sync::Arc;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 
 use grove_kernels::{Isa, Q8Matrix, Q8Rows};
+
+/// Prompt tokens fed to the model per forward pass; bounds the attention
+/// scratch memory for long prompts. Chunks start at multiples of it
+/// (positions 0, 512, 1024, ...) whether or not a prefix was reused, so
+/// every chunk is the same computation in both cases: candle's float
+/// matmul (the attention products) picks its blocking and kernels by the
+/// matrices' sizes (the depth of its accumulation blocks changes with the
+/// rows under 64, a horizontal kernel serves products under 256 elements),
+/// so a token's attention changes in its last bits with the rows computed
+/// beside it. Recomputing whole chunks keeps reuse exact.
+pub const PREFILL_CHUNK: usize = 512;
 
 /// With candle's kernels, from this many rows on (prompt chunks), a
 /// projection dequantizes its weights and runs a float matmul: candle's
@@ -114,7 +129,27 @@ pub struct LlamaModel {
     /// Positions currently held in the cache.
     len: usize,
     capacity: usize,
+    /// The last prompt [`LlamaModel::prefill`] ran, whose keys and values
+    /// the cache holds at positions `0..tokens.len()` (later positions hold
+    /// its answer, which later prompts do not reuse).
+    prompt: Option<CachedPrompt>,
     device: Device,
+}
+
+/// A prompt whose keys and values are in the cache.
+struct CachedPrompt {
+    tokens: Vec<u32>,
+    /// The logits after its last token, for a request with the same prompt.
+    logits: Vec<f32>,
+}
+
+/// What [`LlamaModel::prefill`] did.
+#[derive(Debug, Clone)]
+pub struct Prefill {
+    /// The logits after the prompt's last token (`vocab` long).
+    pub logits: Vec<f32>,
+    /// Prompt tokens run through the model (the rest were reused).
+    pub computed: usize,
 }
 
 /// The dimensions of a llama GGUF, read from its metadata: what grove's
@@ -297,6 +332,7 @@ impl LlamaModel {
             pool: Arc::new(pool),
             len: 0,
             capacity: 0,
+            prompt: None,
             device: device.clone(),
         })
     }
@@ -313,21 +349,77 @@ impl LlamaModel {
 
     /// Empties the cache and makes room for `positions` tokens.
     pub fn reset(&mut self, positions: usize) -> Result<()> {
-        let positions = positions.min(self.max_positions);
+        self.prompt = None;
         self.len = 0;
-        if positions > self.capacity {
-            // Round up so similar requests reuse the allocation.
-            let capacity = positions
-                .div_ceil(256)
-                .saturating_mul(256)
-                .min(self.max_positions);
-            let shape = (1, self.kv_heads, capacity, self.head_dim);
-            for block in &mut self.blocks {
-                block.keys = Some(Tensor::zeros(shape, DType::F32, &self.device)?);
-                block.values = Some(Tensor::zeros(shape, DType::F32, &self.device)?);
-            }
-            self.capacity = capacity;
+        self.reserve(positions, 0)
+    }
+
+    /// Runs `prompt` from position 0 and makes room for `positions` tokens
+    /// in all (prompt and answer). With `reuse`, the keys and values of the
+    /// longest prefix `prompt` shares with the last prompt run here are
+    /// kept, rounded down to whole chunks of [`PREFILL_CHUNK`] (all of it
+    /// when the prompt is the same, whose last logits are kept too); the
+    /// logits are then bit for bit those of a run from scratch. It holds no
+    /// memory beyond the cache a request of `positions` needs anyway, the
+    /// last prompt's ids and one row of logits.
+    pub fn prefill(&mut self, prompt: &[u32], positions: usize, reuse: bool) -> Result<Prefill> {
+        if prompt.is_empty() {
+            candle_core::bail!("no tokens to feed");
         }
+        // Taken: if this prefill fails, the cache holds no known prompt.
+        let previous = self.prompt.take();
+        let kept = match &previous {
+            Some(cached) if reuse => reusable_prefix(&cached.tokens, prompt),
+            _ => 0,
+        };
+        self.reserve(positions, kept)?;
+        self.len = kept;
+        let logits = match previous {
+            Some(cached) if kept == prompt.len() => cached.logits,
+            _ => {
+                let mut logits = Vec::new();
+                for chunk in prompt[kept..].chunks(PREFILL_CHUNK) {
+                    logits = self.forward(chunk)?;
+                }
+                logits
+            }
+        };
+        self.prompt = Some(CachedPrompt {
+            tokens: prompt.to_vec(),
+            logits: logits.clone(),
+        });
+        Ok(Prefill {
+            logits,
+            computed: prompt.len() - kept,
+        })
+    }
+
+    /// Makes room for `positions` tokens, keeping the first `keep` cached
+    /// positions when the cache grows.
+    fn reserve(&mut self, positions: usize, keep: usize) -> Result<()> {
+        let positions = positions.min(self.max_positions);
+        if positions <= self.capacity {
+            return Ok(());
+        }
+        // Round up so similar requests reuse the allocation.
+        let capacity = positions
+            .div_ceil(256)
+            .saturating_mul(256)
+            .min(self.max_positions);
+        let shape = (1, self.kv_heads, capacity, self.head_dim);
+        let keep = keep.min(self.capacity);
+        for block in &mut self.blocks {
+            for cache in [&mut block.keys, &mut block.values] {
+                let grown = Tensor::zeros(shape, DType::F32, &self.device)?;
+                if let Some(old) = cache.as_ref()
+                    && keep > 0
+                {
+                    grown.slice_set(&old.narrow(2, 0, keep)?, 2, 0)?;
+                }
+                *cache = Some(grown);
+            }
+        }
+        self.capacity = capacity;
         Ok(())
     }
 
@@ -527,6 +619,21 @@ fn causal_mask(count: usize, start: usize, group: usize, device: &Device) -> Res
     Tensor::from_vec(mask, (group * count, total), device)
 }
 
+/// How much of `previous`'s cache a run of `prompt` can keep: all of it for
+/// the same prompt, else the common prefix rounded down to whole chunks
+/// (at least one token is left to compute, for the logits).
+fn reusable_prefix(previous: &[u32], prompt: &[u32]) -> usize {
+    if previous == prompt {
+        return prompt.len();
+    }
+    let common = previous
+        .iter()
+        .zip(prompt)
+        .take_while(|(a, b)| a == b)
+        .count();
+    common.min(prompt.len().saturating_sub(1)) / PREFILL_CHUNK * PREFILL_CHUNK
+}
+
 /// The index of the largest logit (used by tests and greedy checks).
 pub fn argmax(logits: &Tensor) -> Result<u32> {
     logits.argmax(D::Minus1)?.to_scalar::<u32>()
@@ -550,6 +657,26 @@ mod tests {
             vec![0.0, 0.0, 0.0],
         ];
         assert_eq!(mask, expected);
+    }
+
+    #[test]
+    fn a_prefix_is_reused_in_whole_chunks_or_whole() {
+        let c = PREFILL_CHUNK;
+        let old: Vec<u32> = (0..(2 * c + 100) as u32).collect();
+        assert_eq!(reusable_prefix(&old, &old), old.len(), "the same prompt");
+        let mut new = old.clone();
+        new[2 * c + 10] = u32::MAX;
+        assert_eq!(reusable_prefix(&old, &new), 2 * c, "parts in chunk 3");
+        new[c + 1] = u32::MAX;
+        assert_eq!(reusable_prefix(&old, &new), c, "parts in chunk 2");
+        new[3] = u32::MAX;
+        assert_eq!(reusable_prefix(&old, &new), 0, "parts in chunk 1");
+        // A longer prompt keeps the full chunks the old one computed.
+        let longer: Vec<u32> = (0..(3 * c) as u32).collect();
+        assert_eq!(reusable_prefix(&old, &longer), 2 * c);
+        // A shorter one ending on a chunk boundary computes its last chunk.
+        assert_eq!(reusable_prefix(&old, &old[..2 * c]), c);
+        assert_eq!(reusable_prefix(&old[..2 * c], &old), 2 * c);
     }
 
     #[test]

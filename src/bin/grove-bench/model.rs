@@ -155,6 +155,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         threads,
         guided: true,
         no_repeat_ngram: 0,
+        // Each round runs the same prompt: reuse would skip its prefill.
+        prefix_cache: false,
     };
     let mut table = Vec::new();
     let mut llama_rss = 0f64;
