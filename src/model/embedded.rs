@@ -20,6 +20,7 @@ use candle_core::quantized::tokenizer::TokenizerFromGguf;
 use candle_core::quantized::{GgmlDType, gguf_file};
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::quantized_llama::{MAX_SEQ_LEN, ModelWeights};
+use grove_kernels::SharedBytes;
 use tokenizers::Tokenizer;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
@@ -70,6 +71,9 @@ pub struct EmbeddedOptions {
     /// same logits, less prompt work (a moot turn's drafts share their
     /// whole prompt).
     pub prefix_cache: bool,
+    /// Map the GGUF file and read its Q8_0 matrices in place (with grove's
+    /// kernels); off: copy them into memory (for comparison).
+    pub map_file: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -84,6 +88,7 @@ impl Default for EmbeddedOptions {
             guided: true,
             no_repeat_ngram: 4,
             prefix_cache: true,
+            map_file: true,
         }
     }
 }
@@ -141,6 +146,7 @@ impl Engine {
     fn load<R: std::io::Read + std::io::Seek>(
         content: gguf_file::Content,
         reader: &mut R,
+        file: Option<&SharedBytes>,
         device: &Device,
         context_len: usize,
         options: &EmbeddedOptions,
@@ -157,7 +163,8 @@ impl Engine {
                     super::configured_threads()
                 },
             };
-            LlamaModel::from_gguf(&content, reader, device, context_len, forward).map(Engine::Grove)
+            LlamaModel::from_gguf(&content, reader, file, device, context_len, forward)
+                .map(Engine::Grove)
         }
     }
 
@@ -249,63 +256,40 @@ impl EmbeddedModel {
                 candle_reason(&e)
             ))
         })?;
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".to_string());
-        let ModelCard {
-            tokenizer,
-            template,
-            context_len,
-            shape,
-            has_q4_1,
-            ..
-        } = inspect(&content)?;
-        let stop_tokens = stop_tokens(&content, &tokenizer, &template);
-        let vocab_size = tokenizer.get_vocab_size(true);
+        let card = inspect(&content)?;
+        let stop_tokens = stop_tokens(&content, &card.tokenizer, &card.template);
+        let vocab_size = card.tokenizer.get_vocab_size(true);
         let file_bytes = reader
             .get_ref()
             .metadata()
             .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?
             .len();
+        let convert = card.has_q4_1 && options.requantize_q4_1;
         let need = memory::estimate(
             file_bytes,
-            &shape,
+            &card.shape,
             vocab_size,
-            context_len,
-            has_q4_1 && options.requantize_q4_1,
+            card.context_len,
+            convert,
+            card.embeddings_q8_0(convert) && options.grove_kernels,
         );
         memory::check_load(path, need, memory::machine_memory())?;
         let device = Device::Cpu;
-        let model_error = |e: candle_core::Error| {
-            ModelError::File(format!("cannot load {}: {e}", path.display()))
-        };
-        let (weights, label) = if has_q4_1 && options.requantize_q4_1 {
-            let mut converted = Cursor::new(Vec::new());
-            requantize_into(&content, &mut reader, &mut converted, GgmlDType::Q8_0)?;
-            converted.set_position(0);
-            let converted_content =
-                gguf_file::Content::read(&mut converted).map_err(model_error)?;
-            let weights = Engine::load(
-                converted_content,
-                &mut converted,
-                &device,
-                context_len,
-                &options,
-            )
-            .map_err(model_error)?;
-            (weights, format!("embedded:{stem}(as Q8_0)"))
-        } else {
-            let weights = Engine::load(content, &mut reader, &device, context_len, &options)
-                .map_err(model_error)?;
-            (weights, format!("embedded:{stem}"))
-        };
+        let (weights, label) = load_engine(
+            path,
+            content,
+            reader,
+            convert,
+            &device,
+            card.context_len,
+            &options,
+        )?;
         Ok(EmbeddedModel {
             weights,
-            tokenizer,
-            template,
+            tokenizer: card.tokenizer,
+            template: card.template,
             stop_tokens,
-            context_len,
+            context_len: card.context_len,
             vocab_size,
             label,
             options,
@@ -552,6 +536,21 @@ pub struct ModelCard {
     pub context_len: usize,
     /// Some weights are Q4_1 (converted to Q8_0 at load).
     pub has_q4_1: bool,
+    /// The type of `token_embd.weight` in the file.
+    pub embedding_dtype: Option<GgmlDType>,
+}
+
+impl ModelCard {
+    /// Whether the embedding table is Q8_0 once loaded (`converts`: the
+    /// Q4_1 file is converted, which turns every quantized matrix into
+    /// Q8_0); grove's kernels then keep it quantized ([`memory::estimate`]).
+    pub fn embeddings_q8_0(&self, converts: bool) -> bool {
+        match self.embedding_dtype {
+            Some(GgmlDType::Q8_0) => true,
+            Some(dtype) => converts && self.has_q4_1 && is_block_quantized(dtype),
+            None => false,
+        }
+    }
 }
 
 /// Checks that the embedded engine runs this GGUF: a single file (not one
@@ -596,7 +595,71 @@ pub fn inspect(content: &gguf_file::Content) -> Result<ModelCard, ModelError> {
         template,
         context_len,
         has_q4_1,
+        embedding_dtype: content
+            .tensor_infos
+            .get("token_embd.weight")
+            .map(|info| info.ggml_dtype),
     })
+}
+
+/// The forward pass over the weights of `content`, read from `reader`:
+/// the file mapped into memory where it can be (Q8_0 matrices are then
+/// read in place, never copied), or, with `convert`, its Q4_1 weights
+/// converted to Q8_0 in memory first. Also the model's label.
+fn load_engine(
+    path: &Path,
+    content: gguf_file::Content,
+    mut reader: BufReader<fs::File>,
+    convert: bool,
+    device: &Device,
+    context_len: usize,
+    options: &EmbeddedOptions,
+) -> Result<(Engine, String), ModelError> {
+    let model_error =
+        |e: candle_core::Error| ModelError::File(format!("cannot load {}: {e}", path.display()));
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".to_string());
+    if convert {
+        let mut converted = Cursor::new(Vec::new());
+        requantize_into(&content, &mut reader, &mut converted, GgmlDType::Q8_0)?;
+        // The converted file stays whole; its Q8_0 matrices point into it.
+        let bytes = Arc::new(converted.into_inner());
+        let shared: SharedBytes = bytes.clone();
+        let mut reader = Cursor::new(bytes.as_slice());
+        let converted_content = gguf_file::Content::read(&mut reader).map_err(model_error)?;
+        let engine = Engine::load(
+            converted_content,
+            &mut reader,
+            Some(&shared),
+            device,
+            context_len,
+            options,
+        )
+        .map_err(model_error)?;
+        return Ok((engine, format!("embedded:{stem}(as Q8_0)")));
+    }
+    // SAFETY: the map is read only. Installs replace a model file by
+    // renaming a new one into place (`model::install`), so the mapped
+    // file is never written while grove runs; a file truncated under it
+    // by something else would fault, as it would for llama.cpp. Where the
+    // file cannot be mapped, the weights are read (copied) instead.
+    let mapped = options
+        .map_file
+        .then(|| unsafe { memmap2::Mmap::map(reader.get_ref()) }.ok())
+        .flatten()
+        .map(|map| Arc::new(map) as SharedBytes);
+    let engine = Engine::load(
+        content,
+        &mut reader,
+        mapped.as_ref(),
+        device,
+        context_len,
+        options,
+    )
+    .map_err(model_error)?;
+    Ok((engine, format!("embedded:{stem}")))
 }
 
 /// The tokenizer from GGUF metadata, with SmolLM's pre-tokenizer fixed.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 
-use grove_kernels::{Isa, Q8Matrix, Q8Rows};
+use grove_kernels::{Isa, Q8Matrix, Q8Rows, SharedBytes};
 
 /// Prompt tokens fed to the model per forward pass; bounds the attention
 /// scratch memory for long prompts. Chunks start at multiples of it
@@ -67,7 +67,8 @@ impl Projection {
     }
 }
 
-/// `tensor` as a grove Q8_0 matrix, when it is one and grove's kernels are on.
+/// `tensor` as a grove Q8_0 matrix (a copy of its blocks), when it is one
+/// and grove's kernels are on.
 fn q8_matrix(tensor: &QTensor, options: &ForwardOptions) -> Result<Option<Q8Matrix>> {
     if !options.grove_kernels || tensor.dtype() != GgmlDType::Q8_0 {
         return Ok(None);
@@ -76,7 +77,113 @@ fn q8_matrix(tensor: &QTensor, options: &ForwardOptions) -> Result<Option<Q8Matr
     let data = tensor.data()?.into_owned();
     Q8Matrix::new(rows, cols, data)
         .map(Some)
-        .map_err(|e| candle_core::Error::Msg(e.to_string()))
+        .map_err(kernel_error)
+}
+
+fn kernel_error(e: grove_kernels::KernelError) -> candle_core::Error {
+    candle_core::Error::Msg(e.to_string())
+}
+
+/// Where [`LlamaModel::from_gguf`] reads the weights: through the reader,
+/// or, for Q8_0 matrices under grove's kernels when the whole file's bytes
+/// are at hand (mapped), in place.
+struct WeightSource<'a, R> {
+    content: &'a gguf_file::Content,
+    reader: &'a mut R,
+    file: Option<&'a SharedBytes>,
+    device: &'a Device,
+    options: &'a ForwardOptions,
+}
+
+impl<R: Read + Seek> WeightSource<'_, R> {
+    fn tensor(&mut self, name: &str) -> Result<QTensor> {
+        self.content.tensor(self.reader, name, self.device)
+    }
+
+    /// A small tensor (a norm's weights) as floats.
+    fn floats(&mut self, name: &str) -> Result<Tensor> {
+        self.tensor(name)?.dequantize(self.device)
+    }
+
+    /// The Q8_0 matrix `name` read in place in the file, when it is one,
+    /// grove's kernels are on and the file is mapped.
+    fn in_place(&self, name: &str) -> Result<Option<Q8Matrix>> {
+        let (Some(file), true) = (self.file, self.options.grove_kernels) else {
+            return Ok(None);
+        };
+        let Some(info) = self.content.tensor_infos.get(name) else {
+            candle_core::bail!("no tensor {name} in the file");
+        };
+        if info.ggml_dtype != GgmlDType::Q8_0 {
+            return Ok(None);
+        }
+        let (rows, cols) = info.shape.dims2()?;
+        let start = self
+            .content
+            .tensor_data_offset
+            .checked_add(info.offset)
+            .and_then(|at| usize::try_from(at).ok())
+            .ok_or_else(|| candle_core::Error::Msg(format!("tensor {name}: offset")))?;
+        Q8Matrix::in_place(rows, cols, Arc::clone(file), start)
+            .map(Some)
+            .map_err(kernel_error)
+    }
+
+    fn projection(&mut self, name: &str) -> Result<Projection> {
+        match self.in_place(name)? {
+            Some(matrix) => Ok(Projection::Q8(Arc::new(matrix))),
+            None => Projection::new(self.tensor(name)?, self.options),
+        }
+    }
+
+    /// The embedding table and the output matrix (the same one when the
+    /// file has no `output.weight`: SmolLM2's embeddings are tied).
+    fn embeddings(&mut self) -> Result<(Embeddings, Projection)> {
+        let name = "token_embd.weight";
+        let matrix = match self.in_place(name)? {
+            Some(matrix) => matrix,
+            None => {
+                let table = self.tensor(name)?;
+                match q8_matrix(&table, self.options)? {
+                    Some(matrix) => matrix,
+                    None => {
+                        let dense = Embeddings::Dense(table.dequantize(self.device)?);
+                        let tied = Projection::Candle(QMatMul::from_qtensor(table)?);
+                        return Ok((dense, self.output(tied)?));
+                    }
+                }
+            }
+        };
+        let matrix = Arc::new(matrix);
+        let output = self.output(Projection::Q8(Arc::clone(&matrix)))?;
+        Ok((Embeddings::Q8(matrix), output))
+    }
+
+    /// `output.weight`, or the tied embeddings when there is none.
+    fn output(&mut self, tied: Projection) -> Result<Projection> {
+        if self.content.tensor_infos.contains_key("output.weight") {
+            self.projection("output.weight")
+        } else {
+            Ok(tied)
+        }
+    }
+
+    fn block(&mut self, i: usize) -> Result<Block> {
+        let name = |suffix: &str| format!("blk.{i}.{suffix}");
+        Ok(Block {
+            attn_norm: self.floats(&name("attn_norm.weight"))?,
+            wq: self.projection(&name("attn_q.weight"))?,
+            wk: self.projection(&name("attn_k.weight"))?,
+            wv: self.projection(&name("attn_v.weight"))?,
+            wo: self.projection(&name("attn_output.weight"))?,
+            ffn_norm: self.floats(&name("ffn_norm.weight"))?,
+            w_gate: self.projection(&name("ffn_gate.weight"))?,
+            w_up: self.projection(&name("ffn_up.weight"))?,
+            w_down: self.projection(&name("ffn_down.weight"))?,
+            keys: None,
+            values: None,
+        })
+    }
 }
 
 /// The token embedding table.
@@ -243,69 +350,30 @@ impl LlamaShape {
 
 impl LlamaModel {
     /// Reads the weights of a `llama` GGUF. `max_positions` bounds the
-    /// context (rotary tables are built for it).
+    /// context (rotary tables are built for it). `file`, the whole file's
+    /// bytes (mapped), lets Q8_0 matrices be read in place, not copied.
     pub fn from_gguf<R: Read + Seek>(
         content: &gguf_file::Content,
         reader: &mut R,
+        file: Option<&SharedBytes>,
         device: &Device,
         max_positions: usize,
         options: ForwardOptions,
     ) -> Result<LlamaModel> {
-        let LlamaShape {
-            heads,
-            kv_heads,
-            block_count,
-            head_dim,
-            eps,
-            rope_base,
-            ..
-        } = LlamaShape::of(content).map_err(candle_core::Error::Msg)?;
-        let mut tensor = |name: &str| content.tensor(reader, name, device);
-        let embeddings_q = tensor("token_embd.weight")?;
-        let output_norm = tensor("output_norm.weight")?.dequantize(device)?;
-        let (embeddings, tied) = match q8_matrix(&embeddings_q, &options)? {
-            Some(matrix) => {
-                let matrix = Arc::new(matrix);
-                (Embeddings::Q8(matrix.clone()), Projection::Q8(matrix))
-            }
-            None => (
-                Embeddings::Dense(embeddings_q.dequantize(device)?),
-                Projection::Candle(QMatMul::from_qtensor(embeddings_q)?),
-            ),
+        let shape = LlamaShape::of(content).map_err(candle_core::Error::Msg)?;
+        let mut source = WeightSource {
+            content,
+            reader,
+            file,
+            device,
+            options: &options,
         };
-        // Tied embeddings: SmolLM2 has no separate output matrix.
-        let output = match tensor("output.weight") {
-            Ok(weight) => Projection::new(weight, &options)?,
-            Err(_) => tied,
-        };
-        let mut blocks = Vec::with_capacity(block_count);
-        for i in 0..block_count {
-            let mut matmul =
-                |suffix: &str| Projection::new(tensor(&format!("blk.{i}.{suffix}"))?, &options);
-            let wq = matmul("attn_q.weight")?;
-            let wk = matmul("attn_k.weight")?;
-            let wv = matmul("attn_v.weight")?;
-            let wo = matmul("attn_output.weight")?;
-            let w_gate = matmul("ffn_gate.weight")?;
-            let w_up = matmul("ffn_up.weight")?;
-            let w_down = matmul("ffn_down.weight")?;
-            let attn_norm = tensor(&format!("blk.{i}.attn_norm.weight"))?.dequantize(device)?;
-            let ffn_norm = tensor(&format!("blk.{i}.ffn_norm.weight"))?.dequantize(device)?;
-            blocks.push(Block {
-                attn_norm,
-                wq,
-                wk,
-                wv,
-                wo,
-                ffn_norm,
-                w_gate,
-                w_up,
-                w_down,
-                keys: None,
-                values: None,
-            });
-        }
-        let (cos, sin) = rotary_tables(head_dim, rope_base, max_positions, device)?;
+        let (embeddings, output) = source.embeddings()?;
+        let output_norm = source.floats("output_norm.weight")?;
+        let blocks = (0..shape.block_count)
+            .map(|i| source.block(i))
+            .collect::<Result<Vec<_>>>()?;
+        let (cos, sin) = rotary_tables(shape.head_dim, shape.rope_base, max_positions, device)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.threads.max(1))
             .thread_name(|i| format!("grove-model-{i}"))
@@ -318,10 +386,10 @@ impl LlamaModel {
             output,
             cos,
             sin,
-            heads,
-            kv_heads,
-            head_dim,
-            eps,
+            heads: shape.heads,
+            kv_heads: shape.kv_heads,
+            head_dim: shape.head_dim,
+            eps: shape.eps,
             max_positions,
             dense_rows: if options.dense_prefill {
                 DENSE_ROWS

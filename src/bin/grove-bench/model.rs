@@ -1,6 +1,7 @@
 //! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words
 //! N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize]
-//! [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]`:
+//! [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]
+//! [--turn-runs N] [--turns-only] [--no-map]`:
 //! the embedded model's load time, prompt and generation speed against
 //! llama.cpp's in the same run (through `model_llama_cpp.py`, when the
 //! python, `$GROVE_BENCH_PYTHON` or `python3`, imports `llama_cpp`), for
@@ -9,7 +10,10 @@
 //! guided decoding per token (the guide's own time, measured
 //! around each `constrain` and `accept` call of a guided generation, with
 //! every rule on: verbatim clause-aligned quotes from six passages, and the
-//! copy rule over the whole prompt), as a share of generation time.
+//! copy rule over the whole prompt), as a share of generation time; and
+//! the time of two moot turns of one speaker with the prefix cache on and
+//! off (see [`turn_times`]; `--turn-runs 0` leaves it out, `--turns-only`
+//! runs only it).
 //!
 //! Generation runs greedy with the stop tokens masked, so every run decodes
 //! exactly `--gen` tokens; the table says whether llama.cpp picked the same
@@ -24,8 +28,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
 use grove::model::guide::{Guidance, GuideRules, QuoteGuide};
-use grove::model::sampling::{DecodeGuide, GuideControl, Sampler};
-use grove::model::{ChatMessage, Role};
+use grove::model::sampling::{DecodeGuide, GuideControl, Sampler, Unguided};
+use grove::model::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
+use grove::moot::prompt::Line;
+use grove::moot::speaker::{TurnRequest, speak};
+use grove::moot::{Move, Passage, Tree};
 
 /// Forbids the stop tokens so a run always decodes the full count.
 struct NoStop(Vec<u32>);
@@ -82,6 +89,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut dump_prompt: Option<PathBuf> = None;
     let mut python = std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
     let mut llama_cpp = true;
+    let mut turn_runs = 3usize;
+    let mut turns_only = false;
+    let mut map_file = true;
     let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
         value
             .split(',')
@@ -104,8 +114,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "--dump-prompt" => dump_prompt = Some(PathBuf::from(value()?)),
             "--python" => python = value()?.clone(),
             "--no-llama-cpp" => llama_cpp = false,
+            "--turn-runs" => turn_runs = value()?.parse().context("--turn-runs")?,
+            "--turns-only" => turns_only = true,
+            "--no-map" => map_file = false,
             other => bail!(
-                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]"
+                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE] [--turn-runs N] [--turns-only] [--no-map]"
             ),
         }
     }
@@ -120,6 +133,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         }
     };
     let quantization = grove::model::embedded::file_quantization(&path)?;
+    let turn_threads = thread_counts.first().copied().unwrap_or(1);
+    if turns_only {
+        return turn_times(&path, requantize, turn_threads, turn_runs.max(1));
+    }
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/src/bin/grove-bench/model_llama_cpp.py"
@@ -131,7 +148,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .map(|o| o.status.success())
             .unwrap_or(false);
     println!(
-        "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, forward: {}, usable cores: {}); llama.cpp: {}",
+        "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, file mapped: {map_file}, forward: {}, usable cores: {}); llama.cpp: {}",
         path.display(),
         match (candle_llama, grove_kernels, dense_prefill) {
             (true, _, _) => "candle-transformers",
@@ -157,6 +174,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         no_repeat_ngram: 0,
         // Each round runs the same prompt: reuse would skip its prefill.
         prefix_cache: false,
+        map_file,
     };
     let mut table = Vec::new();
     let mut llama_rss = 0f64;
@@ -288,7 +306,173 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .collect::<String>()
             .replace('\n', " ")
     );
+    if turn_runs > 0 {
+        turn_times(&path, requantize, turn_threads, turn_runs)?;
+    }
     Ok(())
+}
+
+/// The embedded model as the moot calls it, counting the prompt tokens it
+/// was given and those it ran through the model.
+struct Counted<'a> {
+    model: &'a mut EmbeddedModel,
+    prompt: usize,
+    computed: usize,
+}
+
+impl ChatModel for Counted<'_> {
+    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        let generation = match &request.guidance {
+            Some(guidance) => self.model.complete_with_guidance(request, guidance)?.0,
+            None => self.model.complete_guided(request, &mut Unguided)?,
+        };
+        self.prompt += generation.prompt_tokens;
+        self.computed += generation.prompt_computed;
+        Ok(generation.text.trim().to_string())
+    }
+    fn describe(&self) -> String {
+        self.model.describe()
+    }
+    fn guides_decoding(&self) -> bool {
+        true
+    }
+}
+
+/// Two turns of one moot speaker through the moot's own `speak` (three
+/// guided drafts of one prompt, grading, a retry when the kept draft
+/// fails; k 6, max-tokens 160, temperature 0.6, as `grove-bench
+/// moot-turns` runs them), on a model with the prefix cache and on one
+/// without, interleaved, `runs` times: the median seconds of each turn,
+/// the prompt tokens the model computed, and the cut. Turn 1 opens; turn 3
+/// answers the other book with six new passages under the same persona.
+/// The texts must be the same with and without the cache.
+fn turn_times(
+    path: &std::path::Path,
+    requantize: bool,
+    threads: usize,
+    runs: usize,
+) -> anyhow::Result<()> {
+    let load = |prefix_cache| {
+        EmbeddedModel::load(
+            path,
+            EmbeddedOptions {
+                requantize_q4_1: requantize,
+                threads,
+                prefix_cache,
+                ..EmbeddedOptions::default()
+            },
+        )
+    };
+    let mut models = [load(true)?, load(false)?];
+    let turns = moot_turns();
+    // [setting][turn]: seconds per run, and (prompt, computed) tokens.
+    let mut seconds = vec![vec![Vec::new(); turns.len()]; 2];
+    let mut tokens = vec![vec![(0, 0); turns.len()]; 2];
+    let mut texts = vec![Vec::new(); 2];
+    for _ in 0..runs {
+        for (setting, model) in models.iter_mut().enumerate() {
+            for (t, turn) in turns.iter().enumerate() {
+                let mut counted = Counted {
+                    model,
+                    prompt: 0,
+                    computed: 0,
+                };
+                let started = Instant::now();
+                let utterance = speak(&mut counted, turn)?;
+                seconds[setting][t].push(started.elapsed().as_secs_f64());
+                tokens[setting][t] = (counted.prompt, counted.computed);
+                texts[setting].push(utterance.raw_text);
+            }
+        }
+    }
+    println!(
+        "\nmoot turns of one speaker (3 guided drafts, max-tokens 160, {threads} thread(s)), median of {runs} interleaved runs:"
+    );
+    println!(
+        "| turn | prompt tokens (all calls) | computed with reuse | s with reuse | s without | cut |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let names = ["1: opening", "3: new passages, same persona"];
+    let (mut with_total, mut without_total) = (0.0, 0.0);
+    for (t, name) in names.iter().enumerate() {
+        let with = median(&mut seconds[0][t]);
+        let without = median(&mut seconds[1][t]);
+        with_total += with;
+        without_total += without;
+        println!(
+            "| {name} | {} | {} | {with:.1} | {without:.1} | {:.0}% |",
+            tokens[1][t].0,
+            tokens[0][t].1,
+            100.0 * (1.0 - with / without)
+        );
+    }
+    println!(
+        "| both | | | {with_total:.1} | {without_total:.1} | {:.0}% |",
+        100.0 * (1.0 - with_total / without_total)
+    );
+    println!(
+        "same texts with and without reuse: {}",
+        texts[0] == texts[1]
+    );
+    Ok(())
+}
+
+/// A speaker's opening turn and its next turn (answering the other
+/// book's line with six new passages), Moby Dick's passages from
+/// [`prompt_text`], 140 words each.
+fn moot_turns() -> [TurnRequest; 2] {
+    let text = prompt_text(12 * 140);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let passage = |i: usize| Passage {
+        node_id: format!("fiction/moby-dick#{i}"),
+        label: format!("chunk:{i:04}"),
+        index: i as u64,
+        leaf: String::new(),
+        content: words[(i * 140).min(words.len())..((i + 1) * 140).min(words.len())].join(" "),
+    };
+    let first: Vec<Passage> = (0..6).map(passage).collect();
+    let next: Vec<Passage> = (6..12).map(passage).collect();
+    let topic = "what people live for".to_string();
+    let opening = TurnRequest {
+        turn: 1,
+        speaker: Tree::new("fiction/moby-dick", "Moby Dick", "Herman Melville"),
+        other: Tree::new(
+            "fiction/pride-and-prejudice",
+            "Pride and Prejudice",
+            "Jane Austen",
+        ),
+        topic: Some(topic.clone()),
+        query: topic.clone(),
+        passages: first.clone(),
+        pool: first.clone(),
+        other_turns: Default::default(),
+        own_turns: Default::default(),
+        incoming: None,
+        recent: Vec::new(),
+        summary: None,
+        mv: Move::Open,
+        temperature: 0.6,
+        max_tokens: 160,
+        seed: 0,
+    };
+    let incoming = "People live for the good opinion of their neighbours, and a truth universally acknowledged is only what the neighbours say.";
+    let reply = TurnRequest {
+        turn: 3,
+        query: format!("{topic} {incoming}"),
+        passages: next.clone(),
+        pool: [first, next].concat(),
+        other_turns: [(2, incoming.to_string())].into(),
+        own_turns: [(1, "A man goes to sea when he grows grim about the mouth.".to_string())].into(),
+        incoming: Some(Line {
+            turn: 2,
+            title: "Pride and Prejudice".into(),
+            text: incoming.into(),
+        }),
+        mv: Move::Answer,
+        seed: 2,
+        ..opening.clone()
+    };
+    [opening, reply]
 }
 
 /// The bench's moot-sized chat around a passage.
