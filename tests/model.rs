@@ -671,30 +671,8 @@ fn embedded_prefix_reuse_gives_the_same_logits_with_less_prompt_work() {
     ];
     let mut computed = Vec::new();
     for (i, request) in requests.iter().enumerate() {
-        let run = |model: &mut EmbeddedModel| {
-            let mut seen = RecordLogits {
-                force: ForceTokens {
-                    tokens: Vec::new(),
-                    next: 0,
-                },
-                seen: Vec::new(),
-            };
-            let mut record = MaskStops {
-                stops: Vec::new(),
-                inner: &mut seen,
-            };
-            let generation = model
-                .complete_guided(request, &mut record)
-                .expect("generate");
-            let bits: Vec<Vec<u32>> = seen
-                .seen
-                .iter()
-                .map(|row| row.iter().map(|x| x.to_bits()).collect())
-                .collect();
-            (generation, bits)
-        };
-        let (ours, our_logits) = run(&mut reusing);
-        let (fresh, fresh_logits) = run(&mut afresh);
+        let (ours, our_logits) = generate_recording(&mut reusing, request);
+        let (fresh, fresh_logits) = generate_recording(&mut afresh, request);
         assert!(!ours.tokens.is_empty(), "request {i}");
         assert_eq!(ours.tokens, fresh.tokens, "request {i}: tokens");
         assert_eq!(ours.stop, fresh.stop, "request {i}");
@@ -717,6 +695,33 @@ fn embedded_prefix_reuse_gives_the_same_logits_with_less_prompt_work() {
         "the later turn keeps whole chunks: {later} of {later_len} computed"
     );
     assert_eq!(draft, 0, "a second draft of the same prompt computes none");
+}
+
+/// A generation of `request` and the bits of every step's logits.
+fn generate_recording(
+    model: &mut grove::model::embedded::EmbeddedModel,
+    request: &ChatRequest,
+) -> (grove::model::embedded::Generation, Vec<Vec<u32>>) {
+    let mut seen = RecordLogits {
+        force: ForceTokens {
+            tokens: Vec::new(),
+            next: 0,
+        },
+        seen: Vec::new(),
+    };
+    let mut record = MaskStops {
+        stops: Vec::new(),
+        inner: &mut seen,
+    };
+    let generation = model
+        .complete_guided(request, &mut record)
+        .expect("generate");
+    let bits = seen
+        .seen
+        .iter()
+        .map(|row| row.iter().map(|x| x.to_bits()).collect())
+        .collect();
+    (generation, bits)
 }
 
 /// Records logits (no forcing: `force` empty) with the stop tokens masked.

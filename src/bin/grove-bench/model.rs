@@ -76,22 +76,54 @@ struct Rates {
     generation: f64,
 }
 
-pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let mut model_path: Option<PathBuf> = None;
-    let mut runs = 3usize;
-    let mut gen_tokens = 64usize;
-    let mut prompt_words = vec![120usize, 880];
-    let mut thread_counts = vec![1usize, 2];
-    let mut requantize = true;
-    let mut candle_llama = false;
-    let mut grove_kernels = true;
-    let mut dense_prefill = true;
-    let mut dump_prompt: Option<PathBuf> = None;
-    let mut python = std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
-    let mut llama_cpp = true;
-    let mut turn_runs = 3usize;
-    let mut turns_only = false;
-    let mut map_file = true;
+/// One row of the speed table.
+struct Row {
+    prompt_tokens: usize,
+    threads: usize,
+    grove: Rates,
+    llama: Option<Rates>,
+    same_tokens: Option<bool>,
+}
+
+/// The command line.
+struct Args {
+    model_path: Option<PathBuf>,
+    runs: usize,
+    gen_tokens: usize,
+    prompt_words: Vec<usize>,
+    thread_counts: Vec<usize>,
+    requantize: bool,
+    candle_llama: bool,
+    grove_kernels: bool,
+    dense_prefill: bool,
+    dump_prompt: Option<PathBuf>,
+    python: String,
+    llama_cpp: bool,
+    turn_runs: usize,
+    turns_only: bool,
+    map_file: bool,
+}
+
+const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE] [--turn-runs N] [--turns-only] [--no-map]";
+
+fn parse_args(args: &[String]) -> anyhow::Result<Args> {
+    let mut a = Args {
+        model_path: None,
+        runs: 3,
+        gen_tokens: 64,
+        prompt_words: vec![120, 880],
+        thread_counts: vec![1, 2],
+        requantize: true,
+        candle_llama: false,
+        grove_kernels: true,
+        dense_prefill: true,
+        dump_prompt: None,
+        python: std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into()),
+        llama_cpp: true,
+        turn_runs: 3,
+        turns_only: false,
+        map_file: true,
+    };
     let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
         value
             .split(',')
@@ -102,28 +134,31 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     while let Some(arg) = iter.next() {
         let mut value = || iter.next().with_context(|| format!("{arg} needs a value"));
         match arg.as_str() {
-            "--model" => model_path = Some(PathBuf::from(value()?)),
-            "--runs" => runs = value()?.parse().context("--runs")?,
-            "--gen" => gen_tokens = value()?.parse().context("--gen")?,
-            "--prompt-words" => prompt_words = list(value()?, "--prompt-words")?,
-            "--threads" => thread_counts = list(value()?, "--threads")?,
-            "--no-requantize" => requantize = false,
-            "--candle-llama" => candle_llama = true,
-            "--candle-kernels" => grove_kernels = false,
-            "--int8-prefill" => dense_prefill = false,
-            "--dump-prompt" => dump_prompt = Some(PathBuf::from(value()?)),
-            "--python" => python = value()?.clone(),
-            "--no-llama-cpp" => llama_cpp = false,
-            "--turn-runs" => turn_runs = value()?.parse().context("--turn-runs")?,
-            "--turns-only" => turns_only = true,
-            "--no-map" => map_file = false,
-            other => bail!(
-                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE] [--turn-runs N] [--turns-only] [--no-map]"
-            ),
+            "--model" => a.model_path = Some(PathBuf::from(value()?)),
+            "--runs" => a.runs = value()?.parse().context("--runs")?,
+            "--gen" => a.gen_tokens = value()?.parse().context("--gen")?,
+            "--prompt-words" => a.prompt_words = list(value()?, "--prompt-words")?,
+            "--threads" => a.thread_counts = list(value()?, "--threads")?,
+            "--no-requantize" => a.requantize = false,
+            "--candle-llama" => a.candle_llama = true,
+            "--candle-kernels" => a.grove_kernels = false,
+            "--int8-prefill" => a.dense_prefill = false,
+            "--dump-prompt" => a.dump_prompt = Some(PathBuf::from(value()?)),
+            "--python" => a.python = value()?.clone(),
+            "--no-llama-cpp" => a.llama_cpp = false,
+            "--turn-runs" => a.turn_runs = value()?.parse().context("--turn-runs")?,
+            "--turns-only" => a.turns_only = true,
+            "--no-map" => a.map_file = false,
+            other => bail!("unknown argument {other}; usage: {USAGE}"),
         }
     }
-    let path = match model_path {
-        Some(path) => path,
+    Ok(a)
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let args = parse_args(args)?;
+    let path = match &args.model_path {
+        Some(path) => path.clone(),
         None => {
             let state = std::env::var_os("GROVE_STATE_DIR")
                 .map(PathBuf::from)
@@ -132,25 +167,23 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             grove::model::install::default_model_file(&grove::model::install::model_dir(&state))
         }
     };
-    let quantization = grove::model::embedded::file_quantization(&path)?;
-    let turn_threads = thread_counts.first().copied().unwrap_or(1);
-    if turns_only {
-        return turn_times(&path, requantize, turn_threads, turn_runs.max(1));
+    let turn_threads = args.thread_counts.first().copied().unwrap_or(1);
+    if args.turns_only {
+        return turn_times(&path, args.requantize, turn_threads, args.turn_runs.max(1));
     }
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/src/bin/grove-bench/model_llama_cpp.py"
-    );
-    let llama_cpp = llama_cpp
-        && std::process::Command::new(&python)
+    let quantization = grove::model::embedded::file_quantization(&path)?;
+    let llama_cpp = args.llama_cpp
+        && std::process::Command::new(&args.python)
             .args(["-c", "import llama_cpp"])
             .output()
             .map(|o| o.status.success())
             .unwrap_or(false);
     println!(
-        "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, file mapped: {map_file}, forward: {}, usable cores: {}); llama.cpp: {}",
+        "model: {} ({quantization}, requantize Q4_1 at load: {}, file mapped: {}, forward: {}, usable cores: {}); llama.cpp: {}",
         path.display(),
-        match (candle_llama, grove_kernels, dense_prefill) {
+        args.requantize,
+        args.map_file,
+        match (args.candle_llama, args.grove_kernels, args.dense_prefill) {
             (true, _, _) => "candle-transformers",
             (false, true, _) => "grove, grove kernels",
             (false, false, true) => "grove, candle kernels, float prefill",
@@ -158,122 +191,182 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         },
         grove::model::usable_cores(),
         if llama_cpp {
-            format!("{python} {script}")
+            format!("{} {LLAMA_CPP_SCRIPT}", args.python)
         } else {
             "not importable (set GROVE_BENCH_PYTHON or --python to a python with llama_cpp)".into()
         }
     );
-    let options = |threads| EmbeddedOptions {
-        requantize_q4_1: requantize,
+    let mut table = Vec::new();
+    let mut llama_rss = 0f64;
+    let mut sample_text = String::new();
+    for &words in &args.prompt_words {
+        for &threads in &args.thread_counts {
+            let first = words == args.prompt_words[0] && threads == args.thread_counts[0];
+            let (row, rss, sample) = measure(&args, &path, words, threads, llama_cpp, first)?;
+            table.push(row);
+            llama_rss = llama_rss.max(rss);
+            sample_text = sample;
+        }
+    }
+    print_table(&args, &table, llama_rss);
+    println!(
+        "sample: {}",
+        sample_text
+            .chars()
+            .take(160)
+            .collect::<String>()
+            .replace('\n', " ")
+    );
+    if args.turn_runs > 0 {
+        turn_times(&path, args.requantize, turn_threads, args.turn_runs)?;
+    }
+    Ok(())
+}
+
+const LLAMA_CPP_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/src/bin/grove-bench/model_llama_cpp.py"
+);
+
+/// One prompt size and thread count: a load, then `runs` interleaved
+/// rounds of grove and llama.cpp (so both see the same machine load), and
+/// with `guided`, the guide's cost. Also llama.cpp's peak RSS and grove's
+/// last text.
+fn measure(
+    args: &Args,
+    path: &std::path::Path,
+    words: usize,
+    threads: usize,
+    llama_cpp: bool,
+    guided: bool,
+) -> anyhow::Result<(Row, f64, String)> {
+    let started = Instant::now();
+    let mut model = EmbeddedModel::load(path, speed_options(args, threads))?;
+    let load = started.elapsed();
+    let messages = chat(&prompt_text(words));
+    let prompt = model.encode_chat(&messages)?;
+    let dump_file = dump_prompt(&model, &prompt, args.dump_prompt.as_ref())?;
+    println!(
+        "{} prompt tokens, {threads} threads: {} loaded in {:.3} s",
+        prompt.len(),
+        grove::model::ChatModel::describe(&model),
+        load.as_secs_f64()
+    );
+    let mut guide = NoStop(model.stop_tokens().to_vec());
+    let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    let (mut same_tokens, mut llama_rss, mut sample) = (None, 0f64, String::new());
+    for _ in 0..args.runs.max(1) {
+        let mut sampler = Sampler::new(0, 0.0, None);
+        let generation = model.generate(&prompt, args.gen_tokens, &mut sampler, &mut guide)?;
+        ours.0
+            .push(rate(generation.prompt_tokens, generation.prompt_time));
+        ours.1
+            .push(rate(generation.tokens.len(), generation.generate_time));
+        if llama_cpp {
+            let run = run_llama_cpp(&args.python, path, &dump_file, threads, args.gen_tokens)?;
+            theirs.0.push(run.prompt);
+            theirs.1.push(run.generation);
+            llama_rss = llama_rss.max(run.rss_mb);
+            same_tokens = Some(run.tokens == generation.tokens);
+        }
+        sample = generation.text;
+    }
+    if args.dump_prompt.is_none() {
+        let _ = std::fs::remove_file(&dump_file);
+    }
+    let grove = Rates {
+        prompt: median(&mut ours.0),
+        generation: median(&mut ours.1),
+    };
+    let llama = (!theirs.0.is_empty()).then(|| Rates {
+        prompt: median(&mut theirs.0),
+        generation: median(&mut theirs.1),
+    });
+    println!(
+        "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
+        grove.prompt,
+        grove.generation,
+        llama.as_ref().map_or(String::new(), |l| format!(
+            ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
+            l.prompt,
+            l.generation,
+            grove.prompt / l.prompt,
+            grove.generation / l.generation
+        ))
+    );
+    if guided {
+        let passage = prompt_text(words);
+        guided_overhead(
+            &mut model,
+            &prompt,
+            &messages,
+            &passage,
+            args.gen_tokens,
+            args.runs,
+        )?;
+    }
+    let row = Row {
+        prompt_tokens: prompt.len(),
+        threads,
+        grove,
+        llama,
+        same_tokens,
+    };
+    Ok((row, llama_rss, sample))
+}
+
+/// The options of the speed rounds.
+fn speed_options(args: &Args, threads: usize) -> EmbeddedOptions {
+    EmbeddedOptions {
+        requantize_q4_1: args.requantize,
         top_p: None,
-        candle_llama,
-        grove_kernels,
-        dense_prefill,
+        candle_llama: args.candle_llama,
+        grove_kernels: args.grove_kernels,
+        dense_prefill: args.dense_prefill,
         threads,
         guided: true,
         no_repeat_ngram: 0,
         // Each round runs the same prompt: reuse would skip its prefill.
         prefix_cache: false,
-        map_file,
-    };
-    let mut table = Vec::new();
-    let mut llama_rss = 0f64;
-    let mut sample_text = String::new();
-    for &words in &prompt_words {
-        for &threads in &thread_counts {
-            let started = Instant::now();
-            let mut model = EmbeddedModel::load(&path, options(threads))?;
-            let load = started.elapsed();
-            let messages = chat(&prompt_text(words));
-            let prompt = model.encode_chat(&messages)?;
-            // For model_llama_cpp.py: the same prompt, as ids and as text.
-            let dump_file = match &dump_prompt {
-                Some(file) => file.clone(),
-                None => std::env::temp_dir()
-                    .join(format!("grove-bench-prompt-{}.json", std::process::id())),
-            };
-            let text = model
-                .tokenizer()
-                .decode(&prompt, false)
-                .map_err(anyhow::Error::msg)?;
-            let dump =
-                serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
-            std::fs::write(&dump_file, dump.to_string())
-                .with_context(|| format!("{}", dump_file.display()))?;
-            println!(
-                "{} prompt tokens, {threads} threads: {} loaded in {:.3} s",
-                prompt.len(),
-                grove::model::ChatModel::describe(&model),
-                load.as_secs_f64()
-            );
-            let mut guide = NoStop(model.stop_tokens().to_vec());
-            let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
-            let mut same_tokens = None;
-            // Interleaved: one grove run, then one llama.cpp run, so both
-            // see the same machine load.
-            for _ in 0..runs.max(1) {
-                let mut sampler = Sampler::new(0, 0.0, None);
-                let generation = model.generate(&prompt, gen_tokens, &mut sampler, &mut guide)?;
-                ours.0
-                    .push(rate(generation.prompt_tokens, generation.prompt_time));
-                ours.1
-                    .push(rate(generation.tokens.len(), generation.generate_time));
-                sample_text = generation.text;
-                if llama_cpp {
-                    let run =
-                        run_llama_cpp(&python, script, &path, &dump_file, threads, gen_tokens)?;
-                    theirs.0.push(run.prompt);
-                    theirs.1.push(run.generation);
-                    llama_rss = llama_rss.max(run.rss_mb);
-                    same_tokens = Some(run.tokens == generation.tokens);
-                }
-            }
-            if dump_prompt.is_none() {
-                let _ = std::fs::remove_file(&dump_file);
-            }
-            let grove = Rates {
-                prompt: median(&mut ours.0),
-                generation: median(&mut ours.1),
-            };
-            let llama = (!theirs.0.is_empty()).then(|| Rates {
-                prompt: median(&mut theirs.0),
-                generation: median(&mut theirs.1),
-            });
-            println!(
-                "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
-                grove.prompt,
-                grove.generation,
-                llama.as_ref().map_or(String::new(), |l| format!(
-                    ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
-                    l.prompt,
-                    l.generation,
-                    grove.prompt / l.prompt,
-                    grove.generation / l.generation
-                ))
-            );
-            table.push((prompt.len(), threads, grove, llama, same_tokens));
-            if words == prompt_words[0] && threads == thread_counts[0] {
-                guided_overhead(
-                    &mut model,
-                    &prompt,
-                    &messages,
-                    &prompt_text(words),
-                    gen_tokens,
-                    runs,
-                )?;
-            }
-        }
+        map_file: args.map_file,
     }
+}
+
+/// Writes the prompt for model_llama_cpp.py (as ids and as text) to
+/// `keep`, or to a temporary file; returns the file.
+fn dump_prompt(
+    model: &EmbeddedModel,
+    prompt: &[u32],
+    keep: Option<&PathBuf>,
+) -> anyhow::Result<PathBuf> {
+    let file = match keep {
+        Some(file) => file.clone(),
+        None => {
+            std::env::temp_dir().join(format!("grove-bench-prompt-{}.json", std::process::id()))
+        }
+    };
+    let text = model
+        .tokenizer()
+        .decode(prompt, false)
+        .map_err(anyhow::Error::msg)?;
+    let dump = serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
+    std::fs::write(&file, dump.to_string()).with_context(|| format!("{}", file.display()))?;
+    Ok(file)
+}
+
+fn print_table(args: &Args, table: &[Row], llama_rss: f64) {
     println!(
-        "\ngreedy, stop tokens masked, {gen_tokens} generated tokens, median of {} interleaved runs",
-        runs.max(1)
+        "\ngreedy, stop tokens masked, {} generated tokens, median of {} interleaved runs",
+        args.gen_tokens,
+        args.runs.max(1)
     );
     println!(
         "| prompt | threads | grove prompt tok/s | llama.cpp | ratio | grove gen tok/s | llama.cpp | ratio | same tokens |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    for (tokens, threads, grove, llama, same) in &table {
-        let (lp, lg, rp, rg) = match llama {
+    for row in table {
+        let grove = &row.grove;
+        let (lp, lg, rp, rg) = match &row.llama {
             Some(l) => (
                 format!("{:.1}", l.prompt),
                 format!("{:.1}", l.generation),
@@ -283,10 +376,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         println!(
-            "| {tokens} | {threads} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
+            "| {} | {} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
+            row.prompt_tokens,
+            row.threads,
             grove.prompt,
             grove.generation,
-            same.map_or("-".to_string(), |s| s.to_string())
+            row.same_tokens.map_or("-".to_string(), |s| s.to_string())
         );
     }
     println!(
@@ -298,18 +393,6 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "-".into()
         }
     );
-    println!(
-        "sample: {}",
-        sample_text
-            .chars()
-            .take(160)
-            .collect::<String>()
-            .replace('\n', " ")
-    );
-    if turn_runs > 0 {
-        turn_times(&path, requantize, turn_threads, turn_runs)?;
-    }
-    Ok(())
 }
 
 /// The embedded model as the moot calls it, counting the prompt tokens it
@@ -462,7 +545,11 @@ fn moot_turns() -> [TurnRequest; 2] {
         passages: next.clone(),
         pool: [first, next].concat(),
         other_turns: [(2, incoming.to_string())].into(),
-        own_turns: [(1, "A man goes to sea when he grows grim about the mouth.".to_string())].into(),
+        own_turns: [(
+            1,
+            "A man goes to sea when he grows grim about the mouth.".to_string(),
+        )]
+        .into(),
         incoming: Some(Line {
             turn: 2,
             title: "Pride and Prejudice".into(),
@@ -501,14 +588,13 @@ struct LlamaRun {
 
 fn run_llama_cpp(
     python: &str,
-    script: &str,
     model: &std::path::Path,
     prompt: &std::path::Path,
     threads: usize,
     gen_tokens: usize,
 ) -> anyhow::Result<LlamaRun> {
     let out = std::process::Command::new(python)
-        .arg(script)
+        .arg(LLAMA_CPP_SCRIPT)
         .arg(model)
         .arg(prompt)
         .args([
