@@ -663,11 +663,17 @@ fn embedded_prefix_reuse_gives_the_same_logits_with_less_prompt_work() {
         guidance: None,
     };
     // A turn, a later turn under the same system message, and a second,
-    // sampled draft of that one.
+    // sampled draft of that one. The later turn's prompt is longer by more
+    // than the cache's 256-position steps, so the cache grows under the
+    // chunk it keeps.
+    let incoming = format!(
+        "{}\n\nDo you agree about the sea? Say why.",
+        "The sea is wide and cold, and the men who sail it come home changed; some of them never come home at all. ".repeat(12)
+    );
     let requests = [
         chat("What do you think about the sea?", 0.0, 0),
-        chat("Do you agree about the sea? Say why.", 0.0, 0),
-        chat("Do you agree about the sea? Say why.", 0.8, 7),
+        chat(&incoming, 0.0, 0),
+        chat(&incoming, 0.8, 7),
     ];
     let mut computed = Vec::new();
     for (i, request) in requests.iter().enumerate() {
@@ -689,6 +695,7 @@ fn embedded_prefix_reuse_gives_the_same_logits_with_less_prompt_work() {
         panic!("three requests")
     };
     assert!(later_len > PREFILL_CHUNK, "the shared prefix spans a chunk");
+    assert!(later_len > first_len + 256, "the cache grows");
     assert_eq!(first, first_len, "the first request computes its prompt");
     assert!(
         later < later_len && (later_len - later) % PREFILL_CHUNK == 0,

@@ -482,7 +482,7 @@ impl LlamaModel {
                 if let Some(old) = cache.as_ref()
                     && keep > 0
                 {
-                    grown.slice_set(&old.narrow(2, 0, keep)?, 2, 0)?;
+                    grown.slice_set(&old.narrow(2, 0, keep)?.contiguous()?, 2, 0)?;
                 }
                 *cache = Some(grown);
             }
