@@ -18,7 +18,7 @@
 //! of the shared corpus when present (else the test excerpt of it in
 //! `tests/data/corpus`), else from fixed text.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -69,224 +69,344 @@ struct Rates {
     generation: f64,
 }
 
-pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let mut model_path: Option<PathBuf> = None;
-    let mut runs = 3usize;
-    let mut gen_tokens = 64usize;
-    let mut prompt_words = vec![120usize, 880];
-    let mut thread_counts = vec![1usize, 2];
-    let mut requantize = true;
-    let mut candle_llama = false;
-    let mut grove_kernels = true;
-    let mut dense_prefill = true;
-    let mut dump_prompt: Option<PathBuf> = None;
-    let mut python = std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
-    let mut llama_cpp = true;
-    let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
-        value
-            .split(',')
-            .map(|v| v.trim().parse().with_context(|| format!("{what}: {v}")))
-            .collect()
-    };
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        let mut value = || iter.next().with_context(|| format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--model" => model_path = Some(PathBuf::from(value()?)),
-            "--runs" => runs = value()?.parse().context("--runs")?,
-            "--gen" => gen_tokens = value()?.parse().context("--gen")?,
-            "--prompt-words" => prompt_words = list(value()?, "--prompt-words")?,
-            "--threads" => thread_counts = list(value()?, "--threads")?,
-            "--no-requantize" => requantize = false,
-            "--candle-llama" => candle_llama = true,
-            "--candle-kernels" => grove_kernels = false,
-            "--int8-prefill" => dense_prefill = false,
-            "--dump-prompt" => dump_prompt = Some(PathBuf::from(value()?)),
-            "--python" => python = value()?.clone(),
-            "--no-llama-cpp" => llama_cpp = false,
-            other => bail!(
-                "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]"
-            ),
+/// What `grove-bench model` was asked for.
+struct Args {
+    model_path: Option<PathBuf>,
+    runs: usize,
+    gen_tokens: usize,
+    prompt_words: Vec<usize>,
+    thread_counts: Vec<usize>,
+    requantize: bool,
+    candle_llama: bool,
+    grove_kernels: bool,
+    dense_prefill: bool,
+    dump_prompt: Option<PathBuf>,
+    python: String,
+    llama_cpp: bool,
+}
+
+impl Args {
+    fn parse(args: &[String]) -> anyhow::Result<Args> {
+        let mut a = Args {
+            model_path: None,
+            runs: 3,
+            gen_tokens: 64,
+            prompt_words: vec![120, 880],
+            thread_counts: vec![1, 2],
+            requantize: true,
+            candle_llama: false,
+            grove_kernels: true,
+            dense_prefill: true,
+            dump_prompt: None,
+            python: std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into()),
+            llama_cpp: true,
+        };
+        let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
+            value
+                .split(',')
+                .map(|v| v.trim().parse().with_context(|| format!("{what}: {v}")))
+                .collect()
+        };
+        let mut iter = args.iter();
+        while let Some(arg) = iter.next() {
+            let mut value = || iter.next().with_context(|| format!("{arg} needs a value"));
+            match arg.as_str() {
+                "--model" => a.model_path = Some(PathBuf::from(value()?)),
+                "--runs" => a.runs = value()?.parse().context("--runs")?,
+                "--gen" => a.gen_tokens = value()?.parse().context("--gen")?,
+                "--prompt-words" => a.prompt_words = list(value()?, "--prompt-words")?,
+                "--threads" => a.thread_counts = list(value()?, "--threads")?,
+                "--no-requantize" => a.requantize = false,
+                "--candle-llama" => a.candle_llama = true,
+                "--candle-kernels" => a.grove_kernels = false,
+                "--int8-prefill" => a.dense_prefill = false,
+                "--dump-prompt" => a.dump_prompt = Some(PathBuf::from(value()?)),
+                "--python" => a.python = value()?.clone(),
+                "--no-llama-cpp" => a.llama_cpp = false,
+                other => bail!(
+                    "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]"
+                ),
+            }
+        }
+        Ok(a)
+    }
+
+    /// The model file: `--model`, else the installed default under the
+    /// state directory.
+    fn model_file(&self) -> anyhow::Result<PathBuf> {
+        if let Some(path) = &self.model_path {
+            return Ok(path.clone());
+        }
+        let state = std::env::var_os("GROVE_STATE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| dirs::data_local_dir().map(|d| d.join("grove")))
+            .context("no --model and no state directory")?;
+        Ok(grove::model::install::default_model_file(
+            &grove::model::install::model_dir(&state),
+        ))
+    }
+
+    /// The forward pass the options select, as the header names it.
+    fn forward(&self) -> &'static str {
+        match (self.candle_llama, self.grove_kernels, self.dense_prefill) {
+            (true, _, _) => "candle-transformers",
+            (false, true, _) => "grove, grove kernels",
+            (false, false, true) => "grove, candle kernels, float prefill",
+            (false, false, false) => "grove, candle kernels, int8 prefill",
         }
     }
-    let path = match model_path {
-        Some(path) => path,
-        None => {
-            let state = std::env::var_os("GROVE_STATE_DIR")
-                .map(PathBuf::from)
-                .or_else(|| dirs::data_local_dir().map(|d| d.join("grove")))
-                .context("no --model and no state directory")?;
-            grove::model::install::default_model_file(&grove::model::install::model_dir(&state))
+
+    fn options(&self, threads: usize) -> EmbeddedOptions {
+        EmbeddedOptions {
+            requantize_q4_1: self.requantize,
+            top_p: None,
+            candle_llama: self.candle_llama,
+            grove_kernels: self.grove_kernels,
+            dense_prefill: self.dense_prefill,
+            threads,
+            guided: true,
+            no_repeat_ngram: 0,
         }
-    };
+    }
+}
+
+/// The compare script beside this file.
+const LLAMA_CPP_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/src/bin/grove-bench/model_llama_cpp.py"
+);
+
+/// One run of the bench: its arguments, the model file, and whether
+/// llama.cpp is compared.
+struct Bench {
+    args: Args,
+    path: PathBuf,
+    llama_cpp: bool,
+}
+
+/// One row of the table: a prompt size and thread count, measured.
+struct Row {
+    tokens: usize,
+    threads: usize,
+    grove: Rates,
+    llama: Option<Rates>,
+    same_tokens: Option<bool>,
+}
+
+/// What the runs leave for the summary: llama.cpp's peak RSS and the last
+/// sample text.
+#[derive(Default)]
+struct Summary {
+    llama_rss: f64,
+    sample_text: String,
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let args = Args::parse(args)?;
+    let path = args.model_file()?;
     let quantization = grove::model::embedded::file_quantization(&path)?;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/src/bin/grove-bench/model_llama_cpp.py"
-    );
-    let llama_cpp = llama_cpp
-        && std::process::Command::new(&python)
+    let llama_cpp = args.llama_cpp
+        && std::process::Command::new(&args.python)
             .args(["-c", "import llama_cpp"])
             .output()
             .map(|o| o.status.success())
             .unwrap_or(false);
     println!(
-        "model: {} ({quantization}, requantize Q4_1 at load: {requantize}, forward: {}, usable cores: {}); llama.cpp: {}",
+        "model: {} ({quantization}, requantize Q4_1 at load: {}, forward: {}, usable cores: {}); llama.cpp: {}",
         path.display(),
-        match (candle_llama, grove_kernels, dense_prefill) {
-            (true, _, _) => "candle-transformers",
-            (false, true, _) => "grove, grove kernels",
-            (false, false, true) => "grove, candle kernels, float prefill",
-            (false, false, false) => "grove, candle kernels, int8 prefill",
-        },
+        args.requantize,
+        args.forward(),
         grove::model::usable_cores(),
         if llama_cpp {
-            format!("{python} {script}")
+            format!("{} {LLAMA_CPP_SCRIPT}", args.python)
         } else {
             "not importable (set GROVE_BENCH_PYTHON or --python to a python with llama_cpp)".into()
         }
     );
-    let options = |threads| EmbeddedOptions {
-        requantize_q4_1: requantize,
-        top_p: None,
-        candle_llama,
-        grove_kernels,
-        dense_prefill,
-        threads,
-        guided: true,
-        no_repeat_ngram: 0,
+    let bench = Bench {
+        args,
+        path,
+        llama_cpp,
     };
     let mut table = Vec::new();
-    let mut llama_rss = 0f64;
-    let mut sample_text = String::new();
-    for &words in &prompt_words {
-        for &threads in &thread_counts {
-            let started = Instant::now();
-            let mut model = EmbeddedModel::load(&path, options(threads))?;
-            let load = started.elapsed();
-            let messages = chat(&prompt_text(words));
-            let prompt = model.encode_chat(&messages)?;
-            // For model_llama_cpp.py: the same prompt, as ids and as text.
-            let dump_file = match &dump_prompt {
-                Some(file) => file.clone(),
-                None => std::env::temp_dir()
-                    .join(format!("grove-bench-prompt-{}.json", std::process::id())),
-            };
-            let text = model
-                .tokenizer()
-                .decode(&prompt, false)
-                .map_err(anyhow::Error::msg)?;
-            let dump =
-                serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
-            std::fs::write(&dump_file, dump.to_string())
-                .with_context(|| format!("{}", dump_file.display()))?;
-            println!(
-                "{} prompt tokens, {threads} threads: {} loaded in {:.3} s",
-                prompt.len(),
-                grove::model::ChatModel::describe(&model),
-                load.as_secs_f64()
-            );
-            let mut guide = NoStop(model.stop_tokens().to_vec());
-            let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
-            let mut same_tokens = None;
-            // Interleaved: one grove run, then one llama.cpp run, so both
-            // see the same machine load.
-            for _ in 0..runs.max(1) {
-                let mut sampler = Sampler::new(0, 0.0, None);
-                let generation = model.generate(&prompt, gen_tokens, &mut sampler, &mut guide)?;
-                ours.0
-                    .push(rate(generation.prompt_tokens, generation.prompt_time));
-                ours.1
-                    .push(rate(generation.tokens.len(), generation.generate_time));
-                sample_text = generation.text;
-                if llama_cpp {
-                    let run =
-                        run_llama_cpp(&python, script, &path, &dump_file, threads, gen_tokens)?;
-                    theirs.0.push(run.prompt);
-                    theirs.1.push(run.generation);
-                    llama_rss = llama_rss.max(run.rss_mb);
-                    same_tokens = Some(run.tokens == generation.tokens);
-                }
-            }
-            if dump_prompt.is_none() {
-                let _ = std::fs::remove_file(&dump_file);
-            }
-            let grove = Rates {
-                prompt: median(&mut ours.0),
-                generation: median(&mut ours.1),
-            };
-            let llama = (!theirs.0.is_empty()).then(|| Rates {
-                prompt: median(&mut theirs.0),
-                generation: median(&mut theirs.1),
-            });
-            println!(
-                "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
-                grove.prompt,
-                grove.generation,
-                llama.as_ref().map_or(String::new(), |l| format!(
-                    ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
-                    l.prompt,
-                    l.generation,
-                    grove.prompt / l.prompt,
-                    grove.generation / l.generation
-                ))
-            );
-            table.push((prompt.len(), threads, grove, llama, same_tokens));
-            if words == prompt_words[0] && threads == thread_counts[0] {
-                guided_overhead(
-                    &mut model,
-                    &prompt,
-                    &messages,
-                    &prompt_text(words),
-                    gen_tokens,
-                    runs,
-                )?;
-            }
+    let mut summary = Summary::default();
+    for &words in &bench.args.prompt_words {
+        for &threads in &bench.args.thread_counts {
+            table.push(bench.measure(words, threads, &mut summary)?);
         }
     }
-    println!(
-        "\ngreedy, stop tokens masked, {gen_tokens} generated tokens, median of {} interleaved runs",
-        runs.max(1)
-    );
-    println!(
-        "| prompt | threads | grove prompt tok/s | llama.cpp | ratio | grove gen tok/s | llama.cpp | ratio | same tokens |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for (tokens, threads, grove, llama, same) in &table {
-        let (lp, lg, rp, rg) = match llama {
-            Some(l) => (
-                format!("{:.1}", l.prompt),
-                format!("{:.1}", l.generation),
-                format!("{:.2}x", grove.prompt / l.prompt),
-                format!("{:.2}x", grove.generation / l.generation),
-            ),
-            None => ("-".into(), "-".into(), "-".into(), "-".into()),
-        };
+    bench.print_table(&table, &summary);
+    Ok(())
+}
+
+impl Bench {
+    /// Loads the model for `threads`, times its runs on a prompt of about
+    /// `words` words against llama.cpp's, and prints the rates; the first
+    /// configuration also times guided decoding.
+    fn measure(&self, words: usize, threads: usize, summary: &mut Summary) -> anyhow::Result<Row> {
+        let started = Instant::now();
+        let mut model = EmbeddedModel::load(&self.path, self.args.options(threads))?;
+        let load = started.elapsed();
+        let messages = chat(&prompt_text(words));
+        let prompt = model.encode_chat(&messages)?;
+        let dump_file = self.dump_prompt(&model, &prompt)?;
         println!(
-            "| {tokens} | {threads} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
+            "{} prompt tokens, {threads} threads: {} loaded in {:.3} s",
+            prompt.len(),
+            grove::model::ChatModel::describe(&model),
+            load.as_secs_f64()
+        );
+        let row = self.time_runs(&mut model, &prompt, &dump_file, threads, summary)?;
+        if self.args.dump_prompt.is_none() {
+            let _ = std::fs::remove_file(&dump_file);
+        }
+        let grove = &row.grove;
+        println!(
+            "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
             grove.prompt,
             grove.generation,
-            same.map_or("-".to_string(), |s| s.to_string())
+            row.llama.as_ref().map_or(String::new(), |l| format!(
+                ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
+                l.prompt,
+                l.generation,
+                grove.prompt / l.prompt,
+                grove.generation / l.generation
+            ))
+        );
+        if words == self.args.prompt_words[0] && threads == self.args.thread_counts[0] {
+            guided_overhead(
+                &mut model,
+                &prompt,
+                &messages,
+                &prompt_text(words),
+                self.args.gen_tokens,
+                self.args.runs,
+            )?;
+        }
+        Ok(row)
+    }
+
+    /// Writes the prompt for `model_llama_cpp.py`, as ids and as text;
+    /// returns the file (`--dump-prompt`, else a temporary one).
+    fn dump_prompt(&self, model: &EmbeddedModel, prompt: &[u32]) -> anyhow::Result<PathBuf> {
+        let dump_file = match &self.args.dump_prompt {
+            Some(file) => file.clone(),
+            None => {
+                std::env::temp_dir().join(format!("grove-bench-prompt-{}.json", std::process::id()))
+            }
+        };
+        let text = model
+            .tokenizer()
+            .decode(prompt, false)
+            .map_err(anyhow::Error::msg)?;
+        let dump = serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
+        std::fs::write(&dump_file, dump.to_string())
+            .with_context(|| format!("{}", dump_file.display()))?;
+        Ok(dump_file)
+    }
+
+    /// The runs of one configuration, interleaved: one grove run, then one
+    /// llama.cpp run, so both see the same machine load.
+    fn time_runs(
+        &self,
+        model: &mut EmbeddedModel,
+        prompt: &[u32],
+        dump_file: &Path,
+        threads: usize,
+        summary: &mut Summary,
+    ) -> anyhow::Result<Row> {
+        let gen_tokens = self.args.gen_tokens;
+        let mut guide = NoStop(model.stop_tokens().to_vec());
+        let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+        let mut same_tokens = None;
+        for _ in 0..self.args.runs.max(1) {
+            let mut sampler = Sampler::new(0, 0.0, None);
+            let generation = model.generate(prompt, gen_tokens, &mut sampler, &mut guide)?;
+            ours.0
+                .push(rate(generation.prompt_tokens, generation.prompt_time));
+            ours.1
+                .push(rate(generation.tokens.len(), generation.generate_time));
+            summary.sample_text = generation.text;
+            if self.llama_cpp {
+                let run = run_llama_cpp(
+                    &self.args.python,
+                    LLAMA_CPP_SCRIPT,
+                    &self.path,
+                    dump_file,
+                    threads,
+                    gen_tokens,
+                )?;
+                theirs.0.push(run.prompt);
+                theirs.1.push(run.generation);
+                summary.llama_rss = summary.llama_rss.max(run.rss_mb);
+                same_tokens = Some(run.tokens == generation.tokens);
+            }
+        }
+        Ok(Row {
+            tokens: prompt.len(),
+            threads,
+            grove: Rates {
+                prompt: median(&mut ours.0),
+                generation: median(&mut ours.1),
+            },
+            llama: (!theirs.0.is_empty()).then(|| Rates {
+                prompt: median(&mut theirs.0),
+                generation: median(&mut theirs.1),
+            }),
+            same_tokens,
+        })
+    }
+
+    /// The summary: the table of rates, both peak RSS and a sample.
+    fn print_table(&self, table: &[Row], summary: &Summary) {
+        println!(
+            "\ngreedy, stop tokens masked, {} generated tokens, median of {} interleaved runs",
+            self.args.gen_tokens,
+            self.args.runs.max(1)
+        );
+        println!(
+            "| prompt | threads | grove prompt tok/s | llama.cpp | ratio | grove gen tok/s | llama.cpp | ratio | same tokens |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for row in table {
+            let grove = &row.grove;
+            let (lp, lg, rp, rg) = match &row.llama {
+                Some(l) => (
+                    format!("{:.1}", l.prompt),
+                    format!("{:.1}", l.generation),
+                    format!("{:.2}x", grove.prompt / l.prompt),
+                    format!("{:.2}x", grove.generation / l.generation),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+            };
+            println!(
+                "| {} | {} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
+                row.tokens,
+                row.threads,
+                grove.prompt,
+                grove.generation,
+                row.same_tokens.map_or("-".to_string(), |s| s.to_string())
+            );
+        }
+        println!(
+            "peak RSS: grove {}, llama.cpp {}",
+            peak_rss().unwrap_or_else(|| "unknown".into()),
+            if summary.llama_rss > 0.0 {
+                format!("{:.0} MB", summary.llama_rss)
+            } else {
+                "-".into()
+            }
+        );
+        println!(
+            "sample: {}",
+            summary
+                .sample_text
+                .chars()
+                .take(160)
+                .collect::<String>()
+                .replace('\n', " ")
         );
     }
-    println!(
-        "peak RSS: grove {}, llama.cpp {}",
-        peak_rss().unwrap_or_else(|| "unknown".into()),
-        if llama_rss > 0.0 {
-            format!("{llama_rss:.0} MB")
-        } else {
-            "-".into()
-        }
-    );
-    println!(
-        "sample: {}",
-        sample_text
-            .chars()
-            .take(160)
-            .collect::<String>()
-            .replace('\n', " ")
-    );
-    Ok(())
 }
 
 /// The bench's moot-sized chat around a passage.
