@@ -194,7 +194,7 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
     {
         let member = member_name
             .clone()
-            .or_else(|| ctx.settings.node.name.clone())
+            .or_else(|| ctx.settings().node.name.clone())
             .unwrap_or_else(|| "founder".into());
         return ctx.show(&init_offline(ctx, name, &member, quorum)?);
     }
@@ -661,7 +661,7 @@ fn init_offline(
     let id = super::identity::load(ctx)?;
     let mut store = MeshStore::open_in(&ctx.state_dir)?;
     let state: MeshState = store
-        .load(id.public(), ctx.settings.mesh.timing())
+        .load(id.public(), ctx.settings().mesh.timing())
         .context("loading mesh state")?;
     let now = grove::now_ms();
     let (state, t) = state.init_as(
