@@ -494,27 +494,8 @@ fn wire_up(
     let started_ms = crate::now_ms();
     let events = p.mesh.events().clone();
     let control = control::ControlState {
-        books: control::Books {
-            store: p.store.clone(),
-            due: due.clone(),
-            events: events.clone(),
-            stats: stats.clone(),
-            // A book is sent whole in one request; allow it plus headroom.
-            max_body: usize::try_from(p.settings.limits.max_book_bytes)
-                .unwrap_or(usize::MAX)
-                .saturating_add(4096),
-        },
-        mesh: control::MeshOps {
-            link: link.clone(),
-            joiner: rpc::join::Joiner {
-                mesh: link.clone(),
-                net: p.net.clone(),
-                peers: p.peers.clone(),
-                progress: Default::default(),
-            },
-            advertised: p.advertised.clone(),
-            node_name: p.settings.node.name.clone(),
-        },
+        books: book_ops(&p, &due, &events),
+        mesh: mesh_ops(&p, &link),
         observe: control::Observe {
             health: p.verdict.clone(),
             metrics: Arc::new(metrics::Metrics::new(stats.clone(), registry)),
@@ -555,6 +536,35 @@ fn wire_up(
         moots,
     };
     (node, control)
+}
+
+/// The control routes' book operations.
+fn book_ops(p: &Parts<'_>, due: &Arc<due::Due>, events: &events::Events) -> control::Books {
+    control::Books {
+        store: p.store.clone(),
+        due: due.clone(),
+        events: events.clone(),
+        stats: p.stats.clone(),
+        // A book is sent whole in one request; allow it plus headroom.
+        max_body: usize::try_from(p.settings.limits.max_book_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(4096),
+    }
+}
+
+/// The control routes' mesh operations, joining included.
+fn mesh_ops(p: &Parts<'_>, link: &outbox::MeshLink) -> control::MeshOps {
+    control::MeshOps {
+        link: link.clone(),
+        joiner: rpc::join::Joiner {
+            mesh: link.clone(),
+            net: p.net.clone(),
+            peers: p.peers.clone(),
+            progress: Default::default(),
+        },
+        advertised: p.advertised.clone(),
+        node_name: p.settings.node.name.clone(),
+    }
 }
 
 /// What speaking a turn needs, from the node's workers.
