@@ -208,7 +208,7 @@ fn no_modules_import_each_other_in_a_circle() {
     let mut found = Vec::new();
     for root in SOURCE_ROOTS {
         let graph = import_graph(&repo().join(root));
-        assert!(graph.len() > 1, "{root}: no modules found");
+        assert!(!graph.is_empty(), "{root}: no modules found");
         for circle in circles(&graph) {
             found.push(format!("{root}: {}", circle.join(" -> ")));
         }
