@@ -39,7 +39,14 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 fn function_start(line: &str) -> Option<(usize, &str)> {
     let indent = line.len() - line.trim_start().len();
     let mut rest = line.trim_start();
-    for prefix in ["pub(crate) ", "pub(super) ", "pub ", "async ", "const ", "unsafe "] {
+    for prefix in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "async ",
+        "const ",
+        "unsafe ",
+    ] {
         rest = rest.strip_prefix(prefix).unwrap_or(rest);
         rest = rest.strip_prefix("async ").unwrap_or(rest);
         rest = rest.strip_prefix("unsafe ").unwrap_or(rest);
@@ -87,7 +94,11 @@ fn no_function_is_longer_than_80_lines() {
         }
     }
     assert!(files > 100, "only {files} source files found");
-    assert!(long.is_empty(), "functions over {MAX_FUNCTION_LINES} lines:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines:\n{}",
+        long.join("\n")
+    );
 }
 
 /// The module path of a source file under its crate's root (`a/b.rs` and
@@ -95,11 +106,17 @@ fn no_function_is_longer_than_80_lines() {
 /// binaries under `bin/`, which are crates of their own.
 fn module_of(root: &Path, path: &Path) -> Option<Vec<String>> {
     let rel = path.strip_prefix(root).ok()?.with_extension("");
-    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
     if parts.first().is_some_and(|p| p == "bin") {
         return None;
     }
-    if parts.last().is_some_and(|p| p == "mod" || p == "lib" || p == "main") {
+    if parts
+        .last()
+        .is_some_and(|p| p == "mod" || p == "lib" || p == "main")
+    {
         parts.pop();
     }
     Some(parts)
@@ -116,7 +133,9 @@ fn paths_named(text: &str) -> Vec<Vec<String>> {
             if code[..at].chars().next_back().is_some_and(in_path) {
                 continue;
             }
-            let end = code[at..].find(|c| !in_path(c)).map_or(code.len(), |i| at + i);
+            let end = code[at..]
+                .find(|c| !in_path(c))
+                .map_or(code.len(), |i| at + i);
             let path = code[at..end].split("::").filter(|s| !s.is_empty());
             out.push(path.map(str::to_string).collect());
         }
@@ -220,20 +239,38 @@ fn no_modules_import_each_other_in_a_circle() {
 fn the_checks_see_what_they_look_for() {
     let long = format!("fn long() {{\n{}}}\n", "    x();\n".repeat(80));
     assert_eq!(long_functions(Path::new("f.rs"), &long).len(), 1);
-    let short = format!("    pub async fn short() {{\n{}    }}\n", "        x();\n".repeat(78));
+    let short = format!(
+        "    pub async fn short() {{\n{}    }}\n",
+        "        x();\n".repeat(78)
+    );
     assert!(long_functions(Path::new("f.rs"), &short).is_empty());
     let graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = [
-        (vec!["a".to_string()], BTreeSet::from([vec!["b".to_string()]])),
-        (vec!["b".to_string()], BTreeSet::from([vec!["a".to_string()]])),
-        (vec!["c".to_string()], BTreeSet::from([vec!["a".to_string()]])),
+        (
+            vec!["a".to_string()],
+            BTreeSet::from([vec!["b".to_string()]]),
+        ),
+        (
+            vec!["b".to_string()],
+            BTreeSet::from([vec!["a".to_string()]]),
+        ),
+        (
+            vec!["c".to_string()],
+            BTreeSet::from([vec!["a".to_string()]]),
+        ),
     ]
     .into();
-    assert_eq!(circles(&graph), vec![vec!["a".to_string(), "b".to_string()]]);
+    assert_eq!(
+        circles(&graph),
+        vec![vec!["a".to_string(), "b".to_string()]]
+    );
     let modules = BTreeSet::from([vec!["net".to_string()], vec!["net".into(), "reach".into()]]);
     let named = paths_named("use super::reach::Reach;\nfn f() { crate::net::reach::x(); }");
     let from = vec!["net".to_string(), "punch".to_string()];
     for path in &named {
-        assert_eq!(target_of(&from, path, &modules), vec!["net".to_string(), "reach".into()]);
+        assert_eq!(
+            target_of(&from, path, &modules),
+            vec!["net".to_string(), "reach".into()]
+        );
     }
     assert_eq!(named.len(), 2);
 }
