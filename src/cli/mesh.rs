@@ -247,7 +247,7 @@ fn run_without_daemon(cmd: &MeshCmd, ctx: &Ctx) -> Option<anyhow::Result<()>> {
     {
         let member = member_name
             .clone()
-            .or_else(|| ctx.settings.node.name.clone())
+            .or_else(|| ctx.settings().node.name.clone())
             .unwrap_or_else(|| "founder".into());
         return Some(init_offline(ctx, name, &member, quorum).and_then(|view| ctx.show(&view)));
     }
@@ -691,7 +691,7 @@ fn init_offline(
     let id = super::identity::load(ctx)?;
     let mut store = MeshStore::open_in(&ctx.state_dir)?;
     let state: MeshState = store
-        .load(id.public(), ctx.settings.mesh.timing())
+        .load(id.public(), ctx.settings().mesh.timing())
         .context("loading mesh state")?;
     let now = grove::now_ms();
     let (state, t) = state.init_as(

@@ -107,9 +107,13 @@ impl Source {
         (1 + self.runs_before[end] - self.runs_before[start + 1]) as usize
     }
 
-    /// Word starts (an alphanumeric character not preceded by a letter,
-    /// digit or apostrophe) from which a quote of `min..=max` words can end
-    /// at a clause boundary before the next barrier.
+    /// Clause starts (an alphanumeric character at the start of the text or
+    /// after a barrier, a sentence mark, a comma, a semicolon, a colon or a
+    /// dash, with at most a space between: where a clause-aligned quote's
+    /// end may fall, its start may too) from which a quote of `min..=max`
+    /// words can end at a clause boundary before the next barrier. A quote
+    /// that starts mid-clause reads as a fragment torn out ("door shut
+    /// once; it was his new master going out"), so none does.
     pub(super) fn quote_starts(&self, min: usize, max: usize) -> Vec<Start> {
         let text = String::from_utf8_lossy(&self.bytes);
         // Lossy decoding cannot change offsets here: the bytes came from a
@@ -117,7 +121,7 @@ impl Source {
         let chars: Vec<(usize, char)> = text.char_indices().collect();
         let mut starts = Vec::new();
         for (k, &(at, c)) in chars.iter().enumerate() {
-            if !is_alnum(c) || (k > 0 && is_word_char(chars[k - 1].1)) {
+            if !is_alnum(c) || !starts_clause(&chars, k) {
                 continue;
             }
             let mut first_end = None;
@@ -152,6 +156,23 @@ impl Source {
             .take_while(|&end| self.bytes[end - 1] != BARRIER)
             .find(|&end| self.close_ok[end] && self.words_between(start, end) >= min)
     }
+}
+
+/// Whether char `k` of a walked text starts a clause: nothing before it
+/// but, past at most one space, a barrier, a sentence mark, `,`, `;`, `:`
+/// or a dash (`—`, or `--` as Gutenberg texts write it).
+fn starts_clause(chars: &[(usize, char)], k: usize) -> bool {
+    let mut j = k;
+    if j > 0 && chars[j - 1].1 == ' ' {
+        j -= 1;
+    }
+    if j == 0 {
+        return true;
+    }
+    let before = chars[j - 1].1;
+    before == char::from(BARRIER)
+        || matches!(before, '.' | '!' | '?' | ',' | ';' | ':' | '\u{2014}' | '-')
+            && (before != '-' || (j >= 2 && chars[j - 2].1 == '-'))
 }
 
 /// Punctuation a quote may end with (after its last word): marks that close

@@ -167,11 +167,11 @@ fn only_verbatim_continuations_inside_a_quote() {
     assert!(!allows(&mut g, &w, " at"), "skips a word");
     assert!(!allows(&mut g, &w, " the"));
     assert!(!allows(&mut g, &w, "s"), "`whales` is not in the passage");
-    // Starts only at a word boundary: `"hale` is not a quote start.
+    // Starts only where a clause starts: neither `"hale` nor `"whale`.
     let (mut g, w) = guide(&[WHALE], 100);
     feed(&mut g, &w, &["I", " \""]);
     assert!(!allows(&mut g, &w, "h"));
-    assert!(allows(&mut g, &w, "w"));
+    assert!(!allows(&mut g, &w, "w"));
     // The first letter's case may differ (norm lowercases).
     assert!(allows(&mut g, &w, "t"));
     assert!(allows(&mut g, &w, "T"));
@@ -196,12 +196,14 @@ fn a_quote_closes_only_at_a_clause_boundary_after_four_words() {
         !allows(&mut g, &w, "\""),
         "never a space just inside the mark"
     );
-    // Four words to the passage's end: `from the sea.` has three, so no
-    // quote starts at `from`.
+    // Four words to the passage's end: `from the sea.` starts a clause but
+    // has three, so no quote starts at `from`; none starts mid-clause
+    // (`dawn, from the sea.`), and one starts at the sentence's start.
     let (mut g, w) = guide(&[WHALE], 100);
     feed(&mut g, &w, &["I", " \""]);
     assert!(!allows(&mut g, &w, "f"));
-    assert!(allows(&mut g, &w, "d"), "`dawn, from the sea.`");
+    assert!(!allows(&mut g, &w, "d"), "`dawn` is inside a clause");
+    assert!(allows(&mut g, &w, "The"));
 }
 
 #[test]
@@ -319,7 +321,10 @@ fn guidance_opens_a_quote_after_the_first_sentence() {
         "{:?}",
         now.iter().map(|&i| &w[i as usize]).collect::<Vec<_>>()
     );
-    feed(&mut g, &w, &[" \"", "w"]);
+    // A quote starts where a clause does (`whale` would be mid-clause).
+    feed(&mut g, &w, &[" \""]);
+    assert!(!allows(&mut g, &w, "w"));
+    feed(&mut g, &w, &["The"]);
     assert_eq!(g.counts().forced_openings, 1);
 }
 
@@ -403,8 +408,11 @@ fn quotes_open_only_where_a_boundary_is_within_the_word_cap() {
     feed(&mut g, &w, &["\""]);
     // `six` and `seven` are 9 and 8 words from the next boundary.
     assert!(!allows(&mut g, &w, "s"));
-    assert!(allows(&mut g, &w, "n"), "`nine ... fourteen.`, 6 words");
-    assert!(allows(&mut g, &w, "e"), "`eleven ... fourteen.`, 4 words");
+    // `nine ... fourteen.` (6 words) and `eleven ... fourteen.` start
+    // inside a clause.
+    assert!(!allows(&mut g, &w, "n"));
+    assert!(!allows(&mut g, &w, "e"));
+    assert!(allows(&mut g, &w, "o"), "`one ... five,`, 5 words");
     feed_chars(&mut g, &w, "one two three four five");
     // The quote may not run past `five,`: it closes there.
     let now: Vec<&str> = allowed(&mut g)
@@ -461,7 +469,7 @@ fn quotes_do_not_cross_quote_marks_or_newlines_matter_not() {
 #[test]
 fn moot_quotes_are_tagged_with_their_turn() {
     let guidance = Guidance {
-        passages: vec!["Nothing about it at all here.".into()],
+        passages: vec!["Nothing here, about it at all here.".into()],
         turns: BTreeMap::from([(3, "Call me Ishmael now, the whale said.".to_string())]),
         ..Guidance::default()
     };
@@ -658,9 +666,10 @@ fn the_same_words_are_not_quoted_twice() {
     // `The whale rose at dawn` was quoted: no quote starts inside it again...
     assert!(!allows(&mut g, &w, "w"));
     assert!(!allows(&mut g, &w, "r"));
-    // ...but `and the sea was calm.` is still free.
+    // ...but `and the sea was calm.` is still free (and `the sea` starts
+    // inside its clause).
     assert!(allows(&mut g, &w, "a"));
-    assert!(allows(&mut g, &w, "t"));
+    assert!(!allows(&mut g, &w, "t"));
 }
 
 #[test]
@@ -822,8 +831,7 @@ fn titles_may_always_be_named_and_runs_restart_after_a_quote() {
     assert!(!allows(&mut g, &w, " was"), "`and the sea was`");
     let (mut g, w) = copy_guide("said the whale rose", &[]);
     feed(&mut g, &w, &["I", " said", " the"]);
-    feed(&mut g, &w, &[" \"", "w"]);
-    feed_chars(&mut g, &w, "hale rose at dawn");
+    feed(&mut g, &w, &[" \"The", " whale", " rose", " at", " dawn"]);
     feed(&mut g, &w, &["\"", " [s1]"]);
     assert!(
         allows(&mut g, &w, " rose"),
