@@ -292,23 +292,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_honest_turn_checks_and_lies_do_not() {
-        let id = Identity::generate(&mut rand::rng());
-        let other = Identity::generate(&mut rand::rng());
-        let (chunks, levels, root) = book();
-        let passages = vec![passage(&chunks, 1), passage(&chunks, 3)];
-        let proven: Vec<wire::ProvenPassage> = passages
+    /// Each passage as `sN` with its proof in `levels`.
+    fn proven_all(passages: &[Passage], levels: &[Vec<Hash>]) -> Vec<wire::ProvenPassage> {
+        passages
             .iter()
             .enumerate()
             .map(|(i, p)| {
                 proven(
                     &format!("s{}", i + 1),
                     p,
-                    &merkle::proof(&levels, p.index).unwrap(),
+                    &merkle::proof(levels, p.index).unwrap(),
                 )
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn an_honest_turn_checks_and_lies_do_not() {
+        let id = Identity::generate(&mut rand::rng());
+        let other = Identity::generate(&mut rand::rng());
+        let (chunks, levels, root) = book();
+        let passages = vec![passage(&chunks, 1), passage(&chunks, 3)];
+        let proven = proven_all(&passages, &levels);
         let u = utterance(&passages);
         let key = id.ed25519_public();
         let roots = [(root, 5)];
