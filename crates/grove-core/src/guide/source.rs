@@ -54,11 +54,20 @@ impl Source {
         let chars: Vec<char> = text.chars().collect();
         let mut bytes = Vec::with_capacity(text.len());
         let mut pending_space = false;
+        let mut newlines = 0;
         for (i, &c) in chars.iter().enumerate() {
             if c.is_whitespace() {
                 pending_space = true;
+                newlines += usize::from(c == '\n');
                 continue;
             }
+            // A paragraph break (chunks join paragraphs with a blank line)
+            // is a barrier: a quote never runs from one paragraph, or one
+            // dictionary entry, into the next.
+            if newlines >= 2 && !bytes.is_empty() {
+                bytes.push(BARRIER);
+            }
+            newlines = 0;
             let prev_alnum = i > 0 && is_alnum(chars[i - 1]);
             let next_alnum = chars.get(i + 1).is_some_and(|&n| is_alnum(n));
             if c == '_' && !(prev_alnum && next_alnum) {

@@ -852,3 +852,25 @@ fn the_copy_rule_words_match_the_stats_definition() {
         4
     );
 }
+
+#[test]
+fn a_quote_never_runs_across_a_paragraph_break() {
+    let (mut g, w) = guide(
+        &["The whale rose at dawn.\n\nThe sea rose at dawn too."],
+        100,
+    );
+    feed(
+        &mut g,
+        &w,
+        &["I", " \"The", " whale", " rose", " at", " dawn", "."],
+    );
+    assert!(!allows(&mut g, &w, " The"), "the next paragraph");
+    assert!(allows(&mut g, &w, "\""));
+    // The next paragraph's start is a clause start of its own.
+    let (mut g, w) = guide(
+        &["The whale rose at dawn,\n\nthe sea rose at dawn too."],
+        100,
+    );
+    feed(&mut g, &w, &["I", " \""]);
+    assert!(allows(&mut g, &w, "t"));
+}
