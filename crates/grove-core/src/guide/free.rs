@@ -132,6 +132,7 @@ impl QuoteGuide {
             (self.known_words.is_some() || self.rules.english_words).then(|| logits.to_vec());
         self.forbid_unknown_terms(logits);
         self.forbid_non_words(logits);
+        self.forbid_shouting(logits);
         self.forbid_copies(logits);
         if let Some(before) = before_terms
             && !logits.iter().any(|l| l.is_finite())
@@ -258,6 +259,22 @@ impl QuoteGuide {
             }
         }
         self.known_words = Some(known);
+    }
+
+    /// Under the English-words rule, no word in capitals (two or more, and
+    /// no small letter) in free text: a dictionary's headword copied out of
+    /// its passage (`"What do you want?" [s4] ZANIES.`) reads as noise. `I`
+    /// stays allowed; a quote keeps its source's capitals.
+    pub(super) fn forbid_shouting(&mut self, logits: &mut [f32]) {
+        if !self.rules.english_words {
+            return;
+        }
+        let vocab = Arc::clone(&self.vocab);
+        self.forbid_unmarked(logits, &vocab.shouting);
+        let (word, _) = self.term_context();
+        if !word.is_empty() && !word.chars().any(char::is_lowercase) {
+            self.forbid_unmarked(logits, &vocab.capital_on);
+        }
     }
 
     /// The English-words rule ([`GuideRules::english_words`]): a token may

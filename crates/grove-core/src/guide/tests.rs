@@ -45,6 +45,8 @@ fn vocab() -> (Arc<Vocabulary>, Vec<String>) {
         " call",
         " me",
         " Ishmael",
+        " ZAN",
+        "IES",
         "Call",
         " \"Call",
         "'s",
@@ -873,4 +875,23 @@ fn a_quote_never_runs_across_a_paragraph_break() {
     );
     feed(&mut g, &w, &["I", " \""]);
     assert!(allows(&mut g, &w, "t"));
+}
+
+#[test]
+fn free_text_writes_no_word_in_capitals() {
+    let english = GuideRules {
+        english_words: true,
+        ..rules()
+    };
+    let (mut g, w) = whale_guide(english.clone());
+    feed(&mut g, &w, &["I", " said"]);
+    assert!(!allows(&mut g, &w, " ZAN"), "a word in capitals");
+    let (mut g, w) = whale_guide(english);
+    feed(&mut g, &w, &["I", " said", " ", "Z"]);
+    assert!(!allows(&mut g, &w, "A"), "`ZA…` goes on in capitals");
+    assert!(!allows(&mut g, &w, "IES"));
+    // With the English-words rule off, capitals are the model's own.
+    let (mut g, w) = whale_guide(rules());
+    feed(&mut g, &w, &["I", " said"]);
+    assert!(allows(&mut g, &w, " ZAN"));
 }

@@ -135,6 +135,11 @@ pub struct Vocabulary {
     /// Safe-text ids that start with a word character (they continue the
     /// word being written).
     pub(super) word_led: Vec<WordLead>,
+    /// Ids whose first word is two or more capitals and no small letter
+    /// (`ZAN`, ` IES`): a word in capitals, a dictionary's headword.
+    pub(super) shouting: Vec<u32>,
+    /// Safe-text ids that continue a word with a capital (`Z` then `AN`).
+    pub(super) capital_on: Vec<u32>,
     /// Safe-text ids holding a word character, each with its first word.
     pub(super) word_leads: Vec<WordLead>,
     /// Whether each of [`Vocabulary::word_leads`], starting a word, starts
@@ -215,6 +220,8 @@ impl Vocabulary {
             space_led: word.space_led,
             capital_led: word.capital_led,
             word_led: word.word_led,
+            shouting: word.shouting,
+            capital_on: word.capital_on,
             word_leads: word.word_leads,
             english_leads: OnceLock::new(),
             wordless: word.wordless,
@@ -311,6 +318,8 @@ struct WordClasses {
     space_led: Vec<u32>,
     capital_led: Vec<WordLead>,
     word_led: Vec<WordLead>,
+    shouting: Vec<u32>,
+    capital_on: Vec<u32>,
     word_leads: Vec<WordLead>,
     wordless: Vec<u32>,
 }
@@ -370,6 +379,18 @@ impl WordClasses {
             .next();
         if token.starts_with(is_word_char) {
             self.word_led.push(lead.clone());
+            if first.is_some_and(|c| c.is_ascii_uppercase()) {
+                self.capital_on.push(id);
+            }
+        }
+        let word: Vec<char> = token[token.find(is_word_char).unwrap_or(0)..]
+            .chars()
+            .take_while(|&c| is_word_char(c))
+            .collect();
+        if word.iter().filter(|c| c.is_uppercase()).count() >= 2
+            && !word.iter().any(|c| c.is_lowercase())
+        {
+            self.shouting.push(id);
         }
         if first.is_some_and(|c| c.is_ascii_uppercase()) {
             self.capital_led.push(lead);
