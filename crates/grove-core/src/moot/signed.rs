@@ -54,13 +54,7 @@ pub fn proven(tag: &str, passage: &Passage, proof: &[ProofStep]) -> wire::Proven
         node_id: passage.node_id.clone(),
         index: passage.index,
         text: passage.content.clone(),
-        proof: proof
-            .iter()
-            .map(|s| wire::ProofStep {
-                sibling: s.sibling.to_vec(),
-                is_left: s.is_left,
-            })
-            .collect(),
+        proof: crate::wire::proof::to_wire(proof),
     }
 }
 
@@ -79,20 +73,8 @@ pub fn check_passage(
     if p.node_id != format!("{book}#{}", p.index) {
         return Err(fail("its node id is not of this book and index".into()));
     }
-    let steps = p
-        .proof
-        .iter()
-        .map(|s| {
-            Ok(ProofStep {
-                sibling: s
-                    .sibling
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| fail("a sibling is not 32 bytes".into()))?,
-                is_left: s.is_left,
-            })
-        })
-        .collect::<Result<Vec<_>, TurnError>>()?;
+    let steps = crate::wire::proof::from_wire(&p.proof)
+        .ok_or_else(|| fail("a sibling is not 32 bytes".into()))?;
     let leaf = merkle::leaf_hash(p.text.as_bytes());
     merkle::verify(&leaf, p.index, count, &steps, root).map_err(|e| fail(e.to_string()))?;
     Ok(Passage {

@@ -485,6 +485,27 @@ pub fn titles(request: &TurnRequest) -> Vec<String> {
     ]
 }
 
+/// What a turn's own words are read against, as text: its passages, the
+/// moot's earlier turns (both speakers') and the books it may name.
+fn texts_read<'a>(
+    tagged: &'a [TaggedPassage],
+    own_turns: &'a BTreeMap<u64, String>,
+    other_turns: &'a BTreeMap<u64, String>,
+    titles: &'a [String],
+) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>) {
+    let passages = tagged.iter().map(|t| t.passage.content.as_str()).collect();
+    let earlier = own_turns
+        .values()
+        .chain(other_turns.values())
+        .map(String::as_str)
+        .collect();
+    (
+        passages,
+        earlier,
+        titles.iter().map(String::as_str).collect(),
+    )
+}
+
 /// A turn's own-words figures ([`stats::turn_figures`]) from its passages,
 /// the moot's earlier turns (both maps) and the books it may name.
 pub fn turn_figures(
@@ -495,13 +516,7 @@ pub fn turn_figures(
     titles: &[String],
     copy_run_words: usize,
 ) -> TurnFigures {
-    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
-    let earlier: Vec<&str> = own_turns
-        .values()
-        .chain(other_turns.values())
-        .map(String::as_str)
-        .collect();
-    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    let (passages, earlier, titles) = texts_read(tagged, own_turns, other_turns, titles);
     stats::turn_figures(text, &passages, &earlier, &titles, copy_run_words)
 }
 
@@ -521,13 +536,7 @@ pub fn turn_reading(
     last_other: Option<&str>,
     version: reading::ReadingVersion,
 ) -> TurnReading {
-    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
-    let earlier: Vec<&str> = own_turns
-        .values()
-        .chain(other_turns.values())
-        .map(String::as_str)
-        .collect();
-    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    let (passages, earlier, titles) = texts_read(tagged, own_turns, other_turns, titles);
     reading::read_turn(
         text,
         &reading::ReadingSources {
