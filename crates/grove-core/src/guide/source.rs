@@ -122,15 +122,35 @@ impl Source {
     /// end may fall, its start may too) from which a quote of `min..=max`
     /// words can end at a clause boundary before the next barrier. A quote
     /// that starts mid-clause reads as a fragment torn out ("door shut
-    /// once; it was his new master going out"), so none does.
+    /// once; it was his new master going out"), so none does, unless the
+    /// text has no such start at all (a long run with no clause mark): then
+    /// any word start within reach of an end, so it can still be quoted.
     pub(super) fn quote_starts(&self, min: usize, max: usize) -> Vec<Start> {
         let text = String::from_utf8_lossy(&self.bytes);
         // Lossy decoding cannot change offsets here: the bytes came from a
         // str with only ASCII barriers added.
         let chars: Vec<(usize, char)> = text.char_indices().collect();
+        let clauses = self.starts_where(&chars, min, max, starts_clause);
+        if !clauses.is_empty() {
+            return clauses;
+        }
+        self.starts_where(&chars, min, max, |chars, k| {
+            k == 0 || !is_word_char(chars[k - 1].1)
+        })
+    }
+
+    /// The starts at alphanumeric characters `starts_here` accepts, each
+    /// with the span a quote of `min..=max` words may end in.
+    fn starts_where(
+        &self,
+        chars: &[(usize, char)],
+        min: usize,
+        max: usize,
+        starts_here: impl Fn(&[(usize, char)], usize) -> bool,
+    ) -> Vec<Start> {
         let mut starts = Vec::new();
         for (k, &(at, c)) in chars.iter().enumerate() {
-            if !is_alnum(c) || !starts_clause(&chars, k) {
+            if !is_alnum(c) || !starts_here(chars, k) {
                 continue;
             }
             let mut first_end = None;

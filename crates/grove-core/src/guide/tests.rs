@@ -895,3 +895,15 @@ fn free_text_writes_no_word_in_capitals() {
     feed(&mut g, &w, &["I", " said"]);
     assert!(allows(&mut g, &w, " ZAN"));
 }
+
+#[test]
+fn a_text_with_no_clause_start_in_reach_is_quoted_from_its_words() {
+    // 30 words and no mark: the text's start is 30 words from its end, so
+    // no clause start has an end in reach; word starts within 25 do.
+    let mut words: Vec<String> = ('a'..='z').map(|c| format!("{c}{c}")).collect();
+    words.extend(["zz"; 4].map(String::from));
+    let (mut g, w) = guide(&[words.join(" ").as_str()], 200);
+    feed(&mut g, &w, &["I", " \""]);
+    assert!(!allows(&mut g, &w, "a"), "30 words to the end");
+    assert!(allows(&mut g, &w, "j"), "21 words to the end");
+}
