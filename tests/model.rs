@@ -615,6 +615,122 @@ fn embedded_kernels_match_the_candle_reference_for_64_tokens() {
     );
 }
 
+/// Prefix reuse is exact and saves prompt work: the same requests on a
+/// model that keeps the cache of the previous prompt's shared prefix and on
+/// one that starts every request afresh give bit-identical logits at every
+/// step and the same tokens, greedy and sampled; the one that reuses runs
+/// fewer prompt tokens (`Generation::prompt_computed`): a later turn with the
+/// same long system message keeps its whole chunks, a second draft of the
+/// same prompt runs none.
+#[test]
+fn embedded_prefix_reuse_gives_the_same_logits_with_less_prompt_work() {
+    let Some(path) = embedded_model_file() else {
+        crate::support::skip("no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
+        return;
+    };
+    use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
+    use grove::model::llama::PREFILL_CHUNK;
+    let load = |prefix_cache| {
+        EmbeddedModel::load(
+            &path,
+            EmbeddedOptions {
+                prefix_cache,
+                ..EmbeddedOptions::default()
+            },
+        )
+        .expect("load")
+    };
+    let mut reusing = load(true);
+    let mut afresh = load(false);
+    let persona = format!(
+        "You are a wise person talking with a friend about the sea.\n\nYou remember:\n\n[s1] {}",
+        "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, and nothing particular to interest me on shore, I thought I would sail about a little and see the watery part of the world. ".repeat(12)
+    );
+    let chat = |question: &str, temperature: f32, seed: u64| ChatRequest {
+        messages: vec![
+            ChatMessage {
+                role: Role::System,
+                content: persona.clone(),
+            },
+            ChatMessage {
+                role: Role::User,
+                content: question.into(),
+            },
+        ],
+        max_tokens: 12,
+        temperature,
+        seed,
+        guidance: None,
+    };
+    // A turn, a later turn under the same system message, and a second,
+    // sampled draft of that one. The later turn's prompt is longer by more
+    // than the cache's 256-position steps, so the cache grows under the
+    // chunk it keeps.
+    let incoming = format!(
+        "{}\n\nDo you agree about the sea? Say why.",
+        "The sea is wide and cold, and the men who sail it come home changed; some of them never come home at all. ".repeat(12)
+    );
+    let requests = [
+        chat("What do you think about the sea?", 0.0, 0),
+        chat(&incoming, 0.0, 0),
+        chat(&incoming, 0.8, 7),
+    ];
+    let mut computed = Vec::new();
+    for (i, request) in requests.iter().enumerate() {
+        let (ours, our_logits) = generate_recording(&mut reusing, request);
+        let (fresh, fresh_logits) = generate_recording(&mut afresh, request);
+        assert!(!ours.tokens.is_empty(), "request {i}");
+        assert_eq!(ours.tokens, fresh.tokens, "request {i}: tokens");
+        assert_eq!(ours.stop, fresh.stop, "request {i}");
+        assert_eq!(our_logits.len(), fresh_logits.len(), "request {i}");
+        assert!(
+            our_logits == fresh_logits,
+            "request {i}: logits differ in their bits"
+        );
+        assert_eq!(fresh.prompt_computed, fresh.prompt_tokens, "request {i}");
+        computed.push((ours.prompt_computed, ours.prompt_tokens));
+    }
+    eprintln!("prompt tokens computed / in the prompt: {computed:?}");
+    let [(first, first_len), (later, later_len), (draft, _)] = computed[..] else {
+        panic!("three requests")
+    };
+    assert!(later_len > PREFILL_CHUNK, "the shared prefix spans a chunk");
+    assert!(later_len > first_len + 256, "the cache grows");
+    assert_eq!(first, first_len, "the first request computes its prompt");
+    assert!(
+        later < later_len && (later_len - later) % PREFILL_CHUNK == 0,
+        "the later turn keeps whole chunks: {later} of {later_len} computed"
+    );
+    assert_eq!(draft, 0, "a second draft of the same prompt computes none");
+}
+
+/// A generation of `request` and the bits of every step's logits.
+fn generate_recording(
+    model: &mut grove::model::embedded::EmbeddedModel,
+    request: &ChatRequest,
+) -> (grove::model::embedded::Generation, Vec<Vec<u32>>) {
+    let mut seen = RecordLogits {
+        force: ForceTokens {
+            tokens: Vec::new(),
+            next: 0,
+        },
+        seen: Vec::new(),
+    };
+    let mut record = MaskStops {
+        stops: Vec::new(),
+        inner: &mut seen,
+    };
+    let generation = model
+        .complete_guided(request, &mut record)
+        .expect("generate");
+    let bits = seen
+        .seen
+        .iter()
+        .map(|row| row.iter().map(|x| x.to_bits()).collect())
+        .collect();
+    (generation, bits)
+}
+
 /// Records logits (no forcing: `force` empty) with the stop tokens masked.
 struct MaskStops<'a> {
     stops: Vec<u32>,

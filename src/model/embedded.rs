@@ -20,6 +20,7 @@ use candle_core::quantized::tokenizer::TokenizerFromGguf;
 use candle_core::quantized::{GgmlDType, gguf_file};
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::quantized_llama::{MAX_SEQ_LEN, ModelWeights};
+use grove_kernels::SharedBytes;
 use tokenizers::Tokenizer;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
@@ -27,15 +28,12 @@ use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 
 use super::guide::{Guidance, GuideCounts, GuideRules, QuoteGuide, Vocabulary};
-use super::llama::{ForwardOptions, LlamaModel, LlamaShape};
+use super::llama::{ForwardOptions, LlamaModel, LlamaShape, PREFILL_CHUNK, Prefill};
 use super::memory;
 use super::requantize::{is_block_quantized, requantize_into};
 use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
 use super::{ChatMessage, ChatModel, ChatRequest, Completion, ModelError, Role, Usage};
 
-/// Prompt tokens fed to the model per forward pass; bounds the attention
-/// scratch memory for long prompts.
-const PREFILL_CHUNK: usize = 512;
 /// A prompt must leave at least this many tokens for the answer.
 const MIN_ANSWER_TOKENS: usize = 16;
 /// SmolLM2's template inserts this system line when a chat has none.
@@ -68,6 +66,14 @@ pub struct EmbeddedOptions {
     /// answer (0: off). A 135M model otherwise loops on one line until
     /// `max_tokens`.
     pub no_repeat_ngram: usize,
+    /// Keep the key/value cache of the prefix a prompt shares with the
+    /// previous one (grove's forward only; [`LlamaModel::prefill`]): the
+    /// same logits, less prompt work (a moot turn's drafts share their
+    /// whole prompt).
+    pub prefix_cache: bool,
+    /// Map the GGUF file and read its Q8_0 matrices in place (with grove's
+    /// kernels); off: copy them into memory (for comparison).
+    pub map_file: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -81,6 +87,8 @@ impl Default for EmbeddedOptions {
             threads: 0,
             guided: true,
             no_repeat_ngram: 4,
+            prefix_cache: true,
+            map_file: true,
         }
     }
 }
@@ -117,6 +125,9 @@ pub struct Generation {
     pub tokens: Vec<u32>,
     pub text: String,
     pub prompt_tokens: usize,
+    /// Prompt tokens run through the model: fewer than `prompt_tokens`
+    /// when the cache kept a prefix of the previous prompt.
+    pub prompt_computed: usize,
     pub prompt_time: Duration,
     /// Time from the first sampled token to the end.
     pub generate_time: Duration,
@@ -135,6 +146,7 @@ impl Engine {
     fn load<R: std::io::Read + std::io::Seek>(
         content: gguf_file::Content,
         reader: &mut R,
+        file: Option<&SharedBytes>,
         device: &Device,
         context_len: usize,
         options: &EmbeddedOptions,
@@ -151,40 +163,64 @@ impl Engine {
                     super::configured_threads()
                 },
             };
-            LlamaModel::from_gguf(&content, reader, device, context_len, forward).map(Engine::Grove)
+            LlamaModel::from_gguf(&content, reader, file, device, context_len, forward)
+                .map(Engine::Grove)
         }
     }
 
-    /// Starts a request that will use up to `positions` positions.
-    fn reset(&mut self, positions: usize) -> candle_core::Result<()> {
+    /// Runs `prompt` from position 0, making room for `positions` in all;
+    /// grove's forward keeps a shared prefix of the last prompt when
+    /// `reuse` says so.
+    fn prefill(
+        &mut self,
+        prompt: &[u32],
+        positions: usize,
+        reuse: bool,
+        device: &Device,
+    ) -> candle_core::Result<Prefill> {
         match self {
-            Engine::Grove(model) => model.reset(positions),
+            Engine::Grove(model) => model.prefill(prompt, positions, reuse),
             Engine::Candle(model) => {
                 model.clear_kv_cache();
-                Ok(())
+                let mut logits = Vec::new();
+                for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
+                    logits = candle_step(model, chunk, i * PREFILL_CHUNK, device)?;
+                }
+                Ok(Prefill {
+                    logits,
+                    computed: prompt.len(),
+                })
             }
         }
     }
 
-    /// Feeds `tokens` after `position` earlier ones; logits of the last, `(vocab,)`.
-    fn forward(
+    /// Feeds one generated token at `position`; the logits after it.
+    fn step(
         &mut self,
-        tokens: &[u32],
+        token: u32,
         position: usize,
         device: &Device,
     ) -> candle_core::Result<Vec<f32>> {
         match self {
-            Engine::Grove(model) => model.forward(tokens),
-            Engine::Candle(model) => {
-                let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
-                model
-                    .forward(&input, position)?
-                    .squeeze(0)?
-                    .to_dtype(DType::F32)?
-                    .to_vec1()
-            }
+            Engine::Grove(model) => model.forward(&[token]),
+            Engine::Candle(model) => candle_step(model, &[token], position, device),
         }
     }
+}
+
+/// candle-transformers' forward of `tokens` after `position` earlier ones.
+fn candle_step(
+    model: &mut ModelWeights,
+    tokens: &[u32],
+    position: usize,
+    device: &Device,
+) -> candle_core::Result<Vec<f32>> {
+    let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
+    model
+        .forward(&input, position)?
+        .squeeze(0)?
+        .to_dtype(DType::F32)?
+        .to_vec1()
 }
 
 /// A GGUF model loaded in memory.
@@ -220,63 +256,40 @@ impl EmbeddedModel {
                 candle_reason(&e)
             ))
         })?;
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".to_string());
-        let ModelCard {
-            tokenizer,
-            template,
-            context_len,
-            shape,
-            has_q4_1,
-            ..
-        } = inspect(&content)?;
-        let stop_tokens = stop_tokens(&content, &tokenizer, &template);
-        let vocab_size = tokenizer.get_vocab_size(true);
+        let card = inspect(&content)?;
+        let stop_tokens = stop_tokens(&content, &card.tokenizer, &card.template);
+        let vocab_size = card.tokenizer.get_vocab_size(true);
         let file_bytes = reader
             .get_ref()
             .metadata()
             .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?
             .len();
+        let convert = card.has_q4_1 && options.requantize_q4_1;
         let need = memory::estimate(
             file_bytes,
-            &shape,
+            &card.shape,
             vocab_size,
-            context_len,
-            has_q4_1 && options.requantize_q4_1,
+            card.context_len,
+            convert,
+            card.embeddings_q8_0(convert) && options.grove_kernels,
         );
         memory::check_load(path, need, memory::machine_memory())?;
         let device = Device::Cpu;
-        let model_error = |e: candle_core::Error| {
-            ModelError::File(format!("cannot load {}: {e}", path.display()))
-        };
-        let (weights, label) = if has_q4_1 && options.requantize_q4_1 {
-            let mut converted = Cursor::new(Vec::new());
-            requantize_into(&content, &mut reader, &mut converted, GgmlDType::Q8_0)?;
-            converted.set_position(0);
-            let converted_content =
-                gguf_file::Content::read(&mut converted).map_err(model_error)?;
-            let weights = Engine::load(
-                converted_content,
-                &mut converted,
-                &device,
-                context_len,
-                &options,
-            )
-            .map_err(model_error)?;
-            (weights, format!("embedded:{stem}(as Q8_0)"))
-        } else {
-            let weights = Engine::load(content, &mut reader, &device, context_len, &options)
-                .map_err(model_error)?;
-            (weights, format!("embedded:{stem}"))
-        };
+        let (weights, label) = load_engine(
+            path,
+            content,
+            reader,
+            convert,
+            &device,
+            card.context_len,
+            &options,
+        )?;
         Ok(EmbeddedModel {
             weights,
-            tokenizer,
-            template,
+            tokenizer: card.tokenizer,
+            template: card.template,
             stop_tokens,
-            context_len,
+            context_len: card.context_len,
             vocab_size,
             label,
             options,
@@ -393,26 +406,45 @@ impl EmbeddedModel {
             )));
         }
         let max_tokens = max_tokens.min(self.context_len - prompt.len());
-        let failed = |e: candle_core::Error| ModelError::Failed(format!("inference: {e}"));
         let started = Instant::now();
-        // Every request starts afresh: a shared prefix is not reused yet.
-        self.weights
-            .reset(prompt.len() + max_tokens)
-            .map_err(failed)?;
-        let mut position = 0;
-        let mut logits = None;
-        for chunk in prompt.chunks(PREFILL_CHUNK) {
-            logits = Some(
-                self.weights
-                    .forward(chunk, position, &self.device)
-                    .map_err(failed)?,
-            );
-            position += chunk.len();
-        }
+        let prefill = self
+            .weights
+            .prefill(
+                prompt,
+                prompt.len() + max_tokens,
+                self.options.prefix_cache,
+                &self.device,
+            )
+            .map_err(inference_failed)?;
         let prompt_time = started.elapsed();
         let generate_started = Instant::now();
+        let (tokens, stop) =
+            self.sample_tokens(prefill.logits, prompt.len(), max_tokens, sampler, guide)?;
+        let generate_time = generate_started.elapsed();
+        let text = self.decode(&tokens)?;
+        Ok(Generation {
+            tokens,
+            text,
+            prompt_tokens: prompt.len(),
+            prompt_computed: prefill.computed,
+            prompt_time,
+            generate_time,
+            stop,
+        })
+    }
+
+    /// The decoding loop: from the prompt's last logits, samples up to
+    /// `max_tokens` tokens, feeding each at the next position.
+    fn sample_tokens(
+        &mut self,
+        logits: Vec<f32>,
+        mut position: usize,
+        max_tokens: usize,
+        sampler: &mut Sampler,
+        guide: &mut dyn DecodeGuide,
+    ) -> Result<(Vec<u32>, StopReason), ModelError> {
+        let mut logits = Some(logits);
         let mut tokens = Vec::new();
-        let mut stop = StopReason::Length;
         while tokens.len() < max_tokens {
             // The forward's own buffer: the guide and the sampler read and
             // edit it in place.
@@ -428,34 +460,23 @@ impl EmbeddedModel {
                 .sample(&row)
                 .map_err(|e| ModelError::Failed(format!("sampling: {e}")))?;
             if self.stop_tokens.contains(&token) {
-                stop = StopReason::EndOfTurn;
-                break;
+                return Ok((tokens, StopReason::EndOfTurn));
             }
             tokens.push(token);
             if guide.accept(token) == GuideControl::Stop {
-                stop = StopReason::Guide;
-                break;
+                return Ok((tokens, StopReason::Guide));
             }
             if tokens.len() >= max_tokens {
                 break;
             }
             logits = Some(
                 self.weights
-                    .forward(&[token], position, &self.device)
-                    .map_err(failed)?,
+                    .step(token, position, &self.device)
+                    .map_err(inference_failed)?,
             );
             position += 1;
         }
-        let generate_time = generate_started.elapsed();
-        let text = self.decode(&tokens)?;
-        Ok(Generation {
-            tokens,
-            text,
-            prompt_tokens: prompt.len(),
-            prompt_time,
-            generate_time,
-            stop,
-        })
+        Ok((tokens, StopReason::Length))
     }
 
     /// Completes a chat under a guide (guided decoding enters here).
@@ -515,6 +536,21 @@ pub struct ModelCard {
     pub context_len: usize,
     /// Some weights are Q4_1 (converted to Q8_0 at load).
     pub has_q4_1: bool,
+    /// The type of `token_embd.weight` in the file.
+    pub embedding_dtype: Option<GgmlDType>,
+}
+
+impl ModelCard {
+    /// Whether the embedding table is Q8_0 once loaded (`converts`: the
+    /// Q4_1 file is converted, which turns every quantized matrix into
+    /// Q8_0); grove's kernels then keep it quantized ([`memory::estimate`]).
+    pub fn embeddings_q8_0(&self, converts: bool) -> bool {
+        match self.embedding_dtype {
+            Some(GgmlDType::Q8_0) => true,
+            Some(dtype) => converts && self.has_q4_1 && is_block_quantized(dtype),
+            None => false,
+        }
+    }
 }
 
 /// Checks that the embedded engine runs this GGUF: a single file (not one
@@ -559,7 +595,71 @@ pub fn inspect(content: &gguf_file::Content) -> Result<ModelCard, ModelError> {
         template,
         context_len,
         has_q4_1,
+        embedding_dtype: content
+            .tensor_infos
+            .get("token_embd.weight")
+            .map(|info| info.ggml_dtype),
     })
+}
+
+/// The forward pass over the weights of `content`, read from `reader`:
+/// the file mapped into memory where it can be (Q8_0 matrices are then
+/// read in place, never copied), or, with `convert`, its Q4_1 weights
+/// converted to Q8_0 in memory first. Also the model's label.
+fn load_engine(
+    path: &Path,
+    content: gguf_file::Content,
+    mut reader: BufReader<fs::File>,
+    convert: bool,
+    device: &Device,
+    context_len: usize,
+    options: &EmbeddedOptions,
+) -> Result<(Engine, String), ModelError> {
+    let model_error =
+        |e: candle_core::Error| ModelError::File(format!("cannot load {}: {e}", path.display()));
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".to_string());
+    if convert {
+        let mut converted = Cursor::new(Vec::new());
+        requantize_into(&content, &mut reader, &mut converted, GgmlDType::Q8_0)?;
+        // The converted file stays whole; its Q8_0 matrices point into it.
+        let bytes = Arc::new(converted.into_inner());
+        let shared: SharedBytes = bytes.clone();
+        let mut reader = Cursor::new(bytes.as_slice());
+        let converted_content = gguf_file::Content::read(&mut reader).map_err(model_error)?;
+        let engine = Engine::load(
+            converted_content,
+            &mut reader,
+            Some(&shared),
+            device,
+            context_len,
+            options,
+        )
+        .map_err(model_error)?;
+        return Ok((engine, format!("embedded:{stem}(as Q8_0)")));
+    }
+    // SAFETY: the map is read only. Installs replace a model file by
+    // renaming a new one into place (`model::install`), so the mapped
+    // file is never written while grove runs; a file truncated under it
+    // by something else would fault, as it would for llama.cpp. Where the
+    // file cannot be mapped, the weights are read (copied) instead.
+    let mapped = options
+        .map_file
+        .then(|| unsafe { memmap2::Mmap::map(reader.get_ref()) }.ok())
+        .flatten()
+        .map(|map| Arc::new(map) as SharedBytes);
+    let engine = Engine::load(
+        content,
+        &mut reader,
+        mapped.as_ref(),
+        device,
+        context_len,
+        options,
+    )
+    .map_err(model_error)?;
+    Ok((engine, format!("embedded:{stem}")))
 }
 
 /// The tokenizer from GGUF metadata, with SmolLM's pre-tokenizer fixed.
@@ -696,6 +796,10 @@ fn stop_tokens(
     stops.sort_unstable();
     stops.dedup();
     stops
+}
+
+fn inference_failed(e: candle_core::Error) -> ModelError {
+    ModelError::Failed(format!("inference: {e}"))
 }
 
 /// A candle error's message without the backtrace candle appends when

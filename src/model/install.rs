@@ -546,6 +546,7 @@ pub fn runnable(path: &Path) -> Result<(ModelCard, u64), ModelError> {
         card.tokenizer.get_vocab_size(true),
         card.context_len,
         card.has_q4_1,
+        card.embeddings_q8_0(card.has_q4_1),
     );
     Ok((card, need))
 }

@@ -9,13 +9,28 @@
 //! per request and written in place, and grouped-query attention folds the
 //! query heads onto their shared key/value head instead of copying keys, so
 //! a step only reads the cache.
+//!
+//! The cache outlives a request: [`LlamaModel::prefill`] keeps the keys and
+//! values of the longest prefix the new prompt shares with the last one, in
+//! whole prompt chunks (see [`PREFILL_CHUNK`]), and computes the rest.
 
 use std::io::{Read, Seek};
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 
-use grove_kernels::{Isa, Q8Matrix, Q8Rows};
+use grove_kernels::{Isa, Q8Matrix, Q8Rows, SharedBytes};
+
+/// Prompt tokens fed to the model per forward pass; bounds the attention
+/// scratch memory for long prompts. Chunks start at multiples of it
+/// (positions 0, 512, 1024, ...) whether or not a prefix was reused, so
+/// every chunk is the same computation in both cases: candle's float
+/// matmul (the attention products) picks its blocking and kernels by the
+/// matrices' sizes (the depth of its accumulation blocks changes with the
+/// rows under 64, a horizontal kernel serves products under 256 elements),
+/// so a token's attention changes in its last bits with the rows computed
+/// beside it. Recomputing whole chunks keeps reuse exact.
+pub const PREFILL_CHUNK: usize = 512;
 
 /// With candle's kernels, from this many rows on (prompt chunks), a
 /// projection dequantizes its weights and runs a float matmul: candle's
@@ -52,7 +67,8 @@ impl Projection {
     }
 }
 
-/// `tensor` as a grove Q8_0 matrix, when it is one and grove's kernels are on.
+/// `tensor` as a grove Q8_0 matrix (a copy of its blocks), when it is one
+/// and grove's kernels are on.
 fn q8_matrix(tensor: &QTensor, options: &ForwardOptions) -> Result<Option<Q8Matrix>> {
     if !options.grove_kernels || tensor.dtype() != GgmlDType::Q8_0 {
         return Ok(None);
@@ -61,7 +77,113 @@ fn q8_matrix(tensor: &QTensor, options: &ForwardOptions) -> Result<Option<Q8Matr
     let data = tensor.data()?.into_owned();
     Q8Matrix::new(rows, cols, data)
         .map(Some)
-        .map_err(|e| candle_core::Error::Msg(e.to_string()))
+        .map_err(kernel_error)
+}
+
+fn kernel_error(e: grove_kernels::KernelError) -> candle_core::Error {
+    candle_core::Error::Msg(e.to_string())
+}
+
+/// Where [`LlamaModel::from_gguf`] reads the weights: through the reader,
+/// or, for Q8_0 matrices under grove's kernels when the whole file's bytes
+/// are at hand (mapped), in place.
+struct WeightSource<'a, R> {
+    content: &'a gguf_file::Content,
+    reader: &'a mut R,
+    file: Option<&'a SharedBytes>,
+    device: &'a Device,
+    options: &'a ForwardOptions,
+}
+
+impl<R: Read + Seek> WeightSource<'_, R> {
+    fn tensor(&mut self, name: &str) -> Result<QTensor> {
+        self.content.tensor(self.reader, name, self.device)
+    }
+
+    /// A small tensor (a norm's weights) as floats.
+    fn floats(&mut self, name: &str) -> Result<Tensor> {
+        self.tensor(name)?.dequantize(self.device)
+    }
+
+    /// The Q8_0 matrix `name` read in place in the file, when it is one,
+    /// grove's kernels are on and the file is mapped.
+    fn in_place(&self, name: &str) -> Result<Option<Q8Matrix>> {
+        let (Some(file), true) = (self.file, self.options.grove_kernels) else {
+            return Ok(None);
+        };
+        let Some(info) = self.content.tensor_infos.get(name) else {
+            candle_core::bail!("no tensor {name} in the file");
+        };
+        if info.ggml_dtype != GgmlDType::Q8_0 {
+            return Ok(None);
+        }
+        let (rows, cols) = info.shape.dims2()?;
+        let start = self
+            .content
+            .tensor_data_offset
+            .checked_add(info.offset)
+            .and_then(|at| usize::try_from(at).ok())
+            .ok_or_else(|| candle_core::Error::Msg(format!("tensor {name}: offset")))?;
+        Q8Matrix::in_place(rows, cols, Arc::clone(file), start)
+            .map(Some)
+            .map_err(kernel_error)
+    }
+
+    fn projection(&mut self, name: &str) -> Result<Projection> {
+        match self.in_place(name)? {
+            Some(matrix) => Ok(Projection::Q8(Arc::new(matrix))),
+            None => Projection::new(self.tensor(name)?, self.options),
+        }
+    }
+
+    /// The embedding table and the output matrix (the same one when the
+    /// file has no `output.weight`: SmolLM2's embeddings are tied).
+    fn embeddings(&mut self) -> Result<(Embeddings, Projection)> {
+        let name = "token_embd.weight";
+        let matrix = match self.in_place(name)? {
+            Some(matrix) => matrix,
+            None => {
+                let table = self.tensor(name)?;
+                match q8_matrix(&table, self.options)? {
+                    Some(matrix) => matrix,
+                    None => {
+                        let dense = Embeddings::Dense(table.dequantize(self.device)?);
+                        let tied = Projection::Candle(QMatMul::from_qtensor(table)?);
+                        return Ok((dense, self.output(tied)?));
+                    }
+                }
+            }
+        };
+        let matrix = Arc::new(matrix);
+        let output = self.output(Projection::Q8(Arc::clone(&matrix)))?;
+        Ok((Embeddings::Q8(matrix), output))
+    }
+
+    /// `output.weight`, or the tied embeddings when there is none.
+    fn output(&mut self, tied: Projection) -> Result<Projection> {
+        if self.content.tensor_infos.contains_key("output.weight") {
+            self.projection("output.weight")
+        } else {
+            Ok(tied)
+        }
+    }
+
+    fn block(&mut self, i: usize) -> Result<Block> {
+        let name = |suffix: &str| format!("blk.{i}.{suffix}");
+        Ok(Block {
+            attn_norm: self.floats(&name("attn_norm.weight"))?,
+            wq: self.projection(&name("attn_q.weight"))?,
+            wk: self.projection(&name("attn_k.weight"))?,
+            wv: self.projection(&name("attn_v.weight"))?,
+            wo: self.projection(&name("attn_output.weight"))?,
+            ffn_norm: self.floats(&name("ffn_norm.weight"))?,
+            w_gate: self.projection(&name("ffn_gate.weight"))?,
+            w_up: self.projection(&name("ffn_up.weight"))?,
+            w_down: self.projection(&name("ffn_down.weight"))?,
+            keys: None,
+            values: None,
+        })
+    }
 }
 
 /// The token embedding table.
@@ -114,7 +236,27 @@ pub struct LlamaModel {
     /// Positions currently held in the cache.
     len: usize,
     capacity: usize,
+    /// The last prompt [`LlamaModel::prefill`] ran, whose keys and values
+    /// the cache holds at positions `0..tokens.len()` (later positions hold
+    /// its answer, which later prompts do not reuse).
+    prompt: Option<CachedPrompt>,
     device: Device,
+}
+
+/// A prompt whose keys and values are in the cache.
+struct CachedPrompt {
+    tokens: Vec<u32>,
+    /// The logits after its last token, for a request with the same prompt.
+    logits: Vec<f32>,
+}
+
+/// What [`LlamaModel::prefill`] did.
+#[derive(Debug, Clone)]
+pub struct Prefill {
+    /// The logits after the prompt's last token (`vocab` long).
+    pub logits: Vec<f32>,
+    /// Prompt tokens run through the model (the rest were reused).
+    pub computed: usize,
 }
 
 /// The dimensions of a llama GGUF, read from its metadata: what grove's
@@ -208,69 +350,30 @@ impl LlamaShape {
 
 impl LlamaModel {
     /// Reads the weights of a `llama` GGUF. `max_positions` bounds the
-    /// context (rotary tables are built for it).
+    /// context (rotary tables are built for it). `file`, the whole file's
+    /// bytes (mapped), lets Q8_0 matrices be read in place, not copied.
     pub fn from_gguf<R: Read + Seek>(
         content: &gguf_file::Content,
         reader: &mut R,
+        file: Option<&SharedBytes>,
         device: &Device,
         max_positions: usize,
         options: ForwardOptions,
     ) -> Result<LlamaModel> {
-        let LlamaShape {
-            heads,
-            kv_heads,
-            block_count,
-            head_dim,
-            eps,
-            rope_base,
-            ..
-        } = LlamaShape::of(content).map_err(candle_core::Error::Msg)?;
-        let mut tensor = |name: &str| content.tensor(reader, name, device);
-        let embeddings_q = tensor("token_embd.weight")?;
-        let output_norm = tensor("output_norm.weight")?.dequantize(device)?;
-        let (embeddings, tied) = match q8_matrix(&embeddings_q, &options)? {
-            Some(matrix) => {
-                let matrix = Arc::new(matrix);
-                (Embeddings::Q8(matrix.clone()), Projection::Q8(matrix))
-            }
-            None => (
-                Embeddings::Dense(embeddings_q.dequantize(device)?),
-                Projection::Candle(QMatMul::from_qtensor(embeddings_q)?),
-            ),
+        let shape = LlamaShape::of(content).map_err(candle_core::Error::Msg)?;
+        let mut source = WeightSource {
+            content,
+            reader,
+            file,
+            device,
+            options: &options,
         };
-        // Tied embeddings: SmolLM2 has no separate output matrix.
-        let output = match tensor("output.weight") {
-            Ok(weight) => Projection::new(weight, &options)?,
-            Err(_) => tied,
-        };
-        let mut blocks = Vec::with_capacity(block_count);
-        for i in 0..block_count {
-            let mut matmul =
-                |suffix: &str| Projection::new(tensor(&format!("blk.{i}.{suffix}"))?, &options);
-            let wq = matmul("attn_q.weight")?;
-            let wk = matmul("attn_k.weight")?;
-            let wv = matmul("attn_v.weight")?;
-            let wo = matmul("attn_output.weight")?;
-            let w_gate = matmul("ffn_gate.weight")?;
-            let w_up = matmul("ffn_up.weight")?;
-            let w_down = matmul("ffn_down.weight")?;
-            let attn_norm = tensor(&format!("blk.{i}.attn_norm.weight"))?.dequantize(device)?;
-            let ffn_norm = tensor(&format!("blk.{i}.ffn_norm.weight"))?.dequantize(device)?;
-            blocks.push(Block {
-                attn_norm,
-                wq,
-                wk,
-                wv,
-                wo,
-                ffn_norm,
-                w_gate,
-                w_up,
-                w_down,
-                keys: None,
-                values: None,
-            });
-        }
-        let (cos, sin) = rotary_tables(head_dim, rope_base, max_positions, device)?;
+        let (embeddings, output) = source.embeddings()?;
+        let output_norm = source.floats("output_norm.weight")?;
+        let blocks = (0..shape.block_count)
+            .map(|i| source.block(i))
+            .collect::<Result<Vec<_>>>()?;
+        let (cos, sin) = rotary_tables(shape.head_dim, shape.rope_base, max_positions, device)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.threads.max(1))
             .thread_name(|i| format!("grove-model-{i}"))
@@ -283,10 +386,10 @@ impl LlamaModel {
             output,
             cos,
             sin,
-            heads,
-            kv_heads,
-            head_dim,
-            eps,
+            heads: shape.heads,
+            kv_heads: shape.kv_heads,
+            head_dim: shape.head_dim,
+            eps: shape.eps,
             max_positions,
             dense_rows: if options.dense_prefill {
                 DENSE_ROWS
@@ -297,6 +400,7 @@ impl LlamaModel {
             pool: Arc::new(pool),
             len: 0,
             capacity: 0,
+            prompt: None,
             device: device.clone(),
         })
     }
@@ -313,21 +417,77 @@ impl LlamaModel {
 
     /// Empties the cache and makes room for `positions` tokens.
     pub fn reset(&mut self, positions: usize) -> Result<()> {
-        let positions = positions.min(self.max_positions);
+        self.prompt = None;
         self.len = 0;
-        if positions > self.capacity {
-            // Round up so similar requests reuse the allocation.
-            let capacity = positions
-                .div_ceil(256)
-                .saturating_mul(256)
-                .min(self.max_positions);
-            let shape = (1, self.kv_heads, capacity, self.head_dim);
-            for block in &mut self.blocks {
-                block.keys = Some(Tensor::zeros(shape, DType::F32, &self.device)?);
-                block.values = Some(Tensor::zeros(shape, DType::F32, &self.device)?);
-            }
-            self.capacity = capacity;
+        self.reserve(positions, 0)
+    }
+
+    /// Runs `prompt` from position 0 and makes room for `positions` tokens
+    /// in all (prompt and answer). With `reuse`, the keys and values of the
+    /// longest prefix `prompt` shares with the last prompt run here are
+    /// kept, rounded down to whole chunks of [`PREFILL_CHUNK`] (all of it
+    /// when the prompt is the same, whose last logits are kept too); the
+    /// logits are then bit for bit those of a run from scratch. It holds no
+    /// memory beyond the cache a request of `positions` needs anyway, the
+    /// last prompt's ids and one row of logits.
+    pub fn prefill(&mut self, prompt: &[u32], positions: usize, reuse: bool) -> Result<Prefill> {
+        if prompt.is_empty() {
+            candle_core::bail!("no tokens to feed");
         }
+        // Taken: if this prefill fails, the cache holds no known prompt.
+        let previous = self.prompt.take();
+        let kept = match &previous {
+            Some(cached) if reuse => reusable_prefix(&cached.tokens, prompt),
+            _ => 0,
+        };
+        self.reserve(positions, kept)?;
+        self.len = kept;
+        let logits = match previous {
+            Some(cached) if kept == prompt.len() => cached.logits,
+            _ => {
+                let mut logits = Vec::new();
+                for chunk in prompt[kept..].chunks(PREFILL_CHUNK) {
+                    logits = self.forward(chunk)?;
+                }
+                logits
+            }
+        };
+        self.prompt = Some(CachedPrompt {
+            tokens: prompt.to_vec(),
+            logits: logits.clone(),
+        });
+        Ok(Prefill {
+            logits,
+            computed: prompt.len() - kept,
+        })
+    }
+
+    /// Makes room for `positions` tokens, keeping the first `keep` cached
+    /// positions when the cache grows.
+    fn reserve(&mut self, positions: usize, keep: usize) -> Result<()> {
+        let positions = positions.min(self.max_positions);
+        if positions <= self.capacity {
+            return Ok(());
+        }
+        // Round up so similar requests reuse the allocation.
+        let capacity = positions
+            .div_ceil(256)
+            .saturating_mul(256)
+            .min(self.max_positions);
+        let shape = (1, self.kv_heads, capacity, self.head_dim);
+        let keep = keep.min(self.capacity);
+        for block in &mut self.blocks {
+            for cache in [&mut block.keys, &mut block.values] {
+                let grown = Tensor::zeros(shape, DType::F32, &self.device)?;
+                if let Some(old) = cache.as_ref()
+                    && keep > 0
+                {
+                    grown.slice_set(&old.narrow(2, 0, keep)?.contiguous()?, 2, 0)?;
+                }
+                *cache = Some(grown);
+            }
+        }
+        self.capacity = capacity;
         Ok(())
     }
 
@@ -527,6 +687,21 @@ fn causal_mask(count: usize, start: usize, group: usize, device: &Device) -> Res
     Tensor::from_vec(mask, (group * count, total), device)
 }
 
+/// How much of `previous`'s cache a run of `prompt` can keep: all of it for
+/// the same prompt, else the common prefix rounded down to whole chunks
+/// (at least one token is left to compute, for the logits).
+fn reusable_prefix(previous: &[u32], prompt: &[u32]) -> usize {
+    if previous == prompt {
+        return prompt.len();
+    }
+    let common = previous
+        .iter()
+        .zip(prompt)
+        .take_while(|(a, b)| a == b)
+        .count();
+    common.min(prompt.len().saturating_sub(1)) / PREFILL_CHUNK * PREFILL_CHUNK
+}
+
 /// The index of the largest logit (used by tests and greedy checks).
 pub fn argmax(logits: &Tensor) -> Result<u32> {
     logits.argmax(D::Minus1)?.to_scalar::<u32>()
@@ -550,6 +725,26 @@ mod tests {
             vec![0.0, 0.0, 0.0],
         ];
         assert_eq!(mask, expected);
+    }
+
+    #[test]
+    fn a_prefix_is_reused_in_whole_chunks_or_whole() {
+        let c = PREFILL_CHUNK;
+        let old: Vec<u32> = (0..(2 * c + 100) as u32).collect();
+        assert_eq!(reusable_prefix(&old, &old), old.len(), "the same prompt");
+        let mut new = old.clone();
+        new[2 * c + 10] = u32::MAX;
+        assert_eq!(reusable_prefix(&old, &new), 2 * c, "parts in chunk 3");
+        new[c + 1] = u32::MAX;
+        assert_eq!(reusable_prefix(&old, &new), c, "parts in chunk 2");
+        new[3] = u32::MAX;
+        assert_eq!(reusable_prefix(&old, &new), 0, "parts in chunk 1");
+        // A longer prompt keeps the full chunks the old one computed.
+        let longer: Vec<u32> = (0..(3 * c) as u32).collect();
+        assert_eq!(reusable_prefix(&old, &longer), 2 * c);
+        // A shorter one ending on a chunk boundary computes its last chunk.
+        assert_eq!(reusable_prefix(&old, &old[..2 * c]), c);
+        assert_eq!(reusable_prefix(&old[..2 * c], &old), 2 * c);
     }
 
     #[test]

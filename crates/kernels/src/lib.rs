@@ -8,6 +8,12 @@
 //! widths (576, not a multiple of 256) it is slow enough that grove used to
 //! dequantize whole matrices for prompts. Here a prompt chunk is multiplied
 //! block by block, each weight row read once for four activation rows.
+//!
+//! A matrix reads its blocks where they are: in a buffer of its own, or in
+//! place in a shared one (the GGUF file mapped into memory), so loading a
+//! model copies no weight.
+
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -30,7 +36,13 @@ pub enum KernelError {
     },
     #[error("Q8_0 rows must be a multiple of {BLOCK} wide, not {0}")]
     Width(usize),
+    #[error("a Q8_0 matrix at byte {start} runs past the end of its {len}-byte buffer")]
+    Range { start: usize, len: usize },
 }
+
+/// Bytes several matrices can read in place: a mapped file, or an owned
+/// buffer.
+pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 /// The instruction set a kernel runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,19 +101,19 @@ impl Isa {
     }
 }
 
-/// A `rows x cols` matrix in GGUF's Q8_0 layout (row-major blocks).
+/// A `rows x cols` matrix in GGUF's Q8_0 layout (row-major blocks), at
+/// `start` in its buffer.
 pub struct Q8Matrix {
     rows: usize,
     cols: usize,
-    data: Vec<u8>,
+    bytes: SharedBytes,
+    start: usize,
 }
 
 impl Q8Matrix {
+    /// A matrix holding `data`, exactly its blocks.
     pub fn new(rows: usize, cols: usize, data: Vec<u8>) -> Result<Q8Matrix, KernelError> {
-        if !cols.is_multiple_of(BLOCK) {
-            return Err(KernelError::Width(cols));
-        }
-        let need = rows * (cols / BLOCK) * BLOCK_BYTES;
+        let need = Q8Matrix::bytes_of(rows, cols)?;
         if data.len() != need {
             return Err(KernelError::Size {
                 rows,
@@ -110,7 +122,52 @@ impl Q8Matrix {
                 got: data.len(),
             });
         }
-        Ok(Q8Matrix { rows, cols, data })
+        Ok(Q8Matrix {
+            rows,
+            cols,
+            bytes: Arc::new(data),
+            start: 0,
+        })
+    }
+
+    /// A matrix whose blocks are `bytes[start..]`, read in place.
+    pub fn in_place(
+        rows: usize,
+        cols: usize,
+        bytes: SharedBytes,
+        start: usize,
+    ) -> Result<Q8Matrix, KernelError> {
+        let need = Q8Matrix::bytes_of(rows, cols)?;
+        let len = (*bytes).as_ref().len();
+        if start.checked_add(need).is_none_or(|end| end > len) {
+            return Err(KernelError::Range { start, len });
+        }
+        Ok(Q8Matrix {
+            rows,
+            cols,
+            bytes,
+            start,
+        })
+    }
+
+    /// The size of a `rows x cols` matrix's blocks.
+    pub fn bytes_of(rows: usize, cols: usize) -> Result<usize, KernelError> {
+        if !cols.is_multiple_of(BLOCK) {
+            return Err(KernelError::Width(cols));
+        }
+        let size = || rows.checked_mul(cols / BLOCK)?.checked_mul(BLOCK_BYTES);
+        size().ok_or(KernelError::Size {
+            rows,
+            cols,
+            need: usize::MAX,
+            got: 0,
+        })
+    }
+
+    /// The matrix's blocks (bounds checked at construction).
+    fn data(&self) -> &[u8] {
+        let len = self.rows * (self.cols / BLOCK) * BLOCK_BYTES;
+        &(*self.bytes).as_ref()[self.start..self.start + len]
     }
 
     pub fn rows(&self) -> usize {
@@ -124,7 +181,7 @@ impl Q8Matrix {
     /// Row `row` as floats (embedding lookup); `out` is `cols` long.
     pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
         let blocks = self.cols / BLOCK;
-        let bytes = &self.data[row * blocks * BLOCK_BYTES..(row + 1) * blocks * BLOCK_BYTES];
+        let bytes = &self.data()[row * blocks * BLOCK_BYTES..(row + 1) * blocks * BLOCK_BYTES];
         for (block, values) in bytes
             .chunks_exact(BLOCK_BYTES)
             .zip(out.chunks_exact_mut(BLOCK))
@@ -227,9 +284,10 @@ pub fn matmul(isa: Isa, w: &Q8Matrix, x: &Q8Rows, out: &mut [f32]) {
 fn rows_times(isa: Isa, w: &Q8Matrix, x: &Q8Rows, first: usize, out: &mut [f32], count: usize) {
     let blocks = w.cols / BLOCK;
     let row_bytes = blocks * BLOCK_BYTES;
+    let data = w.data();
     for (i, results) in out.chunks_exact_mut(count).enumerate() {
         let r = first + i;
-        let weights = &w.data[r * row_bytes..(r + 1) * row_bytes];
+        let weights = &data[r * row_bytes..(r + 1) * row_bytes];
         let mut t = 0;
         while t < count {
             let n = (count - t).min(TILE);
@@ -530,5 +588,24 @@ mod tests {
     fn a_short_buffer_is_refused() {
         assert!(Q8Matrix::new(2, 32, vec![0; 67]).is_err());
         assert!(Q8Matrix::new(1, 33, vec![0; 34]).is_err());
+        let shared: SharedBytes = Arc::new(vec![0u8; 100]);
+        assert!(Q8Matrix::in_place(2, 32, shared.clone(), 32).is_ok());
+        assert!(Q8Matrix::in_place(2, 32, shared.clone(), 33).is_err());
+        assert!(Q8Matrix::in_place(2, 32, shared, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn a_matrix_in_place_reads_its_range() {
+        let (rows, cols) = (3, 64);
+        let owned = q8_matrix(&noise(9, rows * cols), rows, cols);
+        let mut buffer = vec![0xAAu8; 5];
+        buffer.extend_from_slice(owned.data());
+        buffer.extend_from_slice(&[0x55; 7]);
+        let shared = Q8Matrix::in_place(rows, cols, Arc::new(buffer), 5).expect("in place");
+        let x = Q8Rows::quantize(&noise(10, 2 * cols), cols);
+        let (mut a, mut b) = (vec![0f32; 2 * rows], vec![0f32; 2 * rows]);
+        matmul(Isa::detect(), &owned, &x, &mut a);
+        matmul(Isa::detect(), &shared, &x, &mut b);
+        assert_eq!(a, b);
     }
 }

@@ -1,6 +1,7 @@
 //! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words
 //! N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize]
-//! [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]`:
+//! [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]
+//! [--turn-runs N] [--turns-only] [--no-map]`:
 //! the embedded model's load time, prompt and generation speed against
 //! llama.cpp's in the same run (through `model_llama_cpp.py`, when the
 //! python, `$GROVE_BENCH_PYTHON` or `python3`, imports `llama_cpp`), for
@@ -9,7 +10,10 @@
 //! guided decoding per token (the guide's own time, measured
 //! around each `constrain` and `accept` call of a guided generation, with
 //! every rule on: verbatim clause-aligned quotes from six passages, and the
-//! copy rule over the whole prompt), as a share of generation time.
+//! copy rule over the whole prompt), as a share of generation time; and
+//! the time of two moot turns of one speaker with the prefix cache on and
+//! off (see [`turn_times`]; `--turn-runs 0` leaves it out, `--turns-only`
+//! runs only it).
 //!
 //! Generation runs greedy with the stop tokens masked, so every run decodes
 //! exactly `--gen` tokens; the table says whether llama.cpp picked the same
@@ -18,14 +22,17 @@
 //! of the shared corpus when present (else the test excerpt of it in
 //! `tests/data/corpus`), else from fixed text.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
 use grove::model::guide::{Guidance, GuideRules, QuoteGuide};
-use grove::model::sampling::{DecodeGuide, GuideControl, Sampler};
-use grove::model::{ChatMessage, Role};
+use grove::model::sampling::{DecodeGuide, GuideControl, Sampler, Unguided};
+use grove::model::{ChatMessage, ChatModel, ChatRequest, ModelError, Role};
+use grove::moot::prompt::Line;
+use grove::moot::speaker::{TurnRequest, speak};
+use grove::moot::{Move, Passage, Tree};
 
 /// Forbids the stop tokens so a run always decodes the full count.
 struct NoStop(Vec<u32>);
@@ -69,7 +76,16 @@ struct Rates {
     generation: f64,
 }
 
-/// What `grove-bench model` was asked for.
+/// One row of the speed table.
+struct Row {
+    prompt_tokens: usize,
+    threads: usize,
+    grove: Rates,
+    llama: Option<Rates>,
+    same_tokens: Option<bool>,
+}
+
+/// The command line.
 struct Args {
     model_path: Option<PathBuf>,
     runs: usize,
@@ -83,127 +99,78 @@ struct Args {
     dump_prompt: Option<PathBuf>,
     python: String,
     llama_cpp: bool,
+    turn_runs: usize,
+    turns_only: bool,
+    map_file: bool,
 }
 
-impl Args {
-    fn parse(args: &[String]) -> anyhow::Result<Args> {
-        let mut a = Args {
-            model_path: None,
-            runs: 3,
-            gen_tokens: 64,
-            prompt_words: vec![120, 880],
-            thread_counts: vec![1, 2],
-            requantize: true,
-            candle_llama: false,
-            grove_kernels: true,
-            dense_prefill: true,
-            dump_prompt: None,
-            python: std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into()),
-            llama_cpp: true,
-        };
-        let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
-            value
-                .split(',')
-                .map(|v| v.trim().parse().with_context(|| format!("{what}: {v}")))
-                .collect()
-        };
-        let mut iter = args.iter();
-        while let Some(arg) = iter.next() {
-            let mut value = || iter.next().with_context(|| format!("{arg} needs a value"));
-            match arg.as_str() {
-                "--model" => a.model_path = Some(PathBuf::from(value()?)),
-                "--runs" => a.runs = value()?.parse().context("--runs")?,
-                "--gen" => a.gen_tokens = value()?.parse().context("--gen")?,
-                "--prompt-words" => a.prompt_words = list(value()?, "--prompt-words")?,
-                "--threads" => a.thread_counts = list(value()?, "--threads")?,
-                "--no-requantize" => a.requantize = false,
-                "--candle-llama" => a.candle_llama = true,
-                "--candle-kernels" => a.grove_kernels = false,
-                "--int8-prefill" => a.dense_prefill = false,
-                "--dump-prompt" => a.dump_prompt = Some(PathBuf::from(value()?)),
-                "--python" => a.python = value()?.clone(),
-                "--no-llama-cpp" => a.llama_cpp = false,
-                other => bail!(
-                    "unknown argument {other}; usage: grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]"
-                ),
-            }
-        }
-        Ok(a)
-    }
+const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE] [--turn-runs N] [--turns-only] [--no-map]";
 
-    /// The model file: `--model`, else the installed default under the
-    /// state directory.
-    fn model_file(&self) -> anyhow::Result<PathBuf> {
-        if let Some(path) = &self.model_path {
-            return Ok(path.clone());
-        }
-        let state = std::env::var_os("GROVE_STATE_DIR")
-            .map(PathBuf::from)
-            .or_else(|| dirs::data_local_dir().map(|d| d.join("grove")))
-            .context("no --model and no state directory")?;
-        Ok(grove::model::install::default_model_file(
-            &grove::model::install::model_dir(&state),
-        ))
-    }
-
-    /// The forward pass the options select, as the header names it.
-    fn forward(&self) -> &'static str {
-        match (self.candle_llama, self.grove_kernels, self.dense_prefill) {
-            (true, _, _) => "candle-transformers",
-            (false, true, _) => "grove, grove kernels",
-            (false, false, true) => "grove, candle kernels, float prefill",
-            (false, false, false) => "grove, candle kernels, int8 prefill",
+fn parse_args(args: &[String]) -> anyhow::Result<Args> {
+    let mut a = Args {
+        model_path: None,
+        runs: 3,
+        gen_tokens: 64,
+        prompt_words: vec![120, 880],
+        thread_counts: vec![1, 2],
+        requantize: true,
+        candle_llama: false,
+        grove_kernels: true,
+        dense_prefill: true,
+        dump_prompt: None,
+        python: std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into()),
+        llama_cpp: true,
+        turn_runs: 3,
+        turns_only: false,
+        map_file: true,
+    };
+    let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
+        value
+            .split(',')
+            .map(|v| v.trim().parse().with_context(|| format!("{what}: {v}")))
+            .collect()
+    };
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let mut value = || iter.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--model" => a.model_path = Some(PathBuf::from(value()?)),
+            "--runs" => a.runs = value()?.parse().context("--runs")?,
+            "--gen" => a.gen_tokens = value()?.parse().context("--gen")?,
+            "--prompt-words" => a.prompt_words = list(value()?, "--prompt-words")?,
+            "--threads" => a.thread_counts = list(value()?, "--threads")?,
+            "--no-requantize" => a.requantize = false,
+            "--candle-llama" => a.candle_llama = true,
+            "--candle-kernels" => a.grove_kernels = false,
+            "--int8-prefill" => a.dense_prefill = false,
+            "--dump-prompt" => a.dump_prompt = Some(PathBuf::from(value()?)),
+            "--python" => a.python = value()?.clone(),
+            "--no-llama-cpp" => a.llama_cpp = false,
+            "--turn-runs" => a.turn_runs = value()?.parse().context("--turn-runs")?,
+            "--turns-only" => a.turns_only = true,
+            "--no-map" => a.map_file = false,
+            other => bail!("unknown argument {other}; usage: {USAGE}"),
         }
     }
-
-    fn options(&self, threads: usize) -> EmbeddedOptions {
-        EmbeddedOptions {
-            requantize_q4_1: self.requantize,
-            top_p: None,
-            candle_llama: self.candle_llama,
-            grove_kernels: self.grove_kernels,
-            dense_prefill: self.dense_prefill,
-            threads,
-            guided: true,
-            no_repeat_ngram: 0,
-        }
-    }
-}
-
-/// The compare script beside this file.
-const LLAMA_CPP_SCRIPT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/src/bin/grove-bench/model_llama_cpp.py"
-);
-
-/// One run of the bench: its arguments, the model file, and whether
-/// llama.cpp is compared.
-struct Bench {
-    args: Args,
-    path: PathBuf,
-    llama_cpp: bool,
-}
-
-/// One row of the table: a prompt size and thread count, measured.
-struct Row {
-    tokens: usize,
-    threads: usize,
-    grove: Rates,
-    llama: Option<Rates>,
-    same_tokens: Option<bool>,
-}
-
-/// What the runs leave for the summary: llama.cpp's peak RSS and the last
-/// sample text.
-#[derive(Default)]
-struct Summary {
-    llama_rss: f64,
-    sample_text: String,
+    Ok(a)
 }
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let args = Args::parse(args)?;
-    let path = args.model_file()?;
+    let args = parse_args(args)?;
+    let path = match &args.model_path {
+        Some(path) => path.clone(),
+        None => {
+            let state = std::env::var_os("GROVE_STATE_DIR")
+                .map(PathBuf::from)
+                .or_else(|| dirs::data_local_dir().map(|d| d.join("grove")))
+                .context("no --model and no state directory")?;
+            grove::model::install::default_model_file(&grove::model::install::model_dir(&state))
+        }
+    };
+    let turn_threads = args.thread_counts.first().copied().unwrap_or(1);
+    if args.turns_only {
+        return turn_times(&path, args.requantize, turn_threads, args.turn_runs.max(1));
+    }
     let quantization = grove::model::embedded::file_quantization(&path)?;
     let llama_cpp = args.llama_cpp
         && std::process::Command::new(&args.python)
@@ -212,10 +179,16 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .map(|o| o.status.success())
             .unwrap_or(false);
     println!(
-        "model: {} ({quantization}, requantize Q4_1 at load: {}, forward: {}, usable cores: {}); llama.cpp: {}",
+        "model: {} ({quantization}, requantize Q4_1 at load: {}, file mapped: {}, forward: {}, usable cores: {}); llama.cpp: {}",
         path.display(),
         args.requantize,
-        args.forward(),
+        args.map_file,
+        match (args.candle_llama, args.grove_kernels, args.dense_prefill) {
+            (true, _, _) => "candle-transformers",
+            (false, true, _) => "grove, grove kernels",
+            (false, false, true) => "grove, candle kernels, float prefill",
+            (false, false, false) => "grove, candle kernels, int8 prefill",
+        },
         grove::model::usable_cores(),
         if llama_cpp {
             format!("{} {LLAMA_CPP_SCRIPT}", args.python)
@@ -223,190 +196,375 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "not importable (set GROVE_BENCH_PYTHON or --python to a python with llama_cpp)".into()
         }
     );
-    let bench = Bench {
-        args,
-        path,
-        llama_cpp,
-    };
     let mut table = Vec::new();
-    let mut summary = Summary::default();
-    for &words in &bench.args.prompt_words {
-        for &threads in &bench.args.thread_counts {
-            table.push(bench.measure(words, threads, &mut summary)?);
+    let mut llama_rss = 0f64;
+    let mut sample_text = String::new();
+    for &words in &args.prompt_words {
+        for &threads in &args.thread_counts {
+            let first = words == args.prompt_words[0] && threads == args.thread_counts[0];
+            let (row, rss, sample) = measure(&args, &path, words, threads, llama_cpp, first)?;
+            table.push(row);
+            llama_rss = llama_rss.max(rss);
+            sample_text = sample;
         }
     }
-    bench.print_table(&table, &summary);
+    print_table(&args, &table, llama_rss);
+    println!(
+        "sample: {}",
+        sample_text
+            .chars()
+            .take(160)
+            .collect::<String>()
+            .replace('\n', " ")
+    );
+    if args.turn_runs > 0 {
+        turn_times(&path, args.requantize, turn_threads, args.turn_runs)?;
+    }
     Ok(())
 }
 
-impl Bench {
-    /// Loads the model for `threads`, times its runs on a prompt of about
-    /// `words` words against llama.cpp's, and prints the rates; the first
-    /// configuration also times guided decoding.
-    fn measure(&self, words: usize, threads: usize, summary: &mut Summary) -> anyhow::Result<Row> {
-        let started = Instant::now();
-        let mut model = EmbeddedModel::load(&self.path, self.args.options(threads))?;
-        let load = started.elapsed();
-        let messages = chat(&prompt_text(words));
-        let prompt = model.encode_chat(&messages)?;
-        let dump_file = self.dump_prompt(&model, &prompt)?;
-        println!(
-            "{} prompt tokens, {threads} threads: {} loaded in {:.3} s",
-            prompt.len(),
-            grove::model::ChatModel::describe(&model),
-            load.as_secs_f64()
-        );
-        let row = self.time_runs(&mut model, &prompt, &dump_file, threads, summary)?;
-        if self.args.dump_prompt.is_none() {
-            let _ = std::fs::remove_file(&dump_file);
+const LLAMA_CPP_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/src/bin/grove-bench/model_llama_cpp.py"
+);
+
+/// One prompt size and thread count: a load, then `runs` interleaved
+/// rounds of grove and llama.cpp (so both see the same machine load), and
+/// with `guided`, the guide's cost. Also llama.cpp's peak RSS and grove's
+/// last text.
+fn measure(
+    args: &Args,
+    path: &std::path::Path,
+    words: usize,
+    threads: usize,
+    llama_cpp: bool,
+    guided: bool,
+) -> anyhow::Result<(Row, f64, String)> {
+    let started = Instant::now();
+    let mut model = EmbeddedModel::load(path, speed_options(args, threads))?;
+    let load = started.elapsed();
+    let messages = chat(&prompt_text(words));
+    let prompt = model.encode_chat(&messages)?;
+    let dump_file = dump_prompt(&model, &prompt, args.dump_prompt.as_ref())?;
+    println!(
+        "{} prompt tokens, {threads} threads: {} loaded in {:.3} s",
+        prompt.len(),
+        grove::model::ChatModel::describe(&model),
+        load.as_secs_f64()
+    );
+    let mut guide = NoStop(model.stop_tokens().to_vec());
+    let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    let (mut same_tokens, mut llama_rss, mut sample) = (None, 0f64, String::new());
+    for _ in 0..args.runs.max(1) {
+        let mut sampler = Sampler::new(0, 0.0, None);
+        let generation = model.generate(&prompt, args.gen_tokens, &mut sampler, &mut guide)?;
+        ours.0
+            .push(rate(generation.prompt_tokens, generation.prompt_time));
+        ours.1
+            .push(rate(generation.tokens.len(), generation.generate_time));
+        if llama_cpp {
+            let run = run_llama_cpp(&args.python, path, &dump_file, threads, args.gen_tokens)?;
+            theirs.0.push(run.prompt);
+            theirs.1.push(run.generation);
+            llama_rss = llama_rss.max(run.rss_mb);
+            same_tokens = Some(run.tokens == generation.tokens);
         }
+        sample = generation.text;
+    }
+    if args.dump_prompt.is_none() {
+        let _ = std::fs::remove_file(&dump_file);
+    }
+    let grove = Rates {
+        prompt: median(&mut ours.0),
+        generation: median(&mut ours.1),
+    };
+    let llama = (!theirs.0.is_empty()).then(|| Rates {
+        prompt: median(&mut theirs.0),
+        generation: median(&mut theirs.1),
+    });
+    print_rates(&grove, llama.as_ref());
+    if guided {
+        let passage = prompt_text(words);
+        guided_overhead(
+            &mut model,
+            &prompt,
+            &messages,
+            &passage,
+            args.gen_tokens,
+            args.runs,
+        )?;
+    }
+    let row = Row {
+        prompt_tokens: prompt.len(),
+        threads,
+        grove,
+        llama,
+        same_tokens,
+    };
+    Ok((row, llama_rss, sample))
+}
+
+/// One configuration's medians: grove's, and llama.cpp's with the ratios.
+fn print_rates(grove: &Rates, llama: Option<&Rates>) {
+    println!(
+        "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
+        grove.prompt,
+        grove.generation,
+        llama.map_or(String::new(), |l| format!(
+            ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
+            l.prompt,
+            l.generation,
+            grove.prompt / l.prompt,
+            grove.generation / l.generation
+        ))
+    );
+}
+
+/// The options of the speed rounds.
+fn speed_options(args: &Args, threads: usize) -> EmbeddedOptions {
+    EmbeddedOptions {
+        requantize_q4_1: args.requantize,
+        top_p: None,
+        candle_llama: args.candle_llama,
+        grove_kernels: args.grove_kernels,
+        dense_prefill: args.dense_prefill,
+        threads,
+        guided: true,
+        no_repeat_ngram: 0,
+        // Each round runs the same prompt: reuse would skip its prefill.
+        prefix_cache: false,
+        map_file: args.map_file,
+    }
+}
+
+/// Writes the prompt for model_llama_cpp.py (as ids and as text) to
+/// `keep`, or to a temporary file; returns the file.
+fn dump_prompt(
+    model: &EmbeddedModel,
+    prompt: &[u32],
+    keep: Option<&PathBuf>,
+) -> anyhow::Result<PathBuf> {
+    let file = match keep {
+        Some(file) => file.clone(),
+        None => {
+            std::env::temp_dir().join(format!("grove-bench-prompt-{}.json", std::process::id()))
+        }
+    };
+    let text = model
+        .tokenizer()
+        .decode(prompt, false)
+        .map_err(anyhow::Error::msg)?;
+    let dump = serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
+    std::fs::write(&file, dump.to_string()).with_context(|| format!("{}", file.display()))?;
+    Ok(file)
+}
+
+fn print_table(args: &Args, table: &[Row], llama_rss: f64) {
+    println!(
+        "\ngreedy, stop tokens masked, {} generated tokens, median of {} interleaved runs",
+        args.gen_tokens,
+        args.runs.max(1)
+    );
+    println!(
+        "| prompt | threads | grove prompt tok/s | llama.cpp | ratio | grove gen tok/s | llama.cpp | ratio | same tokens |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for row in table {
         let grove = &row.grove;
+        let (lp, lg, rp, rg) = match &row.llama {
+            Some(l) => (
+                format!("{:.1}", l.prompt),
+                format!("{:.1}", l.generation),
+                format!("{:.2}x", grove.prompt / l.prompt),
+                format!("{:.2}x", grove.generation / l.generation),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
         println!(
-            "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
+            "| {} | {} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
+            row.prompt_tokens,
+            row.threads,
             grove.prompt,
             grove.generation,
-            row.llama.as_ref().map_or(String::new(), |l| format!(
-                ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
-                l.prompt,
-                l.generation,
-                grove.prompt / l.prompt,
-                grove.generation / l.generation
-            ))
+            row.same_tokens.map_or("-".to_string(), |s| s.to_string())
         );
-        if words == self.args.prompt_words[0] && threads == self.args.thread_counts[0] {
-            guided_overhead(
-                &mut model,
-                &prompt,
-                &messages,
-                &prompt_text(words),
-                self.args.gen_tokens,
-                self.args.runs,
-            )?;
-        }
-        Ok(row)
     }
+    println!(
+        "peak RSS: grove {}, llama.cpp {}",
+        peak_rss().unwrap_or_else(|| "unknown".into()),
+        if llama_rss > 0.0 {
+            format!("{llama_rss:.0} MB")
+        } else {
+            "-".into()
+        }
+    );
+}
 
-    /// Writes the prompt for `model_llama_cpp.py`, as ids and as text;
-    /// returns the file (`--dump-prompt`, else a temporary one).
-    fn dump_prompt(&self, model: &EmbeddedModel, prompt: &[u32]) -> anyhow::Result<PathBuf> {
-        let dump_file = match &self.args.dump_prompt {
-            Some(file) => file.clone(),
-            None => {
-                std::env::temp_dir().join(format!("grove-bench-prompt-{}.json", std::process::id()))
-            }
+/// The embedded model as the moot calls it, counting the prompt tokens it
+/// was given and those it ran through the model.
+struct Counted<'a> {
+    model: &'a mut EmbeddedModel,
+    prompt: usize,
+    computed: usize,
+}
+
+impl ChatModel for Counted<'_> {
+    fn complete(&mut self, request: &ChatRequest) -> Result<String, ModelError> {
+        let generation = match &request.guidance {
+            Some(guidance) => self.model.complete_with_guidance(request, guidance)?.0,
+            None => self.model.complete_guided(request, &mut Unguided)?,
         };
-        let text = model
-            .tokenizer()
-            .decode(prompt, false)
-            .map_err(anyhow::Error::msg)?;
-        let dump = serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
-        std::fs::write(&dump_file, dump.to_string())
-            .with_context(|| format!("{}", dump_file.display()))?;
-        Ok(dump_file)
+        self.prompt += generation.prompt_tokens;
+        self.computed += generation.prompt_computed;
+        Ok(generation.text.trim().to_string())
     }
+    fn describe(&self) -> String {
+        self.model.describe()
+    }
+    fn guides_decoding(&self) -> bool {
+        true
+    }
+}
 
-    /// The runs of one configuration, interleaved: one grove run, then one
-    /// llama.cpp run, so both see the same machine load.
-    fn time_runs(
-        &self,
-        model: &mut EmbeddedModel,
-        prompt: &[u32],
-        dump_file: &Path,
-        threads: usize,
-        summary: &mut Summary,
-    ) -> anyhow::Result<Row> {
-        let gen_tokens = self.args.gen_tokens;
-        let mut guide = NoStop(model.stop_tokens().to_vec());
-        let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
-        let mut same_tokens = None;
-        for _ in 0..self.args.runs.max(1) {
-            let mut sampler = Sampler::new(0, 0.0, None);
-            let generation = model.generate(prompt, gen_tokens, &mut sampler, &mut guide)?;
-            ours.0
-                .push(rate(generation.prompt_tokens, generation.prompt_time));
-            ours.1
-                .push(rate(generation.tokens.len(), generation.generate_time));
-            summary.sample_text = generation.text;
-            if self.llama_cpp {
-                let run = run_llama_cpp(
-                    &self.args.python,
-                    LLAMA_CPP_SCRIPT,
-                    &self.path,
-                    dump_file,
-                    threads,
-                    gen_tokens,
-                )?;
-                theirs.0.push(run.prompt);
-                theirs.1.push(run.generation);
-                summary.llama_rss = summary.llama_rss.max(run.rss_mb);
-                same_tokens = Some(run.tokens == generation.tokens);
-            }
-        }
-        Ok(Row {
-            tokens: prompt.len(),
-            threads,
-            grove: Rates {
-                prompt: median(&mut ours.0),
-                generation: median(&mut ours.1),
+/// Two turns of one moot speaker through the moot's own `speak` (three
+/// guided drafts of one prompt, grading, a retry when the kept draft
+/// fails; k 6, max-tokens 160, temperature 0.6, as `grove-bench
+/// moot-turns` runs them), on a model with the prefix cache and on one
+/// without, interleaved, `runs` times: the median seconds of each turn,
+/// the prompt tokens the model computed, and the cut. Turn 1 opens; turn 3
+/// answers the other book with six new passages under the same persona.
+/// The texts must be the same with and without the cache.
+fn turn_times(
+    path: &std::path::Path,
+    requantize: bool,
+    threads: usize,
+    runs: usize,
+) -> anyhow::Result<()> {
+    let load = |prefix_cache| {
+        EmbeddedModel::load(
+            path,
+            EmbeddedOptions {
+                requantize_q4_1: requantize,
+                threads,
+                prefix_cache,
+                ..EmbeddedOptions::default()
             },
-            llama: (!theirs.0.is_empty()).then(|| Rates {
-                prompt: median(&mut theirs.0),
-                generation: median(&mut theirs.1),
-            }),
-            same_tokens,
-        })
-    }
-
-    /// The summary: the table of rates, both peak RSS and a sample.
-    fn print_table(&self, table: &[Row], summary: &Summary) {
-        println!(
-            "\ngreedy, stop tokens masked, {} generated tokens, median of {} interleaved runs",
-            self.args.gen_tokens,
-            self.args.runs.max(1)
-        );
-        println!(
-            "| prompt | threads | grove prompt tok/s | llama.cpp | ratio | grove gen tok/s | llama.cpp | ratio | same tokens |"
-        );
-        println!("|---|---|---|---|---|---|---|---|---|");
-        for row in table {
-            let grove = &row.grove;
-            let (lp, lg, rp, rg) = match &row.llama {
-                Some(l) => (
-                    format!("{:.1}", l.prompt),
-                    format!("{:.1}", l.generation),
-                    format!("{:.2}x", grove.prompt / l.prompt),
-                    format!("{:.2}x", grove.generation / l.generation),
-                ),
-                None => ("-".into(), "-".into(), "-".into(), "-".into()),
-            };
-            println!(
-                "| {} | {} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
-                row.tokens,
-                row.threads,
-                grove.prompt,
-                grove.generation,
-                row.same_tokens.map_or("-".to_string(), |s| s.to_string())
-            );
-        }
-        println!(
-            "peak RSS: grove {}, llama.cpp {}",
-            peak_rss().unwrap_or_else(|| "unknown".into()),
-            if summary.llama_rss > 0.0 {
-                format!("{:.0} MB", summary.llama_rss)
-            } else {
-                "-".into()
+        )
+    };
+    let mut models = [load(true)?, load(false)?];
+    let turns = moot_turns();
+    // [setting][turn]: seconds per run, and (prompt, computed) tokens.
+    let mut seconds = vec![vec![Vec::new(); turns.len()]; 2];
+    let mut tokens = vec![vec![(0, 0); turns.len()]; 2];
+    let mut texts = vec![Vec::new(); 2];
+    for _ in 0..runs {
+        for (setting, model) in models.iter_mut().enumerate() {
+            for (t, turn) in turns.iter().enumerate() {
+                let mut counted = Counted {
+                    model,
+                    prompt: 0,
+                    computed: 0,
+                };
+                let started = Instant::now();
+                let utterance = speak(&mut counted, turn)?;
+                seconds[setting][t].push(started.elapsed().as_secs_f64());
+                tokens[setting][t] = (counted.prompt, counted.computed);
+                texts[setting].push(utterance.raw_text);
             }
-        );
+        }
+    }
+    println!(
+        "\nmoot turns of one speaker (3 guided drafts, max-tokens 160, {threads} thread(s)), median of {runs} interleaved runs:"
+    );
+    println!(
+        "| turn | prompt tokens (all calls) | computed with reuse | s with reuse | s without | cut |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let names = ["1: opening", "3: new passages, same persona"];
+    let (mut with_total, mut without_total) = (0.0, 0.0);
+    for (t, name) in names.iter().enumerate() {
+        let with = median(&mut seconds[0][t]);
+        let without = median(&mut seconds[1][t]);
+        with_total += with;
+        without_total += without;
         println!(
-            "sample: {}",
-            summary
-                .sample_text
-                .chars()
-                .take(160)
-                .collect::<String>()
-                .replace('\n', " ")
+            "| {name} | {} | {} | {with:.1} | {without:.1} | {:.0}% |",
+            tokens[1][t].0,
+            tokens[0][t].1,
+            100.0 * (1.0 - with / without)
         );
     }
+    println!(
+        "| both | | | {with_total:.1} | {without_total:.1} | {:.0}% |",
+        100.0 * (1.0 - with_total / without_total)
+    );
+    println!(
+        "same texts with and without reuse: {}",
+        texts[0] == texts[1]
+    );
+    Ok(())
+}
+
+/// A speaker's opening turn and its next turn (answering the other
+/// book's line with six new passages), Moby Dick's passages from
+/// [`prompt_text`], 140 words each.
+fn moot_turns() -> [TurnRequest; 2] {
+    let text = prompt_text(12 * 140);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let passage = |i: usize| Passage {
+        node_id: format!("fiction/moby-dick#{i}"),
+        label: format!("chunk:{i:04}"),
+        index: i as u64,
+        leaf: String::new(),
+        content: words[(i * 140).min(words.len())..((i + 1) * 140).min(words.len())].join(" "),
+    };
+    let first: Vec<Passage> = (0..6).map(passage).collect();
+    let next: Vec<Passage> = (6..12).map(passage).collect();
+    let topic = "what people live for".to_string();
+    let opening = TurnRequest {
+        turn: 1,
+        speaker: Tree::new("fiction/moby-dick", "Moby Dick", "Herman Melville"),
+        other: Tree::new(
+            "fiction/pride-and-prejudice",
+            "Pride and Prejudice",
+            "Jane Austen",
+        ),
+        topic: Some(topic.clone()),
+        query: topic.clone(),
+        passages: first.clone(),
+        pool: first.clone(),
+        other_turns: Default::default(),
+        own_turns: Default::default(),
+        incoming: None,
+        recent: Vec::new(),
+        summary: None,
+        mv: Move::Open,
+        temperature: 0.6,
+        max_tokens: 160,
+        seed: 0,
+    };
+    let incoming = "People live for the good opinion of their neighbours, and a truth universally acknowledged is only what the neighbours say.";
+    let reply = TurnRequest {
+        turn: 3,
+        query: format!("{topic} {incoming}"),
+        passages: next.clone(),
+        pool: [first, next].concat(),
+        other_turns: [(2, incoming.to_string())].into(),
+        own_turns: [(
+            1,
+            "A man goes to sea when he grows grim about the mouth.".to_string(),
+        )]
+        .into(),
+        incoming: Some(Line {
+            turn: 2,
+            title: "Pride and Prejudice".into(),
+            text: incoming.into(),
+        }),
+        mv: Move::Answer,
+        seed: 2,
+        ..opening.clone()
+    };
+    [opening, reply]
 }
 
 /// The bench's moot-sized chat around a passage.
@@ -435,14 +593,13 @@ struct LlamaRun {
 
 fn run_llama_cpp(
     python: &str,
-    script: &str,
     model: &std::path::Path,
     prompt: &std::path::Path,
     threads: usize,
     gen_tokens: usize,
 ) -> anyhow::Result<LlamaRun> {
     let out = std::process::Command::new(python)
-        .arg(script)
+        .arg(LLAMA_CPP_SCRIPT)
         .arg(model)
         .arg(prompt)
         .args([
