@@ -1,11 +1,12 @@
 //! Layered configuration: a TOML file, then `GROVE_*` environment variables
-//! (`__` separates nested keys), then flags; validated into [`Settings`].
+//! (`__` separates nested keys), then flags; checked once into [`Config`].
 //!
-//! Values are read strictly (`read`): a misspelt key is refused with its
-//! name instead of being silently ignored, and no value is coerced into
-//! another kind. [`Settings::validate`] then checks every value's range,
-//! and [`Settings::node_config`] is the one check a node's start and
-//! `grove config check` both run.
+//! Values are read strictly (`read`) into the raw [`Settings`]: a misspelt
+//! key is refused with its name instead of being silently ignored, and no
+//! value is coerced into another kind. [`Settings::check`] then applies the
+//! command line's [`Overrides`], checks every value's range, and builds the
+//! one [`Config`] every command and the daemon read (ripgrep's `LowArgs` →
+//! `HiArgs`). `grove config check` and a node's start run that same call.
 
 use grove_core::settings::Invalid;
 use std::path::{Path, PathBuf};
@@ -400,6 +401,38 @@ impl NetSettings {
     pub fn checked(&self) -> Result<crate::net::NetConfig, ConfigError> {
         let listen = listen_addresses(&self.listen)?;
         let external = addresses("net.external_addresses", &self.external_addresses)?;
+        let relays = self.relay_addresses()?;
+        let reachability = self
+            .reachability
+            .parse()
+            .map_err(|e: String| ConfigError::invalid("net.reachability", e))?;
+        for (key, value, min, max) in self.bounds() {
+            within(key, value, min, max)?;
+        }
+        self.check_byte_limits()?;
+        let relay = self.relay.checked(self.turn_timeout_secs)?;
+        Ok(crate::net::NetConfig {
+            listen,
+            max_message_bytes: self.max_message_bytes,
+            max_connections: self.max_connections,
+            request_timeout: std::time::Duration::from_secs(self.request_timeout_secs),
+            turn_timeout: std::time::Duration::from_secs(self.turn_timeout_secs),
+            idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs),
+            admission: self.admission(),
+            request_read: std::time::Duration::from_secs(self.request_read_secs),
+            max_inbound_streams: self.max_inbound_streams,
+            inflight_request_bytes: self.inflight_request_bytes,
+            reachability,
+            external,
+            relays,
+            relay,
+            hole_punching: self.hole_punching,
+            quic: self.quic,
+        })
+    }
+
+    /// `net.relays`: addresses that end in the relay's identity.
+    fn relay_addresses(&self) -> Result<Vec<libp2p::Multiaddr>, ConfigError> {
         let relays = addresses("net.relays", &self.relays)?;
         for relay in &relays {
             if !matches!(
@@ -415,68 +448,87 @@ impl NetSettings {
                 ));
             }
         }
-        let reachability = self
-            .reachability
-            .parse()
-            .map_err(|e: String| ConfigError::invalid("net.reachability", e))?;
-        within(
-            "net.max_message_bytes",
-            self.max_message_bytes,
-            4096,
-            16 << 20,
-        )?;
-        within("net.max_connections", self.max_connections, 1, 65_536)?;
-        // Each timeout is added to an Instant (libp2p's request handler
-        // panics on an overflow), so all are bounded.
-        within(
-            "net.request_timeout_secs",
-            self.request_timeout_secs,
-            1,
-            3600,
-        )?;
-        within("net.idle_timeout_secs", self.idle_timeout_secs, 1, DAY)?;
-        within("net.turn_timeout_secs", self.turn_timeout_secs, 1, DAY)?;
-        within(
-            "net.turn_retry_backoff_ms",
-            self.turn_retry_backoff_ms,
-            1,
-            60_000,
-        )?;
-        within("net.turn_retries", self.turn_retries, 0, 20)?;
-        for (key, value) in [
+        Ok(relays)
+    }
+
+    /// Every whole-number key of `[net]` with its bounds, as (key, value,
+    /// least, most), in the order they are checked. Each timeout is added
+    /// to an Instant (libp2p's request handler panics on an overflow), so
+    /// all are bounded.
+    fn bounds(&self) -> [(&'static str, u64, u64, u64); 20] {
+        let n = |v: usize| v as u64;
+        [
+            (
+                "net.max_message_bytes",
+                n(self.max_message_bytes),
+                4096,
+                16 << 20,
+            ),
+            (
+                "net.max_connections",
+                self.max_connections.into(),
+                1,
+                65_536,
+            ),
+            (
+                "net.request_timeout_secs",
+                self.request_timeout_secs,
+                1,
+                3600,
+            ),
+            ("net.idle_timeout_secs", self.idle_timeout_secs, 1, DAY),
+            ("net.turn_timeout_secs", self.turn_timeout_secs, 1, DAY),
+            (
+                "net.turn_retry_backoff_ms",
+                self.turn_retry_backoff_ms,
+                1,
+                60_000,
+            ),
+            ("net.turn_retries", self.turn_retries.into(), 0, 20),
             (
                 "net.max_stranger_connections",
-                self.max_stranger_connections,
+                self.max_stranger_connections.into(),
+                1,
+                65_536,
             ),
             (
                 "net.max_stranger_connections_per_ip",
-                self.max_stranger_connections_per_ip,
+                self.max_stranger_connections_per_ip.into(),
+                1,
+                65_536,
             ),
-            ("net.max_pending_incoming", self.max_pending_incoming),
+            (
+                "net.max_pending_incoming",
+                self.max_pending_incoming.into(),
+                1,
+                65_536,
+            ),
             (
                 "net.max_pending_incoming_per_ip",
-                self.max_pending_incoming_per_ip,
+                self.max_pending_incoming_per_ip.into(),
+                1,
+                65_536,
             ),
-        ] {
-            within(key, value, 1, 65_536)?;
-        }
-        for (key, value) in [
-            ("net.rate.join", self.rate.join),
-            ("net.rate.sync", self.rate.sync),
-            ("net.rate.search", self.rate.search),
-            ("net.rate.turn", self.rate.turn),
-        ] {
-            within(key, value, 1, 100_000)?;
-        }
-        for (key, value) in [
-            ("net.join_window_secs", self.join_window_secs),
-            ("net.request_read_secs", self.request_read_secs),
-            ("net.turn_quota_secs", self.turn_quota_secs),
-        ] {
-            within(key, value, 1, DAY)?;
-        }
-        within("net.max_inbound_streams", self.max_inbound_streams, 1, 1024)?;
-        within("net.max_request_tasks", self.max_request_tasks, 1, 4096)?;
+            ("net.rate.join", self.rate.join.into(), 1, 100_000),
+            ("net.rate.sync", self.rate.sync.into(), 1, 100_000),
+            ("net.rate.search", self.rate.search.into(), 1, 100_000),
+            ("net.rate.turn", self.rate.turn.into(), 1, 100_000),
+            ("net.join_window_secs", self.join_window_secs, 1, DAY),
+            ("net.request_read_secs", self.request_read_secs, 1, DAY),
+            ("net.turn_quota_secs", self.turn_quota_secs, 1, DAY),
+            (
+                "net.max_inbound_streams",
+                n(self.max_inbound_streams),
+                1,
+                1024,
+            ),
+            ("net.max_request_tasks", n(self.max_request_tasks), 1, 4096),
+        ]
+    }
+
+    /// The byte limits bounded by each other: a request in flight holds at
+    /// least one whole message, and a query fits in one.
+    fn check_byte_limits(&self) -> Result<(), ConfigError> {
         if self.inflight_request_bytes < self.max_message_bytes
             || self.inflight_request_bytes > 1 << 30
         {
@@ -497,31 +549,18 @@ impl NetSettings {
                 ),
             ));
         }
-        let relay = self.relay.checked(self.turn_timeout_secs)?;
-        Ok(crate::net::NetConfig {
-            listen,
-            max_message_bytes: self.max_message_bytes,
-            max_connections: self.max_connections,
-            request_timeout: std::time::Duration::from_secs(self.request_timeout_secs),
-            turn_timeout: std::time::Duration::from_secs(self.turn_timeout_secs),
-            idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs),
-            admission: crate::net::AdmissionLimits {
-                max_strangers: self.max_stranger_connections as usize,
-                max_strangers_per_ip: self.max_stranger_connections_per_ip as usize,
-                max_pending: self.max_pending_incoming as usize,
-                max_pending_per_ip: self.max_pending_incoming_per_ip as usize,
-                join_window: std::time::Duration::from_secs(self.join_window_secs),
-            },
-            request_read: std::time::Duration::from_secs(self.request_read_secs),
-            max_inbound_streams: self.max_inbound_streams,
-            inflight_request_bytes: self.inflight_request_bytes,
-            reachability,
-            external,
-            relays,
-            relay,
-            hole_punching: self.hole_punching,
-            quic: self.quic,
-        })
+        Ok(())
+    }
+
+    /// Admission control's limits on strangers.
+    fn admission(&self) -> crate::net::AdmissionLimits {
+        crate::net::AdmissionLimits {
+            max_strangers: self.max_stranger_connections as usize,
+            max_strangers_per_ip: self.max_stranger_connections_per_ip as usize,
+            max_pending: self.max_pending_incoming as usize,
+            max_pending_per_ip: self.max_pending_incoming_per_ip as usize,
+            join_window: std::time::Duration::from_secs(self.join_window_secs),
+        }
     }
 }
 
@@ -863,20 +902,58 @@ impl LogSettings {
     }
 }
 
-/// The settings a node starts with, checked: `grove node run` and
-/// `grove config check` both build it, so nothing the check accepts fails
-/// later on its value. Only what is true of the moment is left to the
-/// start itself: that the listen addresses are this host's and their
-/// ports free, and that the state directory and socket can be made.
-pub struct NodeConfig {
-    pub net: crate::net::NetConfig,
-    /// The tracing filter the daemon logs with.
-    pub log_filter: String,
+/// What the command line sets over the file and the environment; a flag is
+/// checked like the key it overrides.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--socket`: `control.socket`.
+    pub socket: Option<PathBuf>,
+    /// `grove node run --listen`: `net.listen` (empty: as configured).
+    pub listen: Vec<String>,
+}
+
+/// The configuration every command and the daemon read: the settings with
+/// every value checked, and the forms a node builds from them. Only
+/// [`Settings::check`] makes one, so holding a `Config` means the whole
+/// check ran; nothing it accepted fails later on its value. Left to the
+/// start itself is only what is true of the moment: that the listen
+/// addresses are this host's and their ports free, that the state directory
+/// and socket can be made, and [`Config::check_start`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    settings: Settings,
+    net: crate::net::NetConfig,
+    log_filter: String,
+}
+
+impl Config {
+    /// The checked settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The network configuration built from `[net]`.
+    pub fn net(&self) -> &crate::net::NetConfig {
+        &self.net
+    }
+
+    /// The tracing filter the daemon logs with (`log.level`, `log.filter`).
+    pub fn log_filter(&self) -> &str {
+        &self.log_filter
+    }
+
+    /// What depends on the file system as this user sees it:
+    /// `hooks.program` exists and is executable. `grove node run` and
+    /// `grove config check` run it; other commands do not need the hook.
+    pub fn check_start(&self) -> Result<(), ConfigError> {
+        self.settings.hooks.check_program()
+    }
 }
 
 impl Settings {
-    /// Loads settings from `file` (or the default file when it exists), then
-    /// `GROVE_*` environment variables, and checks every value.
+    /// Reads settings from `file` (or the default file when it exists), then
+    /// `GROVE_*` environment variables, strictly; [`Settings::check`] checks
+    /// their values.
     pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
         let path = match file {
             Some(path) => {
@@ -924,36 +1001,37 @@ impl Settings {
     }
 
     /// Settings from a file's text and its name (`None`: no file) and
-    /// `GROVE_*` variables, read strictly and checked: what [`Settings::load`]
-    /// does with the real file and environment.
+    /// `GROVE_*` variables, read strictly: what [`Settings::load`] does with
+    /// the real file and environment.
     pub fn from_layers(
         file: Option<(&str, &str)>,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, ConfigError> {
-        let settings = read::read(file, vars)?;
-        settings.validate()?;
-        Ok(settings)
+        read::read(file, vars)
     }
 
-    /// Every value checked, and the node's configuration built from them:
-    /// the one check of a node's start and of `grove config check`.
-    pub fn node_config(&self) -> Result<NodeConfig, ConfigError> {
+    /// The one check: the command line's overrides applied, every value's
+    /// range, choices and the keys that bound each other checked, and the
+    /// [`Config`] built from them. Pure: no file or program is looked at
+    /// ([`Config::check_start`] does that for a start).
+    pub fn check(mut self, overrides: Overrides) -> Result<Config, ConfigError> {
+        if let Some(socket) = overrides.socket {
+            self.control.socket = Some(socket);
+        }
+        if !overrides.listen.is_empty() {
+            self.net.listen = overrides.listen;
+        }
         let net = self.checked_net()?;
-        self.hooks.check_program()?;
         let log_filter = self.log.filter()?;
-        Ok(NodeConfig { net, log_filter })
+        Ok(Config {
+            settings: self,
+            net,
+            log_filter,
+        })
     }
 
-    /// Checks every value: its range, its choices, and the keys that bound
-    /// each other. Pure: no file or program is looked at (every command runs
-    /// it; [`Settings::node_config`] adds what a node's start needs).
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        self.checked_net().map(drop)
-    }
-
-    /// [`Settings::validate`]'s checks, returning the network configuration
-    /// they build on the way, so `node_config` checks `[net]` and builds it
-    /// in one pass (`Settings::load` ran the same checks before the flags).
+    /// Every value's check, returning the network configuration built on
+    /// the way (so `[net]` is checked and built in one pass).
     fn checked_net(&self) -> Result<crate::net::NetConfig, ConfigError> {
         within(
             "limits.max_book_bytes",

@@ -113,29 +113,37 @@ fn main() -> ExitCode {
 fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         state,
-        config,
+        config: config_file,
         json,
         socket,
         command,
     } = args;
     let command = match command {
         // Checked before anything else reads the settings (or a state dir).
-        Command::Config { cmd } => return cli::config::run(cmd, config.as_deref(), json),
+        Command::Config { cmd } => return cli::config::run(cmd, config_file.as_deref(), json),
         Command::Generate(cmd) => return cli::completions::run(cmd),
         other => other,
     };
-    let mut settings = grove::config::Settings::load(config.as_deref())?;
+    // A flag overrides the config like any other key, and is checked with
+    // it: the daemon binds the socket there and commands talk to it there.
+    let overrides = grove::config::Overrides {
+        socket,
+        listen: match &command {
+            Command::Node {
+                cmd: cli::node::NodeCmd::Run { listen },
+            } => listen.clone(),
+            _ => Vec::new(),
+        },
+    };
+    let config = grove::config::Settings::load(config_file.as_deref())?.check(overrides)?;
     // candle reads its thread count once: set it before any thread starts.
-    grove::model::apply_thread_setting(&settings.model);
-    if let Some(path) = socket {
-        // A flag overrides the config like any other: the daemon binds
-        // there and commands talk to it there.
-        settings.control.socket = Some(path);
-    }
-    let state_dir = settings.resolve_state_dir(state.as_deref())?;
-    let socket = settings.client_socket(state.as_deref(), &state_dir);
+    grove::model::apply_thread_setting(&config.settings().model);
+    let state_dir = config.settings().resolve_state_dir(state.as_deref())?;
+    let socket = config
+        .settings()
+        .client_socket(state.as_deref(), &state_dir);
     let ctx = cli::Ctx {
-        settings,
+        config,
         state_dir,
         json,
         socket,
@@ -152,7 +160,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Peers => cli::peers::peers(&ctx),
         Command::Roots => cli::peers::roots(&ctx),
         Command::Backup { dest } => cli::backup::backup(&ctx, &dest),
-        Command::Config { cmd } => cli::config::run(cmd, config.as_deref(), json),
+        Command::Config { cmd } => cli::config::run(cmd, config_file.as_deref(), json),
         Command::Generate(cmd) => cli::completions::run(cmd),
     }
 }

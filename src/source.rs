@@ -143,66 +143,15 @@ pub async fn fetch_url(
         url: url.to_string(),
         reason: e.to_string(),
     })?;
-    // rustls needs a process-wide crypto provider; a second install is harmless.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(settings.connect_timeout_secs))
-        .timeout(Duration::from_secs(settings.timeout_secs))
-        .redirect(reqwest::redirect::Policy::limited(settings.max_redirects))
-        .user_agent(concat!("grove/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| SourceError::Unreachable {
-            url: url.to_string(),
-            reason: e.to_string(),
-        })?;
-    let unreachable = |e: reqwest::Error| {
-        if e.is_timeout() {
-            // A connect that timed out is bounded by its own key.
-            let (key, env, secs) = if e.is_connect() {
-                (
-                    "fetch.connect_timeout_secs",
-                    "FETCH__CONNECT_TIMEOUT_SECS",
-                    settings.connect_timeout_secs,
-                )
-            } else {
-                (
-                    "fetch.timeout_secs",
-                    "FETCH__TIMEOUT_SECS",
-                    settings.timeout_secs,
-                )
-            };
-            return SourceError::TimedOut {
-                url: url.to_string(),
-                secs,
-                key,
-                env,
-                more: secs.saturating_mul(4),
-            };
-        }
-        SourceError::Unreachable {
-            url: url.to_string(),
-            reason: describe(&e),
-        }
-    };
+    let client = fetch_client(url, settings)?;
+    let unreachable = |e: reqwest::Error| fetch_error(url, settings, &e);
     let mut response = client
         .get(parsed)
         .header(reqwest::header::ACCEPT_ENCODING, "identity")
         .send()
         .await
         .map_err(unreachable)?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(SourceError::Status {
-            url: url.to_string(),
-            status: status.as_u16(),
-        });
-    }
-    if let Some(encoding) = content_encoding(response.headers()) {
-        return Err(SourceError::Encoded {
-            url: url.to_string(),
-            encoding,
-        });
-    }
+    check_answer(&response, url)?;
     let too_large = || SourceError::TooLarge {
         what: url.to_string(),
         limit: max_bytes,
@@ -220,6 +169,72 @@ pub async fn fetch_url(
         progress(bytes.len() as u64, expected);
     }
     Ok(bytes)
+}
+
+/// An HTTP client with the fetch settings' timeouts and redirect bound.
+fn fetch_client(url: &str, settings: &FetchSettings) -> Result<reqwest::Client, SourceError> {
+    // rustls needs a process-wide crypto provider; a second install is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(settings.connect_timeout_secs))
+        .timeout(Duration::from_secs(settings.timeout_secs))
+        .redirect(reqwest::redirect::Policy::limited(settings.max_redirects))
+        .user_agent(concat!("grove/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| SourceError::Unreachable {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// What a failed request or read of `url` is: a timeout names the setting
+/// that bounded it, anything else says why the server was not reached.
+fn fetch_error(url: &str, settings: &FetchSettings, e: &reqwest::Error) -> SourceError {
+    if e.is_timeout() {
+        // A connect that timed out is bounded by its own key.
+        let (key, env, secs) = if e.is_connect() {
+            (
+                "fetch.connect_timeout_secs",
+                "FETCH__CONNECT_TIMEOUT_SECS",
+                settings.connect_timeout_secs,
+            )
+        } else {
+            (
+                "fetch.timeout_secs",
+                "FETCH__TIMEOUT_SECS",
+                settings.timeout_secs,
+            )
+        };
+        return SourceError::TimedOut {
+            url: url.to_string(),
+            secs,
+            key,
+            env,
+            more: secs.saturating_mul(4),
+        };
+    }
+    SourceError::Unreachable {
+        url: url.to_string(),
+        reason: describe(e),
+    }
+}
+
+/// Refuses an answer that is not a success or whose body is encoded.
+fn check_answer(response: &reqwest::Response, url: &str) -> Result<(), SourceError> {
+    let status = response.status();
+    if !status.is_success() {
+        return Err(SourceError::Status {
+            url: url.to_string(),
+            status: status.as_u16(),
+        });
+    }
+    if let Some(encoding) = content_encoding(response.headers()) {
+        return Err(SourceError::Encoded {
+            url: url.to_string(),
+            encoding,
+        });
+    }
+    Ok(())
 }
 
 /// A reqwest error with its causes, which hold the useful part (refused, DNS…).

@@ -474,12 +474,14 @@ mod hostile {
         fn every_key_is_read_strictly_and_bounded((key, value) in any_case()) {
             let text = hostile_file(&key, &value);
             let checked = grove::config::Settings::from_layers(Some((&text, "grove.toml")), vec![])
-                .and_then(|s| s.node_config().map(|config| (s, config)));
+                .and_then(|s| s.check(Default::default()))
+                .and_then(|config| config.check_start().map(|()| config));
             match checked {
                 Err(e) => assert_names(&e.to_string(), &key),
-                Ok((settings, config)) => {
+                Ok(config) => {
+                    let settings = config.settings();
                     let written: toml::Value = value.parse().unwrap();
-                    let mut read = &serde_json::to_value(&settings).unwrap();
+                    let mut read = &serde_json::to_value(settings).unwrap();
                     for part in key.split('.') {
                         read = &read[part];
                     }
@@ -496,7 +498,7 @@ mod hostile {
                     prop_assert!(same, "{key} = {value:.100} was read as {read}");
                     // The durations the network adds to an Instant fit.
                     let now = std::time::Instant::now();
-                    for d in [config.net.request_timeout, config.net.idle_timeout, config.net.turn_timeout] {
+                    for d in [config.net().request_timeout, config.net().idle_timeout, config.net().turn_timeout] {
                         prop_assert!(now.checked_add(d * 4).is_some());
                     }
                 }
@@ -518,7 +520,10 @@ mod hostile {
                 (var.clone(), text.clone()),
             ];
             let vars = if key == "net.listen" { vars[1..].to_vec() } else { vars };
-            match grove::config::Settings::from_layers(None, vars).and_then(|s| s.node_config()) {
+            let checked = grove::config::Settings::from_layers(None, vars)
+                .and_then(|s| s.check(Default::default()))
+                .and_then(|config| config.check_start());
+            match checked {
                 Err(e) => assert_names(&e.to_string(), &key),
                 Ok(_) => {
                     let whole = keys().iter().any(|(k, d)| *k == key && d.is_u64());

@@ -7,6 +7,7 @@ mod books;
 mod cdp;
 mod cli;
 mod cluster;
+mod code_shape;
 mod config;
 mod corpus;
 mod daemon;

@@ -162,7 +162,7 @@ fn add(
     shard: Option<String>,
     force: bool,
 ) -> anyhow::Result<dto::Added> {
-    let limits = &ctx.settings.limits;
+    let limits = &ctx.settings().limits;
     // Refuse a bad key or shard name before reading or downloading anything.
     if let Some(key) = &key {
         book::validate_key(key)?;
@@ -267,7 +267,7 @@ checking by adding it again failed: {e}"
 fn download(ctx: &Ctx, url: &str, bar: &indicatif::ProgressBar) -> anyhow::Result<Vec<u8>> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
-    let fetch = &ctx.settings.fetch;
+    let fetch = &ctx.settings().fetch;
     bar.set_message("bytes downloaded");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -286,7 +286,7 @@ fn download(ctx: &Ctx, url: &str, bar: &indicatif::ProgressBar) -> anyhow::Resul
         let download = grove::source::fetch_url(
             url,
             fetch,
-            ctx.settings.limits.max_book_bytes,
+            ctx.settings().limits.max_book_bytes,
             &mut on_progress,
         );
         tokio::pin!(download);

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use clap::Subcommand;
 use grove::api::dto;
-use grove::config::{DEFAULT_CONFIG_FILE, Settings};
+use grove::config::{DEFAULT_CONFIG_FILE, Overrides, Settings};
 
 use super::{Show, print_json};
 
@@ -25,8 +25,8 @@ pub enum ConfigCmd {
 pub fn run(cmd: ConfigCmd, file: Option<&Path>, json: bool) -> anyhow::Result<()> {
     match cmd {
         ConfigCmd::Check => {
-            let settings = Settings::load(file)?;
-            settings.node_config()?;
+            let config = Settings::load(file)?.check(Overrides::default())?;
+            config.check_start()?;
             let read = match file {
                 Some(f) => Some(f.display().to_string()),
                 None => Path::new(DEFAULT_CONFIG_FILE)
@@ -42,7 +42,7 @@ pub fn run(cmd: ConfigCmd, file: Option<&Path>, json: bool) -> anyhow::Result<()
                 file: read,
                 environment,
                 ok: true,
-                settings: settings.effective(),
+                settings: config.settings().effective(),
             };
             if json {
                 return print_json(&report);

@@ -185,24 +185,8 @@ fn get<T: serde::de::DeserializeOwned>(client: &Client, path: &str) -> anyhow::R
 }
 
 pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
-    if let MeshCmd::Init {
-        name,
-        quorum,
-        member_name,
-    } = &cmd
-        && ctx.daemon_if_running().is_none()
-    {
-        let member = member_name
-            .clone()
-            .or_else(|| ctx.settings.node.name.clone())
-            .unwrap_or_else(|| "founder".into());
-        return ctx.show(&init_offline(ctx, name, &member, quorum)?);
-    }
-    if let MeshCmd::Leave { forget: true } = &cmd {
-        let _lock = StateLock::acquire(&ctx.state_dir)?;
-        let mesh = grove::mesh::store::forget_lost_mesh(&ctx.state_dir)?;
-        println!("forgot mesh {mesh}: this node starts as a node of no mesh");
-        return Ok(());
+    if let Some(done) = run_without_daemon(&cmd, ctx) {
+        return done;
     }
     let client = ctx.daemon()?;
     match cmd {
@@ -230,40 +214,9 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
             invite,
             member_name,
             name,
-        } => {
-            if let Some(name) = name {
-                anyhow::bail!(
-                    "`mesh join --name {name}`: the display name is now given with `--as {name}` (`--name` names the mesh, on `mesh init`)"
-                );
-            }
-            // In the body: an invite (or a wrong paste) can be long.
-            let call = dto::JoinCall {
-                invite,
-                name: member_name,
-            };
-            let body = serde_json::to_vec(&call)?;
-            ctx.show(&client.request::<dto::JoinResult>(Method::POST, routes::MESH_JOIN, body)?)
-        }
-        MeshCmd::Status => {
-            let status = get::<dto::MeshStatus>(&client, routes::MESH_STATUS)?;
-            let node: dto::NodeInfo = get(&client, routes::NODE)?;
-            ctx.show(&StatusView {
-                status,
-                node_started_ms: Some(node.started_ms),
-            })
-        }
-        MeshCmd::Propose(p) => {
-            let (kind, target) = match p {
-                ProposeCmd::Kick { peer } => ("kick", Some(peer)),
-                ProposeCmd::Rotate => ("rotate", None),
-                ProposeCmd::Quorum { rule } => ("quorum", Some(rule)),
-            };
-            ctx.show(&post::<dto::Proposed>(
-                &client,
-                routes::MESH_PROPOSE,
-                &[("kind", Some(kind.into())), ("target", target)],
-            )?)
-        }
+        } => join(ctx, &client, invite, member_name, name),
+        MeshCmd::Status => status(ctx, &client),
+        MeshCmd::Propose(p) => propose(ctx, &client, p),
         MeshCmd::Leave { .. } => {
             ctx.show(&post::<dto::Proposed>(&client, routes::MESH_LEAVE, &[])?)
         }
@@ -280,6 +233,83 @@ pub fn run(cmd: MeshCmd, ctx: &Ctx) -> anyhow::Result<()> {
         MeshCmd::Proposals => ctx.show(&get::<dto::ProposalList>(&client, routes::MESH_PROPOSALS)?),
         MeshCmd::Watch => watch(ctx, &client),
     }
+}
+
+/// The commands that work with no daemon: `mesh init` when none runs (on
+/// `mesh.db` directly) and `mesh leave --forget`; `None` for the rest.
+fn run_without_daemon(cmd: &MeshCmd, ctx: &Ctx) -> Option<anyhow::Result<()>> {
+    if let MeshCmd::Init {
+        name,
+        quorum,
+        member_name,
+    } = cmd
+        && ctx.daemon_if_running().is_none()
+    {
+        let member = member_name
+            .clone()
+            .or_else(|| ctx.settings().node.name.clone())
+            .unwrap_or_else(|| "founder".into());
+        return Some(init_offline(ctx, name, &member, quorum).and_then(|view| ctx.show(&view)));
+    }
+    if let MeshCmd::Leave { forget: true } = cmd {
+        return Some(forget_mesh(ctx));
+    }
+    None
+}
+
+/// `grove mesh leave --forget`: this node's lost mesh is forgotten, under
+/// the state lock.
+fn forget_mesh(ctx: &Ctx) -> anyhow::Result<()> {
+    let _lock = StateLock::acquire(&ctx.state_dir)?;
+    let mesh = grove::mesh::store::forget_lost_mesh(&ctx.state_dir)?;
+    println!("forgot mesh {mesh}: this node starts as a node of no mesh");
+    Ok(())
+}
+
+/// `grove mesh join INVITE`.
+fn join(
+    ctx: &Ctx,
+    client: &Client,
+    invite: String,
+    member_name: Option<String>,
+    name: Option<String>,
+) -> anyhow::Result<()> {
+    if let Some(name) = name {
+        anyhow::bail!(
+            "`mesh join --name {name}`: the display name is now given with `--as {name}` (`--name` names the mesh, on `mesh init`)"
+        );
+    }
+    // In the body: an invite (or a wrong paste) can be long.
+    let call = dto::JoinCall {
+        invite,
+        name: member_name,
+    };
+    let body = serde_json::to_vec(&call)?;
+    ctx.show(&client.request::<dto::JoinResult>(Method::POST, routes::MESH_JOIN, body)?)
+}
+
+/// `grove mesh status`: the mesh's status with the node's start time.
+fn status(ctx: &Ctx, client: &Client) -> anyhow::Result<()> {
+    let status = get::<dto::MeshStatus>(client, routes::MESH_STATUS)?;
+    let node: dto::NodeInfo = get(client, routes::NODE)?;
+    ctx.show(&StatusView {
+        status,
+        node_started_ms: Some(node.started_ms),
+    })
+}
+
+/// `grove mesh propose kick|rotate|quorum`.
+fn propose(ctx: &Ctx, client: &Client, p: ProposeCmd) -> anyhow::Result<()> {
+    let (kind, target) = match p {
+        ProposeCmd::Kick { peer } => ("kick", Some(peer)),
+        ProposeCmd::Rotate => ("rotate", None),
+        ProposeCmd::Quorum { rule } => ("quorum", Some(rule)),
+    };
+    ctx.show(&post::<dto::Proposed>(
+        client,
+        routes::MESH_PROPOSE,
+        &[("kind", Some(kind.into())), ("target", target)],
+    )?)
 }
 
 /// `grove mesh watch`: each membership event of the node's event stream
@@ -661,7 +691,7 @@ fn init_offline(
     let id = super::identity::load(ctx)?;
     let mut store = MeshStore::open_in(&ctx.state_dir)?;
     let state: MeshState = store
-        .load(id.public(), ctx.settings.mesh.timing())
+        .load(id.public(), ctx.settings().mesh.timing())
         .context("loading mesh state")?;
     let now = grove::now_ms();
     let (state, t) = state.init_as(

@@ -20,10 +20,10 @@ use std::path::PathBuf;
 
 pub use show::{Show, or_dash, print_json, when};
 
-/// What every command gets: the resolved settings and output mode.
+/// What every command gets: the checked configuration and output mode.
 pub struct Ctx {
-    /// Validated settings (file, env, flags already merged).
-    pub settings: grove::config::Settings,
+    /// The configuration, checked once (file, env and flags merged).
+    pub config: grove::config::Config,
     /// The state directory every database lives under.
     pub state_dir: PathBuf,
     /// Print JSON for scripting instead of human text.
@@ -38,8 +38,8 @@ impl Ctx {
     pub fn books(&self) -> Box<dyn grove::api::books::BookApi> {
         let local = grove::api::books::LocalBooks::new(
             &self.state_dir,
-            self.settings.limits.clone(),
-            self.settings.default_shard.clone(),
+            self.settings().limits.clone(),
+            self.settings().default_shard.clone(),
         );
         match grove::api::client::Client::connect(&self.socket) {
             // A daemon gone by the time the request is sent: done here.
@@ -50,6 +50,11 @@ impl Ctx {
 }
 
 impl Ctx {
+    /// The checked settings.
+    pub fn settings(&self) -> &grove::config::Settings {
+        self.config.settings()
+    }
+
     /// The control socket this node's daemon answers on.
     pub fn socket(&self) -> PathBuf {
         self.socket.clone()

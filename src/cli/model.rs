@@ -147,11 +147,11 @@ fn install_gguf(
     source: GgufSource,
     sha256: Option<String>,
 ) -> anyhow::Result<()> {
-    let fetch = &ctx.settings.fetch;
+    let fetch = &ctx.settings().fetch;
     let request = GgufRequest {
         source,
         sha256,
-        hub_url: ctx.settings.model.hub_url.clone(),
+        hub_url: ctx.settings().model.hub_url.clone(),
         limits: HubLimits {
             connect_timeout: Duration::from_secs(fetch.connect_timeout_secs),
             read_timeout: Duration::from_secs(fetch.timeout_secs),
@@ -236,7 +236,7 @@ fn install(
 /// `grove model chat`: opens the configured model and asks it once, timing both.
 fn chat(ctx: &Ctx, request: &ChatRequest) -> anyhow::Result<dto::ModelReply> {
     let started = Instant::now();
-    let mut model = grove::model::open_model(&ctx.settings.model, &ctx.state_dir)
+    let mut model = grove::model::open_model(&ctx.settings().model, &ctx.state_dir)
         .context("cannot open the configured model")?;
     let opened = started.elapsed();
     let asked = Instant::now();

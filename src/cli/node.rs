@@ -47,20 +47,18 @@ pub fn run(cmd: NodeCmd, ctx: &Ctx) -> anyhow::Result<()> {
             ctx.show(&info)
         }
         NodeCmd::Doctor => super::doctor::run(ctx),
-        NodeCmd::Run { listen } => run_node(ctx, listen),
+        // `--listen` is one of the overrides the configuration was
+        // checked with (main.rs).
+        NodeCmd::Run { listen: _ } => run_node(ctx),
     }
 }
 
 /// `grove node run`: the daemon in the foreground until SIGTERM or SIGINT.
-fn run_node(ctx: &Ctx, listen: Vec<String>) -> anyhow::Result<()> {
-    let mut settings = ctx.settings.clone();
-    if !listen.is_empty() {
-        settings.net.listen = listen;
-    }
-    // The check `grove config check` runs; flags are checked like the
-    // config they override.
-    let config = settings.node_config()?;
-    init_logging(&config.log_filter, &settings.log.format)?;
+fn run_node(ctx: &Ctx) -> anyhow::Result<()> {
+    // The configuration was checked as `grove config check` checks it;
+    // what the start adds is the hook program's presence.
+    ctx.config.check_start()?;
+    init_logging(ctx.config.log_filter(), &ctx.settings().log.format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -69,7 +67,7 @@ fn run_node(ctx: &Ctx, listen: Vec<String>) -> anyhow::Result<()> {
         // Listen before the node reports ready, so an early SIGTERM is
         // a clean shutdown rather than the default kill.
         let shutdown = shutdown_signal()?;
-        grove::daemon::run(settings, config, ctx.state_dir.clone(), shutdown).await?;
+        grove::daemon::run(ctx.config.clone(), ctx.state_dir.clone(), shutdown).await?;
         anyhow::Ok(())
     });
     // A hosted moot may be inside a model call; it is saved after

@@ -463,7 +463,7 @@ mod tests {
             format!("[node]\nname = \"{long}\n"),
         ] {
             let err = read(Some((&text, "f.toml")), vec![])
-                .and_then(|s| s.validate().map(|()| s))
+                .and_then(|s| s.check(crate::config::Overrides::default()))
                 .unwrap_err()
                 .to_string();
             assert!(err.len() < 400, "{}", &err[..400]);

@@ -32,7 +32,7 @@ use tokio::sync::watch;
 
 use crate::api::books::LocalBooks;
 use crate::api::dto;
-use crate::config::Settings;
+use crate::config::{Config, Settings};
 
 /// How long in-flight control requests may take to finish at shutdown; the
 /// whole process exits well within systemd's 10 s budget.
@@ -94,39 +94,27 @@ pub enum DaemonError {
     Unhealthy(&'static str),
 }
 
-/// Runs the node until `shutdown` completes, on `config`, the checked
-/// form of `settings` ([`Settings::node_config`]).
+/// Runs the node until `shutdown` completes, on `config` (checked once by
+/// [`crate::config::Settings::check`]).
 pub async fn run(
-    settings: Settings,
-    config: crate::config::NodeConfig,
+    config: Config,
     state_dir: PathBuf,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), DaemonError> {
-    // What can be checked is checked before any state exists, so a start
-    // that fails on its settings leaves nothing behind.
-    let net_config = config.net;
-    check_listen_addresses(&net_config.listen)?;
-    std::fs::create_dir_all(&state_dir).map_err(|e| DaemonError::StateDir {
-        path: state_dir.clone(),
-        source: e,
-    })?;
-    let identity = crate::identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
-    let keypair = libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
-        .map_err(|e| crate::net::NetError::Transport(format!("node key: {e}")))?;
-    // The socket first: a second node on this state gets the clearer
-    // "in use" message rather than a lock error. The mesh state lock is
-    // then held for the daemon's life: offline mesh commands refuse to
-    // write beside it.
-    let socket_path = settings.control_socket(&state_dir);
-    let listener = bind_control_socket(&socket_path)?;
-    check_databases(&state_dir)?;
-    let http = http::Listener::bind(&settings.http, &state_dir)?;
-    let core = mesh::MeshCore::open(&state_dir, identity, settings.mesh.timing())?;
-    let peer_book = open_peer_book(&state_dir)?;
+    let settings = config.settings();
+    let Opened {
+        keypair,
+        socket_path,
+        listener,
+        http,
+        core,
+        peer_book,
+    } = Opened::open(&config, &state_dir)?;
     // One registry for /metrics: libp2p's own families, then grove's.
     let mut registry = prometheus_client::registry::Registry::default();
     let (network, net_events) =
-        crate::net::Network::start_with_metrics(keypair, net_config, &mut registry).await?;
+        crate::net::Network::start_with_metrics(keypair, config.net().clone(), &mut registry)
+            .await?;
     let bound = network.listeners().await?;
     let listen: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
     tracing::info!(peer_id = %network.local_peer_id(), listen = ?listen, "network listening");
@@ -156,7 +144,7 @@ pub async fn run(
     };
     health.inject_fault_if_asked();
     let parts = Parts {
-        settings: &settings,
+        settings,
         state_dir: &state_dir,
         net: network.clone(),
         store: store.clone(),
@@ -172,19 +160,7 @@ pub async fn run(
     let notifier = notify::Notifier::from_env();
     tracing::info!(state_dir = %state_dir.display(), socket = %socket_path.display(), "grove node ready");
     notifier.notify("READY=1\nSTATUS=serving the control socket");
-    tokio::pin!(shutdown);
-    let outcome = tokio::select! {
-        _ = &mut shutdown => Ok(()),
-        dead = health.watch(&tasks.node) => {
-            tracing::error!(part = dead, linger_secs = UNHEALTHY_LINGER.as_secs(), "a part of the node stopped; shutting down after the linger");
-            // /health answers 503 naming the part meanwhile.
-            tokio::select! {
-                _ = &mut shutdown => {}
-                _ = tokio::time::sleep(UNHEALTHY_LINGER) => {}
-            }
-            Err(DaemonError::Unhealthy(dead))
-        }
-    };
+    let outcome = serve_until(shutdown, &health, &tasks.node).await;
     tracing::info!("shutting down: no new requests; finishing those in flight");
     notifier.notify("STOPPING=1\nSTATUS=shutting down");
     tasks.stop(&events).await;
@@ -199,6 +175,72 @@ pub async fn run(
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("stopped");
     outcome
+}
+
+/// What a start opens before the network: checked in this order so a start
+/// that fails on its settings or its state leaves nothing behind.
+struct Opened {
+    keypair: libp2p::identity::Keypair,
+    socket_path: PathBuf,
+    listener: tokio::net::UnixListener,
+    http: Option<http::Listener>,
+    core: mesh::MeshCore,
+    peer_book: peers::PeerBook,
+}
+
+impl Opened {
+    fn open(config: &Config, state_dir: &Path) -> Result<Opened, DaemonError> {
+        let settings = config.settings();
+        check_listen_addresses(&config.net().listen)?;
+        std::fs::create_dir_all(state_dir).map_err(|e| DaemonError::StateDir {
+            path: state_dir.to_path_buf(),
+            source: e,
+        })?;
+        let identity =
+            crate::identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
+        let keypair =
+            libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
+                .map_err(|e| crate::net::NetError::Transport(format!("node key: {e}")))?;
+        // The socket first: a second node on this state gets the clearer
+        // "in use" message rather than a lock error. The mesh state lock is
+        // then held for the daemon's life: offline mesh commands refuse to
+        // write beside it.
+        let socket_path = settings.control_socket(state_dir);
+        let listener = bind_control_socket(&socket_path)?;
+        check_databases(state_dir)?;
+        let http = http::Listener::bind(&settings.http, state_dir)?;
+        let core = mesh::MeshCore::open(state_dir, identity, settings.mesh.timing())?;
+        let peer_book = open_peer_book(state_dir)?;
+        Ok(Opened {
+            keypair,
+            socket_path,
+            listener,
+            http,
+            core,
+            peer_book,
+        })
+    }
+}
+
+/// Serves until `shutdown`, or until a part of the node dies: then `/health`
+/// answers 503 naming it for a linger, and the start's caller sees why.
+async fn serve_until(
+    shutdown: impl std::future::Future<Output = ()>,
+    health: &Health,
+    node_task: &tokio::task::JoinHandle<()>,
+) -> Result<(), DaemonError> {
+    tokio::pin!(shutdown);
+    tokio::select! {
+        _ = &mut shutdown => Ok(()),
+        dead = health.watch(node_task) => {
+            tracing::error!(part = dead, linger_secs = UNHEALTHY_LINGER.as_secs(), "a part of the node stopped; shutting down after the linger");
+            tokio::select! {
+                _ = &mut shutdown => {}
+                _ = tokio::time::sleep(UNHEALTHY_LINGER) => {}
+            }
+            Err(DaemonError::Unhealthy(dead))
+        }
+    }
 }
 
 /// The node's tasks: the node loop, the control server, the HTTP listener
@@ -452,27 +494,8 @@ fn wire_up(
     let started_ms = crate::now_ms();
     let events = p.mesh.events().clone();
     let control = control::ControlState {
-        books: control::Books {
-            store: p.store.clone(),
-            due: due.clone(),
-            events: events.clone(),
-            stats: stats.clone(),
-            // A book is sent whole in one request; allow it plus headroom.
-            max_body: usize::try_from(p.settings.limits.max_book_bytes)
-                .unwrap_or(usize::MAX)
-                .saturating_add(4096),
-        },
-        mesh: control::MeshOps {
-            link: link.clone(),
-            joiner: rpc::join::Joiner {
-                mesh: link.clone(),
-                net: p.net.clone(),
-                peers: p.peers.clone(),
-                progress: Default::default(),
-            },
-            advertised: p.advertised.clone(),
-            node_name: p.settings.node.name.clone(),
-        },
+        books: book_ops(&p, &due, &events),
+        mesh: mesh_ops(&p, &link),
         observe: control::Observe {
             health: p.verdict.clone(),
             metrics: Arc::new(metrics::Metrics::new(stats.clone(), registry)),
@@ -513,6 +536,35 @@ fn wire_up(
         moots,
     };
     (node, control)
+}
+
+/// The control routes' book operations.
+fn book_ops(p: &Parts<'_>, due: &Arc<due::Due>, events: &events::Events) -> control::Books {
+    control::Books {
+        store: p.store.clone(),
+        due: due.clone(),
+        events: events.clone(),
+        stats: p.stats.clone(),
+        // A book is sent whole in one request; allow it plus headroom.
+        max_body: usize::try_from(p.settings.limits.max_book_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(4096),
+    }
+}
+
+/// The control routes' mesh operations, joining included.
+fn mesh_ops(p: &Parts<'_>, link: &outbox::MeshLink) -> control::MeshOps {
+    control::MeshOps {
+        link: link.clone(),
+        joiner: rpc::join::Joiner {
+            mesh: link.clone(),
+            net: p.net.clone(),
+            peers: p.peers.clone(),
+            progress: Default::default(),
+        },
+        advertised: p.advertised.clone(),
+        node_name: p.settings.node.name.clone(),
+    }
 }
 
 /// What speaking a turn needs, from the node's workers.

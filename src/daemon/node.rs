@@ -266,24 +266,7 @@ impl NodeLoop {
             // next announcement.
             Event::AddressesChanged => {
                 self.due.announce();
-                let now_at = self.net.addresses();
-                let text = |l: &[Multiaddr]| l.iter().map(|a| a.to_string()).collect();
-                let (listen, relayed): (Vec<String>, Vec<String>) =
-                    (text(&now_at.listen), text(&now_at.relayed));
-                self.mesh.worker.events().publish(dto::ReachabilityEvent {
-                    event: "reachability_changed".into(),
-                    at: now,
-                    changed: "addresses".into(),
-                    reachability: None,
-                    why: None,
-                    detail: format!(
-                        "reachable at {} listen and {} relayed addresses",
-                        listen.len(),
-                        relayed.len()
-                    ),
-                    listen,
-                    relayed,
-                });
+                self.publish_addresses(now);
             }
             Event::ReachabilityChanged { reachability, why } => {
                 self.mesh.worker.events().publish(dto::ReachabilityEvent {
@@ -297,50 +280,8 @@ impl NodeLoop {
                     relayed: Vec::new(),
                 });
             }
-            Event::PeerConnected(peer) => {
-                let was_online = self.peers.lock().connected.contains(&peer);
-                self.peers.lock().connected(peer, now);
-                let view = self.view();
-                if !was_online {
-                    self.mesh
-                        .worker
-                        .events()
-                        .member_seen(&view, peer, true, now);
-                }
-                if view
-                    .roster()
-                    .is_some_and(|r| r.member(&peer.to_bytes()).is_some())
-                {
-                    // A member (re)appeared: it may have missed our roots,
-                    // commits, proposals and votes.
-                    self.due.announce();
-                    self.due.sync();
-                    self.due.republish();
-                    // Moots paused because this member's node did not
-                    // answer go on, once its roots and commits are in.
-                    let moots = self.moots.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                        moots.resume_of(peer).await;
-                    });
-                }
-            }
-            Event::PeerDisconnected(peer) => {
-                let view = self.view();
-                let member = super::rpc::is_member(&view, peer);
-                self.peers.lock().disconnected(peer, now, member);
-                self.mesh
-                    .worker
-                    .events()
-                    .member_seen(&view, peer, false, now);
-                // A member's connection closes when its standing changed
-                // (a new member's first connection was a stranger's, with
-                // no gossip on it): redial on the next tick, not the next
-                // periodic round, so it votes and hears votes at once.
-                if member {
-                    self.due.redial();
-                }
-            }
+            Event::PeerConnected(peer) => self.on_connected(peer, now),
+            Event::PeerDisconnected(peer) => self.on_disconnected(peer, now),
             Event::Gossip {
                 id,
                 source,
@@ -356,28 +297,7 @@ impl NodeLoop {
                 peer,
                 protocol,
                 data,
-            } => {
-                let permit = match self.rpc.limits.admit(peer, protocol) {
-                    Ok(permit) => permit,
-                    Err(refusal) => {
-                        self.stats.bump(&format!(
-                            "requests.refused.{}.{}",
-                            protocol.short(),
-                            refusal.reason()
-                        ));
-                        let answer = rpc::refusal(protocol, &refusal.to_string());
-                        let _ = self.net.respond(id, answer).await;
-                        return;
-                    }
-                };
-                let rpc = self.rpc.clone();
-                let net = self.net.clone();
-                tokio::spawn(async move {
-                    let answer = rpc::answer(&rpc, peer, protocol, &data).await;
-                    let _ = net.respond(id, answer).await;
-                    drop(permit);
-                });
-            }
+            } => self.on_request(id, peer, protocol, data).await,
             Event::Dropped {
                 peer,
                 reason,
@@ -387,5 +307,104 @@ impl NodeLoop {
                 self.stats.bump(&format!("dropped.{reason}"));
             }
         }
+    }
+
+    /// The addresses this node is reachable at changed: on the event stream.
+    fn publish_addresses(&self, now: i64) {
+        let now_at = self.net.addresses();
+        let text = |l: &[Multiaddr]| l.iter().map(|a| a.to_string()).collect();
+        let (listen, relayed): (Vec<String>, Vec<String>) =
+            (text(&now_at.listen), text(&now_at.relayed));
+        self.mesh.worker.events().publish(dto::ReachabilityEvent {
+            event: "reachability_changed".into(),
+            at: now,
+            changed: "addresses".into(),
+            reachability: None,
+            why: None,
+            detail: format!(
+                "reachable at {} listen and {} relayed addresses",
+                listen.len(),
+                relayed.len()
+            ),
+            listen,
+            relayed,
+        });
+    }
+
+    fn on_connected(&self, peer: PeerId, now: i64) {
+        let was_online = self.peers.lock().connected.contains(&peer);
+        self.peers.lock().connected(peer, now);
+        let view = self.view();
+        if !was_online {
+            self.mesh
+                .worker
+                .events()
+                .member_seen(&view, peer, true, now);
+        }
+        if view
+            .roster()
+            .is_some_and(|r| r.member(&peer.to_bytes()).is_some())
+        {
+            // A member (re)appeared: it may have missed our roots,
+            // commits, proposals and votes.
+            self.due.announce();
+            self.due.sync();
+            self.due.republish();
+            // Moots paused because this member's node did not
+            // answer go on, once its roots and commits are in.
+            let moots = self.moots.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                moots.resume_of(peer).await;
+            });
+        }
+    }
+
+    fn on_disconnected(&self, peer: PeerId, now: i64) {
+        let view = self.view();
+        let member = super::rpc::is_member(&view, peer);
+        self.peers.lock().disconnected(peer, now, member);
+        self.mesh
+            .worker
+            .events()
+            .member_seen(&view, peer, false, now);
+        // A member's connection closes when its standing changed
+        // (a new member's first connection was a stranger's, with
+        // no gossip on it): redial on the next tick, not the next
+        // periodic round, so it votes and hears votes at once.
+        if member {
+            self.due.redial();
+        }
+    }
+
+    /// A peer's request: admitted under its limits and answered on its own
+    /// task, or refused at once with the reason.
+    async fn on_request(
+        &self,
+        id: u64,
+        peer: PeerId,
+        protocol: crate::net::Protocol,
+        data: Vec<u8>,
+    ) {
+        let permit = match self.rpc.limits.admit(peer, protocol) {
+            Ok(permit) => permit,
+            Err(refusal) => {
+                self.stats.bump(&format!(
+                    "requests.refused.{}.{}",
+                    protocol.short(),
+                    refusal.reason()
+                ));
+                let answer = rpc::refusal(protocol, &refusal.to_string());
+                let _ = self.net.respond(id, answer).await;
+                return;
+            }
+        };
+        let rpc = self.rpc.clone();
+        let net = self.net.clone();
+        tokio::spawn(async move {
+            let answer = rpc::answer(&rpc, peer, protocol, &data).await;
+            let _ = net.respond(id, answer).await;
+            drop(permit);
+        });
     }
 }

@@ -362,13 +362,17 @@ impl HubClient {
         remote: &RemoteFile,
         mut file: fs::File,
         partial: &Path,
-        mut have: u64,
+        have: u64,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Fetched, ModelError> {
-        let url = parse_url(&remote.location)?;
+        let download = Download {
+            url: parse_url(&remote.location)?,
+            size: remote.size,
+            partial,
+        };
         let mut request = self
             .follow
-            .get(url.clone())
+            .get(download.url.clone())
             .header(header::ACCEPT_ENCODING, "identity");
         if have > 0 {
             request = request.header(header::RANGE, format!("bytes={have}-"));
@@ -376,26 +380,64 @@ impl HubClient {
         let mut response = request
             .send()
             .await
-            .map_err(|e| transport_error(&url, &e))?;
+            .map_err(|e| transport_error(&download.url, &e))?;
+        let resumed_from = download.resume_point(&response, &mut file, have)?;
+        file.seek(SeekFrom::Start(resumed_from))
+            .map_err(|e| file_error("cannot seek in", partial, &e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut have = resumed_from;
+        progress(have, remote.size);
+        let streamed = download
+            .stream(&mut response, &mut out, &mut have, progress)
+            .await;
+        download.keep(out)?;
+        download.judge_end(streamed, have)?;
+        Ok(Fetched {
+            resumed_from,
+            received: have - resumed_from,
+        })
+    }
+}
+
+/// One download of a file's bytes into its partial file.
+struct Download<'a> {
+    /// Where the bytes come from.
+    url: Url,
+    /// The file's whole size, as the hub announced it.
+    size: u64,
+    partial: &'a Path,
+}
+
+impl Download<'_> {
+    /// Where the answer's bytes start in the partial file holding `have`
+    /// bytes: `have` for a matching `206`, 0 for a `200` (the partial file is
+    /// emptied). A mismatched range or a `416` empties it and fails.
+    fn resume_point(
+        &self,
+        response: &reqwest::Response,
+        file: &mut fs::File,
+        have: u64,
+    ) -> Result<u64, ModelError> {
+        let (url, partial) = (&self.url, self.partial);
         let status = response.status();
-        let resumed_from = match status {
+        match status {
             StatusCode::PARTIAL_CONTENT if have > 0 => {
                 let range = text_header(response.headers(), header::CONTENT_RANGE);
                 match range.as_deref().and_then(parse_content_range) {
                     Some((start, total))
-                        if start == have && total.is_none_or(|t| t == remote.size) =>
+                        if start == have && total.is_none_or(|t| t == self.size) =>
                     {
-                        have
+                        Ok(have)
                     }
                     _ => {
                         file.set_len(0)
                             .map_err(|e| file_error("cannot truncate", partial, &e))?;
-                        return Err(ModelError::Download(format!(
+                        Err(ModelError::Download(format!(
                             "{url} answered bytes {} to a request for bytes {have}- of {}; \
                              the partial download was discarded, run the install again",
                             range.unwrap_or_else(|| "(no Content-Range)".into()),
-                            remote.size
-                        )));
+                            self.size
+                        )))
                     }
                 }
             }
@@ -403,73 +445,80 @@ impl HubClient {
                 // The server sends the whole file (it ignored the range).
                 file.set_len(0)
                     .map_err(|e| file_error("cannot truncate", partial, &e))?;
-                have = 0;
-                0
+                Ok(0)
             }
             StatusCode::RANGE_NOT_SATISFIABLE => {
                 file.set_len(0)
                     .map_err(|e| file_error("cannot truncate", partial, &e))?;
-                return Err(ModelError::Download(format!(
+                Err(ModelError::Download(format!(
                     "{url} cannot serve bytes {have}- (416); the partial download was \
                      discarded, run the install again"
-                )));
+                )))
             }
-            _ => {
-                return Err(ModelError::Download(format!(
-                    "fetching {url} failed: HTTP {status}"
-                )));
-            }
-        };
-        file.seek(SeekFrom::Start(have))
-            .map_err(|e| file_error("cannot seek in", partial, &e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        let mut received = 0u64;
-        progress(have, remote.size);
-        let streamed = loop {
+            _ => Err(ModelError::Download(format!(
+                "fetching {url} failed: HTTP {status}"
+            ))),
+        }
+    }
+
+    /// Writes the answer's bytes to `out` until it ends, fails, or would
+    /// pass the announced size; `have` counts the bytes in the file.
+    async fn stream(
+        &self,
+        response: &mut reqwest::Response,
+        out: &mut BufWriter<fs::File>,
+        have: &mut u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), ModelError> {
+        loop {
             match response.chunk().await {
                 Ok(Some(piece)) => {
-                    if have + piece.len() as u64 > remote.size {
-                        break Err(ModelError::Download(format!(
-                            "{url} sent more than the {} bytes the hub announced",
-                            remote.size
+                    if *have + piece.len() as u64 > self.size {
+                        return Err(ModelError::Download(format!(
+                            "{} sent more than the {} bytes the hub announced",
+                            self.url, self.size
                         )));
                     }
-                    if let Err(e) = out.write_all(&piece) {
-                        break Err(file_error("cannot write", partial, &e));
-                    }
-                    have += piece.len() as u64;
-                    received += piece.len() as u64;
-                    progress(have, remote.size);
+                    out.write_all(&piece)
+                        .map_err(|e| file_error("cannot write", self.partial, &e))?;
+                    *have += piece.len() as u64;
+                    progress(*have, self.size);
                 }
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(transport_error(&url, &e)),
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(transport_error(&self.url, &e)),
             }
-        };
-        // Keep what arrived, whatever happened, for the next run.
+        }
+    }
+
+    /// Flushes and syncs what arrived, whatever happened, for the next run.
+    fn keep(&self, out: BufWriter<fs::File>) -> Result<(), ModelError> {
         let file = out
             .into_inner()
-            .map_err(|e| file_error("cannot write", partial, e.error()))?;
+            .map_err(|e| file_error("cannot write", self.partial, e.error()))?;
         file.sync_all()
-            .map_err(|e| file_error("cannot write", partial, &e))?;
+            .map_err(|e| file_error("cannot write", self.partial, &e))
+    }
+
+    /// The download's outcome once its bytes are kept: a stream that failed
+    /// or ended short says how to resume.
+    fn judge_end(&self, streamed: Result<(), ModelError>, have: u64) -> Result<(), ModelError> {
         if let Err(e) = streamed {
             return Err(ModelError::Download(format!(
                 "{e}; {have} of {} bytes are kept in {}: run the same install again to resume",
-                remote.size,
-                partial.display()
+                self.size,
+                self.partial.display()
             )));
         }
-        if have != remote.size {
+        if have != self.size {
             return Err(ModelError::Download(format!(
-                "{url} ended after {have} of {} bytes; they are kept in {}: run the same \
+                "{} ended after {have} of {} bytes; they are kept in {}: run the same \
                  install again to resume",
-                remote.size,
-                partial.display()
+                self.url,
+                self.size,
+                self.partial.display()
             )));
         }
-        Ok(Fetched {
-            resumed_from,
-            received,
-        })
+        Ok(())
     }
 }
 

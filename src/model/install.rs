@@ -305,23 +305,7 @@ fn install_from_hub(
     let target = dir.join(name);
     let client = HubClient::new(&request.hub_url, request.limits)?;
     let remote = client.metadata(file)?;
-    let sha256 = match (wanted, &remote.sha256) {
-        (Some(wanted), Some(served)) if wanted != *served => {
-            return Err(ModelError::Download(format!(
-                "the hub serves {} with sha256 {served}, not the {wanted} given with --sha256; \
-                 nothing was downloaded",
-                file.file
-            )));
-        }
-        (Some(wanted), _) => wanted,
-        (None, Some(served)) => served.clone(),
-        (None, None) => {
-            return Err(ModelError::Download(format!(
-                "the hub gives no sha256 for {} (not an LFS file); pass --sha256 to install it",
-                file.file
-            )));
-        }
-    };
+    let sha256 = agreed_sha256(file, wanted, remote.sha256.as_deref())?;
     // The file alone must fit in memory: refuse before a download that
     // could never run here.
     memory::check_install(&target, remote.size, memory::machine_memory())?;
@@ -344,27 +328,7 @@ fn install_from_hub(
     let partial = dir.join(format!("{name}.{}.partial", &sha256[..16]));
     remove_stale_partials(dir, name, &partial);
     let fetched = client.download(&remote, &partial, progress)?;
-    let checked = (|| {
-        let got = file_sha256(&partial)?;
-        if got != sha256 {
-            return Err(ModelError::File(format!(
-                "the downloaded {} has sha256 {got}, not {sha256}; it was discarded and \
-                 nothing was installed",
-                file.file
-            )));
-        }
-        let (card, need) = runnable(&partial)?;
-        memory::check_install(&target, need, memory::machine_memory())?;
-        put_in_place(&partial, &target)?;
-        Ok((card, need))
-    })();
-    let (card, need) = match checked {
-        Ok(done) => done,
-        Err(e) => {
-            let _ = fs::remove_file(&partial);
-            return Err(e);
-        }
-    };
+    let (card, need) = check_download(&partial, &target, file, &sha256)?;
     Ok(installed(
         target,
         false,
@@ -376,6 +340,56 @@ fn install_from_hub(
         card,
         need,
     ))
+}
+
+/// The sha256 a hub file must have: the one given with `--sha256`, else the
+/// one the hub serves; they must agree when both are known.
+fn agreed_sha256(
+    file: &HubFile,
+    wanted: Option<String>,
+    served: Option<&str>,
+) -> Result<String, ModelError> {
+    match (wanted, served) {
+        (Some(wanted), Some(served)) if wanted != served => Err(ModelError::Download(format!(
+            "the hub serves {} with sha256 {served}, not the {wanted} given with --sha256; \
+             nothing was downloaded",
+            file.file
+        ))),
+        (Some(wanted), _) => Ok(wanted),
+        (None, Some(served)) => Ok(served.to_string()),
+        (None, None) => Err(ModelError::Download(format!(
+            "the hub gives no sha256 for {} (not an LFS file); pass --sha256 to install it",
+            file.file
+        ))),
+    }
+}
+
+/// Checks a finished download (sha256, what the engine runs, memory) and
+/// renames it into place; a failed check removes the partial file.
+fn check_download(
+    partial: &Path,
+    target: &Path,
+    file: &HubFile,
+    sha256: &str,
+) -> Result<(ModelCard, u64), ModelError> {
+    let checked = (|| {
+        let got = file_sha256(partial)?;
+        if got != sha256 {
+            return Err(ModelError::File(format!(
+                "the downloaded {} has sha256 {got}, not {sha256}; it was discarded and \
+                 nothing was installed",
+                file.file
+            )));
+        }
+        let (card, need) = runnable(partial)?;
+        memory::check_install(target, need, memory::machine_memory())?;
+        put_in_place(partial, target)?;
+        Ok((card, need))
+    })();
+    if checked.is_err() {
+        let _ = fs::remove_file(partial);
+    }
+    checked
 }
 
 fn install_local(

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, params};
 use serde_json::json;
 
 use super::schema::{self, SchemaError};
@@ -370,18 +370,6 @@ impl Shard {
         let path = self.path.clone();
         let err = |e| StoreError::sql(&path, e);
         let tx = self.conn.transaction().map_err(err)?;
-        let version: u32 = tx
-            .query_row(
-                "SELECT coalesce(max(version), 0) + 1 FROM books WHERE key = ?1",
-                [key],
-                |r| r.get(0),
-            )
-            .map_err(err)?;
-        let first_chunk: i64 = tx
-            .query_row("SELECT coalesce(max(id), 0) + 1 FROM chunks", [], |r| {
-                r.get(0)
-            })
-            .map_err(err)?;
         // The old version steps aside first (one current row per key); if the
         // content turns out unchanged, the rollback puts it back.
         if let Some(cur) = &current {
@@ -392,79 +380,8 @@ impl Shard {
             .map_err(err)?;
             index::drop_index(&tx, cur.id).map_err(err)?;
         }
-        let meta = &book.meta;
-        // Root and count are filled in once every chunk is stored.
-        tx.execute(
-            "INSERT INTO books (key, version, status, title, author, language, ebook, source,
-                decoding, chunking, hashing, root, chunk_count, byte_count, first_chunk, added_ms)
-             VALUES (?1, ?2, 'current', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, zeroblob(32), 1, ?11, ?12, ?13)",
-            params![
-                key,
-                version,
-                non_empty(&meta.title),
-                non_empty(&meta.author),
-                non_empty(&meta.language),
-                meta.ebook.map(|n| n as i64),
-                source,
-                text::DECODING,
-                text::CHUNKING,
-                merkle::HASHING,
-                book.bytes as i64,
-                first_chunk,
-                now_ms,
-            ],
-        )
-        .map_err(err)?;
-        let book_id = tx.last_insert_rowid();
-        index::create_index(&tx, book_id).map_err(err)?;
-        let mut leaves = Vec::new();
-        {
-            let mut chunk_stmt = tx
-                .prepare_cached(
-                    "INSERT INTO chunks (id, book_id, idx, label, leaf, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(err)?;
-            let mut fts_stmt = tx
-                .prepare(&format!(
-                    "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
-                    index::index_table(book_id)
-                ))
-                .map_err(err)?;
-            let mut all_stmt = tx
-                .prepare_cached(&format!(
-                    "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
-                    index::COLLECTION_INDEX
-                ))
-                .map_err(err)?;
-            loop {
-                match chunks.recv() {
-                    Ok(Produced::Chunk(chunk)) => {
-                        let leaf = merkle::leaf_hash(chunk.text.as_bytes());
-                        let id = first_chunk + chunk.index as i64;
-                        chunk_stmt
-                            .execute(params![
-                                id,
-                                book_id,
-                                chunk.index as i64,
-                                text::label(chunk.index),
-                                &leaf[..],
-                                chunk.text
-                            ])
-                            .map_err(err)?;
-                        fts_stmt.execute(params![id, chunk.text]).map_err(err)?;
-                        all_stmt.execute(params![id, chunk.text]).map_err(err)?;
-                        leaves.push(leaf);
-                        if leaves.len() % 64 == 0 {
-                            progress(leaves.len() as u64);
-                        }
-                    }
-                    Ok(Produced::Done(Ok(_))) => break,
-                    Ok(Produced::Done(Err(e))) => return Err(StoreError::Chunks(e)),
-                    // The chunking thread ended without its outcome: it panicked.
-                    Err(_) => return Err(StoreError::ChunkerFailed),
-                }
-            }
-        }
+        let new = insert_version(&tx, key, book, source, now_ms).map_err(err)?;
+        let leaves = store_chunks(&tx, &path, &new, &chunks, progress)?;
         let count = leaves.len() as u64;
         let levels = merkle::levels(leaves).ok_or(StoreError::Chunks(ChunkError::Empty))?;
         let root = levels[levels.len() - 1][0];
@@ -476,27 +393,7 @@ impl Shard {
             drop(tx);
             return Ok((IngestStatus::Unchanged, cur.clone()));
         }
-        tx.execute(
-            "UPDATE books SET root = ?1, chunk_count = ?2 WHERE id = ?3",
-            params![&root[..], count as i64, book_id],
-        )
-        .map_err(err)?;
-        index::count_index(&tx, book_id).map_err(err)?;
-        {
-            let mut block_stmt = tx
-                .prepare_cached(
-                    "INSERT INTO merkle_blocks (book_id, level, block, hashes) VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(err)?;
-            // Every level but the root (which books.root holds).
-            for (level, hashes) in levels[..levels.len() - 1].iter().enumerate() {
-                for (block, piece) in hashes.chunks(PROOF_BLOCK as usize).enumerate() {
-                    block_stmt
-                        .execute(params![book_id, level as i64, block as i64, piece.concat()])
-                        .map_err(err)?;
-                }
-            }
-        }
+        store_tree(&tx, new.book_id, &levels).map_err(err)?;
         let status = if current.is_some() {
             IngestStatus::NewVersion
         } else {
@@ -512,7 +409,7 @@ impl Shard {
             },
             &json!({
                 "key": key,
-                "version": version,
+                "version": new.version,
                 "root": hex::encode(root),
                 "count": count,
                 "source": source,
@@ -525,7 +422,7 @@ impl Shard {
             self.reclaim();
         }
         progress(count);
-        Ok((status, self.book(key, Some(version))?))
+        Ok((status, self.book(key, Some(new.version))?))
     }
 
     /// Tombstones the current version of `key`: it leaves search and listings,
@@ -672,43 +569,7 @@ impl Shard {
     /// stored root, the stored Merkle levels and the search index agree.
     pub fn verify(&self, book: &BookRecord) -> Result<VerifyReport, StoreError> {
         let mut report = VerifyReport::default();
-        let mut leaves = Vec::with_capacity(book.count as usize);
-        {
-            let mut stmt = self
-                .conn
-                .prepare(
-                    "SELECT id, idx, label, leaf, text FROM chunks WHERE book_id = ?1 ORDER BY idx",
-                )
-                .map_err(|e| self.err(e))?;
-            let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
-            while let Some(r) = rows.next().map_err(|e| self.err(e))? {
-                let (id, idx, label, leaf, text): (i64, i64, String, Vec<u8>, String) = (
-                    r.get(0).map_err(|e| self.err(e))?,
-                    r.get(1).map_err(|e| self.err(e))?,
-                    r.get(2).map_err(|e| self.err(e))?,
-                    r.get(3).map_err(|e| self.err(e))?,
-                    r.get(4).map_err(|e| self.err(e))?,
-                );
-                let i = leaves.len() as i64;
-                if idx != i || id != book.first_chunk + i {
-                    report
-                        .problems
-                        .push(format!("chunk row {id} has index {idx}, expected {i}"));
-                }
-                if label != text::label(i as u64) {
-                    report
-                        .problems
-                        .push(format!("chunk {i} has label `{label}`"));
-                }
-                let computed = merkle::leaf_hash(text.as_bytes());
-                if leaf != computed {
-                    report.problems.push(format!(
-                        "chunk {i}: stored leaf hash does not match its text"
-                    ));
-                }
-                leaves.push(computed);
-            }
-        }
+        let leaves = self.verify_chunks(book, &mut report)?;
         report.chunks_checked = leaves.len() as u64;
         if leaves.len() as u64 != book.count {
             report.problems.push(format!(
@@ -717,47 +578,102 @@ impl Shard {
                 book.count
             ));
         }
-        match merkle::levels(leaves.clone()) {
+        match merkle::levels(leaves) {
             None => report.problems.push("the book has no chunks".into()),
-            Some(levels) => {
-                let root = levels[levels.len() - 1][0];
-                if root != book.root {
-                    report.problems.push(format!(
-                        "root recomputed from the text is {}, the stored root is {}",
-                        hex::encode(root),
-                        hex::encode(book.root)
-                    ));
-                }
-                // Stored blocks, concatenated per level, against the recomputed levels.
-                let mut stored: Vec<Vec<u8>> = vec![Vec::new(); levels.len() - 1];
-                let mut stmt = self
-                    .conn
-                    .prepare(
-                        "SELECT level, hashes FROM merkle_blocks WHERE book_id = ?1 ORDER BY level, block",
-                    )
-                    .map_err(|e| self.err(e))?;
-                let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
-                while let Some(r) = rows.next().map_err(|e| self.err(e))? {
-                    let level: i64 = r.get(0).map_err(|e| self.err(e))?;
-                    let hashes: Vec<u8> = r.get(1).map_err(|e| self.err(e))?;
-                    match stored.get_mut(level as usize) {
-                        Some(l) => l.extend_from_slice(&hashes),
-                        None => report.problems.push(format!(
-                            "a Merkle block is stored at level {level}, above the tree"
-                        )),
-                    }
-                }
-                for (level, (got, want)) in stored.iter().zip(&levels).enumerate() {
-                    if *got != want.concat() {
-                        report.problems.push(format!(
-                            "stored Merkle level {level} does not match the text"
-                        ));
-                    }
-                }
-            }
+            Some(levels) => self.verify_levels(book, &levels, &mut report)?,
         }
         self.verify_index(book, &mut report)?;
         Ok(report)
+    }
+
+    /// Each stored chunk's place, label and leaf against its text; returns
+    /// the leaves recomputed from the text, in order.
+    fn verify_chunks(
+        &self,
+        book: &BookRecord,
+        report: &mut VerifyReport,
+    ) -> Result<Vec<Hash>, StoreError> {
+        let mut leaves = Vec::with_capacity(book.count as usize);
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, idx, label, leaf, text FROM chunks WHERE book_id = ?1 ORDER BY idx",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let (id, idx, label, leaf, text): (i64, i64, String, Vec<u8>, String) = (
+                r.get(0).map_err(|e| self.err(e))?,
+                r.get(1).map_err(|e| self.err(e))?,
+                r.get(2).map_err(|e| self.err(e))?,
+                r.get(3).map_err(|e| self.err(e))?,
+                r.get(4).map_err(|e| self.err(e))?,
+            );
+            let i = leaves.len() as i64;
+            if idx != i || id != book.first_chunk + i {
+                report
+                    .problems
+                    .push(format!("chunk row {id} has index {idx}, expected {i}"));
+            }
+            if label != text::label(i as u64) {
+                report
+                    .problems
+                    .push(format!("chunk {i} has label `{label}`"));
+            }
+            let computed = merkle::leaf_hash(text.as_bytes());
+            if leaf != computed {
+                report.problems.push(format!(
+                    "chunk {i}: stored leaf hash does not match its text"
+                ));
+            }
+            leaves.push(computed);
+        }
+        Ok(leaves)
+    }
+
+    /// The stored root and Merkle blocks against the levels recomputed from
+    /// the text.
+    fn verify_levels(
+        &self,
+        book: &BookRecord,
+        levels: &[Vec<Hash>],
+        report: &mut VerifyReport,
+    ) -> Result<(), StoreError> {
+        let root = levels[levels.len() - 1][0];
+        if root != book.root {
+            report.problems.push(format!(
+                "root recomputed from the text is {}, the stored root is {}",
+                hex::encode(root),
+                hex::encode(book.root)
+            ));
+        }
+        // Stored blocks, concatenated per level, against the recomputed levels.
+        let mut stored: Vec<Vec<u8>> = vec![Vec::new(); levels.len() - 1];
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT level, hashes FROM merkle_blocks WHERE book_id = ?1 ORDER BY level, block",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let level: i64 = r.get(0).map_err(|e| self.err(e))?;
+            let hashes: Vec<u8> = r.get(1).map_err(|e| self.err(e))?;
+            match stored.get_mut(level as usize) {
+                Some(l) => l.extend_from_slice(&hashes),
+                None => report.problems.push(format!(
+                    "a Merkle block is stored at level {level}, above the tree"
+                )),
+            }
+        }
+        for (level, (got, want)) in stored.iter().zip(levels).enumerate() {
+            if *got != want.concat() {
+                report.problems.push(format!(
+                    "stored Merkle level {level} does not match the text"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A current version's index and the collection index hold exactly its
@@ -814,10 +730,17 @@ impl Shard {
                 book.count
             ));
         }
-        let mut text_stmt = self
-            .conn
-            .prepare("SELECT id, text FROM chunks WHERE book_id = ?1 ORDER BY idx")
-            .map_err(|e| self.err(e))?;
+        self.verify_recorded_counts(book, report)?;
+        self.verify_findable(book, &table, report)
+    }
+
+    /// The token count and chunk lengths the book's row records are its
+    /// index's.
+    fn verify_recorded_counts(
+        &self,
+        book: &BookRecord,
+        report: &mut VerifyReport,
+    ) -> Result<(), StoreError> {
         let recorded: Option<i64> = self
             .conn
             .query_row("SELECT tokens FROM books WHERE id = ?1", [book.id], |r| {
@@ -844,6 +767,21 @@ impl Shard {
                 .problems
                 .push("the book's recorded chunk lengths are not its index's".into());
         }
+        Ok(())
+    }
+
+    /// Every chunk is found by its longest word in the book's index `table`
+    /// and in the collection index.
+    fn verify_findable(
+        &self,
+        book: &BookRecord,
+        table: &str,
+        report: &mut VerifyReport,
+    ) -> Result<(), StoreError> {
+        let mut text_stmt = self
+            .conn
+            .prepare("SELECT id, text FROM chunks WHERE book_id = ?1 ORDER BY idx")
+            .map_err(|e| self.err(e))?;
         let mut match_stmt = self
             .conn
             .prepare(&format!(
@@ -865,23 +803,16 @@ impl Shard {
             let Some(word) = rank::terms(&text).into_iter().max_by_key(|t| t.len()) else {
                 continue;
             };
-            let n: i64 = match_stmt
-                .query_row(params![rank::quote(&word), id], |r| r.get(0))
-                .map_err(|e| self.err(e))?;
-            if n != 1 {
-                report.problems.push(format!(
-                    "chunk {} is not found in the search index by its word `{word}`",
-                    id - book.first_chunk
-                ));
-            }
-            let n: i64 = all_stmt
-                .query_row(params![rank::quote(&word), id], |r| r.get(0))
-                .map_err(|e| self.err(e))?;
-            if n != 1 {
-                report.problems.push(format!(
-                    "chunk {} is not found in the collection index by its word `{word}`",
-                    id - book.first_chunk
-                ));
+            for (stmt, which) in [(&mut match_stmt, "search"), (&mut all_stmt, "collection")] {
+                let n: i64 = stmt
+                    .query_row(params![rank::quote(&word), id], |r| r.get(0))
+                    .map_err(|e| self.err(e))?;
+                if n != 1 {
+                    report.problems.push(format!(
+                        "chunk {} is not found in the {which} index by its word `{word}`",
+                        id - book.first_chunk
+                    ));
+                }
             }
         }
         Ok(())
@@ -895,4 +826,151 @@ impl Shard {
     pub(super) fn conn(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// Where a new version of a book is stored: its row, its version number and
+/// the id of its first chunk (its chunk ids run on from there).
+struct NewVersion {
+    book_id: i64,
+    version: u32,
+    first_chunk: i64,
+}
+
+/// Inserts the row of `key`'s next version, with its (empty) search index.
+/// Root and count are filled in by `store_tree` once every chunk is stored.
+fn insert_version(
+    tx: &Transaction<'_>,
+    key: &str,
+    book: &BookText,
+    source: &str,
+    now_ms: i64,
+) -> rusqlite::Result<NewVersion> {
+    let version: u32 = tx.query_row(
+        "SELECT coalesce(max(version), 0) + 1 FROM books WHERE key = ?1",
+        [key],
+        |r| r.get(0),
+    )?;
+    let first_chunk: i64 =
+        tx.query_row("SELECT coalesce(max(id), 0) + 1 FROM chunks", [], |r| {
+            r.get(0)
+        })?;
+    let meta = &book.meta;
+    tx.execute(
+        "INSERT INTO books (key, version, status, title, author, language, ebook, source,
+            decoding, chunking, hashing, root, chunk_count, byte_count, first_chunk, added_ms)
+         VALUES (?1, ?2, 'current', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, zeroblob(32), 1, ?11, ?12, ?13)",
+        params![
+            key,
+            version,
+            non_empty(&meta.title),
+            non_empty(&meta.author),
+            non_empty(&meta.language),
+            meta.ebook.map(|n| n as i64),
+            source,
+            text::DECODING,
+            text::CHUNKING,
+            merkle::HASHING,
+            book.bytes as i64,
+            first_chunk,
+            now_ms,
+        ],
+    )?;
+    let book_id = tx.last_insert_rowid();
+    index::create_index(tx, book_id)?;
+    Ok(NewVersion {
+        book_id,
+        version,
+        first_chunk,
+    })
+}
+
+/// The three inserts each chunk of a new version makes: its row, its
+/// book's search index and the collection index.
+struct ChunkWriter<'tx> {
+    chunk: rusqlite::CachedStatement<'tx>,
+    fts: rusqlite::Statement<'tx>,
+    all: rusqlite::CachedStatement<'tx>,
+}
+
+impl<'tx> ChunkWriter<'tx> {
+    fn prepare(tx: &'tx Transaction<'_>, book_id: i64) -> rusqlite::Result<Self> {
+        let chunk = tx.prepare_cached(
+            "INSERT INTO chunks (id, book_id, idx, label, leaf, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        let fts = tx.prepare(&format!(
+            "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
+            index::index_table(book_id)
+        ))?;
+        let all = tx.prepare_cached(&format!(
+            "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
+            index::COLLECTION_INDEX
+        ))?;
+        Ok(ChunkWriter { chunk, fts, all })
+    }
+
+    /// Stores one chunk of `new`; returns its leaf hash.
+    fn write(&mut self, new: &NewVersion, chunk: &text::Chunk) -> rusqlite::Result<Hash> {
+        let leaf = merkle::leaf_hash(chunk.text.as_bytes());
+        let id = new.first_chunk + chunk.index as i64;
+        self.chunk.execute(params![
+            id,
+            new.book_id,
+            chunk.index as i64,
+            text::label(chunk.index),
+            &leaf[..],
+            chunk.text
+        ])?;
+        self.fts.execute(params![id, chunk.text])?;
+        self.all.execute(params![id, chunk.text])?;
+        Ok(leaf)
+    }
+}
+
+/// Stores the chunks the chunking thread sends, in order, until its outcome;
+/// returns their leaves.
+fn store_chunks(
+    tx: &Transaction<'_>,
+    path: &Path,
+    new: &NewVersion,
+    chunks: &std::sync::mpsc::Receiver<Produced>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<Hash>, StoreError> {
+    let err = |e| StoreError::sql(path, e);
+    let mut writer = ChunkWriter::prepare(tx, new.book_id).map_err(err)?;
+    let mut leaves = Vec::new();
+    loop {
+        match chunks.recv() {
+            Ok(Produced::Chunk(chunk)) => {
+                leaves.push(writer.write(new, &chunk).map_err(err)?);
+                if leaves.len() % 64 == 0 {
+                    progress(leaves.len() as u64);
+                }
+            }
+            Ok(Produced::Done(Ok(_))) => return Ok(leaves),
+            Ok(Produced::Done(Err(e))) => return Err(StoreError::Chunks(e)),
+            // The chunking thread ended without its outcome: it panicked.
+            Err(_) => return Err(StoreError::ChunkerFailed),
+        }
+    }
+}
+
+/// Records a new version's root and count, its index's counts and its
+/// Merkle levels (every level but the root, which books.root holds).
+fn store_tree(tx: &Transaction<'_>, book_id: i64, levels: &[Vec<Hash>]) -> rusqlite::Result<()> {
+    let root = levels[levels.len() - 1][0];
+    let count = levels[0].len() as u64;
+    tx.execute(
+        "UPDATE books SET root = ?1, chunk_count = ?2 WHERE id = ?3",
+        params![&root[..], count as i64, book_id],
+    )?;
+    index::count_index(tx, book_id)?;
+    let mut block_stmt = tx.prepare_cached(
+        "INSERT INTO merkle_blocks (book_id, level, block, hashes) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (level, hashes) in levels[..levels.len() - 1].iter().enumerate() {
+        for (block, piece) in hashes.chunks(PROOF_BLOCK as usize).enumerate() {
+            block_stmt.execute(params![book_id, level as i64, block as i64, piece.concat()])?;
+        }
+    }
+    Ok(())
 }

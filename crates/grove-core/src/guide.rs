@@ -288,31 +288,8 @@ impl QuoteGuide {
         max_tokens: usize,
         rules: GuideRules,
     ) -> QuoteGuide {
-        let mut sources: Vec<Source> = guidance
-            .passages
-            .iter()
-            .enumerate()
-            .map(|(i, p)| Source::new(SourceTag::Passage(i + 1), p, &rules))
-            .collect();
-        sources.extend(
-            guidance
-                .turns
-                .iter()
-                .map(|(&n, t)| Source::new(SourceTag::Turn(n), t, &rules)),
-        );
-        let runs = if rules.copy_run_words == 0 {
-            RunIndex::default()
-        } else {
-            let texts: Vec<&str> = guidance
-                .passages
-                .iter()
-                .chain(guidance.turns.values())
-                .chain(&guidance.avoid)
-                .map(String::as_str)
-                .collect();
-            let exempt: Vec<&str> = guidance.exempt.iter().map(String::as_str).collect();
-            RunIndex::new(&texts, &exempt, rules.copy_run_words)
-        };
+        let sources = quote_sources(guidance, &rules);
+        let runs = copy_runs(guidance, &rules);
         let passage_tags = (1..=guidance.passages.len())
             .map(|n| format!("s{n}"))
             .collect();
@@ -348,34 +325,30 @@ impl QuoteGuide {
                 w
             }),
             steer: Vec::new(),
-            steer_words: guidance
-                .steer_words
-                .iter()
-                .map(|w| w.to_lowercase())
-                .collect(),
+            steer_words: lowercased(&guidance.steer_words),
             steered: false,
-            banned_words: guidance
-                .banned_words
-                .iter()
-                .map(|w| w.to_lowercase())
-                .collect(),
+            banned_words: lowercased(&guidance.banned_words),
             banned_gap_led: Vec::new(),
             banned_bare: Vec::new(),
         };
         guide.steer = guide.steer_tokens(&guidance.steer_words);
-        {
-            let trie = &guide.vocab.trie;
-            for word in &guide.banned_words {
-                spell_word(trie, Trie::ROOT, word, &mut guide.banned_bare);
-                for &g in &guide.vocab.gap_nodes {
-                    spell_word(trie, g, word, &mut guide.banned_gap_led);
-                }
-            }
-        }
+        guide.spell_banned_words();
         guide.openers_any = guide.openers(false);
         guide.openers_passages = guide.openers(true);
         guide.tag_openers = guide.valid_tag_openers();
         guide
+    }
+
+    /// Fills [`QuoteGuide::banned_bare`] and
+    /// [`QuoteGuide::banned_gap_led`] from the banned words.
+    fn spell_banned_words(&mut self) {
+        let trie = &self.vocab.trie;
+        for word in &self.banned_words {
+            spell_word(trie, Trie::ROOT, word, &mut self.banned_bare);
+            for &g in &self.vocab.gap_nodes {
+                spell_word(trie, g, word, &mut self.banned_gap_led);
+            }
+        }
     }
 
     /// The single tokens spelling ` word` or ` Word` for the steer words.
@@ -622,6 +595,44 @@ impl QuoteGuide {
             })
             .collect()
     }
+}
+
+/// What quotes may copy: the passages (`s1..sk`), then the earlier turns.
+fn quote_sources(guidance: &Guidance, rules: &GuideRules) -> Vec<Source> {
+    let mut sources: Vec<Source> = guidance
+        .passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Source::new(SourceTag::Passage(i + 1), p, rules))
+        .collect();
+    sources.extend(
+        guidance
+            .turns
+            .iter()
+            .map(|(&n, t)| Source::new(SourceTag::Turn(n), t, rules)),
+    );
+    sources
+}
+
+/// The runs of words free text may not copy (none without the copy rule):
+/// of the passages, the turns and the texts to avoid.
+fn copy_runs(guidance: &Guidance, rules: &GuideRules) -> RunIndex {
+    if rules.copy_run_words == 0 {
+        return RunIndex::default();
+    }
+    let texts: Vec<&str> = guidance
+        .passages
+        .iter()
+        .chain(guidance.turns.values())
+        .chain(&guidance.avoid)
+        .map(String::as_str)
+        .collect();
+    let exempt: Vec<&str> = guidance.exempt.iter().map(String::as_str).collect();
+    RunIndex::new(&texts, &exempt, rules.copy_run_words)
+}
+
+fn lowercased(words: &[String]) -> Vec<String> {
+    words.iter().map(|w| w.to_lowercase()).collect()
 }
 
 /// The byte offset where the last `words` words of `text` begin (just

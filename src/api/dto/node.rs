@@ -220,6 +220,17 @@ pub enum LinkKind {
 }
 
 impl LinkKind {
+    /// A link as the doctor and `peers` word it: "direct (punched)",
+    /// "direct", or "relayed (<why>)".
+    pub fn path(relayed: bool, punched: bool, why_relayed: Option<String>) -> String {
+        match (why_relayed, relayed, punched) {
+            (Some(why), true, _) => format!("relayed ({why})"),
+            (None, true, _) => "relayed".into(),
+            (_, false, true) => "direct (punched)".into(),
+            (_, false, false) => "direct".into(),
+        }
+    }
+
     pub fn of(relayed: bool) -> LinkKind {
         if relayed {
             LinkKind::Relayed

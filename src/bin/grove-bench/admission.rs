@@ -194,12 +194,36 @@ fn join_under_flood(bin: &Path, python: &Path, root: &Path) -> anyhow::Result<()
     let a = start_with(bin, root, 1, &[])?;
     json(bin, &a.state, &["mesh", "init", "--name", "admission"])?;
     let c = start_with(bin, root, 3, &[])?;
+    let (flood, _log) = start_flood(bin, python, &a)?;
+    let joined = join_while_flooded(bin, &a, &c)?;
+    let during = admission_counts(bin, &a);
+    let flood = result(flood)?;
+    joined.print();
+    println!(
+        "  flood: {} dials, {} established, peak {} open at once, {} closed by the node, {} dials failed (first: {}); node: {during}",
+        flood["dials"],
+        flood["connected"],
+        flood["open_peak"],
+        flood["closed_by_node"],
+        flood["failed"],
+        flood["first_error"]
+    );
+    Ok(())
+}
+
+/// Starts the held, re-dialled flood of 300 stranger connections on
+/// `node` and waits for it to be in place (or 60 s); prints how it stands.
+fn start_flood(
+    bin: &Path,
+    python: &Path,
+    node: &Node,
+) -> anyhow::Result<(Child, Receiver<String>)> {
     let (flood, log) = spawn_logged(
         python,
         &[
             "flood",
             "--target",
-            &target(bin, &a)?,
+            &target(bin, node)?,
             "--conns",
             "300",
             "--hold",
@@ -217,17 +241,34 @@ fn join_under_flood(bin: &Path, python: &Path, root: &Path) -> anyhow::Result<()
         } else {
             "NOT in place after 60 s"
         },
-        established_to(bin, &a)?,
-        admission_counts(bin, &a)
+        established_to(bin, node)?,
+        admission_counts(bin, node)
     );
-    let inv = invite(bin, &a)?;
+    Ok((flood, log))
+}
+
+/// How `mesh join` went under the flood.
+struct FloodedJoin {
+    /// When `mesh join` first succeeded, from the first attempt.
+    answered: Option<Duration>,
+    /// When the joiner was a member, from the first attempt.
+    member: Option<Duration>,
+    attempts: u32,
+    first_failure: Option<String>,
+    last: String,
+}
+
+/// `joiner` runs `mesh join` with an invite of `founder`'s, again every
+/// 200 ms for 30 s until it answers, then waits (30 s) to be a member.
+fn join_while_flooded(bin: &Path, founder: &Node, joiner: &Node) -> anyhow::Result<FloodedJoin> {
+    let inv = invite(bin, founder)?;
     let start = Instant::now();
     let mut attempts = 0;
     let mut first_failure = None;
     let mut last = String::new();
     let answered = loop {
         attempts += 1;
-        let out = grove(bin, &c.state, &["mesh", "join", &inv, "--json"]).output()?;
+        let out = grove(bin, &joiner.state, &["mesh", "join", &inv, "--json"]).output()?;
         if out.status.success() {
             break Some(start.elapsed());
         }
@@ -242,44 +283,46 @@ fn join_under_flood(bin: &Path, python: &Path, root: &Path) -> anyhow::Result<()
     // and the welcome reaches it.
     let member = answered.and_then(|_| {
         wait_until("the joiner to be a member", Duration::from_secs(30), || {
-            json(bin, &c.state, &["mesh", "status"]).is_ok_and(|s| s["member"] == true)
+            json(bin, &joiner.state, &["mesh", "status"]).is_ok_and(|s| s["member"] == true)
         })
         .ok()
         .map(|()| start.elapsed())
     });
-    let during = admission_counts(bin, &a);
-    let flood = result(flood)?;
-    match (answered, member) {
-        (Some(t), Some(m)) => println!(
-            "join under a 300-connection flood: `mesh join` answered in {:.2} s ({attempts} attempt(s)), member in {:.2} s; goal {} s: {}",
-            t.as_secs_f64(),
-            m.as_secs_f64(),
-            JOIN_GOAL.as_secs(),
-            verdict(m <= JOIN_GOAL)
-        ),
-        (Some(t), None) => println!(
-            "join under a 300-connection flood: `mesh join` answered in {:.2} s but not a member within 30 s more; goal {} s: MISSES the goal",
-            t.as_secs_f64(),
-            JOIN_GOAL.as_secs()
-        ),
-        (None, _) => println!(
-            "join under a 300-connection flood: not within 30 s ({attempts} attempts; last: {last}); goal {} s: MISSES the goal",
-            JOIN_GOAL.as_secs()
-        ),
+    Ok(FloodedJoin {
+        answered,
+        member,
+        attempts,
+        first_failure,
+        last,
+    })
+}
+
+impl FloodedJoin {
+    fn print(&self) {
+        let attempts = self.attempts;
+        match (self.answered, self.member) {
+            (Some(t), Some(m)) => println!(
+                "join under a 300-connection flood: `mesh join` answered in {:.2} s ({attempts} attempt(s)), member in {:.2} s; goal {} s: {}",
+                t.as_secs_f64(),
+                m.as_secs_f64(),
+                JOIN_GOAL.as_secs(),
+                verdict(m <= JOIN_GOAL)
+            ),
+            (Some(t), None) => println!(
+                "join under a 300-connection flood: `mesh join` answered in {:.2} s but not a member within 30 s more; goal {} s: MISSES the goal",
+                t.as_secs_f64(),
+                JOIN_GOAL.as_secs()
+            ),
+            (None, _) => println!(
+                "join under a 300-connection flood: not within 30 s ({attempts} attempts; last: {}); goal {} s: MISSES the goal",
+                self.last,
+                JOIN_GOAL.as_secs()
+            ),
+        }
+        if let Some(f) = &self.first_failure {
+            println!("  the first failed attempt said: {f}");
+        }
     }
-    if let Some(f) = &first_failure {
-        println!("  the first failed attempt said: {f}");
-    }
-    println!(
-        "  flood: {} dials, {} established, peak {} open at once, {} closed by the node, {} dials failed (first: {}); node: {during}",
-        flood["dials"],
-        flood["connected"],
-        flood["open_peak"],
-        flood["closed_by_node"],
-        flood["failed"],
-        flood["first_error"]
-    );
-    Ok(())
 }
 
 /// One stall: who stalls, on which protocol, with what length prefix.

@@ -262,28 +262,47 @@ fn run_python(case: &Case) -> anyhow::Result<Vec<PythonResult>> {
     Ok(results)
 }
 
+/// What `grove-bench grounding` was asked for.
+struct Options {
+    quote_count: usize,
+    reps: usize,
+    python: bool,
+    corpus: Option<String>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> anyhow::Result<Options> {
+        let mut o = Options {
+            quote_count: 12,
+            reps: 5,
+            python: true,
+            corpus: None,
+        };
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--quotes" => o.quote_count = it.next().context("--quotes N")?.parse()?,
+                "--reps" => o.reps = it.next().context("--reps R")?.parse()?,
+                "--no-python" => o.python = false,
+                "--corpus" => {
+                    let path = it.next().context("--corpus FILE")?;
+                    o.corpus = Some(
+                        std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?,
+                    );
+                }
+                other => bail!("unknown argument {other}"),
+            }
+        }
+        o.reps = o.reps.max(1);
+        Ok(o)
+    }
+}
+
 /// `grove-bench grounding [--quotes N] [--reps R] [--no-python] [--corpus FILE]`
 pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let mut quote_count = 12usize;
-    let mut reps = 5usize;
-    let mut python = true;
-    let mut corpus: Option<String> = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--quotes" => quote_count = it.next().context("--quotes N")?.parse()?,
-            "--reps" => reps = it.next().context("--reps R")?.parse()?,
-            "--no-python" => python = false,
-            "--corpus" => {
-                let path = it.next().context("--corpus FILE")?;
-                corpus =
-                    Some(std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?);
-            }
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    let reps = reps.max(1);
-    let case = generate(quote_count, corpus.as_deref());
+    let options = Options::parse(args)?;
+    let reps = options.reps;
+    let case = generate(options.quote_count, options.corpus.as_deref());
     if case.passages.is_empty() {
         bail!("no passages (is the corpus file empty?)");
     }
@@ -316,20 +335,52 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         }));
     }
 
-    let python_results = if python {
+    let python_results = if options.python {
         Some(run_python(&case)?)
     } else {
         None
     };
+    let mismatches = print_comparison(&case, &rust, python_results.as_deref());
+    let rust_total: f64 = rust.iter().map(|(_, s)| s).sum();
+    if let Some(py) = &python_results {
+        let py_total: f64 = py.iter().map(|p| p.seconds).sum();
+        println!(
+            "all quotes: rust {:.1} ms ({:.2} ms/quote), python {:.2} s ({:.2} s/quote), speed ratio {:.0}x, {} mismatches",
+            rust_total * 1e3,
+            rust_total * 1e3 / rust.len() as f64,
+            py_total,
+            py_total / py.len() as f64,
+            py_total / rust_total,
+            mismatches
+        );
+        if mismatches > 0 {
+            bail!("{mismatches} quotes differ between rust and python");
+        }
+    } else {
+        println!(
+            "all quotes: rust {:.1} ms ({:.2} ms/quote)",
+            rust_total * 1e3,
+            rust_total * 1e3 / rust.len() as f64
+        );
+    }
+    Ok(())
+}
 
+/// The table of quotes, rust's result and time against python's, then the
+/// totals per kind of quote; returns how many quotes the two disagree on.
+fn print_comparison(
+    case: &Case,
+    rust: &[(grove::grounding::BestSpan, f64)],
+    python_results: Option<&[PythonResult]>,
+) -> usize {
     println!(
         "{:<10} {:>5} {:>7} {:>11} {:>11} {:>8}  agree",
         "kind", "words", "ratio", "rust ms", "python s", "speedup"
     );
     let mut mismatches = 0;
     let mut totals: Vec<(&str, f64, f64)> = Vec::new();
-    for (i, ((kind, quote), (result, seconds))) in case.quotes.iter().zip(&rust).enumerate() {
-        let py = python_results.as_ref().and_then(|p| p.get(i));
+    for (i, ((kind, quote), (result, seconds))) in case.quotes.iter().zip(rust).enumerate() {
+        let py = python_results.and_then(|p| p.get(i));
         let (py_s, agree) = match py {
             Some(p) => {
                 let agree = p.span == result.span && p.ratio.to_bits() == result.ratio.to_bits();
@@ -362,7 +413,6 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             None => totals.push((kind, *seconds, py_s)),
         }
     }
-    let rust_total: f64 = rust.iter().map(|(_, s)| s).sum();
     for (kind, r, p) in &totals {
         println!(
             "{kind:<10} total: rust {:.1} ms, python {:.2} s, speed ratio {:.0}x",
@@ -371,26 +421,5 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             p / r
         );
     }
-    if let Some(py) = &python_results {
-        let py_total: f64 = py.iter().map(|p| p.seconds).sum();
-        println!(
-            "all quotes: rust {:.1} ms ({:.2} ms/quote), python {:.2} s ({:.2} s/quote), speed ratio {:.0}x, {} mismatches",
-            rust_total * 1e3,
-            rust_total * 1e3 / rust.len() as f64,
-            py_total,
-            py_total / py.len() as f64,
-            py_total / rust_total,
-            mismatches
-        );
-        if mismatches > 0 {
-            bail!("{mismatches} quotes differ between rust and python");
-        }
-    } else {
-        println!(
-            "all quotes: rust {:.1} ms ({:.2} ms/quote)",
-            rust_total * 1e3,
-            rust_total * 1e3 / rust.len() as f64
-        );
-    }
-    Ok(())
+    mismatches
 }

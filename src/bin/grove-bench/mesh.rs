@@ -88,85 +88,216 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The bench's clock: every proposal and commit is made at this time.
+const NOW_MS: i64 = 1_700_000_000_000;
+
+/// A roster of `n` members, a signed rotate proposal by its first member,
+/// and a quorum of yes votes on it.
+struct Setup {
+    ids: Vec<Identity>,
+    roster: Roster,
+    roster_hash: [u8; 32],
+    proposal: wire::Signed,
+    proposal_hash: [u8; 32],
+    votes: Vec<wire::Signed>,
+}
+
+/// The commit as one receiving member gets it, timed over `rounds`.
+struct Receipt<'a> {
+    setup: &'a Setup,
+    /// The receiver's state before the commit.
+    base: MeshState,
+    receiver: &'a Identity,
+    message: &'a [u8],
+    rounds: usize,
+}
+
+/// A commit's timings over the rounds, in the order the table prints them.
+struct Timings {
+    build: Vec<Duration>,
+    /// Process CPU per build, or "-" where unknown.
+    build_cpu: String,
+    check: Vec<Duration>,
+    check_cpu: Vec<Duration>,
+    seen: Vec<Duration>,
+    persist: Vec<Duration>,
+    fsync: Vec<Duration>,
+}
+
 fn bench_one(n: usize) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(n as u64);
-    let ids: Vec<Identity> = (0..n).map(|_| Identity::generate(&mut rng)).collect();
-    let mut members: Vec<Member> = ids
-        .iter()
-        .map(|id| {
-            let p = id.public();
-            Member {
-                peer_id: p.peer_id,
-                ed25519: p.ed25519,
-                x25519: p.x25519,
-                x25519_binding: p.x25519_binding,
-                name: "member".into(),
-                joined_epoch: 0,
-            }
-        })
-        .collect();
-    members.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
-    let roster = Roster {
-        mesh_id: [7u8; 16],
-        mesh_name: "bench".into(),
-        epoch: 5,
-        members,
-        quorum: QuorumRule::MAJORITY,
-        commit_hash: [1u8; 32],
-        approved: Vec::new(),
-    };
-    let roster_hash = roster.hash();
-    let now: i64 = 1_700_000_000_000;
-    let committer = &ids[0];
-    let proposal_body = wire::Proposal {
-        mesh_id: roster.mesh_id.to_vec(),
-        epoch: roster.epoch,
-        roster_hash: roster_hash.to_vec(),
-        proposer: committer.peer_id(),
-        created_ms: now,
-        expires_ms: now + 3_600_000,
-        change: Some(wire::proposal::Change::Rotate(vec![3u8; 16])),
-    };
-    let proposal = codec::sign(committer, tag::PROPOSAL, &proposal_body);
-    let proposal_hash = codec::hash(codec::label::PROPOSAL, &proposal.body);
-    let needed = roster.quorum_needed();
-    let votes: Vec<wire::Signed> = ids
-        .iter()
-        .take(needed)
-        .map(|id| {
-            codec::sign(
-                id,
-                tag::VOTE,
-                &wire::Vote {
-                    mesh_id: roster.mesh_id.to_vec(),
-                    epoch: roster.epoch,
-                    roster_hash: roster_hash.to_vec(),
-                    proposal_hash: proposal_hash.to_vec(),
-                    yes: true,
-                    voter: id.peer_id(),
-                    proposal_created_ms: now,
-                    proposal_expires_ms: now + 3_600_000,
-                    seq: 0,
-                    releases: Vec::new(),
-                },
-            )
-        })
-        .collect();
-
+    let setup = Setup::new(n, &mut rng);
     let rounds = if n >= 1000 { 7 } else { 21 };
+    let (build, build_cpu, commit) = time_builds(&setup, rounds, &mut rng)?;
+    let message = wire::MeshMessage {
+        kind: Some(wire::mesh_message::Kind::Commit(commit)),
+    }
+    .encode_to_vec();
+    // One receiving member (not the committer) at the roster's epoch.
+    let receiver = &setup.ids[n / 2];
+    let receipt = Receipt {
+        setup: &setup,
+        base: setup.receiver_state(receiver),
+        receiver,
+        message: &message,
+        rounds,
+    };
+    let mut t = Timings {
+        build,
+        build_cpu,
+        check: Vec::new(),
+        check_cpu: Vec::new(),
+        seen: Vec::new(),
+        persist: Vec::new(),
+        fsync: Vec::new(),
+    };
+    time_check_and_persist(&receipt, &mut rng, &mut t)?;
+    t.seen = time_votes_seen(&receipt, &mut rng)?;
+    println!(
+        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>12.2} {:>14.2} {:>10}",
+        n,
+        setup.votes.len(),
+        ms(median(t.build)),
+        t.build_cpu,
+        ms(median(t.check)),
+        if t.check_cpu.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}", ms(median(t.check_cpu)))
+        },
+        ms(median(t.seen)),
+        ms(median(t.persist)),
+        ms(median(t.fsync)),
+        message.len()
+    );
+    Ok(())
+}
+
+impl Setup {
+    fn new(n: usize, rng: &mut StdRng) -> Setup {
+        let ids: Vec<Identity> = (0..n).map(|_| Identity::generate(&mut *rng)).collect();
+        let mut members: Vec<Member> = ids
+            .iter()
+            .map(|id| {
+                let p = id.public();
+                Member {
+                    peer_id: p.peer_id,
+                    ed25519: p.ed25519,
+                    x25519: p.x25519,
+                    x25519_binding: p.x25519_binding,
+                    name: "member".into(),
+                    joined_epoch: 0,
+                }
+            })
+            .collect();
+        members.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
+        let roster = Roster {
+            mesh_id: [7u8; 16],
+            mesh_name: "bench".into(),
+            epoch: 5,
+            members,
+            quorum: QuorumRule::MAJORITY,
+            commit_hash: [1u8; 32],
+            approved: Vec::new(),
+        };
+        let roster_hash = roster.hash();
+        let committer = &ids[0];
+        let proposal_body = wire::Proposal {
+            mesh_id: roster.mesh_id.to_vec(),
+            epoch: roster.epoch,
+            roster_hash: roster_hash.to_vec(),
+            proposer: committer.peer_id(),
+            created_ms: NOW_MS,
+            expires_ms: NOW_MS + 3_600_000,
+            change: Some(wire::proposal::Change::Rotate(vec![3u8; 16])),
+        };
+        let proposal = codec::sign(committer, tag::PROPOSAL, &proposal_body);
+        let proposal_hash = codec::hash(codec::label::PROPOSAL, &proposal.body);
+        let votes = ids
+            .iter()
+            .take(roster.quorum_needed())
+            .map(|id| {
+                codec::sign(
+                    id,
+                    tag::VOTE,
+                    &wire::Vote {
+                        mesh_id: roster.mesh_id.to_vec(),
+                        epoch: roster.epoch,
+                        roster_hash: roster_hash.to_vec(),
+                        proposal_hash: proposal_hash.to_vec(),
+                        yes: true,
+                        voter: id.peer_id(),
+                        proposal_created_ms: NOW_MS,
+                        proposal_expires_ms: NOW_MS + 3_600_000,
+                        seq: 0,
+                        releases: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        Setup {
+            ids,
+            roster,
+            roster_hash,
+            proposal,
+            proposal_hash,
+            votes,
+        }
+    }
+
+    /// The receiving member's state: the mesh at the roster's epoch, with
+    /// its secret.
+    fn receiver_state(&self, receiver: &Identity) -> MeshState {
+        let roster_hash = self.roster_hash;
+        let mut base = MeshState::empty(receiver.public(), Timing::default());
+        base.mesh = Some(MeshInfo {
+            mesh_id: self.roster.mesh_id,
+            name: self.roster.mesh_name.clone(),
+        });
+        base.rosters.insert(
+            roster_hash,
+            Arc::new(RosterNode {
+                roster: self.roster.clone(),
+                hash: roster_hash,
+                parent: None,
+                commit: None,
+                proposal_hash: None,
+            }),
+        );
+        base.tip = roster_hash;
+        base.secrets.insert(
+            roster_hash,
+            SecretEntry {
+                roster_hash,
+                epoch: self.roster.epoch,
+                secret: [1u8; 32],
+                erase_at_ms: None,
+            },
+        );
+        base
+    }
+}
+
+/// Builds the rotate commit `rounds` times; returns the build times, the
+/// process CPU per build and the last commit.
+fn time_builds(
+    setup: &Setup,
+    rounds: usize,
+    rng: &mut StdRng,
+) -> anyhow::Result<(Vec<Duration>, String, wire::Signed)> {
     let mut build_times = Vec::new();
     let mut commit = None;
     let build_cpu_start = process_cpu();
     for _ in 0..rounds {
         let secret = [9u8; 32];
         let start = Instant::now();
-        let sender = EnvelopeSender::new(&mut rng);
+        let sender = EnvelopeSender::new(&mut *rng);
         let c = state::build_commit(
-            committer,
-            &roster,
-            &roster_hash,
-            proposal.clone(),
-            votes.clone(),
+            &setup.ids[0],
+            &setup.roster,
+            &setup.roster_hash,
+            setup.proposal.clone(),
+            setup.votes.clone(),
             &Change::Rotate,
             &secret,
             &sender,
@@ -179,38 +310,19 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         _ => "-".to_string(),
     };
     let commit = commit.ok_or_else(|| anyhow::anyhow!("no commit built"))?;
-    let message = wire::MeshMessage {
-        kind: Some(wire::mesh_message::Kind::Commit(commit)),
-    }
-    .encode_to_vec();
+    Ok((build_times, build_cpu, commit))
+}
 
-    // One receiving member (not the committer) at the roster's epoch.
-    let receiver = &ids[n / 2];
-    let mut base = MeshState::empty(receiver.public(), Timing::default());
-    base.mesh = Some(MeshInfo {
-        mesh_id: roster.mesh_id,
-        name: roster.mesh_name.clone(),
-    });
-    base.rosters.insert(
-        roster_hash,
-        Arc::new(RosterNode {
-            roster: roster.clone(),
-            hash: roster_hash,
-            parent: None,
-            commit: None,
-            proposal_hash: None,
-        }),
-    );
-    base.tip = roster_hash;
-    base.secrets.insert(
-        roster_hash,
-        SecretEntry {
-            roster_hash,
-            epoch: roster.epoch,
-            secret: [1u8; 32],
-            erase_at_ms: None,
-        },
-    );
+/// Checks and applies the commit `rounds` times, and persists each
+/// outcome into a fresh store holding the current roster, with and
+/// without fsync by turns.
+fn time_check_and_persist(
+    r: &Receipt<'_>,
+    rng: &mut StdRng,
+    t: &mut Timings,
+) -> anyhow::Result<()> {
+    let (setup, base) = (r.setup, &r.base);
+    let roster_hash = setup.roster_hash;
     let seed = Transition {
         effects: vec![
             Effect::PutMesh(
@@ -224,55 +336,58 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         ],
         ..Transition::default()
     };
-    let mut check_times = Vec::new();
-    let mut check_cpu = Vec::new();
-    let mut persist_times = Vec::new();
-    let mut fsync_times = Vec::new();
-    for round in 0..rounds {
+    for round in 0..r.rounds {
         let cpu_start = thread_cpu();
         let start = Instant::now();
         let (after, transition) = base
-            .receive(receiver, &message, now + 1000, &mut rng)
+            .receive(r.receiver, r.message, NOW_MS + 1000, &mut *rng)
             .map_err(|e| anyhow::anyhow!("commit refused: {e}"))?;
-        check_times.push(start.elapsed());
+        t.check.push(start.elapsed());
         if let (Some(a), Some(b)) = (cpu_start, thread_cpu()) {
-            check_cpu.push(b.saturating_sub(a));
+            t.check_cpu.push(b.saturating_sub(a));
         }
-        if after.epoch() != roster.epoch + 1 || after.current_secret() != Some([9u8; 32]) {
+        if after.epoch() != setup.roster.epoch + 1 || after.current_secret() != Some([9u8; 32]) {
             anyhow::bail!("commit did not apply");
         }
         let dir = std::env::temp_dir().join(format!(
-            "grove-bench-mesh-{}-{n}-{round}",
-            std::process::id()
+            "grove-bench-mesh-{}-{}-{round}",
+            std::process::id(),
+            setup.ids.len()
         ));
         let _ = std::fs::remove_dir_all(&dir);
         let mut store = MeshStore::open_in(&dir)?;
         // The receiver's database already holds the current roster.
         store.set_synchronous(false)?;
-        store.persist(&seed, now)?;
+        store.persist(&seed, NOW_MS)?;
         let fsync = round % 2 == 1;
         store.set_synchronous(fsync)?;
         let start = Instant::now();
-        store.persist(&transition, now)?;
+        store.persist(&transition, NOW_MS)?;
         if fsync {
-            fsync_times.push(start.elapsed());
+            t.fsync.push(start.elapsed());
         } else {
-            persist_times.push(start.elapsed());
+            t.persist.push(start.elapsed());
         }
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
-    // The usual case: the receiver already verified the votes as they arrived.
-    let mut seen_state = base.clone();
-    for v in &votes {
+    Ok(())
+}
+
+/// Check-and-apply times in the usual case: the receiver already verified
+/// the votes as they arrived.
+fn time_votes_seen(r: &Receipt<'_>, rng: &mut StdRng) -> anyhow::Result<Vec<Duration>> {
+    let setup = r.setup;
+    let mut seen_state = r.base.clone();
+    for v in &setup.votes {
         let body = wire::Vote::decode(&v.body[..])?;
         seen_state.votes.insert(
             (body.epoch, body.voter.clone()),
             state::VoteRec {
                 epoch: body.epoch,
                 voter: body.voter,
-                roster_hash,
-                proposal_hash,
+                roster_hash: setup.roster_hash,
+                proposal_hash: setup.proposal_hash,
                 yes: true,
                 proposal_created_ms: body.proposal_created_ms,
                 proposal_expires_ms: body.proposal_expires_ms,
@@ -284,34 +399,17 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         );
     }
     let mut seen_times = Vec::new();
-    for _ in 0..rounds {
+    for _ in 0..r.rounds {
         let start = Instant::now();
         let (after, _) = seen_state
-            .receive(receiver, &message, now + 1000, &mut rng)
+            .receive(r.receiver, r.message, NOW_MS + 1000, &mut *rng)
             .map_err(|e| anyhow::anyhow!("commit refused: {e}"))?;
         seen_times.push(start.elapsed());
-        if after.epoch() != roster.epoch + 1 {
+        if after.epoch() != setup.roster.epoch + 1 {
             anyhow::bail!("commit did not apply");
         }
     }
-    println!(
-        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>12.2} {:>14.2} {:>10}",
-        n,
-        needed,
-        ms(median(build_times)),
-        build_cpu,
-        ms(median(check_times)),
-        if check_cpu.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.2}", ms(median(check_cpu)))
-        },
-        ms(median(seen_times)),
-        ms(median(persist_times)),
-        ms(median(fsync_times)),
-        message.len()
-    );
-    Ok(())
+    Ok(seen_times)
 }
 
 /// Seeds the liveness simulation runs by default.
@@ -334,60 +432,13 @@ fn liveness(args: &[String]) -> anyhow::Result<()> {
         .min(8) as u64;
     let start = Instant::now();
     let cpu0 = process_cpu();
-    let results: Vec<(u64, Result<state_sim::Report, state_sim::SimError>)> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    scope.spawn(move || {
-                        (first..first + seeds)
-                            .filter(|s| s % threads == t)
-                            .map(|seed| {
-                                let (cfg, quorum) = state_sim::Config::sweep(seed, steps);
-                                // A panic is a failure of that seed, not of the sweep.
-                                let run =
-                                    std::panic::catch_unwind(|| state_sim::run(seed, cfg, quorum))
-                                        .unwrap_or_else(|_| {
-                                            Err(state_sim::SimError::Setup {
-                                                seed,
-                                                what: "panicked".into(),
-                                            })
-                                        });
-                                (seed, run)
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
+    let results = run_seeds(first..first + seeds, steps, threads);
     let wall = start.elapsed();
     let cpu = match (cpu0, process_cpu()) {
         (Some(a), Some(b)) => format!("{:.1} s", (b - a).as_secs_f64()),
         _ => "unknown".into(),
     };
-    let mut total = state_sim::Report::default();
-    let mut stuck = Vec::new();
-    let mut broken = Vec::new();
-    for (_, r) in &results {
-        match r {
-            Ok(r) => {
-                total.liveness_checks += r.liveness_checks;
-                total.offline_checks += r.offline_checks;
-                total.committed += r.committed;
-                total.rejected += r.rejected;
-                total.withdrawn += r.withdrawn;
-                total.expired += r.expired;
-                total.switches += r.switches;
-                total.injected += r.injected;
-                total.approved_adds += r.approved_adds;
-            }
-            Err(e @ state_sim::SimError::Stuck { .. }) => stuck.push(e.to_string()),
-            Err(e) => broken.push(e.to_string()),
-        }
-    }
+    let tally = Tally::of(&results);
     println!(
         "liveness: {} seeds ({first}..{}), {steps} random steps each, {threads} threads",
         results.len(),
@@ -395,33 +446,114 @@ fn liveness(args: &[String]) -> anyhow::Result<()> {
     );
     println!(
         "stuck: {}   unsafe or failed: {}   wall {:.1} s   cpu {cpu}   {:.2} ms per seed (wall)",
-        stuck.len(),
-        broken.len(),
+        tally.stuck.len(),
+        tally.broken.len(),
         wall.as_secs_f64(),
         ms(wall) / results.len().max(1) as f64
     );
-    println!(
-        "liveness checks: {} ({} with members offline); proposals open at them: committed {}, rejected {}, withdrawn {}, expired or void {}",
-        total.liveness_checks,
-        total.offline_checks,
-        total.committed,
-        total.rejected,
-        total.withdrawn,
-        total.expired
-    );
-    println!(
-        "convergent switches: {}   bad messages injected (all refused): {}   adds on a pre-approved invite: {}",
-        total.switches, total.injected, total.approved_adds
-    );
-    for e in stuck.iter().chain(&broken).take(10) {
-        println!("  {e}");
-    }
-    if !stuck.is_empty() || !broken.is_empty() {
+    tally.print_totals();
+    if !tally.stuck.is_empty() || !tally.broken.is_empty() {
         anyhow::bail!(
             "{} of {} seeds stuck or failed",
-            stuck.len() + broken.len(),
+            tally.stuck.len() + tally.broken.len(),
             results.len()
         );
     }
     Ok(())
+}
+
+type SeedRun = (u64, Result<state_sim::Report, state_sim::SimError>);
+
+/// Runs the simulation for every seed of `seeds`, spread over `threads`
+/// threads by seed modulo; a seed whose run panics fails with a setup error.
+fn run_seeds(seeds: std::ops::Range<u64>, steps: usize, threads: u64) -> Vec<SeedRun> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let seeds = seeds.clone();
+                scope.spawn(move || {
+                    seeds
+                        .filter(|s| s % threads == t)
+                        .map(|seed| {
+                            let (cfg, quorum) = state_sim::Config::sweep(seed, steps);
+                            // A panic is a failure of that seed, not of the sweep.
+                            let run =
+                                std::panic::catch_unwind(|| state_sim::run(seed, cfg, quorum))
+                                    .unwrap_or_else(|_| {
+                                        Err(state_sim::SimError::Setup {
+                                            seed,
+                                            what: "panicked".into(),
+                                        })
+                                    });
+                            (seed, run)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// The runs' reports summed, and the failures: stuck runs apart from the
+/// unsafe or otherwise failed ones.
+struct Tally {
+    total: state_sim::Report,
+    stuck: Vec<String>,
+    broken: Vec<String>,
+}
+
+impl Tally {
+    fn of(results: &[SeedRun]) -> Tally {
+        let mut total = state_sim::Report::default();
+        let mut stuck = Vec::new();
+        let mut broken = Vec::new();
+        for (_, r) in results {
+            match r {
+                Ok(r) => {
+                    total.liveness_checks += r.liveness_checks;
+                    total.offline_checks += r.offline_checks;
+                    total.committed += r.committed;
+                    total.rejected += r.rejected;
+                    total.withdrawn += r.withdrawn;
+                    total.expired += r.expired;
+                    total.switches += r.switches;
+                    total.injected += r.injected;
+                    total.approved_adds += r.approved_adds;
+                }
+                Err(e @ state_sim::SimError::Stuck { .. }) => stuck.push(e.to_string()),
+                Err(e) => broken.push(e.to_string()),
+            }
+        }
+        Tally {
+            total,
+            stuck,
+            broken,
+        }
+    }
+
+    /// How the proposals open at the liveness checks were decided, the
+    /// other counts, and the first failures.
+    fn print_totals(&self) {
+        let total = &self.total;
+        println!(
+            "liveness checks: {} ({} with members offline); proposals open at them: committed {}, rejected {}, withdrawn {}, expired or void {}",
+            total.liveness_checks,
+            total.offline_checks,
+            total.committed,
+            total.rejected,
+            total.withdrawn,
+            total.expired
+        );
+        println!(
+            "convergent switches: {}   bad messages injected (all refused): {}   adds on a pre-approved invite: {}",
+            total.switches, total.injected, total.approved_adds
+        );
+        for e in self.stuck.iter().chain(&self.broken).take(10) {
+            println!("  {e}");
+        }
+    }
 }

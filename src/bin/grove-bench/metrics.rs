@@ -9,6 +9,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -85,17 +86,61 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "grove-bench metrics: {MEMBERS} nodes in one mesh, {BOOKS} books on node1 ({})",
         bin.display()
     );
-    let mut nodes: Vec<Node> = vec![start_with(&bin, root.path(), 1, &first)?];
-    json(&bin, &nodes[0].state, &["mesh", "init", "--name", "bench"])?;
+    let nodes = mesh_with_books(&bin, root.path(), &first, &model)?;
+    wait_until(
+        "node1 to see every member online and node2's book",
+        Duration::from_secs(120),
+        || {
+            let text = body(port).unwrap_or_default();
+            sample(&text, "grove_mesh_members_online") == Some(MEMBERS as f64)
+                && sample(&text, "grove_books") == Some(BOOKS as f64)
+                && json(&bin, &nodes[0].state, &["roots"])
+                    .is_ok_and(|v| v.to_string().contains("bench/two"))
+        },
+    )?;
+    time_scrapes(port)?;
+    let (_, view) = run_moot(
+        &bin,
+        &nodes[0].state,
+        &["self:bench/b0", "node2:bench/two"],
+        turns,
+    )?;
+    let mut turn_ms: Vec<f64> = view["turn_ms"]
+        .as_array()
+        .context("turn_ms")?
+        .iter()
+        .filter_map(|v| v.as_f64())
+        .collect();
+    turn_ms.sort_by(f64::total_cmp);
+    let median_turn_ms = percentile(&turn_ms, 0.5);
+    let per_turn_us = turn_counting_us(&bin, &nodes[0])?;
+    println!(
+        "moot: {turns} turns hosted on node1 (instant model), median turn {median_turn_ms:.1} ms; the counters of one turn {per_turn_us:.2} us = {:.4} % of it (target < 1 %)",
+        per_turn_us / (median_turn_ms * 1000.0) * 100.0
+    );
+    drop(nodes);
+    Ok(())
+}
+
+/// The mesh of `MEMBERS` nodes, node1 started with `first`'s environment
+/// and the others with `model`'s; `BOOKS` books on node1, one on node2.
+fn mesh_with_books(
+    bin: &Path,
+    root: &Path,
+    first: &[(&str, String)],
+    model: &[(&str, String)],
+) -> anyhow::Result<Vec<Node>> {
+    let mut nodes: Vec<Node> = vec![start_with(bin, root, 1, first)?];
+    json(bin, &nodes[0].state, &["mesh", "init", "--name", "bench"])?;
     for k in 2..=MEMBERS {
-        let joiner = start_with(&bin, root.path(), k, &model)?;
-        join(&bin, &nodes, &joiner)?;
+        let joiner = start_with(bin, root, k, model)?;
+        join(bin, &nodes, &joiner)?;
         nodes.push(joiner);
     }
     let add = |k: usize, seed: usize, key: &str| -> anyhow::Result<()> {
-        let path = book(root.path(), seed)?;
+        let path = book(root, seed)?;
         let out = grove(
-            &bin,
+            bin,
             &nodes[k - 1].state,
             &["book", "add", path.to_str().context("path")?, "--key", key],
         )
@@ -109,18 +154,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         add(1, i + 1, &format!("bench/b{i}"))?;
     }
     add(2, 1000, "bench/two")?;
-    wait_until(
-        "node1 to see every member online and node2's book",
-        Duration::from_secs(120),
-        || {
-            let text = body(port).unwrap_or_default();
-            sample(&text, "grove_mesh_members_online") == Some(MEMBERS as f64)
-                && sample(&text, "grove_books") == Some(BOOKS as f64)
-                && json(&bin, &nodes[0].state, &["roots"])
-                    .is_ok_and(|v| v.to_string().contains("bench/two"))
-        },
-    )?;
+    Ok(nodes)
+}
 
+/// Times `SCRAPES` scrapes of `/metrics` (after a warm-up) and as many
+/// `/health` GETs, the listener's floor; prints both with the answer's
+/// size and series.
+fn time_scrapes(port: u16) -> anyhow::Result<()> {
     for _ in 0..20 {
         scrape(port)?;
     }
@@ -155,26 +195,14 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         percentile(&ms, 0.99),
         ms[ms.len() - 1]
     );
+    Ok(())
+}
 
-    let (_, view) = run_moot(
-        &bin,
-        &nodes[0].state,
-        &["self:bench/b0", "node2:bench/two"],
-        turns,
-    )?;
-    let mut turn_ms: Vec<f64> = view["turn_ms"]
-        .as_array()
-        .context("turn_ms")?
-        .iter()
-        .filter_map(|v| v.as_f64())
-        .collect();
-    turn_ms.sort_by(f64::total_cmp);
-    let median_turn_ms = percentile(&turn_ms, 0.5);
-
-    // Everything a landed turn counts, on a store holding the counters a
-    // running node has (the scraped node's, by name).
+/// Everything a landed turn counts, in microseconds per turn, on a store
+/// holding the counters a running node has (`node`'s, by name).
+fn turn_counting_us(bin: &Path, node: &Node) -> anyhow::Result<f64> {
     let stats = Stats::default();
-    let counters = json(&bin, &nodes[0].state, &["node", "stats"])?;
+    let counters = json(bin, &node.state, &["node", "stats"])?;
     for name in counters["counters"]
         .as_object()
         .into_iter()
@@ -208,11 +236,5 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             }),
         );
     }
-    let per_turn_us = t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds);
-    println!(
-        "moot: {turns} turns hosted on node1 (instant model), median turn {median_turn_ms:.1} ms; the counters of one turn {per_turn_us:.2} us = {:.4} % of it (target < 1 %)",
-        per_turn_us / (median_turn_ms * 1000.0) * 100.0
-    );
-    drop(nodes);
-    Ok(())
+    Ok(t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds))
 }

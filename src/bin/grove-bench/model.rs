@@ -282,18 +282,7 @@ fn measure(
         prompt: median(&mut theirs.0),
         generation: median(&mut theirs.1),
     });
-    println!(
-        "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
-        grove.prompt,
-        grove.generation,
-        llama.as_ref().map_or(String::new(), |l| format!(
-            ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
-            l.prompt,
-            l.generation,
-            grove.prompt / l.prompt,
-            grove.generation / l.generation
-        ))
-    );
+    print_rates(&grove, llama.as_ref());
     if guided {
         let passage = prompt_text(words);
         guided_overhead(
@@ -313,6 +302,22 @@ fn measure(
         same_tokens,
     };
     Ok((row, llama_rss, sample))
+}
+
+/// One configuration's medians: grove's, and llama.cpp's with the ratios.
+fn print_rates(grove: &Rates, llama: Option<&Rates>) {
+    println!(
+        "  grove {:.1} / {:.1} tok/s (prompt / generation){}",
+        grove.prompt,
+        grove.generation,
+        llama.map_or(String::new(), |l| format!(
+            ", llama.cpp {:.1} / {:.1}: {:.2}x / {:.2}x",
+            l.prompt,
+            l.generation,
+            grove.prompt / l.prompt,
+            grove.generation / l.generation
+        ))
+    );
 }
 
 /// The options of the speed rounds.

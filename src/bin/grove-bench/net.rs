@@ -201,44 +201,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "grove-bench net: {n} real nodes on 127.0.0.1 ({})",
         bin.display()
     );
-
-    let mut nodes = vec![start(&bin, root.path(), 1)?];
-    json(&bin, &nodes[0].state, &["mesh", "init", "--name", "bench"])?;
-    let mut join_times = Vec::new();
-    for k in 2..=n {
-        let joiner = start(&bin, root.path(), k)?;
-        let took = join(&bin, &nodes, &joiner)?;
-        if nodes.len() == 4 {
-            println!(
-                "join: `mesh join` to member in a 5-node mesh (3 yes votes needed): {:.0} ms",
-                took.as_secs_f64() * 1000.0
-            );
-        }
-        join_times.push(took);
-        nodes.push(joiner);
-    }
-    println!(
-        "join: all {} joins ({} ms in order), median {:.0} ms, max {:.0} ms",
-        join_times.len(),
-        join_times
-            .iter()
-            .map(|d| format!("{:.0}", d.as_secs_f64() * 1000.0))
-            .collect::<Vec<_>>()
-            .join(", "),
-        {
-            let mut v: Vec<f64> = join_times
-                .iter()
-                .map(|d| d.as_secs_f64() * 1000.0)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            percentile(&v, 0.5)
-        },
-        join_times
-            .iter()
-            .map(|d| d.as_secs_f64() * 1000.0)
-            .fold(0.0, f64::max)
-    );
-
+    let nodes = grow_mesh(&bin, root.path(), n)?;
     // Let the mesh settle: every node has every member's announcement.
     wait_until(
         "every node to see every member's roots",
@@ -250,14 +213,61 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             })
         },
     )?;
+    propagation(&bin, root.path(), &nodes)?;
+    cli_searches(&bin, &nodes)?;
+    idle_use(&nodes);
+    Ok(())
+}
 
-    // Propagation: one node at a time announces a new book; every other
-    // node records when the announcement arrived.
+/// Founds a mesh on node 1 and joins nodes 2 to `n` to it one by one;
+/// prints the join times.
+fn grow_mesh(bin: &Path, root: &Path, n: usize) -> anyhow::Result<Vec<Node>> {
+    let mut nodes = vec![start(bin, root, 1)?];
+    json(bin, &nodes[0].state, &["mesh", "init", "--name", "bench"])?;
+    let mut join_times = Vec::new();
+    for k in 2..=n {
+        let joiner = start(bin, root, k)?;
+        let took = join(bin, &nodes, &joiner)?;
+        if nodes.len() == 4 {
+            println!(
+                "join: `mesh join` to member in a 5-node mesh (3 yes votes needed): {:.0} ms",
+                took.as_secs_f64() * 1000.0
+            );
+        }
+        join_times.push(took);
+        nodes.push(joiner);
+    }
+    let mut sorted: Vec<f64> = join_times
+        .iter()
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .collect();
+    sorted.sort_by(f64::total_cmp);
+    println!(
+        "join: all {} joins ({} ms in order), median {:.0} ms, max {:.0} ms",
+        join_times.len(),
+        join_times
+            .iter()
+            .map(|d| format!("{:.0}", d.as_secs_f64() * 1000.0))
+            .collect::<Vec<_>>()
+            .join(", "),
+        percentile(&sorted, 0.5),
+        join_times
+            .iter()
+            .map(|d| d.as_secs_f64() * 1000.0)
+            .fold(0.0, f64::max)
+    );
+    Ok(nodes)
+}
+
+/// Propagation: one node at a time announces a new book; every other
+/// node records when the announcement arrived.
+fn propagation(bin: &Path, root: &Path, nodes: &[Node]) -> anyhow::Result<()> {
+    let n = nodes.len();
     let rounds = 3 * n;
     let mut samples = Vec::new();
     for round in 0..rounds {
         let from = &nodes[round % n];
-        let book = root.path().join(format!("b{round}.txt"));
+        let book = root.join(format!("b{round}.txt"));
         std::fs::write(
             &book,
             format!(
@@ -266,42 +276,16 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         )?;
         let key = format!("bench/b{round}");
         let book_arg = book.to_str().context("path")?;
-        let out = grove(&bin, &from.state, &["book", "add", book_arg, "--key", &key]).output()?;
+        let out = grove(bin, &from.state, &["book", "add", book_arg, "--key", &key]).output()?;
         if !out.status.success() {
             bail!("book add: {}", String::from_utf8_lossy(&out.stderr));
         }
-        let from_id = json(&bin, &from.state, &["identity", "show"])?["peer_id"]
+        let from_id = json(bin, &from.state, &["identity", "show"])?["peer_id"]
             .as_str()
             .context("peer id")?
             .to_string();
         for other in nodes.iter().filter(|o| o.state != from.state) {
-            let mut got = None;
-            wait_until("an announcement to arrive", Duration::from_secs(30), || {
-                let Ok(v) = json(&bin, &other.state, &["roots"]) else {
-                    return false;
-                };
-                let Some(entry) = v["roots"]
-                    .as_array()
-                    .and_then(|r| r.iter().find(|m| m["peer_id"] == from_id.as_str()))
-                else {
-                    return false;
-                };
-                let has = entry["shards"].as_array().is_some_and(|s| {
-                    s.iter().any(|s| {
-                        s["books"]
-                            .as_array()
-                            .is_some_and(|b| b.iter().any(|b| b["key"] == key.as_str()))
-                    })
-                });
-                if has {
-                    got = Some(
-                        entry["received"].as_i64().unwrap_or(0)
-                            - entry["time"].as_i64().unwrap_or(0),
-                    );
-                }
-                has
-            })?;
-            samples.push(got.unwrap_or(0) as f64);
+            samples.push(arrival_delay(bin, other, &from_id, &key)? as f64);
         }
     }
     samples.sort_by(f64::total_cmp);
@@ -312,11 +296,45 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         percentile(&samples, 0.99),
         samples.last().copied().unwrap_or(0.0)
     );
+    Ok(())
+}
 
-    // Search through the CLI, as a user runs it: mesh search (two rounds to
-    // every member, every remote hit proven) next to a book-scoped and an
-    // all-books search of node 1's own store, so that the CLI process's own
-    // cost can be read off.
+/// Waits until `other` holds `from_id`'s announcement of book `key`;
+/// returns its receive time minus its announce time, in ms.
+fn arrival_delay(bin: &Path, other: &Node, from_id: &str, key: &str) -> anyhow::Result<i64> {
+    let mut got = None;
+    wait_until("an announcement to arrive", Duration::from_secs(30), || {
+        let Ok(v) = json(bin, &other.state, &["roots"]) else {
+            return false;
+        };
+        let Some(entry) = v["roots"]
+            .as_array()
+            .and_then(|r| r.iter().find(|m| m["peer_id"] == from_id))
+        else {
+            return false;
+        };
+        let has = entry["shards"].as_array().is_some_and(|s| {
+            s.iter().any(|s| {
+                s["books"]
+                    .as_array()
+                    .is_some_and(|b| b.iter().any(|b| b["key"] == key))
+            })
+        });
+        if has {
+            got =
+                Some(entry["received"].as_i64().unwrap_or(0) - entry["time"].as_i64().unwrap_or(0));
+        }
+        has
+    })?;
+    Ok(got.unwrap_or(0))
+}
+
+/// Search through the CLI, as a user runs it: mesh search (two rounds to
+/// every member, every remote hit proven) next to a book-scoped and an
+/// all-books search of node 1's own store, so that the CLI process's own
+/// cost can be read off.
+fn cli_searches(bin: &Path, nodes: &[Node]) -> anyhow::Result<()> {
+    let n = nodes.len();
     let query = "paragraph benchmark words";
     let searches: [(&str, &[&str]); 3] = [
         (
@@ -335,7 +353,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             let mut args = vec!["book", "search", query, "-k", "6"];
             args.extend_from_slice(extra);
             let started = std::time::Instant::now();
-            let v = json(&bin, &nodes[0].state, &args)?;
+            let v = json(bin, &nodes[0].state, &args)?;
             search_ms.push(started.elapsed().as_secs_f64() * 1000.0);
             if v["errors"].as_array().is_some_and(|e| !e.is_empty()) {
                 bail!("{label} reported errors: {}", v["errors"]);
@@ -353,8 +371,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             percentile(&search_ms, 0.99)
         );
     }
+    Ok(())
+}
 
-    // Idle: let pending announcements finish, then measure.
+/// Idle: lets pending announcements finish, then measures the nodes' CPU
+/// over a window and their RSS.
+fn idle_use(nodes: &[Node]) {
+    let n = nodes.len();
     std::thread::sleep(Duration::from_secs(3));
     let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
     let before: Vec<u64> = pids.iter().filter_map(|p| cpu_ticks(*p)).collect();
@@ -383,5 +406,4 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         rss[rss.len() / 2] as f64 / 1024.0,
         *rss.last().unwrap_or(&0) as f64 / 1024.0
     );
-    Ok(())
 }

@@ -513,44 +513,65 @@ impl<S: Storage> Sim<S> {
         if members.is_empty() {
             return Ok(());
         }
-        // Proposals.
         if self.rng.random_bool(0.08) {
-            let m = members[self.rng.random_range(0..members.len())];
-            let roster_len = self.nodes[m].state.roster().map_or(0, |r| r.members.len());
-            let pick = self.rng.random_range(0..10);
-            if pick < 3 && self.nodes.len() < self.max_nodes {
-                let approve = self.rng.random_bool(0.5);
-                self.invite_and_join(m, approve);
-            } else if pick < 5 && roster_len > 3 {
-                let roster = self.nodes[m].state.roster().cloned();
-                if let Some(r) = roster {
-                    let victim = r.members[self.rng.random_range(0..r.members.len())]
-                        .peer_id
-                        .clone();
-                    let _ = self.act(m, |s, id, rng, now| {
-                        s.propose(id, ProposalChange::Kick(victim), now, rng)
-                    });
-                }
-            } else if pick < 6 {
-                let q = if self.rng.random_bool(0.5) {
-                    QuorumRule::MAJORITY
-                } else {
-                    QuorumRule {
-                        numerator: 2,
-                        denominator: 3,
-                    }
-                };
-                let _ = self.act(m, |s, id, rng, now| {
-                    s.propose(id, ProposalChange::Quorum(q), now, rng)
-                });
-            } else {
-                let _ = self.act(m, |s, id, rng, now| {
-                    s.propose(id, ProposalChange::Rotate, now, rng)
-                });
+            self.random_proposal(&members);
+        }
+        self.random_votes(&members);
+        self.random_withdrawals(&members);
+        // Ticks.
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].state.mesh.is_some() && self.rng.random_bool(0.2) {
+                let _ = self.act(i, |s, id, rng, now| s.tick(id, now, rng));
             }
         }
-        // Votes.
-        for &m in &members {
+        self.random_faults_and_syncs();
+        if self.cfg.inject_rate > 0.0 && self.rng.random_bool(self.cfg.inject_rate) {
+            self.inject_bad_message()?;
+        }
+        Ok(())
+    }
+
+    /// A random member proposes: an invite (approved in advance or not), a
+    /// kick, a quorum change or a rotate.
+    fn random_proposal(&mut self, members: &[usize]) {
+        let m = members[self.rng.random_range(0..members.len())];
+        let roster_len = self.nodes[m].state.roster().map_or(0, |r| r.members.len());
+        let pick = self.rng.random_range(0..10);
+        if pick < 3 && self.nodes.len() < self.max_nodes {
+            let approve = self.rng.random_bool(0.5);
+            self.invite_and_join(m, approve);
+        } else if pick < 5 && roster_len > 3 {
+            let roster = self.nodes[m].state.roster().cloned();
+            if let Some(r) = roster {
+                let victim = r.members[self.rng.random_range(0..r.members.len())]
+                    .peer_id
+                    .clone();
+                let _ = self.act(m, |s, id, rng, now| {
+                    s.propose(id, ProposalChange::Kick(victim), now, rng)
+                });
+            }
+        } else if pick < 6 {
+            let q = if self.rng.random_bool(0.5) {
+                QuorumRule::MAJORITY
+            } else {
+                QuorumRule {
+                    numerator: 2,
+                    denominator: 3,
+                }
+            };
+            let _ = self.act(m, |s, id, rng, now| {
+                s.propose(id, ProposalChange::Quorum(q), now, rng)
+            });
+        } else {
+            let _ = self.act(m, |s, id, rng, now| {
+                s.propose(id, ProposalChange::Rotate, now, rng)
+            });
+        }
+    }
+
+    /// Some members vote on a random open proposal, yes or no.
+    fn random_votes(&mut self, members: &[usize]) {
+        for &m in members {
             if !self.rng.random_bool(0.25) {
                 continue;
             }
@@ -562,8 +583,11 @@ impl<S: Storage> Sim<S> {
             let yes = !self.rng.random_bool(self.cfg.no_share);
             let _ = self.act(m, |s, id, rng, now| s.vote(id, p, yes, now, rng));
         }
-        // Withdrawals.
-        for &m in &members {
+    }
+
+    /// Some members withdraw their first open proposal.
+    fn random_withdrawals(&mut self, members: &[usize]) {
+        for &m in members {
             if !self.rng.random_bool(self.cfg.withdraw_rate) {
                 continue;
             }
@@ -579,12 +603,11 @@ impl<S: Storage> Sim<S> {
                 let _ = self.act(m, |s, id, _, now| s.withdraw(id, p, now));
             }
         }
-        // Ticks.
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].state.mesh.is_some() && self.rng.random_bool(0.2) {
-                let _ = self.act(i, |s, id, rng, now| s.tick(id, now, rng));
-            }
-        }
+    }
+
+    /// Partitions start and heal, nodes restart, joiners ask again, and a
+    /// random node syncs.
+    fn random_faults_and_syncs(&mut self) {
         // Partitions start and heal.
         if self.groups.is_none() && self.rng.random_bool(0.02) {
             let g: Vec<u8> = (0..self.max_nodes)
@@ -612,10 +635,6 @@ impl<S: Storage> Sim<S> {
                 let _ = self.act(i, |s, id, _, now| s.sync_request(id, now));
             }
         }
-        if self.cfg.inject_rate > 0.0 && self.rng.random_bool(self.cfg.inject_rate) {
-            self.inject_bad_message()?;
-        }
-        Ok(())
     }
 
     /// Sends a forged, replayed, truncated or malformed message and checks
@@ -710,100 +729,102 @@ impl<S: Storage> Sim<S> {
     /// After `heal_and_settle`: members agree on roster and secret, and no
     /// node applied two commits at one epoch except by the convergent switch.
     pub fn check_agreement(&self, report: &mut Report) -> Result<(), SimError> {
-        let unsafe_ = |what: String| SimError::Unsafe {
-            seed: self.seed,
-            what,
-        };
         let members = self.members();
         let Some(&first_i) = members.first() else {
-            return Err(unsafe_("no member left".into()));
+            return Err(self.unsafe_error("no member left".into()));
         };
         let first = &self.nodes[first_i].state;
+        self.check_members_agree(&members, first)?;
         let max_epoch = self
             .nodes
             .iter()
             .map(|n| n.state.epoch())
             .max()
             .unwrap_or(0);
-        for &m in &members {
-            let s = &self.nodes[m].state;
-            if s.tip != first.tip || s.roster() != first.roster() {
-                return Err(unsafe_(format!(
-                    "node {m} on another roster: {}",
-                    self.describe()
-                )));
-            }
-            if s.current_secret().is_none() || s.current_secret() != first.current_secret() {
-                return Err(unsafe_(format!("node {m}: secrets differ")));
-            }
-            if s.secrets.len() != 1 {
-                return Err(unsafe_(format!("node {m}: old secrets not erased")));
-            }
-            // A joiner's chain starts at the roster it joined from; the rest agrees.
-            let (a, b) = (s.chain(), first.chain());
-            let n = a.len().min(b.len());
-            if a[..n] != b[..n] {
-                return Err(unsafe_(format!("node {m}: chains differ")));
-            }
-        }
         if first.epoch() != max_epoch {
-            return Err(unsafe_(format!(
+            return Err(self.unsafe_error(format!(
                 "members are behind the highest epoch: {}",
                 self.describe()
             )));
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            let mut seen: BTreeMap<u64, BTreeSet<[u8; 32]>> = BTreeMap::new();
-            for (k, e) in n.state.history.iter().enumerate() {
-                seen.entry(e.epoch).or_default().insert(e.roster_hash);
-                if k == 0 {
-                    continue;
-                }
-                let prev = &n.state.history[k - 1];
-                if e.epoch < prev.epoch {
-                    return Err(unsafe_(format!("node {i}: tip went back in epoch")));
-                }
-                if e.epoch == prev.epoch {
-                    if !e.switched {
-                        return Err(unsafe_(format!(
-                            "node {i}: two commits at one epoch without a switch"
-                        )));
-                    }
-                    report.switches += 1;
-                    // The switch goes to the preferred sibling: lowest commit hash.
-                    let parent = |h: &[u8; 32]| n.state.rosters.get(h).and_then(|r| r.parent);
-                    if parent(&e.roster_hash) == parent(&prev.roster_hash)
-                        && e.commit_hash >= prev.commit_hash
-                    {
-                        return Err(unsafe_(format!("node {i}: switch to a higher hash")));
-                    }
-                }
-            }
+            self.check_history(i, &n.state, report)?;
         }
         report.end_epoch = first.epoch();
         report.members = members.len();
-        report.approved_adds = first
-            .chain()
-            .iter()
-            .filter_map(|h| first.rosters.get(h))
-            .filter(|n| {
-                let votes = n.commit.as_deref().and_then(|c| {
-                    let signed: wire::Signed = codec::decode_canonical(c, "commit").ok()?;
-                    let commit: wire::Commit =
-                        codec::decode_canonical(&signed.body, "commit").ok()?;
-                    let core: wire::CommitCore =
-                        codec::decode_canonical(&commit.core, "commit core").ok()?;
-                    Some(core.votes.len())
-                });
-                let needed = n
-                    .parent
-                    .and_then(|p| first.rosters.get(&p))
-                    .map(|p| p.roster.quorum_needed());
-                votes == Some(1) && needed.is_some_and(|q| q > 1)
-            })
-            .count();
+        report.approved_adds = approved_adds(first);
         report.injected = self.injected;
         report.refused_injections = self.refused_injections;
+        Ok(())
+    }
+
+    fn unsafe_error(&self, what: String) -> SimError {
+        SimError::Unsafe {
+            seed: self.seed,
+            what,
+        }
+    }
+
+    /// Every member is on `first`'s roster with its one current secret, and
+    /// their chains agree.
+    fn check_members_agree(&self, members: &[usize], first: &MeshState) -> Result<(), SimError> {
+        for &m in members {
+            let s = &self.nodes[m].state;
+            if s.tip != first.tip || s.roster() != first.roster() {
+                return Err(
+                    self.unsafe_error(format!("node {m} on another roster: {}", self.describe()))
+                );
+            }
+            if s.current_secret().is_none() || s.current_secret() != first.current_secret() {
+                return Err(self.unsafe_error(format!("node {m}: secrets differ")));
+            }
+            if s.secrets.len() != 1 {
+                return Err(self.unsafe_error(format!("node {m}: old secrets not erased")));
+            }
+            // A joiner's chain starts at the roster it joined from; the rest agrees.
+            let (a, b) = (s.chain(), first.chain());
+            let n = a.len().min(b.len());
+            if a[..n] != b[..n] {
+                return Err(self.unsafe_error(format!("node {m}: chains differ")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Node `i`'s tip never went back in epoch, and moved within one epoch
+    /// only by the convergent switch to the preferred sibling (counted).
+    fn check_history(
+        &self,
+        i: usize,
+        state: &MeshState,
+        report: &mut Report,
+    ) -> Result<(), SimError> {
+        let mut seen: BTreeMap<u64, BTreeSet<[u8; 32]>> = BTreeMap::new();
+        for (k, e) in state.history.iter().enumerate() {
+            seen.entry(e.epoch).or_default().insert(e.roster_hash);
+            if k == 0 {
+                continue;
+            }
+            let prev = &state.history[k - 1];
+            if e.epoch < prev.epoch {
+                return Err(self.unsafe_error(format!("node {i}: tip went back in epoch")));
+            }
+            if e.epoch == prev.epoch {
+                if !e.switched {
+                    return Err(self.unsafe_error(format!(
+                        "node {i}: two commits at one epoch without a switch"
+                    )));
+                }
+                report.switches += 1;
+                // The switch goes to the preferred sibling: lowest commit hash.
+                let parent = |h: &[u8; 32]| state.rosters.get(h).and_then(|r| r.parent);
+                if parent(&e.roster_hash) == parent(&prev.roster_hash)
+                    && e.commit_hash >= prev.commit_hash
+                {
+                    return Err(self.unsafe_error(format!("node {i}: switch to a higher hash")));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -1186,6 +1207,30 @@ impl<S: Storage> Sim<S> {
         }
         out.join("; ")
     }
+}
+
+/// Commits on `state`'s chain that added a member on a pre-approved invite
+/// with one vote where the quorum was more (§8a).
+fn approved_adds(state: &MeshState) -> usize {
+    state
+        .chain()
+        .iter()
+        .filter_map(|h| state.rosters.get(h))
+        .filter(|n| {
+            let votes = n.commit.as_deref().and_then(|c| {
+                let signed: wire::Signed = codec::decode_canonical(c, "commit").ok()?;
+                let commit: wire::Commit = codec::decode_canonical(&signed.body, "commit").ok()?;
+                let core: wire::CommitCore =
+                    codec::decode_canonical(&commit.core, "commit core").ok()?;
+                Some(core.votes.len())
+            });
+            let needed = n
+                .parent
+                .and_then(|p| state.rosters.get(&p))
+                .map(|p| p.roster.quorum_needed());
+            votes == Some(1) && needed.is_some_and(|q| q > 1)
+        })
+        .count()
 }
 
 /// Re-signs the signed body inside a message with an outsider's key.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use grove::book;
-use grove::store::{SearchScope, Store};
+use grove::store::{BookRecord, SearchScope, Shard, Store};
 
 /// The book limits the benchmark ingests under.
 struct Limits {
@@ -26,28 +26,21 @@ const LIMITS: Limits = Limits {
 /// corpus once, into DIR when given and reusing it when it holds a shard, and
 /// measures only search and proofs)
 pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let mut corpus_mb = 100usize;
-    let mut book_kb = 1024usize;
-    let mut search_only = false;
-    let mut kept_state: Option<PathBuf> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--corpus-mb" => corpus_mb = it.next().context("--corpus-mb N")?.parse()?,
-            "--book-kb" => book_kb = it.next().context("--book-kb N")?.parse()?,
-            "--search-only" => search_only = true,
-            "--state" => kept_state = Some(PathBuf::from(it.next().context("--state DIR")?)),
-            "--ingest-child" => {
-                // Internal: ingest the given files in this process and print peak RSS.
-                let state = PathBuf::from(it.next().context("state dir")?);
-                let files: Vec<PathBuf> = it.map(PathBuf::from).collect();
-                let (bytes, secs) = ingest_files(&state, &files)?;
-                println!("{bytes} {secs} {}", peak_rss_kib()?);
-                return Ok(());
-            }
-            other => bail!("unknown argument {other}"),
+    let options = match Invocation::parse(args)? {
+        Invocation::Bench(options) => options,
+        Invocation::IngestChild { state, files } => {
+            // Internal: ingest the given files in this process and print peak RSS.
+            let (bytes, secs) = ingest_files(&state, &files)?;
+            println!("{bytes} {secs} {}", peak_rss_kib()?);
+            return Ok(());
         }
-    }
+    };
+    let Options {
+        corpus_mb,
+        book_kb,
+        search_only,
+        kept_state,
+    } = options;
     let tmp = tempfile::tempdir()?;
     println!("# grove store benchmark (release build recommended)\n");
     if search_only {
@@ -78,15 +71,63 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         &tmp.path().join("gen-state"),
         3,
     )?;
+    ingest_peak_rss(&tmp.path().join("rss-state"), &files)?;
 
-    // Peak RSS of ingesting the whole corpus, in a fresh process.
+    // Search and proofs on a shard of 100 books (reuses the generated shard).
+    search_and_proofs(&tmp.path().join("gen-state").with_extension("grove0"))?;
+    Ok(())
+}
+
+/// What `grove-bench store` was asked to measure.
+struct Options {
+    corpus_mb: usize,
+    book_kb: usize,
+    search_only: bool,
+    kept_state: Option<PathBuf>,
+}
+
+/// How the bench was called: to measure, or as the child ingesting files
+/// for the peak RSS figure.
+enum Invocation {
+    Bench(Options),
+    IngestChild { state: PathBuf, files: Vec<PathBuf> },
+}
+
+impl Invocation {
+    fn parse(args: &[String]) -> anyhow::Result<Invocation> {
+        let mut o = Options {
+            corpus_mb: 100,
+            book_kb: 1024,
+            search_only: false,
+            kept_state: None,
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--corpus-mb" => o.corpus_mb = it.next().context("--corpus-mb N")?.parse()?,
+                "--book-kb" => o.book_kb = it.next().context("--book-kb N")?.parse()?,
+                "--search-only" => o.search_only = true,
+                "--state" => o.kept_state = Some(PathBuf::from(it.next().context("--state DIR")?)),
+                "--ingest-child" => {
+                    let state = PathBuf::from(it.next().context("state dir")?);
+                    let files: Vec<PathBuf> = it.map(PathBuf::from).collect();
+                    return Ok(Invocation::IngestChild { state, files });
+                }
+                other => bail!("unknown argument {other}"),
+            }
+        }
+        Ok(Invocation::Bench(o))
+    }
+}
+
+/// Peak RSS of ingesting `files` into `state`, in a fresh process.
+fn ingest_peak_rss(state: &Path, files: &[PathBuf]) -> anyhow::Result<()> {
     let exe = std::env::current_exe()?;
-    let child_state = tmp.path().join("rss-state");
     let out = std::process::Command::new(exe)
         .arg("store")
         .arg("--ingest-child")
-        .arg(&child_state)
-        .args(&files)
+        .arg(state)
+        .args(files)
         .output()?;
     if !out.status.success() {
         bail!(
@@ -104,9 +145,6 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             mb / secs.parse::<f64>()?
         );
     }
-
-    // Search and proofs on a shard of 100 books (reuses the generated shard).
-    search_and_proofs(&tmp.path().join("gen-state").with_extension("grove0"))?;
     Ok(())
 }
 
@@ -130,93 +168,140 @@ fn throughput(name: &str, files: &[PathBuf], state: &Path, reps: usize) -> anyho
         let text = book::BookText::decode(&std::fs::read(f)?, LIMITS.max_book_bytes)?;
         chunk_sets.push(text.chunks(LIMITS.max_chunk_bytes)?);
     }
-    let (mut sha, mut bare, mut grove) = (Duration::MAX, Duration::MAX, Duration::MAX);
-    let (mut bare_cpu, mut grove_cpu) = (Duration::MAX, Duration::MAX);
-    let (mut with_terms, mut with_collection) = (Duration::MAX, Duration::MAX);
-    let mut sizes = (0u64, 0u64, 0u64, 0u64);
+    let mut best = Best::default();
     for rep in 0..reps {
-        let t = Instant::now();
-        let status = std::process::Command::new("sha256sum")
-            .args(files)
-            .stdout(std::process::Stdio::null())
-            .status()?;
-        sha = sha.min(t.elapsed());
-        if !status.success() {
-            bail!("sha256sum failed");
-        }
-        let cpu = cpu_time();
-        let (time, size) = bare_insert(
-            &state.with_extension(format!("bare{rep}.db")),
-            &chunk_sets,
-            Extra::None,
-        )?;
-        bare = bare.min(time);
-        bare_cpu = bare_cpu.min(cpu_time().saturating_sub(cpu));
-        sizes.0 = size;
-        let (time, size) = bare_insert(
-            &state.with_extension(format!("terms{rep}.db")),
-            &chunk_sets,
-            Extra::TermCounts,
-        )?;
-        with_terms = with_terms.min(time);
-        sizes.1 = size;
-        let (time, size) = bare_insert(
-            &state.with_extension(format!("everything{rep}.db")),
-            &chunk_sets,
-            Extra::CollectionIndex,
-        )?;
-        with_collection = with_collection.min(time);
-        sizes.2 = size;
-        // grove end to end: read, decode, chunk, hash, store, index, audit, commit.
-        let cpu = cpu_time();
-        let (_, secs) = ingest_files(&state.with_extension(format!("grove{rep}")), files)?;
-        grove_cpu = grove_cpu.min(cpu_time().saturating_sub(cpu));
-        grove = grove.min(Duration::from_secs_f64(secs));
-        sizes.3 = shard_size(&state.with_extension(format!("grove{rep}")))?;
+        best.measure(rep, files, &chunk_sets, state)?;
     }
     drop(chunk_sets);
     println!(
         "\ningest {name}: {mb:.1} MB in {} file(s), best of {reps}",
         files.len()
     );
-    println!(
-        "  sha256sum            {:>8.1} MB/s",
-        mb / sha.as_secs_f64()
-    );
-    println!(
-        "  bare FTS5 insert     {:>8.1} MB/s",
-        mb / bare.as_secs_f64()
-    );
-    println!(
-        "  grove book add       {:>8.1} MB/s   ({:.2}x the bare FTS5 insert time; goal <= 1.5x)",
-        mb / grove.as_secs_f64(),
-        grove.as_secs_f64() / bare.as_secs_f64()
-    );
-    let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    println!(
-        "  kept for search across books, beside the bare per-book insert ({:.1} MiB on disk):",
-        mib(sizes.0)
-    );
-    println!(
-        "    term counts            +{:>5.1}% time, +{:.1} MiB ({:+.1}%)",
-        (with_terms.as_secs_f64() / bare.as_secs_f64() - 1.0) * 100.0,
-        mib(sizes.1.saturating_sub(sizes.0)),
-        (sizes.1 as f64 / sizes.0 as f64 - 1.0) * 100.0
-    );
-    println!(
-        "    collection index       +{:>5.1}% time, +{:.1} MiB ({:+.1}%)",
-        (with_collection.as_secs_f64() / bare.as_secs_f64() - 1.0) * 100.0,
-        mib(sizes.2.saturating_sub(sizes.0)),
-        (sizes.2 as f64 / sizes.0 as f64 - 1.0) * 100.0
-    );
-    println!("  grove shard on disk    {:>8.1} MiB", mib(sizes.3));
-    println!(
-        "  CPU time (both threads): bare {:.0} ms, grove {:.0} ms ({:.2}x)",
-        bare_cpu.as_secs_f64() * 1e3,
-        grove_cpu.as_secs_f64() * 1e3,
-        grove_cpu.as_secs_f64() / bare_cpu.as_secs_f64()
-    );
+    best.print(mb);
     Ok(())
+}
+
+/// The best (least) time of each way of storing the corpus over the reps,
+/// and the sizes on disk the last rep left.
+struct Best {
+    sha: Duration,
+    bare: Duration,
+    grove: Duration,
+    bare_cpu: Duration,
+    grove_cpu: Duration,
+    with_terms: Duration,
+    with_collection: Duration,
+    /// Bare insert, with term counts, with the collection index, grove's shard.
+    sizes: (u64, u64, u64, u64),
+}
+
+impl Default for Best {
+    fn default() -> Best {
+        Best {
+            sha: Duration::MAX,
+            bare: Duration::MAX,
+            grove: Duration::MAX,
+            bare_cpu: Duration::MAX,
+            grove_cpu: Duration::MAX,
+            with_terms: Duration::MAX,
+            with_collection: Duration::MAX,
+            sizes: (0, 0, 0, 0),
+        }
+    }
+}
+
+impl Best {
+    /// Rep `rep`: `sha256sum`, the three bare inserts and grove's ingest,
+    /// each into fresh databases beside `state`.
+    fn measure(
+        &mut self,
+        rep: usize,
+        files: &[PathBuf],
+        chunk_sets: &[Vec<grove::text::Chunk>],
+        state: &Path,
+    ) -> anyhow::Result<()> {
+        let t = Instant::now();
+        let status = std::process::Command::new("sha256sum")
+            .args(files)
+            .stdout(std::process::Stdio::null())
+            .status()?;
+        self.sha = self.sha.min(t.elapsed());
+        if !status.success() {
+            bail!("sha256sum failed");
+        }
+        let cpu = cpu_time();
+        let (time, size) = bare_insert(
+            &state.with_extension(format!("bare{rep}.db")),
+            chunk_sets,
+            Extra::None,
+        )?;
+        self.bare = self.bare.min(time);
+        self.bare_cpu = self.bare_cpu.min(cpu_time().saturating_sub(cpu));
+        self.sizes.0 = size;
+        let (time, size) = bare_insert(
+            &state.with_extension(format!("terms{rep}.db")),
+            chunk_sets,
+            Extra::TermCounts,
+        )?;
+        self.with_terms = self.with_terms.min(time);
+        self.sizes.1 = size;
+        let (time, size) = bare_insert(
+            &state.with_extension(format!("everything{rep}.db")),
+            chunk_sets,
+            Extra::CollectionIndex,
+        )?;
+        self.with_collection = self.with_collection.min(time);
+        self.sizes.2 = size;
+        // grove end to end: read, decode, chunk, hash, store, index, audit, commit.
+        let cpu = cpu_time();
+        let (_, secs) = ingest_files(&state.with_extension(format!("grove{rep}")), files)?;
+        self.grove_cpu = self.grove_cpu.min(cpu_time().saturating_sub(cpu));
+        self.grove = self.grove.min(Duration::from_secs_f64(secs));
+        self.sizes.3 = shard_size(&state.with_extension(format!("grove{rep}")))?;
+        Ok(())
+    }
+
+    /// The rates for `mb` megabytes, and what grove keeps beside the bare insert.
+    fn print(&self, mb: f64) {
+        let (bare, sizes) = (self.bare, self.sizes);
+        println!(
+            "  sha256sum            {:>8.1} MB/s",
+            mb / self.sha.as_secs_f64()
+        );
+        println!(
+            "  bare FTS5 insert     {:>8.1} MB/s",
+            mb / bare.as_secs_f64()
+        );
+        println!(
+            "  grove book add       {:>8.1} MB/s   ({:.2}x the bare FTS5 insert time; goal <= 1.5x)",
+            mb / self.grove.as_secs_f64(),
+            self.grove.as_secs_f64() / bare.as_secs_f64()
+        );
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        println!(
+            "  kept for search across books, beside the bare per-book insert ({:.1} MiB on disk):",
+            mib(sizes.0)
+        );
+        println!(
+            "    term counts            +{:>5.1}% time, +{:.1} MiB ({:+.1}%)",
+            (self.with_terms.as_secs_f64() / bare.as_secs_f64() - 1.0) * 100.0,
+            mib(sizes.1.saturating_sub(sizes.0)),
+            (sizes.1 as f64 / sizes.0 as f64 - 1.0) * 100.0
+        );
+        println!(
+            "    collection index       +{:>5.1}% time, +{:.1} MiB ({:+.1}%)",
+            (self.with_collection.as_secs_f64() / bare.as_secs_f64() - 1.0) * 100.0,
+            mib(sizes.2.saturating_sub(sizes.0)),
+            (sizes.2 as f64 / sizes.0 as f64 - 1.0) * 100.0
+        );
+        println!("  grove shard on disk    {:>8.1} MiB", mib(sizes.3));
+        println!(
+            "  CPU time (both threads): bare {:.0} ms, grove {:.0} ms ({:.2}x)",
+            self.bare_cpu.as_secs_f64() * 1e3,
+            self.grove_cpu.as_secs_f64() * 1e3,
+            self.grove_cpu.as_secs_f64() / self.bare_cpu.as_secs_f64()
+        );
+    }
 }
 
 /// User + system CPU time of this process so far (all threads).
@@ -428,16 +513,6 @@ fn search_and_proofs(state: &Path) -> anyhow::Result<()> {
                 .join(" ")
         })
         .collect();
-    let report = |what: &str, goal: &str, times: &mut Vec<Duration>, hits: usize| {
-        times.sort();
-        println!(
-            "  {what}: {} queries, {:.1} hits/query: p50 {:?}, p99 {:?} ({goal})",
-            times.len(),
-            hits as f64 / times.len() as f64,
-            percentile(times, 0.5),
-            percentile(times, 0.99)
-        );
-    };
     let (mut times, mut hits) = (Vec::new(), 0usize);
     for (i, query) in queries.iter().enumerate() {
         let book = &books[i % books.len()];
@@ -453,7 +528,25 @@ fn search_and_proofs(state: &Path) -> anyhow::Result<()> {
     );
     // All books ranked as one collection: far fewer queries, each reads
     // every book's index.
-    let all = &queries[..400];
+    all_books_search(&store, &shard, &queries[..400])?;
+    proof_serving(&shard, &books)
+}
+
+/// Prints a search's latency over its queries and its hits per query.
+fn report(what: &str, goal: &str, times: &mut [Duration], hits: usize) {
+    times.sort();
+    println!(
+        "  {what}: {} queries, {:.1} hits/query: p50 {:?}, p99 {:?} ({goal})",
+        times.len(),
+        hits as f64 / times.len() as f64,
+        percentile(times, 0.5),
+        percentile(times, 0.99)
+    );
+}
+
+/// Search across all books: on the open shard, its two rounds apart, and
+/// with the store opened per query as one CLI call does.
+fn all_books_search(store: &Store, shard: &Shard, all: &[String]) -> anyhow::Result<()> {
     let (mut times, mut hits) = (Vec::new(), 0usize);
     for query in all {
         let t = Instant::now();
@@ -484,6 +577,11 @@ fn search_and_proofs(state: &Path) -> anyhow::Result<()> {
         &mut times,
         hits,
     );
+    Ok(())
+}
+
+/// Proofs served from the stored Merkle levels, every 500th verified.
+fn proof_serving(shard: &Shard, books: &[BookRecord]) -> anyhow::Result<()> {
     let mut times = Vec::new();
     for i in 0..5000u64 {
         let book = &books[i as usize % books.len()];

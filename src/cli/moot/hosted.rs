@@ -1,6 +1,7 @@
 //! `grove moot start|list|show|watch|resume|export`: moots hosted by the
 //! running node between books held on members, all through the daemon.
 
+use std::cell::{Cell, RefCell};
 use std::io::{self, Write};
 
 use anyhow::bail;
@@ -111,76 +112,24 @@ pub fn resume(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
 /// or pauses. The stream is opened before the turns so far are asked for,
 /// so no turn falls between the two.
 pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
-    use std::cell::{Cell, RefCell};
     let client = ctx.daemon()?;
-    // Lines printed so far: the index of the next turn to print.
-    let printed = Cell::new(0usize);
-    // How the moot ended (its state and reason), or why the stream did.
-    let end: RefCell<Option<(String, Option<String>)>> = RefCell::new(None);
-    let dropped: RefCell<Option<String>> = RefCell::new(None);
-    let failed: RefCell<Option<anyhow::Error>> = RefCell::new(None);
-    let print = |line: &dto::MootLine| match ctx.show_line(line) {
-        Ok(()) => true,
-        Err(e) => {
-            *failed.borrow_mut() = Some(e);
-            false
-        }
-    };
+    let watch = Watch::new(ctx);
     let mut q = form_urlencoded::Serializer::new(String::new());
     q.append_pair("moot", id);
     let stream = format!("{}?{}", routes::EVENTS, q.finish());
     let snapshot = url(routes::MOOT_SHOW, id);
-    let so_far = |v: dto::MootView| {
-        for line in &v.lines {
-            if !print(line) {
-                return false;
-            }
-        }
-        printed.set(v.lines.len());
-        if v.state != "running" {
-            *end.borrow_mut() = Some((v.state, v.reason));
-            return false;
-        }
-        true
-    };
-    let ended = client.stream_after(&stream, Some((snapshot.as_str(), so_far)), |line| {
-        let e = match serde_json::from_slice::<dto::Event>(line) {
-            Ok(dto::Event::Moot(e)) => e,
-            Ok(dto::Event::Mesh(e)) if e.event == "watch_dropped" => {
-                *dropped.borrow_mut() = Some(e.detail);
-                return false;
-            }
-            _ => return true,
-        };
-        match e.event.as_str() {
-            "moot_turn" => {
-                let index = e.turn.map_or(usize::MAX, |t| t as usize);
-                // A turn the snapshot already showed is not printed twice.
-                if index < printed.get() {
-                    return true;
-                }
-                let Some(line) = e.line() else { return true };
-                printed.set(index.saturating_add(1));
-                print(&line)
-            }
-            "moot_finished" => {
-                *end.borrow_mut() = Some(("finished".into(), None));
-                false
-            }
-            "moot_paused" => {
-                *end.borrow_mut() = Some(("paused".into(), e.reason));
-                false
-            }
-            _ => true,
-        }
-    });
-    if let Some(e) = failed.into_inner() {
+    let ended = client.stream_after(
+        &stream,
+        Some((snapshot.as_str(), |v| watch.so_far(v))),
+        |line| watch.on_event(line),
+    );
+    if let Some(e) = watch.failed.into_inner() {
         return Err(e);
     }
-    if let Some(why) = dropped.into_inner() {
+    if let Some(why) = watch.dropped.into_inner() {
         bail!("{}", grove::mesh::names::Escaped(&why));
     }
-    if let Some((state, reason)) = end.into_inner() {
+    if let Some((state, reason)) = watch.end.into_inner() {
         if !ctx.json {
             match reason {
                 Some(r) => println!("moot {id} is {state}: {r}"),
@@ -198,6 +147,90 @@ pub fn watch(id: &str, ctx: &Ctx) -> anyhow::Result<()> {
             Err(client.stream_ended(Some(e)).into())
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What `moot watch` has printed and seen so far. Its answers (`true`: go
+/// on reading) are given to the snapshot and to the stream's lines, which
+/// the client calls in turn, hence the cells.
+struct Watch<'a> {
+    ctx: &'a Ctx,
+    /// Lines printed so far: the index of the next turn to print.
+    printed: Cell<usize>,
+    /// How the moot ended (its state and reason), or why the stream did.
+    end: RefCell<Option<(String, Option<String>)>>,
+    dropped: RefCell<Option<String>>,
+    failed: RefCell<Option<anyhow::Error>>,
+}
+
+impl<'a> Watch<'a> {
+    fn new(ctx: &'a Ctx) -> Self {
+        Watch {
+            ctx,
+            printed: Cell::new(0),
+            end: RefCell::new(None),
+            dropped: RefCell::new(None),
+            failed: RefCell::new(None),
+        }
+    }
+
+    fn print(&self, line: &dto::MootLine) -> bool {
+        match self.ctx.show_line(line) {
+            Ok(()) => true,
+            Err(e) => {
+                *self.failed.borrow_mut() = Some(e);
+                false
+            }
+        }
+    }
+
+    /// The turns so far; a moot no longer running ends the watch.
+    fn so_far(&self, v: dto::MootView) -> bool {
+        for line in &v.lines {
+            if !self.print(line) {
+                return false;
+            }
+        }
+        self.printed.set(v.lines.len());
+        if v.state != "running" {
+            *self.end.borrow_mut() = Some((v.state, v.reason));
+            return false;
+        }
+        true
+    }
+
+    /// One line of the event stream: a new turn is printed; the moot's end
+    /// or this watcher's drop ends the watch.
+    fn on_event(&self, line: &[u8]) -> bool {
+        let e = match serde_json::from_slice::<dto::Event>(line) {
+            Ok(dto::Event::Moot(e)) => e,
+            Ok(dto::Event::Mesh(e)) if e.event == "watch_dropped" => {
+                *self.dropped.borrow_mut() = Some(e.detail);
+                return false;
+            }
+            _ => return true,
+        };
+        match e.event.as_str() {
+            "moot_turn" => {
+                let index = e.turn.map_or(usize::MAX, |t| t as usize);
+                // A turn the snapshot already showed is not printed twice.
+                if index < self.printed.get() {
+                    return true;
+                }
+                let Some(line) = e.line() else { return true };
+                self.printed.set(index.saturating_add(1));
+                self.print(&line)
+            }
+            "moot_finished" => {
+                *self.end.borrow_mut() = Some(("finished".into(), None));
+                false
+            }
+            "moot_paused" => {
+                *self.end.borrow_mut() = Some(("paused".into(), e.reason));
+                false
+            }
+            _ => true,
+        }
     }
 }
 

@@ -91,11 +91,11 @@ pub fn run_stored(args: &RunArgs, ctx: &Ctx) -> anyhow::Result<()> {
     };
     let (mut a, mut b) = (open(&args.a)?, open(&args.b)?);
     let trees = [a.tree(), b.tree()];
-    let mut model = grove::model::open_model(&ctx.settings.model, &ctx.state_dir)?;
+    let mut model = grove::model::open_model(&ctx.settings().model, &ctx.state_dir)?;
     run_moot(
         args,
         ctx,
-        &ctx.settings.moot,
+        &ctx.settings().moot,
         trees,
         [&mut a, &mut b],
         &mut *model,

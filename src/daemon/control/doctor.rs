@@ -12,15 +12,13 @@ use super::peers::NodeView;
 use crate::api::{ApiError, dto};
 use crate::net::{ConnectivityReport, LinkReport};
 
-/// A link as the doctor and `peers` word it: "direct (punched)", "direct",
-/// or "relayed (<why>)".
+/// A link as the doctor and `peers` word it ([`dto::LinkKind::path`]).
 pub fn path_of(link: &LinkReport) -> String {
-    match (&link.why_relayed, link.relayed, link.punched) {
-        (Some(why), true, _) => format!("relayed ({why})"),
-        (None, true, _) => "relayed".into(),
-        (_, false, true) => "direct (punched)".into(),
-        (_, false, false) => "direct".into(),
-    }
+    dto::LinkKind::path(
+        link.relayed,
+        link.punched,
+        link.why_relayed.as_ref().map(ToString::to_string),
+    )
 }
 
 /// A moment `ago` before now, in ms since the epoch.

@@ -73,7 +73,13 @@ pub async fn peers(State(node): State<NodeView>) -> Json<dto::PeerList> {
                     .and_then(|l| l.rtt)
                     .map(|d| d.as_millis() as u64),
                 admitted: links.get(&p).is_some_and(|l| l.admitted),
-                path: links.get(&p).map(super::doctor::path_of),
+                path: links.get(&p).map(|l| {
+                    dto::LinkKind::path(
+                        l.relayed,
+                        l.punched,
+                        l.why_relayed.as_ref().map(ToString::to_string),
+                    )
+                }),
             }
         })
         .collect();

@@ -237,78 +237,13 @@ impl MootHost {
                 "a moot needs at least two trees (--a and --b, or --tree more than once)",
             ));
         }
-        let mut settings = self.settings.clone();
-        if let Some(t) = req.turns {
-            settings.turns = t;
-        }
-        if let Some(k) = req.k {
-            settings.k = k;
-        }
-        if let Some(m) = req.max_tokens {
-            settings.max_tokens = m;
-        }
-        settings
-            .validate()
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let mut resolved = Vec::new();
-        for t in &req.trees {
-            let (peer, key) = parse_tree_arg(t)?;
-            resolved.push(self.resolve_tree(&peer, &key).await?);
-        }
-        if let Some(key) =
-            crate::moot::host::repeated_book(resolved.iter().map(|r| r.tree.key.as_str()))
-        {
-            return Err(ApiError::bad_request(format!(
-                "{key} is given twice: the trees must be different books"
-            )));
-        }
+        let settings = self.requested_settings(&req)?;
+        let resolved = self.resolve_trees(&req.trees).await?;
         let mut id_bytes = [0u8; 16];
         rand::Rng::fill_bytes(&mut rand::rng(), &mut id_bytes);
         let id = hex::encode(id_bytes);
-        let plan = SavedPlan {
-            trees: resolved
-                .iter()
-                .map(|r| format!("{}:{}", r.peer, r.tree.key))
-                .collect(),
-            topic: req.topic.clone(),
-            turns: settings.turns,
-            k: settings.k,
-            temperature: settings.temperature,
-            max_tokens: settings.max_tokens,
-            seed: settings.seed,
-            summary_every: settings.summary_every,
-        };
-        let view = SavedView {
-            id: id.clone(),
-            state: MootState::Running,
-            reason: None,
-            cause: None,
-            host: self.net.local_peer_id().to_string(),
-            trees: resolved
-                .iter()
-                .map(|r| SavedTree {
-                    peer_id: r.peer.to_string(),
-                    key: r.tree.key.clone(),
-                    title: r.tree.title.clone(),
-                })
-                .collect(),
-            topic: req.topic.clone(),
-            turns: settings.turns,
-            turns_done: 0,
-            turn_ms: Vec::new(),
-            lines: Vec::new(),
-            transcript: None,
-        };
-        self.book.insert(Moot {
-            view,
-            turns: Vec::new(),
-            announcements: resolved
-                .iter()
-                .filter_map(|r| r.announcement.clone())
-                .collect(),
-            plan: Some(plan),
-            summaries: Vec::new(),
-        });
+        self.book
+            .insert(self.new_moot(&id, &resolved, &req.topic, &settings));
         let trees: Vec<String> = resolved.iter().map(|r| r.tree.key.clone()).collect();
         self.events.publish(dto::MootEvent::bare(
             "moot_started",
@@ -329,6 +264,98 @@ impl MootHost {
             summaries: Vec::new(),
         });
         Ok(dto::MootStarted { id })
+    }
+
+    /// This node's `[moot]` settings with the request's own values over
+    /// them, checked like the config they override.
+    fn requested_settings(&self, req: &dto::MootStart) -> Result<MootSettings, ApiError> {
+        let mut settings = self.settings.clone();
+        if let Some(t) = req.turns {
+            settings.turns = t;
+        }
+        if let Some(k) = req.k {
+            settings.k = k;
+        }
+        if let Some(m) = req.max_tokens {
+            settings.max_tokens = m;
+        }
+        settings
+            .validate()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok(settings)
+    }
+
+    /// Each `PEER:KEY` tree resolved to its member and announced book; the
+    /// same book twice is refused.
+    async fn resolve_trees(&self, trees: &[String]) -> Result<Vec<Resolved>, ApiError> {
+        let mut resolved = Vec::new();
+        for t in trees {
+            let (peer, key) = parse_tree_arg(t)?;
+            resolved.push(self.resolve_tree(&peer, &key).await?);
+        }
+        if let Some(key) =
+            crate::moot::host::repeated_book(resolved.iter().map(|r| r.tree.key.as_str()))
+        {
+            return Err(ApiError::bad_request(format!(
+                "{key} is given twice: the trees must be different books"
+            )));
+        }
+        Ok(resolved)
+    }
+
+    /// A new running moot as the book keeps it: its plan, an empty view,
+    /// and the speakers' announcements its turns are proven against.
+    fn new_moot(
+        &self,
+        id: &str,
+        resolved: &[Resolved],
+        topic: &Option<String>,
+        settings: &MootSettings,
+    ) -> Moot {
+        let plan = SavedPlan {
+            trees: resolved
+                .iter()
+                .map(|r| format!("{}:{}", r.peer, r.tree.key))
+                .collect(),
+            topic: topic.clone(),
+            turns: settings.turns,
+            k: settings.k,
+            temperature: settings.temperature,
+            max_tokens: settings.max_tokens,
+            seed: settings.seed,
+            summary_every: settings.summary_every,
+        };
+        let view = SavedView {
+            id: id.to_string(),
+            state: MootState::Running,
+            reason: None,
+            cause: None,
+            host: self.net.local_peer_id().to_string(),
+            trees: resolved
+                .iter()
+                .map(|r| SavedTree {
+                    peer_id: r.peer.to_string(),
+                    key: r.tree.key.clone(),
+                    title: r.tree.title.clone(),
+                })
+                .collect(),
+            topic: topic.clone(),
+            turns: settings.turns,
+            turns_done: 0,
+            turn_ms: Vec::new(),
+            lines: Vec::new(),
+            transcript: None,
+        };
+        Moot {
+            view,
+            turns: Vec::new(),
+            announcements: resolved
+                .iter()
+                .filter_map(|r| r.announcement.clone())
+                .collect(),
+            plan: Some(plan),
+            summaries: Vec::new(),
+        }
     }
 
     /// Resumes a paused moot: the turns already accepted are re-checked

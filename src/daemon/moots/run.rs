@@ -385,38 +385,11 @@ pub(super) fn run(
     rt: tokio::runtime::Handle,
     run: Run,
 ) -> Result<TranscriptRecord, Paused> {
-    let other = |reason: String| Paused {
-        reason,
-        cause: PauseCause::Other,
-    };
     let moot_id = hex::decode(&run.id).unwrap_or_default();
     let chain: Chain = Arc::new(Mutex::new((GENESIS_PREV.to_vec(), Vec::new())));
     let replay = Arc::new(run.replay);
     let silent = Arc::new(Mutex::new(false));
-    let (book, moot, events) = (host.book.clone(), run.id.clone(), host.events.clone());
-    let on_turn: OnTurn = Arc::new(move |turns: &[Signed], ms: u64, u: &Utterance, peer| {
-        let at = crate::now_ms();
-        let mut index = None;
-        book.update(&moot, |m| {
-            m.turns = turns.to_vec();
-            m.view.turns_done = turns.len() as u32;
-            m.view.turn_ms.push(ms);
-            index = Some(m.view.lines.len() as u32);
-            m.view.lines.push(SavedLine {
-                turn: u.turn,
-                key: u.speaker.clone(),
-                title: u.title.clone(),
-                text: u.text.clone(),
-                grounded: u.grounded,
-                decision: u.decision.as_ref().map(Into::into),
-                at,
-            });
-        });
-        // Published once the turn is saved, so `/v1/moot/show` has it.
-        if let Some(index) = index {
-            events.publish(super::turn_event(&moot, index, u, peer, at));
-        }
-    });
+    let on_turn = saving_turns(host, &run.id);
     let trees: Vec<Tree> = run.resolved.iter().map(|r| r.tree.clone()).collect();
     let mut speakers: Vec<NodeSpeaker> = run
         .resolved
@@ -432,23 +405,7 @@ pub(super) fn run(
             silent: silent.clone(),
         })
         .collect();
-    let description = host
-        .speaking
-        .model
-        .call_blocking(|m| m.describe())
-        .map_err(|e| other(format!("the host's model: {e}")))?;
-    let (book, moot) = (host.book.clone(), run.id.clone());
-    let mut narrator = ReplayNarrator {
-        model: WorkerModel {
-            worker: host.speaking.model.clone(),
-            description,
-        },
-        recorded: run.summaries.into(),
-        record: Box::new(move |text: &str| {
-            let text = text.to_string();
-            book.update(&moot, |m| m.summaries.push(text));
-        }),
-    };
+    let mut narrator = narrator(host, &run.id, run.summaries)?;
     let speakers: Vec<&mut dyn Speaker> =
         speakers.iter_mut().map(|s| s as &mut dyn Speaker).collect();
     let finished = host::run(
@@ -470,4 +427,58 @@ pub(super) fn run(
             },
         }),
     }
+}
+
+/// What a landed turn does: it is saved in the moot book (turns, timing,
+/// the line shown), then published on the event stream.
+fn saving_turns(host: &MootHost, id: &str) -> OnTurn {
+    let (book, moot, events) = (host.book.clone(), id.to_string(), host.events.clone());
+    Arc::new(move |turns: &[Signed], ms: u64, u: &Utterance, peer| {
+        let at = crate::now_ms();
+        let mut index = None;
+        book.update(&moot, |m| {
+            m.turns = turns.to_vec();
+            m.view.turns_done = turns.len() as u32;
+            m.view.turn_ms.push(ms);
+            index = Some(m.view.lines.len() as u32);
+            m.view.lines.push(SavedLine {
+                turn: u.turn,
+                key: u.speaker.clone(),
+                title: u.title.clone(),
+                text: u.text.clone(),
+                grounded: u.grounded,
+                decision: u.decision.as_ref().map(Into::into),
+                at,
+            });
+        });
+        // Published once the turn is saved, so `/v1/moot/show` has it.
+        if let Some(index) = index {
+            events.publish(super::turn_event(&moot, index, u, peer, at));
+        }
+    })
+}
+
+/// The narrator of a run: the host's model, replaying the summaries a
+/// resumed run already made, and saving each new one.
+fn narrator(host: &MootHost, id: &str, summaries: Vec<String>) -> Result<ReplayNarrator, Paused> {
+    let description = host
+        .speaking
+        .model
+        .call_blocking(|m| m.describe())
+        .map_err(|e| Paused {
+            reason: format!("the host's model: {e}"),
+            cause: PauseCause::Other,
+        })?;
+    let (book, moot) = (host.book.clone(), id.to_string());
+    Ok(ReplayNarrator {
+        model: WorkerModel {
+            worker: host.speaking.model.clone(),
+            description,
+        },
+        recorded: summaries.into(),
+        record: Box::new(move |text: &str| {
+            let text = text.to_string();
+            book.update(&moot, |m| m.summaries.push(text));
+        }),
+    })
 }

@@ -198,20 +198,23 @@ enum Outcome {
     Pending(Vec<u8>),
 }
 
-impl Joiner {
-    /// Joins by invite: asks the inviter, then either is welcomed at once
-    /// or keeps polling in the background while the members vote.
-    pub async fn join(
-        &self,
-        invite_text: String,
-        name: String,
-    ) -> Result<dto::JoinResult, ApiError> {
+/// An invite as a join reads it: signed, checked, its inviter and the
+/// addresses to reach it at.
+struct ReadInvite {
+    signed: wire::Signed,
+    invite: invite::Invite,
+    inviter: PeerId,
+    addrs: Vec<Multiaddr>,
+}
+
+impl ReadInvite {
+    fn from_text(text: &str) -> Result<ReadInvite, ApiError> {
         let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(e.to_string());
-        let signed_invite = invite::from_text(&invite_text).map_err(|e| bad(&e))?;
-        let inv = invite::verify(&signed_invite).map_err(|e| bad(&e))?;
-        let inviter = PeerId::from_bytes(&inv.inviter)
+        let signed = invite::from_text(text).map_err(|e| bad(&e))?;
+        let invite = invite::verify(&signed).map_err(|e| bad(&e))?;
+        let inviter = PeerId::from_bytes(&invite.inviter)
             .map_err(|_| ApiError::bad_request("the invite names an invalid inviter"))?;
-        let addrs: Vec<Multiaddr> = inv
+        let addrs: Vec<Multiaddr> = invite
             .bootstrap
             .iter()
             .filter_map(|a| a.parse().ok())
@@ -221,26 +224,53 @@ impl Joiner {
                 "the invite carries no address to reach its inviter",
             ));
         }
+        Ok(ReadInvite {
+            signed,
+            invite,
+            inviter,
+            addrs,
+        })
+    }
+}
+
+/// The signed join request a `request_join` step queued for the inviter.
+fn join_request_of(t: &crate::mesh::state::Transition) -> Result<wire::Signed, ApiError> {
+    t.outbound
+        .iter()
+        .find_map(
+            |o| match (&o.to, wire::MeshMessage::decode(o.message.as_slice())) {
+                (
+                    Dest::Peer(_),
+                    Ok(wire::MeshMessage {
+                        kind: Some(Kind::JoinRequest(s)),
+                    }),
+                ) => Some(s),
+                _ => None,
+            },
+        )
+        .ok_or_else(|| ApiError::internal("no join request was made"))
+}
+
+impl Joiner {
+    /// Joins by invite: asks the inviter, then either is welcomed at once
+    /// or keeps polling in the background while the members vote.
+    pub async fn join(
+        &self,
+        invite_text: String,
+        name: String,
+    ) -> Result<dto::JoinResult, ApiError> {
+        let ReadInvite {
+            signed: signed_invite,
+            invite: inv,
+            inviter,
+            addrs,
+        } = ReadInvite::from_text(&invite_text)?;
         let text = invite_text.clone();
         let t = self
             .mesh
             .step(move |s, id| s.request_join(id, &text, &name, crate::now_ms()))
             .await?;
-        let request = t
-            .outbound
-            .iter()
-            .find_map(
-                |o| match (&o.to, wire::MeshMessage::decode(o.message.as_slice())) {
-                    (
-                        Dest::Peer(_),
-                        Ok(wire::MeshMessage {
-                            kind: Some(Kind::JoinRequest(s)),
-                        }),
-                    ) => Some(s),
-                    _ => None,
-                },
-            )
-            .ok_or_else(|| ApiError::internal("no join request was made"))?;
+        let request = join_request_of(&t)?;
         if let Err(e) = self.peers.lock().remember_addresses(inviter, addrs.clone()) {
             tracing::warn!(error = %e, "node.db: the inviter's addresses are not stored");
         }

@@ -15,11 +15,10 @@ use super::Rpc;
 use crate::api::books::{MAX_SEARCH_K, SearchRequest};
 use crate::api::{ApiError, dto};
 use crate::daemon::store::StoreWorker;
-use crate::merkle::{self, ProofStep};
+use crate::merkle;
 use crate::mesh::state::MeshState;
 use crate::net::Protocol;
 use crate::store::{QueryStats, SearchHit, hit_order};
-use crate::wire::moot as moot_wire;
 use crate::wire::node as node_wire;
 
 /// How long the searcher waits for each round's answers.
@@ -77,14 +76,7 @@ fn hits_to_wire(
                 label: h.label,
                 leaf: h.leaf.to_vec(),
                 count: book.count,
-                proof: proof
-                    .proof
-                    .iter()
-                    .map(|s| moot_wire::ProofStep {
-                        sibling: s.sibling.to_vec(),
-                        is_left: s.is_left,
-                    })
-                    .collect(),
+                proof: crate::wire::proof::to_wire(&proof.proof),
             })
         })
         .collect()
@@ -174,20 +166,8 @@ fn proven_hit(rpc: &Rpc, peer: PeerId, h: node_wire::SearchHit) -> Result<Search
     if h.leaf.as_slice() != leaf.as_slice() {
         return Err("its text does not hash to its leaf".to_string());
     }
-    let steps = h
-        .proof
-        .iter()
-        .map(|s| {
-            Ok(ProofStep {
-                sibling: s
-                    .sibling
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| "a proof sibling is not 32 bytes".to_string())?,
-                is_left: s.is_left,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    let steps = crate::wire::proof::from_wire(&h.proof)
+        .ok_or_else(|| "a proof sibling is not 32 bytes".to_string())?;
     merkle::verify(&leaf, h.index, count, &steps, &root)
         .map_err(|e| format!("its proof fails against the announced root: {e}"))?;
     Ok(SearchHit {

@@ -6,8 +6,36 @@ use super::*;
 impl QuoteGuide {
     pub(super) fn constrain_free(&mut self, logits: &mut [f32]) {
         self.opening_forced = false;
+        if self.force_opening(logits) || self.force_sentence_end(logits) {
+            return;
+        }
+        // Free text: everything but unsafe tokens, except openers and tag
+        // openers valid this turn.
+        self.next_epoch();
+        self.mark_offered_openers();
+        let vocab = Arc::clone(&self.vocab);
+        self.forbid_unmarked(logits, &vocab.unsafe_in_text);
+        if !self.may_end() {
+            forbid(logits, &vocab.stops);
+        }
+        if self.rules.one_paragraph {
+            forbid(logits, &vocab.line_breaks);
+        }
+        if self.rules.no_asides {
+            self.forbid_asides(logits);
+        }
+        self.forbid_banned_words(logits);
+        self.forbid_terms_and_copies(logits);
+        self.steer_to_topic(logits);
+    }
+
+    /// With no passage quote yet, guidance opens one (keeping only the
+    /// openers usable now) at a sentence end, after
+    /// [`GuideRules::open_after_tokens`] or with
+    /// [`GuideRules::open_reserve`] tokens left. Returns whether it did.
+    fn force_opening(&mut self, logits: &mut [f32]) -> bool {
+        let rules = &self.rules;
         let remaining = self.remaining();
-        let rules = self.rules.clone();
         let quotes_left = self.counts.quotes < rules.max_quotes;
         // After `open_after_tokens`, wait for a word to end (a few tokens at
         // most) rather than open a quote inside one.
@@ -18,35 +46,47 @@ impl QuoteGuide {
                 || (self.tokens >= rules.open_after_tokens
                     && (!mid_word || self.tokens >= rules.open_after_tokens + 8))
                 || remaining <= rules.open_reserve);
-        if must_open {
-            let openers = self.usable_openers();
-            if !openers.is_empty() {
-                self.keep_only(logits, &openers);
-                if openers.len() == 1 {
-                    self.forced_step = true;
-                }
-                self.opening_forced = true;
-                return;
-            }
+        if !must_open {
+            return false;
         }
+        let openers = self.usable_openers();
+        if openers.is_empty() {
+            return false;
+        }
+        self.keep_only(logits, &openers);
+        if openers.len() == 1 {
+            self.forced_step = true;
+        }
+        self.opening_forced = true;
+        true
+    }
+
+    /// After a passage quote, on the last tokens or at the word limit, the
+    /// sentence ends now (only sentence enders are kept). Returns whether
+    /// it does.
+    fn force_sentence_end(&mut self, logits: &mut [f32]) -> bool {
         let over_words = self.max_words > 0 && self.words() >= self.max_words;
         if self.counts.passage_quotes >= 1
-            && (remaining <= 2 || over_words)
+            && (self.remaining() <= 2 || over_words)
             && !self.at_sentence_end()
         {
             let enders = self.vocab.sentence_enders.clone();
             if !enders.is_empty() {
                 self.keep_only(logits, &enders);
-                return;
+                return true;
             }
         }
-        // Free text: everything but unsafe tokens, except openers and tag
-        // openers valid this turn.
-        self.next_epoch();
-        let may_open = quotes_left
+        false
+    }
+
+    /// Marks the openers free text offers this step: quote openers where
+    /// a quote may open, tag openers under [`GuideRules::free_tags`].
+    fn mark_offered_openers(&mut self) {
+        let rules = &self.rules;
+        let may_open = self.counts.quotes < rules.max_quotes
             && self.quote_spaced()
             && (self.counts.passage_quotes == 0
-                || (remaining > rules.close_reserve + 20 && !self.near_end()));
+                || (self.remaining() > rules.close_reserve + 20 && !self.near_end()));
         if may_open {
             for id in self.usable_openers() {
                 self.mark(id);
@@ -54,46 +94,45 @@ impl QuoteGuide {
         }
         // A tag cites a claim: none before the reply's first word (a small
         // model otherwise opens with a passage header, `[s6] (chunk:0359)`).
-        if rules.free_tags && self.text.iter().any(u8::is_ascii_alphanumeric) {
+        if self.rules.free_tags && self.text.iter().any(u8::is_ascii_alphanumeric) {
             for i in 0..self.tag_openers.len() {
                 let id = self.tag_openers[i];
                 self.mark(id);
             }
         }
+    }
+
+    /// The asides rule ([`GuideRules::no_asides`]).
+    fn forbid_asides(&mut self, logits: &mut [f32]) {
         let vocab = Arc::clone(&self.vocab);
-        self.forbid_unmarked(logits, &vocab.unsafe_in_text);
-        if !self.may_end() {
-            forbid(logits, &vocab.stops);
+        let last = self.text.last().copied();
+        // No mark after the tag of a quote that ended its sentence, no
+        // double spaces (`rather than just  that`), no `..` of single
+        // dots, and a single quote mark only as an apostrophe.
+        if self.quote_ended_sentence && last == Some(b']') {
+            forbid(logits, &vocab.mark_led);
         }
-        if rules.one_paragraph {
-            forbid(logits, &vocab.line_breaks);
+        if last == Some(b' ') {
+            self.forbid_unmarked(logits, &vocab.space_led);
         }
-        if rules.no_asides {
-            let last = self.text.last().copied();
-            // No mark after the tag of a quote that ended its sentence, no
-            // double spaces (`rather than just  that`), no `..` of single
-            // dots, and a single quote mark only as an apostrophe.
-            if self.quote_ended_sentence && last == Some(b']') {
-                forbid(logits, &vocab.mark_led);
-            }
-            if last == Some(b' ') {
-                self.forbid_unmarked(logits, &vocab.space_led);
-            }
-            if last == Some(b'.') {
-                forbid(logits, &vocab.sentence_enders);
-            }
-            if !last.is_some_and(|b| b.is_ascii_alphanumeric() || b >= 0x80) {
-                self.forbid_unmarked(logits, &vocab.apostrophe_led);
-            }
-            self.forbid_unmarked(logits, &vocab.asides);
+        if last == Some(b'.') {
+            forbid(logits, &vocab.sentence_enders);
         }
-        self.forbid_banned_words(logits);
-        // The terms rule may not leave the step without a token (with the
-        // copy rule it can, on a rare step): then it yields for this step.
+        if !last.is_some_and(|b| b.is_ascii_alphanumeric() || b >= 0x80) {
+            self.forbid_unmarked(logits, &vocab.apostrophe_led);
+        }
+        self.forbid_unmarked(logits, &vocab.asides);
+    }
+
+    /// The terms, English-words and copy rules. The terms rules may not
+    /// leave the step without a token (with the copy rule they can, on a
+    /// rare step): then they yield for this step.
+    fn forbid_terms_and_copies(&mut self, logits: &mut [f32]) {
         let before_terms =
-            (self.known_words.is_some() || rules.english_words).then(|| logits.to_vec());
+            (self.known_words.is_some() || self.rules.english_words).then(|| logits.to_vec());
         self.forbid_unknown_terms(logits);
         self.forbid_non_words(logits);
+        self.forbid_shouting(logits);
         self.forbid_copies(logits);
         if let Some(before) = before_terms
             && !logits.iter().any(|l| l.is_finite())
@@ -101,6 +140,10 @@ impl QuoteGuide {
             logits.copy_from_slice(&before);
             self.forbid_copies(logits);
         }
+    }
+
+    /// Adds [`STEER_BIAS`] to the steer tokens still allowed.
+    fn steer_to_topic(&self, logits: &mut [f32]) {
         for &id in &self.steer {
             if let Some(l) = logits.get_mut(id as usize)
                 && l.is_finite()
@@ -216,6 +259,22 @@ impl QuoteGuide {
             }
         }
         self.known_words = Some(known);
+    }
+
+    /// Under the English-words rule, no word in capitals (two or more, and
+    /// no small letter) in free text: a dictionary's headword copied out of
+    /// its passage (`"What do you want?" [s4] ZANIES.`) reads as noise. `I`
+    /// stays allowed; a quote keeps its source's capitals.
+    pub(super) fn forbid_shouting(&mut self, logits: &mut [f32]) {
+        if !self.rules.english_words {
+            return;
+        }
+        let vocab = Arc::clone(&self.vocab);
+        self.forbid_unmarked(logits, &vocab.shouting);
+        let (word, _) = self.term_context();
+        if !word.is_empty() && !word.chars().any(char::is_lowercase) {
+            self.forbid_unmarked(logits, &vocab.capital_on);
+        }
     }
 
     /// The English-words rule ([`GuideRules::english_words`]): a token may

@@ -54,11 +54,20 @@ impl Source {
         let chars: Vec<char> = text.chars().collect();
         let mut bytes = Vec::with_capacity(text.len());
         let mut pending_space = false;
+        let mut newlines = 0;
         for (i, &c) in chars.iter().enumerate() {
             if c.is_whitespace() {
                 pending_space = true;
+                newlines += usize::from(c == '\n');
                 continue;
             }
+            // A paragraph break (chunks join paragraphs with a blank line)
+            // is a barrier: a quote never runs from one paragraph, or one
+            // dictionary entry, into the next.
+            if newlines >= 2 && !bytes.is_empty() {
+                bytes.push(BARRIER);
+            }
+            newlines = 0;
             let prev_alnum = i > 0 && is_alnum(chars[i - 1]);
             let next_alnum = chars.get(i + 1).is_some_and(|&n| is_alnum(n));
             if c == '_' && !(prev_alnum && next_alnum) {
@@ -107,17 +116,41 @@ impl Source {
         (1 + self.runs_before[end] - self.runs_before[start + 1]) as usize
     }
 
-    /// Word starts (an alphanumeric character not preceded by a letter,
-    /// digit or apostrophe) from which a quote of `min..=max` words can end
-    /// at a clause boundary before the next barrier.
+    /// Clause starts (an alphanumeric character at the start of the text or
+    /// after a barrier, a sentence mark, a comma, a semicolon, a colon or a
+    /// dash, with at most a space between: where a clause-aligned quote's
+    /// end may fall, its start may too) from which a quote of `min..=max`
+    /// words can end at a clause boundary before the next barrier. A quote
+    /// that starts mid-clause reads as a fragment torn out ("door shut
+    /// once; it was his new master going out"), so none does, unless the
+    /// text has no such start at all (a long run with no clause mark): then
+    /// any word start within reach of an end, so it can still be quoted.
     pub(super) fn quote_starts(&self, min: usize, max: usize) -> Vec<Start> {
         let text = String::from_utf8_lossy(&self.bytes);
         // Lossy decoding cannot change offsets here: the bytes came from a
         // str with only ASCII barriers added.
         let chars: Vec<(usize, char)> = text.char_indices().collect();
+        let clauses = self.starts_where(&chars, min, max, starts_clause);
+        if !clauses.is_empty() {
+            return clauses;
+        }
+        self.starts_where(&chars, min, max, |chars, k| {
+            k == 0 || !is_word_char(chars[k - 1].1)
+        })
+    }
+
+    /// The starts at alphanumeric characters `starts_here` accepts, each
+    /// with the span a quote of `min..=max` words may end in.
+    fn starts_where(
+        &self,
+        chars: &[(usize, char)],
+        min: usize,
+        max: usize,
+        starts_here: impl Fn(&[(usize, char)], usize) -> bool,
+    ) -> Vec<Start> {
         let mut starts = Vec::new();
         for (k, &(at, c)) in chars.iter().enumerate() {
-            if !is_alnum(c) || (k > 0 && is_word_char(chars[k - 1].1)) {
+            if !is_alnum(c) || !starts_here(chars, k) {
                 continue;
             }
             let mut first_end = None;
@@ -152,6 +185,23 @@ impl Source {
             .take_while(|&end| self.bytes[end - 1] != BARRIER)
             .find(|&end| self.close_ok[end] && self.words_between(start, end) >= min)
     }
+}
+
+/// Whether char `k` of a walked text starts a clause: nothing before it
+/// but, past at most one space, a barrier, a sentence mark, `,`, `;`, `:`
+/// or a dash (`—`, or `--` as Gutenberg texts write it).
+fn starts_clause(chars: &[(usize, char)], k: usize) -> bool {
+    let mut j = k;
+    if j > 0 && chars[j - 1].1 == ' ' {
+        j -= 1;
+    }
+    if j == 0 {
+        return true;
+    }
+    let before = chars[j - 1].1;
+    before == char::from(BARRIER)
+        || matches!(before, '.' | '!' | '?' | ',' | ';' | ':' | '\u{2014}' | '-')
+            && (before != '-' || (j >= 2 && chars[j - 2].1 == '-'))
 }
 
 /// Punctuation a quote may end with (after its last word): marks that close

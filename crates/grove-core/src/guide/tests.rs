@@ -45,6 +45,8 @@ fn vocab() -> (Arc<Vocabulary>, Vec<String>) {
         " call",
         " me",
         " Ishmael",
+        " ZAN",
+        "IES",
         "Call",
         " \"Call",
         "'s",
@@ -167,11 +169,11 @@ fn only_verbatim_continuations_inside_a_quote() {
     assert!(!allows(&mut g, &w, " at"), "skips a word");
     assert!(!allows(&mut g, &w, " the"));
     assert!(!allows(&mut g, &w, "s"), "`whales` is not in the passage");
-    // Starts only at a word boundary: `"hale` is not a quote start.
+    // Starts only where a clause starts: neither `"hale` nor `"whale`.
     let (mut g, w) = guide(&[WHALE], 100);
     feed(&mut g, &w, &["I", " \""]);
     assert!(!allows(&mut g, &w, "h"));
-    assert!(allows(&mut g, &w, "w"));
+    assert!(!allows(&mut g, &w, "w"));
     // The first letter's case may differ (norm lowercases).
     assert!(allows(&mut g, &w, "t"));
     assert!(allows(&mut g, &w, "T"));
@@ -196,12 +198,14 @@ fn a_quote_closes_only_at_a_clause_boundary_after_four_words() {
         !allows(&mut g, &w, "\""),
         "never a space just inside the mark"
     );
-    // Four words to the passage's end: `from the sea.` has three, so no
-    // quote starts at `from`.
+    // Four words to the passage's end: `from the sea.` starts a clause but
+    // has three, so no quote starts at `from`; none starts mid-clause
+    // (`dawn, from the sea.`), and one starts at the sentence's start.
     let (mut g, w) = guide(&[WHALE], 100);
     feed(&mut g, &w, &["I", " \""]);
     assert!(!allows(&mut g, &w, "f"));
-    assert!(allows(&mut g, &w, "d"), "`dawn, from the sea.`");
+    assert!(!allows(&mut g, &w, "d"), "`dawn` is inside a clause");
+    assert!(allows(&mut g, &w, "The"));
 }
 
 #[test]
@@ -319,7 +323,10 @@ fn guidance_opens_a_quote_after_the_first_sentence() {
         "{:?}",
         now.iter().map(|&i| &w[i as usize]).collect::<Vec<_>>()
     );
-    feed(&mut g, &w, &[" \"", "w"]);
+    // A quote starts where a clause does (`whale` would be mid-clause).
+    feed(&mut g, &w, &[" \""]);
+    assert!(!allows(&mut g, &w, "w"));
+    feed(&mut g, &w, &["The"]);
     assert_eq!(g.counts().forced_openings, 1);
 }
 
@@ -403,8 +410,11 @@ fn quotes_open_only_where_a_boundary_is_within_the_word_cap() {
     feed(&mut g, &w, &["\""]);
     // `six` and `seven` are 9 and 8 words from the next boundary.
     assert!(!allows(&mut g, &w, "s"));
-    assert!(allows(&mut g, &w, "n"), "`nine ... fourteen.`, 6 words");
-    assert!(allows(&mut g, &w, "e"), "`eleven ... fourteen.`, 4 words");
+    // `nine ... fourteen.` (6 words) and `eleven ... fourteen.` start
+    // inside a clause.
+    assert!(!allows(&mut g, &w, "n"));
+    assert!(!allows(&mut g, &w, "e"));
+    assert!(allows(&mut g, &w, "o"), "`one ... five,`, 5 words");
     feed_chars(&mut g, &w, "one two three four five");
     // The quote may not run past `five,`: it closes there.
     let now: Vec<&str> = allowed(&mut g)
@@ -461,7 +471,7 @@ fn quotes_do_not_cross_quote_marks_or_newlines_matter_not() {
 #[test]
 fn moot_quotes_are_tagged_with_their_turn() {
     let guidance = Guidance {
-        passages: vec!["Nothing about it at all here.".into()],
+        passages: vec!["Nothing here, about it at all here.".into()],
         turns: BTreeMap::from([(3, "Call me Ishmael now, the whale said.".to_string())]),
         ..Guidance::default()
     };
@@ -658,9 +668,10 @@ fn the_same_words_are_not_quoted_twice() {
     // `The whale rose at dawn` was quoted: no quote starts inside it again...
     assert!(!allows(&mut g, &w, "w"));
     assert!(!allows(&mut g, &w, "r"));
-    // ...but `and the sea was calm.` is still free.
+    // ...but `and the sea was calm.` is still free (and `the sea` starts
+    // inside its clause).
     assert!(allows(&mut g, &w, "a"));
-    assert!(allows(&mut g, &w, "t"));
+    assert!(!allows(&mut g, &w, "t"));
 }
 
 #[test]
@@ -822,8 +833,7 @@ fn titles_may_always_be_named_and_runs_restart_after_a_quote() {
     assert!(!allows(&mut g, &w, " was"), "`and the sea was`");
     let (mut g, w) = copy_guide("said the whale rose", &[]);
     feed(&mut g, &w, &["I", " said", " the"]);
-    feed(&mut g, &w, &[" \"", "w"]);
-    feed_chars(&mut g, &w, "hale rose at dawn");
+    feed(&mut g, &w, &[" \"The", " whale", " rose", " at", " dawn"]);
     feed(&mut g, &w, &["\"", " [s1]"]);
     assert!(
         allows(&mut g, &w, " rose"),
@@ -843,4 +853,57 @@ fn the_copy_rule_words_match_the_stats_definition() {
         words::copied_words_outside_quotes("I answer the point directly.", &runs),
         4
     );
+}
+
+#[test]
+fn a_quote_never_runs_across_a_paragraph_break() {
+    let (mut g, w) = guide(
+        &["The whale rose at dawn.\n\nThe sea rose at dawn too."],
+        100,
+    );
+    feed(
+        &mut g,
+        &w,
+        &["I", " \"The", " whale", " rose", " at", " dawn", "."],
+    );
+    assert!(!allows(&mut g, &w, " The"), "the next paragraph");
+    assert!(allows(&mut g, &w, "\""));
+    // The next paragraph's start is a clause start of its own.
+    let (mut g, w) = guide(
+        &["The whale rose at dawn,\n\nthe sea rose at dawn too."],
+        100,
+    );
+    feed(&mut g, &w, &["I", " \""]);
+    assert!(allows(&mut g, &w, "t"));
+}
+
+#[test]
+fn free_text_writes_no_word_in_capitals() {
+    let english = GuideRules {
+        english_words: true,
+        ..rules()
+    };
+    let (mut g, w) = whale_guide(english.clone());
+    feed(&mut g, &w, &["I", " said"]);
+    assert!(!allows(&mut g, &w, " ZAN"), "a word in capitals");
+    let (mut g, w) = whale_guide(english);
+    feed(&mut g, &w, &["I", " said", " ", "Z"]);
+    assert!(!allows(&mut g, &w, "A"), "`ZA…` goes on in capitals");
+    assert!(!allows(&mut g, &w, "IES"));
+    // With the English-words rule off, capitals are the model's own.
+    let (mut g, w) = whale_guide(rules());
+    feed(&mut g, &w, &["I", " said"]);
+    assert!(allows(&mut g, &w, " ZAN"));
+}
+
+#[test]
+fn a_text_with_no_clause_start_in_reach_is_quoted_from_its_words() {
+    // 30 words and no mark: the text's start is 30 words from its end, so
+    // no clause start has an end in reach; word starts within 25 do.
+    let mut words: Vec<String> = ('a'..='z').map(|c| format!("{c}{c}")).collect();
+    words.extend(["zz"; 4].map(String::from));
+    let (mut g, w) = guide(&[words.join(" ").as_str()], 200);
+    feed(&mut g, &w, &["I", " \""]);
+    assert!(!allows(&mut g, &w, "a"), "30 words to the end");
+    assert!(allows(&mut g, &w, "j"), "21 words to the end");
 }

@@ -68,6 +68,17 @@ impl Trie {
         (t != NO_TOKEN).then_some(t)
     }
 
+    /// The trie of every token with bytes, in id order.
+    pub(super) fn of(tokens: &[Option<Vec<u8>>]) -> Trie {
+        let mut trie = Trie::new();
+        for (id, bytes) in tokens.iter().enumerate() {
+            if let Some(bytes) = bytes.as_deref().filter(|b| !b.is_empty()) {
+                trie.insert(bytes, id as u32);
+            }
+        }
+        trie
+    }
+
     pub(super) fn walk(&self, bytes: &[u8]) -> Option<u32> {
         bytes
             .iter()
@@ -124,6 +135,11 @@ pub struct Vocabulary {
     /// Safe-text ids that start with a word character (they continue the
     /// word being written).
     pub(super) word_led: Vec<WordLead>,
+    /// Ids whose first word is two or more capitals and no small letter
+    /// (`ZAN`, ` IES`): a word in capitals, a dictionary's headword.
+    pub(super) shouting: Vec<u32>,
+    /// Safe-text ids that continue a word with a capital (`Z` then `AN`).
+    pub(super) capital_on: Vec<u32>,
     /// Safe-text ids holding a word character, each with its first word.
     pub(super) word_leads: Vec<WordLead>,
     /// Whether each of [`Vocabulary::word_leads`], starting a word, starts
@@ -169,89 +185,9 @@ impl Vocabulary {
     /// `tokens[id]` is the id's decoded bytes, `None` for special tokens;
     /// `stops` are the ids that end the turn.
     pub fn new(tokens: Vec<Option<Vec<u8>>>, stops: &[u32]) -> Vocabulary {
-        let mut trie = Trie::new();
-        let mut unsafe_in_text = Vec::new();
-        let mut with_bracket = Vec::new();
-        let mut sentence_enders = Vec::new();
-        let mut line_breaks = Vec::new();
-        for (id, bytes) in tokens.iter().enumerate() {
-            let id = id as u32;
-            let Some(bytes) = bytes.as_deref().filter(|b| !b.is_empty()) else {
-                if !stops.contains(&id) {
-                    unsafe_in_text.push(id);
-                }
-                continue;
-            };
-            trie.insert(bytes, id);
-            if !is_safe_text(bytes) {
-                unsafe_in_text.push(id);
-                if let Some(at) = bytes.iter().position(|&b| b == b'[')
-                    && is_safe_text(&bytes[..at])
-                    && std::str::from_utf8(bytes).is_ok()
-                {
-                    with_bracket.push(id);
-                }
-            }
-            // One mark each: the turn's forced end is never an ellipsis
-            // (`shore of sail, ...`, in a CI run).
-            if bytes.iter().all(|b| matches!(b, b'.' | b'!' | b'?')) && !holds_loose_mark(bytes) {
-                sentence_enders.push(id);
-            }
-            if bytes.iter().any(|b| matches!(b, b'\n' | b'\r')) {
-                line_breaks.push(id);
-            }
-        }
-        let mut with_digit = Vec::new();
-        let mut asides = Vec::new();
-        let mut apostrophe_led = Vec::new();
-        let mut mark_led = Vec::new();
-        let mut space_led = Vec::new();
-        let mut capital_led = Vec::new();
-        let mut word_led = Vec::new();
-        let mut word_leads = Vec::new();
-        let mut wordless = Vec::new();
-        for (id, bytes) in tokens.iter().enumerate() {
-            let Some(bytes) = bytes.as_deref() else {
-                continue;
-            };
-            let id = id as u32;
-            if bytes.iter().any(u8::is_ascii_digit) {
-                with_digit.push(id);
-            }
-            if bytes.iter().any(|b| b"()*_#`~<>|{}:".contains(b)) || holds_loose_mark(bytes) {
-                asides.push(id);
-            }
-            if bytes.starts_with(b"'") || bytes.starts_with("\u{2019}".as_bytes()) {
-                apostrophe_led.push(id);
-            }
-            if bytes.first().is_some_and(|b| b".,;:!?".contains(b)) {
-                mark_led.push(id);
-            }
-            if bytes.first() == Some(&b' ') {
-                space_led.push(id);
-            }
-            let Some(token) = std::str::from_utf8(bytes)
-                .ok()
-                .filter(|_| is_safe_text(bytes))
-            else {
-                continue;
-            };
-            if !token.contains(is_word_char) && !token.is_empty() && !stops.contains(&id) {
-                wordless.push(id);
-            }
-            if let Some(lead) = WordLead::of(id, token) {
-                word_leads.push(lead.clone());
-                let first = token[token.find(is_word_char).unwrap_or(0)..]
-                    .chars()
-                    .next();
-                if token.starts_with(is_word_char) {
-                    word_led.push(lead.clone());
-                }
-                if first.is_some_and(|c| c.is_ascii_uppercase()) {
-                    capital_led.push(lead);
-                }
-            }
-        }
+        let trie = Trie::of(&tokens);
+        let text = TextClasses::of(&tokens, stops);
+        let word = WordClasses::of(&tokens, stops);
         let quote_mark = trie.walk(b"\"").and_then(|n| trie.token(n));
         let gap_nodes = gap_nodes(&trie);
         let multi_word = tokens
@@ -270,23 +206,25 @@ impl Vocabulary {
                 .collect(),
             trie,
             stops: stops.to_vec(),
-            unsafe_in_text,
-            with_bracket,
-            sentence_enders,
-            line_breaks,
+            unsafe_in_text: text.unsafe_in_text,
+            with_bracket: text.with_bracket,
+            sentence_enders: text.sentence_enders,
+            line_breaks: text.line_breaks,
             quote_mark,
             gap_nodes,
             multi_word,
-            with_digit,
-            asides,
-            apostrophe_led,
-            mark_led,
-            space_led,
-            capital_led,
-            word_led,
-            word_leads,
+            with_digit: word.with_digit,
+            asides: word.asides,
+            apostrophe_led: word.apostrophe_led,
+            mark_led: word.mark_led,
+            space_led: word.space_led,
+            capital_led: word.capital_led,
+            word_led: word.word_led,
+            shouting: word.shouting,
+            capital_on: word.capital_on,
+            word_leads: word.word_leads,
             english_leads: OnceLock::new(),
-            wordless,
+            wordless: word.wordless,
         }
     }
 
@@ -323,6 +261,140 @@ impl Vocabulary {
     /// The decoded bytes of `id` (`None` for special tokens).
     pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
         self.bytes.get(id as usize).and_then(|b| b.as_deref())
+    }
+}
+
+/// The token classes of what free text may hold as it is (see the fields
+/// of [`Vocabulary`] of the same names).
+#[derive(Default)]
+struct TextClasses {
+    unsafe_in_text: Vec<u32>,
+    with_bracket: Vec<u32>,
+    sentence_enders: Vec<u32>,
+    line_breaks: Vec<u32>,
+}
+
+impl TextClasses {
+    fn of(tokens: &[Option<Vec<u8>>], stops: &[u32]) -> TextClasses {
+        let mut classes = TextClasses::default();
+        for (id, bytes) in tokens.iter().enumerate() {
+            let id = id as u32;
+            let Some(bytes) = bytes.as_deref().filter(|b| !b.is_empty()) else {
+                if !stops.contains(&id) {
+                    classes.unsafe_in_text.push(id);
+                }
+                continue;
+            };
+            if !is_safe_text(bytes) {
+                classes.unsafe_in_text.push(id);
+                if let Some(at) = bytes.iter().position(|&b| b == b'[')
+                    && is_safe_text(&bytes[..at])
+                    && std::str::from_utf8(bytes).is_ok()
+                {
+                    classes.with_bracket.push(id);
+                }
+            }
+            // One mark each: the turn's forced end is never an ellipsis
+            // (`shore of sail, ...`, in a CI run).
+            if bytes.iter().all(|b| matches!(b, b'.' | b'!' | b'?')) && !holds_loose_mark(bytes) {
+                classes.sentence_enders.push(id);
+            }
+            if bytes.iter().any(|b| matches!(b, b'\n' | b'\r')) {
+                classes.line_breaks.push(id);
+            }
+        }
+        classes
+    }
+}
+
+/// The token classes of marks, asides and words (see the fields of
+/// [`Vocabulary`] of the same names).
+#[derive(Default)]
+struct WordClasses {
+    with_digit: Vec<u32>,
+    asides: Vec<u32>,
+    apostrophe_led: Vec<u32>,
+    mark_led: Vec<u32>,
+    space_led: Vec<u32>,
+    capital_led: Vec<WordLead>,
+    word_led: Vec<WordLead>,
+    shouting: Vec<u32>,
+    capital_on: Vec<u32>,
+    word_leads: Vec<WordLead>,
+    wordless: Vec<u32>,
+}
+
+impl WordClasses {
+    fn of(tokens: &[Option<Vec<u8>>], stops: &[u32]) -> WordClasses {
+        let mut classes = WordClasses::default();
+        for (id, bytes) in tokens.iter().enumerate() {
+            let Some(bytes) = bytes.as_deref() else {
+                continue;
+            };
+            let id = id as u32;
+            classes.add_marks(id, bytes);
+            let Some(token) = std::str::from_utf8(bytes)
+                .ok()
+                .filter(|_| is_safe_text(bytes))
+            else {
+                continue;
+            };
+            if !token.contains(is_word_char) && !token.is_empty() && !stops.contains(&id) {
+                classes.wordless.push(id);
+            }
+            classes.add_words(id, token);
+        }
+        classes
+    }
+
+    /// The classes any token's bytes fall in: digits, asides, and the
+    /// mark, space or apostrophe it starts with.
+    fn add_marks(&mut self, id: u32, bytes: &[u8]) {
+        if bytes.iter().any(u8::is_ascii_digit) {
+            self.with_digit.push(id);
+        }
+        if bytes.iter().any(|b| b"()*_#`~<>|{}:".contains(b)) || holds_loose_mark(bytes) {
+            self.asides.push(id);
+        }
+        if bytes.starts_with(b"'") || bytes.starts_with("\u{2019}".as_bytes()) {
+            self.apostrophe_led.push(id);
+        }
+        if bytes.first().is_some_and(|b| b".,;:!?".contains(b)) {
+            self.mark_led.push(id);
+        }
+        if bytes.first() == Some(&b' ') {
+            self.space_led.push(id);
+        }
+    }
+
+    /// The word classes of a safe-text token: the word it holds, whether
+    /// it starts with one, and whether that word is capitalised.
+    fn add_words(&mut self, id: u32, token: &str) {
+        let Some(lead) = WordLead::of(id, token) else {
+            return;
+        };
+        self.word_leads.push(lead.clone());
+        let first = token[token.find(is_word_char).unwrap_or(0)..]
+            .chars()
+            .next();
+        if token.starts_with(is_word_char) {
+            self.word_led.push(lead.clone());
+            if first.is_some_and(|c| c.is_ascii_uppercase()) {
+                self.capital_on.push(id);
+            }
+        }
+        let word: Vec<char> = token[token.find(is_word_char).unwrap_or(0)..]
+            .chars()
+            .take_while(|&c| is_word_char(c))
+            .collect();
+        if word.iter().filter(|c| c.is_uppercase()).count() >= 2
+            && !word.iter().any(|c| c.is_lowercase())
+        {
+            self.shouting.push(id);
+        }
+        if first.is_some_and(|c| c.is_ascii_uppercase()) {
+            self.capital_led.push(lead);
+        }
     }
 }
 

@@ -52,6 +52,38 @@ fn mismatch(turn: Option<u32>, what: impl Into<String>) -> Mismatch {
 /// Checks the signed export (hex of `Signed { ExportBody }`). Returns what
 /// vouches for it and every mismatch found in the signed turns.
 pub fn verify_signed_export(signed_hex: &str) -> Result<(Vouched, Vec<Mismatch>), ExportError> {
+    let export = open_export(signed_hex)?;
+    let mut mismatches = Vec::new();
+    let announced = announced_roots(&export, &mut mismatches);
+    check_signed_turns(&export, &announced, &mut mismatches);
+    let OpenedExport {
+        body,
+        roster,
+        transcript,
+    } = export;
+    Ok((
+        Vouched {
+            mesh_id: hex::encode(roster.mesh_id),
+            roster_hash: hex::encode(roster.hash()),
+            host: identity::peer_id_text(&body.host),
+            turns: body.turns.len(),
+            transcript,
+        },
+        mismatches,
+    ))
+}
+
+/// An export whose host signature, roster and transcript all read.
+struct OpenedExport {
+    body: wire::ExportBody,
+    roster: Roster,
+    transcript: TranscriptRecord,
+}
+
+/// Decodes the export and checks what vouches for it as a whole: the
+/// host's signature, the roster (of this mesh, with the host a member)
+/// and that the transcript reads.
+fn open_export(signed_hex: &str) -> Result<OpenedExport, ExportError> {
     let invalid = |what: String| ExportError::Invalid(what);
     let bytes =
         hex::decode(signed_hex.trim()).map_err(|_| invalid("`signed` is not hex".into()))?;
@@ -70,88 +102,115 @@ pub fn verify_signed_export(signed_hex: &str) -> Result<(Vouched, Vec<Mismatch>)
     }
     let transcript = TranscriptRecord::from_json(&body.transcript)
         .map_err(|e| invalid(format!("transcript: {e}")))?;
-    let mut mismatches = Vec::new();
+    Ok(OpenedExport {
+        body,
+        roster,
+        transcript,
+    })
+}
 
-    // Roots each member vouched for in a signed announcement.
-    let mut announced: Vec<(Vec<u8>, String, Hash, u64)> = Vec::new();
-    for a in &body.announcements {
-        match announce::verify(a, &roster) {
+/// A book root a member vouched for in a signed announcement.
+struct AnnouncedRoot {
+    peer_id: Vec<u8>,
+    book: String,
+    root: Hash,
+    count: u64,
+}
+
+/// The roots each member vouched for in a signed announcement; an
+/// announcement that does not verify is a mismatch.
+fn announced_roots(export: &OpenedExport, mismatches: &mut Vec<Mismatch>) -> Vec<AnnouncedRoot> {
+    let mut announced = Vec::new();
+    for a in &export.body.announcements {
+        match announce::verify(a, &export.roster) {
             Ok(ann) => {
                 for book in ann.shards.iter().flat_map(|s| s.books.iter()) {
                     if let Ok(root) = <Hash>::try_from(book.root.as_slice()) {
-                        announced.push((ann.peer_id.clone(), book.key.clone(), root, book.count));
+                        announced.push(AnnouncedRoot {
+                            peer_id: ann.peer_id.clone(),
+                            book: book.key.clone(),
+                            root,
+                            count: book.count,
+                        });
                     }
                 }
             }
             Err(e) => mismatches.push(mismatch(None, format!("an announcement: {e}"))),
         }
     }
+    announced
+}
 
-    if body.turns.len() != transcript.utterances.len() {
+/// Every signed turn, in order along the chain of previous-turn hashes:
+/// one for each utterance, each checked by [`signed_turn_problem`].
+fn check_signed_turns(
+    export: &OpenedExport,
+    announced: &[AnnouncedRoot],
+    mismatches: &mut Vec<Mismatch>,
+) {
+    let (turns, utterances) = (&export.body.turns, &export.transcript.utterances);
+    if turns.len() != utterances.len() {
         mismatches.push(mismatch(
             None,
             format!(
                 "{} signed turns for {} utterances",
-                body.turns.len(),
-                transcript.utterances.len()
+                turns.len(),
+                utterances.len()
             ),
         ));
     }
     let mut prev: [u8; 32] = GENESIS_PREV;
-    for (i, (turn, recorded)) in body.turns.iter().zip(&transcript.utterances).enumerate() {
+    for (i, (turn, recorded)) in turns.iter().zip(utterances).enumerate() {
         let n = i as u32 + 1;
-        let Some(member) = roster
-            .members
-            .iter()
-            .find(|m| m.ed25519.as_slice() == turn.signer.as_slice())
-        else {
-            mismatches.push(mismatch(
-                Some(n),
-                "signed by a key that is not a roster member",
-            ));
-            prev = signed::turn_hash(turn);
-            continue;
-        };
-        let roots: Vec<(Hash, u64)> = announced
-            .iter()
-            .filter(|(p, key, _, _)| *p == member.peer_id && *key == recorded.speaker)
-            .map(|(_, _, r, c)| (*r, *c))
-            .collect();
-        let expect = Expect {
-            moot_id: &body.moot_id,
-            turn: n,
-            prev_hash: &prev,
-            book: &recorded.speaker,
-            signer: &member.ed25519,
-            roots: &roots,
-        };
-        match signed::check(turn, &expect) {
-            Ok(checked) => {
-                let signed_record = UtteranceRecord::from(&checked.utterance);
-                if &signed_record != recorded {
-                    mismatches.push(mismatch(
-                        Some(n),
-                        format!(
-                            "the transcript's utterance differs from the one {} signed",
-                            identity::peer_id_text(&member.peer_id)
-                        ),
-                    ));
-                }
-            }
-            Err(e) => mismatches.push(mismatch(Some(n), format!("signed turn: {e}"))),
+        if let Some(what) = signed_turn_problem(export, announced, n, &prev, turn, recorded) {
+            mismatches.push(mismatch(Some(n), what));
         }
         prev = signed::turn_hash(turn);
     }
-    Ok((
-        Vouched {
-            mesh_id: hex::encode(roster.mesh_id),
-            roster_hash: hex::encode(roster.hash()),
-            host: identity::peer_id_text(&body.host),
-            turns: body.turns.len(),
-            transcript,
-        },
-        mismatches,
-    ))
+}
+
+/// What is wrong with signed turn `n`, if anything: its signer must be a
+/// roster member, the turn must pass [`signed::check`] against the roots
+/// that member announced for the book, and the utterance it signs must be
+/// the transcript's.
+fn signed_turn_problem(
+    export: &OpenedExport,
+    announced: &[AnnouncedRoot],
+    n: u32,
+    prev: &[u8; 32],
+    turn: &Signed,
+    recorded: &UtteranceRecord,
+) -> Option<String> {
+    let Some(member) = export
+        .roster
+        .members
+        .iter()
+        .find(|m| m.ed25519.as_slice() == turn.signer.as_slice())
+    else {
+        return Some("signed by a key that is not a roster member".into());
+    };
+    let roots: Vec<(Hash, u64)> = announced
+        .iter()
+        .filter(|a| a.peer_id == member.peer_id && a.book == recorded.speaker)
+        .map(|a| (a.root, a.count))
+        .collect();
+    let expect = Expect {
+        moot_id: &export.body.moot_id,
+        turn: n,
+        prev_hash: prev,
+        book: &recorded.speaker,
+        signer: &member.ed25519,
+        roots: &roots,
+    };
+    match signed::check(turn, &expect) {
+        Ok(checked) => (&UtteranceRecord::from(&checked.utterance) != recorded).then(|| {
+            format!(
+                "the transcript's utterance differs from the one {} signed",
+                identity::peer_id_text(&member.peer_id)
+            )
+        }),
+        Err(e) => Some(format!("signed turn: {e}")),
+    }
 }
 
 /// Who vouches for a checked export, as `grove moot verify` reports it.

@@ -187,12 +187,48 @@ pub fn run(
     let n = trees.len();
     let topic = topic.filter(|t| !t.trim().is_empty());
     let model = narrator.describe();
+    let (openings, pools) = open(&trees, topic.as_deref(), settings.k, &mut speakers)?;
+    let mut moot = Proceedings {
+        trees,
+        topic,
+        settings,
+        openings,
+        pools,
+        utterances: Vec::new(),
+        summaries: Vec::new(),
+        summary: None,
+        cited: vec![BTreeSet::new(); n],
+    };
+    for index in 0..moot.settings.turns {
+        let turn = index + 1;
+        let t = index as usize % n;
+        let every = moot.settings.summary_every;
+        if every > 0 && index > 0 && index % every == 0 {
+            moot.summarize(narrator, turn)?;
+        }
+        let call = moot.turn_call(turn, t);
+        let utterance = speakers[t].turn(&call)?;
+        moot.pools[t] = check_turn(&call, &utterance)?;
+        moot.cited[t].extend(utterance.cited.values().cloned());
+        on_utterance(&utterance);
+        moot.utterances.push(utterance);
+    }
+    Ok(moot.finish(model))
+}
 
+/// Each tree's opening search (checked like a turn's passages), and the
+/// pools it starts.
+fn open(
+    trees: &[Tree],
+    topic: Option<&str>,
+    k: usize,
+    speakers: &mut [&mut dyn Speaker],
+) -> Result<(Vec<Opening>, Vec<Vec<Passage>>), MootError> {
     let mut openings = Vec::new();
-    let mut pools: Vec<Vec<Passage>> = vec![Vec::new(); n];
+    let mut pools: Vec<Vec<Passage>> = vec![Vec::new(); trees.len()];
     for (t, tree) in trees.iter().enumerate() {
-        let query = speaker::opening_query(topic.as_deref(), tree);
-        let passages = speakers[t].opening(&query, settings.k)?;
+        let query = speaker::opening_query(topic, tree);
+        let passages = speakers[t].opening(&query, k)?;
         check_passages(tree, &passages)?;
         speaker::extend_pool(&mut pools[t], &passages);
         openings.push(Opening {
@@ -201,106 +237,124 @@ pub fn run(
             passages,
         });
     }
+    Ok((openings, pools))
+}
 
-    let mut utterances: Vec<Utterance> = Vec::new();
-    let mut summaries: Vec<Summary> = Vec::new();
-    let mut summary: Option<String> = None;
-    let mut cited: Vec<BTreeSet<String>> = vec![BTreeSet::new(); n];
-    for index in 0..settings.turns {
-        let turn = index + 1;
-        let t = index as usize % n;
-        if settings.summary_every > 0 && index > 0 && index % settings.summary_every == 0 {
-            let lines = lines_of(&utterances);
-            let answer = narrator
-                .complete(&ChatRequest {
-                    messages: vec![
-                        ChatMessage {
-                            role: Role::System,
-                            content: prompt::narrator_system(),
-                        },
-                        ChatMessage {
-                            role: Role::User,
-                            content: prompt::narrator_user(summary.as_deref(), &lines),
-                        },
-                    ],
-                    max_tokens: SUMMARY_MAX_TOKENS,
-                    temperature: SUMMARY_TEMPERATURE as f32,
-                    seed: settings
-                        .seed
-                        .wrapping_add(2 * u64::from(turn))
-                        .wrapping_add(1 << 32),
-                    guidance: None,
-                })
-                .map_err(|source| MootError::Model {
-                    book: "narrator".into(),
-                    source,
-                })?;
-            let text = prompt::clip_words(&answer, prompt::MAX_SUMMARY_WORDS);
-            // An empty answer keeps the old summary.
-            if !text.is_empty() {
-                summaries.push(Summary {
-                    before_turn: turn,
-                    text: text.clone(),
-                });
-                summary = Some(text);
-            }
+/// A moot in progress: what the host keeps between turns.
+struct Proceedings {
+    trees: Vec<Tree>,
+    topic: Option<String>,
+    settings: MootSettings,
+    openings: Vec<Opening>,
+    /// Per tree: every passage its book returned so far, each once.
+    pools: Vec<Vec<Passage>>,
+    utterances: Vec<Utterance>,
+    summaries: Vec<Summary>,
+    /// The latest summary, passed on to each turn.
+    summary: Option<String>,
+    /// Per tree: the node ids it has cited.
+    cited: Vec<BTreeSet<String>>,
+}
+
+impl Proceedings {
+    /// The narrator's summary of the lines so far, before `turn`. An
+    /// empty answer keeps the old summary.
+    fn summarize(&mut self, narrator: &mut dyn ChatModel, turn: u32) -> Result<(), MootError> {
+        let lines = lines_of(&self.utterances);
+        let answer = narrator
+            .complete(&ChatRequest {
+                messages: vec![
+                    ChatMessage {
+                        role: Role::System,
+                        content: prompt::narrator_system(),
+                    },
+                    ChatMessage {
+                        role: Role::User,
+                        content: prompt::narrator_user(self.summary.as_deref(), &lines),
+                    },
+                ],
+                max_tokens: SUMMARY_MAX_TOKENS,
+                temperature: SUMMARY_TEMPERATURE as f32,
+                seed: self
+                    .settings
+                    .seed
+                    .wrapping_add(2 * u64::from(turn))
+                    .wrapping_add(1 << 32),
+                guidance: None,
+            })
+            .map_err(|source| MootError::Model {
+                book: "narrator".into(),
+                source,
+            })?;
+        let text = prompt::clip_words(&answer, prompt::MAX_SUMMARY_WORDS);
+        if !text.is_empty() {
+            self.summaries.push(Summary {
+                before_turn: turn,
+                text: text.clone(),
+            });
+            self.summary = Some(text);
         }
-        let lines = lines_of(&utterances);
+        Ok(())
+    }
+
+    /// What tree `t` is asked for `turn`: it answers the last real line
+    /// (on turn 1, it speaks from its opening).
+    fn turn_call(&self, turn: u32, t: usize) -> TurnCall {
+        let lines = lines_of(&self.utterances);
         let incoming = lines.last().cloned();
-        let o = answered_tree(&utterances, &trees, t);
+        let o = answered_tree(&self.utterances, &self.trees, t);
         let recent: Vec<Line> = match lines.len() {
             0 | 1 => Vec::new(),
             n => lines[n.saturating_sub(3)..n - 1].to_vec(),
         };
         let (query, given) = match &incoming {
             None => (
-                openings[t].query.clone(),
-                Some(openings[t].passages.clone()),
+                self.openings[t].query.clone(),
+                Some(self.openings[t].passages.clone()),
             ),
-            Some(line) => (speaker::turn_query(topic.as_deref(), &line.text), None),
+            Some(line) => (speaker::turn_query(self.topic.as_deref(), &line.text), None),
         };
-        let (own_turns, other_turns) = turn_maps(&utterances, &trees[t].key);
+        let (own_turns, other_turns) = turn_maps(&self.utterances, &self.trees[t].key);
+        let settings = &self.settings;
         let request = TurnRequest {
             turn,
-            speaker: trees[t].clone(),
-            other: trees[o].clone(),
-            topic: topic.clone(),
+            speaker: self.trees[t].clone(),
+            other: self.trees[o].clone(),
+            topic: self.topic.clone(),
             query,
             passages: Vec::new(),
-            pool: pools[t].clone(),
+            pool: self.pools[t].clone(),
             other_turns,
             own_turns,
             incoming,
             recent,
-            summary: summary.clone(),
-            mv: Move::for_turn_of(turn, settings.turns, n as u32),
+            summary: self.summary.clone(),
+            mv: Move::for_turn_of(turn, settings.turns, self.trees.len() as u32),
             temperature: settings.temperature,
             max_tokens: settings.max_tokens,
             seed: turn_seed(settings.seed, turn),
         };
-        let call = TurnCall {
+        TurnCall {
             request,
             given,
-            cited: cited[t].clone(),
+            cited: self.cited[t].clone(),
             k: settings.k,
-        };
-        let utterance = speakers[t].turn(&call)?;
-        pools[t] = check_turn(&call, &utterance)?;
-        cited[t].extend(utterance.cited.values().cloned());
-        on_utterance(&utterance);
-        utterances.push(utterance);
+        }
     }
-    let stats = stats::compute(&utterances);
-    Ok(Moot {
-        trees,
-        topic,
-        model,
-        settings,
-        openings,
-        utterances,
-        summaries,
-        stats,
-    })
+
+    fn finish(self, model: String) -> Moot {
+        let stats = stats::compute(&self.utterances);
+        Moot {
+            trees: self.trees,
+            topic: self.topic,
+            model,
+            settings: self.settings,
+            openings: self.openings,
+            utterances: self.utterances,
+            summaries: self.summaries,
+            stats,
+        }
+    }
 }
 
 /// A moot on this node: both books' retrievers and one model.

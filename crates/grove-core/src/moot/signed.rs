@@ -54,13 +54,7 @@ pub fn proven(tag: &str, passage: &Passage, proof: &[ProofStep]) -> wire::Proven
         node_id: passage.node_id.clone(),
         index: passage.index,
         text: passage.content.clone(),
-        proof: proof
-            .iter()
-            .map(|s| wire::ProofStep {
-                sibling: s.sibling.to_vec(),
-                is_left: s.is_left,
-            })
-            .collect(),
+        proof: crate::wire::proof::to_wire(proof),
     }
 }
 
@@ -79,20 +73,8 @@ pub fn check_passage(
     if p.node_id != format!("{book}#{}", p.index) {
         return Err(fail("its node id is not of this book and index".into()));
     }
-    let steps = p
-        .proof
-        .iter()
-        .map(|s| {
-            Ok(ProofStep {
-                sibling: s
-                    .sibling
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| fail("a sibling is not 32 bytes".into()))?,
-                is_left: s.is_left,
-            })
-        })
-        .collect::<Result<Vec<_>, TurnError>>()?;
+    let steps = crate::wire::proof::from_wire(&p.proof)
+        .ok_or_else(|| fail("a sibling is not 32 bytes".into()))?;
     let leaf = merkle::leaf_hash(p.text.as_bytes());
     merkle::verify(&leaf, p.index, count, &steps, root).map_err(|e| fail(e.to_string()))?;
     Ok(Passage {
@@ -292,23 +274,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_honest_turn_checks_and_lies_do_not() {
-        let id = Identity::generate(&mut rand::rng());
-        let other = Identity::generate(&mut rand::rng());
-        let (chunks, levels, root) = book();
-        let passages = vec![passage(&chunks, 1), passage(&chunks, 3)];
-        let proven: Vec<wire::ProvenPassage> = passages
+    /// Each passage as `sN` with its proof in `levels`.
+    fn proven_all(passages: &[Passage], levels: &[Vec<Hash>]) -> Vec<wire::ProvenPassage> {
+        passages
             .iter()
             .enumerate()
             .map(|(i, p)| {
                 proven(
                     &format!("s{}", i + 1),
                     p,
-                    &merkle::proof(&levels, p.index).unwrap(),
+                    &merkle::proof(levels, p.index).unwrap(),
                 )
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn an_honest_turn_checks_and_lies_do_not() {
+        let id = Identity::generate(&mut rand::rng());
+        let other = Identity::generate(&mut rand::rng());
+        let (chunks, levels, root) = book();
+        let passages = vec![passage(&chunks, 1), passage(&chunks, 3)];
+        let proven = proven_all(&passages, &levels);
         let u = utterance(&passages);
         let key = id.ed25519_public();
         let roots = [(root, 5)];

@@ -166,8 +166,27 @@ pub fn record_reply(
 
 /// Speaks one turn: prompt, model, grade, one retry, snap.
 pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utterance, MootError> {
-    let book = request.speaker.key.clone();
     let tagged = tag_passages(&request.passages);
+    let messages = turn_messages(request, &tagged);
+    let guidance = turn_guidance(request, &tagged);
+    let guided = model.guides_decoding();
+    let mut turn = Turn {
+        model,
+        request,
+        tagged,
+        guidance,
+        titles: titles(request),
+    };
+    // Under guidance every draft is grounded by construction, so drafts
+    // differ in how they read: draft a few and keep the best read.
+    let drafts = if guided { CANDIDATES } else { 1 };
+    let first = turn.best_draft(&messages, drafts)?;
+    let kept = turn.keep_or_retry(messages, first)?;
+    Ok(turn.utterance(kept, guided))
+}
+
+/// A turn's first messages: the persona with its passages, and the cue.
+fn turn_messages(request: &TurnRequest, tagged: &[TaggedPassage]) -> Vec<ChatMessage> {
     let cue = match &request.incoming {
         None => Cue::Opening,
         Some(line) => Cue::Reply {
@@ -175,23 +194,26 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             mv: request.mv,
         },
     };
-    let mut messages = vec![
+    vec![
         ChatMessage {
             role: Role::System,
-            content: prompt::persona(request.topic.as_deref(), &tagged),
+            content: prompt::persona(request.topic.as_deref(), tagged),
         },
         ChatMessage {
             role: Role::User,
             content: prompt::user_message(&cue, request.topic.as_deref()),
         },
-    ];
-    // What a guiding backend needs: quotes may copy this turn's passages
-    // (tagged s1..sk) or the other book's earlier turns (tagged oN), as the
-    // grader reads them. Its own turns are left out: a book echoing itself
-    // is how a small model loops. Outside quotes it may copy nothing of its
-    // prompt (the messages sent) nor of any earlier turn; it may always
-    // name the two books.
-    let guidance = Guidance {
+    ]
+}
+
+/// What a guiding backend needs: quotes may copy this turn's passages
+/// (tagged s1..sk) or the other book's earlier turns (tagged oN), as the
+/// grader reads them. Its own turns are left out: a book echoing itself
+/// is how a small model loops. Outside quotes it may copy nothing of its
+/// prompt (the messages sent, added per call) nor of any earlier turn; it
+/// may always name the two books.
+fn turn_guidance(request: &TurnRequest, tagged: &[TaggedPassage]) -> Guidance {
+    Guidance {
         passages: tagged.iter().map(|t| t.passage.content.clone()).collect(),
         turns: request.other_turns.clone(),
         max_words: prompt::MAX_REPLY_WORDS,
@@ -204,77 +226,120 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             .map(reading::topic_word_forms)
             .unwrap_or_default(),
         banned_words: banned_words(request),
-    };
-    let guided = model.guides_decoding();
-    let mut call = |messages: &[ChatMessage], seed: u64| {
-        let mut guidance = guidance.clone();
+    }
+}
+
+/// One turn being spoken: the model, the request and what every call,
+/// grading and reading of it shares.
+struct Turn<'m, 'r> {
+    model: &'m mut dyn ChatModel,
+    request: &'r TurnRequest,
+    tagged: Vec<TaggedPassage>,
+    guidance: Guidance,
+    titles: Vec<String>,
+}
+
+/// The reply a turn keeps, as graded, and the attempts it took.
+struct Kept {
+    raw: String,
+    checked: grounding::Checked,
+    cited: BTreeMap<String, String>,
+    attempts: u32,
+}
+
+impl Turn<'_, '_> {
+    /// One model call on `messages`, guided so that its own words copy
+    /// none of them either.
+    fn call(&mut self, messages: &[ChatMessage], seed: u64) -> Result<String, MootError> {
+        let mut guidance = self.guidance.clone();
         guidance
             .avoid
             .extend(messages.iter().map(|m| m.content.clone()));
-        model
+        self.model
             .complete(&ChatRequest {
                 messages: messages.to_vec(),
-                max_tokens: request.max_tokens,
-                temperature: request.temperature as f32,
+                max_tokens: self.request.max_tokens,
+                temperature: self.request.temperature as f32,
                 seed,
                 guidance: Some(guidance),
             })
             .map_err(|source| MootError::Model {
-                book: book.clone(),
+                book: self.request.speaker.key.clone(),
                 source,
             })
-    };
-    let grade = |reply: &str| {
+    }
+
+    fn grade(&self, reply: &str) -> (grounding::Checked, BTreeMap<String, String>) {
+        let request = self.request;
         record_reply(
             reply,
-            &tagged,
+            &self.tagged,
             &request.pool,
             &request.other_turns,
             &request.own_turns,
         )
-    };
-    let read = |text: &str| {
+    }
+
+    fn read(&self, text: &str) -> TurnReading {
+        let request = self.request;
         turn_reading(
             text,
-            &tagged,
+            &self.tagged,
             &request.own_turns,
             &request.other_turns,
-            &titles(request),
+            &self.titles,
             request.topic.as_deref(),
             request.incoming.as_ref().map(|l| l.text.as_str()),
             reading::ReadingVersion::CURRENT,
         )
-    };
-    // Under guidance every draft is grounded by construction, so drafts
-    // differ in how they read: draft a few and keep the best read.
-    let drafts = if guided { CANDIDATES } else { 1 };
-    let earlier: Vec<&str> = request
-        .own_turns
-        .values()
-        .chain(request.other_turns.values())
-        .map(String::as_str)
-        .collect();
-    let mut first: Option<(f64, String)> = None;
-    for i in 0..drafts {
-        let reply = call(&messages, request.seed.wrapping_add(u64::from(i) << 40))?;
-        let (checked, _) = grade(&reply);
-        let score = reading::draft_score(&read(&checked.text), checked.passes, has_text(&reply))
-            + reading::draft_shape_score(
-                &checked.text,
-                request.incoming.as_ref().map(|l| l.text.as_str()),
-                &earlier,
-                request.topic.as_deref(),
-            );
-        if first.as_ref().is_none_or(|(best, _)| score > *best) {
-            first = Some((score, reply));
-        }
     }
-    let first = first.map(|(_, reply)| reply).unwrap_or_default();
-    let (first_checked, first_cited) = grade(&first);
-    let (kept, checked, cited, attempts) = if first_checked.passes {
-        (first, first_checked, first_cited, 1)
-    } else {
-        let tags: Vec<String> = tagged.iter().map(|t| t.tag.clone()).collect();
+
+    /// Drafts `drafts` replies and returns the one that reads best (the
+    /// first of equals).
+    fn best_draft(&mut self, messages: &[ChatMessage], drafts: u32) -> Result<String, MootError> {
+        let request = self.request;
+        let earlier: Vec<&str> = request
+            .own_turns
+            .values()
+            .chain(request.other_turns.values())
+            .map(String::as_str)
+            .collect();
+        let mut first: Option<(f64, String)> = None;
+        for i in 0..drafts {
+            let reply = self.call(messages, request.seed.wrapping_add(u64::from(i) << 40))?;
+            let (checked, _) = self.grade(&reply);
+            let score =
+                reading::draft_score(&self.read(&checked.text), checked.passes, has_text(&reply))
+                    + reading::draft_shape_score(
+                        &checked.text,
+                        request.incoming.as_ref().map(|l| l.text.as_str()),
+                        &earlier,
+                        request.topic.as_deref(),
+                    );
+            if first.as_ref().is_none_or(|(best, _)| score > *best) {
+                first = Some((score, reply));
+            }
+        }
+        Ok(first.map(|(_, reply)| reply).unwrap_or_default())
+    }
+
+    /// Keeps `first` if it passes; else asks once more with a reminder
+    /// and keeps the second reply (or the first, if the second is empty).
+    fn keep_or_retry(
+        &mut self,
+        mut messages: Vec<ChatMessage>,
+        first: String,
+    ) -> Result<Kept, MootError> {
+        let (first_checked, first_cited) = self.grade(&first);
+        if first_checked.passes {
+            return Ok(Kept {
+                raw: first,
+                checked: first_checked,
+                cited: first_cited,
+                attempts: 1,
+            });
+        }
+        let tags: Vec<String> = self.tagged.iter().map(|t| t.tag.clone()).collect();
         messages.push(ChatMessage {
             role: Role::Assistant,
             content: first.clone(),
@@ -283,44 +348,58 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
             role: Role::User,
             content: prompt::reminder(&tags, &first_checked.grounding),
         });
-        let second = call(&messages, request.seed.wrapping_add(1))?;
-        if has_text(&second) {
-            let (c, cited) = grade(&second);
-            (second, c, cited, 2)
+        let second = self.call(&messages, self.request.seed.wrapping_add(1))?;
+        let (raw, checked, cited) = if has_text(&second) {
+            let (checked, cited) = self.grade(&second);
+            (second, checked, cited)
         } else if has_text(&first) {
-            (first, first_checked, first_cited, 2)
+            (first, first_checked, first_cited)
         } else {
-            return Err(MootError::NoText { book });
+            return Err(MootError::NoText {
+                book: self.request.speaker.key.clone(),
+            });
+        };
+        Ok(Kept {
+            raw,
+            checked,
+            cited,
+            attempts: 2,
+        })
+    }
+
+    /// The utterance of the kept reply, with its figures and reading.
+    fn utterance(self, kept: Kept, guided: bool) -> Utterance {
+        let request = self.request;
+        let figures = turn_figures(
+            &kept.checked.text,
+            &self.tagged,
+            &request.own_turns,
+            &request.other_turns,
+            &self.titles,
+            COPY_RUN_WORDS,
+        );
+        let reading = self.read(&kept.checked.text);
+        let checked = kept.checked;
+        Utterance {
+            turn: request.turn,
+            speaker: request.speaker.key.clone(),
+            title: request.speaker.name().to_string(),
+            figures: Some(figures),
+            reading: Some(reading),
+            text: checked.text,
+            cited: kept.cited,
+            grounded: checked.passes,
+            grounding: checked.grounding,
+            attempts: kept.attempts,
+            query: request.query.clone(),
+            retrieved: self.tagged,
+            raw_text: kept.raw,
+            snaps: checked.snaps,
+            intent: request.mv,
+            guided,
+            decision: None,
         }
-    };
-    let figures = turn_figures(
-        &checked.text,
-        &tagged,
-        &request.own_turns,
-        &request.other_turns,
-        &titles(request),
-        COPY_RUN_WORDS,
-    );
-    let reading = read(&checked.text);
-    Ok(Utterance {
-        turn: request.turn,
-        speaker: request.speaker.key.clone(),
-        title: request.speaker.name().to_string(),
-        figures: Some(figures),
-        reading: Some(reading),
-        text: checked.text,
-        cited,
-        grounded: checked.passes,
-        grounding: checked.grounding,
-        attempts,
-        query: request.query.clone(),
-        retrieved: tagged,
-        raw_text: kept,
-        snaps: checked.snaps,
-        intent: request.mv,
-        guided,
-        decision: None,
-    })
+    }
 }
 
 /// A pass: the tree's node decided not to speak. The turn is recorded with
@@ -406,6 +485,27 @@ pub fn titles(request: &TurnRequest) -> Vec<String> {
     ]
 }
 
+/// What a turn's own words are read against, as text: its passages, the
+/// moot's earlier turns (both speakers') and the books it may name.
+fn texts_read<'a>(
+    tagged: &'a [TaggedPassage],
+    own_turns: &'a BTreeMap<u64, String>,
+    other_turns: &'a BTreeMap<u64, String>,
+    titles: &'a [String],
+) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>) {
+    let passages = tagged.iter().map(|t| t.passage.content.as_str()).collect();
+    let earlier = own_turns
+        .values()
+        .chain(other_turns.values())
+        .map(String::as_str)
+        .collect();
+    (
+        passages,
+        earlier,
+        titles.iter().map(String::as_str).collect(),
+    )
+}
+
 /// A turn's own-words figures ([`stats::turn_figures`]) from its passages,
 /// the moot's earlier turns (both maps) and the books it may name.
 pub fn turn_figures(
@@ -416,13 +516,7 @@ pub fn turn_figures(
     titles: &[String],
     copy_run_words: usize,
 ) -> TurnFigures {
-    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
-    let earlier: Vec<&str> = own_turns
-        .values()
-        .chain(other_turns.values())
-        .map(String::as_str)
-        .collect();
-    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    let (passages, earlier, titles) = texts_read(tagged, own_turns, other_turns, titles);
     stats::turn_figures(text, &passages, &earlier, &titles, copy_run_words)
 }
 
@@ -442,13 +536,7 @@ pub fn turn_reading(
     last_other: Option<&str>,
     version: reading::ReadingVersion,
 ) -> TurnReading {
-    let passages: Vec<&str> = tagged.iter().map(|t| t.passage.content.as_str()).collect();
-    let earlier: Vec<&str> = own_turns
-        .values()
-        .chain(other_turns.values())
-        .map(String::as_str)
-        .collect();
-    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    let (passages, earlier, titles) = texts_read(tagged, own_turns, other_turns, titles);
     reading::read_turn(
         text,
         &reading::ReadingSources {

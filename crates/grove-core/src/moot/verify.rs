@@ -12,6 +12,7 @@ use super::speaker::{
 use super::stats::{self, TurnFigures};
 use super::transcript::{PassageRecord, RecordError, TranscriptRecord, UtteranceRecord};
 use super::{Move, Passage, TaggedPassage, Tree, Utterance};
+use crate::grounding;
 
 /// One disagreement between a transcript and its re-check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,24 +78,48 @@ impl Report {
 
 /// Verifies a transcript. Returns every mismatch found (empty when it
 /// checks out); a record that cannot even be read is an error.
+///
+/// The checks run in this order, each adding its mismatches: the trees,
+/// the reading version, the openings, every turn, the summaries, the stats.
 pub fn verify(
     transcript: &TranscriptRecord,
-    mut store: Option<&mut dyn ChunkLookup>,
+    store: Option<&mut dyn ChunkLookup>,
 ) -> Result<Vec<Mismatch>, RecordError> {
     let mut report = Report {
         mismatches: Vec::new(),
     };
-    let settings = &transcript.settings;
     let trees: Vec<Tree> = transcript.trees.iter().map(Tree::from).collect();
     let n = trees.len();
     if n < 2 {
         report.add(None, format!("{n} trees; a moot has at least 2"));
         return Ok(report.mismatches);
     }
+    check_trees(&mut report, &trees);
+    let reads = reading_version(&mut report, transcript.settings.reading.as_deref());
+    let mut recheck = Recheck {
+        transcript,
+        topic: transcript.topic.as_deref(),
+        reads,
+        store,
+        report,
+        pools: vec![Vec::new(); n],
+        opening_passages: vec![Vec::new(); n],
+        trees,
+        rechecked: Vec::new(),
+    };
+    recheck.openings()?;
+    recheck.utterances()?;
+    check_summaries(&mut recheck.report, transcript);
+    check_stats(&mut recheck.report, transcript, &recheck.rechecked);
+    Ok(recheck.report.mismatches)
+}
+
+/// The trees: no book twice, each genre the first part of its key.
+fn check_trees(report: &mut Report, trees: &[Tree]) {
     if let Some(key) = super::host::repeated_book(trees.iter().map(|t| t.key.as_str())) {
         report.add(None, format!("the same book {key} twice"));
     }
-    for tree in &trees {
+    for tree in trees {
         let genre = tree.key.split('/').next().unwrap_or_default();
         if tree.genre != genre {
             report.add(
@@ -106,68 +131,155 @@ pub fn verify(
             );
         }
     }
-    let topic = transcript.topic.as_deref();
-    // Reading measures are re-derived when the transcript records their
-    // version (this code knows one), and must be absent when it does not.
-    let reads = match settings.reading.as_deref() {
-        None => None,
-        Some(name) => match ReadingVersion::parse(name) {
-            Some(version) => Some(version),
-            None => {
-                report.add(
-                    None,
-                    format!(
-                        "reading measures {name}: this grove knows reading-v1 to {READING_VERSION}"
-                    ),
-                );
-                None
-            }
-        },
-    };
+}
 
-    // Openings start the pools.
-    let mut pools: Vec<Vec<Passage>> = vec![Vec::new(); n];
-    let mut opening_passages: Vec<Vec<TaggedPassage>> = vec![Vec::new(); n];
-    if transcript.openings.len() != n {
+/// The version of the reading measures to re-derive. Reading measures are
+/// re-derived when the transcript records their version (this code knows
+/// one), and must be absent when it does not.
+fn reading_version(report: &mut Report, recorded: Option<&str>) -> Option<ReadingVersion> {
+    let name = recorded?;
+    let version = ReadingVersion::parse(name);
+    if version.is_none() {
         report.add(
             None,
-            format!("{} openings instead of {n}", transcript.openings.len()),
+            format!("reading measures {name}: this grove knows reading-v1 to {READING_VERSION}"),
         );
     }
-    for (t, opening) in transcript.openings.iter().enumerate().take(n) {
-        let tree = &trees[t];
-        report.compare(None, &format!("opening {t} tree"), &opening.tree, &tree.key);
-        report.compare(
-            None,
-            &format!("opening query of {}", tree.key),
-            &opening.query,
-            &opening_query(topic, tree),
-        );
-        let tagged = check_passages(
-            &mut report,
-            None,
-            tree,
-            &opening.passages,
-            settings.k,
-            &mut store,
-        )?;
-        let plain: Vec<Passage> = tagged.iter().map(|t| t.passage.clone()).collect();
-        extend_pool(&mut pools[t], &plain);
-        opening_passages[t] = tagged;
+    version
+}
+
+/// The re-check of a transcript's openings and turns, in order: the pools
+/// rebuilt from their passages and the turns re-checked so far, which
+/// later turns are checked against.
+struct Recheck<'a, 's> {
+    transcript: &'a TranscriptRecord,
+    trees: Vec<Tree>,
+    topic: Option<&'a str>,
+    reads: Option<ReadingVersion>,
+    store: Option<&'s mut dyn ChunkLookup>,
+    report: Report,
+    /// Per tree: every passage its book returned so far, each once.
+    pools: Vec<Vec<Passage>>,
+    opening_passages: Vec<Vec<TaggedPassage>>,
+    /// The turns so far, as re-checked (the recorded text carried forward).
+    rechecked: Vec<Utterance>,
+}
+
+/// One spoken turn's sources as the re-check rebuilt them.
+struct SpokenTurn<'r> {
+    at: Option<u32>,
+    /// The speaking tree's index.
+    t: usize,
+    record: &'r UtteranceRecord,
+    tagged: Vec<TaggedPassage>,
+    own_turns: BTreeMap<u64, String>,
+    other_turns: BTreeMap<u64, String>,
+    /// The last line spoken before this turn (absent on turn 1).
+    last_line: Option<String>,
+}
+
+impl Recheck<'_, '_> {
+    /// The openings, which start the pools.
+    fn openings(&mut self) -> Result<(), RecordError> {
+        let transcript = self.transcript;
+        let n = self.trees.len();
+        if transcript.openings.len() != n {
+            self.report.add(
+                None,
+                format!("{} openings instead of {n}", transcript.openings.len()),
+            );
+        }
+        for (t, opening) in transcript.openings.iter().enumerate().take(n) {
+            let tree = &self.trees[t];
+            let report = &mut self.report;
+            report.compare(None, &format!("opening {t} tree"), &opening.tree, &tree.key);
+            report.compare(
+                None,
+                &format!("opening query of {}", tree.key),
+                &opening.query,
+                &opening_query(self.topic, tree),
+            );
+            let tagged = check_passages(
+                report,
+                None,
+                tree,
+                &opening.passages,
+                transcript.settings.k,
+                &mut self.store,
+            )?;
+            self.add_to_pool(t, &tagged);
+            self.opening_passages[t] = tagged;
+        }
+        Ok(())
     }
 
-    report.compare(
-        None,
-        "number of utterances",
-        &transcript.utterances.len(),
-        &(settings.turns as usize),
-    );
-    let mut rechecked: Vec<Utterance> = Vec::new();
-    for (i, record) in transcript.utterances.iter().enumerate() {
+    fn add_to_pool(&mut self, t: usize, tagged: &[TaggedPassage]) {
+        let plain: Vec<Passage> = tagged.iter().map(|t| t.passage.clone()).collect();
+        extend_pool(&mut self.pools[t], &plain);
+    }
+
+    /// Every turn, in order.
+    fn utterances(&mut self) -> Result<(), RecordError> {
+        let transcript = self.transcript;
+        self.report.compare(
+            None,
+            "number of utterances",
+            &transcript.utterances.len(),
+            &(transcript.settings.turns as usize),
+        );
+        for (i, record) in transcript.utterances.iter().enumerate() {
+            let utterance = self.utterance(i, record)?;
+            self.rechecked.push(utterance);
+        }
+        Ok(())
+    }
+
+    /// Turn `i + 1`: who speaks, its passages and query, then (for a pass)
+    /// its shape or (for a spoken turn) its re-grading and measures.
+    fn utterance(&mut self, i: usize, record: &UtteranceRecord) -> Result<Utterance, RecordError> {
         let turn = i as u32 + 1;
         let at = Some(turn);
-        let t = i % n;
-        let tree = &trees[t];
+        let t = i % self.trees.len();
+        self.check_speaker(turn, t, record);
+        let tagged = check_passages(
+            &mut self.report,
+            at,
+            &self.trees[t],
+            &record.retrieved,
+            self.transcript.settings.k,
+            &mut self.store,
+        )?;
+        let last_line = self.check_query(at, t, record, &tagged);
+        self.add_to_pool(t, &tagged);
+        let (own_turns, other_turns) = turn_maps(&self.rechecked, &self.trees[t].key);
+        let utterance = Utterance::try_from(record)?;
+        if utterance.passed() {
+            // A pass says nothing: only its shape is checked; the decision
+            // itself is the speaking node's, vouched for by its signature.
+            let pool = &self.pools[t];
+            if let Some(what) = pass_problem(&utterance, pool, &other_turns, &own_turns) {
+                self.report.add(at, what);
+            }
+            return Ok(utterance);
+        }
+        let spoken = SpokenTurn {
+            at,
+            t,
+            record,
+            tagged,
+            own_turns,
+            other_turns,
+            last_line,
+        };
+        Ok(self.spoken(&spoken, utterance))
+    }
+
+    /// The turn's number, speaker, title and move.
+    fn check_speaker(&mut self, turn: u32, t: usize, record: &UtteranceRecord) {
+        let at = Some(turn);
+        let tree = &self.trees[t];
+        let settings = &self.transcript.settings;
+        let report = &mut self.report;
         report.compare(at, "turn", &record.turn, &turn);
         report.compare(at, "speaker", &record.speaker, &tree.key);
         report.compare(at, "title", &record.title, &tree.name().to_string());
@@ -175,54 +287,67 @@ pub fn verify(
             at,
             "intent",
             &record.intent,
-            &Move::for_turn_of(turn, settings.turns, n as u32)
+            &Move::for_turn_of(turn, settings.turns, self.trees.len() as u32)
                 .as_str()
                 .to_string(),
         );
-        let tagged = check_passages(
-            &mut report,
-            at,
-            tree,
-            &record.retrieved,
-            settings.k,
-            &mut store,
-        )?;
-        // The query, and on turn 1 the passages, follow from what came before.
-        let lines = lines_of(&rechecked);
+    }
+
+    /// The query, and on turn 1 the passages, follow from what came before.
+    /// Returns the last line spoken before this turn.
+    fn check_query(
+        &mut self,
+        at: Option<u32>,
+        t: usize,
+        record: &UtteranceRecord,
+        tagged: &[TaggedPassage],
+    ) -> Option<String> {
+        let tree = &self.trees[t];
+        let lines = lines_of(&self.rechecked);
         match lines.last() {
             None => {
-                report.compare(at, "query", &record.query, &opening_query(topic, tree));
-                if tagged != opening_passages[t] {
-                    report.add(at, "turn 1 does not speak from its opening passages");
+                let query = opening_query(self.topic, tree);
+                self.report.compare(at, "query", &record.query, &query);
+                if tagged != self.opening_passages[t] {
+                    self.report
+                        .add(at, "turn 1 does not speak from its opening passages");
                 }
             }
             Some(line) => {
-                report.compare(at, "query", &record.query, &turn_query(topic, &line.text));
+                let query = turn_query(self.topic, &line.text);
+                self.report.compare(at, "query", &record.query, &query);
             }
         }
-        let plain: Vec<Passage> = tagged.iter().map(|t| t.passage.clone()).collect();
-        extend_pool(&mut pools[t], &plain);
+        lines.last().map(|l| l.text.clone())
+    }
 
-        let (own_turns, other_turns) = turn_maps(&rechecked, &tree.key);
-        let utterance = Utterance::try_from(record)?;
-        if utterance.passed() {
-            // A pass says nothing: only its shape is checked; the decision
-            // itself is the speaking node's, vouched for by its signature.
-            let pool = &pools[t];
-            if let Some(what) = pass_problem(&utterance, pool, &other_turns, &own_turns) {
-                report.add(at, what);
-            }
-            rechecked.push(utterance);
-            continue;
-        }
-        // Re-grade and re-snap the raw reply against the rebuilt sources.
+    /// A spoken turn: its re-grading and its measures; returns it as later
+    /// turns see it.
+    fn spoken(&mut self, turn: &SpokenTurn<'_>, mut utterance: Utterance) -> Utterance {
+        let checked = self.regrade(turn);
+        let (figures, reading) = self.remeasure(turn, &checked.text);
+        // Carry the recorded text forward: later turns quote what was stored.
+        utterance.figures = figures;
+        utterance.reading = reading;
+        utterance.text = checked.text;
+        utterance.grounding = checked.grounding;
+        utterance.grounded = checked.passes;
+        utterance.snaps = checked.snaps;
+        utterance
+    }
+
+    /// Re-grades and re-snaps the raw reply against the rebuilt sources,
+    /// and checks the attempts it took.
+    fn regrade(&mut self, turn: &SpokenTurn<'_>) -> grounding::Checked {
+        let (at, record) = (turn.at, turn.record);
         let (checked, cited) = record_reply(
             &record.raw_text,
-            &tagged,
-            &pools[t],
-            &other_turns,
-            &own_turns,
+            &turn.tagged,
+            &self.pools[turn.t],
+            &turn.other_turns,
+            &turn.own_turns,
         );
+        let report = &mut self.report;
         report.compare(
             at,
             "grounding",
@@ -243,43 +368,52 @@ pub fn verify(
         if record.raw_text.trim().is_empty() {
             report.add(at, "the kept reply is empty");
         }
-        let other = &trees[answered_tree(&rechecked, &trees, t)];
+        checked
+    }
+
+    /// Re-derives the turn's own-words figures and reading measures from
+    /// its snapped `text`, and compares them with the recorded ones.
+    fn remeasure(
+        &mut self,
+        turn: &SpokenTurn<'_>,
+        text: &str,
+    ) -> (Option<TurnFigures>, Option<TurnReading>) {
+        let tree = &self.trees[turn.t];
+        let other = &self.trees[answered_tree(&self.rechecked, &self.trees, turn.t)];
         let titles = [tree.name().to_string(), other.name().to_string()];
+        let settings = &self.transcript.settings;
         let figures = settings.copy_run_words.map(|n| {
             turn_figures(
-                &checked.text,
-                &tagged,
-                &own_turns,
-                &other_turns,
+                text,
+                &turn.tagged,
+                &turn.own_turns,
+                &turn.other_turns,
                 &titles,
                 n as usize,
             )
         });
-        compare_figures(&mut report, at, record, figures);
-        let reading = reads.map(|version| {
+        compare_figures(&mut self.report, turn.at, turn.record, figures);
+        let reading = self.reads.map(|version| {
             turn_reading(
-                &checked.text,
-                &tagged,
-                &own_turns,
-                &other_turns,
+                text,
+                &turn.tagged,
+                &turn.own_turns,
+                &turn.other_turns,
                 &titles,
-                topic,
-                lines.last().map(|l| l.text.as_str()),
+                self.topic,
+                turn.last_line.as_deref(),
                 version,
             )
         });
-        compare_reading(&mut report, at, record, reading.as_ref());
-        // Carry the recorded text forward: later turns quote what was stored.
-        let mut utterance = utterance;
-        utterance.figures = figures;
-        utterance.reading = reading;
-        utterance.text = checked.text;
-        utterance.grounding = checked.grounding;
-        utterance.grounded = checked.passes;
-        utterance.snaps = checked.snaps;
-        rechecked.push(utterance);
+        compare_reading(&mut self.report, turn.at, turn.record, reading.as_ref());
+        (figures, reading)
     }
+}
 
+/// Each summary: placed before a turn the settings put one, in order, and
+/// within the word limit.
+fn check_summaries(report: &mut Report, transcript: &TranscriptRecord) {
+    let settings = &transcript.settings;
     let mut previous = 0u32;
     for s in &transcript.summaries {
         let index = s.before_turn.saturating_sub(1);
@@ -306,8 +440,11 @@ pub fn verify(
         }
         previous = s.before_turn;
     }
+}
 
-    let stats = stats::compute(&rechecked);
+/// The stats, recomputed from the re-checked turns.
+fn check_stats(report: &mut Report, transcript: &TranscriptRecord, rechecked: &[Utterance]) {
+    let stats = stats::compute(rechecked);
     if stats != transcript.stats {
         report.add(
             None,
@@ -317,7 +454,6 @@ pub fn verify(
             ),
         );
     }
-    Ok(report.mismatches)
 }
 
 /// Compares a spoken turn's recorded own-words figures with the ones

@@ -15,6 +15,7 @@ use crate::merkle::{self, Hash};
 use crate::mesh::codec;
 use crate::mesh::roster::Roster;
 use crate::moot::signed;
+use crate::moot::stats::Stats;
 use crate::moot::transcript::UtteranceRecord;
 use crate::wire::mesh::Signed;
 use crate::wire::moot as wire;
@@ -135,37 +136,16 @@ fn turn_view(
     roster: Option<&Roster>,
     anns: &[AnnouncementView],
 ) -> TurnView {
-    let line = moot.view.lines.get(index);
     let mut view = TurnView {
-        record: UtteranceRecord {
-            turn: index as u32 + 1,
-            speaker: line.map(|l| l.key.clone()).unwrap_or_default(),
-            title: line.map(|l| l.title.clone()).unwrap_or_default(),
-            text: line.map(|l| l.text.clone()).unwrap_or_default(),
-            cited: Default::default(),
-            quotes: Vec::new(),
-            grounding: Default::default(),
-            grounded: line.is_some_and(|l| l.grounded),
-            attempts: 0,
-            query: String::new(),
-            retrieved: Vec::new(),
-            raw_text: String::new(),
-            snaps: Vec::new(),
-            intent: String::new(),
-            guided: false,
-            decision: line.and_then(|l| l.decision.clone()),
-            copied_words_outside_quotes: None,
-            quotes_clause_aligned: None,
-            quotes_clause_aligned_rate: None,
-            meta_talk: None,
-            unsupported_terms: None,
-            answers_other: None,
-            on_topic: None,
-            distinct_2: None,
-        },
+        record: line_record(moot, index),
         node: String::new(),
         peer: String::new(),
-        at: line.map(|l| l.at).filter(|&at| at > 0),
+        at: moot
+            .view
+            .lines
+            .get(index)
+            .map(|l| l.at)
+            .filter(|&at| at > 0),
         ms: moot.view.turn_ms.get(index).copied(),
         root: String::new(),
         count: 0,
@@ -203,27 +183,69 @@ fn turn_view(
     view.passages = payload
         .passages
         .iter()
-        .map(|p| ProvenView {
-            tag: p.tag.clone(),
-            label: p.label.clone(),
-            node_id: p.node_id.clone(),
-            text: p.text.clone(),
-            hay: Haystack::new(&p.text),
-            leaf: hex::encode(merkle::leaf_hash(p.text.as_bytes())),
-            steps: p
-                .proof
-                .iter()
-                .map(|st| (hex::encode(&st.sibling), st.is_left))
-                .collect(),
-            check: match &root {
-                Some(root) => signed::check_passage(p, &payload.book, root, payload.book_count)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-                None => Err("the turn's book root is not 32 bytes".into()),
-            },
-        })
+        .map(|p| proven_view(p, &payload, root.as_ref()))
         .collect();
     view
+}
+
+/// Turn `index` as the moot's view lists it: what the page shows of a
+/// turn whose signed utterance does not read.
+fn line_record(moot: &Moot, index: usize) -> UtteranceRecord {
+    let line = moot.view.lines.get(index);
+    UtteranceRecord {
+        turn: index as u32 + 1,
+        speaker: line.map(|l| l.key.clone()).unwrap_or_default(),
+        title: line.map(|l| l.title.clone()).unwrap_or_default(),
+        text: line.map(|l| l.text.clone()).unwrap_or_default(),
+        cited: Default::default(),
+        quotes: Vec::new(),
+        grounding: Default::default(),
+        grounded: line.is_some_and(|l| l.grounded),
+        attempts: 0,
+        query: String::new(),
+        retrieved: Vec::new(),
+        raw_text: String::new(),
+        snaps: Vec::new(),
+        intent: String::new(),
+        guided: false,
+        decision: line.and_then(|l| l.decision.clone()),
+        copied_words_outside_quotes: None,
+        quotes_clause_aligned: None,
+        quotes_clause_aligned_rate: None,
+        meta_talk: None,
+        unsupported_terms: None,
+        answers_other: None,
+        on_topic: None,
+        distinct_2: None,
+    }
+}
+
+/// A passage the turn carries, its proof checked against the turn's book
+/// root (`None`: the root is not 32 bytes).
+fn proven_view(
+    p: &wire::ProvenPassage,
+    payload: &wire::TurnPayload,
+    root: Option<&Hash>,
+) -> ProvenView {
+    ProvenView {
+        tag: p.tag.clone(),
+        label: p.label.clone(),
+        node_id: p.node_id.clone(),
+        text: p.text.clone(),
+        hay: Haystack::new(&p.text),
+        leaf: hex::encode(merkle::leaf_hash(p.text.as_bytes())),
+        steps: p
+            .proof
+            .iter()
+            .map(|st| (hex::encode(&st.sibling), st.is_left))
+            .collect(),
+        check: match root {
+            Some(root) => signed::check_passage(p, &payload.book, root, payload.book_count)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            None => Err("the turn's book root is not 32 bytes".into()),
+        },
+    }
 }
 
 /// A quote's kind, as its badge names it.
@@ -400,6 +422,45 @@ pub fn turn(page: &MootPage<'_>, at: usize) -> String {
     let t = &turns[at];
     let r = &t.record;
     let mut out = String::new();
+    turn_header(&mut out, t, at);
+    let passed = r.decision.as_ref().filter(|d| d.action == "pass");
+    if let Some(d) = passed {
+        let _ = write!(
+            out,
+            "<p class=\"pass\"><span class=\"badge b-pass\">passed</span> {}</p>",
+            esc(&d.reason)
+        );
+    }
+    let parsed = ParsedReply::parse(&r.text);
+    let verdicts: Vec<QuoteVerdict> = parsed.quotes.iter().map(|q| judge(turns, at, q)).collect();
+    // This turn's passages that a quote's panel already shows, by tag.
+    let mut quoted: BTreeMap<String, usize> = BTreeMap::new();
+    for (k, v) in verdicts.iter().enumerate() {
+        if let Some(f) = v.found.as_ref().filter(|f| f.turn == at) {
+            quoted.entry(t.passages[f.passage].tag.clone()).or_insert(k);
+        }
+    }
+    if !r.text.is_empty() {
+        out.push_str("<p class=\"text\">");
+        render_text(&mut out, turns, at, &parsed, &verdicts, &quoted);
+        out.push_str("</p>");
+    }
+    if passed.is_none() {
+        grounding_line(&mut out, r);
+    }
+    // The panels: one per quote, one per passage of the turn.
+    for (k, (q, v)) in parsed.quotes.iter().zip(&verdicts).enumerate() {
+        quote_panel(&mut out, page, at, k, &q.text, v);
+    }
+    cited_passage_panels(&mut out, page, at, &parsed, &quoted);
+    out.push_str("</article>");
+    out
+}
+
+/// A turn's `<article>` opening and header (number, book, node, time,
+/// duration), and why its signed form does not read, when it does not.
+fn turn_header(out: &mut String, t: &TurnView, at: usize) {
+    let r = &t.record;
     let _ = write!(
         out,
         "<article class=\"turn\" id=\"t{at}\" data-index=\"{at}\"><header><span class=\"num\">Turn {}</span> \
@@ -423,59 +484,45 @@ pub fn turn(page: &MootPage<'_>, at: usize) -> String {
     if let Some(p) = &t.problem {
         let _ = write!(out, "<p class=\"problem\">{}</p>", esc(p));
     }
-    let passed = r.decision.as_ref().filter(|d| d.action == "pass");
-    if let Some(d) = passed {
-        let _ = write!(
-            out,
-            "<p class=\"pass\"><span class=\"badge b-pass\">passed</span> {}</p>",
-            esc(&d.reason)
-        );
-    }
-    let parsed = ParsedReply::parse(&r.text);
-    let verdicts: Vec<QuoteVerdict> = parsed.quotes.iter().map(|q| judge(turns, at, q)).collect();
-    // This turn's passages that a quote's panel already shows, by tag.
-    let mut quoted: BTreeMap<String, usize> = BTreeMap::new();
-    for (k, v) in verdicts.iter().enumerate() {
-        if let Some(f) = v.found.as_ref().filter(|f| f.turn == at) {
-            quoted.entry(t.passages[f.passage].tag.clone()).or_insert(k);
-        }
-    }
-    if !r.text.is_empty() {
-        out.push_str("<p class=\"text\">");
-        render_text(&mut out, turns, at, &parsed, &verdicts, &quoted);
-        out.push_str("</p>");
-    }
+}
+
+/// A spoken turn's grounding: quotes found, tags cited, words left unquoted.
+fn grounding_line(out: &mut String, r: &UtteranceRecord) {
     let grounded = if r.grounded {
         "grounded"
     } else {
         "not grounded"
     };
-    if passed.is_none() {
-        let g = &r.grounding;
-        let _ = write!(
-            out,
-            "<p class=\"meta\">{grounded} · {}/{} quotes found · {} tags cited",
-            g.quotes_found + g.other_quotes_found + g.self_quotes_found,
-            g.quotes_total + g.other_quotes_total + g.self_quotes_total,
-            g.tags_cited
-        );
-        let unquoted: Vec<&str> = r
-            .snaps
-            .iter()
-            .filter(|s| s.action == SnapAction::Unquoted)
-            .map(|s| s.text.as_str())
-            .collect();
-        if !unquoted.is_empty() {
-            let _ = write!(out, " · unquoted: {}", esc(&unquoted.join(" / ")));
-        }
-        out.push_str("</p>");
+    let g = &r.grounding;
+    let _ = write!(
+        out,
+        "<p class=\"meta\">{grounded} · {}/{} quotes found · {} tags cited",
+        g.quotes_found + g.other_quotes_found + g.self_quotes_found,
+        g.quotes_total + g.other_quotes_total + g.self_quotes_total,
+        g.tags_cited
+    );
+    let unquoted: Vec<&str> = r
+        .snaps
+        .iter()
+        .filter(|s| s.action == SnapAction::Unquoted)
+        .map(|s| s.text.as_str())
+        .collect();
+    if !unquoted.is_empty() {
+        let _ = write!(out, " · unquoted: {}", esc(&unquoted.join(" / ")));
     }
-    // The panels: one per quote, one per passage of the turn.
-    for (k, (q, v)) in parsed.quotes.iter().zip(&verdicts).enumerate() {
-        quote_panel(&mut out, page, at, k, &q.text, v);
-    }
-    // Passages the text's tags name and no quote's panel shows (the
-    // others are in the export).
+    out.push_str("</p>");
+}
+
+/// Panels of turn `at`'s passages that the text's tags name and no quote's
+/// panel shows (the others are in the export).
+fn cited_passage_panels(
+    out: &mut String,
+    page: &MootPage<'_>,
+    at: usize,
+    parsed: &ParsedReply,
+    quoted: &BTreeMap<String, usize>,
+) {
+    let t = &page.turns[at];
     let cited: std::collections::BTreeSet<String> = parsed
         .tags()
         .filter_map(|t| match t {
@@ -487,12 +534,13 @@ pub fn turn(page: &MootPage<'_>, at: usize) -> String {
         if !cited.contains(&p.tag) || quoted.contains_key(&p.tag) {
             continue;
         }
-        let id = format!("p{at}-{}", p.tag);
-        let heading = format!("Passage [{}] of turn {}", p.tag, r.turn);
-        passage_panel(&mut out, page, &id, &heading, None, at, i, None);
+        let panel = Panel {
+            id: &format!("p{at}-{}", p.tag),
+            heading: &format!("Passage [{}] of turn {}", p.tag, t.record.turn),
+            badge: None,
+        };
+        passage_panel(out, page, &panel, None, at, i);
     }
-    out.push_str("</article>");
-    out
 }
 
 /// The turn's text, quotes and tag groups made into links to their panels.
@@ -569,24 +617,17 @@ fn quote_panel(
     quote: &str,
     v: &QuoteVerdict,
 ) {
-    let id = format!("p{at}-q{k}");
     let turn_no = page.turns[at].record.turn;
-    let heading = format!("Quote {} of turn {turn_no}", k + 1);
-    let badge = (v.kind, v.label.as_str(), v.why.as_deref());
+    let panel = Panel {
+        id: &format!("p{at}-q{k}"),
+        heading: &format!("Quote {} of turn {turn_no}", k + 1),
+        badge: Some((v.kind, v.label.as_str(), v.why.as_deref())),
+    };
     if let Some(f) = &v.found {
-        passage_panel(
-            out,
-            page,
-            &id,
-            &heading,
-            Some(quote),
-            f.turn,
-            f.passage,
-            Some(badge),
-        );
+        passage_panel(out, page, &panel, Some(quote), f.turn, f.passage);
         return;
     }
-    open_panel(out, &id, &heading, at, Some(badge));
+    open_panel(out, &panel, at);
     if v.quoted_turns.is_empty() {
         let _ = write!(
             out,
@@ -611,14 +652,17 @@ fn quote_panel(
     out.push_str("</div></section>");
 }
 
-/// The opening of a panel: its heading, badge and close link.
-fn open_panel(
-    out: &mut String,
-    id: &str,
-    heading: &str,
-    at: usize,
-    badge: Option<(Kind, &str, Option<&str>)>,
-) {
+/// A panel's fragment id, heading and badge (kind, label, why).
+struct Panel<'a> {
+    id: &'a str,
+    heading: &'a str,
+    badge: Option<(Kind, &'a str, Option<&'a str>)>,
+}
+
+/// The opening of a panel: its heading, badge and a close link back to
+/// turn `at`.
+fn open_panel(out: &mut String, panel: &Panel<'_>, at: usize) {
+    let (id, heading) = (panel.id, panel.heading);
     let _ = write!(
         out,
         "<section class=\"proof\" id=\"{id}\" aria-label=\"{}\"><div class=\"inner\">\
@@ -626,7 +670,7 @@ fn open_panel(
         esc(heading),
         esc(heading)
     );
-    if let Some((kind, label, why)) = badge {
+    if let Some((kind, label, why)) = panel.badge {
         let _ = write!(
             out,
             "<p><span class=\"badge b-{}\">{}</span>{}</p>",
@@ -654,26 +698,24 @@ fn marked(out: &mut String, text: &str, quote: Option<&str>) {
 }
 
 /// A panel showing passage `passage` of turn `owner` and its proof.
-#[allow(clippy::too_many_arguments)]
 fn passage_panel(
     out: &mut String,
     page: &MootPage<'_>,
-    id: &str,
-    heading: &str,
+    panel: &Panel<'_>,
     quote: Option<&str>,
     owner: usize,
     passage: usize,
-    badge: Option<(Kind, &str, Option<&str>)>,
 ) {
     let t = &page.turns[owner];
     let p = &t.passages[passage];
     // The close link returns to the turn the panel belongs to.
-    let back = id
+    let back = panel
+        .id
         .strip_prefix('p')
         .and_then(|rest| rest.split('-').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(owner);
-    open_panel(out, id, heading, back, badge);
+    open_panel(out, panel, back);
     out.push_str("<blockquote class=\"passage\">");
     marked(out, &p.text, quote);
     out.push_str("</blockquote><dl class=\"facts\">");
@@ -713,8 +755,15 @@ fn passage_panel(
         esc(&t.root),
         t.count
     );
+    announcement_fact(out, t.announcement.map(|a| &page.announcements[a]));
+    out.push_str("</dl></div></section>");
+}
+
+/// The announcement fact of a passage panel: who signed the root, and
+/// whether the signature checks.
+fn announcement_fact(out: &mut String, announcement: Option<&AnnouncementView>) {
     out.push_str("<dt>Announcement</dt><dd>");
-    match t.announcement.map(|a| &page.announcements[a]) {
+    match announcement {
         Some(a) => {
             let _ = write!(
                 out,
@@ -737,7 +786,7 @@ fn passage_panel(
         None => out
             .push_str("<span class=\"fail\">no announcement of the speaker holds this root</span>"),
     }
-    out.push_str("</dd></dl></div></section>");
+    out.push_str("</dd>");
 }
 
 /// The moot's state and grounding stats (the `/moots/ID/state` fragment).
@@ -757,87 +806,96 @@ pub fn state(page: &MootPage<'_>) -> String {
     let _ = write!(out, " · {} of {} turns</p>", v.turns_done, v.turns);
     // Grounding of the turns so far (the transcript's own stats once
     // finished).
-    let mut dl = String::from("<dl class=\"stats\">");
-    let mut row = |k: &str, val: String| {
-        let _ = write!(dl, "<div><dt>{k}</dt><dd>{val}</dd></div>");
-    };
+    out.push_str("<dl class=\"stats\">");
     match &v.transcript {
-        Some(tr) => {
-            let s = &tr.stats;
-            let rate = |r: Option<f64>| r.map_or("–".into(), |r| format!("{:.0} %", r * 100.0));
-            row(
-                "grounded turns",
-                format!("{} of {}", s.grounded_turns, s.turns - s.passed_turns),
-            );
-            row(
-                "own-book quotes found",
-                format!(
-                    "{} of {} ({})",
-                    s.quotes_found,
-                    s.quotes_total,
-                    rate(s.quote_found_rate)
-                ),
-            );
-            row(
-                "[oN] quotes valid",
-                format!("{} of {}", s.other_quotes_found, s.other_quotes_total),
-            );
-            row("snapped", s.quotes_snapped.to_string());
-            row("unquoted", s.quotes_unquoted.to_string());
-            row("passed turns", s.passed_turns.to_string());
-        }
-        None => {
-            let spoken: Vec<&UtteranceRecord> = page
-                .turns
-                .iter()
-                .map(|t| &t.record)
-                .filter(|r| r.decision.as_ref().is_none_or(|d| d.action != "pass"))
-                .collect();
-            let sum = |f: fn(&UtteranceRecord) -> u32| spoken.iter().map(|r| f(r)).sum::<u32>();
-            row(
-                "grounded turns",
-                format!(
-                    "{} of {}",
-                    spoken.iter().filter(|r| r.grounded).count(),
-                    spoken.len()
-                ),
-            );
-            row(
-                "own-book quotes found",
-                format!(
-                    "{} of {}",
-                    sum(|r| r.grounding.quotes_found),
-                    sum(|r| r.grounding.quotes_total)
-                ),
-            );
-            row(
-                "[oN] quotes valid",
-                format!(
-                    "{} of {}",
-                    sum(|r| r.grounding.other_quotes_found),
-                    sum(|r| r.grounding.other_quotes_total)
-                ),
-            );
-            row(
-                "snapped",
-                sum(|r| {
-                    r.snaps
-                        .iter()
-                        .filter(|s| s.action == SnapAction::Snapped)
-                        .count() as u32
-                })
-                .to_string(),
-            );
-            row(
-                "passed turns",
-                (page.turns.len() - spoken.len()).to_string(),
-            );
-        }
+        Some(tr) => finished_stats(&mut out, &tr.stats),
+        None => stats_so_far(&mut out, &page.turns),
     }
-    dl.push_str("</dl>");
-    out.push_str(&dl);
+    out.push_str("</dl>");
     out.push_str("</section>");
     out
+}
+
+/// One row of the stats list.
+fn stat_row(dl: &mut String, k: &str, val: String) {
+    let _ = write!(dl, "<div><dt>{k}</dt><dd>{val}</dd></div>");
+}
+
+/// The finished moot's transcript stats.
+fn finished_stats(dl: &mut String, s: &Stats) {
+    let rate = |r: Option<f64>| r.map_or("–".into(), |r| format!("{:.0} %", r * 100.0));
+    stat_row(
+        dl,
+        "grounded turns",
+        format!("{} of {}", s.grounded_turns, s.turns - s.passed_turns),
+    );
+    stat_row(
+        dl,
+        "own-book quotes found",
+        format!(
+            "{} of {} ({})",
+            s.quotes_found,
+            s.quotes_total,
+            rate(s.quote_found_rate)
+        ),
+    );
+    stat_row(
+        dl,
+        "[oN] quotes valid",
+        format!("{} of {}", s.other_quotes_found, s.other_quotes_total),
+    );
+    stat_row(dl, "snapped", s.quotes_snapped.to_string());
+    stat_row(dl, "unquoted", s.quotes_unquoted.to_string());
+    stat_row(dl, "passed turns", s.passed_turns.to_string());
+}
+
+/// The grounding of the turns spoken so far, summed over their records.
+fn stats_so_far(dl: &mut String, turns: &[TurnView]) {
+    let spoken: Vec<&UtteranceRecord> = turns
+        .iter()
+        .map(|t| &t.record)
+        .filter(|r| r.decision.as_ref().is_none_or(|d| d.action != "pass"))
+        .collect();
+    let sum = |f: fn(&UtteranceRecord) -> u32| spoken.iter().map(|r| f(r)).sum::<u32>();
+    stat_row(
+        dl,
+        "grounded turns",
+        format!(
+            "{} of {}",
+            spoken.iter().filter(|r| r.grounded).count(),
+            spoken.len()
+        ),
+    );
+    stat_row(
+        dl,
+        "own-book quotes found",
+        format!(
+            "{} of {}",
+            sum(|r| r.grounding.quotes_found),
+            sum(|r| r.grounding.quotes_total)
+        ),
+    );
+    stat_row(
+        dl,
+        "[oN] quotes valid",
+        format!(
+            "{} of {}",
+            sum(|r| r.grounding.other_quotes_found),
+            sum(|r| r.grounding.other_quotes_total)
+        ),
+    );
+    stat_row(
+        dl,
+        "snapped",
+        sum(|r| {
+            r.snaps
+                .iter()
+                .filter(|s| s.action == SnapAction::Snapped)
+                .count() as u32
+        })
+        .to_string(),
+    );
+    stat_row(dl, "passed turns", (turns.len() - spoken.len()).to_string());
 }
 
 /// The whole page.

@@ -27,8 +27,23 @@ pub fn render(o: &Overview) -> String {
         short_hex(&o.info.peer_id),
         esc(&o.info.version)
     );
+    mesh_section(&mut b, &o.mesh);
+    let choices = books_section(&mut b, &o.roots);
+    moots_section(&mut b, &o.moots);
+    start_section(&mut b, &choices);
+    super::html::page("Overview", &b, &[])
+}
+
+/// A book the start form offers: its `PEER:KEY` and how it is named.
+struct BookChoice {
+    value: String,
+    text: String,
+}
+
+/// The mesh, its epoch and its members, online or not.
+fn mesh_section(b: &mut String, mesh: &Result<dto::MeshStatus, String>) {
     b.push_str("<section aria-labelledby=\"mesh-h\"><h2 id=\"mesh-h\">Mesh</h2>");
-    match &o.mesh {
+    match mesh {
         Ok(m) => {
             let online = m.members.iter().filter(|x| x.online).count();
             let _ = write!(
@@ -57,13 +72,17 @@ pub fn render(o: &Overview) -> String {
         }
     }
     b.push_str("</section>");
+}
 
+/// Every member's announced books, a table each; returns them as the start
+/// form's choices.
+fn books_section(b: &mut String, roots: &dto::RootsView) -> Vec<BookChoice> {
     b.push_str("<section aria-labelledby=\"books-h\"><h2 id=\"books-h\">Books and roots</h2>");
     let mut choices = Vec::new();
-    if o.roots.roots.is_empty() {
+    if roots.roots.is_empty() {
         b.push_str("<p>No member has announced a book yet.</p>");
     }
-    for m in &o.roots.roots {
+    for m in &roots.roots {
         let _ = write!(
             b,
             "<h3>{} <small>{}, announced {}</small></h3><table><thead><tr><th scope=\"col\">Book</th>\
@@ -87,21 +106,25 @@ pub fn render(o: &Overview) -> String {
                 book.count,
                 short_hex(&book.root)
             );
-            choices.push((
-                format!("{}:{}", m.peer_id, book.key),
-                format!("{title} ({}) on {}", book.key, m.name),
-            ));
+            choices.push(BookChoice {
+                value: format!("{}:{}", m.peer_id, book.key),
+                text: format!("{title} ({}) on {}", book.key, m.name),
+            });
         }
         b.push_str("</tbody></table>");
     }
     b.push_str("</section>");
+    choices
+}
 
+/// The moots this node hosts, each a link to its page.
+fn moots_section(b: &mut String, moots: &dto::MootList) {
     b.push_str("<section aria-labelledby=\"moots-h\"><h2 id=\"moots-h\">Hosted moots</h2>");
-    if o.moots.moots.is_empty() {
+    if moots.moots.is_empty() {
         b.push_str("<p>This node hosts no moot yet.</p>");
     } else {
         b.push_str("<ul class=\"moots\">");
-        for m in &o.moots.moots {
+        for m in &moots.moots {
             let trees: Vec<String> = m.trees.iter().map(|t| t.title.clone()).collect();
             let _ = write!(
                 b,
@@ -125,7 +148,10 @@ pub fn render(o: &Overview) -> String {
         b.push_str("</ul>");
     }
     b.push_str("</section>");
+}
 
+/// The form starting a moot between two of the announced books.
+fn start_section(b: &mut String, choices: &[BookChoice]) {
     b.push_str("<section aria-labelledby=\"start-h\"><h2 id=\"start-h\">Start a moot</h2>");
     if choices.len() < 2 {
         b.push_str("<p>A moot needs two announced books.</p>");
@@ -136,13 +162,13 @@ pub fn render(o: &Overview) -> String {
                 b,
                 "<label for=\"tree-{name}\">{label}</label><select id=\"tree-{name}\" name=\"{name}\" required>"
             );
-            for (i, (value, text)) in choices.iter().enumerate() {
+            for (i, choice) in choices.iter().enumerate() {
                 let _ = write!(
                     b,
                     "<option value=\"{}\"{}>{}</option>",
-                    esc(value),
+                    esc(&choice.value),
                     if i == pick { " selected" } else { "" },
-                    esc(text)
+                    esc(&choice.text)
                 );
             }
             b.push_str("</select>");
@@ -154,5 +180,4 @@ pub fn render(o: &Overview) -> String {
         );
     }
     b.push_str("</section>");
-    super::html::page("Overview", &b, &[])
 }

@@ -1,0 +1,276 @@
+//! The code's shape, checked so that it stays: no function over 80 lines in
+//! `src/` or `crates/`, and no import circle among the modules of a crate
+//! (docs/ARCHITECTURE.md, "Invariants"). Both read the sources as rustfmt
+//! writes them: a function's closing brace sits at its `fn` line's indent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The longest function allowed, from its `fn` line to its closing brace.
+const MAX_FUNCTION_LINES: usize = 80;
+
+/// The crates' source roots, from the repository's top.
+const SOURCE_ROOTS: [&str; 3] = ["src", "crates/grove-core/src", "crates/kernels/src"];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The name of a function a line opens, and its indent (None: no `fn`
+/// item starts here, or it is a declaration without a body).
+fn function_start(line: &str) -> Option<(usize, &str)> {
+    let indent = line.len() - line.trim_start().len();
+    let mut rest = line.trim_start();
+    for prefix in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "async ",
+        "const ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        rest = rest.strip_prefix("async ").unwrap_or(rest);
+        rest = rest.strip_prefix("unsafe ").unwrap_or(rest);
+    }
+    let name = rest.strip_prefix("fn ")?;
+    let end = name.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    if end == 0 || line.trim_end().ends_with(';') {
+        return None;
+    }
+    Some((indent, &name[..end]))
+}
+
+/// Functions over the limit in one file's text, as "path:line name (n lines)".
+fn long_functions(path: &Path, text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if let Some((indent, name)) = function_start(lines[i]) {
+            let close = format!("{}}}", " ".repeat(indent));
+            let end = (i + 1..lines.len())
+                .find(|&j| lines[j].trim_end() == close)
+                .unwrap_or(lines.len() - 1);
+            let n = end - i + 1;
+            if n > MAX_FUNCTION_LINES {
+                out.push(format!("{}:{} {name} ({n} lines)", path.display(), i + 1));
+            }
+            i = end;
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn no_function_is_longer_than_80_lines() {
+    let mut long = Vec::new();
+    let mut files = 0;
+    for root in ["src", "crates"] {
+        for path in rust_files(&repo().join(root)) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let rel = path.strip_prefix(repo()).unwrap();
+            long.extend(long_functions(rel, &text));
+            files += 1;
+        }
+    }
+    assert!(files > 100, "only {files} source files found");
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+/// The module path of a source file under its crate's root (`a/b.rs` and
+/// `a/b/mod.rs` are `a::b`; `lib.rs` and `main.rs` the root); None for the
+/// binaries under `bin/`, which are crates of their own.
+fn module_of(root: &Path, path: &Path) -> Option<Vec<String>> {
+    let rel = path.strip_prefix(root).ok()?.with_extension("");
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if parts.first().is_some_and(|p| p == "bin") {
+        return None;
+    }
+    if parts
+        .last()
+        .is_some_and(|p| p == "mod" || p == "lib" || p == "main")
+    {
+        parts.pop();
+    }
+    Some(parts)
+}
+
+/// The `crate::…` and `super::…` paths a file's non-test code names.
+fn paths_named(text: &str) -> Vec<Vec<String>> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    let in_path = |c: char| c.is_alphanumeric() || c == '_' || c == ':';
+    let mut out = Vec::new();
+    for word in ["crate::", "super::"] {
+        for (at, _) in code.match_indices(word) {
+            // Not the tail of a longer path (`super::super::x` is read once).
+            if code[..at].chars().next_back().is_some_and(in_path) {
+                continue;
+            }
+            let end = code[at..]
+                .find(|c| !in_path(c))
+                .map_or(code.len(), |i| at + i);
+            let path = code[at..end].split("::").filter(|s| !s.is_empty());
+            out.push(path.map(str::to_string).collect());
+        }
+    }
+    out
+}
+
+/// The module a path names, resolved from module `from` (a file that is a
+/// `mod.rs` or `lib.rs` counts as its own folder's module).
+fn target_of(from: &[String], path: &[String], modules: &BTreeSet<Vec<String>>) -> Vec<String> {
+    let (mut base, mut rest) = match path.first().map(String::as_str) {
+        Some("crate") => (Vec::new(), &path[1..]),
+        _ => (from[..from.len().saturating_sub(1)].to_vec(), &path[1..]),
+    };
+    while rest.first().is_some_and(|p| p == "super") {
+        base.pop();
+        rest = &rest[1..];
+    }
+    for part in rest {
+        let mut next = base.clone();
+        next.push(part.clone());
+        if !modules.contains(&next) {
+            break;
+        }
+        base = next;
+    }
+    base
+}
+
+/// The import graph of one crate: each module to the modules it names
+/// (its own ancestors and descendants left out: a parent holds its children).
+fn import_graph(root: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let files: Vec<(Vec<String>, PathBuf)> = rust_files(root)
+        .into_iter()
+        .filter_map(|p| Some((module_of(root, &p)?, p)))
+        .filter(|(m, _)| m.last().is_none_or(|l| l != "tests"))
+        .collect();
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph = BTreeMap::new();
+    for (module, path) in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let edges: BTreeSet<Vec<String>> = paths_named(&text)
+            .iter()
+            .map(|p| target_of(module, p, &modules))
+            .filter(|t| !module.starts_with(t) && !t.starts_with(module))
+            .collect();
+        graph.insert(module.clone(), edges);
+    }
+    graph
+}
+
+/// The strongly connected parts of a graph with more than one module.
+fn circles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<String>> {
+    let reach = |from: &Vec<String>| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.clone()];
+        while let Some(m) = stack.pop() {
+            for next in graph.get(&m).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&Vec<String>, BTreeSet<Vec<String>>> =
+        graph.keys().map(|m| (m, reach(m))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut placed = BTreeSet::new();
+    for (m, from_m) in &reached {
+        if placed.contains(*m) || !from_m.contains(*m) {
+            continue;
+        }
+        let circle: Vec<String> = from_m
+            .iter()
+            .filter(|o| reached.get(o).is_some_and(|r| r.contains(*m)))
+            .map(|o| {
+                placed.insert(o.clone());
+                o.join("::")
+            })
+            .collect();
+        out.push(circle);
+    }
+    out
+}
+
+#[test]
+fn no_modules_import_each_other_in_a_circle() {
+    let mut found = Vec::new();
+    for root in SOURCE_ROOTS {
+        let graph = import_graph(&repo().join(root));
+        assert!(!graph.is_empty(), "{root}: no modules found");
+        for circle in circles(&graph) {
+            found.push(format!("{root}: {}", circle.join(" -> ")));
+        }
+    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_checks_see_what_they_look_for() {
+    let long = format!("fn long() {{\n{}}}\n", "    x();\n".repeat(80));
+    assert_eq!(long_functions(Path::new("f.rs"), &long).len(), 1);
+    let short = format!(
+        "    pub async fn short() {{\n{}    }}\n",
+        "        x();\n".repeat(78)
+    );
+    assert!(long_functions(Path::new("f.rs"), &short).is_empty());
+    let graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = [
+        (
+            vec!["a".to_string()],
+            BTreeSet::from([vec!["b".to_string()]]),
+        ),
+        (
+            vec!["b".to_string()],
+            BTreeSet::from([vec!["a".to_string()]]),
+        ),
+        (
+            vec!["c".to_string()],
+            BTreeSet::from([vec!["a".to_string()]]),
+        ),
+    ]
+    .into();
+    assert_eq!(
+        circles(&graph),
+        vec![vec!["a".to_string(), "b".to_string()]]
+    );
+    let modules = BTreeSet::from([vec!["net".to_string()], vec!["net".into(), "reach".into()]]);
+    let named = paths_named("use super::reach::Reach;\nfn f() { crate::net::reach::x(); }");
+    let from = vec!["net".to_string(), "punch".to_string()];
+    for path in &named {
+        assert_eq!(
+            target_of(&from, path, &modules),
+            vec!["net".to_string(), "reach".into()]
+        );
+    }
+    assert_eq!(named.len(), 2);
+}
