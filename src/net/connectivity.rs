@@ -16,7 +16,8 @@ use libp2p::swarm::ConnectionId;
 use libp2p::{Multiaddr, PeerId, Swarm, relay};
 
 use super::behaviour::Behaviour;
-use super::punch::{Mapping, Punching, WhyRelayed};
+use super::punch::{Punching, WhyRelayed};
+use super::reach::Mapping;
 use super::reach::{self, Judgement, Reach, Reachability};
 use super::relay::{RelayAccess, RelayedBytes};
 

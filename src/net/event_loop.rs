@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::behaviour::{Behaviour, BehaviourEvent};
 use super::connectivity::{Addresses, Connectivity, RelayNote};
 use super::gate::Gate;
-use super::transport::{self, with_causes};
+use super::transport;
+use super::with_causes;
 use super::{Command, DropReason, Event, NetConfig, NetError, Protocol, Verdict};
 
 /// How long after its welcome a new member reconnects to the members.
