@@ -76,6 +76,33 @@ fn content_id(message: &gossipsub::Message) -> gossipsub::MessageId {
     gossipsub::MessageId::from(hex::encode(&digest[..20]))
 }
 
+/// Gossipsub tuned for small private meshes, its messages signed and
+/// validated by the node before they are forwarded.
+fn gossipsub(
+    keypair: &identity::Keypair,
+    config: &NetConfig,
+) -> Result<gossipsub::Behaviour, NetError> {
+    let gossip_config = gossipsub::ConfigBuilder::default()
+        // Small meshes (3 to 50 nodes): the defaults (D=6, D_lo=5) leave
+        // meshes of under six peers below D_lo forever.
+        .mesh_n(4)
+        .mesh_n_low(2)
+        .mesh_n_high(8)
+        .mesh_outbound_min(1)
+        .heartbeat_interval(Duration::from_millis(500))
+        .max_transmit_size(config.max_message_bytes)
+        .validation_mode(gossipsub::ValidationMode::Strict)
+        .validate_messages()
+        .message_id_fn(content_id)
+        .build()
+        .map_err(|e| NetError::Transport(format!("gossipsub config: {e}")))?;
+    gossipsub::Behaviour::new(
+        gossipsub::MessageAuthenticity::Signed(keypair.clone()),
+        gossip_config,
+    )
+    .map_err(|e| NetError::Transport(format!("gossipsub: {e}")))
+}
+
 pub fn build(
     keypair: &identity::Keypair,
     config: &NetConfig,
@@ -93,25 +120,7 @@ pub fn build(
         // A relayed connection, a second one that retries a hole punch, and
         // the direct one the punch makes.
         .with_max_established_per_peer(Some(3));
-    let gossip_config = gossipsub::ConfigBuilder::default()
-        // Small meshes (3 to 50 nodes): the defaults (D=6, D_lo=5) leave
-        // meshes of under six peers below D_lo forever.
-        .mesh_n(4)
-        .mesh_n_low(2)
-        .mesh_n_high(8)
-        .mesh_outbound_min(1)
-        .heartbeat_interval(Duration::from_millis(500))
-        .max_transmit_size(config.max_message_bytes)
-        .validation_mode(gossipsub::ValidationMode::Strict)
-        .validate_messages()
-        .message_id_fn(content_id)
-        .build()
-        .map_err(|e| NetError::Transport(format!("gossipsub config: {e}")))?;
-    let gossipsub = gossipsub::Behaviour::new(
-        gossipsub::MessageAuthenticity::Signed(keypair.clone()),
-        gossip_config,
-    )
-    .map_err(|e| NetError::Transport(format!("gossipsub: {e}")))?;
+    let gossipsub = gossipsub(keypair, config)?;
     let budget = ReadBudget::new(config.inflight_request_bytes);
     let rpc = |protocol: Protocol| {
         request_response::Behaviour::with_codec(

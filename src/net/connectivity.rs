@@ -16,7 +16,8 @@ use libp2p::swarm::ConnectionId;
 use libp2p::{Multiaddr, PeerId, Swarm, relay};
 
 use super::behaviour::Behaviour;
-use super::punch::{Mapping, Punching, WhyRelayed};
+use super::punch::{Punching, WhyRelayed};
+use super::reach::Mapping;
 use super::reach::{self, Judgement, Reach, Reachability};
 use super::relay::{RelayAccess, RelayedBytes};
 
@@ -373,8 +374,20 @@ impl Connectivity {
     /// Serves as a relay, confirms external addresses and keeps relay
     /// reservations as `judgement` says.
     fn act(&mut self, swarm: &mut Swarm<Behaviour>, judgement: super::reach::Judgement) {
-        // The relay server hands out the confirmed external addresses, and
-        // offers the relay protocol only while it has some.
+        self.serve(swarm, &judgement);
+        if judgement.reachability == Reachability::Public {
+            for (listener, _) in std::mem::take(&mut self.uses) {
+                swarm.remove_listener(listener);
+            }
+            return;
+        }
+        self.reserve(swarm);
+    }
+
+    /// Turns the relay server on while public, and confirms the public
+    /// addresses (what the server hands out, and offers the relay protocol
+    /// only while it has some).
+    fn serve(&mut self, swarm: &mut Swarm<Behaviour>, judgement: &super::reach::Judgement) {
         let external: Vec<Multiaddr> = if self.access.serve == super::RelayServe::Off {
             Vec::new()
         } else {
@@ -401,23 +414,18 @@ impl Connectivity {
             }
             self.external = external;
         }
-        if judgement.reachability == Reachability::Public {
-            for (listener, _) in std::mem::take(&mut self.uses) {
-                swarm.remove_listener(listener);
-            }
-            return;
-        }
-        let now = Instant::now();
-        self.backoff.retain(|_, until| *until > now);
-        // Configured relays come first, then members that serve.
+    }
+
+    /// Relays this node may reserve on: the configured ones it is
+    /// connected to first, then members that serve (a member's relay serves
+    /// members only: a node outside the mesh, a joiner, would be refused).
+    fn relay_candidates(&self) -> Vec<(PeerId, Multiaddr)> {
         let mut candidates: Vec<(PeerId, Multiaddr)> = self
             .configured
             .iter()
             .filter(|(peer, _)| self.links.contains_key(peer))
             .cloned()
             .collect();
-        // A member's relay serves members only: a node outside the mesh
-        // (a joiner) would be refused.
         for peer in self
             .hop_peers
             .iter()
@@ -429,7 +437,14 @@ impl Connectivity {
                 candidates.push((*peer, super::with_peer_id(addr, *peer)));
             }
         }
-        for (peer, addr) in candidates {
+        candidates
+    }
+
+    /// Asks for reservations on relays until `want` are held or asked.
+    fn reserve(&mut self, swarm: &mut Swarm<Behaviour>) {
+        let now = Instant::now();
+        self.backoff.retain(|_, until| *until > now);
+        for (peer, addr) in self.relay_candidates() {
             if self.uses.len() >= self.want {
                 break;
             }

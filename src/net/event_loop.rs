@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::behaviour::{Behaviour, BehaviourEvent};
 use super::connectivity::{Addresses, Connectivity, RelayNote};
 use super::gate::Gate;
-use super::transport::{self, with_causes};
+use super::transport;
+use super::with_causes;
 use super::{Command, DropReason, Event, NetConfig, NetError, Protocol, Verdict};
 
 /// How long after its welcome a new member reconnects to the members.
@@ -63,6 +64,7 @@ pub(super) async fn spawn(
 ) -> Result<watch::Receiver<Addresses>, NetError> {
     let gate = Gate::default();
     let (mut swarm, mut connectivity) = transport::build_swarm(keypair, &config, &gate)?;
+    gate.set_relays(connectivity.configured().iter().map(|(peer, _)| *peer));
     transport::listen(&mut swarm, &mut connectivity, &config, &events).await?;
     for (_, relay) in connectivity.configured() {
         if let Err(e) = swarm.dial(relay.clone()) {
@@ -249,44 +251,52 @@ impl EventLoop {
                     }
                 }
             }
-            Command::SetPeers { members, blocked } => {
-                let local = *self.swarm.local_peer_id();
-                let behaviour = self.swarm.behaviour_mut();
-                for old in std::mem::take(&mut self.members) {
-                    behaviour.gossip().remove_explicit_peer(&old);
-                }
-                for old in std::mem::take(&mut self.blocked) {
-                    behaviour.blocked.unblock_peer(old);
-                }
-                for peer in members.iter().filter(|p| **p != local) {
-                    behaviour.gossip().add_explicit_peer(peer);
-                }
-                for peer in &blocked {
-                    behaviour.blocked.block_peer(*peer);
-                }
-                // The gate admits exactly this roster from now on; the
-                // connections decided under the old one are closed where a
-                // peer's standing changed.
-                let mut admitted = members.clone();
-                admitted.push(local);
-                self.gate.set_members(admitted);
-                behaviour.admission.roster_changed();
-                // Just welcomed: the members took this node's connections
-                // as a stranger's (no gossip on them) and close them soon;
-                // a fresh connection to each is a member's at once.
-                let welcomed = members.contains(&local) && !self.members.contains(&local);
-                self.members = members;
-                self.blocked = blocked;
-                if welcomed {
-                    // After a moment: the answer that welcomed this node
-                    // may still be arriving on one of those connections.
-                    self.reconnect_at = Some(tokio::time::Instant::now() + RECONNECT_AFTER_WELCOME);
-                }
-            }
+            Command::SetPeers { members, blocked } => self.set_peers(members, blocked),
             Command::Connected(reply) => {
                 let _ = reply.send(self.swarm.connected_peers().copied().collect());
             }
             Command::Connect(peer, addrs, reply) => self.connect(peer, addrs, reply),
+        }
+    }
+
+    /// A new roster: gossipsub's explicit peers, the block list and the
+    /// gate follow it, and a node just welcomed reconnects as a member.
+    fn set_peers(&mut self, members: Vec<PeerId>, blocked: Vec<PeerId>) {
+        let local = *self.swarm.local_peer_id();
+        // Judged before the old roster is taken apart below: a node that
+        // was a member already is not welcomed again at each new epoch
+        // (which would close and redial every member link, punched ones
+        // too).
+        let welcomed = members.contains(&local) && !self.members.contains(&local);
+        let behaviour = self.swarm.behaviour_mut();
+        for old in std::mem::take(&mut self.members) {
+            behaviour.gossip().remove_explicit_peer(&old);
+        }
+        for old in std::mem::take(&mut self.blocked) {
+            behaviour.blocked.unblock_peer(old);
+        }
+        for peer in members.iter().filter(|p| **p != local) {
+            behaviour.gossip().add_explicit_peer(peer);
+        }
+        for peer in &blocked {
+            behaviour.blocked.block_peer(*peer);
+        }
+        // The gate admits exactly this roster from now on; the
+        // connections decided under the old one are closed where a
+        // peer's standing changed.
+        let mut admitted = members.clone();
+        admitted.push(local);
+        self.gate.set_members(admitted);
+        behaviour.admission.roster_changed();
+        self.members = members;
+        self.blocked = blocked;
+        // Just welcomed: the members took this node's connections as a
+        // stranger's (no gossip on them) and close them soon; a fresh
+        // connection to each is a member's at once.
+        if welcomed {
+            // After a moment: the answer that welcomed this node
+            // may still be arriving on one of those connections.
+            self.reconnect_at = Some(tokio::time::Instant::now() + RECONNECT_AFTER_WELCOME);
         }
     }
 
@@ -445,9 +455,47 @@ impl EventLoop {
         }
     }
 
-    /// Listeners, connections, identify, ping and the relay: what
-    /// connectivity tracks.
+    /// Connections, identify, ping, the relay and hole punching (and
+    /// listeners, in [`Self::on_listener`]): what connectivity tracks.
     fn on_link(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        match event {
+            SwarmEvent::ConnectionEstablished {
+                peer_id,
+                connection_id,
+                endpoint,
+                num_established,
+                ..
+            } => self.on_established(peer_id, connection_id, &endpoint, num_established.get()),
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                connection_id,
+                num_established,
+                ..
+            } => self.on_closed(peer_id, connection_id, num_established),
+            SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
+                peer_id,
+                info,
+                ..
+            })) => self.on_identified(peer_id, info),
+            SwarmEvent::Behaviour(BehaviourEvent::Ping(ping::Event {
+                peer,
+                result: Ok(rtt),
+                ..
+            })) => self.connectivity.rtt(peer, rtt),
+            SwarmEvent::Behaviour(BehaviourEvent::Relay(event)) => self.on_relay_server(event),
+            SwarmEvent::Behaviour(BehaviourEvent::RelayClient(event)) => {
+                self.connectivity.on_client(event)
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Dcutr(event)) => {
+                self.swarm.behaviour_mut().punching.on_dcutr(&event)
+            }
+            other => self.on_listener(other),
+        }
+    }
+
+    /// A listener's addresses came or went, or it closed (a relay
+    /// listener's closing means its reservation ended).
+    fn on_listener(&mut self, event: SwarmEvent<BehaviourEvent>) {
         match event {
             SwarmEvent::NewListenAddr {
                 listener_id,
@@ -473,64 +521,42 @@ impl EventLoop {
                 self.connectivity
                     .listener_closed(listener_id, Some(&with_causes(&error)));
             }
-            SwarmEvent::ConnectionEstablished {
-                peer_id,
-                connection_id,
-                endpoint,
-                num_established,
-                ..
-            } => self.on_established(peer_id, connection_id, &endpoint, num_established.get()),
-            SwarmEvent::ConnectionClosed {
-                peer_id,
-                connection_id,
-                num_established,
-                ..
-            } => {
-                self.connectivity.closed(peer_id, connection_id);
-                if num_established == 0 {
-                    if let Some(addr) = self.redial_after_close.remove(&peer_id) {
-                        let opts = DialOpts::peer_id(peer_id)
-                            .condition(PeerCondition::Disconnected)
-                            .addresses(vec![addr])
-                            .build();
-                        if let Err(e) = self.swarm.dial(opts) {
-                            tracing::debug!(peer = %peer_id, error = %e, "no fresh connection to a member");
-                        }
-                    }
-                    self.emit(Event::PeerDisconnected(peer_id));
-                }
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
-                peer_id,
-                info,
-                ..
-            })) => self.on_identified(peer_id, info),
-            SwarmEvent::Behaviour(BehaviourEvent::Ping(ping::Event {
-                peer,
-                result: Ok(rtt),
-                ..
-            })) => self.connectivity.rtt(peer, rtt),
-            SwarmEvent::Behaviour(BehaviourEvent::Relay(event)) => {
-                match self.connectivity.on_server(event) {
-                    Some(RelayNote::Overreach(peer)) => {
-                        tracing::info!(%peer, "a relay pass holder reached past its inviter: disconnected");
-                        let _ = self.swarm.disconnect_peer_id(peer);
-                    }
-                    Some(RelayNote::Uses(peer, begins)) => self
-                        .swarm
-                        .behaviour_mut()
-                        .admission
-                        .relay_use(&peer, begins),
-                    None => {}
-                }
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::RelayClient(event)) => {
-                self.connectivity.on_client(event)
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::Dcutr(event)) => {
-                self.swarm.behaviour_mut().punching.on_dcutr(&event)
-            }
             _ => {}
+        }
+    }
+
+    /// A connection closed; when it was the last to `peer_id`, a member
+    /// waiting to be redialled (after its welcome) is dialled now.
+    fn on_closed(&mut self, peer_id: PeerId, connection_id: ConnectionId, num_established: u32) {
+        self.connectivity.closed(peer_id, connection_id);
+        if num_established == 0 {
+            if let Some(addr) = self.redial_after_close.remove(&peer_id) {
+                let opts = DialOpts::peer_id(peer_id)
+                    .condition(PeerCondition::Disconnected)
+                    .addresses(vec![addr])
+                    .build();
+                if let Err(e) = self.swarm.dial(opts) {
+                    tracing::debug!(peer = %peer_id, error = %e, "no fresh connection to a member");
+                }
+            }
+            self.emit(Event::PeerDisconnected(peer_id));
+        }
+    }
+
+    /// Acts on what the relay server's events ask: disconnects a pass
+    /// holder that overreached, tells admission of relay uses.
+    fn on_relay_server(&mut self, event: libp2p::relay::Event) {
+        match self.connectivity.on_server(event) {
+            Some(RelayNote::Overreach(peer)) => {
+                tracing::info!(%peer, "a relay pass holder reached past its inviter: disconnected");
+                let _ = self.swarm.disconnect_peer_id(peer);
+            }
+            Some(RelayNote::Uses(peer, begins)) => self
+                .swarm
+                .behaviour_mut()
+                .admission
+                .relay_use(&peer, begins),
+            None => {}
         }
     }
 

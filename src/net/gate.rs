@@ -26,15 +26,28 @@ use libp2p::swarm::{
 
 /// Who the gate lets through: every peer until the node knows a roster
 /// (a node outside any mesh has nothing members-only to protect), then the
-/// roster's members. Shared by every gated behaviour and the admission
+/// roster's members. The relays named in `net.relays` are let through by
+/// neither unless they are members: they carry circuits and reservations,
+/// never members-only traffic, so the first roster changes nothing for
+/// their connections (admission would otherwise close them, losing the
+/// reservations and the circuits on them, and the redial would have to
+/// come from a fresh port while the old connection's TIME_WAIT holds the
+/// listening port's). Shared by every gated behaviour and the admission
 /// behaviour; set at each epoch.
 #[derive(Debug, Clone, Default)]
-pub struct Gate(Arc<RwLock<Option<HashSet<PeerId>>>>);
+pub struct Gate(Arc<RwLock<Admits>>);
+
+#[derive(Debug, Default)]
+struct Admits {
+    members: Option<HashSet<PeerId>>,
+    relays: HashSet<PeerId>,
+}
 
 impl Gate {
     pub fn admits(&self, peer: &PeerId) -> bool {
-        match &*self.0.read().unwrap_or_else(|e| e.into_inner()) {
-            None => true,
+        let admits = self.0.read().unwrap_or_else(|e| e.into_inner());
+        match &admits.members {
+            None => !admits.relays.contains(peer),
             Some(members) => members.contains(peer),
         }
     }
@@ -45,12 +58,19 @@ impl Gate {
         self.0
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .members
             .as_ref()
             .is_some_and(|m| m.contains(peer))
     }
 
     pub fn set_members(&self, members: impl IntoIterator<Item = PeerId>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(members.into_iter().collect());
+        self.0.write().unwrap_or_else(|e| e.into_inner()).members =
+            Some(members.into_iter().collect());
+    }
+
+    /// The relays this node is configured to use (`net.relays`).
+    pub fn set_relays(&self, relays: impl IntoIterator<Item = PeerId>) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).relays = relays.into_iter().collect();
     }
 }
 

@@ -25,7 +25,8 @@ pub use connectivity::{Addresses, ConnectivityReport, LinkReport, RelayUse};
 use libp2p::{Multiaddr, PeerId, identity};
 use prometheus_client::registry::Registry;
 pub use protocol::{DropReason, Protocol};
-pub use punch::{Mapping, WhyRelayed};
+pub use punch::WhyRelayed;
+pub use reach::Mapping;
 pub use reach::{Reachability, ReachabilityMode};
 pub use relay::{RelayLimits, RelayServe};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -372,5 +373,26 @@ pub fn with_peer_id(addr: &Multiaddr, peer: PeerId) -> Multiaddr {
     match addr.iter().last() {
         Some(libp2p::multiaddr::Protocol::P2p(_)) => addr.clone(),
         _ => addr.clone().with(libp2p::multiaddr::Protocol::P2p(peer)),
+    }
+}
+
+/// An error with every cause under it (libp2p's transport errors keep the
+/// OS error, "Address family not supported by protocol", in the chain, and
+/// their own text is often empty).
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut parts = Vec::new();
+    let mut next: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string();
+        let text = text.trim().trim_matches(':').trim();
+        if !text.is_empty() && !parts.iter().any(|p: &String| p.contains(text)) {
+            parts.push(text.to_string());
+        }
+        next = err.source();
+    }
+    if parts.is_empty() {
+        "unknown error".into()
+    } else {
+        parts.join(": ")
     }
 }

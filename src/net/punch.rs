@@ -19,14 +19,13 @@ use std::time::{Duration, Instant};
 
 use libp2p::core::transport::PortUse;
 use libp2p::core::{ConnectedPoint, Endpoint};
-use libp2p::multiaddr::Protocol as Addr;
 use libp2p::swarm::{
     ConnectionDenied, ConnectionId, FromSwarm, NetworkBehaviour, THandler, THandlerInEvent,
     THandlerOutEvent, ToSwarm, dummy,
 };
 use libp2p::{Multiaddr, PeerId, dcutr};
 
-use super::reach::{ip_of, is_relayed};
+use super::reach::{Mapping, Transport, is_relayed, mapping_of, port_of};
 
 /// The first retry after a failed round waits this long; each later one
 /// three times as long as the one before, up to [`BACKOFF_MAX`].
@@ -47,85 +46,6 @@ const STALLED: Duration = Duration::from_secs(30);
 /// A direct connection this soon after a punch was tried counts as its
 /// success (the peer's dial may be the one that got through).
 const PUNCH_WINDOW: Duration = Duration::from_secs(60);
-
-/// How a NAT maps one local address to public ones, as observers see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mapping {
-    /// One public port for every destination (a cone NAT, or no NAT): a
-    /// punch can get through.
-    Independent,
-    /// A new public port per destination (a symmetric NAT): the port a
-    /// peer was told is not the one that dials it.
-    Dependent,
-    /// Too few observations to tell.
-    Unknown,
-}
-
-impl Mapping {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mapping::Independent => "endpoint-independent",
-            Mapping::Dependent => "endpoint-dependent (symmetric)",
-            Mapping::Unknown => "unknown",
-        }
-    }
-}
-
-/// The mapping that `addrs` (the public addresses one host was seen at,
-/// each by another observer) show: one IP at two ports means a new port per
-/// destination; one IP and port twice over means one mapping for all.
-/// Transports are pooled: a node listens on one port number for TCP and
-/// QUIC, and a NAT that keeps ports keeps it for both. Loopback and
-/// relayed addresses say nothing.
-pub fn mapping_of<'a>(addrs: impl IntoIterator<Item = &'a Multiaddr>) -> Mapping {
-    let mut seen: BTreeMap<std::net::IpAddr, HashSet<u16>> = BTreeMap::new();
-    let mut repeated = false;
-    for addr in addrs {
-        let (Some(ip), Some((_, port))) = (ip_of(addr), port_of(addr)) else {
-            continue;
-        };
-        if ip.is_loopback() || is_relayed(addr) {
-            continue;
-        }
-        if !seen.entry(ip).or_default().insert(port) {
-            repeated = true;
-        }
-    }
-    if seen.values().any(|ports| ports.len() > 1) {
-        Mapping::Dependent
-    } else if repeated {
-        Mapping::Independent
-    } else {
-        Mapping::Unknown
-    }
-}
-
-/// The transport a direct address is dialled over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Transport {
-    Tcp,
-    Quic,
-}
-
-impl Transport {
-    pub fn of(addr: &Multiaddr) -> Option<Transport> {
-        port_of(addr).map(|(t, _)| t)
-    }
-}
-
-/// The transport and port of a direct address.
-pub(super) fn port_of(addr: &Multiaddr) -> Option<(Transport, u16)> {
-    let mut udp = None;
-    for p in addr.iter() {
-        match p {
-            Addr::Tcp(port) => return Some((Transport::Tcp, port)),
-            Addr::Udp(port) => udp = Some(port),
-            Addr::QuicV1 => return udp.map(|port| (Transport::Quic, port)),
-            _ => {}
-        }
-    }
-    None
-}
 
 /// The counter of `outcome` ("attempts", "successes", "failures") over
 /// `transport` (`holepunch.<outcome>.<transport>`).
@@ -249,7 +169,7 @@ impl Punching {
     /// does not punch.
     pub fn on_dcutr(&mut self, event: &dcutr::Event) {
         let Err(e) = &event.result else { return };
-        let text = super::transport::with_causes(e);
+        let text = super::with_causes(e);
         tracing::debug!(peer = %event.remote_peer_id, error = %text, "hole punch ended without a direct connection");
         let Some(state) = self.peers.get_mut(&event.remote_peer_id) else {
             return;

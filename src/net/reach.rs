@@ -12,10 +12,11 @@
 //! documentation and benchmarking ranges the NAT laboratory uses are
 //! "possibly public", as on the internet.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use libp2p::multiaddr::Protocol;
+use libp2p::multiaddr::Protocol as Addr;
 use libp2p::{Multiaddr, PeerId};
 
 /// What the operator configured (`net.reachability`).
@@ -132,8 +133,8 @@ impl Reach {
 
     /// How this node's NAT maps its address, from every peer's latest
     /// observation.
-    pub fn mapping(&self) -> super::punch::Mapping {
-        super::punch::mapping_of(self.observed.values())
+    pub fn mapping(&self) -> Mapping {
+        mapping_of(self.observed.values())
     }
 
     /// Distinct observed addresses.
@@ -144,12 +145,12 @@ impl Reach {
 
     /// Seen at an address it listens on: same IP, same transport and port.
     fn is_own(&self, addr: &Multiaddr) -> bool {
-        let (Some(ip), Some(port)) = (ip_of(addr), super::punch::port_of(addr)) else {
+        let (Some(ip), Some(port)) = (ip_of(addr), port_of(addr)) else {
             return false;
         };
         self.listen
             .iter()
-            .any(|l| ip_of(l) == Some(ip) && super::punch::port_of(l) == Some(port))
+            .any(|l| ip_of(l) == Some(ip) && port_of(l) == Some(port))
     }
 
     pub fn judge(&self) -> Judgement {
@@ -277,6 +278,85 @@ pub fn is_private(ip: IpAddr) -> bool {
                     .is_some_and(|v4| is_private(IpAddr::V4(v4)))
         }
     }
+}
+
+/// How a NAT maps one local address to public ones, as observers see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mapping {
+    /// One public port for every destination (a cone NAT, or no NAT): a
+    /// punch can get through.
+    Independent,
+    /// A new public port per destination (a symmetric NAT): the port a
+    /// peer was told is not the one that dials it.
+    Dependent,
+    /// Too few observations to tell.
+    Unknown,
+}
+
+impl Mapping {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mapping::Independent => "endpoint-independent",
+            Mapping::Dependent => "endpoint-dependent (symmetric)",
+            Mapping::Unknown => "unknown",
+        }
+    }
+}
+
+/// The mapping that `addrs` (the public addresses one host was seen at,
+/// each by another observer) show: one IP at two ports means a new port per
+/// destination; one IP and port twice over means one mapping for all.
+/// Transports are pooled: a node listens on one port number for TCP and
+/// QUIC, and a NAT that keeps ports keeps it for both. Loopback and
+/// relayed addresses say nothing.
+pub fn mapping_of<'a>(addrs: impl IntoIterator<Item = &'a Multiaddr>) -> Mapping {
+    let mut seen: BTreeMap<std::net::IpAddr, HashSet<u16>> = BTreeMap::new();
+    let mut repeated = false;
+    for addr in addrs {
+        let (Some(ip), Some((_, port))) = (ip_of(addr), port_of(addr)) else {
+            continue;
+        };
+        if ip.is_loopback() || is_relayed(addr) {
+            continue;
+        }
+        if !seen.entry(ip).or_default().insert(port) {
+            repeated = true;
+        }
+    }
+    if seen.values().any(|ports| ports.len() > 1) {
+        Mapping::Dependent
+    } else if repeated {
+        Mapping::Independent
+    } else {
+        Mapping::Unknown
+    }
+}
+
+/// The transport a direct address is dialled over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Transport {
+    Tcp,
+    Quic,
+}
+
+impl Transport {
+    pub fn of(addr: &Multiaddr) -> Option<Transport> {
+        port_of(addr).map(|(t, _)| t)
+    }
+}
+
+/// The transport and port of a direct address.
+pub fn port_of(addr: &Multiaddr) -> Option<(Transport, u16)> {
+    let mut udp = None;
+    for p in addr.iter() {
+        match p {
+            Addr::Tcp(port) => return Some((Transport::Tcp, port)),
+            Addr::Udp(port) => udp = Some(port),
+            Addr::QuicV1 => return udp.map(|port| (Transport::Quic, port)),
+            _ => {}
+        }
+    }
+    None
 }
 
 #[cfg(test)]

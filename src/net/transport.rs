@@ -23,6 +23,7 @@ use super::connectivity::Connectivity;
 use super::gate::Gate;
 use super::reach::Reach;
 use super::relay::{Counted, Passes, RelayAccess, RelayedBytes};
+use super::with_causes;
 use super::{Event, NetConfig, NetError};
 
 /// The swarm and what tracks its connectivity.
@@ -155,27 +156,6 @@ pub(super) fn listen_addresses(config: &NetConfig) -> Vec<Multiaddr> {
         }
     }
     out
-}
-
-/// An error with every cause under it (libp2p's transport errors keep the
-/// OS error, "Address family not supported by protocol", in the chain, and
-/// their own text is often empty).
-pub(super) fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut parts = Vec::new();
-    let mut next: Option<&dyn std::error::Error> = Some(e);
-    while let Some(err) = next {
-        let text = err.to_string();
-        let text = text.trim().trim_matches(':').trim();
-        if !text.is_empty() && !parts.iter().any(|p: &String| p.contains(text)) {
-            parts.push(text.to_string());
-        }
-        next = err.source();
-    }
-    if parts.is_empty() {
-        "unknown error".into()
-    } else {
-        parts.join(": ")
-    }
 }
 
 /// libp2p-tcp always sets port reuse (hole punching needs it), so two
