@@ -24,8 +24,10 @@ impl QuoteGuide {
         if self.rules.no_asides {
             self.forbid_asides(logits);
         }
-        self.forbid_banned_words(logits);
-        self.forbid_terms_and_copies(logits);
+        // The word being written, read once for every rule of this step.
+        let (word, sentence_start) = self.term_context();
+        self.forbid_banned_words(logits, &word);
+        self.forbid_terms_and_copies(logits, &word, sentence_start);
         self.steer_to_topic(logits);
     }
 
@@ -127,12 +129,12 @@ impl QuoteGuide {
     /// The terms, English-words and copy rules. The terms rules may not
     /// leave the step without a token (with the copy rule they can, on a
     /// rare step): then they yield for this step.
-    fn forbid_terms_and_copies(&mut self, logits: &mut [f32]) {
+    fn forbid_terms_and_copies(&mut self, logits: &mut [f32], word: &str, sentence_start: bool) {
         let before_terms =
             (self.known_words.is_some() || self.rules.english_words).then(|| logits.to_vec());
-        self.forbid_unknown_terms(logits);
-        self.forbid_non_words(logits);
-        self.forbid_shouting(logits);
+        self.forbid_unknown_terms(logits, word, sentence_start);
+        self.forbid_non_words(logits, word);
+        self.forbid_shouting(logits, word);
         self.forbid_copies(logits);
         if let Some(before) = before_terms
             && !logits.iter().any(|l| l.is_finite())
@@ -157,13 +159,12 @@ impl QuoteGuide {
     /// word in free text: those that start one after a gap, those that
     /// spell one where a word starts, and those that finish one the text
     /// has begun. Quote and tag openers marked this step stay allowed.
-    pub(super) fn forbid_banned_words(&mut self, logits: &mut [f32]) {
+    pub(super) fn forbid_banned_words(&mut self, logits: &mut [f32], word: &str) {
         if self.banned_words.is_empty() {
             return;
         }
         let vocab = Arc::clone(&self.vocab);
         let mut banned = self.banned_gap_led.clone();
-        let (word, _) = self.term_context();
         if word.is_empty() {
             banned.extend_from_slice(&self.banned_bare);
         } else {
@@ -189,7 +190,12 @@ impl QuoteGuide {
     /// numerals, and a capitalised word inside a sentence (not `I`) only
     /// when it is a known word, the way `moot::reading` counts unsupported
     /// terms. Tokens marked this step (quote and tag openers) stay allowed.
-    pub(super) fn forbid_unknown_terms(&mut self, logits: &mut [f32]) {
+    pub(super) fn forbid_unknown_terms(
+        &mut self,
+        logits: &mut [f32],
+        word: &str,
+        sentence_start: bool,
+    ) {
         let Some(known) = self.known_words.take() else {
             return;
         };
@@ -204,7 +210,6 @@ impl QuoteGuide {
                 ban(logits, id);
             }
         }
-        let (word, sentence_start) = self.term_context();
         let is_prefix = |p: &str| {
             let i = known.partition_point(|w| w.as_str() < p);
             known.get(i).is_some_and(|w| w.starts_with(p))
@@ -231,7 +236,7 @@ impl QuoteGuide {
         }
         if word.starts_with(|c: char| c.is_uppercase())
             && !sentence_start
-            && !is_first_person(&word)
+            && !is_first_person(word)
         {
             // Inside a capitalised word: it may only go on to a known word.
             let lower = word.to_lowercase();
@@ -265,13 +270,12 @@ impl QuoteGuide {
     /// no small letter) in free text: a dictionary's headword copied out of
     /// its passage (`"What do you want?" [s4] ZANIES.`) reads as noise. `I`
     /// stays allowed; a quote keeps its source's capitals.
-    pub(super) fn forbid_shouting(&mut self, logits: &mut [f32]) {
+    pub(super) fn forbid_shouting(&mut self, logits: &mut [f32], word: &str) {
         if !self.rules.english_words {
             return;
         }
         let vocab = Arc::clone(&self.vocab);
         self.forbid_unmarked(logits, &vocab.shouting);
-        let (word, _) = self.term_context();
         if !word.is_empty() && !word.chars().any(char::is_lowercase) {
             self.forbid_unmarked(logits, &vocab.capital_on);
         }
@@ -281,7 +285,7 @@ impl QuoteGuide {
     /// start a word only as the start of an English or known word, go on
     /// with one only towards such a word, and end one (with a space or a
     /// mark) only where it is one. Tokens marked this step stay allowed.
-    pub(super) fn forbid_non_words(&mut self, logits: &mut [f32]) {
+    pub(super) fn forbid_non_words(&mut self, logits: &mut [f32], word: &str) {
         if !self.rules.english_words {
             return;
         }
@@ -289,7 +293,6 @@ impl QuoteGuide {
         let known: &[String] = self.known_words.as_deref().unwrap_or(&[]);
         let is_word = |w: &str| words::is_english_word(w) || words::listed_word(known, w);
         let is_start = |p: &str| words::is_english_prefix(p) || words::listed_prefix(known, p);
-        let (word, _) = self.term_context();
         let word = word.to_lowercase();
         // Inside a word that is not one yet, nothing may end it.
         let word_done = word.is_empty() || is_word(&word);
