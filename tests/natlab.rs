@@ -230,6 +230,35 @@ pub(crate) fn search_reaches(from: &Daemon, peer: &str) -> bool {
 
 /// A home node's config: reachability judged by itself, and `relays`
 /// (non-member relays) when given.
+/// A moot hosted by `alpha` between its sea book and bravo's field notes
+/// (once alpha sees bravo's announced book), run to its end with `turns`
+/// turns; returns its id.
+pub(crate) fn sea_moot_with_bravo(alpha: &Daemon, watched: &[&Daemon], turns: u32) -> String {
+    wait_for("alpha to see bravo's book", SLOW, watched, || {
+        alpha
+            .json(&["roots"])
+            .to_string()
+            .contains("essays/field-notes")
+    });
+    let turns_arg = turns.to_string();
+    let started = alpha.json(&[
+        "moot",
+        "start",
+        "--a",
+        "self:fiction/sea-tales",
+        "--b",
+        "bravo:essays/field-notes",
+        "--topic",
+        "the sea",
+        "--turns",
+        &turns_arg,
+    ]);
+    let id = started["id"].as_str().expect("moot id").to_string();
+    let shown = wait_state(alpha, &id, "finished");
+    assert_eq!(shown["turns_done"], turns, "{shown}");
+    id
+}
+
 pub(crate) fn home_config(relays: &[String]) -> String {
     let list: Vec<String> = relays.iter().map(|r| format!("\"{r}\"")).collect();
     format!(
@@ -335,27 +364,7 @@ fn natlab_a_public_member_relays_for_two_homes_that_join_by_invites_and_hold_a_m
 
     // 3. A moot hosted by alpha between its book and bravo's: every turn
     // of bravo's crosses the relay; the export verifies offline.
-    wait_for("alpha to see bravo's book", SLOW, &all, || {
-        alpha
-            .json(&["roots"])
-            .to_string()
-            .contains("essays/field-notes")
-    });
-    let started = alpha.json(&[
-        "moot",
-        "start",
-        "--a",
-        "self:fiction/sea-tales",
-        "--b",
-        "bravo:essays/field-notes",
-        "--topic",
-        "the sea",
-        "--turns",
-        "4",
-    ]);
-    let id = started["id"].as_str().expect("moot id").to_string();
-    let shown = wait_state(&alpha, &id, "finished");
-    assert_eq!(shown["turns_done"], 4, "{shown}");
+    let id = sea_moot_with_bravo(&alpha, &all, 4);
     let to_bravo = member_entry(&alpha, &bravo_id);
     assert_eq!(to_bravo["connected"], true, "{to_bravo}");
     assert_eq!(to_bravo["link"], "relayed", "{to_bravo}");

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::cluster::{Daemon, converged};
-use crate::moot_net::wait_state;
 use crate::natlab::{
     NsModel, SLOW, add, doctor, home_config, member_entry, node, reachability, relayed_invite,
     reserved_on, search_reaches, wait_for,
@@ -166,27 +165,7 @@ fn natlab_punch_cone_to_cone_a_direct_path_exists_and_a_moot_goes_direct_once_pu
     let relayed_bytes =
         |d: &Daemon| counter(d, "relay.bytes.sent") + counter(d, "relay.bytes.received");
     let before = (circuits(&relays[0]), relayed_bytes(&alpha));
-    wait_for("alpha to see bravo's book", SLOW, &[&alpha, &bravo], || {
-        alpha
-            .json(&["roots"])
-            .to_string()
-            .contains("essays/field-notes")
-    });
-    let started = alpha.json(&[
-        "moot",
-        "start",
-        "--a",
-        "self:fiction/sea-tales",
-        "--b",
-        "bravo:essays/field-notes",
-        "--topic",
-        "the sea",
-        "--turns",
-        "2",
-    ]);
-    let id = started["id"].as_str().expect("moot id").to_string();
-    let shown = wait_state(&alpha, &id, "finished");
-    assert_eq!(shown["turns_done"], 2, "{shown}");
+    crate::natlab::sea_moot_with_bravo(&alpha, &[&alpha, &bravo], 2);
     let to_bravo = member_entry(&alpha, &bravo.peer_id());
     assert_eq!(to_bravo["path"], "direct (punched)", "{to_bravo}");
     let after = (circuits(&relays[0]), relayed_bytes(&alpha));

@@ -234,9 +234,7 @@ impl QuoteGuide {
                 ban(logits, lead.id);
             }
         }
-        if word.starts_with(|c: char| c.is_uppercase())
-            && !sentence_start
-            && !is_first_person(word)
+        if word.starts_with(|c: char| c.is_uppercase()) && !sentence_start && !is_first_person(word)
         {
             // Inside a capitalised word: it may only go on to a known word.
             let lower = word.to_lowercase();
