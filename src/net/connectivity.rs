@@ -233,13 +233,13 @@ impl Connectivity {
     }
 
     pub fn closed(&mut self, peer: PeerId, id: ConnectionId) {
+        self.reach.closed(&peer, id);
         if let Some(links) = self.links.get_mut(&peer) {
             links.retain(|l| l.id != id);
             if links.is_empty() {
                 self.links.remove(&peer);
                 self.rtt.remove(&peer);
                 self.dialled.remove(&peer);
-                self.reach.forget(&peer);
                 self.hop_peers.remove(&peer);
             }
         }
@@ -248,10 +248,11 @@ impl Connectivity {
     pub fn identified(
         &mut self,
         peer: PeerId,
+        id: ConnectionId,
         observed: Multiaddr,
         protocols: &[libp2p::StreamProtocol],
     ) {
-        self.reach.observed(peer, observed);
+        self.reach.observed(peer, id, observed);
         if protocols.contains(&relay::HOP_PROTOCOL_NAME) {
             self.hop_peers.insert(peer);
         } else {

@@ -474,9 +474,9 @@ impl EventLoop {
             } => self.on_closed(peer_id, connection_id, num_established),
             SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
                 peer_id,
+                connection_id,
                 info,
-                ..
-            })) => self.on_identified(peer_id, info),
+            })) => self.on_identified(peer_id, connection_id, info),
             SwarmEvent::Behaviour(BehaviourEvent::Ping(ping::Event {
                 peer,
                 result: Ok(rtt),
@@ -575,7 +575,7 @@ impl EventLoop {
         }
     }
 
-    fn on_identified(&mut self, peer: PeerId, info: identify::Info) {
+    fn on_identified(&mut self, peer: PeerId, id: ConnectionId, info: identify::Info) {
         // Hole punches are sent what peers really observed.
         let behaviour = self.swarm.behaviour_mut();
         if let Some(dcutr) = behaviour.dcutr.as_mut() {
@@ -583,7 +583,7 @@ impl EventLoop {
         }
         behaviour.punching.listens(peer, &info.listen_addrs);
         self.connectivity
-            .identified(peer, info.observed_addr, &info.protocols);
+            .identified(peer, id, info.observed_addr, &info.protocols);
     }
 
     /// The bound addresses, TCP first (what a peer without QUIC can dial).

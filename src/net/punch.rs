@@ -287,7 +287,9 @@ impl Punching {
             .iter()
             .filter_map(|a| port_of(a))
             .any(|p| state.listens.contains(&p));
-        let remote = match mapping_of(direct.iter().copied()) {
+        // Whose observations the candidates are is not known: each counts as
+        // its own observer's.
+        let remote = match mapping_of(direct.iter().copied().map(std::iter::once)) {
             Mapping::Dependent if kept => Mapping::Independent,
             other => other,
         };
@@ -481,28 +483,46 @@ mod tests {
             a("/ip4/203.0.113.1/tcp/4100"),
             a("/ip4/203.0.113.1/tcp/4100"),
         ];
-        assert_eq!(mapping_of(&cone), Mapping::Independent);
+        assert_eq!(
+            mapping_of(cone.iter().map(std::iter::once)),
+            Mapping::Independent
+        );
         let symmetric = [
             a("/ip4/203.0.113.2/tcp/40001"),
             a("/ip4/203.0.113.2/tcp/51234"),
         ];
-        assert_eq!(mapping_of(&symmetric), Mapping::Dependent);
+        assert_eq!(
+            mapping_of(symmetric.iter().map(std::iter::once)),
+            Mapping::Dependent
+        );
         let once = [a("/ip4/203.0.113.1/tcp/4100")];
-        assert_eq!(mapping_of(&once), Mapping::Unknown);
+        assert_eq!(
+            mapping_of(once.iter().map(std::iter::once)),
+            Mapping::Unknown
+        );
         // TCP and QUIC at one port: one mapping kept for both; at two
         // ports, a new one per destination.
         let both = [
             a("/ip4/203.0.113.1/tcp/4100"),
             a("/ip4/203.0.113.1/udp/4100/quic-v1"),
         ];
-        assert_eq!(mapping_of(&both), Mapping::Independent);
+        assert_eq!(
+            mapping_of(both.iter().map(std::iter::once)),
+            Mapping::Independent
+        );
         let apart = [
             a("/ip4/203.0.113.4/tcp/42473"),
             a("/ip4/203.0.113.4/udp/31612/quic-v1"),
         ];
-        assert_eq!(mapping_of(&apart), Mapping::Dependent);
+        assert_eq!(
+            mapping_of(apart.iter().map(std::iter::once)),
+            Mapping::Dependent
+        );
         let relayed = [a("/ip4/127.0.0.1/tcp/4100"), a("/ip4/127.0.0.1/tcp/4101")];
-        assert_eq!(mapping_of(&relayed), Mapping::Unknown);
+        assert_eq!(
+            mapping_of(relayed.iter().map(std::iter::once)),
+            Mapping::Unknown
+        );
     }
 
     #[test]

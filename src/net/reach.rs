@@ -12,11 +12,12 @@
 //! documentation and benchmarking ranges the NAT laboratory uses are
 //! "possibly public", as on the internet.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use libp2p::multiaddr::Protocol;
 use libp2p::multiaddr::Protocol as Addr;
+use libp2p::swarm::ConnectionId;
 use libp2p::{Multiaddr, PeerId};
 
 /// What the operator configured (`net.reachability`).
@@ -77,9 +78,12 @@ pub struct Reach {
     /// The addresses this node listens on (each interface's, for an
     /// unspecified listen address).
     listen: BTreeSet<Multiaddr>,
-    /// The latest address each peer saw this node at, over a direct
-    /// connection.
-    observed: BTreeMap<PeerId, Multiaddr>,
+    /// The address each peer saw this node at, per direct connection:
+    /// the latest observation over each. A peer may hold two connections
+    /// from two local ports (a second dial to an address already connected
+    /// cannot reuse the listen port), and only beside each other do the
+    /// two tell a new mapping per port from a new mapping per destination.
+    observed: BTreeMap<PeerId, BTreeMap<ConnectionId, Multiaddr>>,
     /// A remote host (not loopback) dialled this node directly.
     inbound_direct: bool,
     /// `net.external_addresses`: the operator's word for where it is.
@@ -110,14 +114,23 @@ impl Reach {
     /// `peer` saw this node at `observed` (identify); observations over a
     /// relayed connection (a circuit address, or only `/p2p/<id>`) say
     /// nothing about this node's own address and are ignored.
-    pub fn observed(&mut self, peer: PeerId, observed: Multiaddr) {
+    pub fn observed(&mut self, peer: PeerId, connection: ConnectionId, observed: Multiaddr) {
         if !is_relayed(&observed) && ip_of(&observed).is_some() {
-            self.observed.insert(peer, observed);
+            self.observed
+                .entry(peer)
+                .or_default()
+                .insert(connection, observed);
         }
     }
 
-    pub fn forget(&mut self, peer: &PeerId) {
-        self.observed.remove(peer);
+    /// `connection` to `peer` closed: what was seen over it is gone.
+    pub fn closed(&mut self, peer: &PeerId, connection: ConnectionId) {
+        if let Some(seen) = self.observed.get_mut(peer) {
+            seen.remove(&connection);
+            if seen.is_empty() {
+                self.observed.remove(peer);
+            }
+        }
     }
 
     /// A direct inbound connection arrived from `remote`.
@@ -131,15 +144,15 @@ impl Reach {
         self.listen.iter().cloned().collect()
     }
 
-    /// How this node's NAT maps its address, from every peer's latest
-    /// observation.
+    /// How this node's NAT maps its address, from what each peer sees over
+    /// its connections.
     pub fn mapping(&self) -> Mapping {
-        mapping_of(self.observed.values())
+        mapping_of(self.observed.values().map(|seen| seen.values()))
     }
 
     /// Distinct observed addresses.
     pub fn observed_addresses(&self) -> Vec<Multiaddr> {
-        let set: BTreeSet<&Multiaddr> = self.observed.values().collect();
+        let set: BTreeSet<&Multiaddr> = self.observed.values().flat_map(|s| s.values()).collect();
         set.into_iter().cloned().collect()
     }
 
@@ -303,30 +316,42 @@ impl Mapping {
     }
 }
 
-/// The mapping that `addrs` (the public addresses one host was seen at,
-/// each by another observer) show: one IP at two ports means a new port per
-/// destination; one IP and port twice over means one mapping for all.
-/// Transports are pooled: a node listens on one port number for TCP and
-/// QUIC, and a NAT that keeps ports keeps it for both. Loopback and
+/// The mapping that `observers` (per observer, the public addresses it saw
+/// one host at) show. One IP and port seen twice over (by two observers, or
+/// over two transports) means one mapping for all, and it outweighs any
+/// other port, which a dial from another local port explains: a cone maps
+/// each local port once, and a symmetric NAT never gives two destinations
+/// one port. One IP at two ports, seen by two observers (or over two
+/// transports) and no port twice, means a new port per destination; two
+/// ports from one observer over one transport are two local ports and say
+/// nothing. Transports are pooled: a node listens on one port number for
+/// TCP and QUIC, and a NAT that keeps ports keeps it for both. Loopback and
 /// relayed addresses say nothing.
-pub fn mapping_of<'a>(addrs: impl IntoIterator<Item = &'a Multiaddr>) -> Mapping {
-    let mut seen: BTreeMap<std::net::IpAddr, HashSet<u16>> = BTreeMap::new();
-    let mut repeated = false;
-    for addr in addrs {
-        let (Some(ip), Some((_, port))) = (ip_of(addr), port_of(addr)) else {
-            continue;
-        };
-        if ip.is_loopback() || is_relayed(addr) {
-            continue;
-        }
-        if !seen.entry(ip).or_default().insert(port) {
-            repeated = true;
+pub fn mapping_of<'a, Seen>(observers: impl IntoIterator<Item = Seen>) -> Mapping
+where
+    Seen: IntoIterator<Item = &'a Multiaddr>,
+{
+    // IP → port → the (observer, transport) pairs that saw it.
+    let mut seen: BTreeMap<IpAddr, BTreeMap<u16, BTreeSet<(usize, Transport)>>> = BTreeMap::new();
+    for (observer, addrs) in observers.into_iter().enumerate() {
+        for addr in addrs {
+            let (Some(ip), Some((transport, port))) = (ip_of(addr), port_of(addr)) else {
+                continue;
+            };
+            if ip.is_loopback() || is_relayed(addr) {
+                continue;
+            }
+            let by = seen.entry(ip).or_default().entry(port).or_default();
+            by.insert((observer, transport));
         }
     }
-    if seen.values().any(|ports| ports.len() > 1) {
-        Mapping::Dependent
-    } else if repeated {
+    let ports = || seen.values();
+    if ports().flat_map(|p| p.values()).any(|by| by.len() > 1) {
         Mapping::Independent
+    } else if ports()
+        .any(|p| p.len() > 1 && p.values().flatten().collect::<BTreeSet<_>>().len() > 1)
+    {
+        Mapping::Dependent
     } else {
         Mapping::Unknown
     }
@@ -371,6 +396,38 @@ mod tests {
         PeerId::random()
     }
 
+    fn conn(n: usize) -> ConnectionId {
+        ConnectionId::new_unchecked(n)
+    }
+
+    #[test]
+    fn a_cone_seen_over_a_second_connection_from_another_port_is_still_a_cone() {
+        // The NAT laboratory's port-restricted cone: the second dial to a
+        // relay could not reuse the listen port, so that relay saw a new
+        // mapping; the other relay saw the first one again.
+        let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
+        let (relay1, relay2) = (peer(), peer());
+        r.observed(relay1, conn(1), a("/ip4/203.0.113.1/tcp/46980"));
+        r.observed(relay1, conn(2), a("/ip4/203.0.113.1/tcp/60470"));
+        r.observed(relay2, conn(3), a("/ip4/203.0.113.1/tcp/46980"));
+        assert_eq!(r.mapping(), Mapping::Independent);
+        // One observer's two connections alone tell nothing.
+        r.closed(&relay2, conn(3));
+        assert_eq!(r.mapping(), Mapping::Unknown);
+        assert_eq!(r.observed_addresses().len(), 2);
+        r.closed(&relay1, conn(1));
+        r.closed(&relay1, conn(2));
+        assert!(r.observed_addresses().is_empty());
+    }
+
+    #[test]
+    fn a_symmetric_nat_gives_each_observer_its_own_port() {
+        let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
+        r.observed(peer(), conn(1), a("/ip4/203.0.113.2/tcp/40001"));
+        r.observed(peer(), conn(2), a("/ip4/203.0.113.2/tcp/51234"));
+        assert_eq!(r.mapping(), Mapping::Dependent);
+    }
+
     #[test]
     fn only_private_use_ranges_are_private() {
         for ip in [
@@ -404,7 +461,7 @@ mod tests {
         r.listening(a("/ip4/198.18.1.2/tcp/4100"));
         r.listening(a("/ip4/127.0.0.1/tcp/4100"));
         assert_eq!(r.judge().reachability, Reachability::Unknown);
-        r.observed(peer(), a("/ip4/203.0.113.1/tcp/4100"));
+        r.observed(peer(), conn(0), a("/ip4/203.0.113.1/tcp/4100"));
         let j = r.judge();
         assert_eq!(j.reachability, Reachability::Private, "{}", j.why);
         assert!(j.why.contains("203.0.113.1"));
@@ -414,7 +471,7 @@ mod tests {
     fn a_node_seen_at_its_own_address_and_dialled_is_public() {
         let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
         r.listening(a("/ip4/203.0.113.10/tcp/4100"));
-        r.observed(peer(), a("/ip4/203.0.113.10/tcp/4100"));
+        r.observed(peer(), conn(0), a("/ip4/203.0.113.10/tcp/4100"));
         assert_eq!(
             r.judge().reachability,
             Reachability::Unknown,
@@ -436,12 +493,12 @@ mod tests {
     fn loopback_and_private_lan_observations_leave_it_unknown() {
         let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
         r.listening(a("/ip4/127.0.0.1/tcp/4100"));
-        r.observed(peer(), a("/ip4/127.0.0.1/tcp/4100"));
+        r.observed(peer(), conn(0), a("/ip4/127.0.0.1/tcp/4100"));
         r.inbound(&a("/ip4/127.0.0.1/tcp/4101"));
         assert_eq!(r.judge().reachability, Reachability::Unknown);
         let mut lan = Reach::new(ReachabilityMode::Auto, vec![]);
         lan.listening(a("/ip4/192.168.1.5/tcp/4100"));
-        lan.observed(peer(), a("/ip4/192.168.1.5/tcp/4100"));
+        lan.observed(peer(), conn(0), a("/ip4/192.168.1.5/tcp/4100"));
         lan.inbound(&a("/ip4/192.168.1.6/tcp/4100"));
         assert_eq!(lan.judge().reachability, Reachability::Unknown);
     }
@@ -450,9 +507,10 @@ mod tests {
     fn relayed_observations_are_ignored_and_configured_modes_win() {
         let mut r = Reach::new(ReachabilityMode::Auto, vec![]);
         r.listening(a("/ip4/198.18.2.2/tcp/4100"));
-        r.observed(peer(), a("/ip4/203.0.113.10/tcp/4100/p2p/12D3KooWRBhwfeP2Y4TCx1SM6s9rUoHhR5STiGwxBhgFRcw3UERE/p2p-circuit"));
+        r.observed(peer(), conn(0), a("/ip4/203.0.113.10/tcp/4100/p2p/12D3KooWRBhwfeP2Y4TCx1SM6s9rUoHhR5STiGwxBhgFRcw3UERE/p2p-circuit"));
         r.observed(
             peer(),
+            conn(1),
             a("/p2p/12D3KooWRBhwfeP2Y4TCx1SM6s9rUoHhR5STiGwxBhgFRcw3UERE"),
         );
         assert_eq!(r.judge().reachability, Reachability::Unknown);
