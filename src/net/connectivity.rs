@@ -13,6 +13,7 @@ use libp2p::core::ConnectedPoint;
 use libp2p::core::transport::ListenerId;
 use libp2p::multiaddr::Protocol as Addr;
 use libp2p::swarm::ConnectionId;
+use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::{Multiaddr, PeerId, Swarm, relay};
 
 use super::behaviour::Behaviour;
@@ -96,6 +97,8 @@ pub struct Connectivity {
     judged: Reachability,
     /// Relays named in `net.relays`.
     configured: Vec<(PeerId, Multiaddr)>,
+    /// This node's dials of configured relays still under way.
+    relay_dials: HashMap<PeerId, ConnectionId>,
     /// Peers that offer the relay protocol, with the address this node
     /// dialled them at (members that judged themselves public).
     hop_peers: HashSet<PeerId>,
@@ -132,6 +135,7 @@ impl Connectivity {
             reach,
             judged: Reachability::Unknown,
             configured,
+            relay_dials: HashMap::new(),
             hop_peers: HashSet::new(),
             dialled: HashMap::new(),
             uses: HashMap::new(),
@@ -151,10 +155,43 @@ impl Connectivity {
         *self.counts.entry(name).or_default() += 1;
     }
 
-    /// The configured relays, to dial at start and on every tick while
-    /// not connected.
+    /// The configured relays, dialled at start and on every tick while
+    /// not connected ([`Self::dial_relays`]).
     pub fn configured(&self) -> &[(PeerId, Multiaddr)] {
         &self.configured
+    }
+
+    /// Dials each configured relay that is neither connected nor still
+    /// being dialled. Why never twice at once: a second TCP dial of one
+    /// address cannot bind the listening port (that four-tuple is taken),
+    /// so libp2p-tcp silently leaves from a new port, and what the relay
+    /// observes over that connection is a NAT mapping no hole punch can
+    /// reach.
+    pub fn dial_relays(&mut self, swarm: &mut Swarm<Behaviour>) {
+        for (peer, addr) in &self.configured {
+            if swarm.is_connected(peer) || self.relay_dials.contains_key(peer) {
+                continue;
+            }
+            let dial = DialOpts::peer_id(*peer)
+                .condition(PeerCondition::Disconnected)
+                .addresses(vec![addr.clone()])
+                .build();
+            let id = dial.connection_id();
+            match swarm.dial(dial) {
+                Ok(()) => {
+                    self.relay_dials.insert(*peer, id);
+                }
+                Err(e) => {
+                    tracing::warn!(relay = %addr, error = %e, "cannot dial a configured relay")
+                }
+            }
+        }
+    }
+
+    /// A dial ended, connected or not (only this node's own relay dials
+    /// are tracked).
+    pub fn dial_ended(&mut self, id: ConnectionId) {
+        self.relay_dials.retain(|_, dial| *dial != id);
     }
 
     pub fn listening(&mut self, listener: ListenerId, addr: Multiaddr) {
@@ -203,6 +240,7 @@ impl Connectivity {
         endpoint: &ConnectedPoint,
         punched: bool,
     ) {
+        self.dial_ended(id);
         // An inbound circuit names the relay in its local address (its
         // remote one is only `/p2p/<source>`).
         let (remote, relayed, dialer) = match endpoint {

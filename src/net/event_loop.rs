@@ -66,11 +66,7 @@ pub(super) async fn spawn(
     let (mut swarm, mut connectivity) = transport::build_swarm(keypair, &config, &gate)?;
     gate.set_relays(connectivity.configured().iter().map(|(peer, _)| *peer));
     transport::listen(&mut swarm, &mut connectivity, &config, &events).await?;
-    for (_, relay) in connectivity.configured() {
-        if let Err(e) = swarm.dial(relay.clone()) {
-            tracing::warn!(%relay, error = %e, "cannot dial a configured relay");
-        }
-    }
+    connectivity.dial_relays(&mut swarm);
     let (addresses, watched) = watch::channel(connectivity.addresses());
     let event_loop = EventLoop {
         swarm,
@@ -130,16 +126,7 @@ impl EventLoop {
                 why,
             });
         }
-        let missing: Vec<Multiaddr> = self
-            .connectivity
-            .configured()
-            .iter()
-            .filter(|(peer, _)| !self.swarm.is_connected(peer))
-            .map(|(_, addr)| addr.clone())
-            .collect();
-        for relay in missing {
-            let _ = self.swarm.dial(relay);
-        }
+        self.connectivity.dial_relays(&mut self.swarm);
         self.punch_again();
     }
 
@@ -412,6 +399,7 @@ impl EventLoop {
                 peer_id,
                 error,
             } => {
+                self.connectivity.dial_ended(connection_id);
                 if let Some(peer) = peer_id {
                     self.settle_connects(peer, Some((connection_id, error.to_string())));
                 }

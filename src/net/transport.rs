@@ -102,22 +102,47 @@ pub(super) async fn listen(
         refuse_port_in_use(addr)?;
     }
     let addrs = listen_addresses(config);
+    let mut unreported = HashSet::new();
+    let mut off_loopback_unseen = HashSet::new();
     for addr in &addrs {
-        swarm
+        let id = swarm
             .listen_on(addr.clone())
             .map_err(|e| NetError::Listen {
                 addr: addr.to_string(),
                 reason: with_causes(&e),
             })?;
+        unreported.insert(id);
+        if reports_each_interface_over_tcp(addr) {
+            off_loopback_unseen.insert(id);
+        }
     }
-    let mut reported = HashSet::new();
-    while reported.len() < addrs.len() {
-        match swarm.select_next_some().await {
+    // Why wait past the first address of an unspecified TCP listener:
+    // libp2p-tcp dials from the listening port only towards an IP whose
+    // kind (loopback or not) it has seen as a listen address, and
+    // interfaces are reported one at a time, loopback first. A dial made
+    // before the first other interface is reported (the configured relays
+    // are dialled next) leaves from an ephemeral port, which a cone NAT
+    // maps apart from the listening port: peers then observe a port no
+    // hole punch can reach. A host with no other interface waits the bound.
+    let off_loopback_by = tokio::time::Instant::now() + OTHER_INTERFACE_WAIT;
+    while !unreported.is_empty() || !off_loopback_unseen.is_empty() {
+        let event = if unreported.is_empty() {
+            match tokio::time::timeout_at(off_loopback_by, swarm.select_next_some()).await {
+                Ok(event) => event,
+                Err(_) => break,
+            }
+        } else {
+            swarm.select_next_some().await
+        };
+        match event {
             SwarmEvent::NewListenAddr {
                 listener_id,
                 address,
             } => {
-                reported.insert(listener_id);
+                unreported.remove(&listener_id);
+                if !is_loopback(&address) {
+                    off_loopback_unseen.remove(&listener_id);
+                }
                 connectivity.listening(listener_id, address.clone());
                 let _ = events.try_send(Event::Listening(address));
             }
@@ -134,6 +159,21 @@ pub(super) async fn listen(
         }
     }
     Ok(())
+}
+
+/// How long a start waits for an unspecified TCP listener's first
+/// interface other than loopback (see [`listen`]).
+const OTHER_INTERFACE_WAIT: Duration = Duration::from_secs(1);
+
+/// A TCP listener on an unspecified IP (`0.0.0.0`, `::`), which reports
+/// each interface's address as its own.
+fn reports_each_interface_over_tcp(addr: &Multiaddr) -> bool {
+    super::reach::tcp_port(addr).is_some()
+        && super::reach::ip_of(addr).is_some_and(|ip| ip.is_unspecified())
+}
+
+fn is_loopback(addr: &Multiaddr) -> bool {
+    super::reach::ip_of(addr).is_some_and(|ip| ip.is_loopback())
 }
 
 /// What this node listens on: `net.listen`, and where QUIC is on, each
