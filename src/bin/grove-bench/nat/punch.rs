@@ -34,7 +34,7 @@ struct Pair {
     possible: bool,
 }
 
-const PAIRS: [Pair; 5] = [
+const PAIRS: [Pair; 8] = [
     Pair {
         name: "port-restricted cone to port-restricted cone, TCP",
         one: Host::HomeA,
@@ -57,6 +57,13 @@ const PAIRS: [Pair; 5] = [
         possible: true,
     },
     Pair {
+        name: "address-restricted cone to symmetric (symmetric joins), QUIC",
+        one: Host::HomeE,
+        two: Host::HomeB,
+        quic: true,
+        possible: true,
+    },
+    Pair {
         name: "port-restricted cone to symmetric, TCP",
         one: Host::HomeA,
         two: Host::HomeB,
@@ -68,6 +75,20 @@ const PAIRS: [Pair; 5] = [
         one: Host::HomeB,
         two: Host::HomeD,
         quic: false,
+        possible: false,
+    },
+    Pair {
+        name: "port-restricted cone to symmetric, QUIC",
+        one: Host::HomeA,
+        two: Host::HomeB,
+        quic: true,
+        possible: false,
+    },
+    Pair {
+        name: "symmetric to symmetric, QUIC",
+        one: Host::HomeB,
+        two: Host::HomeD,
+        quic: true,
         possible: false,
     },
 ];
