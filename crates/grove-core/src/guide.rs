@@ -29,6 +29,7 @@ pub mod words;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use self::free::FreshBans;
 pub use self::source::SourceTag;
 use self::source::*;
 pub use self::vocab::Vocabulary;
@@ -264,6 +265,9 @@ pub struct QuoteGuide {
     segment: Vec<u8>,
     /// [`Guidance::known_words`], sorted.
     known_words: Option<Vec<String>>,
+    /// What the English-words rule bans at a word's start, which depends on
+    /// the known words only: worked out at its first step.
+    fresh_bans: Option<FreshBans>,
     /// The tokens spelling a steer word, until free text has written one.
     steer: Vec<u32>,
     /// [`Guidance::steer_words`], lowercased.
@@ -324,6 +328,7 @@ impl QuoteGuide {
                 w.dedup();
                 w
             }),
+            fresh_bans: None,
             steer: Vec::new(),
             steer_words: lowercased(&guidance.steer_words),
             steered: false,

@@ -288,37 +288,52 @@ impl QuoteGuide {
             return;
         }
         let vocab = Arc::clone(&self.vocab);
+        let fresh = self
+            .fresh_bans
+            .take()
+            .unwrap_or_else(|| FreshBans::of(&vocab, self.known_words.as_deref().unwrap_or(&[])));
         let known: &[String] = self.known_words.as_deref().unwrap_or(&[]);
         let is_word = |w: &str| words::is_english_word(w) || words::listed_word(known, w);
         let is_start = |p: &str| words::is_english_prefix(p) || words::listed_prefix(known, p);
         let word = word.to_lowercase();
         // Inside a word that is not one yet, nothing may end it.
         let word_done = word.is_empty() || is_word(&word);
-        let english = vocab.english_leads();
         let mut banned = Vec::new();
-        let mut full = String::new();
-        for (lead, &english) in vocab.word_leads.iter().zip(english) {
-            let continues = !word.is_empty() && !lead.after_gap;
-            let ok = if continues {
+        match (word.is_empty(), word_done) {
+            (true, _) => {
+                banned.extend_from_slice(&fresh.after_gap);
+                banned.extend_from_slice(&fresh.no_gap);
+            }
+            (false, true) => banned.extend_from_slice(&fresh.after_gap),
+            (false, false) => banned.extend_from_slice(&fresh.all_after_gap),
+        }
+        if !word.is_empty() {
+            // Why by first character: a lead can only go on towards a word
+            // if the word with its first character does, and most first
+            // characters fail that, so their leads are banned unread.
+            let mut full = String::new();
+            for (first, leads) in vocab.continuing_by_first() {
                 full.clear();
                 full.push_str(&word);
-                full.push_str(&lead.word);
-                if lead.ends_word {
-                    is_word(&full)
-                } else {
-                    is_start(&full)
+                full.push(*first);
+                if !is_start(&full) {
+                    banned.extend(leads.iter().map(|&i| vocab.word_leads[i].id));
+                    continue;
                 }
-            } else {
-                word_done
-                    && (english
-                        || if lead.ends_word {
-                            words::listed_word(known, &lead.word)
-                        } else {
-                            words::listed_prefix(known, &lead.word)
-                        })
-            };
-            if !ok {
-                banned.push(lead.id);
+                for &i in leads {
+                    let lead = &vocab.word_leads[i];
+                    full.clear();
+                    full.push_str(&word);
+                    full.push_str(&lead.word);
+                    let ok = if lead.ends_word {
+                        is_word(&full)
+                    } else {
+                        is_start(&full)
+                    };
+                    if !ok {
+                        banned.push(lead.id);
+                    }
+                }
             }
         }
         if !word_done {
@@ -326,6 +341,7 @@ impl QuoteGuide {
             banned.extend_from_slice(&vocab.stops);
         }
         self.forbid_unmarked(logits, &banned);
+        self.fresh_bans = Some(fresh);
     }
 
     /// Forbids `ids`, except those marked this step (quote and tag
@@ -456,5 +472,46 @@ impl QuoteGuide {
         let first_touched = words - usize::from(continues);
         (first_touched.max(n - 1)..after.len())
             .any(|end| self.runs.contains(&after[end + 1 - n..=end]))
+    }
+}
+
+/// The word-leading tokens the English-words rule bans where a word starts
+/// afresh (not English and not a known word, or not the start of one),
+/// which depends only on the vocabulary and the reply's known words.
+pub(super) struct FreshBans {
+    /// Those with a gap before their word.
+    after_gap: Vec<u32>,
+    /// Those with no gap before it (they start a word only at the text's
+    /// own gap).
+    no_gap: Vec<u32>,
+    /// Every lead with a gap before its word, banned or not: inside a word
+    /// that is not one yet, none may end it.
+    all_after_gap: Vec<u32>,
+}
+
+impl FreshBans {
+    fn of(vocab: &Vocabulary, known: &[String]) -> FreshBans {
+        let mut bans = FreshBans {
+            after_gap: Vec::new(),
+            no_gap: Vec::new(),
+            all_after_gap: Vec::new(),
+        };
+        for (lead, &english) in vocab.word_leads.iter().zip(vocab.english_leads()) {
+            let ok = english
+                || if lead.ends_word {
+                    words::listed_word(known, &lead.word)
+                } else {
+                    words::listed_prefix(known, &lead.word)
+                };
+            if lead.after_gap {
+                bans.all_after_gap.push(lead.id);
+            }
+            match (ok, lead.after_gap) {
+                (false, true) => bans.after_gap.push(lead.id),
+                (false, false) => bans.no_gap.push(lead.id),
+                (true, _) => {}
+            }
+        }
+        bans
     }
 }

@@ -907,3 +907,77 @@ fn a_text_with_no_clause_start_in_reach_is_quoted_from_its_words() {
     assert!(!allows(&mut g, &w, "a"), "30 words to the end");
     assert!(allows(&mut g, &w, "j"), "21 words to the end");
 }
+
+/// The English-words rule as first written: every word-leading token read
+/// against the word lists on every step. The rule's grouped and cached
+/// form must ban exactly what this bans.
+fn non_words_by_reading_every_lead(vocab: &Vocabulary, known: &[String], word: &str) -> Vec<u32> {
+    let is_word = |w: &str| words::is_english_word(w) || words::listed_word(known, w);
+    let is_start = |p: &str| words::is_english_prefix(p) || words::listed_prefix(known, p);
+    let word = word.to_lowercase();
+    let word_done = word.is_empty() || is_word(&word);
+    let mut banned = Vec::new();
+    for (lead, &english) in vocab.word_leads.iter().zip(vocab.english_leads()) {
+        let ok = if !word.is_empty() && !lead.after_gap {
+            let full = format!("{word}{}", lead.word);
+            if lead.ends_word {
+                is_word(&full)
+            } else {
+                is_start(&full)
+            }
+        } else {
+            word_done
+                && (english
+                    || if lead.ends_word {
+                        words::listed_word(known, &lead.word)
+                    } else {
+                        words::listed_prefix(known, &lead.word)
+                    })
+        };
+        if !ok {
+            banned.push(lead.id);
+        }
+    }
+    if !word_done {
+        banned.extend_from_slice(&vocab.wordless);
+        banned.extend_from_slice(&vocab.stops);
+    }
+    banned.sort();
+    banned.dedup();
+    banned
+}
+
+#[test]
+fn the_english_words_rule_bans_what_reading_every_lead_bans() {
+    let known: Vec<String> = vec!["ishmael".into(), "qzx".into()];
+    let guidance = Guidance {
+        passages: vec!["Call me Ishmael, said the qzx.".to_string()],
+        known_words: Some(known.clone()),
+        ..Guidance::default()
+    };
+    let rules = GuideRules {
+        english_words: true,
+        ..rules()
+    };
+    let (mut g, _) = guide_with(guidance, 200, rules);
+    let vocab = Arc::clone(&g.vocab);
+    for word in [
+        "", "i", "wha", "whale", "whale'", "qz", "qzx", "ishm", "ishmael", "the", "th", "z",
+        "rose", "dawni",
+    ] {
+        // Twice each: the second step reads the cached bans.
+        for _ in 0..2 {
+            g.next_epoch();
+            let mut logits = vec![0.0f32; vocab.len()];
+            g.forbid_non_words(&mut logits, word);
+            let banned: Vec<u32> = (0..logits.len() as u32)
+                .filter(|&id| logits[id as usize] == f32::NEG_INFINITY)
+                .collect();
+            assert_eq!(
+                banned,
+                non_words_by_reading_every_lead(&vocab, &known, word),
+                "{word:?}"
+            );
+        }
+    }
+}

@@ -145,6 +145,10 @@ pub struct Vocabulary {
     /// Whether each of [`Vocabulary::word_leads`], starting a word, starts
     /// (or, ending it, is) an English word; computed at first use.
     pub(super) english_leads: OnceLock<Vec<bool>>,
+    /// The [`Vocabulary::word_leads`] that continue a word (no gap before
+    /// it), as indexes grouped by the first character of their word;
+    /// computed at first use.
+    pub(super) continuing_by_first: OnceLock<Vec<(char, Vec<usize>)>>,
     /// Safe-text ids with no word character (spaces and punctuation): they
     /// end the word being written.
     pub(super) wordless: Vec<u32>,
@@ -224,6 +228,7 @@ impl Vocabulary {
             capital_on: word.capital_on,
             word_leads: word.word_leads,
             english_leads: OnceLock::new(),
+            continuing_by_first: OnceLock::new(),
             wordless: word.wordless,
         }
     }
@@ -241,6 +246,19 @@ impl Vocabulary {
                     }
                 })
                 .collect()
+        })
+    }
+
+    /// [`Vocabulary::continuing_by_first`].
+    pub(super) fn continuing_by_first(&self) -> &[(char, Vec<usize>)] {
+        self.continuing_by_first.get_or_init(|| {
+            let mut groups: BTreeMap<char, Vec<usize>> = BTreeMap::new();
+            for (i, lead) in self.word_leads.iter().enumerate() {
+                if let (false, Some(first)) = (lead.after_gap, lead.word.chars().next()) {
+                    groups.entry(first).or_default().push(i);
+                }
+            }
+            groups.into_iter().collect()
         })
     }
 
