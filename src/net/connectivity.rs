@@ -172,6 +172,9 @@ impl Connectivity {
             if swarm.is_connected(peer) || self.relay_dials.contains_key(peer) {
                 continue;
             }
+            // Not the default condition (also "not dialling"): a dial it
+            // refuses reaches every behaviour as a dial failure, and
+            // request-response fails the requests waiting on that peer.
             let dial = DialOpts::peer_id(*peer)
                 .condition(PeerCondition::Disconnected)
                 .addresses(vec![addr.clone()])

@@ -288,16 +288,17 @@ impl QuoteGuide {
             return;
         }
         let vocab = Arc::clone(&self.vocab);
+        let known: &[String] = self.known_words.as_deref().unwrap_or(&[]);
         let fresh = self
             .fresh_bans
-            .take()
-            .unwrap_or_else(|| FreshBans::of(&vocab, self.known_words.as_deref().unwrap_or(&[])));
-        let known: &[String] = self.known_words.as_deref().unwrap_or(&[]);
-        let is_word = |w: &str| words::is_english_word(w) || words::listed_word(known, w);
-        let is_start = |p: &str| words::is_english_prefix(p) || words::listed_prefix(known, p);
+            .get_or_insert_with(|| FreshBans::of(&vocab, known));
+        let fits = |text: &str, ends_word: bool| {
+            words::english_lead(text, ends_word) || words::listed_lead(known, text, ends_word)
+        };
         let word = word.to_lowercase();
         // Inside a word that is not one yet, nothing may end it.
-        let word_done = word.is_empty() || is_word(&word);
+        let word_done = word.is_empty() || fits(&word, true);
+        let groups = vocab.lead_groups();
         let mut banned = Vec::new();
         match (word.is_empty(), word_done) {
             (true, _) => {
@@ -305,32 +306,25 @@ impl QuoteGuide {
                 banned.extend_from_slice(&fresh.no_gap);
             }
             (false, true) => banned.extend_from_slice(&fresh.after_gap),
-            (false, false) => banned.extend_from_slice(&fresh.all_after_gap),
+            (false, false) => banned.extend_from_slice(&groups.after_gap),
         }
         if !word.is_empty() {
             // Why by first character: a lead can only go on towards a word
             // if the word with its first character does, and most first
             // characters fail that, so their leads are banned unread.
             let mut full = String::new();
-            for (first, leads) in vocab.continuing_by_first() {
+            for (first, leads) in &groups.continuing_by_first {
                 full.clear();
                 full.push_str(&word);
                 full.push(*first);
-                if !is_start(&full) {
+                if !fits(&full, false) {
                     banned.extend(leads.iter().map(|&i| vocab.word_leads[i].id));
                     continue;
                 }
-                for &i in leads {
-                    let lead = &vocab.word_leads[i];
-                    full.clear();
-                    full.push_str(&word);
+                for lead in leads.iter().map(|&i| &vocab.word_leads[i]) {
+                    full.truncate(word.len());
                     full.push_str(&lead.word);
-                    let ok = if lead.ends_word {
-                        is_word(&full)
-                    } else {
-                        is_start(&full)
-                    };
-                    if !ok {
+                    if !fits(&full, lead.ends_word) {
                         banned.push(lead.id);
                     }
                 }
@@ -341,7 +335,6 @@ impl QuoteGuide {
             banned.extend_from_slice(&vocab.stops);
         }
         self.forbid_unmarked(logits, &banned);
-        self.fresh_bans = Some(fresh);
     }
 
     /// Forbids `ids`, except those marked this step (quote and tag
@@ -484,9 +477,6 @@ pub(super) struct FreshBans {
     /// Those with no gap before it (they start a word only at the text's
     /// own gap).
     no_gap: Vec<u32>,
-    /// Every lead with a gap before its word, banned or not: inside a word
-    /// that is not one yet, none may end it.
-    all_after_gap: Vec<u32>,
 }
 
 impl FreshBans {
@@ -494,22 +484,14 @@ impl FreshBans {
         let mut bans = FreshBans {
             after_gap: Vec::new(),
             no_gap: Vec::new(),
-            all_after_gap: Vec::new(),
         };
         for (lead, &english) in vocab.word_leads.iter().zip(vocab.english_leads()) {
-            let ok = english
-                || if lead.ends_word {
-                    words::listed_word(known, &lead.word)
-                } else {
-                    words::listed_prefix(known, &lead.word)
-                };
-            if lead.after_gap {
-                bans.all_after_gap.push(lead.id);
+            if english || words::listed_lead(known, &lead.word, lead.ends_word) {
+                continue;
             }
-            match (ok, lead.after_gap) {
-                (false, true) => bans.after_gap.push(lead.id),
-                (false, false) => bans.no_gap.push(lead.id),
-                (true, _) => {}
+            match lead.after_gap {
+                true => bans.after_gap.push(lead.id),
+                false => bans.no_gap.push(lead.id),
             }
         }
         bans

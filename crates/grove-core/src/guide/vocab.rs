@@ -145,13 +145,22 @@ pub struct Vocabulary {
     /// Whether each of [`Vocabulary::word_leads`], starting a word, starts
     /// (or, ending it, is) an English word; computed at first use.
     pub(super) english_leads: OnceLock<Vec<bool>>,
-    /// The [`Vocabulary::word_leads`] that continue a word (no gap before
-    /// it), as indexes grouped by the first character of their word;
-    /// computed at first use.
-    pub(super) continuing_by_first: OnceLock<Vec<(char, Vec<usize>)>>,
+    /// [`Vocabulary::word_leads`] by the gap before their word; computed
+    /// at first use.
+    pub(super) lead_groups: OnceLock<LeadGroups>,
     /// Safe-text ids with no word character (spaces and punctuation): they
     /// end the word being written.
     pub(super) wordless: Vec<u32>,
+}
+
+/// [`Vocabulary::word_leads`] grouped for the English-words rule.
+#[derive(Debug, Clone)]
+pub(super) struct LeadGroups {
+    /// The ids of the leads with a gap before their word.
+    pub(super) after_gap: Vec<u32>,
+    /// The leads that continue a word (no gap before it), as indexes into
+    /// [`Vocabulary::word_leads`] grouped by their word's first character.
+    pub(super) continuing_by_first: Vec<(char, Vec<usize>)>,
 }
 
 /// A token that starts or continues a word: its id, its first word's
@@ -228,7 +237,7 @@ impl Vocabulary {
             capital_on: word.capital_on,
             word_leads: word.word_leads,
             english_leads: OnceLock::new(),
-            continuing_by_first: OnceLock::new(),
+            lead_groups: OnceLock::new(),
             wordless: word.wordless,
         }
     }
@@ -238,27 +247,27 @@ impl Vocabulary {
         self.english_leads.get_or_init(|| {
             self.word_leads
                 .iter()
-                .map(|lead| {
-                    if lead.ends_word {
-                        words::is_english_word(&lead.word)
-                    } else {
-                        words::is_english_prefix(&lead.word)
-                    }
-                })
+                .map(|lead| words::english_lead(&lead.word, lead.ends_word))
                 .collect()
         })
     }
 
-    /// [`Vocabulary::continuing_by_first`].
-    pub(super) fn continuing_by_first(&self) -> &[(char, Vec<usize>)] {
-        self.continuing_by_first.get_or_init(|| {
-            let mut groups: BTreeMap<char, Vec<usize>> = BTreeMap::new();
+    /// [`Vocabulary::lead_groups`].
+    pub(super) fn lead_groups(&self) -> &LeadGroups {
+        self.lead_groups.get_or_init(|| {
+            let mut after_gap = Vec::new();
+            let mut by_first: BTreeMap<char, Vec<usize>> = BTreeMap::new();
             for (i, lead) in self.word_leads.iter().enumerate() {
-                if let (false, Some(first)) = (lead.after_gap, lead.word.chars().next()) {
-                    groups.entry(first).or_default().push(i);
+                match (lead.after_gap, lead.word.chars().next()) {
+                    (true, _) => after_gap.push(lead.id),
+                    (false, Some(first)) => by_first.entry(first).or_default().push(i),
+                    (false, None) => {}
                 }
             }
-            groups.into_iter().collect()
+            LeadGroups {
+                after_gap,
+                continuing_by_first: by_first.into_iter().collect(),
+            }
         })
     }
 

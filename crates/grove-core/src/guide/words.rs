@@ -70,6 +70,21 @@ pub fn listed_prefix(list: &[impl AsRef<str>], prefix: &str) -> bool {
     }
 }
 
+/// Whether a token's lowercase word text fits a sorted list: as a whole
+/// word when the token ends the word, else as the start of one.
+pub fn listed_lead(list: &[impl AsRef<str>], text: &str, ends_word: bool) -> bool {
+    if ends_word {
+        listed_word(list, text)
+    } else {
+        listed_prefix(list, text)
+    }
+}
+
+/// [`listed_lead`] over the English words.
+pub fn english_lead(text: &str, ends_word: bool) -> bool {
+    listed_lead(english_words(), text, ends_word)
+}
+
 /// Whether a lowercase word is an English word ([`ENGLISH_WORDS`]).
 pub fn is_english_word(word: &str) -> bool {
     listed_word(english_words(), word)
