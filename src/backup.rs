@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
+use crate::state_dir::{IDENTITY_DIR, MESH_DB, MOOTS_DIR, NODE_DB, StateDir};
+
 /// Why a backup failed; nothing is left at DEST.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -58,33 +60,33 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
 fn sources(state_dir: &Path) -> Result<(Vec<String>, Vec<String>), BackupError> {
     let mut keys = Vec::new();
     for name in [crate::identity::ED25519_FILE, crate::identity::X25519_FILE] {
-        let rel = format!("{}/{name}", crate::identity::IDENTITY_DIR);
+        let rel = format!("{IDENTITY_DIR}/{name}");
         if state_dir.join(&rel).is_file() {
             keys.push(rel);
         }
     }
     keys.extend(moot_files(state_dir)?);
     let mut dbs = Vec::new();
-    for name in [crate::mesh::store::DB_FILE, crate::daemon::peers::DB_FILE] {
+    for name in [MESH_DB, NODE_DB] {
         if state_dir.join(name).is_file() {
             dbs.push(name.to_string());
         }
     }
     let store = crate::store::Store::new(state_dir);
     let shards = store.shard_names().map_err(|e| BackupError::Io {
-        path: state_dir.join("shards"),
+        path: StateDir::new(state_dir).shards(),
         source: std::io::Error::other(e.to_string()),
     })?;
     for shard in shards {
-        dbs.push(format!("shards/{shard}.db"));
+        dbs.push(crate::state_dir::shard_file(&shard));
     }
     Ok((keys, dbs))
 }
 
 /// The hosted moots' files, relative to the state directory, in name order.
 fn moot_files(state_dir: &Path) -> Result<Vec<String>, BackupError> {
-    use crate::daemon::moots::book::{MOOTS_DIR, is_moot_file};
-    let dir = state_dir.join(MOOTS_DIR);
+    use crate::daemon::moots::book::is_moot_file;
+    let dir = StateDir::new(state_dir).moots();
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -11,6 +11,8 @@
 use grove_core::settings::Invalid;
 use std::path::{Path, PathBuf};
 
+use crate::state_dir::StateDir;
+
 use serde::Deserialize;
 
 mod read;
@@ -1105,7 +1107,7 @@ impl Settings {
     /// with their own state directories run side by side.
     pub fn control_socket(&self, state_dir: &Path) -> PathBuf {
         self.configured_socket()
-            .unwrap_or_else(|| state_dir.join("grove.sock"))
+            .unwrap_or_else(|| StateDir::new(state_dir).socket())
     }
 
     /// The socket named outright: `control.socket`, else systemd's
@@ -1114,7 +1116,7 @@ impl Settings {
         if let Some(path) = &self.control.socket {
             return Some(path.clone());
         }
-        first_systemd_dir("RUNTIME_DIRECTORY").map(|dir| dir.join("grove.sock"))
+        first_systemd_dir("RUNTIME_DIRECTORY").map(|dir| StateDir::new(&dir).socket())
     }
 
     /// The effective configuration as JSON, every key with its value;
@@ -1137,7 +1139,7 @@ impl Settings {
         if let Some(named) = self.configured_socket() {
             return named;
         }
-        let own = state_dir.join("grove.sock");
+        let own = StateDir::new(state_dir).socket();
         let system = Path::new(SYSTEM_SOCKET);
         if !own.exists() && state_flag.is_none() && system.exists() {
             return system.to_path_buf();

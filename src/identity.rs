@@ -40,9 +40,6 @@ pub enum IdentityError {
     HalfMissing { path: PathBuf, other: PathBuf },
 }
 
-/// Directory of the key files inside the state directory.
-pub const IDENTITY_DIR: &str = "identity";
-
 /// Loads the key files under `dir`, creating both (mode 0600) when neither exists.
 pub fn load_or_create(dir: &Path) -> Result<Identity, IdentityError> {
     let ed_path = dir.join(ED25519_FILE);

@@ -21,6 +21,7 @@ pub mod mesh;
 pub mod model;
 pub mod net;
 pub mod source;
+pub mod state_dir;
 pub mod store;
 
 /// Milliseconds since the Unix epoch: the clock of audit events, versions

@@ -457,7 +457,8 @@ fn recent_gossip_at_epoch(n: &Daemon, epoch: u64) -> Vec<grove::wire::mesh::Goss
 /// A stopped node's mesh state, loaded from its own files.
 fn open_mesh_state(n: &Daemon) -> grove::mesh::state::MeshState {
     let state = n.g.state();
-    let id = grove::identity::load_or_create(&state.join(grove::identity::IDENTITY_DIR)).unwrap();
+    let id = grove::identity::load_or_create(&grove::state_dir::StateDir::new(&state).identity())
+        .unwrap();
     let store = grove::mesh::store::MeshStore::open_in(&state).unwrap();
     store
         .load(id.public(), grove::mesh::state::Timing::default())

@@ -1,5 +1,6 @@
 //! The code's shape, checked so that it stays: no function over 80 lines in
-//! `src/` or `crates/`, and no import circle among the modules of a crate
+//! `src/` or `crates/`, no import circle among the modules of a crate, and
+//! the state directory's layout spelled in `src/state_dir.rs` alone
 //! (docs/ARCHITECTURE.md, "Invariants"). Both read the sources as rustfmt
 //! writes them: a function's closing brace sits at its `fn` line's indent.
 
@@ -235,8 +236,57 @@ fn no_modules_import_each_other_in_a_circle() {
     assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
 }
 
+/// The names inside a state directory, as a path join or format would
+/// spell them.
+const STATE_DIR_NAMES: [&str; 10] = [
+    "\"grove.sock\"",
+    "\"mesh.db\"",
+    "\"node.db\"",
+    "\"mesh.lock\"",
+    "join(\"http.token\")",
+    "join(\"identity\")",
+    "join(\"shards\")",
+    "join(\"moots\")",
+    "join(\"models\")",
+    "\"shards/{",
+];
+
+/// The lines of `text` outside comments that spell a state-directory name.
+fn state_dir_spellings(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .filter(|l| STATE_DIR_NAMES.iter().any(|n| l.contains(n)))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn the_state_directory_layout_is_spelled_in_one_file() {
+    let mut found = Vec::new();
+    for path in rust_files(&repo().join("src")) {
+        if path.ends_with("src/state_dir.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Unit tests build layouts of their own in temporary directories.
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in state_dir_spellings(text) {
+            found.push(format!("{}: {line}", path.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "state-directory names outside src/state_dir.rs:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_checks_see_what_they_look_for() {
+    assert_eq!(
+        state_dir_spellings("let p = dir.join(\"mesh.db\");\n// \"mesh.db\"\n"),
+        ["let p = dir.join(\"mesh.db\");"]
+    );
     let long = format!("fn long() {{\n{}}}\n", "    x();\n".repeat(80));
     assert_eq!(long_functions(Path::new("f.rs"), &long).len(), 1);
     let short = format!(

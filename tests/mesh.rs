@@ -1216,7 +1216,7 @@ fn mesh_db_is_private_and_a_readable_one_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = MeshStore::open_in(dir.path()).unwrap();
     drop(store);
-    let db = dir.path().join(grove::mesh::store::DB_FILE);
+    let db = grove::state_dir::StateDir::new(dir.path()).mesh_db();
     let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();

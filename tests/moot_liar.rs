@@ -281,7 +281,8 @@ impl Liar {
         let asked = Arc::new(Mutex::new(Vec::new()));
         let log = asked.clone();
         let identity =
-            grove::identity::load_or_create(&state.join(grove::identity::IDENTITY_DIR)).unwrap();
+            grove::identity::load_or_create(&grove::state_dir::StateDir::new(state).identity())
+                .unwrap();
         let store = Store::new(state);
         let node = crate::support::StandIn::start(
             state,

@@ -271,9 +271,10 @@ fn tampering_is_caught(export: &Value, host: &Daemon) {
 
     // Deeper changes, re-signed with the host's own key so that only the
     // inner checks can catch them.
-    let host_id =
-        grove::identity::load_or_create(&host.g.state().join(grove::identity::IDENTITY_DIR))
-            .unwrap();
+    let host_id = grove::identity::load_or_create(
+        &grove::state_dir::StateDir::new(&host.g.state()).identity(),
+    )
+    .unwrap();
     let outer = Signed::decode(
         hex::decode(export["signed"].as_str().unwrap())
             .unwrap()

@@ -299,9 +299,10 @@ impl StandIn {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let identity =
-                    grove::identity::load_or_create(&state.join(grove::identity::IDENTITY_DIR))
-                        .unwrap();
+                let identity = grove::identity::load_or_create(
+                    &grove::state_dir::StateDir::new(&state).identity(),
+                )
+                .unwrap();
                 let keypair = libp2p::identity::Keypair::ed25519_from_bytes(
                     identity.signing_key().to_bytes(),
                 )

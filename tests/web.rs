@@ -494,9 +494,10 @@ fn verify_page(b: &mut Browser, base: &str, host: &Daemon, id: &str) {
 
     // A proof step of turn 2 changed, re-signed with the host's key so only
     // the inner checks can catch it.
-    let host_id =
-        grove::identity::load_or_create(&host.g.state().join(grove::identity::IDENTITY_DIR))
-            .unwrap();
+    let host_id = grove::identity::load_or_create(
+        &grove::state_dir::StateDir::new(&host.g.state()).identity(),
+    )
+    .unwrap();
     let outer = Signed::decode(
         hex::decode(export["signed"].as_str().unwrap())
             .unwrap()

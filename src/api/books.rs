@@ -279,29 +279,14 @@ impl BookApi for LocalBooks {
             .iter()
             .map(|n| self.store.shard_path(n))
             .collect();
-        // A state directory that does not exist yet holds no chains; any
-        // other failure to list it must not pass for "every chain is whole".
-        let unreadable = |e: std::io::Error| {
-            ApiError::new(
-                ErrorKind::Internal,
-                format!("state directory {}: {e}", self.state_dir.display()),
-            )
-        };
-        match std::fs::read_dir(&self.state_dir) {
-            Ok(entries) => {
-                let mut top = Vec::new();
-                for entry in entries {
-                    let path = entry.map_err(unreadable)?.path();
-                    if path.extension().is_some_and(|x| x == "db") && path.is_file() {
-                        top.push(path);
-                    }
-                }
-                top.sort();
-                files.extend(top);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(unreadable(e)),
-        }
+        // The databases at the top of the state directory, those that
+        // exist (a state directory not made yet holds no chains).
+        let top = crate::state_dir::StateDir::new(&self.state_dir).top_databases();
+        files.extend(
+            top.into_iter()
+                .map(|(path, _)| path)
+                .filter(|p| p.is_file()),
+        );
         let chains: Vec<dto::Chain> = files
             .into_iter()
             .map(|path| {

@@ -10,8 +10,6 @@ use grove::api::routes;
 use grove::identity::Identity;
 use grove::mesh::store::StateLock;
 
-pub use grove::identity::IDENTITY_DIR;
-
 #[derive(Debug, clap::Subcommand)]
 pub enum IdentityCmd {
     /// Print the peer id and both public keys (keys are created on first use).
@@ -44,7 +42,7 @@ impl Show for dto::IdentityView {
 
 /// Loads (or creates on first use) this node's keys, refusing unsafe key files.
 pub fn load(ctx: &Ctx) -> anyhow::Result<Identity> {
-    let dir = ctx.state_dir.join(IDENTITY_DIR);
+    let dir = grove::state_dir::StateDir::new(&ctx.state_dir).identity();
     grove::identity::load_or_create(&dir)
         .with_context(|| format!("loading the node identity from {}", dir.display()))
 }

@@ -28,10 +28,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::api::dto;
 use crate::config::HttpSettings;
-
-/// The token file made in the state directory for a non-loopback listener
-/// without `http.token`.
-pub const TOKEN_FILE: &str = "http.token";
+use crate::state_dir::StateDir;
 
 /// A client has this long to send its request headers.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -333,12 +330,12 @@ async fn serve_connection(
     let _ = connection.await;
 }
 
-/// The token in the state directory's [`TOKEN_FILE`], made (0600, 32
+/// The token in the state directory's token file ([`StateDir::http_token`]), made (0600, 32
 /// random bytes in hex) when missing.
 fn token_file(state_dir: &Path) -> Result<String, HttpError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let path = state_dir.join(TOKEN_FILE);
+    let path = StateDir::new(state_dir).http_token();
     let err = |source| HttpError::TokenFile {
         path: path.clone(),
         source,

@@ -33,6 +33,7 @@ use tokio::sync::watch;
 use crate::api::books::LocalBooks;
 use crate::api::dto;
 use crate::config::{Config, Settings};
+use crate::state_dir::StateDir;
 
 /// How long in-flight control requests may take to finish at shutdown; the
 /// whole process exits well within systemd's 10 s budget.
@@ -196,8 +197,7 @@ impl Opened {
             path: state_dir.to_path_buf(),
             source: e,
         })?;
-        let identity =
-            crate::identity::load_or_create(&state_dir.join(crate::identity::IDENTITY_DIR))?;
+        let identity = crate::identity::load_or_create(&StateDir::new(state_dir).identity())?;
         let keypair =
             libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())
                 .map_err(|e| crate::net::NetError::Transport(format!("node key: {e}")))?;
@@ -410,13 +410,7 @@ fn check_listen_addresses(addrs: &[libp2p::Multiaddr]) -> Result<(), DaemonError
 /// node serves from them: damage stops the start, named with the way out.
 fn check_databases(state_dir: &Path) -> Result<(), DaemonError> {
     let store = crate::store::Store::new(state_dir);
-    let mut files = vec![
-        (
-            state_dir.join(crate::mesh::store::DB_FILE),
-            crate::db::DbKind::Mesh,
-        ),
-        (state_dir.join(peers::DB_FILE), crate::db::DbKind::Node),
-    ];
+    let mut files = StateDir::new(state_dir).top_databases().to_vec();
     for name in store.shard_names()? {
         files.push((store.shard_path(&name), crate::db::DbKind::Shard));
     }
@@ -434,7 +428,7 @@ fn check_databases(state_dir: &Path) -> Result<(), DaemonError> {
 }
 
 fn open_peer_book(state_dir: &Path) -> Result<peers::PeerBook, DaemonError> {
-    let path = state_dir.join(peers::DB_FILE);
+    let path = StateDir::new(state_dir).node_db();
     crate::store::create_private(&path).map_err(|source| DaemonError::StateDir {
         path: path.clone(),
         source,

@@ -133,7 +133,7 @@ impl NodeLoop {
         let member_bytes: BTreeSet<Vec<u8>> =
             roster.members.iter().map(|m| m.peer_id.clone()).collect();
         if let Err(e) = self.peers.lock().retain_members(&member_bytes) {
-            tracing::warn!(error = %e, "node.db");
+            tracing::warn!(error = %e, "the node database kept announcements of former members");
         }
         tracing::info!(
             epoch = roster.epoch,

@@ -19,9 +19,6 @@ use crate::net::{NetError, Network};
 use crate::wire::mesh::Signed;
 use crate::wire::node::Announcement;
 
-/// File name of the node database inside the state directory.
-pub const DB_FILE: &str = "node.db";
-
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS announcements (
     peer_id BLOB PRIMARY KEY,
@@ -59,7 +56,7 @@ impl PeerBook {
     pub fn open(state_dir: &Path) -> Result<PeerBook, rusqlite::Error> {
         // The daemon creates it private first (the state directory's
         // file-mode policy, `store::create_private`).
-        let conn = Connection::open(state_dir.join(DB_FILE))?;
+        let conn = Connection::open(crate::state_dir::StateDir::new(state_dir).node_db())?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.execute_batch(SCHEMA)?;
         // Every database in the state directory carries an audit chain

@@ -22,13 +22,10 @@ use super::state::{
     VoteRec,
 };
 use crate::identity::PublicIdentity;
+use crate::state_dir::StateDir;
 use crate::store::audit;
 use crate::wire::mesh as wire;
 
-/// File name of the mesh database inside the state directory.
-pub const DB_FILE: &str = "mesh.db";
-/// File name of the lock offline commands and the daemon take.
-pub const LOCK_FILE: &str = "mesh.lock";
 /// The mark a node keeps beside its keys (in the identity folder) once it is
 /// a member of a mesh: the mesh id in hex and its name. A `mesh.db` missing
 /// or empty beside it is damage, not a fresh node, and is refused.
@@ -186,9 +183,7 @@ fn arr16(v: Vec<u8>, what: &str) -> Result<[u8; 16], StoreError> {
 /// its state directory.
 fn member_mark(db: &Path) -> PathBuf {
     let state_dir = db.parent().unwrap_or(Path::new("."));
-    state_dir
-        .join(crate::identity::IDENTITY_DIR)
-        .join(MEMBER_MARK)
+    StateDir::new(state_dir).identity().join(MEMBER_MARK)
 }
 
 /// The mesh a member mark names when the database beside it is missing or
@@ -207,7 +202,8 @@ fn lost_mesh(db: &Path, mark: &Path) -> Option<String> {
 /// there (that mesh is left with `grove mesh leave`). Returns the mesh the
 /// mark named. The caller holds the state lock.
 pub fn forget_lost_mesh(state_dir: &Path) -> Result<String, StoreError> {
-    let db = state_dir.join(DB_FILE);
+    let dir = StateDir::new(state_dir);
+    let db = dir.mesh_db();
     let mark = member_mark(&db);
     let Some(mesh) = lost_mesh(&db, &mark) else {
         return Err(StoreError::Unsafe(if mark.exists() {
@@ -219,12 +215,8 @@ pub fn forget_lost_mesh(state_dir: &Path) -> Result<String, StoreError> {
             "this node has no mesh to forget".to_string()
         }));
     };
-    for path in [
-        db.clone(),
-        state_dir.join(format!("{DB_FILE}-wal")),
-        state_dir.join(format!("{DB_FILE}-shm")),
-        mark,
-    ] {
+    let [wal, shm] = dir.mesh_db_sidecars();
+    for path in [db.clone(), wal, shm, mark] {
         match fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -241,7 +233,7 @@ impl MeshStore {
             path: state_dir.to_path_buf(),
             source,
         })?;
-        MeshStore::open(&state_dir.join(DB_FILE))
+        MeshStore::open(&StateDir::new(state_dir).mesh_db())
     }
 
     /// Opens (creating and migrating) a mesh database file. A missing or
@@ -802,7 +794,7 @@ impl StateLock {
             path: state_dir.to_path_buf(),
             source,
         })?;
-        let path = state_dir.join(LOCK_FILE);
+        let path = StateDir::new(state_dir).lock();
         for _ in 0..2 {
             match fs::OpenOptions::new()
                 .write(true)

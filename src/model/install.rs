@@ -33,7 +33,7 @@ pub const DEFAULT_Q8_0_FILE: &str = "SmolLM2-135M-Instruct.Q8_0.gguf";
 
 /// The node's model directory.
 pub fn model_dir(state_dir: &Path) -> PathBuf {
-    state_dir.join("models")
+    crate::state_dir::StateDir::new(state_dir).models()
 }
 
 /// The default model file in `dir`: the Q8_0 conversion when installed, else

@@ -143,18 +143,22 @@ pub struct ShardSummary {
 /// The shards under one state directory.
 #[derive(Debug, Clone)]
 pub struct Store {
+    /// The state directory.
+    root: PathBuf,
+    /// Its shards folder.
     dir: PathBuf,
 }
 
 impl Store {
     pub fn new(state_dir: &Path) -> Store {
         Store {
-            dir: state_dir.join("shards"),
+            root: state_dir.to_path_buf(),
+            dir: crate::state_dir::StateDir::new(state_dir).shards(),
         }
     }
 
     pub fn shard_path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.db"))
+        crate::state_dir::StateDir::new(&self.root).shard(name)
     }
 
     /// Names of existing shards, sorted.
@@ -176,7 +180,7 @@ impl Store {
                 source: e,
             })?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(stem) = name.strip_suffix(".db")
+            if let Some(stem) = crate::state_dir::shard_name(&name)
                 && validate_shard_name(stem).is_ok()
             {
                 names.push(stem.to_string());

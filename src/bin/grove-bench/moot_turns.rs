@@ -123,8 +123,8 @@ fn turn_times(
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state)?;
     std::os::unix::fs::symlink(
-        std::fs::canonicalize(model_state.join("models"))?,
-        state.join("models"),
+        std::fs::canonicalize(grove::state_dir::StateDir::new(model_state).models())?,
+        grove::state_dir::StateDir::new(&state).models(),
     )?;
     let keys = ["bench/book-a", "bench/book-b"];
     for (book, key) in books.iter().zip(keys) {

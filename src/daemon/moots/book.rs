@@ -240,10 +240,6 @@ impl Moot {
     }
 }
 
-/// The folder of the state directory that holds the hosted moots, one
-/// `<id>.json` each.
-pub const MOOTS_DIR: &str = "moots";
-
 /// Whether `name` is a hosted moot's file (not a `.<id>.json.tmp` left by a
 /// crash mid-write, an older copy of a file that was never replaced).
 pub fn is_moot_file(name: &str) -> bool {
@@ -280,7 +276,7 @@ impl MootBook {
     /// stopped is shown as paused; an unreadable file (truncated, say) is
     /// named in the log and in `moot list`, and left in place.
     pub fn open(state_dir: &Path) -> MootBook {
-        let dir = state_dir.join(MOOTS_DIR);
+        let dir = crate::state_dir::StateDir::new(state_dir).moots();
         let mut moots = BTreeMap::new();
         let mut damaged = Vec::new();
         let entries = match std::fs::read_dir(&dir) {
