@@ -356,8 +356,12 @@ pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
 /// `and` or `or`, own content words that
 /// earlier turns' own words already hold (`earlier`, the topic's words
 /// aside: a moot that says "a casual remark" turn after turn loops across
-/// turns), and, to the good, own words that take up a content word of the
-/// other book's last quotes (`last_other`), not only the topic's.
+/// turns), a phrase of three words earlier turns said (topic words too),
+/// one stem twice within three words (a phrase bent around a word the
+/// copy rule refused: "people living for live"), and, to the good, a
+/// quote that shares a content word with the topic or the own words, and
+/// own words that take up a content word of the other book's last quotes
+/// (`last_other`), not only the topic's.
 pub fn draft_shape_score(
     text: &str,
     last_other: Option<&str>,
@@ -375,10 +379,60 @@ pub fn draft_shape_score(
         *counts.entry(stem(w)).or_default() += 1;
     }
     score -= 2.0 * counts.values().filter(|&&c| c >= 3).count() as f64;
-    // A word doubled around `and` or `or` ("wisely and wisely",
-    // "important and important").
-    // (Read on the written words: `pride, and pride alone` is rhetoric.)
-    let doubled = outside_quotes(text)
+    score -= 2.0 * doubled_around_and(text) as f64;
+    let topic_stems = topic.map(content_stems).unwrap_or_default();
+    let said: HashSet<String> = earlier
+        .iter()
+        .flat_map(|t| own_word_stretches(t))
+        .flatten()
+        .filter(|w| is_content_word(w))
+        .map(|w| stem(&w))
+        .filter(|s| !topic_stems.contains(s))
+        .collect();
+    let repeated = counts.keys().filter(|s| said.contains(*s)).count();
+    score -= (1.0 * repeated as f64).min(4.0);
+    // A phrase of earlier turns said again, topic words and all ("people
+    // living for" turn after turn): the copy rule then bends its last word
+    // ("people living for live").
+    score -= (1.5 * echoed_trigrams(text, earlier) as f64).min(3.0);
+    // One stem twice within three own words ("living for live"): a phrase
+    // bent around a word it could not write.
+    score -= 2.0 * bent_phrases(&stretches) as f64;
+    let quotes = ParsedReply::parse(text).quotes.len();
+    if quotes >= 2 {
+        let between = &stretches[1..stretches.len().saturating_sub(1).max(1)];
+        score -= 2.0 * between.iter().filter(|s| s.len() < 3).count() as f64;
+    }
+    // A quote that bears on the claim: it shares a content word with the
+    // topic or with the turn's own words (a broken machine quoted on what
+    // people live for reads as noise).
+    let quoted: HashSet<String> = quoted_texts(text)
+        .iter()
+        .flat_map(|q| content_stems(q))
+        .collect();
+    if quoted
+        .iter()
+        .any(|s| topic_stems.contains(s) || counts.contains_key(s))
+    {
+        score += 1.0;
+    }
+    if let Some(last) = last_other {
+        let mut point = HashSet::new();
+        for q in quoted_texts(last) {
+            point.extend(content_stems(&q));
+        }
+        if counts.keys().any(|s| point.contains(s)) {
+            score += 1.5;
+        }
+    }
+    score
+}
+
+/// Words doubled around `and` or `or` ("wisely and wisely", "important
+/// and important"), read on the written words: `pride, and pride alone`
+/// is rhetoric.
+fn doubled_around_and(text: &str) -> usize {
+    outside_quotes(text)
         .iter()
         .map(|s| s.to_lowercase())
         .map(|s| {
@@ -391,34 +445,48 @@ pub fn draft_shape_score(
                 })
                 .count()
         })
-        .sum::<usize>();
-    score -= 2.0 * doubled as f64;
-    let topic_stems = topic.map(content_stems).unwrap_or_default();
-    let said: HashSet<String> = earlier
+        .sum()
+}
+
+/// The own-word trigrams of `text` that earlier turns' own words hold.
+fn echoed_trigrams(text: &str, earlier: &[&str]) -> usize {
+    let said: HashSet<[String; 3]> = earlier.iter().flat_map(|t| own_trigrams(t)).collect();
+    own_trigrams(text)
+        .into_iter()
+        .collect::<HashSet<_>>()
+        .intersection(&said)
+        .count()
+}
+
+/// Content words whose stem comes again within the next two own words
+/// ("living for live"), not across `and`/`or` (that is the doubled word,
+/// or rhetoric: "pride, and pride alone").
+fn bent_phrases(stretches: &[Vec<String>]) -> usize {
+    stretches
         .iter()
-        .flat_map(|t| own_word_stretches(t))
-        .flatten()
-        .filter(|w| is_content_word(w))
-        .map(|w| stem(&w))
-        .filter(|s| !topic_stems.contains(s))
-        .collect();
-    let repeated = counts.keys().filter(|s| said.contains(*s)).count();
-    score -= (1.0 * repeated as f64).min(4.0);
-    let quotes = ParsedReply::parse(text).quotes.len();
-    if quotes >= 2 {
-        let between = &stretches[1..stretches.len().saturating_sub(1).max(1)];
-        score -= 2.0 * between.iter().filter(|s| s.len() < 3).count() as f64;
-    }
-    if let Some(last) = last_other {
-        let mut point = HashSet::new();
-        for q in quoted_texts(last) {
-            point.extend(content_stems(&q));
-        }
-        if counts.keys().any(|s| point.contains(s)) {
-            score += 1.5;
-        }
-    }
-    score
+        .map(|s| {
+            let stems: Vec<String> = s.iter().map(|w| stem(w)).collect();
+            (0..stems.len())
+                .filter(|&i| {
+                    let again = |j: usize| stems.get(j) == Some(&stems[i]);
+                    let joined = s.get(i + 1).is_some_and(|w| w == "and" || w == "or");
+                    is_content_word(&s[i]) && (again(i + 1) || (again(i + 2) && !joined))
+                })
+                .count()
+        })
+        .sum()
+}
+
+/// The own-word trigrams of a text (none spans a quote).
+fn own_trigrams(text: &str) -> Vec<[String; 3]> {
+    own_word_stretches(text)
+        .iter()
+        .flat_map(|s| {
+            s.windows(3)
+                .map(|w| [w[0].clone(), w[1].clone(), w[2].clone()])
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// distinct-2 over a whole moot's own words (`None` with no word pairs).

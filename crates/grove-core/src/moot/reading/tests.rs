@@ -87,6 +87,20 @@ fn draft_shape_score_sees_loops_bare_quotes_and_chained_quotes() {
     // topic's aside.
     let earlier = [good];
     assert!(draft_shape_score(good, None, &earlier, None) < g);
+    // A phrase of an earlier turn said again, and a phrase bent around a
+    // word it could not write, count against a draft; topic words too.
+    let topic = Some("what people live for");
+    let before = ["People living for life is common. \"a b c d\" [s1]"];
+    let fresh = "Most of us want a home and a friend. \"a b c d\" [s1]";
+    let echo = "People living for money want a bigger house. \"a b c d\" [s1]";
+    let bent = "No, people living for live want a home. \"a b c d\" [s1]";
+    let f = draft_shape_score(fresh, None, &before, topic);
+    assert!(draft_shape_score(echo, None, &before, topic) < f);
+    assert!(draft_shape_score(bent, None, &[], topic) < draft_shape_score(echo, None, &[], topic));
+    // A quote that bears on the claim or the topic counts for a draft.
+    let apt = "Most of us want a home and a friend. \"a friend who will live by us\" [s1]";
+    let off = "Most of us want a home and a friend. \"a fried machine is damaged\" [s1]";
+    assert!(draft_shape_score(apt, None, &[], topic) > draft_shape_score(off, None, &[], topic));
     let last = "Money rules: \"the pride of a wife\" [s2].";
     assert!(draft_shape_score(good, Some(last), &[], None) > g);
 }
