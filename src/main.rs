@@ -103,6 +103,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<cli::Unanchored>() => ExitCode::from(cli::Unanchored::EXIT_STATUS),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

@@ -1524,3 +1524,166 @@ fn a_pre_approved_invite_adds_on_the_inviters_yes_once_and_revoking_is_a_commit(
         n.store.verify_audit().unwrap();
     }
 }
+
+/// Every member, founder and joiners alike (theirs came in the welcome),
+/// holds the chain from a genesis that hashes to the mesh id; the chain
+/// replays offline to the tip roster at every epoch up to 20 with 10
+/// members; a chain with a commit below quorum, a forged genesis, or a
+/// welcome whose chain was cut, is refused.
+#[test]
+fn the_chain_from_a_self_certifying_genesis_replays_offline() {
+    use grove::mesh::roster::Roster;
+    use grove::mesh::state::{Anchor, verify_chain};
+    let (mut nodes, mut rng, mut now) = mesh_of(10, 20);
+    while nodes[0].state.epoch() < 20 {
+        now += STEP_MS;
+        let epoch = nodes[0].state.epoch();
+        let by = epoch as usize % nodes.len();
+        let p = propose_all(&mut nodes, by, ProposalChange::Rotate, now, &mut rng);
+        for other in (0..nodes.len()).filter(|&o| o != by) {
+            if nodes[other].state.epoch() == epoch {
+                vote_all(&mut nodes, other, p, true, now, &mut rng);
+            }
+        }
+        assert_eq!(nodes[0].state.epoch(), epoch + 1);
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        let (genesis, commits) = n
+            .state
+            .chain_from_genesis()
+            .unwrap_or_else(|| panic!("node {i} holds no chain from the genesis"));
+        assert!(Roster::decode(&genesis).unwrap().self_certifies());
+        let chain = verify_chain(&genesis, &commits).unwrap();
+        assert_eq!(chain.anchor, Anchor::Genesis);
+        assert_eq!(chain.mesh_id(), n.state.mesh_id().unwrap());
+        assert_eq!(Some(chain.tip()), n.state.roster(), "node {i}");
+        assert_eq!(chain.len(), 21);
+    }
+    let (genesis, commits) = nodes[0].state.chain_from_genesis().unwrap();
+    let bytes = genesis.len()
+        + commits
+            .iter()
+            .map(|c| c.encode_to_vec().len())
+            .sum::<usize>();
+    eprintln!("the chain of 20 epochs with 10 members: {bytes} bytes");
+
+    // A commit with a vote taken out, re-signed by its own committer: the
+    // chain breaks there, below quorum.
+    let k = 15;
+    let parsed: wire::Commit = prost::Message::decode(commits[k].body.as_slice()).unwrap();
+    let mut core: wire::CommitCore = prost::Message::decode(parsed.core.as_slice()).unwrap();
+    core.votes.truncate(core.votes.len() - 1);
+    let committer = nodes
+        .iter()
+        .find(|n| n.id.peer_id() == core.committer)
+        .unwrap();
+    let mut short = commits.clone();
+    short[k] = codec::sign(
+        &committer.id,
+        codec::tag::COMMIT,
+        &wire::Commit {
+            core: core.encode_to_vec(),
+            ..parsed
+        },
+    );
+    let err = verify_chain(&genesis, &short).unwrap_err().to_string();
+    assert!(err.contains("epoch 16") && err.contains("quorum"), "{err}");
+
+    // A genesis of the founder's own making under the same id: it does
+    // not hash to it; without its nonce it reads as a legacy id.
+    let mut forged = Roster::decode(&genesis).unwrap();
+    forged.mesh_name = "forged".into();
+    let err = verify_chain(&forged.encode(), &[]).unwrap_err().to_string();
+    assert!(err.contains("does not hash to its mesh id"), "{err}");
+    forged.genesis_nonce = None;
+    assert_eq!(
+        verify_chain(&forged.encode(), &[]).unwrap().anchor,
+        Anchor::Legacy
+    );
+
+    // A welcome whose chain lost a commit is refused by the joiner.
+    now += STEP_MS;
+    let joiner = nodes.len();
+    nodes.push(Node::new(&mut rng));
+    let r = nodes[0].state.create_invite(
+        &nodes[0].id,
+        vec!["/ip4/127.0.0.1/tcp/1".into()],
+        String::new(),
+        None,
+        now,
+        &mut rng,
+    );
+    let text = nodes[0].take(r, now).unwrap().output.unwrap();
+    let r = nodes[joiner]
+        .state
+        .request_join(&nodes[joiner].id, &text, "joiner", now);
+    let t = nodes[joiner].take(r, now).unwrap();
+    let mut held = Vec::new();
+    deliver_holding_welcomes(&mut nodes, joiner, t, now, &mut rng, &mut held);
+    for i in 0..joiner {
+        let open: Vec<[u8; 32]> = nodes[i].state.proposals.keys().copied().collect();
+        for p in open {
+            let r = nodes[i].state.vote(&nodes[i].id, p, true, now, &mut rng);
+            if let Ok(t) = nodes[i].take(r, now) {
+                deliver_holding_welcomes(&mut nodes, i, t, now, &mut rng, &mut held);
+            }
+        }
+    }
+    let welcome = held.into_iter().next();
+    let welcome = welcome.expect("the joiner's welcome");
+    let mut message = wire::MeshMessage::decode(welcome.as_slice()).unwrap();
+    let Some(wire::mesh_message::Kind::Welcome(w)) = message.kind.as_mut() else {
+        panic!("not a welcome");
+    };
+    assert_eq!(w.chain.len(), 20, "the welcome carries the chain");
+    w.chain.remove(3);
+    let cut = message.encode_to_vec();
+    let r = nodes[joiner]
+        .state
+        .receive(&nodes[joiner].id, &cut, now, &mut rng);
+    let err = r.unwrap_err().to_string();
+    assert!(err.contains("welcome's chain"), "{err}");
+    let r = nodes[joiner]
+        .state
+        .receive(&nodes[joiner].id, &welcome, now, &mut rng);
+    nodes[joiner].take(r, now).unwrap();
+    assert!(nodes[joiner].state.is_member());
+    assert!(nodes[joiner].state.chain_from_genesis().is_some());
+}
+
+/// Like [`deliver_all`], but welcomes are held in `held`, not delivered.
+fn deliver_holding_welcomes(
+    nodes: &mut [Node],
+    from: usize,
+    t: Transition,
+    now: i64,
+    rng: &mut StdRng,
+    held: &mut Vec<Vec<u8>>,
+) {
+    let mut queue: Vec<(usize, Dest, Vec<u8>)> = t
+        .outbound
+        .into_iter()
+        .map(|o| (from, o.to, o.message))
+        .collect();
+    while !queue.is_empty() {
+        let (sender, to, msg) = queue.remove(0);
+        let is_welcome = wire::MeshMessage::decode(msg.as_slice())
+            .is_ok_and(|m| matches!(m.kind, Some(wire::mesh_message::Kind::Welcome(_))));
+        if is_welcome {
+            held.push(msg);
+            continue;
+        }
+        let targets: Vec<usize> = match to {
+            Dest::All => (0..nodes.len())
+                .filter(|&i| i != sender && nodes[i].state.mesh.is_some())
+                .collect(),
+            Dest::Peer(p) => peer_index(nodes, &p).into_iter().collect(),
+        };
+        for i in targets {
+            let r = nodes[i].state.receive(&nodes[i].id, &msg, now, rng);
+            if let Ok(t) = nodes[i].take(r, now) {
+                queue.extend(t.outbound.into_iter().map(|o| (i, o.to, o.message)));
+            }
+        }
+    }
+}

@@ -48,16 +48,29 @@ fn add(d: &Daemon, key: &str, title: &str, seed: u64) {
 }
 
 /// Runs `moot verify` offline (no daemon, an empty state directory) on
-/// `export`; returns (success, stdout + stderr).
+/// `export`, pinning nothing; returns (valid: exit 0, or 3 for valid but
+/// unanchored; stdout + stderr).
 pub(crate) fn verify_offline(export: &Value) -> (bool, String) {
+    let (status, out) = verify_status(export, &[]);
+    (status == 0 || status == UNANCHORED, out)
+}
+
+/// `moot verify`'s exit status for a valid export nothing pins (docs/moot.md).
+pub(crate) const UNANCHORED: i32 = 3;
+
+/// Runs `moot verify` offline on `export` with `pins` (`--expect-mesh ID`
+/// ...); returns (exit status, stdout + stderr).
+pub(crate) fn verify_status(export: &Value, pins: &[&str]) -> (i32, String) {
     let g = Grove::new();
     let file = g.write(
         "export.json",
         serde_json::to_string_pretty(export).unwrap().as_bytes(),
     );
-    let out = g.run(&["moot", "verify", file.to_str().unwrap()]);
+    let mut args = vec!["moot", "verify", file.to_str().unwrap()];
+    args.extend_from_slice(pins);
+    let out = g.run(&args);
     (
-        out.status.success(),
+        out.status.code().unwrap_or(-1),
         format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -242,7 +255,130 @@ fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
     let mesh_id = export["mesh_id"].as_str().unwrap();
     assert!(out.contains(mesh_id), "{out}");
 
+    anchors_hold(&export);
     tampering_is_caught(&export, &c);
+    forged_members_are_caught(&export, &c);
+}
+
+/// The exit statuses of docs/moot.md: unpinned, a valid export exits 3 and
+/// says what to pin; pinned to its own mesh id, 0; to another's, 1. A
+/// version 1 export from before chains still verifies, as unanchored even
+/// with its mesh id pinned.
+fn anchors_hold(export: &Value) {
+    let mesh_id = export["mesh_id"].as_str().unwrap();
+    assert_eq!(export["version"], 2);
+    let (status, out) = verify_status(export, &[]);
+    assert_eq!(status, UNANCHORED, "{out}");
+    assert!(
+        out.contains("UNANCHORED") && out.contains(&format!("--expect-mesh {mesh_id}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("self-certified membership chain of 3 epochs"),
+        "{out}"
+    );
+    let (status, out) = verify_status(export, &["--expect-mesh", mesh_id]);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("anchored"), "{out}");
+    let (status, out) = verify_status(
+        export,
+        &["--expect-mesh", "00112233445566778899aabbccddeeff"],
+    );
+    assert_eq!(status, 1, "{out}");
+
+    let v1_file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/moot-export-v1.json");
+    let v1_text = std::fs::read_to_string(&v1_file).expect("tests/data/moot-export-v1.json");
+    let v1: Value = serde_json::from_str(&v1_text).unwrap();
+    let v1_mesh = v1["mesh_id"].as_str().unwrap();
+    let (status, out) = verify_status(&v1, &["--expect-mesh", v1_mesh]);
+    assert_eq!(status, UNANCHORED, "{out}");
+    assert!(out.contains("no membership chain"), "{out}");
+    let v1_roster = v1["roster_hash"].as_str().unwrap();
+    let (status, out) = verify_status(&v1, &["--expect-roster", v1_roster]);
+    assert_eq!(status, 0, "{out}");
+}
+
+/// A host that forges its members is caught by a reader who pinned the
+/// mesh id: a genesis of its own making under the same claimed id, with a
+/// member and book of its own; a roster with a member no commit added.
+fn forged_members_are_caught(export: &Value, host: &Daemon) {
+    use grove::mesh::roster::{Member, Roster};
+    use grove::wire::mesh::Signed;
+    use grove::wire::moot::ExportBody;
+    let mesh_id = export["mesh_id"].as_str().unwrap();
+    let host_id = grove::identity::load_or_create(
+        &grove::state_dir::StateDir::new(&host.g.state()).identity(),
+    )
+    .unwrap();
+    let outer = Signed::decode(
+        hex::decode(export["signed"].as_str().unwrap())
+            .unwrap()
+            .as_slice(),
+    )
+    .unwrap();
+    let body = ExportBody::decode(outer.body.as_slice()).unwrap();
+    let resigned = |body: &ExportBody| {
+        let mut t = export.clone();
+        let signed = grove::mesh::codec::sign(&host_id, grove::moot::export::EXPORT_TAG, body);
+        t["signed"] = Value::String(hex::encode(signed.encode_to_vec()));
+        t
+    };
+    let roster = Roster::decode(&body.roster).unwrap();
+    let stranger = grove::identity::Identity::generate(&mut rand::rng());
+    let p = stranger.public();
+    let invented = Member {
+        peer_id: p.peer_id,
+        ed25519: p.ed25519,
+        x25519: p.x25519,
+        x25519_binding: p.x25519_binding,
+        name: "invented".into(),
+        joined_epoch: roster.epoch,
+    };
+    let with_invented = |mut r: Roster| {
+        r.members.push(invented.clone());
+        r.members.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
+        r
+    };
+
+    // A roster listing a member that no commit added.
+    let mut changed = body.clone();
+    changed.roster = with_invented(roster.clone()).encode();
+    let (status, out) = verify_status(&resigned(&changed), &["--expect-mesh", mesh_id]);
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("no commit made it"), "{out}");
+
+    // A new genesis under the claimed id: the host and an invented member
+    // holding a book the invented member announces.
+    let host_member = roster.member(&host_id.peer_id()).unwrap().clone();
+    let mut forged = Roster::genesis([9; 16], &roster.mesh_name, host_member, roster.quorum);
+    forged = with_invented(forged);
+    forged.mesh_id = roster.mesh_id;
+    let mut changed = body.clone();
+    changed.genesis = forged.encode();
+    changed.chain.clear();
+    changed.roster = forged.encode();
+    changed.announcements.push(grove::announce::sign(
+        &stranger,
+        &grove::wire::node::Announcement {
+            mesh_id: roster.mesh_id.to_vec(),
+            peer_id: stranger.peer_id(),
+            ..Default::default()
+        },
+    ));
+    let (status, out) = verify_status(&resigned(&changed), &["--expect-mesh", mesh_id]);
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("membership chain") && out.contains("does not hash to its mesh id"),
+        "{out}"
+    );
+    // The same forgery posing as a legacy mesh (no nonce) verifies only
+    // as unanchored: the pinned id does not vouch for it.
+    forged.genesis_nonce = None;
+    changed.genesis = forged.encode();
+    changed.roster = forged.encode();
+    let (status, out) = verify_status(&resigned(&changed), &["--expect-mesh", mesh_id]);
+    assert_ne!(status, 0, "{out}");
 }
 
 /// Each change to an export is caught, and the message names what failed.

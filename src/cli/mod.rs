@@ -20,6 +20,17 @@ use std::path::PathBuf;
 
 pub use show::{Show, or_dash, print_json, when};
 
+/// `moot verify` found an export valid that nothing the reader pinned
+/// anchors: the report said so; the program exits with
+/// [`Unanchored::EXIT_STATUS`], apart from success (0) and failure (1).
+#[derive(Debug, thiserror::Error)]
+#[error("valid, but unanchored")]
+pub struct Unanchored;
+
+impl Unanchored {
+    pub const EXIT_STATUS: u8 = 3;
+}
+
 /// What every command gets: the checked configuration and output mode.
 pub struct Ctx {
     /// The configuration, checked once (file, env and flags merged).

@@ -32,6 +32,18 @@ pub struct VouchedBy {
     /// Signed turns checked (the human text names it; not in the JSON).
     #[serde(skip)]
     pub signed_turns: usize,
+    /// What ties the roster to the mesh id: `self-certified` (the genesis
+    /// hashes to the id and the chain replays to the roster), `legacy-id`
+    /// (the chain replays from a random id) or `none` (no chain: version 1).
+    pub chain: String,
+    /// Epochs the chain replayed (0 without one).
+    pub chain_epochs: usize,
+    /// True when what the reader pinned (`--expect-mesh` on a
+    /// self-certified id, or `--expect-roster`) anchors the export.
+    pub anchored: bool,
+    /// Why not, and what to pin, when `anchored` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanchored: Option<String>,
 }
 
 /// `moot verify FILE`: a transcript, or an export with who vouches for it.
@@ -52,11 +64,23 @@ impl MootVerified {
         MootVerified {
             file: file.display().to_string(),
             utterances: verdict.utterances,
-            vouched: verdict.vouched.map(|v| VouchedBy {
-                mesh_id: v.mesh_id,
-                roster_hash: v.roster_hash,
-                host: v.host,
-                signed_turns: v.signed_turns,
+            vouched: verdict.vouched.map(|v| {
+                use crate::moot::export::ChainStatus;
+                let (chain, chain_epochs) = match v.chain {
+                    ChainStatus::SelfCertified { epochs } => ("self-certified", epochs),
+                    ChainStatus::LegacyId { epochs } => ("legacy-id", epochs),
+                    ChainStatus::NoChain => ("none", 0),
+                };
+                VouchedBy {
+                    unanchored: v.unanchored_because(),
+                    anchored: v.anchored_by.is_some(),
+                    mesh_id: v.mesh_id,
+                    roster_hash: v.roster_hash,
+                    host: v.host,
+                    signed_turns: v.signed_turns,
+                    chain: chain.into(),
+                    chain_epochs,
+                }
             }),
             ok: verdict.mismatches.is_empty(),
             mismatches: verdict.mismatches.iter().map(MismatchView::from).collect(),

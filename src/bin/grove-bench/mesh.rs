@@ -199,6 +199,7 @@ impl Setup {
             quorum: QuorumRule::MAJORITY,
             commit_hash: [1u8; 32],
             approved: Vec::new(),
+            genesis_nonce: None,
         };
         let roster_hash = roster.hash();
         let committer = &ids[0];

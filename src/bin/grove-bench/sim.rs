@@ -787,6 +787,24 @@ impl<S: Storage> Sim<S> {
             if a[..n] != b[..n] {
                 return Err(self.unsafe_error(format!("node {m}: chains differ")));
             }
+            // Every member holds the chain back to a genesis that hashes
+            // to its mesh id (a joiner's came in its welcome).
+            let genesis = s
+                .chain_from_genesis()
+                .and_then(|(g, _)| grove::mesh::roster::Roster::decode(&g).ok());
+            if !genesis.is_some_and(|g| g.self_certifies() && Ok(g.mesh_id) == s.mesh_id()) {
+                return Err(self.unsafe_error(format!(
+                    "node {m}: no chain back to a genesis that hashes to its mesh id"
+                )));
+            }
+        }
+        // And that chain replays, offline, to the members' roster.
+        if let Some((genesis, commits)) = first.chain_from_genesis() {
+            let replayed = grove::mesh::state::verify_chain(&genesis, &commits)
+                .map_err(|e| self.unsafe_error(format!("the chain does not replay: {e}")))?;
+            if Some(replayed.tip()) != first.roster() {
+                return Err(self.unsafe_error("the chain replays to another roster".into()));
+            }
         }
         Ok(())
     }

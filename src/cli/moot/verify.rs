@@ -1,7 +1,10 @@
 //! `grove moot verify FILE`: re-checks a transcript, or a moot export (the
-//! host's signature, roster, announcements and every signed turn first),
-//! offline: no daemon, no network. Where the local store holds a book, its
-//! passages are also checked against the stored chunks.
+//! host's signature, the membership chain from the genesis to its roster,
+//! announcements and every signed turn first), offline: no daemon, no
+//! network. Where the local store holds a book, its passages are also
+//! checked against the stored chunks. Exit status (docs/moot.md): 0 valid
+//! and anchored (or a plain transcript that checks), 3 a valid export that
+//! nothing the reader pinned anchors, 1 invalid.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -32,6 +35,9 @@ pub fn verify(
             file.display()
         );
     }
+    if report.vouched.as_ref().is_some_and(|v| !v.anchored) {
+        return Err(crate::cli::Unanchored.into());
+    }
     Ok(())
 }
 
@@ -54,11 +60,21 @@ impl Show for dto::MootVerified {
             return Ok(());
         }
         match &self.vouched {
-            Some(v) => writeln!(
-                out,
-                "ok: {} signed turns (signatures, proofs, chain) and {} utterances re-graded, re-snapped and hashed; stats agree",
-                v.signed_turns, self.utterances
-            ),
+            Some(v) => {
+                let chain = match v.chain.as_str() {
+                    "none" => "no membership chain".to_string(),
+                    kind => format!("a {kind} membership chain of {} epochs", v.chain_epochs),
+                };
+                writeln!(
+                    out,
+                    "ok: {} signed turns (signatures, proofs, turn chain), {chain} and {} utterances re-graded, re-snapped and hashed; stats agree",
+                    v.signed_turns, self.utterances
+                )?;
+                match &v.unanchored {
+                    Some(why) => writeln!(out, "UNANCHORED: {why}"),
+                    None => writeln!(out, "anchored: the pinned value holds"),
+                }
+            }
             None => writeln!(
                 out,
                 "ok: {} utterances re-graded, re-snapped and hashed; stats agree",

@@ -23,7 +23,7 @@ use crate::identity::peer_id_text;
 use crate::merkle::Hash;
 use crate::mesh::codec;
 use crate::mesh::names::Escaped;
-use crate::moot::export::{EXPORT_FORMAT, EXPORT_TAG};
+use crate::moot::export::{EXPORT_FORMAT, EXPORT_TAG, EXPORT_VERSION};
 use crate::moot::{MootSettings, Tree};
 use crate::net::Network;
 use crate::store::retriever::BookRetriever;
@@ -507,7 +507,13 @@ impl MootHost {
             .roster()
             .ok_or_else(|| ApiError::not_found("no mesh"))?
             .clone();
+        // The chain that lets a reader check the roster offline; a node
+        // that joined before welcomes carried it has none to give, and
+        // its export verifies as unanchored.
+        let (genesis, chain) = view.chain_from_genesis().unwrap_or_default();
         let body = wire::ExportBody {
+            genesis,
+            chain,
             moot_id: hex::decode(id).unwrap_or_default(),
             host: view.me.peer_id.clone(),
             mesh_id: roster.mesh_id.to_vec(),
@@ -523,7 +529,7 @@ impl MootHost {
             .await?;
         Ok(dto::MootExport {
             format: EXPORT_FORMAT.into(),
-            version: 1,
+            version: EXPORT_VERSION,
             id: id.to_string(),
             host: moot.view.host.clone(),
             mesh_id: hex::encode(roster.mesh_id),

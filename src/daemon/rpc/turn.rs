@@ -301,6 +301,7 @@ async fn speak(speaking: &Speaking, call: wire::TurnCall) -> Result<wire::TurnAn
         passages,
         utterance: utterance_json,
         time_ms: crate::now_ms(),
+        epoch: Some(speaking.mesh.view().epoch()),
     };
     let signed_turn = speaking
         .mesh

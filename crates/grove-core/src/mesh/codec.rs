@@ -37,6 +37,7 @@ pub mod label {
     pub const MESSAGE: &[u8] = b"grove-mesh/v1/message-hash\0";
     pub const VOTE: &[u8] = b"grove-mesh/v1/vote-hash\0";
     pub const INVITE: &[u8] = b"grove-mesh/v1/invite-hash\0";
+    pub const GENESIS: &[u8] = b"grove-mesh/v1/genesis\0";
 }
 
 /// SHA-256 of `label || bytes`.

@@ -121,6 +121,9 @@ pub struct Roster {
     pub commit_hash: [u8; 32],
     /// Invites approved in advance (§8a), sorted by invite id.
     pub approved: Vec<ApprovedInvite>,
+    /// At epoch 0 of a mesh with a self-certifying id: the nonce the id
+    /// commits to (§2a). `None` at every later epoch and in legacy meshes.
+    pub genesis_nonce: Option<[u8; 16]>,
 }
 
 /// An invite the members approved in advance: a joiner presenting exactly
@@ -231,22 +234,47 @@ fn check_name(field: Field, text: &str) -> Result<(), MeshError> {
 }
 
 impl Roster {
-    /// Epoch 0 with one founding member.
+    /// Epoch 0 with one founding member, under the self-certifying mesh id
+    /// that hashes this roster and `nonce` (§2a).
     pub fn genesis(
-        mesh_id: [u8; 16],
+        nonce: [u8; 16],
         mesh_name: &str,
         founder: Member,
         quorum: QuorumRule,
     ) -> Roster {
-        Roster {
-            mesh_id,
+        let mut roster = Roster {
+            mesh_id: [0u8; 16],
             mesh_name: mesh_name.to_string(),
             epoch: 0,
             members: vec![founder],
             quorum,
             commit_hash: [0u8; 32],
             approved: Vec::new(),
-        }
+            genesis_nonce: Some(nonce),
+        };
+        roster.mesh_id = roster.genesis_id();
+        roster
+    }
+
+    /// The mesh id this roster commits to as a genesis: the first 16 bytes
+    /// of the genesis hash over its encoding with the mesh id left empty.
+    pub fn genesis_id(&self) -> [u8; 16] {
+        let mut w = self.to_wire();
+        w.mesh_id.clear();
+        let hash = codec::hash(label::GENESIS, &codec::encode(&w));
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&hash[..16]);
+        id
+    }
+
+    /// A genesis whose mesh id is the hash of itself: epoch 0, no parent
+    /// commit, a nonce, and `genesis_id() == mesh_id`. A legacy genesis
+    /// (random id, no nonce) is not.
+    pub fn self_certifies(&self) -> bool {
+        self.epoch == 0
+            && self.commit_hash == [0u8; 32]
+            && self.genesis_nonce.is_some()
+            && self.genesis_id() == self.mesh_id
     }
 
     pub fn to_wire(&self) -> wire::Roster {
@@ -258,6 +286,7 @@ impl Roster {
             quorum: Some(self.quorum.to_wire()),
             commit_hash: self.commit_hash.to_vec(),
             approved: self.approved.iter().map(ApprovedInvite::to_wire).collect(),
+            genesis_nonce: self.genesis_nonce.map(|n| n.to_vec()).unwrap_or_default(),
         }
     }
 
@@ -307,7 +336,18 @@ impl Roster {
                 "approved invites not sorted or repeated",
             ));
         }
+        let genesis_nonce = match w.genesis_nonce.as_slice() {
+            [] => None,
+            _ if w.epoch != 0 => {
+                return Err(MeshError::malformed(
+                    "roster",
+                    "a genesis nonce after epoch 0",
+                ));
+            }
+            n => Some(bytes16(n, "roster genesis nonce")?),
+        };
         Ok(Roster {
+            genesis_nonce,
             mesh_id: bytes16(&w.mesh_id, "roster mesh id")?,
             mesh_name: w.mesh_name,
             epoch: w.epoch,
@@ -414,6 +454,7 @@ impl Roster {
         let mut next = self.clone();
         next.epoch = self.epoch + 1;
         next.commit_hash = commit_hash;
+        next.genesis_nonce = None;
         match change {
             Change::Add(m) => {
                 let mut m = m.clone();

@@ -1,10 +1,12 @@
 //! Offline verification of an exported cross-node moot. Pure: from the
-//! export alone it checks the host's signature over everything, the roster
-//! that vouches for every key, the announcements that vouch for every book
-//! root, each signed turn (signer, announced root, every proof, the chain of
-//! previous-turn hashes) and that each signed utterance is exactly the one
-//! in the transcript; the transcript itself is then re-graded by
-//! [`super::verify::verify`].
+//! export alone it checks the host's signature over everything, the
+//! membership chain from the mesh's genesis to the roster that vouches for
+//! every key (version 2: replayed commit by commit, docs/mesh-protocol.md
+//! §2a), the announcements that vouch for every book root, each signed
+//! turn (its signer in the roster of the epoch it signed at, announced
+//! root, every proof, the chain of previous-turn hashes) and that each
+//! signed utterance is exactly the one in the transcript; the transcript
+//! itself is then re-graded by [`super::verify::verify`].
 
 use prost::Message;
 
@@ -17,6 +19,7 @@ use crate::identity;
 use crate::merkle::Hash;
 use crate::mesh::codec;
 use crate::mesh::roster::Roster;
+use crate::mesh::state::{Anchor, VerifiedChain, verify_chain};
 use crate::wire::mesh::Signed;
 use crate::wire::moot as wire;
 
@@ -24,6 +27,9 @@ use crate::wire::moot as wire;
 pub const EXPORT_TAG: &[u8] = b"grove-moot/v1/export\0";
 /// Format name of an exported moot.
 pub const EXPORT_FORMAT: &str = "grove-moot-export";
+/// The export format version written: 2 carries the membership chain
+/// (version 1 exports still verify, as unanchored by a mesh id).
+pub const EXPORT_VERSION: u32 = 2;
 
 /// What the export vouches with: the reader's trust anchor.
 #[derive(Debug, Clone)]
@@ -33,6 +39,42 @@ pub struct Vouched {
     pub host: String,
     pub transcript: TranscriptRecord,
     pub turns: usize,
+    pub chain: ChainStatus,
+}
+
+/// What ties an export's roster to its mesh id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainStatus {
+    /// The genesis hashes to the mesh id and the chain replays from it to
+    /// the export's roster (`epochs` rosters): pinning the id pins every
+    /// member and key.
+    SelfCertified { epochs: usize },
+    /// The chain replays, but from a genesis of a mesh made before
+    /// self-certifying ids: its random id could be claimed by any genesis.
+    LegacyId { epochs: usize },
+    /// No chain (a version 1 export, or a host that joined before welcomes
+    /// carried the chain): the roster stands on the host's word.
+    NoChain,
+}
+
+impl ChainStatus {
+    /// Whether pinning the mesh id pins the roster.
+    pub fn id_is_anchor(self) -> bool {
+        matches!(self, ChainStatus::SelfCertified { .. })
+    }
+
+    /// Why the mesh id alone is not an anchor, for the reader.
+    pub fn weakness(self) -> Option<&'static str> {
+        match self {
+            ChainStatus::SelfCertified { .. } => None,
+            ChainStatus::LegacyId { .. } => Some(
+                "its mesh id is a legacy random id, not a hash of its genesis: any host could claim it",
+            ),
+            ChainStatus::NoChain => Some(
+                "it carries no membership chain (version 1, or a host that joined before chains were kept): its roster stands on the host's word",
+            ),
+        }
+    }
 }
 
 /// Why an export cannot be checked at all (as opposed to mismatches).
@@ -54,12 +96,18 @@ fn mismatch(turn: Option<u32>, what: impl Into<String>) -> Mismatch {
 pub fn verify_signed_export(signed_hex: &str) -> Result<(Vouched, Vec<Mismatch>), ExportError> {
     let export = open_export(signed_hex)?;
     let mut mismatches = Vec::new();
-    let announced = announced_roots(&export, &mut mismatches);
-    check_signed_turns(&export, &announced, &mut mismatches);
+    check_announcements(&export, &mut mismatches);
+    check_signed_turns(&export, &mut mismatches);
+    let chain = match &export.chain {
+        Some(c) if c.anchor == Anchor::Genesis => ChainStatus::SelfCertified { epochs: c.len() },
+        Some(c) => ChainStatus::LegacyId { epochs: c.len() },
+        None => ChainStatus::NoChain,
+    };
     let OpenedExport {
         body,
         roster,
         transcript,
+        ..
     } = export;
     Ok((
         Vouched {
@@ -68,16 +116,53 @@ pub fn verify_signed_export(signed_hex: &str) -> Result<(Vouched, Vec<Mismatch>)
             host: identity::peer_id_text(&body.host),
             turns: body.turns.len(),
             transcript,
+            chain,
         },
         mismatches,
     ))
 }
 
-/// An export whose host signature, roster and transcript all read.
+/// An export whose host signature, roster, chain and transcript all read.
 struct OpenedExport {
     body: wire::ExportBody,
+    /// The roster of the epoch the export was made in.
     roster: Roster,
+    /// The chain from the genesis to `roster`, when the export carries it.
+    chain: Option<VerifiedChain>,
     transcript: TranscriptRecord,
+}
+
+impl OpenedExport {
+    /// The roster a turn's signer is checked against: that of the epoch
+    /// the speaker signed at, when the chain reaches it; the export's
+    /// roster for a turn without an epoch or an export without a chain.
+    fn roster_of_turn(&self, turn: &Signed) -> Result<&Roster, String> {
+        let epoch = wire::TurnPayload::decode(turn.body.as_slice())
+            .ok()
+            .and_then(|p| p.epoch);
+        match (&self.chain, epoch) {
+            (Some(chain), Some(e)) => chain.at(e).ok_or_else(|| {
+                format!(
+                    "signed at epoch {e}, after the export's roster (epoch {})",
+                    self.roster.epoch
+                )
+            }),
+            _ => Ok(&self.roster),
+        }
+    }
+
+    /// The rosters an announcement may be vouched for by: the export's and,
+    /// with a chain, every earlier one (a member that has since left
+    /// announced its book while it was in).
+    fn rosters(&self) -> Vec<&Roster> {
+        match &self.chain {
+            Some(chain) => (0..chain.len() as u64)
+                .rev()
+                .filter_map(|e| chain.at(e))
+                .collect(),
+            None => vec![&self.roster],
+        }
+    }
 }
 
 /// Decodes the export and checks what vouches for it as a whole: the
@@ -95,6 +180,7 @@ fn open_export(signed_hex: &str) -> Result<OpenedExport, ExportError> {
     if roster.mesh_id.as_slice() != body.mesh_id.as_slice() {
         return Err(invalid("the roster is of another mesh".into()));
     }
+    let chain = export_chain(&body, &roster)?;
     if roster.member_with_key(&body.host, &host_key).is_none() {
         return Err(invalid(
             "the host that signed the export is not a member of its roster".into(),
@@ -105,8 +191,42 @@ fn open_export(signed_hex: &str) -> Result<OpenedExport, ExportError> {
     Ok(OpenedExport {
         body,
         roster,
+        chain,
         transcript,
     })
+}
+
+/// The export's membership chain, replayed from its genesis: it must end
+/// at exactly the export's roster (a member no commit added, or a key no
+/// commit bound, makes another roster), of the export's mesh.
+fn export_chain(
+    body: &wire::ExportBody,
+    roster: &Roster,
+) -> Result<Option<VerifiedChain>, ExportError> {
+    if body.genesis.is_empty() {
+        return Ok(None);
+    }
+    let chain = verify_chain(&body.genesis, &body.chain)
+        .map_err(|e| ExportError::Invalid(format!("the membership chain: {e}")))?;
+    if chain.mesh_id() != roster.mesh_id {
+        return Err(ExportError::Invalid(format!(
+            "the membership chain is of mesh {}, not the roster's {}",
+            hex::encode(chain.mesh_id()),
+            hex::encode(roster.mesh_id)
+        )));
+    }
+    let tip = chain.tip();
+    if tip.hash() != roster.hash() {
+        return Err(ExportError::Invalid(format!(
+            "the export's roster (epoch {}, {} members) is not the one its membership chain \
+             reaches (epoch {}, {} members): no commit made it",
+            roster.epoch,
+            roster.members.len(),
+            tip.epoch,
+            tip.members.len()
+        )));
+    }
+    Ok(Some(chain))
 }
 
 /// A book root a member vouched for in a signed announcement.
@@ -117,25 +237,36 @@ struct AnnouncedRoot {
     count: u64,
 }
 
-/// The roots each member vouched for in a signed announcement; an
-/// announcement that does not verify is a mismatch.
-fn announced_roots(export: &OpenedExport, mismatches: &mut Vec<Mismatch>) -> Vec<AnnouncedRoot> {
-    let mut announced = Vec::new();
+/// Every announcement must be vouched for by a roster of the export (see
+/// [`OpenedExport::rosters`]); one that is not is a mismatch.
+fn check_announcements(export: &OpenedExport, mismatches: &mut Vec<Mismatch>) {
+    let rosters = export.rosters();
     for a in &export.body.announcements {
-        match announce::verify(a, &export.roster) {
-            Ok(ann) => {
-                for book in ann.shards.iter().flat_map(|s| s.books.iter()) {
-                    if let Ok(root) = <Hash>::try_from(book.root.as_slice()) {
-                        announced.push(AnnouncedRoot {
-                            peer_id: ann.peer_id.clone(),
-                            book: book.key.clone(),
-                            root,
-                            count: book.count,
-                        });
-                    }
-                }
+        let verdicts: Vec<_> = rosters.iter().map(|r| announce::verify(a, r)).collect();
+        if verdicts.iter().all(Result::is_err)
+            && let Some(Err(e)) = verdicts.first()
+        {
+            mismatches.push(mismatch(None, format!("an announcement: {e}")));
+        }
+    }
+}
+
+/// The roots each member of `roster` vouched for in a signed announcement.
+fn announced_roots(announcements: &[Signed], roster: &Roster) -> Vec<AnnouncedRoot> {
+    let mut announced = Vec::new();
+    for ann in announcements
+        .iter()
+        .filter_map(|a| announce::verify(a, roster).ok())
+    {
+        for book in ann.shards.iter().flat_map(|s| s.books.iter()) {
+            if let Ok(root) = <Hash>::try_from(book.root.as_slice()) {
+                announced.push(AnnouncedRoot {
+                    peer_id: ann.peer_id.clone(),
+                    book: book.key.clone(),
+                    root,
+                    count: book.count,
+                });
             }
-            Err(e) => mismatches.push(mismatch(None, format!("an announcement: {e}"))),
         }
     }
     announced
@@ -143,11 +274,7 @@ fn announced_roots(export: &OpenedExport, mismatches: &mut Vec<Mismatch>) -> Vec
 
 /// Every signed turn, in order along the chain of previous-turn hashes:
 /// one for each utterance, each checked by [`signed_turn_problem`].
-fn check_signed_turns(
-    export: &OpenedExport,
-    announced: &[AnnouncedRoot],
-    mismatches: &mut Vec<Mismatch>,
-) {
+fn check_signed_turns(export: &OpenedExport, mismatches: &mut Vec<Mismatch>) {
     let (turns, utterances) = (&export.body.turns, &export.transcript.utterances);
     if turns.len() != utterances.len() {
         mismatches.push(mismatch(
@@ -162,7 +289,7 @@ fn check_signed_turns(
     let mut prev: [u8; 32] = GENESIS_PREV;
     for (i, (turn, recorded)) in turns.iter().zip(utterances).enumerate() {
         let n = i as u32 + 1;
-        if let Some(what) = signed_turn_problem(export, announced, n, &prev, turn, recorded) {
+        if let Some(what) = signed_turn_problem(export, n, &prev, turn, recorded) {
             mismatches.push(mismatch(Some(n), what));
         }
         prev = signed::turn_hash(turn);
@@ -170,26 +297,32 @@ fn check_signed_turns(
 }
 
 /// What is wrong with signed turn `n`, if anything: its signer must be a
-/// roster member, the turn must pass [`signed::check`] against the roots
-/// that member announced for the book, and the utterance it signs must be
-/// the transcript's.
+/// member of the roster of the epoch it signed at, the turn must pass
+/// [`signed::check`] against the roots that member announced for the book
+/// (vouched for by that roster), and the utterance it signs must be the
+/// transcript's.
 fn signed_turn_problem(
     export: &OpenedExport,
-    announced: &[AnnouncedRoot],
     n: u32,
     prev: &[u8; 32],
     turn: &Signed,
     recorded: &UtteranceRecord,
 ) -> Option<String> {
-    let Some(member) = export
-        .roster
+    let roster = match export.roster_of_turn(turn) {
+        Ok(r) => r,
+        Err(what) => return Some(what),
+    };
+    let Some(member) = roster
         .members
         .iter()
         .find(|m| m.ed25519.as_slice() == turn.signer.as_slice())
     else {
-        return Some("signed by a key that is not a roster member".into());
+        return Some(format!(
+            "signed by a key that is not a member of the roster of epoch {}",
+            roster.epoch
+        ));
     };
-    let roots: Vec<(Hash, u64)> = announced
+    let roots: Vec<(Hash, u64)> = announced_roots(&export.body.announcements, roster)
         .iter()
         .filter(|a| a.peer_id == member.peer_id && a.book == recorded.speaker)
         .map(|a| (a.root, a.count))
@@ -220,6 +353,30 @@ pub struct VouchedSummary {
     pub roster_hash: String,
     pub host: String,
     pub signed_turns: usize,
+    pub chain: ChainStatus,
+    /// What the reader pinned that holds: `--expect-mesh` on a
+    /// self-certifying id, or `--expect-roster`. `None`: the export is
+    /// valid but nothing the reader holds anchors it.
+    pub anchored_by: Option<String>,
+}
+
+impl VouchedSummary {
+    /// Why the export is not anchored, for the reader, when it is not.
+    pub fn unanchored_because(&self) -> Option<String> {
+        if self.anchored_by.is_some() {
+            return None;
+        }
+        Some(match self.chain.weakness() {
+            Some(weak) => format!(
+                "mesh {} is trusted as the export names it, and {weak}; pin its roster with --expect-roster {}",
+                self.mesh_id, self.roster_hash
+            ),
+            None => format!(
+                "mesh {} is trusted as the export names it; pin it with --expect-mesh {}",
+                self.mesh_id, self.mesh_id
+            ),
+        })
+    }
 }
 
 /// The verdict on a transcript or export file: what `grove moot verify`
@@ -313,6 +470,13 @@ pub fn verify_file(
             vouched.roster_hash
         )));
     }
+    // A pinned roster hash anchors any export (it fixes every member's
+    // keys); a pinned mesh id only one whose genesis hashes to it.
+    let anchored_by = match (expect_mesh, expect_roster) {
+        (_, Some(r)) => Some(format!("roster {r}")),
+        (Some(m), None) if vouched.chain.id_is_anchor() => Some(format!("mesh {m}")),
+        _ => None,
+    };
     Ok(FileVerdict {
         utterances: vouched.transcript.utterances.len(),
         vouched: Some(VouchedSummary {
@@ -320,6 +484,8 @@ pub fn verify_file(
             roster_hash: vouched.roster_hash,
             host: vouched.host,
             signed_turns: vouched.turns,
+            chain: vouched.chain,
+            anchored_by,
         }),
         mismatches,
     })

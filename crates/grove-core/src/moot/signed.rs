@@ -260,6 +260,7 @@ mod tests {
             passages: proven,
             utterance: serde_json::to_string(&UtteranceRecord::from(u)).unwrap(),
             time_ms: 1,
+            epoch: Some(0),
         }
     }
 

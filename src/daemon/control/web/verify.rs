@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::moot::export::{FileError, FileVerdict};
+use crate::moot::export::{ChainStatus, FileError, FileVerdict};
 
 use super::html::{esc, short_hex};
 
@@ -107,5 +107,22 @@ fn vouched(out: &mut String, v: &FileVerdict) {
             short_hex(&by.roster_hash),
             short_hex(&by.host)
         );
+        // The page pins nothing: say what the reader must compare.
+        let chain = match by.chain {
+            ChainStatus::SelfCertified { epochs } => format!(
+                "Its membership chain replays from the genesis that mesh id {} is the hash of, \
+                 through {epochs} epochs: compare that id with the one your mesh shows \
+                 (<code>grove mesh status</code>), or run <code>grove moot verify FILE \
+                 --expect-mesh {}</code>.",
+                esc(&by.mesh_id),
+                esc(&by.mesh_id)
+            ),
+            weak => format!(
+                "Unanchored: {}. Compare roster {} with the one your mesh shows.",
+                esc(weak.weakness().unwrap_or_default()),
+                esc(&by.roster_hash)
+            ),
+        };
+        let _ = write!(out, "<p class=\"anchor\">{chain}</p>");
     }
 }

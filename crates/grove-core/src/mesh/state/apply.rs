@@ -36,7 +36,14 @@ impl MeshState {
                 epoch: core.new_epoch,
             });
         };
-        check_commit_against(id, &prev.roster, &prev_hash, &parsed, &core, &self.votes)
+        check_commit_against(
+            Some(id),
+            &prev.roster,
+            &prev_hash,
+            &parsed,
+            &core,
+            &self.votes,
+        )
     }
 }
 
@@ -106,7 +113,7 @@ pub(super) fn tx_link_roots(tx: &mut Tx, id: &Identity, commits: &[wire::Signed]
                 continue;
             };
             let Ok(checked) = check_commit_against(
-                id,
+                Some(id),
                 &parent.roster,
                 &parent_hash,
                 &parsed,

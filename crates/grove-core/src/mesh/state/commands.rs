@@ -51,10 +51,11 @@ impl MeshState {
             return Err(MeshError::MeshExists);
         }
         quorum.validate()?;
-        let mut mesh_id = [0u8; 16];
-        rng.fill_bytes(&mut mesh_id);
+        let mut nonce = [0u8; 16];
+        rng.fill_bytes(&mut nonce);
         let me = self.member_entry(id, member_name, 0);
-        let roster = Roster::genesis(mesh_id, name, me, quorum);
+        let roster = Roster::genesis(nonce, name, me, quorum);
+        let mesh_id = roster.mesh_id;
         let hash = roster.hash();
         let mut secret = [0u8; 32];
         rng.fill_bytes(&mut secret);

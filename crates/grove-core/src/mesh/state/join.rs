@@ -103,12 +103,16 @@ impl MeshState {
             .into_iter()
             .filter_map(|h| self.rosters.get(&h))
             .find(|n| n.roster.epoch == current.joined_epoch)?;
-        let parent = self.rosters.get(&node.parent?)?;
+        let parent_hash = node.parent?;
+        let parent = self.rosters.get(&parent_hash)?;
         let commit =
             codec::decode_canonical::<wire::Signed>(node.commit.as_ref()?, "stored commit").ok()?;
+        let (genesis, chain) = chain_to(&self.rosters, &parent_hash).unwrap_or_default();
         Some(wire::Welcome {
             commit: Some(commit),
             prev_roster: parent.roster.encode(),
+            genesis,
+            chain,
         })
     }
 
@@ -312,13 +316,22 @@ impl MeshState {
             mesh_id: prev.mesh_id,
             name: prev.mesh_name.clone(),
         }));
-        tx.effect(Effect::PutRoster(Arc::new(RosterNode {
-            roster: prev,
-            hash: prev_hash,
-            parent: None,
-            commit: None,
-            proposal_hash: None,
-        })));
+        match welcome_chain(welcome, &prev_hash, &pending)? {
+            // The whole chain from the genesis: this node can vouch for
+            // its mesh as the founder can (an export's chain, a welcome).
+            Some(chain) => {
+                for node in chain.nodes {
+                    tx.effect(Effect::PutRoster(Arc::new(node)));
+                }
+            }
+            None => tx.effect(Effect::PutRoster(Arc::new(RosterNode {
+                roster: prev,
+                hash: prev_hash,
+                parent: None,
+                commit: None,
+                proposal_hash: None,
+            }))),
+        }
         let node = tx_put_checked(
             &mut tx,
             checked.node,
@@ -378,7 +391,14 @@ fn check_welcome(
             "welcome roster does not match the commit".into(),
         ));
     }
-    let checked = check_commit_against(id, &prev, &prev_hash, &parsed, &core, &BTreeMap::new())?;
+    let checked = check_commit_against(
+        Some(id),
+        &prev,
+        &prev_hash,
+        &parsed,
+        &core,
+        &BTreeMap::new(),
+    )?;
     let secret = checked.secret.ok_or(MeshError::NotAMember)?;
     if checked.invite_id != Some(pending.invite_id) {
         return Err(MeshError::InvalidCommit(
@@ -386,6 +406,33 @@ fn check_welcome(
         ));
     }
     Ok((prev, checked, secret))
+}
+
+/// The chain a welcome carries, replayed: of the invite's mesh (its
+/// genesis hashes to the invite's mesh id, or the mesh is legacy) and
+/// ending at the roster the joiner is added to. `None` from an inviter that
+/// does not hold the chain (it joined before welcomes carried one): the
+/// joiner then trusts the welcome's roster on its inviter's word, as
+/// before, and its exports verify as unanchored.
+fn welcome_chain(
+    welcome: &wire::Welcome,
+    prev_hash: &[u8; 32],
+    pending: &PendingJoin,
+) -> Result<Option<VerifiedChain>, MeshError> {
+    if welcome.genesis.is_empty() {
+        return Ok(None);
+    }
+    let chain = verify_chain(&welcome.genesis, &welcome.chain)
+        .map_err(|e| MeshError::InvalidCommit(format!("the welcome's chain: {e}")))?;
+    if chain.mesh_id() != pending.mesh_id {
+        return Err(MeshError::WrongMesh("welcome chain"));
+    }
+    if chain.nodes.last().map(|n| n.hash) != Some(*prev_hash) {
+        return Err(MeshError::InvalidCommit(
+            "the welcome's chain does not end at the roster it adds to".into(),
+        ));
+    }
+    Ok(Some(chain))
 }
 
 /// A verified join request.

@@ -23,6 +23,7 @@ use crate::wire::mesh as wire;
 use crate::wire::mesh::mesh_message::Kind;
 
 mod apply;
+mod chain;
 mod commands;
 mod gossip_keys;
 mod join;
@@ -33,6 +34,7 @@ mod tx;
 mod votes;
 
 use self::apply::*;
+pub use self::chain::{Anchor, ChainError, VerifiedChain, chain_to, verify_chain};
 use self::commands::*;
 use self::join::*;
 pub use self::join::{JoinCheck, invite_hash, parse_join_request, verify_join_request};

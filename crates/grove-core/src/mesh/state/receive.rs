@@ -473,14 +473,23 @@ pub(super) fn tx_try_commit<R: CryptoRng + ?Sized>(
     let signed = build_commit(
         id, &roster, &tx.s.tip, proposal, votes, &p.change, &secret, &sender,
     )?;
+    // The chain that vouches for the joiner's roster, read before the
+    // commit moves the tip.
+    let prev_chain = p
+        .joiner
+        .as_ref()
+        .and_then(|_| chain_to(&tx.s.rosters, &tx.s.tip));
     tx_apply_commit(tx, id, &signed, now_ms)?;
     tx.send(Dest::All, Kind::Commit(signed.clone()));
     if let Some(joiner) = &p.joiner {
+        let (genesis, chain) = prev_chain.unwrap_or_default();
         tx.send(
             Dest::Peer(joiner.clone()),
             Kind::Welcome(wire::Welcome {
                 commit: Some(signed),
                 prev_roster: roster.encode(),
+                genesis,
+                chain,
             }),
         );
     }

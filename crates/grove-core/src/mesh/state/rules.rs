@@ -263,8 +263,8 @@ pub(super) struct CheckedCommit {
 /// docs/mesh-protocol.md §7: its lineage, the proposal, the votes, every
 /// signature (one batch), the next roster, and the envelopes (this node's
 /// own opens).
-pub(super) fn check_commit_against(
-    id: &Identity,
+pub(crate) fn check_commit_against(
+    me: Option<&Identity>,
     prev: &Roster,
     prev_hash: &[u8; 32],
     parsed: &codec::Unverified<wire::Commit>,
@@ -293,7 +293,7 @@ pub(super) fn check_commit_against(
     );
     let next_bytes = check_next_roster(&next, commit)?;
     let next_hash = codec::hash(label::ROSTER, &next_bytes);
-    let secret = check_envelopes(id, &next, &next_hash, core, commit)?;
+    let secret = check_envelopes(me, &next, &next_hash, core, commit)?;
     let signed_commit = wire::Signed {
         body: parsed.body.clone(),
         signer: parsed.signer.to_vec(),
@@ -469,10 +469,11 @@ fn check_next_roster(next: &Roster, commit: &wire::Commit) -> Result<Vec<u8>, Me
 }
 
 /// Exactly one 48-byte envelope per next member, in roster order, with
-/// matching recipients; when this node is in the next roster, its own
-/// envelope opens, and its secret is returned.
+/// matching recipients; when this node (`me`; `None` for an outside
+/// reader of the chain) is in the next roster, its own envelope opens,
+/// and its secret is returned.
 fn check_envelopes(
-    id: &Identity,
+    me: Option<&Identity>,
     next: &Roster,
     next_hash: &[u8; 32],
     core: &wire::CommitCore,
@@ -485,14 +486,16 @@ fn check_envelopes(
     }
     let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
     let mut secret = None;
-    let me = id.peer_id();
+    let my_peer_id = me.map(|id| id.peer_id());
     for (env, m) in commit.envelopes.iter().zip(&next.members) {
         if env.recipient != m.peer_id || env.ciphertext.len() != ENVELOPE_LEN {
             return Err(MeshError::InvalidCommit(
                 "envelopes do not match the roster".into(),
             ));
         }
-        if m.peer_id == me {
+        if let Some(id) = me
+            && my_peer_id.as_ref() == Some(&m.peer_id)
+        {
             let ctx = EnvelopeContext {
                 mesh_id: &next.mesh_id,
                 new_epoch: next.epoch,
