@@ -76,26 +76,7 @@ fn peer_index(nodes: &[Node], peer: &[u8]) -> Option<usize> {
 
 /// Delivers every message of `t` reliably and in order (breadth first).
 fn deliver_all(nodes: &mut [Node], from: usize, t: Transition, now: i64, rng: &mut StdRng) {
-    let mut queue: Vec<(usize, Dest, Vec<u8>)> = t
-        .outbound
-        .into_iter()
-        .map(|o| (from, o.to, o.message))
-        .collect();
-    while !queue.is_empty() {
-        let (sender, to, msg) = queue.remove(0);
-        let targets: Vec<usize> = match to {
-            Dest::All => (0..nodes.len())
-                .filter(|&i| i != sender && nodes[i].state.mesh.is_some())
-                .collect(),
-            Dest::Peer(p) => peer_index(nodes, &p).into_iter().collect(),
-        };
-        for i in targets {
-            let r = nodes[i].state.receive(&nodes[i].id, &msg, now, rng);
-            if let Ok(t) = nodes[i].take(r, now) {
-                queue.extend(t.outbound.into_iter().map(|o| (i, o.to, o.message)));
-            }
-        }
-    }
+    deliver(nodes, from, t, now, rng, None);
 }
 
 /// A founder plus `extra` members added one by one over a reliable network.
@@ -1660,6 +1641,19 @@ fn deliver_holding_welcomes(
     rng: &mut StdRng,
     held: &mut Vec<Vec<u8>>,
 ) {
+    deliver(nodes, from, t, now, rng, Some(held));
+}
+
+/// Delivers every message of `t` reliably and in order (breadth first);
+/// with `held`, welcomes go there instead of to their joiner.
+fn deliver(
+    nodes: &mut [Node],
+    from: usize,
+    t: Transition,
+    now: i64,
+    rng: &mut StdRng,
+    mut held: Option<&mut Vec<Vec<u8>>>,
+) {
     let mut queue: Vec<(usize, Dest, Vec<u8>)> = t
         .outbound
         .into_iter()
@@ -1667,9 +1661,10 @@ fn deliver_holding_welcomes(
         .collect();
     while !queue.is_empty() {
         let (sender, to, msg) = queue.remove(0);
-        let is_welcome = wire::MeshMessage::decode(msg.as_slice())
-            .is_ok_and(|m| matches!(m.kind, Some(wire::mesh_message::Kind::Welcome(_))));
-        if is_welcome {
+        if let Some(held) = held.as_deref_mut()
+            && wire::MeshMessage::decode(msg.as_slice())
+                .is_ok_and(|m| matches!(m.kind, Some(wire::mesh_message::Kind::Welcome(_))))
+        {
             held.push(msg);
             continue;
         }

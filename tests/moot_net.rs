@@ -79,6 +79,43 @@ pub(crate) fn verify_status(export: &Value, pins: &[&str]) -> (i32, String) {
     )
 }
 
+/// An export opened with its host's key, to re-sign changed bodies so that
+/// only the inner checks can catch a change.
+pub(crate) struct Resigner {
+    pub(crate) export: Value,
+    pub(crate) body: grove::wire::moot::ExportBody,
+    pub(crate) host_id: grove::identity::Identity,
+}
+
+impl Resigner {
+    pub(crate) fn open(export: &Value, host: &Daemon) -> Resigner {
+        use grove::wire::mesh::Signed;
+        let host_id = grove::identity::load_or_create(
+            &grove::state_dir::StateDir::new(&host.g.state()).identity(),
+        )
+        .unwrap();
+        let outer = Signed::decode(
+            hex::decode(export["signed"].as_str().unwrap())
+                .unwrap()
+                .as_slice(),
+        )
+        .unwrap();
+        Resigner {
+            export: export.clone(),
+            body: grove::wire::moot::ExportBody::decode(outer.body.as_slice()).unwrap(),
+            host_id,
+        }
+    }
+
+    /// The export with `body` signed by the host in place of its own.
+    pub(crate) fn sign(&self, body: &grove::wire::moot::ExportBody) -> Value {
+        let mut t = self.export.clone();
+        let signed = grove::mesh::codec::sign(&self.host_id, grove::moot::export::EXPORT_TAG, body);
+        t["signed"] = Value::String(hex::encode(signed.encode_to_vec()));
+        t
+    }
+}
+
 /// Nodes alpha, bravo and charlie, each with its own model server answering
 /// with `reply`, in one mesh founded by charlie (the host); alpha holds
 /// `fiction/sea-tales`, bravo `essays/field-notes`, and charlie
@@ -304,26 +341,11 @@ fn anchors_hold(export: &Value) {
 /// member and book of its own; a roster with a member no commit added.
 fn forged_members_are_caught(export: &Value, host: &Daemon) {
     use grove::mesh::roster::{Member, Roster};
-    use grove::wire::mesh::Signed;
     use grove::wire::moot::ExportBody;
     let mesh_id = export["mesh_id"].as_str().unwrap();
-    let host_id = grove::identity::load_or_create(
-        &grove::state_dir::StateDir::new(&host.g.state()).identity(),
-    )
-    .unwrap();
-    let outer = Signed::decode(
-        hex::decode(export["signed"].as_str().unwrap())
-            .unwrap()
-            .as_slice(),
-    )
-    .unwrap();
-    let body = ExportBody::decode(outer.body.as_slice()).unwrap();
-    let resigned = |body: &ExportBody| {
-        let mut t = export.clone();
-        let signed = grove::mesh::codec::sign(&host_id, grove::moot::export::EXPORT_TAG, body);
-        t["signed"] = Value::String(hex::encode(signed.encode_to_vec()));
-        t
-    };
+    let opened = Resigner::open(export, host);
+    let body = opened.body.clone();
+    let resigned = |body: &ExportBody| opened.sign(body);
     let roster = Roster::decode(&body.roster).unwrap();
     let stranger = grove::identity::Identity::generate(&mut rand::rng());
     let p = stranger.public();
@@ -350,7 +372,7 @@ fn forged_members_are_caught(export: &Value, host: &Daemon) {
 
     // A new genesis under the claimed id: the host and an invented member
     // holding a book the invented member announces.
-    let host_member = roster.member(&host_id.peer_id()).unwrap().clone();
+    let host_member = roster.member(&opened.host_id.peer_id()).unwrap().clone();
     let mut forged = Roster::genesis([9; 16], &roster.mesh_name, host_member, roster.quorum);
     forged = with_invented(forged);
     forged.mesh_id = roster.mesh_id;
@@ -407,23 +429,9 @@ fn tampering_is_caught(export: &Value, host: &Daemon) {
 
     // Deeper changes, re-signed with the host's own key so that only the
     // inner checks can catch them.
-    let host_id = grove::identity::load_or_create(
-        &grove::state_dir::StateDir::new(&host.g.state()).identity(),
-    )
-    .unwrap();
-    let outer = Signed::decode(
-        hex::decode(export["signed"].as_str().unwrap())
-            .unwrap()
-            .as_slice(),
-    )
-    .unwrap();
-    let body = ExportBody::decode(outer.body.as_slice()).unwrap();
-    let resign = |body: &ExportBody| {
-        let mut t = export.clone();
-        let signed = grove::mesh::codec::sign(&host_id, grove::moot::export::EXPORT_TAG, body);
-        t["signed"] = Value::String(hex::encode(signed.encode_to_vec()));
-        verify_offline(&t)
-    };
+    let opened = Resigner::open(export, host);
+    let body = opened.body.clone();
+    let resign = |body: &ExportBody| verify_offline(&opened.sign(body));
     let turn_payload = |s: &Signed| TurnPayload::decode(s.body.as_slice()).unwrap();
 
     // A passage's text inside a signed turn: the speaker's signature fails.

@@ -484,8 +484,7 @@ fn a_pass_shows_its_nodes_reason_and_an_unproven_quote_its_own_badge() {
 /// The verify page: an intact export passes, a tampered one fails at the
 /// turn `grove moot verify` names.
 fn verify_page(b: &mut Browser, base: &str, host: &Daemon, id: &str) {
-    use grove::wire::mesh::Signed;
-    use grove::wire::moot::{ExportBody, TurnPayload};
+    use grove::wire::moot::TurnPayload;
 
     let export = host.json(&["moot", "export", id]);
     let dir = tempfile::tempdir().unwrap();
@@ -494,24 +493,13 @@ fn verify_page(b: &mut Browser, base: &str, host: &Daemon, id: &str) {
 
     // A proof step of turn 2 changed, re-signed with the host's key so only
     // the inner checks can catch it.
-    let host_id = grove::identity::load_or_create(
-        &grove::state_dir::StateDir::new(&host.g.state()).identity(),
-    )
-    .unwrap();
-    let outer = Signed::decode(
-        hex::decode(export["signed"].as_str().unwrap())
-            .unwrap()
-            .as_slice(),
-    )
-    .unwrap();
-    let mut body = ExportBody::decode(outer.body.as_slice()).unwrap();
+    let opened = crate::moot_net::Resigner::open(&export, host);
+    let mut body = opened.body.clone();
     let mut payload = TurnPayload::decode(body.turns[1].body.as_slice()).unwrap();
     let step = payload.passages[0].proof.first_mut().expect("a proof step");
     step.sibling[0] ^= 1;
     body.turns[1].body = payload.encode_to_vec();
-    let signed = grove::mesh::codec::sign(&host_id, grove::moot::export::EXPORT_TAG, &body);
-    let mut tampered_export = export.clone();
-    tampered_export["signed"] = Value::String(hex::encode(signed.encode_to_vec()));
+    let tampered_export = opened.sign(&body);
     let tampered = dir.path().join("tampered-export.json");
     std::fs::write(
         &tampered,
