@@ -233,7 +233,7 @@ pub(crate) fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
 #[test]
 fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
     // alpha and bravo run until the end of the test.
-    let (servers, _a, _b, c) = three_nodes(quoting_reply, false);
+    let (servers, a, b, c) = three_nodes(quoting_reply, false);
 
     // A book nobody announced is refused at start.
     assert!(
@@ -294,7 +294,36 @@ fn a_moot_between_books_on_two_nodes_hosted_by_a_third_verifies_offline() {
 
     anchors_hold(&export);
     tampering_is_caught(&export, &c);
-    forged_members_are_caught(&export, &c);
+    forged_members_are_caught(&export, &[&a, &b, &c]);
+}
+
+/// A mesh at its 20th epoch: the export carries the chain from the
+/// genesis, and a reader who pinned the mesh id checks it offline.
+#[test]
+fn a_moot_at_the_20th_epoch_exports_its_chain_and_verifies_offline() {
+    let (_servers, a, b, c) = three_nodes(quoting_reply, false);
+    for epoch in 2..20 {
+        c.ok(&["mesh", "propose", "rotate"]);
+        vote_yes(&a, "rotate");
+        converged(&[&a, &b, &c], epoch + 1);
+    }
+    let id = start_sea_moot(&c, 2);
+    wait_state(&c, &id, "finished");
+    let export: Value = serde_json::from_str(&c.ok(&["moot", "export", &id])).unwrap();
+    let mesh_id = export["mesh_id"].as_str().unwrap();
+    let (status, out) = verify_status(&export, &["--expect-mesh", mesh_id]);
+    assert_eq!(status, 0, "{out}");
+    assert!(
+        out.contains("self-certified membership chain of 21 epochs"),
+        "{out}"
+    );
+    let body = Resigner::open(&export, &c).body;
+    let chain: usize =
+        body.genesis.len() + body.chain.iter().map(|s| s.encoded_len()).sum::<usize>();
+    eprintln!(
+        "an export at epoch 20 with 3 members: {} bytes of signed export, {chain} of them the chain",
+        export["signed"].as_str().unwrap().len() / 2
+    );
 }
 
 /// The exit statuses of docs/moot.md: unpinned, a valid export exits 3 and
@@ -339,7 +368,8 @@ fn anchors_hold(export: &Value) {
 /// A host that forges its members is caught by a reader who pinned the
 /// mesh id: a genesis of its own making under the same claimed id, with a
 /// member and book of its own; a roster with a member no commit added.
-fn forged_members_are_caught(export: &Value, host: &Daemon) {
+fn forged_members_are_caught(export: &Value, nodes: &[&Daemon]) {
+    let host = nodes.last().unwrap();
     use grove::mesh::roster::{Member, Roster};
     use grove::wire::moot::ExportBody;
     let mesh_id = export["mesh_id"].as_str().unwrap();
@@ -369,6 +399,43 @@ fn forged_members_are_caught(export: &Value, host: &Daemon) {
     let (status, out) = verify_status(&resigned(&changed), &["--expect-mesh", mesh_id]);
     assert_eq!(status, 1, "{out}");
     assert!(out.contains("no commit made it"), "{out}");
+
+    // A commit with one of its votes taken out, re-signed by its own
+    // committer: below the quorum of the roster before it.
+    let mut changed = body.clone();
+    let k = changed.chain.len() - 1;
+    let commit = grove::wire::mesh::Commit::decode(changed.chain[k].body.as_slice()).unwrap();
+    let mut core = grove::wire::mesh::CommitCore::decode(commit.core.as_slice()).unwrap();
+    assert_eq!(
+        core.votes.len(),
+        2,
+        "the commit that added the third member"
+    );
+    core.votes.pop();
+    let committer = nodes
+        .iter()
+        .map(|d| {
+            grove::identity::load_or_create(
+                &grove::state_dir::StateDir::new(&d.g.state()).identity(),
+            )
+            .unwrap()
+        })
+        .find(|id| id.peer_id() == core.committer)
+        .expect("the committer is one of the nodes");
+    changed.chain[k] = grove::mesh::codec::sign(
+        &committer,
+        grove::mesh::codec::tag::COMMIT,
+        &grove::wire::mesh::Commit {
+            core: core.encode_to_vec(),
+            ..commit
+        },
+    );
+    let (status, out) = verify_status(&resigned(&changed), &["--expect-mesh", mesh_id]);
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("epoch 2 does not chain") && out.contains("quorum is 2"),
+        "{out}"
+    );
 
     // A new genesis under the claimed id: the host and an invented member
     // holding a book the invented member announces.
