@@ -1,11 +1,274 @@
-//! The SQLite kit's integrity check: `PRAGMA quick_check` on every database
-//! of a state directory at start, so damage is named before the node serves
-//! from it (docs/operator-guide.md, "Damage at start").
+//! The SQLite kit: the one way grove opens a database (the private
+//! create, the pragmas of its kind, `application_id`, numbered migrations
+//! with the audit table as part of a step, busy timeout, read-only and
+//! immutable opens), and the integrity check, `PRAGMA quick_check` on every
+//! database of a state directory at start, so damage is named before the
+//! node serves from it (docs/operator-guide.md, "Damage at start").
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
+
+/// How long a writer waits for another connection's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One migration step: `sql`, then `then` (a backfill), in one transaction,
+/// taking `user_version` from its index to its index + 1.
+pub struct Step {
+    pub sql: &'static str,
+    /// This step also creates the audit table (`store::audit::SCHEMA`):
+    /// every database's first step, so each one carries an audit chain.
+    pub audit: bool,
+    pub then: Option<fn(&Connection) -> rusqlite::Result<()>>,
+}
+
+impl Step {
+    pub const fn sql(sql: &'static str) -> Step {
+        Step {
+            sql,
+            audit: false,
+            then: None,
+        }
+    }
+
+    /// A first step: `sql` and the audit table.
+    pub const fn first(sql: &'static str) -> Step {
+        Step {
+            sql,
+            audit: true,
+            then: None,
+        }
+    }
+}
+
+/// The layout of one kind of database.
+pub struct Schema {
+    pub kind: DbKind,
+    /// `PRAGMA application_id`: names the file as grove's, of this kind.
+    pub application_id: i64,
+    pub steps: &'static [Step],
+    /// A file of this kind from before it carried an `application_id` (0,
+    /// with tables) is taken as this kind and marked; otherwise such a
+    /// file is refused as not grove's.
+    pub adopt_unmarked: bool,
+}
+
+impl Schema {
+    /// The schema version this build writes.
+    pub fn latest(&self) -> i64 {
+        self.steps.len() as i64
+    }
+}
+
+/// How to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read and write, creating the file (0600) and migrating it.
+    ReadWrite,
+    /// Read-only media: no locks, no shared-memory file, nothing created
+    /// beside it; the schema must already be current.
+    Immutable,
+}
+
+/// Why a database could not be opened, with the file and what was being done.
+#[derive(Debug, thiserror::Error)]
+#[error("{} ({op}): {problem}", path.display())]
+pub struct DbError {
+    pub path: PathBuf,
+    pub op: &'static str,
+    pub problem: Problem,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    #[error(transparent)]
+    Sql(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("not a grove {kind} (application_id {found:#x})")]
+    NotOurs { kind: &'static str, found: i64 },
+    #[error("written by a newer grove (schema {found}, this build knows up to {known})")]
+    TooNew { found: i64, known: i64 },
+    #[error("{0}")]
+    Unsafe(String),
+}
+
+impl DbError {
+    /// `problem` while doing `op` on the database at `path`.
+    pub fn at(path: &Path, op: &'static str, problem: impl Into<Problem>) -> DbError {
+        DbError {
+            path: path.to_path_buf(),
+            op,
+            problem: problem.into(),
+        }
+    }
+
+    /// The SQLite error underneath, if that is what failed.
+    pub fn sql(&self) -> Option<&rusqlite::Error> {
+        match &self.problem {
+            Problem::Sql(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Creates `path` as an empty file only its owner can read and write
+/// (0600), unless it exists. The state directory's one file-mode policy:
+/// keys and every database (SQLite gives a database's -wal and -shm files
+/// its mode) are private to the node's user; only the control socket is
+/// shared, with its group (0660).
+pub fn create_private(path: &Path) -> std::io::Result<()> {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The SQLite URI that opens `path` as immutable: no locks, no
+/// shared-memory file, nothing created beside it (read-only media, a
+/// directory the caller cannot write).
+pub fn immutable_uri(path: &Path) -> String {
+    let escaped = path
+        .display()
+        .to_string()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23");
+    format!("file:{escaped}?immutable=1")
+}
+
+/// Opens the database at `path` as `schema` says: created private when
+/// missing (read-write), the pragmas of its kind, its `application_id`
+/// checked, migrated to the latest schema one step per transaction.
+pub fn open(path: &Path, schema: &Schema, access: Access) -> Result<Connection, DbError> {
+    let mut conn = match access {
+        Access::ReadWrite => open_read_write(path, schema)?,
+        Access::Immutable => {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            Connection::open_with_flags(immutable_uri(path), flags)
+                .map_err(|e| DbError::at(path, "open immutable", e))?
+        }
+    };
+    migrate(&mut conn, schema, access).map_err(|(op, problem)| DbError::at(path, op, problem))?;
+    Ok(conn)
+}
+
+fn open_read_write(path: &Path, schema: &Schema) -> Result<Connection, DbError> {
+    let new = !path.exists();
+    if new {
+        create_private(path).map_err(|e| DbError::at(path, "create", e))?;
+    }
+    if schema.kind == DbKind::Mesh {
+        // It holds epoch secrets: a file others can read is refused.
+        crate::identity::check_private_file(path)
+            .map_err(|e| DbError::at(path, "check mode", Problem::Unsafe(e.to_string())))?;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn =
+        Connection::open_with_flags(path, flags).map_err(|e| DbError::at(path, "open", e))?;
+    let set = |name: &str, value: &dyn rusqlite::ToSql| {
+        conn.pragma_update(None, name, value)
+            .map_err(|e| DbError::at(path, "set pragmas", e))
+    };
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| DbError::at(path, "set busy timeout", e))?;
+    if new && schema.kind == DbKind::Shard {
+        // Set before the first table exists: pages freed by a removal can
+        // then go back to the file system (`Shard::reclaim`).
+        set("auto_vacuum", &"incremental")?;
+    }
+    // The first statement reads the header: a garbage file fails here.
+    set("journal_mode", &"wal")?;
+    set("foreign_keys", &true)?;
+    if schema.kind == DbKind::Mesh {
+        // Erased epoch secrets are overwritten, and a commit is on disk
+        // before it is acted on.
+        set("secure_delete", &true)?;
+        set("synchronous", &"FULL")?;
+    }
+    Ok(conn)
+}
+
+/// Brings the database to `schema`'s latest version, one transaction per
+/// step; refuses a file of another kind or a newer schema.
+fn migrate(
+    conn: &mut Connection,
+    schema: &Schema,
+    access: Access,
+) -> Result<(), (&'static str, Problem)> {
+    let read = |e: rusqlite::Error| ("read schema version", Problem::Sql(e));
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(read)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(read)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+        .map_err(read)?;
+    let not_ours = || {
+        (
+            "check application id",
+            Problem::NotOurs {
+                kind: schema.kind.name(),
+                found: app,
+            },
+        )
+    };
+    // An unmarked file: a new one, or one of this kind from before
+    // application ids (adopted, at the version its tables say).
+    let unmarked_legacy = app == 0 && (version > 0 || tables > 0);
+    if unmarked_legacy && !schema.adopt_unmarked {
+        return Err(not_ours());
+    }
+    if app != 0 && app != schema.application_id {
+        return Err(not_ours());
+    }
+    if version > schema.latest() {
+        return Err((
+            "check schema version",
+            Problem::TooNew {
+                found: version,
+                known: schema.latest(),
+            },
+        ));
+    }
+    let step_err = |e: rusqlite::Error| ("migrate", Problem::Sql(e));
+    for (i, step) in schema.steps.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction().map_err(step_err)?;
+        tx.execute_batch(step.sql).map_err(step_err)?;
+        if step.audit {
+            tx.execute_batch(crate::store::audit::SCHEMA)
+                .map_err(step_err)?;
+        }
+        if let Some(then) = step.then {
+            then(&tx).map_err(step_err)?;
+        }
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(step_err)?;
+        tx.pragma_update(None, "application_id", schema.application_id)
+            .map_err(step_err)?;
+        tx.commit().map_err(step_err)?;
+    }
+    if access == Access::ReadWrite && app == 0 && version == schema.latest() && version > 0 {
+        // A current file from before application ids: mark it.
+        conn.pragma_update(None, "application_id", schema.application_id)
+            .map_err(|e| ("mark application id", Problem::Sql(e)))?;
+    }
+    Ok(())
+}
 
 /// The most problems one check reports (SQLite lists up to 100).
 const MAX_PROBLEMS: usize = 3;
@@ -22,6 +285,14 @@ pub enum DbKind {
 }
 
 impl DbKind {
+    fn name(self) -> &'static str {
+        match self {
+            DbKind::Shard => "shard",
+            DbKind::Mesh => "mesh database",
+            DbKind::Node => "node database",
+        }
+    }
+
     /// The way out of damage to a database of this kind.
     fn advice(self) -> &'static str {
         match self {

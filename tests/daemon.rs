@@ -426,3 +426,71 @@ fn a_truncated_moot_file_is_named_and_kept() {
     );
     assert!(file.is_file(), "the damaged file is kept");
 }
+
+/// Every database of a state directory is opened by the one SQLite kit:
+/// each carries its kind's `application_id` and a schema version (a
+/// `node.db` from before it had one is adopted, its rows kept), and a
+/// database of one kind in another's place is refused by name.
+#[test]
+fn each_database_carries_its_kind_and_version_and_a_swapped_one_is_refused() {
+    let g = Grove::new();
+    g.ok(&["mesh", "init", "--name", "kinds"]);
+    let text = generated_book("Kinds", "Tester", 7, 60, 3);
+    let book = g.write("kinds.txt", text.as_bytes());
+    g.ok(&["book", "add", book.to_str().unwrap()]);
+    let run = |g: &Grove| {
+        let node = Node::start(g);
+        assert!(node.next_notification().contains("READY=1"));
+        node.signal(libc::SIGTERM);
+        let (ok, stderr, _) = node.wait(Duration::from_secs(10));
+        assert!(ok, "{stderr}");
+    };
+    run(&g);
+    let marks = |path: &std::path::Path| {
+        let c = rusqlite::Connection::open(path).unwrap();
+        let app: i64 = c
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .unwrap();
+        let version: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        (app, version)
+    };
+    let state = g.state();
+    for (file, app) in [
+        ("shards/main.db", 0x6772_6f76),
+        ("mesh.db", 0x6772_6f6d),
+        ("node.db", 0x6772_6f6e),
+    ] {
+        let (found, version) = marks(&state.join(file));
+        assert_eq!(found, app, "{file}");
+        assert!(version >= 1, "{file}: user_version {version}");
+    }
+
+    // A node.db as grove wrote it before the kit: its tables, unmarked.
+    let node_db = state.join("node.db");
+    {
+        let c = rusqlite::Connection::open(&node_db).unwrap();
+        c.execute_batch(
+            "PRAGMA application_id = 0; PRAGMA user_version = 0;
+             INSERT OR REPLACE INTO meta (key, value) VALUES ('kept', 7);",
+        )
+        .unwrap();
+    }
+    run(&g);
+    assert_eq!(marks(&node_db), (0x6772_6f6e, 1));
+    let kept: i64 = rusqlite::Connection::open(&node_db)
+        .unwrap()
+        .query_row("SELECT value FROM meta WHERE key = 'kept'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(kept, 7, "the adopted file's rows are kept");
+
+    // The shard in node.db's place.
+    std::fs::rename(&node_db, state.join("node.db.aside")).unwrap();
+    std::fs::copy(state.join("shards/main.db"), &node_db).unwrap();
+    let err = g.fails(&["node", "run", "--listen", "/ip4/127.0.0.1/tcp/0"]);
+    assert!(err.contains("not a grove node database"), "{err}");
+    assert!(err.contains("node.db"), "{err}");
+}

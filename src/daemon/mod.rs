@@ -80,7 +80,7 @@ pub enum DaemonError {
     #[error("mesh state")]
     Mesh(#[from] crate::mesh::store::StoreError),
     #[error("node database")]
-    NodeDb(#[from] rusqlite::Error),
+    NodeDb(#[from] crate::db::DbError),
     #[error(transparent)]
     Damaged(#[from] crate::db::Damaged),
     #[error("shards")]
@@ -428,11 +428,6 @@ fn check_databases(state_dir: &Path) -> Result<(), DaemonError> {
 }
 
 fn open_peer_book(state_dir: &Path) -> Result<peers::PeerBook, DaemonError> {
-    let path = StateDir::new(state_dir).node_db();
-    crate::store::create_private(&path).map_err(|source| DaemonError::StateDir {
-        path: path.clone(),
-        source,
-    })?;
     Ok(peers::PeerBook::open(state_dir)?)
 }
 

@@ -14,12 +14,26 @@ use prost::Message;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::announce::Latest;
+use crate::db::{self, DbError, DbKind, Schema, Step};
 use crate::mesh::state::MeshState;
 use crate::net::{NetError, Network};
 use crate::wire::mesh::Signed;
 use crate::wire::node::Announcement;
 
-const SCHEMA: &str = "
+/// `node.db`: `application_id` "gron". Its first step is written with
+/// `IF NOT EXISTS`, so a file from before it had a `user_version` (the
+/// same tables, unmarked) is adopted at step 1. Like every database in the
+/// state directory it carries an audit chain (`grove audit verify` checks
+/// them all); this one's stays empty: announcements are cached copies of
+/// signed messages, not decisions.
+pub const NODE_SCHEMA: Schema = Schema {
+    kind: DbKind::Node,
+    application_id: 0x6772_6f6e,
+    steps: &[Step::first(FIRST_STEP)],
+    adopt_unmarked: true,
+};
+
+const FIRST_STEP: &str = "
 CREATE TABLE IF NOT EXISTS announcements (
     peer_id BLOB PRIMARY KEY,
     seq INTEGER NOT NULL,
@@ -53,16 +67,14 @@ pub struct PeerBook {
 
 impl PeerBook {
     /// Opens `node.db`, loading the stored announcements.
-    pub fn open(state_dir: &Path) -> Result<PeerBook, rusqlite::Error> {
-        // The daemon creates it private first (the state directory's
-        // file-mode policy, `store::create_private`).
-        let conn = Connection::open(crate::state_dir::StateDir::new(state_dir).node_db())?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.execute_batch(SCHEMA)?;
-        // Every database in the state directory carries an audit chain
-        // (`grove audit verify` checks them all); this one's stays empty:
-        // announcements are cached copies of signed messages, not decisions.
-        conn.execute_batch(crate::store::audit::SCHEMA)?;
+    pub fn open(state_dir: &Path) -> Result<PeerBook, DbError> {
+        let path = crate::state_dir::StateDir::new(state_dir).node_db();
+        let conn = db::open(&path, &NODE_SCHEMA, db::Access::ReadWrite)?;
+        Self::load(conn).map_err(|e| DbError::at(&path, "load", e))
+    }
+
+    /// The book with what `conn` stores.
+    fn load(conn: Connection) -> Result<PeerBook, rusqlite::Error> {
         let mut book = PeerBook {
             conn,
             latest: Latest::default(),

@@ -21,6 +21,7 @@ use super::state::{
     MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition,
     VoteRec,
 };
+use crate::db::{self, Access, DbKind, Schema, Step};
 use crate::identity::PublicIdentity;
 use crate::state_dir::StateDir;
 use crate::store::audit;
@@ -37,13 +38,13 @@ pub enum StoreError {
     #[error("mesh database: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error(transparent)]
+    Db(crate::db::DbError),
+    #[error(transparent)]
     Audit(#[from] audit::AuditError),
     #[error("mesh database is corrupt: {0}")]
     Corrupt(String),
     #[error("mesh database: {0}")]
     Unsafe(String),
-    #[error("mesh database was written by a newer grove (schema {0})")]
-    TooNew(i64),
     #[error("lock {path}: {reason}")]
     Locked { path: PathBuf, reason: String },
     #[error("{path}: {source}")]
@@ -66,8 +67,19 @@ pub enum StoreError {
     },
 }
 
-const MIGRATIONS: &[&str] = &[
-    "
+/// `mesh.db`: `application_id` "grom"; files from before it carried one
+/// are taken as mesh databases (they sit at the state directory's
+/// `mesh.db`) and marked.
+pub const MESH_SCHEMA: Schema = Schema {
+    kind: DbKind::Mesh,
+    application_id: 0x6772_6f6d,
+    steps: STEPS,
+    adopt_unmarked: true,
+};
+
+const STEPS: &[Step] = &[
+    Step::first(
+        "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE rosters (
     hash BLOB PRIMARY KEY CHECK (length(hash) = 32),
@@ -134,7 +146,9 @@ CREATE TABLE pending_join (
 );
 CREATE TABLE outbox (seq INTEGER PRIMARY KEY, dest BLOB, message BLOB NOT NULL);
 ",
-    "
+    ),
+    Step::sql(
+        "
 -- Protocol 1.1: numbered votes with their releases; early-closed proposals.
 ALTER TABLE votes ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE votes ADD COLUMN releases BLOB;
@@ -148,6 +162,7 @@ CREATE TABLE closed (
     at_ms INTEGER NOT NULL
 );
 ",
+    ),
 ];
 
 /// The mesh database of one node.
@@ -247,48 +262,10 @@ impl MeshStore {
                 mesh,
             });
         }
-        // The database holds epoch secrets: create it private (SQLite gives
-        // its -wal and -shm files the same mode) and refuse a readable one.
-        if !path.exists() {
-            fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)
-                .map_err(|source| StoreError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-        }
-        crate::identity::check_private_file(path).map_err(|e| StoreError::Unsafe(e.to_string()))?;
-        let conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.pragma_update(None, "secure_delete", "ON")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        let mut store = MeshStore { conn, mark };
-        store.migrate()?;
-        Ok(store)
-    }
-
-    fn migrate(&mut self) -> Result<(), StoreError> {
-        let version: i64 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        let latest = MIGRATIONS.len() as i64;
-        if version > latest {
-            return Err(StoreError::TooNew(version));
-        }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = self.conn.transaction()?;
-            if i == 0 {
-                tx.execute_batch(audit::SCHEMA)?;
-            }
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
-            tx.commit()?;
-        }
-        Ok(())
+        // It holds epoch secrets: the kit creates it private (SQLite gives
+        // its -wal and -shm files the same mode) and refuses a readable one.
+        let conn = db::open(path, &MESH_SCHEMA, Access::ReadWrite).map_err(StoreError::Db)?;
+        Ok(MeshStore { conn, mark })
     }
 
     /// The underlying connection (read-only use: audit checks, inspection).

@@ -157,7 +157,7 @@ pub fn verify_file(path: &std::path::Path) -> Result<ChainReport, AuditError> {
             ) =>
         {
             let conn = Connection::open_with_flags(
-                super::immutable_uri(path),
+                crate::db::immutable_uri(path),
                 flags | rusqlite::OpenFlags::SQLITE_OPEN_URI,
             )?;
             Ok(ChainReport {

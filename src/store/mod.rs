@@ -73,6 +73,26 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A shard the SQLite kit could not open, classified as [`Self::sql`]
+    /// does, with the kit's refusals (not a shard, too new) named.
+    pub(crate) fn from_db(e: crate::db::DbError) -> StoreError {
+        use crate::db::Problem;
+        let crate::db::DbError { path, op, problem } = e;
+        match problem {
+            Problem::Sql(e) => StoreError::sql(&path, e),
+            Problem::Io(source) => StoreError::Io { path, source },
+            p @ Problem::NotOurs { .. } => StoreError::Corrupt {
+                path,
+                detail: format!("{op}: {p}"),
+            },
+            p @ Problem::TooNew { .. } => StoreError::TooNew {
+                path,
+                detail: p.to_string(),
+            },
+            Problem::Unsafe(detail) => StoreError::NotWritable { path, detail },
+        }
+    }
+
     /// Classifies an SQLite error on `path`: corruption and a full disk get
     /// their own messages.
     pub(crate) fn sql(path: &Path, e: rusqlite::Error) -> StoreError {
@@ -276,37 +296,5 @@ impl Store {
             hits.truncate(k);
         }
         Ok(hits)
-    }
-}
-
-/// Creates `path` as an empty file only its owner can read and write
-/// (0600), unless it exists. The state directory's one file-mode policy:
-/// keys and every database (SQLite gives a database's -wal and -shm files
-/// its mode) are private to the node's user; only the control socket is
-/// shared, with its group (0660).
-/// The SQLite URI that opens `path` as immutable: no locks, no
-/// shared-memory file, nothing created beside it (read-only media, a
-/// directory the caller cannot write).
-pub(crate) fn immutable_uri(path: &Path) -> String {
-    let escaped = path
-        .display()
-        .to_string()
-        .replace('%', "%25")
-        .replace('?', "%3f")
-        .replace('#', "%23");
-    format!("file:{escaped}?immutable=1")
-}
-
-pub fn create_private(path: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
     }
 }

@@ -1,15 +1,20 @@
-//! Shard schema and migrations, keyed on `PRAGMA user_version`.
+//! Shard schema and migrations (run by the SQLite kit, `crate::db`).
 
-use rusqlite::Connection;
+use crate::db::{DbKind, Schema, Step};
 
-/// `PRAGMA application_id` of a grove shard ("grov"), so a stray SQLite file
-/// is not mistaken for one.
-pub const APPLICATION_ID: i64 = 0x6772_6f76;
+/// A shard: `application_id` "grov", so a stray SQLite file is not
+/// mistaken for one; step i takes the file from user_version i to i + 1.
+pub const SHARD: Schema = Schema {
+    kind: DbKind::Shard,
+    application_id: 0x6772_6f76,
+    steps: STEPS,
+    adopt_unmarked: false,
+};
 
-/// Schema steps; step i takes the database from user_version i to i + 1.
-const MIGRATIONS: &[&str] = &[
+const STEPS: &[Step] = &[
     // 1: books, chunks, Merkle levels, full-text index, audit chain.
-    "CREATE TABLE books (
+    Step::first(
+        "CREATE TABLE books (
         id          INTEGER PRIMARY KEY,
         key         TEXT NOT NULL,
         version     INTEGER NOT NULL CHECK (version >= 1),
@@ -53,65 +58,20 @@ const MIGRATIONS: &[&str] = &[
     -- Each current book version has its own contentless FTS5 table,
     -- `fts_<books.id>`, rowid = chunks.id: a book-scoped search reads only
     -- that book's index. Superseding or removing a version drops its table.",
+    ),
     // 2: what a search across books matches and ranks with (see search.rs):
     // each current version's token count and its chunks' (u32 little-endian
     // each), how many current chunks hold each indexed term, and (created by
     // `backfill_statistics`, which also fills the rest for existing books)
     // the collection index `fts_all`.
-    "ALTER TABLE books ADD COLUMN tokens INTEGER;
+    Step {
+        sql: "ALTER TABLE books ADD COLUMN tokens INTEGER;
     ALTER TABLE books ADD COLUMN chunk_tokens BLOB;
     CREATE TABLE terms (
         term   TEXT PRIMARY KEY,
         chunks INTEGER NOT NULL CHECK (chunks >= 0)
     ) WITHOUT ROWID;",
+        audit: false,
+        then: Some(super::index::backfill_statistics),
+    },
 ];
-
-/// The schema version this build writes.
-pub fn latest_version() -> i64 {
-    MIGRATIONS.len() as i64
-}
-
-/// Errors while migrating.
-#[derive(Debug, thiserror::Error)]
-pub enum SchemaError {
-    #[error("not a grove shard (application_id {0:#x})")]
-    NotAShard(i64),
-    #[error("written by a newer grove (schema {found}, this build knows up to {known})")]
-    TooNew { found: i64, known: i64 },
-    #[error(transparent)]
-    Sql(#[from] rusqlite::Error),
-}
-
-/// Brings a shard to the latest schema, one transaction per step.
-pub fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
-    let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version == 0 && app == 0 {
-        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
-        if tables > 0 {
-            return Err(SchemaError::NotAShard(app));
-        }
-    } else if app != APPLICATION_ID {
-        return Err(SchemaError::NotAShard(app));
-    }
-    if version > latest_version() {
-        return Err(SchemaError::TooNew {
-            found: version,
-            known: latest_version(),
-        });
-    }
-    for (step, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        if step == 0 {
-            tx.execute_batch(super::audit::SCHEMA)?;
-            tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
-        }
-        if step == 1 {
-            super::index::backfill_statistics(&tx)?;
-        }
-        tx.execute_batch(&format!("PRAGMA user_version = {}", step + 1))?;
-        tx.commit()?;
-    }
-    Ok(())
-}

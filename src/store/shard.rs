@@ -3,12 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde_json::json;
 
-use super::schema::{self, SchemaError};
+use super::schema;
 use super::{StoreError, audit, fts5, index, rank};
 use crate::book::BookText;
+use crate::db;
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
 use crate::text::{self, ChunkError};
 
@@ -164,63 +165,20 @@ impl Shard {
     }
 
     fn open_read_write(path: &Path) -> Result<Connection, StoreError> {
-        let err = |e| StoreError::sql(path, e);
-        let new = !path.exists();
-        if new {
-            super::create_private(path).map_err(|source| StoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        }
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(err)?;
-        if new {
-            // Set before the first table exists: pages freed by a removal
-            // can then go back to the file system (`reclaim`).
-            conn.pragma_update(None, "auto_vacuum", "incremental")
-                .map_err(err)?;
-        }
-        // The first statement reads the header: a garbage file fails here.
-        conn.pragma_update(None, "journal_mode", "wal")
-            .map_err(err)?;
-        conn.pragma_update(None, "foreign_keys", true)
-            .map_err(err)?;
-        schema::migrate(&mut conn).map_err(|e| Self::schema_err(path, e))?;
-        fts5::register(&conn).map_err(err)?;
-        Ok(conn)
+        Self::open_as(path, db::Access::ReadWrite)
     }
 
     /// A WAL database on read-only media can only be opened as immutable
     /// (SQLite cannot create its shared-memory file there); nothing can
     /// change it while the media is read-only, so that is safe.
     fn open_immutable(path: &Path) -> Result<Connection, StoreError> {
-        let err = |e| StoreError::sql(path, e);
-        let uri = super::immutable_uri(path);
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut conn = Connection::open_with_flags(uri, flags).map_err(err)?;
-        schema::migrate(&mut conn).map_err(|e| Self::schema_err(path, e))?;
-        fts5::register(&conn).map_err(err)?;
-        Ok(conn)
+        Self::open_as(path, db::Access::Immutable)
     }
 
-    fn schema_err(path: &Path, e: SchemaError) -> StoreError {
-        match e {
-            SchemaError::Sql(e) => StoreError::sql(path, e),
-            SchemaError::TooNew { .. } => StoreError::TooNew {
-                path: path.to_path_buf(),
-                detail: e.to_string(),
-            },
-            SchemaError::NotAShard(_) => StoreError::Corrupt {
-                path: path.to_path_buf(),
-                detail: e.to_string(),
-            },
-        }
+    fn open_as(path: &Path, access: db::Access) -> Result<Connection, StoreError> {
+        let conn = db::open(path, &schema::SHARD, access).map_err(StoreError::from_db)?;
+        fts5::register(&conn).map_err(|e| StoreError::sql(path, e))?;
+        Ok(conn)
     }
 
     pub fn name(&self) -> &str {

@@ -339,7 +339,7 @@ impl MootBook {
             let tmp = self.dir.join(format!(".{}.json.tmp", moot.view.id));
             // Private like every file of the state directory.
             let _ = std::fs::remove_file(&tmp);
-            crate::store::create_private(&tmp)?;
+            crate::db::create_private(&tmp)?;
             let mut file = std::fs::OpenOptions::new().write(true).open(&tmp)?;
             std::io::Write::write_all(&mut file, &bytes)?;
             file.sync_all()?;
