@@ -279,6 +279,15 @@ impl<'conn> Tokenizer<'conn> {
 
     /// The terms FTS5 makes of `word` when it is a quoted phrase of a query.
     pub(crate) fn tokens(&self, word: &str) -> rusqlite::Result<Vec<Vec<u8>>> {
+        self.tokenize(word, ffi::FTS5_TOKENIZE_QUERY)
+    }
+
+    /// The terms FTS5 indexes for a chunk's `text`, in order.
+    pub(crate) fn document_terms(&self, text: &str) -> rusqlite::Result<Vec<Vec<u8>>> {
+        self.tokenize(text, ffi::FTS5_TOKENIZE_DOCUMENT)
+    }
+
+    fn tokenize(&self, word: &str, flags: c_int) -> rusqlite::Result<Vec<Vec<u8>>> {
         unsafe extern "C" fn push(
             ctx: *mut c_void,
             _flags: c_int,
@@ -310,7 +319,7 @@ impl<'conn> Tokenizer<'conn> {
                 Some(tokenize) => tokenize(
                     self.instance,
                     (&mut out as *mut Vec<Vec<u8>>).cast::<c_void>(),
-                    ffi::FTS5_TOKENIZE_QUERY,
+                    flags,
                     word.as_ptr().cast::<c_char>(),
                     len,
                     Some(push),

@@ -1,20 +1,23 @@
-//! Full-text index upkeep: the per-book FTS5 tables, the collection index
-//! (`fts_all`) and the statistics a search across books ranks with (each
-//! version's token count and the `terms` table), created, counted and dropped
-//! in the transaction that changes the books. Queries over them are `search`.
+//! Full-text index upkeep: the one collection index (`fts_all`, every
+//! current chunk of the shard, rowid = chunk id; a book's chunks are a
+//! contiguous rowid range, so a book-scoped search is a range of it) and
+//! the statistics searches rank with (each version's token count and chunk
+//! lengths, and the `terms` table), changed in the transaction that changes
+//! the books. Queries over them are `search`.
+
+use std::collections::BTreeMap;
 
 use rusqlite::{Connection, params};
 
 use super::fts5;
 
-/// The FTS5 table holding one book version's chunks.
-pub(crate) fn index_table(book_id: i64) -> String {
-    format!("fts_{book_id}")
-}
-
 /// The FTS5 table holding every current chunk of the shard (rowid =
-/// chunks.id), which a search across books matches in one pass.
+/// chunks.id): book-scoped searches match a rowid range of it, searches
+/// across books all of it.
 pub(crate) const COLLECTION_INDEX: &str = "fts_all";
+
+/// FTS5 keeps at most this many bytes of a term.
+pub(crate) const MAX_TERM_BYTES: usize = 32768;
 
 /// Creates the collection index and fills it with every current chunk
 /// (schema step 2; a fresh shard starts it empty).
@@ -28,108 +31,95 @@ fn create_collection_index(conn: &Connection) -> rusqlite::Result<()> {
     ))
 }
 
-/// Creates a book version's search index (inside the ingest transaction).
-pub(crate) fn create_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
-    conn.execute_batch(&format!(
-        "CREATE VIRTUAL TABLE {} USING fts5 (text, content = '', tokenize = '{}')",
-        index_table(book_id),
-        fts5::TOKENIZE
-    ))
+/// A version's rowid range in the collection index: (first, last).
+fn rows_of(conn: &Connection, book_id: i64) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row(
+        "SELECT first_chunk, first_chunk + chunk_count - 1 FROM books WHERE id = ?1",
+        [book_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
 }
 
-/// Adds a just-filled index to the collection's statistics: the version's
-/// token count, each chunk's, and each of its terms' chunk count.
+/// Adds a just-indexed version to the collection's statistics: its token
+/// count, each chunk's, and each of its terms' chunk count.
 pub(crate) fn count_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
-    // FTS5 keeps new rows and its totals in memory until the transaction
-    // commits; `flush` writes them now, where the totals can be read.
-    let table = index_table(book_id);
-    conn.execute_batch(&format!("INSERT INTO {table} ({table}) VALUES ('flush')"))?;
+    let lengths = chunk_lengths(conn, book_id)?;
+    let tokens: i64 = lengths.iter().map(|&n| i64::from(n)).sum();
     conn.execute(
         "UPDATE books SET tokens = ?1, chunk_tokens = ?2 WHERE id = ?3",
-        params![
-            index_tokens(conn, book_id)?,
-            encode_lengths(&chunk_lengths(conn, book_id)?),
-            book_id
-        ],
+        params![tokens, encode_lengths(&lengths), book_id],
     )?;
-    with_vocabulary(conn, book_id, |vocab| {
-        conn.execute_batch(&format!(
-            "INSERT INTO terms (term, chunks) SELECT term, doc FROM {vocab} WHERE true
-             ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks"
-        ))
-    })
-}
-
-/// Drops a version's search index when it is superseded or removed (its
-/// chunks stay in `chunks`), taking its chunks out of the collection index
-/// and its terms out of the statistics.
-pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
-    if index_exists(conn, book_id)? {
-        with_vocabulary(conn, book_id, |vocab| {
-            conn.execute_batch(&format!(
-                "UPDATE terms SET chunks = terms.chunks - v.doc FROM {vocab} AS v WHERE terms.term = v.term;
-                 DELETE FROM terms WHERE chunks <= 0"
-            ))
-        })?;
-        conn.execute(
-            &format!(
-                "DELETE FROM {COLLECTION_INDEX} WHERE rowid IN (SELECT id FROM chunks WHERE book_id = ?1)"
-            ),
-            [book_id],
-        )?;
+    let mut add = conn.prepare_cached(
+        "INSERT INTO terms (term, chunks) VALUES (?1, ?2)
+         ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks",
+    )?;
+    for (term, chunks) in vocabulary(conn, book_id)? {
+        add.execute(params![term, chunks])?;
     }
-    conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", index_table(book_id)))
+    Ok(())
 }
 
-/// Runs `f` with a temporary `fts5vocab` table (one row per term: the
-/// chunks holding it) over a version's index.
-fn with_vocabulary(
-    conn: &Connection,
-    book_id: i64,
-    f: impl FnOnce(&str) -> rusqlite::Result<()>,
-) -> rusqlite::Result<()> {
-    let vocab = "temp.grove_vocabulary";
-    conn.execute_batch(&format!(
-        "DROP TABLE IF EXISTS {vocab};
-         CREATE VIRTUAL TABLE {vocab} USING fts5vocab (main, {}, row)",
-        index_table(book_id)
-    ))?;
-    let result = f(vocab);
-    conn.execute_batch(&format!("DROP TABLE IF EXISTS {vocab}"))?;
-    result
-}
-
-/// The tokens in a version's index, as FTS5 keeps the total for `bm25()`:
-/// the "averages" record (row 1 of its data table) is a varint row count
-/// then a varint token count per column.
-pub(crate) fn index_tokens(conn: &Connection, book_id: i64) -> rusqlite::Result<i64> {
-    let record: Vec<u8> = conn.query_row(
-        &format!(
-            "SELECT block FROM {}_data WHERE id = 1",
-            index_table(book_id)
-        ),
-        [],
+/// Takes a current version out of search when it is superseded or removed
+/// (its chunks stay in `chunks`): its rows out of the collection index and
+/// its terms out of the statistics.
+pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
+    let (first, last) = rows_of(conn, book_id)?;
+    let indexed: i64 = conn.query_row(
+        &format!("SELECT count(*) FROM {COLLECTION_INDEX} WHERE rowid BETWEEN ?1 AND ?2"),
+        params![first, last],
         |r| r.get(0),
     )?;
-    let bad = || {
-        rusqlite::Error::InvalidColumnType(0, "FTS5 averages".into(), rusqlite::types::Type::Blob)
-    };
-    let (_, used) = varint(&record).ok_or_else(bad)?;
-    let (tokens, _) = varint(record.get(used..).ok_or_else(bad)?).ok_or_else(bad)?;
-    i64::try_from(tokens).map_err(|_| bad())
+    if indexed == 0 {
+        return Ok(());
+    }
+    let mut take = conn.prepare_cached("UPDATE terms SET chunks = chunks - ?2 WHERE term = ?1")?;
+    for (term, chunks) in vocabulary(conn, book_id)? {
+        take.execute(params![term, chunks])?;
+    }
+    conn.execute("DELETE FROM terms WHERE chunks <= 0", [])?;
+    conn.execute(
+        &format!("DELETE FROM {COLLECTION_INDEX} WHERE rowid BETWEEN ?1 AND ?2"),
+        params![first, last],
+    )?;
+    Ok(())
 }
 
-/// Each chunk's length in tokens, in chunk order, as the version's index
+/// A version's terms, each with the number of its chunks holding it, as
+/// FTS5 indexes them (its own tokenizer, terms cut at [`MAX_TERM_BYTES`]).
+fn vocabulary(conn: &Connection, book_id: i64) -> rusqlite::Result<BTreeMap<String, i64>> {
+    let tokenizer = fts5::Tokenizer::new(conn)?;
+    let mut stmt = conn.prepare_cached("SELECT text FROM chunks WHERE book_id = ?1")?;
+    let mut rows = stmt.query([book_id])?;
+    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    let mut seen: std::collections::HashSet<Vec<u8>> = Default::default();
+    while let Some(r) = rows.next()? {
+        let text: String = r.get(0)?;
+        seen.clear();
+        for mut term in tokenizer.document_terms(&text)? {
+            term.truncate(MAX_TERM_BYTES);
+            if seen.insert(term.clone()) {
+                // The tokenizer writes UTF-8 (it cuts inside no character
+                // but at the byte limit, where a lossy end is as FTS5 keeps it).
+                *counts
+                    .entry(String::from_utf8_lossy(&term).into_owned())
+                    .or_default() += 1;
+            }
+        }
+    }
+    Ok(counts)
+}
+
+/// Each chunk's length in tokens, in chunk order, as the collection index
 /// counts them (its "docsize" table: one varint per row and column).
 pub(crate) fn chunk_lengths(conn: &Connection, book_id: i64) -> rusqlite::Result<Vec<u32>> {
     let bad = || {
         rusqlite::Error::InvalidColumnType(0, "FTS5 docsize".into(), rusqlite::types::Type::Blob)
     };
-    let mut stmt = conn.prepare(&format!(
-        "SELECT sz FROM {}_docsize ORDER BY id",
-        index_table(book_id)
+    let (first, last) = rows_of(conn, book_id)?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT sz FROM {COLLECTION_INDEX}_docsize WHERE id BETWEEN ?1 AND ?2 ORDER BY id"
     ))?;
-    let mut rows = stmt.query([])?;
+    let mut rows = stmt.query(params![first, last])?;
     let mut lengths = Vec::new();
     while let Some(r) = rows.next()? {
         let sz: Vec<u8> = r.get(0)?;
@@ -174,13 +164,28 @@ pub(crate) fn backfill_statistics(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-pub(crate) fn index_exists(conn: &Connection, book_id: i64) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-        [index_table(book_id)],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
+/// Drops the per-book FTS5 tables (`fts_<books.id>`) shards kept beside the
+/// collection index before it was their one index (schema step 3); the
+/// collection index already holds every current chunk, and the statistics
+/// stay as they are. Says so once, in the log.
+pub(crate) fn drop_book_indexes(conn: &Connection) -> rusqlite::Result<()> {
+    let tables: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'
+             AND name GLOB 'fts_[0-9]*' AND name NOT GLOB 'fts_*[^0-9]*'",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for table in &tables {
+        conn.execute_batch(&format!("DROP TABLE \"{table}\""))?;
+    }
+    if !tables.is_empty() {
+        tracing::info!(
+            dropped = tables.len(),
+            "shard migrated: one full-text index for every book (the per-book indexes were dropped)"
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -55,9 +55,8 @@ const STEPS: &[Step] = &[
         hashes  BLOB NOT NULL,
         PRIMARY KEY (book_id, level, block)
     ) WITHOUT ROWID;
-    -- Each current book version has its own contentless FTS5 table,
-    -- `fts_<books.id>`, rowid = chunks.id: a book-scoped search reads only
-    -- that book's index. Superseding or removing a version drops its table.",
+    -- (Until schema 3 each current book version also had its own
+    -- contentless FTS5 table, `fts_<books.id>`, rowid = chunks.id.)",
     ),
     // 2: what a search across books matches and ranks with (see search.rs):
     // each current version's token count and its chunks' (u32 little-endian
@@ -73,5 +72,13 @@ const STEPS: &[Step] = &[
     ) WITHOUT ROWID;",
         audit: false,
         then: Some(super::index::backfill_statistics),
+    },
+    // 3: the collection index is every book's one index: book-scoped
+    // searches match a book's rowid range of it, and the per-book tables
+    // go.
+    Step {
+        sql: "",
+        audit: false,
+        then: Some(super::index::drop_book_indexes),
     },
 ];

@@ -1,26 +1,45 @@
 //! BM25 search over a shard's current chunks, scoped to one book or all.
 //!
-//! A book-scoped search (what a moot retrieves with) reads that book's own
-//! FTS5 index and ranks with FTS5's `bm25()` over the book. A search over
-//! every book ranks like one index holding every searched chunk: its two
-//! rounds ([`Shard::query_stats`], then [`Shard::search_ranked`] with the
-//! summed stats) are described in `rank` and docs/search.md. The
-//! collection's statistics come from each version's token count
-//! (`books.tokens`) and the shard's `terms` table (how many current chunks
-//! hold each indexed term); its matching runs on one collection index
-//! (`fts_all`) holding every current chunk. All three change in the same
-//! transaction as the books (their upkeep: `index`).
+//! Both scopes match one FTS5 index, the collection index (`fts_all`,
+//! every current chunk; a book's chunks are a contiguous rowid range of
+//! it), and rank like one index holding every searched chunk, with BM25
+//! over the searched chunks alone. A book-scoped search (what a moot
+//! retrieves with) counts its statistics in the book's range; a search
+//! over every book runs in two rounds ([`Shard::query_stats`], then
+//! [`Shard::search_ranked`] with the stats summed over every holder),
+//! described in `rank` and docs/search.md. The collection's statistics
+//! come from each version's token count (`books.tokens`) and the shard's
+//! `terms` table (how many current chunks hold each indexed term). All of
+//! it changes in the same transaction as the books (its upkeep: `index`).
 
 use rusqlite::params;
 
-use super::index::{COLLECTION_INDEX, index_table};
+use super::index::{COLLECTION_INDEX, MAX_TERM_BYTES};
 use super::rank::{self, QueryStats, quote, terms};
 use super::shard::{BookRecord, Shard};
 use super::{StoreError, fts5};
 use crate::merkle::Hash;
 
-/// FTS5's longest term (`FTS5_MAX_TOKEN_SIZE`): it truncates longer ones.
-const MAX_TERM_BYTES: usize = 32768;
+/// The rowids a search matches: one book's range, or every row.
+#[derive(Debug, Clone, Copy)]
+struct Rows {
+    first: i64,
+    last: i64,
+}
+
+impl Rows {
+    const ALL: Rows = Rows {
+        first: i64::MIN,
+        last: i64::MAX,
+    };
+
+    fn of(book: &BookRecord) -> Rows {
+        Rows {
+            first: book.first_chunk,
+            last: book.first_chunk + book.count as i64 - 1,
+        }
+    }
+}
 
 /// What a search looks through.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +91,10 @@ impl Shard {
         match scope {
             // Only current versions have an index.
             SearchScope::Book(b) if b.status != super::BookStatus::Current => Ok(Vec::new()),
-            SearchScope::Book(b) => self.search_book(b.id, &words, k),
+            SearchScope::Book(b) => {
+                let stats = self.book_stats(b, &words, k)?;
+                self.ranked_in(&words, &stats, k, Some(b))
+            }
             SearchScope::All => {
                 let stats = self.query_stats(query, k)?;
                 self.search_ranked(query, &stats, k)
@@ -105,22 +127,52 @@ impl Shard {
                 // FTS5 cuts terms at 32 KiB; a longer one is counted by matching.
                 [term] if term.len() < MAX_TERM_BYTES => match std::str::from_utf8(term) {
                     Ok(term) => self.term_chunks(term)?,
-                    Err(_) => self.count_matches(&quote(word), u64::MAX)?,
+                    Err(_) => self.count_matches(&quote(word), u64::MAX, Rows::ALL)?,
                 },
                 // A word FTS5 cuts in several terms (or none) is a phrase:
                 // counted by matching it.
-                _ => self.count_matches(&quote(word), u64::MAX)?,
+                _ => self.count_matches(&quote(word), u64::MAX, Rows::ALL)?,
             };
         }
+        stats.all_words = self.all_words(&stats, k, Rows::ALL)?;
+        Ok(stats)
+    }
+
+    /// What a book-scoped search ranks with: the book's own chunk and
+    /// token counts, and its chunks holding each word (counted in its
+    /// rowid range), as BM25 over that book alone has them.
+    fn book_stats(
+        &self,
+        book: &BookRecord,
+        words: &[String],
+        k: usize,
+    ) -> Result<QueryStats, StoreError> {
+        let mut stats = QueryStats::empty(words.to_vec());
+        let tokens: Option<i64> = self
+            .conn()
+            .prepare_cached("SELECT tokens FROM books WHERE id = ?1")
+            .and_then(|mut s| s.query_row([book.id], |r| r.get(0)))
+            .map_err(|e| self.err(e))?;
+        stats.chunks = book.count;
+        stats.tokens = tokens.unwrap_or(0) as u64;
+        let rows = Rows::of(book);
+        for (word, held) in words.iter().zip(stats.word_chunks.iter_mut()) {
+            *held = self.count_matches(&quote(word), u64::MAX, rows)?;
+        }
+        stats.all_words = self.all_words(&stats, k, rows)?;
+        Ok(stats)
+    }
+
+    /// Chunks in `rows` holding every word of `stats`, counted up to `k`.
+    fn all_words(&self, stats: &QueryStats, k: usize, rows: Rows) -> Result<u64, StoreError> {
         let cap = k as u64;
-        stats.all_words = if words.len() == 1 {
+        Ok(if stats.words.len() == 1 {
             stats.word_chunks[0].min(cap)
         } else if stats.word_chunks.contains(&0) {
             0
         } else {
-            self.count_matches(&rank::all_words_query(&words), cap)?
-        };
-        Ok(stats)
+            self.count_matches(&rank::all_words_query(&stats.words), cap, rows)?
+        })
     }
 
     /// Round two: the top `k` chunks of this shard's current books for
@@ -132,14 +184,27 @@ impl Shard {
         stats: &QueryStats,
         k: usize,
     ) -> Result<Vec<SearchHit>, StoreError> {
-        let words = terms(query);
-        stats.check_words(&words)?;
+        self.ranked_in(&terms(query), stats, k, None)
+    }
+
+    /// The top `k` chunks for `words` scored with `stats`, of one book or
+    /// (`None`) of every current book, best first in [`hit_order`].
+    fn ranked_in(
+        &self,
+        words: &[String],
+        stats: &QueryStats,
+        k: usize,
+        book: Option<&BookRecord>,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        stats.check_words(words)?;
         if words.is_empty() || k == 0 || stats.chunks == 0 {
             return Ok(Vec::new());
         }
         let ranking = stats.ranking(k);
         // Current books in key order: a book's place breaks ties.
-        let scorer = rank::Scorer::new(&ranking, self.book_rows()?);
+        let books = self.book_rows(book.map(|b| b.id))?;
+        let rows = book.map_or(Rows::ALL, Rows::of);
+        let scorer = rank::Scorer::new(&ranking, books);
         let (weights, book_rows, lengths) = scorer.encode();
         let mut best: Vec<(f64, rank::Tie, i64)> = Vec::new();
         {
@@ -148,7 +213,8 @@ impl Shard {
                 .prepare_cached(&format!(
                     "SELECT id, score FROM (
                         SELECT rowid AS id, grove_rank({COLLECTION_INDEX}, ?2, ?3, ?4, ?5) AS score
-                        FROM {COLLECTION_INDEX} WHERE {COLLECTION_INDEX} MATCH ?1)
+                        FROM {COLLECTION_INDEX} WHERE {COLLECTION_INDEX} MATCH ?1
+                        AND rowid BETWEEN ?6 AND ?7)
                      WHERE score IS NOT NULL"
                 ))
                 .map_err(|e| self.err(e))?;
@@ -158,7 +224,9 @@ impl Shard {
                     weights,
                     book_rows,
                     lengths,
-                    k as i64
+                    k as i64,
+                    rows.first,
+                    rows.last
                 ])
                 .map_err(|e| self.err(e))?;
             while let Some(r) = rows.next().map_err(|e| self.err(e))? {
@@ -176,17 +244,17 @@ impl Shard {
             .collect()
     }
 
-    /// Every current book's rows for a scorer, in key order (a book's place
-    /// breaks ties).
-    fn book_rows(&self) -> Result<Vec<rank::BookRows>, StoreError> {
+    /// Every current book's rows for a scorer (or only book `only`'s), in
+    /// key order (a book's place breaks ties).
+    fn book_rows(&self, only: Option<i64>) -> Result<Vec<rank::BookRows>, StoreError> {
         let mut stmt = self
             .conn()
             .prepare_cached(
                 "SELECT first_chunk, chunk_count, chunk_tokens, key FROM books
-                 WHERE status = 'current' ORDER BY key",
+                 WHERE status = 'current' AND (?1 IS NULL OR id = ?1) ORDER BY key",
             )
             .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([only]).map_err(|e| self.err(e))?;
         let mut books = Vec::new();
         while let Some(r) = rows.next().map_err(|e| self.err(e))? {
             let get = |i| r.get_ref(i).map_err(|e| self.err(e));
@@ -213,17 +281,22 @@ impl Shard {
         Ok(books)
     }
 
-    /// How many current chunks match `fts_query`, counted up to `cap`.
-    fn count_matches(&self, fts_query: &str, cap: u64) -> Result<u64, StoreError> {
+    /// How many current chunks in `rows` match `fts_query`, counted up to `cap`.
+    fn count_matches(&self, fts_query: &str, cap: u64, rows: Rows) -> Result<u64, StoreError> {
         let n: i64 = self
             .conn()
             .prepare_cached(&format!(
                 "SELECT count(*) FROM (SELECT 1 FROM {COLLECTION_INDEX}
-                 WHERE {COLLECTION_INDEX} MATCH ?1 LIMIT ?2)"
+                 WHERE {COLLECTION_INDEX} MATCH ?1 AND rowid BETWEEN ?3 AND ?4 LIMIT ?2)"
             ))
             .and_then(|mut s| {
                 s.query_row(
-                    params![fts_query, i64::try_from(cap).unwrap_or(i64::MAX)],
+                    params![
+                        fts_query,
+                        i64::try_from(cap).unwrap_or(i64::MAX),
+                        rows.first,
+                        rows.last
+                    ],
                     |r| r.get(0),
                 )
             })
@@ -241,43 +314,6 @@ impl Shard {
             .map_err(|e| self.err(e))
     }
 
-    fn search_book(
-        &self,
-        book_id: i64,
-        words: &[String],
-        k: usize,
-    ) -> Result<Vec<SearchHit>, StoreError> {
-        let table = index_table(book_id);
-        let all_words = rank::all_words_query(words);
-        let hits = self.ranked(&table, &all_words, k)?;
-        if hits.len() >= k || words.len() == 1 {
-            return Ok(hits);
-        }
-        let rare = self.rarest(&table, words)?;
-        if rare.is_empty() {
-            return Ok(hits);
-        }
-        self.ranked(&table, &rank::fallback_query(&rare, words), k)
-    }
-
-    fn ranked(&self, table: &str, fts_query: &str, k: usize) -> Result<Vec<SearchHit>, StoreError> {
-        let mut stmt = self
-            .conn()
-            .prepare_cached(&format!(
-                "SELECT h.score, c.idx, c.label, c.leaf, c.text, b.key, b.version, b.title, b.author
-                 FROM (SELECT rowid AS id, -rank AS score FROM {table}
-                       WHERE {table} MATCH ?1 ORDER BY rank LIMIT ?2) AS h
-                 JOIN chunks c ON c.id = h.id
-                 JOIN books b ON b.id = c.book_id
-                 ORDER BY h.score DESC, h.id"
-            ))
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(params![fts_query, k as i64], hit_from_row)
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-
     /// One chunk as a hit with `score`.
     fn hit(&self, chunk_id: i64, score: f64) -> Result<SearchHit, StoreError> {
         self.conn()
@@ -287,24 +323,6 @@ impl Shard {
             )
             .and_then(|mut s| s.query_row(params![chunk_id, score], hit_from_row))
             .map_err(|e| self.err(e))
-    }
-
-    /// Up to three words with the fewest matching chunks (never zero).
-    fn rarest(&self, table: &str, words: &[String]) -> Result<Vec<String>, StoreError> {
-        let mut stmt = self
-            .conn()
-            .prepare_cached(&format!(
-                "SELECT count(*) FROM {table} WHERE {table} MATCH ?1"
-            ))
-            .map_err(|e| self.err(e))?;
-        let mut counted = Vec::new();
-        for word in rank::counted_words(words) {
-            let n: i64 = stmt
-                .query_row(params![quote(word)], |r| r.get(0))
-                .map_err(|e| self.err(e))?;
-            counted.push((n as u64, word.clone()));
-        }
-        Ok(rank::rarest(counted))
     }
 }
 
@@ -469,6 +487,61 @@ mod tests {
         let shard = store.open("main").unwrap();
         let (kept, counted, ..) = statistics(&shard);
         assert_eq!(kept, counted);
+        assert_eq!(
+            shard.search("the sea whale", SearchScope::All, 5).unwrap(),
+            before
+        );
+
+        // A shard of schema 2 kept a per-book FTS5 table beside the
+        // collection index: opened, it drops them in one step, and every
+        // search answers as before.
+        let book = shard.book("t/a", None).unwrap();
+        let scoped = shard
+            .search("sea whale", SearchScope::Book(&book), 4)
+            .unwrap();
+        assert_eq!(scoped.len(), 4);
+        let tables = |shard: &Shard| -> i64 {
+            shard
+                .conn()
+                .query_row(
+                    "SELECT count(*) FROM sqlite_schema WHERE name GLOB 'fts_[0-9]*'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap()
+        };
+        for b in shard.books(false).unwrap() {
+            shard
+                .conn()
+                .execute_batch(&format!(
+                    "CREATE VIRTUAL TABLE fts_{} USING fts5 (text, content = '', tokenize = '{}');
+                     INSERT INTO fts_{} (rowid, text) SELECT id, text FROM chunks WHERE book_id = {};",
+                    b.id,
+                    fts5::TOKENIZE,
+                    b.id,
+                    b.id
+                ))
+                .unwrap();
+        }
+        shard
+            .conn()
+            .execute_batch("PRAGMA user_version = 2")
+            .unwrap();
+        assert_eq!(tables(&shard), 2 * 5, "two tables and their shadow tables");
+        drop(shard);
+        let shard = store.open("main").unwrap();
+        assert_eq!(tables(&shard), 0, "the per-book tables are dropped");
+        let version: i64 = shard
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 3);
+        assert_eq!(
+            shard
+                .search("sea whale", SearchScope::Book(&book), 4)
+                .unwrap(),
+            scoped
+        );
         assert_eq!(
             shard.search("the sea whale", SearchScope::All, 5).unwrap(),
             before

@@ -634,11 +634,10 @@ impl Shard {
         Ok(())
     }
 
-    /// A current version's index and the collection index hold exactly its
-    /// chunks, each findable by its own words, and its recorded token count
-    /// is its index's; other versions are in no index.
+    /// The collection index holds exactly a current version's chunks, each
+    /// findable by its own words, and its recorded token count and chunk
+    /// lengths are the index's; other versions are not in it.
     fn verify_index(&self, book: &BookRecord, report: &mut VerifyReport) -> Result<(), StoreError> {
-        let exists = index::index_exists(&self.conn, book.id).map_err(|e| self.err(e))?;
         let collected: i64 = self
             .conn
             .query_row(
@@ -651,15 +650,9 @@ impl Shard {
             )
             .map_err(|e| self.err(e))?;
         if book.status != BookStatus::Current {
-            if exists {
-                report.problems.push(format!(
-                    "a {} version still has a search index",
-                    book.status.as_str()
-                ));
-            }
             if collected != 0 {
                 report.problems.push(format!(
-                    "{collected} chunks of a {} version are still in the collection index",
+                    "{collected} chunks of a {} version are still in the search index",
                     book.status.as_str()
                 ));
             }
@@ -667,29 +660,13 @@ impl Shard {
         }
         if collected != book.count as i64 {
             report.problems.push(format!(
-                "the collection index holds {collected} of the book's {} chunks",
+                "the search index holds {collected} of the book's {} chunks",
                 book.count
             ));
-        }
-        if !exists {
-            report
-                .problems
-                .push("the current version has no search index".into());
             return Ok(());
         }
-        let table = index::index_table(book.id);
-        let indexed: i64 = self
-            .conn
-            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-            .map_err(|e| self.err(e))?;
-        if indexed != book.count as i64 {
-            report.problems.push(format!(
-                "search index holds {indexed} chunks, the book has {}",
-                book.count
-            ));
-        }
         self.verify_recorded_counts(book, report)?;
-        self.verify_findable(book, &table, report)
+        self.verify_findable(book, report)
     }
 
     /// The token count and chunk lengths the book's row records are its
@@ -705,7 +682,8 @@ impl Shard {
                 r.get(0)
             })
             .map_err(|e| self.err(e))?;
-        let tokens = index::index_tokens(&self.conn, book.id).map_err(|e| self.err(e))?;
+        let counted = index::chunk_lengths(&self.conn, book.id).map_err(|e| self.err(e))?;
+        let tokens: i64 = counted.iter().map(|&n| i64::from(n)).sum();
         if recorded != Some(tokens) {
             report.problems.push(format!(
                 "the book's recorded token count {recorded:?} is not its index's {tokens}"
@@ -719,7 +697,6 @@ impl Shard {
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))?;
-        let counted = index::chunk_lengths(&self.conn, book.id).map_err(|e| self.err(e))?;
         if lengths != Some(index::encode_lengths(&counted)) {
             report
                 .problems
@@ -728,23 +705,15 @@ impl Shard {
         Ok(())
     }
 
-    /// Every chunk is found by its longest word in the book's index `table`
-    /// and in the collection index.
+    /// Every chunk is found by its longest word in the search index.
     fn verify_findable(
         &self,
         book: &BookRecord,
-        table: &str,
         report: &mut VerifyReport,
     ) -> Result<(), StoreError> {
         let mut text_stmt = self
             .conn
             .prepare("SELECT id, text FROM chunks WHERE book_id = ?1 ORDER BY idx")
-            .map_err(|e| self.err(e))?;
-        let mut match_stmt = self
-            .conn
-            .prepare(&format!(
-                "SELECT count(*) FROM {table} WHERE {table} MATCH ?1 AND rowid = ?2"
-            ))
             .map_err(|e| self.err(e))?;
         let all = index::COLLECTION_INDEX;
         let mut all_stmt = self
@@ -761,16 +730,14 @@ impl Shard {
             let Some(word) = rank::terms(&text).into_iter().max_by_key(|t| t.len()) else {
                 continue;
             };
-            for (stmt, which) in [(&mut match_stmt, "search"), (&mut all_stmt, "collection")] {
-                let n: i64 = stmt
-                    .query_row(params![rank::quote(&word), id], |r| r.get(0))
-                    .map_err(|e| self.err(e))?;
-                if n != 1 {
-                    report.problems.push(format!(
-                        "chunk {} is not found in the {which} index by its word `{word}`",
-                        id - book.first_chunk
-                    ));
-                }
+            let n: i64 = all_stmt
+                .query_row(params![rank::quote(&word), id], |r| r.get(0))
+                .map_err(|e| self.err(e))?;
+            if n != 1 {
+                report.problems.push(format!(
+                    "chunk {} is not found in the search index by its word `{word}`",
+                    id - book.first_chunk
+                ));
             }
         }
         Ok(())
@@ -834,7 +801,6 @@ fn insert_version(
         ],
     )?;
     let book_id = tx.last_insert_rowid();
-    index::create_index(tx, book_id)?;
     Ok(NewVersion {
         book_id,
         version,
@@ -842,28 +808,23 @@ fn insert_version(
     })
 }
 
-/// The three inserts each chunk of a new version makes: its row, its
-/// book's search index and the collection index.
+/// The two inserts each chunk of a new version makes: its row and its
+/// row of the collection index.
 struct ChunkWriter<'tx> {
     chunk: rusqlite::CachedStatement<'tx>,
-    fts: rusqlite::Statement<'tx>,
     all: rusqlite::CachedStatement<'tx>,
 }
 
 impl<'tx> ChunkWriter<'tx> {
-    fn prepare(tx: &'tx Transaction<'_>, book_id: i64) -> rusqlite::Result<Self> {
+    fn prepare(tx: &'tx Transaction<'_>) -> rusqlite::Result<Self> {
         let chunk = tx.prepare_cached(
             "INSERT INTO chunks (id, book_id, idx, label, leaf, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
-        let fts = tx.prepare(&format!(
-            "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
-            index::index_table(book_id)
-        ))?;
         let all = tx.prepare_cached(&format!(
             "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
             index::COLLECTION_INDEX
         ))?;
-        Ok(ChunkWriter { chunk, fts, all })
+        Ok(ChunkWriter { chunk, all })
     }
 
     /// Stores one chunk of `new`; returns its leaf hash.
@@ -878,7 +839,6 @@ impl<'tx> ChunkWriter<'tx> {
             &leaf[..],
             chunk.text
         ])?;
-        self.fts.execute(params![id, chunk.text])?;
         self.all.execute(params![id, chunk.text])?;
         Ok(leaf)
     }
@@ -894,7 +854,7 @@ fn store_chunks(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<Hash>, StoreError> {
     let err = |e| StoreError::sql(path, e);
-    let mut writer = ChunkWriter::prepare(tx, new.book_id).map_err(err)?;
+    let mut writer = ChunkWriter::prepare(tx).map_err(err)?;
     let mut leaves = Vec::new();
     loop {
         match chunks.recv() {
