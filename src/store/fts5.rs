@@ -279,15 +279,24 @@ impl<'conn> Tokenizer<'conn> {
 
     /// The terms FTS5 makes of `word` when it is a quoted phrase of a query.
     pub(crate) fn tokens(&self, word: &str) -> rusqlite::Result<Vec<Vec<u8>>> {
-        self.tokenize(word, ffi::FTS5_TOKENIZE_QUERY)
+        let mut out = Vec::new();
+        self.tokenize(word, ffi::FTS5_TOKENIZE_QUERY, &mut |t| {
+            out.push(t.to_vec())
+        })?;
+        Ok(out)
     }
 
-    /// The terms FTS5 indexes for a chunk's `text`, in order.
-    pub(crate) fn document_terms(&self, text: &str) -> rusqlite::Result<Vec<Vec<u8>>> {
-        self.tokenize(text, ffi::FTS5_TOKENIZE_DOCUMENT)
+    /// Calls `f` with each term FTS5 indexes for a chunk's `text`, in order
+    /// (the bytes are valid for that call).
+    pub(crate) fn for_each_term(
+        &self,
+        text: &str,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> rusqlite::Result<()> {
+        self.tokenize(text, ffi::FTS5_TOKENIZE_DOCUMENT, f)
     }
 
-    fn tokenize(&self, word: &str, flags: c_int) -> rusqlite::Result<Vec<Vec<u8>>> {
+    fn tokenize(&self, text: &str, flags: c_int, f: &mut dyn FnMut(&[u8])) -> rusqlite::Result<()> {
         unsafe extern "C" fn push(
             ctx: *mut c_void,
             _flags: c_int,
@@ -296,31 +305,32 @@ impl<'conn> Tokenizer<'conn> {
             _start: c_int,
             _end: c_int,
         ) -> c_int {
-            // SAFETY: `ctx` is the Vec passed below; FTS5 hands a token of
-            // `n` bytes valid for this call.
+            // SAFETY: `ctx` is the `&mut dyn FnMut` passed below; FTS5
+            // hands a token of `n` bytes valid for this call.
             unsafe {
-                let out = &mut *ctx.cast::<Vec<Vec<u8>>>();
-                out.push(
-                    std::slice::from_raw_parts(token.cast::<u8>(), n.max(0) as usize).to_vec(),
-                );
+                let f = &mut *ctx.cast::<&mut dyn FnMut(&[u8])>();
+                f(std::slice::from_raw_parts(
+                    token.cast::<u8>(),
+                    n.max(0) as usize,
+                ));
             }
             ffi::SQLITE_OK
         }
-        let mut out: Vec<Vec<u8>> = Vec::new();
-        let Ok(len) = c_int::try_from(word.len()) else {
+        let Ok(len) = c_int::try_from(text.len()) else {
             return Err(rusqlite::Error::ToSqlConversionFailure(
-                "word too long".into(),
+                "text too long".into(),
             ));
         };
+        let mut f = f;
         // SAFETY: the instance is live (deleted only in Drop); the text and
-        // the output Vec outlive the call.
+        // the callback outlive the call.
         let rc = unsafe {
             match self.tokenizer.xTokenize {
                 Some(tokenize) => tokenize(
                     self.instance,
-                    (&mut out as *mut Vec<Vec<u8>>).cast::<c_void>(),
+                    (&mut f as *mut &mut dyn FnMut(&[u8])).cast::<c_void>(),
                     flags,
-                    word.as_ptr().cast::<c_char>(),
+                    text.as_ptr().cast::<c_char>(),
                     len,
                     Some(push),
                 ),
@@ -328,7 +338,7 @@ impl<'conn> Tokenizer<'conn> {
             }
         };
         if rc == ffi::SQLITE_OK {
-            Ok(out)
+            Ok(())
         } else {
             Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None))
         }

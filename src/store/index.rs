@@ -5,7 +5,7 @@
 //! lengths, and the `terms` table), changed in the transaction that changes
 //! the books. Queries over them are `search`.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use rusqlite::{Connection, params};
 
@@ -40,9 +40,71 @@ fn rows_of(conn: &Connection, book_id: i64) -> rusqlite::Result<(i64, i64)> {
     )
 }
 
+/// A version's terms, each with the number of its chunks holding it, as
+/// FTS5 indexes them (its own tokenizer, terms cut at [`MAX_TERM_BYTES`]),
+/// counted chunk by chunk as they are stored.
+#[derive(Default)]
+pub(crate) struct Vocabulary {
+    /// Term -> (chunks holding it, the last chunk counted).
+    terms: HashMap<Box<[u8]>, (i64, u64)>,
+    chunks: u64,
+}
+
+impl Vocabulary {
+    /// Counts one chunk's terms, each once.
+    pub(crate) fn add(
+        &mut self,
+        tokenizer: &fts5::Tokenizer<'_>,
+        text: &str,
+    ) -> rusqlite::Result<()> {
+        self.chunks += 1;
+        let chunk = self.chunks;
+        let terms = &mut self.terms;
+        tokenizer.for_each_term(text, &mut |term| {
+            let term = &term[..term.len().min(MAX_TERM_BYTES)];
+            match terms.get_mut(term) {
+                Some((held, last)) if *last != chunk => {
+                    *held += 1;
+                    *last = chunk;
+                }
+                Some(_) => {}
+                None => {
+                    terms.insert(term.into(), (1, chunk));
+                }
+            }
+        })
+    }
+
+    /// Each term (as FTS5 keeps it: UTF-8, and where the byte limit cuts a
+    /// character, its lossy end) with its chunk count.
+    fn counts(&self) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, i64)> {
+        self.terms
+            .iter()
+            .map(|(term, (held, _))| (String::from_utf8_lossy(term), *held))
+    }
+
+    /// A stored version's vocabulary, counted again from its chunks.
+    fn of_stored(conn: &Connection, book_id: i64) -> rusqlite::Result<Vocabulary> {
+        let tokenizer = fts5::Tokenizer::new(conn)?;
+        let mut stmt =
+            conn.prepare_cached("SELECT text FROM chunks WHERE book_id = ?1 ORDER BY idx")?;
+        let mut rows = stmt.query([book_id])?;
+        let mut vocabulary = Vocabulary::default();
+        while let Some(r) = rows.next()? {
+            vocabulary.add(&tokenizer, r.get_ref(0)?.as_str()?)?;
+        }
+        Ok(vocabulary)
+    }
+}
+
 /// Adds a just-indexed version to the collection's statistics: its token
-/// count, each chunk's, and each of its terms' chunk count.
-pub(crate) fn count_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
+/// count, each chunk's, and each of its terms' chunk count (`vocabulary`,
+/// counted as its chunks were stored).
+pub(crate) fn count_index(
+    conn: &Connection,
+    book_id: i64,
+    vocabulary: &Vocabulary,
+) -> rusqlite::Result<()> {
     let lengths = chunk_lengths(conn, book_id)?;
     let tokens: i64 = lengths.iter().map(|&n| i64::from(n)).sum();
     conn.execute(
@@ -53,7 +115,7 @@ pub(crate) fn count_index(conn: &Connection, book_id: i64) -> rusqlite::Result<(
         "INSERT INTO terms (term, chunks) VALUES (?1, ?2)
          ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks",
     )?;
-    for (term, chunks) in vocabulary(conn, book_id)? {
+    for (term, chunks) in vocabulary.counts() {
         add.execute(params![term, chunks])?;
     }
     Ok(())
@@ -73,7 +135,7 @@ pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()
         return Ok(());
     }
     let mut take = conn.prepare_cached("UPDATE terms SET chunks = chunks - ?2 WHERE term = ?1")?;
-    for (term, chunks) in vocabulary(conn, book_id)? {
+    for (term, chunks) in Vocabulary::of_stored(conn, book_id)?.counts() {
         take.execute(params![term, chunks])?;
     }
     conn.execute("DELETE FROM terms WHERE chunks <= 0", [])?;
@@ -82,31 +144,6 @@ pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()
         params![first, last],
     )?;
     Ok(())
-}
-
-/// A version's terms, each with the number of its chunks holding it, as
-/// FTS5 indexes them (its own tokenizer, terms cut at [`MAX_TERM_BYTES`]).
-fn vocabulary(conn: &Connection, book_id: i64) -> rusqlite::Result<BTreeMap<String, i64>> {
-    let tokenizer = fts5::Tokenizer::new(conn)?;
-    let mut stmt = conn.prepare_cached("SELECT text FROM chunks WHERE book_id = ?1")?;
-    let mut rows = stmt.query([book_id])?;
-    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
-    let mut seen: std::collections::HashSet<Vec<u8>> = Default::default();
-    while let Some(r) = rows.next()? {
-        let text: String = r.get(0)?;
-        seen.clear();
-        for mut term in tokenizer.document_terms(&text)? {
-            term.truncate(MAX_TERM_BYTES);
-            if seen.insert(term.clone()) {
-                // The tokenizer writes UTF-8 (it cuts inside no character
-                // but at the byte limit, where a lossy end is as FTS5 keeps it).
-                *counts
-                    .entry(String::from_utf8_lossy(&term).into_owned())
-                    .or_default() += 1;
-            }
-        }
-    }
-    Ok(counts)
 }
 
 /// Each chunk's length in tokens, in chunk order, as the collection index
@@ -159,7 +196,7 @@ pub(crate) fn backfill_statistics(conn: &Connection) -> rusqlite::Result<()> {
         .query_map([], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     for id in ids {
-        count_index(conn, id)?;
+        count_index(conn, id, &Vocabulary::of_stored(conn, id)?)?;
     }
     Ok(())
 }

@@ -339,7 +339,7 @@ impl Shard {
             index::drop_index(&tx, cur.id).map_err(err)?;
         }
         let new = insert_version(&tx, key, book, source, now_ms).map_err(err)?;
-        let leaves = store_chunks(&tx, &path, &new, &chunks, progress)?;
+        let (leaves, vocabulary) = store_chunks(&tx, &path, &new, &chunks, progress)?;
         let count = leaves.len() as u64;
         let levels = merkle::levels(leaves).ok_or(StoreError::Chunks(ChunkError::Empty))?;
         let root = levels[levels.len() - 1][0];
@@ -351,7 +351,7 @@ impl Shard {
             drop(tx);
             return Ok((IngestStatus::Unchanged, cur.clone()));
         }
-        store_tree(&tx, new.book_id, &levels).map_err(err)?;
+        store_tree(&tx, new.book_id, &levels, &vocabulary).map_err(err)?;
         let status = if current.is_some() {
             IngestStatus::NewVersion
         } else {
@@ -808,11 +808,13 @@ fn insert_version(
     })
 }
 
-/// The two inserts each chunk of a new version makes: its row and its
-/// row of the collection index.
+/// What each chunk of a new version makes: its row, its row of the
+/// collection index, and its terms counted for the statistics.
 struct ChunkWriter<'tx> {
     chunk: rusqlite::CachedStatement<'tx>,
     all: rusqlite::CachedStatement<'tx>,
+    tokenizer: super::fts5::Tokenizer<'tx>,
+    vocabulary: index::Vocabulary,
 }
 
 impl<'tx> ChunkWriter<'tx> {
@@ -824,7 +826,12 @@ impl<'tx> ChunkWriter<'tx> {
             "INSERT INTO {} (rowid, text) VALUES (?1, ?2)",
             index::COLLECTION_INDEX
         ))?;
-        Ok(ChunkWriter { chunk, all })
+        Ok(ChunkWriter {
+            chunk,
+            all,
+            tokenizer: super::fts5::Tokenizer::new(tx)?,
+            vocabulary: index::Vocabulary::default(),
+        })
     }
 
     /// Stores one chunk of `new`; returns its leaf hash.
@@ -840,19 +847,20 @@ impl<'tx> ChunkWriter<'tx> {
             chunk.text
         ])?;
         self.all.execute(params![id, chunk.text])?;
+        self.vocabulary.add(&self.tokenizer, &chunk.text)?;
         Ok(leaf)
     }
 }
 
 /// Stores the chunks the chunking thread sends, in order, until its outcome;
-/// returns their leaves.
+/// returns their leaves and their terms.
 fn store_chunks(
     tx: &Transaction<'_>,
     path: &Path,
     new: &NewVersion,
     chunks: &std::sync::mpsc::Receiver<Produced>,
     progress: &mut dyn FnMut(u64),
-) -> Result<Vec<Hash>, StoreError> {
+) -> Result<(Vec<Hash>, index::Vocabulary), StoreError> {
     let err = |e| StoreError::sql(path, e);
     let mut writer = ChunkWriter::prepare(tx).map_err(err)?;
     let mut leaves = Vec::new();
@@ -864,7 +872,7 @@ fn store_chunks(
                     progress(leaves.len() as u64);
                 }
             }
-            Ok(Produced::Done(Ok(_))) => return Ok(leaves),
+            Ok(Produced::Done(Ok(_))) => return Ok((leaves, writer.vocabulary)),
             Ok(Produced::Done(Err(e))) => return Err(StoreError::Chunks(e)),
             // The chunking thread ended without its outcome: it panicked.
             Err(_) => return Err(StoreError::ChunkerFailed),
@@ -874,14 +882,19 @@ fn store_chunks(
 
 /// Records a new version's root and count, its index's counts and its
 /// Merkle levels (every level but the root, which books.root holds).
-fn store_tree(tx: &Transaction<'_>, book_id: i64, levels: &[Vec<Hash>]) -> rusqlite::Result<()> {
+fn store_tree(
+    tx: &Transaction<'_>,
+    book_id: i64,
+    levels: &[Vec<Hash>],
+    vocabulary: &index::Vocabulary,
+) -> rusqlite::Result<()> {
     let root = levels[levels.len() - 1][0];
     let count = levels[0].len() as u64;
     tx.execute(
         "UPDATE books SET root = ?1, chunk_count = ?2 WHERE id = ?3",
         params![&root[..], count as i64, book_id],
     )?;
-    index::count_index(tx, book_id)?;
+    index::count_index(tx, book_id, vocabulary)?;
     let mut block_stmt = tx.prepare_cached(
         "INSERT INTO merkle_blocks (book_id, level, block, hashes) VALUES (?1, ?2, ?3, ?4)",
     )?;

@@ -189,10 +189,8 @@ struct Best {
     grove: Duration,
     bare_cpu: Duration,
     grove_cpu: Duration,
-    with_terms: Duration,
-    with_collection: Duration,
-    /// Bare insert, with term counts, with the collection index, grove's shard.
-    sizes: (u64, u64, u64, u64),
+    /// The bare insert's database and grove's shard.
+    sizes: (u64, u64),
 }
 
 impl Default for Best {
@@ -203,15 +201,13 @@ impl Default for Best {
             grove: Duration::MAX,
             bare_cpu: Duration::MAX,
             grove_cpu: Duration::MAX,
-            with_terms: Duration::MAX,
-            with_collection: Duration::MAX,
-            sizes: (0, 0, 0, 0),
+            sizes: (0, 0),
         }
     }
 }
 
 impl Best {
-    /// Rep `rep`: `sha256sum`, the three bare inserts and grove's ingest,
+    /// Rep `rep`: `sha256sum`, the bare insert and grove's ingest,
     /// each into fresh databases beside `state`.
     fn measure(
         &mut self,
@@ -230,38 +226,20 @@ impl Best {
             bail!("sha256sum failed");
         }
         let cpu = cpu_time();
-        let (time, size) = bare_insert(
-            &state.with_extension(format!("bare{rep}.db")),
-            chunk_sets,
-            Extra::None,
-        )?;
+        let (time, size) = bare_insert(&state.with_extension(format!("bare{rep}.db")), chunk_sets)?;
         self.bare = self.bare.min(time);
         self.bare_cpu = self.bare_cpu.min(cpu_time().saturating_sub(cpu));
         self.sizes.0 = size;
-        let (time, size) = bare_insert(
-            &state.with_extension(format!("terms{rep}.db")),
-            chunk_sets,
-            Extra::TermCounts,
-        )?;
-        self.with_terms = self.with_terms.min(time);
-        self.sizes.1 = size;
-        let (time, size) = bare_insert(
-            &state.with_extension(format!("everything{rep}.db")),
-            chunk_sets,
-            Extra::CollectionIndex,
-        )?;
-        self.with_collection = self.with_collection.min(time);
-        self.sizes.2 = size;
         // grove end to end: read, decode, chunk, hash, store, index, audit, commit.
         let cpu = cpu_time();
         let (_, secs) = ingest_files(&state.with_extension(format!("grove{rep}")), files)?;
         self.grove_cpu = self.grove_cpu.min(cpu_time().saturating_sub(cpu));
         self.grove = self.grove.min(Duration::from_secs_f64(secs));
-        self.sizes.3 = shard_size(&state.with_extension(format!("grove{rep}")))?;
+        self.sizes.1 = shard_size(&state.with_extension(format!("grove{rep}")))?;
         Ok(())
     }
 
-    /// The rates for `mb` megabytes, and what grove keeps beside the bare insert.
+    /// The rates for `mb` megabytes, and the sizes on disk.
     fn print(&self, mb: f64) {
         let (bare, sizes) = (self.bare, self.sizes);
         println!(
@@ -279,22 +257,11 @@ impl Best {
         );
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         println!(
-            "  kept for search across books, beside the bare per-book insert ({:.1} MiB on disk):",
-            mib(sizes.0)
+            "  on disk: the bare FTS5 table {:.1} MiB, the grove shard {:.1} MiB ({:.2}x: chunk text, Merkle levels, statistics)",
+            mib(sizes.0),
+            mib(sizes.1),
+            sizes.1 as f64 / sizes.0 as f64
         );
-        println!(
-            "    term counts            +{:>5.1}% time, +{:.1} MiB ({:+.1}%)",
-            (self.with_terms.as_secs_f64() / bare.as_secs_f64() - 1.0) * 100.0,
-            mib(sizes.1.saturating_sub(sizes.0)),
-            (sizes.1 as f64 / sizes.0 as f64 - 1.0) * 100.0
-        );
-        println!(
-            "    collection index       +{:>5.1}% time, +{:.1} MiB ({:+.1}%)",
-            (self.with_collection.as_secs_f64() / bare.as_secs_f64() - 1.0) * 100.0,
-            mib(sizes.2.saturating_sub(sizes.0)),
-            (sizes.2 as f64 / sizes.0 as f64 - 1.0) * 100.0
-        );
-        println!("  grove shard on disk    {:>8.1} MiB", mib(sizes.3));
         println!(
             "  CPU time (both threads): bare {:.0} ms, grove {:.0} ms ({:.2}x)",
             self.bare_cpu.as_secs_f64() * 1e3,
@@ -315,74 +282,30 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// What a bare insert builds beside the per-book index.
-#[derive(Clone, Copy, PartialEq)]
-enum Extra {
-    /// One FTS5 table per book (grove's layout), nothing else.
-    None,
-    /// Plus the term statistics grove keeps for ranking across books: each
-    /// book's term counts summed into one `terms` table.
-    TermCounts,
-    /// Plus the collection index grove matches a search across books with:
-    /// one FTS5 table holding every chunk again.
-    CollectionIndex,
-}
-
-/// The same index layout grove uses (one FTS5 table per book), with
-/// nothing else: no chunk rows, hashes, Merkle blocks or audit; `extra`
-/// adds one way of keeping collection statistics. Returns the time taken
-/// and the database's size once checkpointed.
+/// The bare insert: every chunk into one contentless FTS5 table (the
+/// shard's one index, as grove keeps it), one transaction per book, chunks
+/// ready beforehand: the full-text work an ingest cannot avoid.
 fn bare_insert(
     path: &Path,
     chunk_sets: &[Vec<grove::text::Chunk>],
-    extra: Extra,
 ) -> anyhow::Result<(Duration, u64)> {
-    const FTS: &str =
-        "USING fts5 (text, content = '', tokenize = 'porter unicode61 remove_diacritics 2')";
     let conn = rusqlite::Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "wal")?;
-    conn.execute_batch(&format!(
-        "CREATE TABLE terms (term TEXT PRIMARY KEY, chunks INTEGER NOT NULL) WITHOUT ROWID;
-         CREATE TABLE books (id INTEGER PRIMARY KEY, chunk_tokens BLOB);
-         CREATE VIRTUAL TABLE everything {FTS};"
-    ))?;
+    conn.execute_batch(
+        "CREATE VIRTUAL TABLE everything USING fts5 (text, content = '', contentless_delete = 1,
+             tokenize = 'porter unicode61 remove_diacritics 2');",
+    )?;
     let t = Instant::now();
     let mut rowid = 0i64;
-    for (b, chunks) in chunk_sets.iter().enumerate() {
+    for chunks in chunk_sets {
         let tx =
             rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Deferred)?;
-        tx.execute_batch(&format!("CREATE VIRTUAL TABLE t{b} {FTS}"))?;
         {
-            let mut stmt =
-                tx.prepare(&format!("INSERT INTO t{b} (rowid, text) VALUES (?1, ?2)"))?;
-            let mut everything =
-                tx.prepare("INSERT INTO everything (rowid, text) VALUES (?1, ?2)")?;
+            let mut stmt = tx.prepare("INSERT INTO everything (rowid, text) VALUES (?1, ?2)")?;
             for c in chunks {
                 rowid += 1;
                 stmt.execute(rusqlite::params![rowid, c.text])?;
-                if extra == Extra::CollectionIndex {
-                    everything.execute(rusqlite::params![rowid, c.text])?;
-                }
             }
-        }
-        if extra == Extra::TermCounts {
-            tx.execute_batch(&format!(
-                "INSERT INTO t{b} (t{b}) VALUES ('flush');
-                 CREATE VIRTUAL TABLE temp.v USING fts5vocab (main, t{b}, row);
-                 INSERT INTO terms (term, chunks) SELECT term, doc FROM temp.v WHERE true
-                 ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks;
-                 DROP TABLE temp.v;"
-            ))?;
-            // Each chunk's length, read back as grove keeps it.
-            let lengths: Vec<u8> = tx
-                .prepare(&format!("SELECT sz FROM t{b}_docsize ORDER BY id"))?
-                .query_map([], |r| r.get::<_, Vec<u8>>(0))?
-                .collect::<Result<Vec<_>, _>>()?
-                .concat();
-            tx.execute(
-                "INSERT INTO books (id, chunk_tokens) VALUES (?1, ?2)",
-                rusqlite::params![b as i64, lengths],
-            )?;
         }
         tx.commit()?;
     }
