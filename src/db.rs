@@ -14,11 +14,22 @@ use rusqlite::{Connection, OpenFlags};
 /// How long a writer waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The audit chain's table (`store::audit` appends to it and checks it),
+/// created in every database's first step.
+pub const AUDIT_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS audit (
+    seq   INTEGER PRIMARY KEY,
+    at_ms INTEGER NOT NULL,
+    kind  TEXT NOT NULL,
+    body  TEXT NOT NULL,
+    prev  BLOB NOT NULL CHECK (length(prev) = 32),
+    hash  BLOB NOT NULL CHECK (length(hash) = 32)
+);";
+
 /// One migration step: `sql`, then `then` (a backfill), in one transaction,
 /// taking `user_version` from its index to its index + 1.
 pub struct Step {
     pub sql: &'static str,
-    /// This step also creates the audit table (`store::audit::SCHEMA`):
+    /// This step also creates the audit table ([`AUDIT_SCHEMA`]):
     /// every database's first step, so each one carries an audit chain.
     pub audit: bool,
     pub then: Option<fn(&Connection) -> rusqlite::Result<()>>,
@@ -250,8 +261,7 @@ fn migrate(
         let tx = conn.transaction().map_err(step_err)?;
         tx.execute_batch(step.sql).map_err(step_err)?;
         if step.audit {
-            tx.execute_batch(crate::store::audit::SCHEMA)
-                .map_err(step_err)?;
+            tx.execute_batch(AUDIT_SCHEMA).map_err(step_err)?;
         }
         if let Some(then) = step.then {
             then(&tx).map_err(step_err)?;

@@ -10,15 +10,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
-/// SQL that creates the audit table; run by each database's migrations.
-pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS audit (
-    seq   INTEGER PRIMARY KEY,
-    at_ms INTEGER NOT NULL,
-    kind  TEXT NOT NULL,
-    body  TEXT NOT NULL,
-    prev  BLOB NOT NULL CHECK (length(prev) = 32),
-    hash  BLOB NOT NULL CHECK (length(hash) = 32)
-);";
+/// SQL that creates the audit table: the SQLite kit runs it in every
+/// database's first migration step (`db::Step::first`).
+pub use crate::db::AUDIT_SCHEMA as SCHEMA;
 
 /// Errors from appending to or checking an audit chain.
 #[derive(Debug, thiserror::Error)]

@@ -491,10 +491,32 @@ mod tests {
             shard.search("the sea whale", SearchScope::All, 5).unwrap(),
             before
         );
+    }
 
-        // A shard of schema 2 kept a per-book FTS5 table beside the
-        // collection index: opened, it drops them in one step, and every
-        // search answers as before.
+    /// A shard of schema 2 kept a per-book FTS5 table beside the
+    /// collection index: opened, it drops them in one step, and every
+    /// search answers as before.
+    #[test]
+    fn a_shard_with_per_book_indexes_migrates_to_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut shard = store.open_or_create("main").unwrap();
+        for (key, words, n) in [
+            ("t/a", ["sea", "ship", "whale", "the"], 30),
+            ("t/b", ["pride", "ball", "the", "sea"], 20),
+        ] {
+            shard
+                .ingest(
+                    key,
+                    &generated_text(&words, n),
+                    1 << 16,
+                    "test",
+                    0,
+                    &mut |_| {},
+                )
+                .unwrap();
+        }
+        let before = shard.search("the sea whale", SearchScope::All, 5).unwrap();
         let book = shard.book("t/a", None).unwrap();
         let scoped = shard
             .search("sea whale", SearchScope::Book(&book), 4)

@@ -13,7 +13,7 @@ pub fn page() -> String {
     let body = "<h1>Verify a moot export</h1>\
         <p>Pick or drop a file written by <code>grove moot export</code> (or a transcript). \
         It is checked by this node with the same code as <code>grove moot verify</code>: \
-        the host's signature, the roster, the announcements, every signed turn and its proofs, \
+        the host's signature, the membership chain from the mesh's genesis to its roster, the announcements, every signed turn and its proofs, \
         then every utterance re-graded.</p>\
         <form id=\"verify-form\" class=\"drop\"><label for=\"file\">Export file</label>\
         <input type=\"file\" id=\"file\" name=\"file\" accept=\".json,application/json\">\
@@ -45,7 +45,7 @@ pub fn verdict(name: &str, result: &Result<FileVerdict, FileError>) -> String {
                 Some(by) => {
                     let _ = write!(
                         out,
-                        "{} signed turns (signatures, proofs, chain) and {} utterances re-graded, re-snapped and hashed; stats agree.</p>",
+                        "{} signed turns (signatures, proofs, turn chain) and {} utterances re-graded, re-snapped and hashed; stats agree.</p>",
                         by.signed_turns, v.utterances
                     );
                 }
@@ -110,7 +110,7 @@ fn vouched(out: &mut String, v: &FileVerdict) {
         // The page pins nothing: say what the reader must compare.
         let chain = match by.chain {
             ChainStatus::SelfCertified { epochs } => format!(
-                "Its membership chain replays from the genesis that mesh id {} is the hash of, \
+                "Its membership chain replays from the genesis that mesh id <code>{}</code> is the hash of, \
                  through {epochs} epochs: compare that id with the one your mesh shows \
                  (<code>grove mesh status</code>), or run <code>grove moot verify FILE \
                  --expect-mesh {}</code>.",
@@ -118,7 +118,7 @@ fn vouched(out: &mut String, v: &FileVerdict) {
                 esc(&by.mesh_id)
             ),
             weak => format!(
-                "Unanchored: {}. Compare roster {} with the one your mesh shows.",
+                "⚠ Unanchored: {}. Compare roster <code>{}</code> with the one your mesh shows.",
                 esc(weak.weakness().unwrap_or_default()),
                 esc(&by.roster_hash)
             ),
