@@ -336,6 +336,11 @@ impl Roster {
                 "approved invites not sorted or repeated",
             ));
         }
+        // Every roster is followed by epoch + 1: one at the limit would
+        // make that overflow (a chainless welcome's roster is untrusted).
+        if w.epoch == u64::MAX {
+            return Err(MeshError::malformed("roster", "epoch at its limit"));
+        }
         let genesis_nonce = match w.genesis_nonce.as_slice() {
             [] => None,
             _ if w.epoch != 0 => {
@@ -452,7 +457,8 @@ impl Roster {
         invite_id: Option<[u8; 16]>,
     ) -> Roster {
         let mut next = self.clone();
-        next.epoch = self.epoch + 1;
+        // Below u64::MAX for every decoded roster (see `decode`).
+        next.epoch = self.epoch.saturating_add(1);
         next.commit_hash = commit_hash;
         next.genesis_nonce = None;
         match change {
@@ -492,6 +498,37 @@ impl Roster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_genesis_certifies_its_id_and_a_roster_at_the_epoch_limit_does_not_decode() {
+        let id = crate::identity::Identity::generate(&mut rand::rng());
+        let p = id.public();
+        let founder = Member {
+            peer_id: p.peer_id,
+            ed25519: p.ed25519,
+            x25519: p.x25519,
+            x25519_binding: p.x25519_binding,
+            name: "founder".into(),
+            joined_epoch: 0,
+        };
+        let genesis = Roster::genesis([3; 16], "m", founder, QuorumRule::MAJORITY);
+        assert!(genesis.self_certifies());
+        let decoded = Roster::decode(&genesis.encode()).unwrap();
+        assert_eq!(decoded, genesis);
+        let mut other = genesis.clone();
+        other.mesh_name = "n".into();
+        assert!(!other.self_certifies(), "the id commits to the name");
+        let mut later = genesis.clone();
+        later.genesis_nonce = None;
+        later.epoch = u64::MAX;
+        assert!(Roster::decode(&later.encode()).is_err());
+        later.epoch = 1;
+        later.genesis_nonce = Some([3; 16]);
+        assert!(
+            Roster::decode(&later.encode()).is_err(),
+            "a nonce after epoch 0"
+        );
+    }
 
     #[test]
     fn majority_needs_more_than_half() {

@@ -101,7 +101,7 @@ pub fn verify_chain(genesis: &[u8], commits: &[wire::Signed]) -> Result<Verified
     }];
     for signed in commits {
         let prev = nodes.last().expect("the genesis is in");
-        let epoch = prev.roster.epoch + 1;
+        let epoch = prev.roster.epoch.saturating_add(1);
         let next = next_node(&prev.roster, &prev.hash, signed).map_err(|e| ChainError::Commit {
             epoch,
             reason: e.to_string(),

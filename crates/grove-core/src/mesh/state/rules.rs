@@ -163,7 +163,7 @@ pub fn build_commit(
 ) -> Result<wire::Signed, MeshError> {
     let core = wire::CommitCore {
         mesh_id: roster.mesh_id.to_vec(),
-        new_epoch: roster.epoch + 1,
+        new_epoch: roster.epoch.saturating_add(1),
         prev_roster_hash: roster_hash.to_vec(),
         proposal: Some(proposal),
         votes,
@@ -334,7 +334,7 @@ fn check_lineage(
     if core.mesh_id != prev.mesh_id {
         return Err(MeshError::WrongMesh("commit"));
     }
-    if core.new_epoch != prev.epoch + 1 {
+    if prev.epoch.checked_add(1) != Some(core.new_epoch) {
         return Err(MeshError::InvalidCommit("epoch is not parent + 1".into()));
     }
     if prev
