@@ -1516,18 +1516,7 @@ fn the_chain_from_a_self_certifying_genesis_replays_offline() {
     use grove::mesh::roster::Roster;
     use grove::mesh::state::{Anchor, verify_chain};
     let (mut nodes, mut rng, mut now) = mesh_of(10, 20);
-    while nodes[0].state.epoch() < 20 {
-        now += STEP_MS;
-        let epoch = nodes[0].state.epoch();
-        let by = epoch as usize % nodes.len();
-        let p = propose_all(&mut nodes, by, ProposalChange::Rotate, now, &mut rng);
-        for other in (0..nodes.len()).filter(|&o| o != by) {
-            if nodes[other].state.epoch() == epoch {
-                vote_all(&mut nodes, other, p, true, now, &mut rng);
-            }
-        }
-        assert_eq!(nodes[0].state.epoch(), epoch + 1);
-    }
+    rotate_to(&mut nodes, 20, &mut now, &mut rng);
     for (i, n) in nodes.iter().enumerate() {
         let (genesis, commits) = n
             .state
@@ -1681,4 +1670,43 @@ fn deliver(
             }
         }
     }
+}
+
+/// Rotates, each member proposing in turn, until the mesh is at `epoch`.
+fn rotate_to(nodes: &mut [Node], epoch: u64, now: &mut i64, rng: &mut StdRng) {
+    while nodes[0].state.epoch() < epoch {
+        *now += STEP_MS;
+        let at = nodes[0].state.epoch();
+        let by = at as usize % nodes.len();
+        let p = propose_all(nodes, by, ProposalChange::Rotate, *now, rng);
+        for other in (0..nodes.len()).filter(|&o| o != by) {
+            if nodes[other].state.epoch() == at {
+                vote_all(nodes, other, p, true, *now, rng);
+            }
+        }
+        assert_eq!(nodes[0].state.epoch(), at + 1);
+    }
+}
+
+/// A chain too long for one join response (over `WELCOME_CHAIN_MAX_BYTES`)
+/// is left out of the welcome: the joiner still joins, on its inviter's
+/// word, and holds no chain back to the genesis.
+#[test]
+fn a_welcome_too_long_for_its_chain_still_adds_the_joiner() {
+    let (mut nodes, mut rng, mut now) = mesh_of(10, 21);
+    let mut epoch = 20;
+    loop {
+        rotate_to(&mut nodes, epoch, &mut now, &mut rng);
+        let (genesis, commits) = nodes[0].state.chain_from_genesis().unwrap();
+        let bytes = genesis.len() + commits.iter().map(|c| c.encoded_len()).sum::<usize>();
+        if bytes > grove::mesh::state::WELCOME_CHAIN_MAX_BYTES {
+            break;
+        }
+        epoch += 10;
+        assert!(epoch < 200, "the chain never outgrew a welcome");
+    }
+    now += STEP_MS;
+    let joiner = add_member(&mut nodes, 0, now, &mut rng);
+    assert!(nodes[joiner].state.is_member());
+    assert!(nodes[joiner].state.chain_from_genesis().is_none());
 }

@@ -150,6 +150,35 @@ pub fn chain_to(
     Some((at.roster.encode(), commits))
 }
 
+/// The most a welcome's chain may take: the welcome travels in one join
+/// response, whose frame is at most `net.max_message_bytes` (256 KiB by
+/// default). Until checkpoints bound the chain, a welcome of a mesh whose
+/// chain is longer goes without it, and its joiner trusts the roster it is
+/// added to on its inviter's word (docs/mesh-protocol.md §3a).
+pub const WELCOME_CHAIN_MAX_BYTES: usize = 192 * 1024;
+
+/// The welcome of `commit` onto `prev_roster` (encoded), with the chain
+/// that proves it (the genesis and the commits to it) while that stays
+/// under [`WELCOME_CHAIN_MAX_BYTES`].
+pub(super) fn welcome(
+    commit: wire::Signed,
+    prev_roster: Vec<u8>,
+    chain: Option<(Vec<u8>, Vec<wire::Signed>)>,
+) -> wire::Welcome {
+    let (genesis, chain) = chain
+        .filter(|(genesis, commits)| {
+            genesis.len() + commits.iter().map(Message::encoded_len).sum::<usize>()
+                <= WELCOME_CHAIN_MAX_BYTES
+        })
+        .unwrap_or_default();
+    wire::Welcome {
+        commit: Some(commit),
+        prev_roster,
+        genesis,
+        chain,
+    }
+}
+
 impl MeshState {
     /// This node's chain from the genesis to its tip (see [`chain_to`]).
     pub fn chain_from_genesis(&self) -> Option<(Vec<u8>, Vec<wire::Signed>)> {

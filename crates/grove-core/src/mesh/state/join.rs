@@ -107,13 +107,11 @@ impl MeshState {
         let parent = self.rosters.get(&parent_hash)?;
         let commit =
             codec::decode_canonical::<wire::Signed>(node.commit.as_ref()?, "stored commit").ok()?;
-        let (genesis, chain) = chain_to(&self.rosters, &parent_hash).unwrap_or_default();
-        Some(wire::Welcome {
-            commit: Some(commit),
-            prev_roster: parent.roster.encode(),
-            genesis,
-            chain,
-        })
+        Some(chain::welcome(
+            commit,
+            parent.roster.encode(),
+            chain_to(&self.rosters, &parent_hash),
+        ))
     }
 
     pub(super) fn answer_sync(

@@ -34,7 +34,9 @@ mod tx;
 mod votes;
 
 use self::apply::*;
-pub use self::chain::{Anchor, ChainError, VerifiedChain, chain_to, verify_chain};
+pub use self::chain::{
+    Anchor, ChainError, VerifiedChain, WELCOME_CHAIN_MAX_BYTES, chain_to, verify_chain,
+};
 use self::commands::*;
 use self::join::*;
 pub use self::join::{JoinCheck, invite_hash, parse_join_request, verify_join_request};

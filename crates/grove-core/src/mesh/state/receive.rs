@@ -482,15 +482,9 @@ pub(super) fn tx_try_commit<R: CryptoRng + ?Sized>(
     tx_apply_commit(tx, id, &signed, now_ms)?;
     tx.send(Dest::All, Kind::Commit(signed.clone()));
     if let Some(joiner) = &p.joiner {
-        let (genesis, chain) = prev_chain.unwrap_or_default();
         tx.send(
             Dest::Peer(joiner.clone()),
-            Kind::Welcome(wire::Welcome {
-                commit: Some(signed),
-                prev_roster: roster.encode(),
-                genesis,
-                chain,
-            }),
+            Kind::Welcome(chain::welcome(signed, roster.encode(), prev_chain)),
         );
     }
     Ok(())
