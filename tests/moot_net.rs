@@ -378,15 +378,7 @@ fn forged_members_are_caught(export: &Value, nodes: &[&Daemon]) {
     let resigned = |body: &ExportBody| opened.sign(body);
     let roster = Roster::decode(&body.roster).unwrap();
     let stranger = grove::identity::Identity::generate(&mut rand::rng());
-    let p = stranger.public();
-    let invented = Member {
-        peer_id: p.peer_id,
-        ed25519: p.ed25519,
-        x25519: p.x25519,
-        x25519_binding: p.x25519_binding,
-        name: "invented".into(),
-        joined_epoch: roster.epoch,
-    };
+    let invented = Member::new(stranger.public(), "invented", roster.epoch);
     let with_invented = |mut r: Roster| {
         r.members.push(invented.clone());
         r.members.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));

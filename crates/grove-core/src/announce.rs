@@ -117,14 +117,7 @@ mod tests {
         let mut rng = rand::rng();
         let a = Identity::generate(&mut rng);
         let outsider = Identity::generate(&mut rng);
-        let member = crate::mesh::roster::Member {
-            peer_id: a.peer_id(),
-            ed25519: a.ed25519_public(),
-            x25519: a.x25519_public(),
-            x25519_binding: a.public().x25519_binding,
-            name: "a".into(),
-            joined_epoch: 0,
-        };
+        let member = crate::mesh::roster::Member::new(a.public(), "a", 0);
         let roster = Roster::genesis(
             [7u8; 16],
             "m",

@@ -178,17 +178,7 @@ impl Setup {
         let ids: Vec<Identity> = (0..n).map(|_| Identity::generate(&mut *rng)).collect();
         let mut members: Vec<Member> = ids
             .iter()
-            .map(|id| {
-                let p = id.public();
-                Member {
-                    peer_id: p.peer_id,
-                    ed25519: p.ed25519,
-                    x25519: p.x25519,
-                    x25519_binding: p.x25519_binding,
-                    name: "member".into(),
-                    joined_epoch: 0,
-                }
-            })
+            .map(|id| Member::new(id.public(), "member", 0))
             .collect();
         members.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
         let roster = Roster {

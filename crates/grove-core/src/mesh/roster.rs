@@ -122,7 +122,7 @@ pub struct Roster {
     /// Invites approved in advance (§8a), sorted by invite id.
     pub approved: Vec<ApprovedInvite>,
     /// At epoch 0 of a mesh with a self-certifying id: the nonce the id
-    /// commits to (§2a). `None` at every later epoch and in legacy meshes.
+    /// commits to (§3a). `None` at every later epoch and in legacy meshes.
     pub genesis_nonce: Option<[u8; 16]>,
 }
 
@@ -178,6 +178,19 @@ pub enum Change {
 }
 
 impl Member {
+    /// The member entry of a node's public keys, named `name`, joined at
+    /// `joined_epoch`.
+    pub fn new(public: crate::identity::PublicIdentity, name: &str, joined_epoch: u64) -> Member {
+        Member {
+            peer_id: public.peer_id,
+            ed25519: public.ed25519,
+            x25519: public.x25519,
+            x25519_binding: public.x25519_binding,
+            name: name.to_string(),
+            joined_epoch,
+        }
+    }
+
     pub fn to_wire(&self) -> wire::Member {
         wire::Member {
             peer_id: self.peer_id.clone(),
@@ -235,7 +248,7 @@ fn check_name(field: Field, text: &str) -> Result<(), MeshError> {
 
 impl Roster {
     /// Epoch 0 with one founding member, under the self-certifying mesh id
-    /// that hashes this roster and `nonce` (§2a).
+    /// that hashes this roster and `nonce` (§3a).
     pub fn genesis(
         nonce: [u8; 16],
         mesh_name: &str,
@@ -502,15 +515,7 @@ mod tests {
     #[test]
     fn a_genesis_certifies_its_id_and_a_roster_at_the_epoch_limit_does_not_decode() {
         let id = crate::identity::Identity::generate(&mut rand::rng());
-        let p = id.public();
-        let founder = Member {
-            peer_id: p.peer_id,
-            ed25519: p.ed25519,
-            x25519: p.x25519,
-            x25519_binding: p.x25519_binding,
-            name: "founder".into(),
-            joined_epoch: 0,
-        };
+        let founder = Member::new(id.public(), "founder", 0);
         let genesis = Roster::genesis([3; 16], "m", founder, QuorumRule::MAJORITY);
         assert!(genesis.self_certifies());
         let decoded = Roster::decode(&genesis.encode()).unwrap();

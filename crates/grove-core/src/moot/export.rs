@@ -2,7 +2,7 @@
 //! export alone it checks the host's signature over everything, the
 //! membership chain from the mesh's genesis to the roster that vouches for
 //! every key (version 2: replayed commit by commit, docs/mesh-protocol.md
-//! §2a), the announcements that vouch for every book root, each signed
+//! §3a), the announcements that vouch for every book root, each signed
 //! turn (its signer in the roster of the epoch it signed at, announced
 //! root, every proof, the chain of previous-turn hashes) and that each
 //! signed utterance is exactly the one in the transcript; the transcript

@@ -1,6 +1,6 @@
 //! The membership chain as an outside reader checks it: a genesis roster
 //! and the signed commits after it, replayed offline with the rules every
-//! member applies (docs/mesh-protocol.md §2a, §7), to the roster of every
+//! member applies (docs/mesh-protocol.md §3a, §7), to the roster of every
 //! epoch. Moot exports and welcomes carry one.
 
 use prost::Message;

@@ -95,15 +95,7 @@ impl MeshState {
     }
 
     pub(super) fn member_entry(&self, id: &Identity, name: &str, joined_epoch: u64) -> Member {
-        let p = id.public();
-        Member {
-            peer_id: p.peer_id,
-            ed25519: p.ed25519,
-            x25519: p.x25519,
-            x25519_binding: p.x25519_binding,
-            name: name.to_string(),
-            joined_epoch,
-        }
+        Member::new(id.public(), name, joined_epoch)
     }
 
     /// Creates a signed invite; `output` holds its text form.
