@@ -115,14 +115,6 @@ impl DbError {
             problem: problem.into(),
         }
     }
-
-    /// The SQLite error underneath, if that is what failed.
-    pub fn sql(&self) -> Option<&rusqlite::Error> {
-        match &self.problem {
-            Problem::Sql(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// Creates `path` as an empty file only its owner can read and write

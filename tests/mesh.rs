@@ -1527,7 +1527,7 @@ fn the_chain_from_a_self_certifying_genesis_replays_offline() {
         assert_eq!(chain.anchor, Anchor::Genesis);
         assert_eq!(chain.mesh_id(), n.state.mesh_id().unwrap());
         assert_eq!(Some(chain.tip()), n.state.roster(), "node {i}");
-        assert_eq!(chain.len(), 21);
+        assert_eq!(chain.epochs(), 21);
     }
     let (genesis, commits) = nodes[0].state.chain_from_genesis().unwrap();
     let bytes = genesis.len()

@@ -123,17 +123,10 @@ pub(crate) fn count_index(
 
 /// Takes a current version out of search when it is superseded or removed
 /// (its chunks stay in `chunks`): its rows out of the collection index and
-/// its terms out of the statistics.
+/// its terms out of the statistics. Only current versions are in search,
+/// and both callers (a new version, a removal) pass the current one.
 pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
     let (first, last) = rows_of(conn, book_id)?;
-    let indexed: i64 = conn.query_row(
-        &format!("SELECT count(*) FROM {COLLECTION_INDEX} WHERE rowid BETWEEN ?1 AND ?2"),
-        params![first, last],
-        |r| r.get(0),
-    )?;
-    if indexed == 0 {
-        return Ok(());
-    }
     let mut take = conn.prepare_cached("UPDATE terms SET chunks = chunks - ?2 WHERE term = ?1")?;
     for (term, chunks) in Vocabulary::of_stored(conn, book_id)?.counts() {
         take.execute(params![term, chunks])?;

@@ -152,9 +152,14 @@ impl Shard {
     /// shard, and migrates it. On a read-only file system an existing shard
     /// opens read-only (reads work; writes fail with a clear error).
     pub fn open(name: &str, path: &Path) -> Result<Shard, StoreError> {
-        let conn = match Self::open_read_write(path) {
+        let conn = match Self::open_as(path, db::Access::ReadWrite) {
             Ok(conn) => conn,
-            Err(StoreError::NotWritable { .. }) if path.is_file() => Self::open_immutable(path)?,
+            // A WAL database on read-only media can only be opened as
+            // immutable (SQLite cannot create its shared-memory file
+            // there); nothing can change it while the media is read-only.
+            Err(StoreError::NotWritable { .. }) if path.is_file() => {
+                Self::open_as(path, db::Access::Immutable)?
+            }
             Err(e) => return Err(e),
         };
         Ok(Shard {
@@ -162,17 +167,6 @@ impl Shard {
             path: path.to_path_buf(),
             conn,
         })
-    }
-
-    fn open_read_write(path: &Path) -> Result<Connection, StoreError> {
-        Self::open_as(path, db::Access::ReadWrite)
-    }
-
-    /// A WAL database on read-only media can only be opened as immutable
-    /// (SQLite cannot create its shared-memory file there); nothing can
-    /// change it while the media is read-only, so that is safe.
-    fn open_immutable(path: &Path) -> Result<Connection, StoreError> {
-        Self::open_as(path, db::Access::Immutable)
     }
 
     fn open_as(path: &Path, access: db::Access) -> Result<Connection, StoreError> {

@@ -99,8 +99,8 @@ pub fn verify_signed_export(signed_hex: &str) -> Result<(Vouched, Vec<Mismatch>)
     check_announcements(&export, &mut mismatches);
     check_signed_turns(&export, &mut mismatches);
     let chain = match &export.chain {
-        Some(c) if c.anchor == Anchor::Genesis => ChainStatus::SelfCertified { epochs: c.len() },
-        Some(c) => ChainStatus::LegacyId { epochs: c.len() },
+        Some(c) if c.anchor == Anchor::Genesis => ChainStatus::SelfCertified { epochs: c.epochs() },
+        Some(c) => ChainStatus::LegacyId { epochs: c.epochs() },
         None => ChainStatus::NoChain,
     };
     let OpenedExport {
@@ -156,7 +156,7 @@ impl OpenedExport {
     /// announced its book while it was in).
     fn rosters(&self) -> Vec<&Roster> {
         match &self.chain {
-            Some(chain) => (0..chain.len() as u64)
+            Some(chain) => (0..chain.epochs() as u64)
                 .rev()
                 .filter_map(|e| chain.at(e))
                 .collect(),
@@ -238,14 +238,20 @@ struct AnnouncedRoot {
 }
 
 /// Every announcement must be vouched for by a roster of the export (see
-/// [`OpenedExport::rosters`]); one that is not is a mismatch.
+/// [`OpenedExport::rosters`], newest first); one that is not is a
+/// mismatch, with what the newest roster found wrong.
 fn check_announcements(export: &OpenedExport, mismatches: &mut Vec<Mismatch>) {
     let rosters = export.rosters();
     for a in &export.body.announcements {
-        let verdicts: Vec<_> = rosters.iter().map(|r| announce::verify(a, r)).collect();
-        if verdicts.iter().all(Result::is_err)
-            && let Some(Err(e)) = verdicts.first()
-        {
+        let mut newest_error = None;
+        let vouched = rosters.iter().any(|r| match announce::verify(a, r) {
+            Ok(_) => true,
+            Err(e) => {
+                newest_error.get_or_insert(e);
+                false
+            }
+        });
+        if let (false, Some(e)) = (vouched, newest_error) {
             mismatches.push(mismatch(None, format!("an announcement: {e}")));
         }
     }
@@ -287,9 +293,13 @@ fn check_signed_turns(export: &OpenedExport, mismatches: &mut Vec<Mismatch>) {
         ));
     }
     let mut prev: [u8; 32] = GENESIS_PREV;
+    // The roots each roster vouches for, worked out once per epoch.
+    let mut roots_by_epoch = std::collections::BTreeMap::new();
     for (i, (turn, recorded)) in turns.iter().zip(utterances).enumerate() {
         let n = i as u32 + 1;
-        if let Some(what) = signed_turn_problem(export, n, &prev, turn, recorded) {
+        if let Some(what) =
+            signed_turn_problem(export, &mut roots_by_epoch, n, &prev, turn, recorded)
+        {
             mismatches.push(mismatch(Some(n), what));
         }
         prev = signed::turn_hash(turn);
@@ -303,6 +313,7 @@ fn check_signed_turns(export: &OpenedExport, mismatches: &mut Vec<Mismatch>) {
 /// transcript's.
 fn signed_turn_problem(
     export: &OpenedExport,
+    roots_by_epoch: &mut std::collections::BTreeMap<u64, Vec<AnnouncedRoot>>,
     n: u32,
     prev: &[u8; 32],
     turn: &Signed,
@@ -322,7 +333,9 @@ fn signed_turn_problem(
             roster.epoch
         ));
     };
-    let roots: Vec<(Hash, u64)> = announced_roots(&export.body.announcements, roster)
+    let roots: Vec<(Hash, u64)> = roots_by_epoch
+        .entry(roster.epoch)
+        .or_insert_with(|| announced_roots(&export.body.announcements, roster))
         .iter()
         .filter(|a| a.peer_id == member.peer_id && a.book == recorded.speaker)
         .map(|a| (a.root, a.count))

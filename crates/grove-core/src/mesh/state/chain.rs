@@ -45,13 +45,9 @@ impl VerifiedChain {
             .map(|n| &n.roster)
     }
 
-    /// Epochs 0 to the tip.
-    pub fn len(&self) -> usize {
+    /// How many epochs the chain holds: 0 to the tip (at least the genesis).
+    pub fn epochs(&self) -> usize {
         self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
     }
 }
 
