@@ -436,7 +436,7 @@ fn reading_measures_are_recorded_and_re_derived() {
     assert!(d2 < 0.75, "{d2}");
 
     let record = TranscriptRecord::from(&moot);
-    assert_eq!(record.settings.reading.as_deref(), Some("reading-v3"));
+    assert_eq!(record.settings.reading.as_deref(), Some("reading-v4"));
     let json = record.to_json_pretty();
     for key in READING_STATS.iter().chain(&READING_FIELDS) {
         assert!(json.contains(&format!("\"{key}\"")), "{key}");

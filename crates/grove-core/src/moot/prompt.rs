@@ -100,14 +100,16 @@ pub fn user_message(cue: &Cue<'_>, topic: Option<&str>) -> String {
 /// topic, since a small model echoes the question's words (asked for its
 /// "last word to your friend", it writes "The last word to the friend's
 /// last words"; asked where the friend is wrong, it corrects the friend's
-/// spelling: "a common idiomatic error in the world of language").
+/// spelling: "a common idiomatic error in the world of language"; asked
+/// "What question does that raise", it wrote "The question raises the
+/// question about…").
 fn question(mv: Move, about: &str) -> String {
     match mv {
         Move::Open => format!("What do you think{about}?"),
         Move::Answer => format!("Do you agree{about}? Say why."),
         Move::Challenge => format!("Where do you differ{about}?"),
         Move::Extend => format!("What more is true{about}?"),
-        Move::Ask => format!("What question does that raise{about}?"),
+        Move::Ask => format!("What do you wonder{about}?"),
         Move::Close => format!("What do you believe{about}, in the end?"),
     }
 }
@@ -242,7 +244,7 @@ mod tests {
         assert_eq!(
             m,
             "well, \"a good man\" says so.\n\n\
-             What question does that raise about money?"
+             What do you wonder about money?"
         );
         let opening = user_message(&Cue::Opening, None);
         assert_eq!(opening, "What do you think?");

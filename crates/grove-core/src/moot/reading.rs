@@ -1,5 +1,5 @@
 //! How a turn reads to a person: the five reading measures of a moot
-//! (`reading-v3`; `reading-v1` and `reading-v2` are kept so older
+//! (`reading-v4`; `reading-v1` to `reading-v3` are kept so older
 //! transcripts verify as they were written), with the word lists they use, defined here once. The
 //! grounding stats say whether quotes are the book's own words; these say
 //! whether the words around them are a conversation about the topic.
@@ -13,7 +13,9 @@
 //!   `reading-v2` of [`META_TALK_WORDS_V2`] or [`META_TALK_PHRASES_V2`]:
 //!   talk about the exchange itself, thanks, examples, information; since
 //!   `reading-v3` of [`META_TALK_WORDS_V3`] or [`META_TALK_PHRASES_V3`]:
-//!   reviews of books, lines and words as writing), not
+//!   reviews of books, lines and words as writing; since `reading-v4` of
+//!   [`META_TALK_WORDS_V4`]: talk about the question asked, quotes read as
+//!   sayings, references), not
 //!   counting words inside the books' titles or the topic;
 //! - unsupported terms: numerals (words with a digit) and capitalised names
 //!   (a capitalised word not at a sentence start, other than `I`) whose words
@@ -42,33 +44,42 @@ pub use self::words::*;
 /// them.
 pub const READING_VERSION: &str = ReadingVersion::CURRENT.as_str();
 
-/// A version of the reading measures. They differ only in the meta-talk
+/// A version of the reading measures. They differ in the meta-talk
 /// lists: `reading-v2` adds [`META_TALK_WORDS_V2`] and
 /// [`META_TALK_PHRASES_V2`], `reading-v3` also [`META_TALK_WORDS_V3`] and
-/// [`META_TALK_PHRASES_V3`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// [`META_TALK_PHRASES_V3`] (and counts words that are not English as
+/// unsupported), `reading-v4` also [`META_TALK_WORDS_V4`]. Each version
+/// includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum ReadingVersion {
     V1,
     V2,
-    #[default]
     V3,
+    #[default]
+    V4,
 }
 
 impl ReadingVersion {
-    pub const CURRENT: ReadingVersion = ReadingVersion::V3;
+    pub const CURRENT: ReadingVersion = ReadingVersion::V4;
 
     pub const fn as_str(self) -> &'static str {
         match self {
             ReadingVersion::V1 => "reading-v1",
             ReadingVersion::V2 => "reading-v2",
             ReadingVersion::V3 => "reading-v3",
+            ReadingVersion::V4 => "reading-v4",
         }
     }
 
     /// The version a transcript names (`None`: one this grove does not know).
     pub fn parse(name: &str) -> Option<ReadingVersion> {
-        [ReadingVersion::V1, ReadingVersion::V2, ReadingVersion::V3]
-            .into_iter()
+        [
+            ReadingVersion::V1,
+            ReadingVersion::V2,
+            ReadingVersion::V3,
+            ReadingVersion::V4,
+        ]
+        .into_iter()
             .find(|v| v.as_str() == name)
     }
 
@@ -76,13 +87,16 @@ impl ReadingVersion {
     pub fn meta_talk_lists(self) -> (Vec<&'static str>, Vec<&'static str>) {
         let mut words = META_TALK_WORDS.to_vec();
         let mut phrases = META_TALK_PHRASES.to_vec();
-        if self != ReadingVersion::V1 {
+        if self >= ReadingVersion::V2 {
             words.extend_from_slice(META_TALK_WORDS_V2);
             phrases.extend_from_slice(META_TALK_PHRASES_V2);
         }
-        if self == ReadingVersion::V3 {
+        if self >= ReadingVersion::V3 {
             words.extend_from_slice(META_TALK_WORDS_V3);
             phrases.extend_from_slice(META_TALK_PHRASES_V3);
+        }
+        if self >= ReadingVersion::V4 {
+            words.extend_from_slice(META_TALK_WORDS_V4);
         }
         (words, phrases)
     }
@@ -260,7 +274,7 @@ pub fn unsupported_terms(
         }
         let unsupported = |w: &String| !supported.contains(w);
         let ws = words(&word);
-        let invented = version == ReadingVersion::V3
+        let invented = version >= ReadingVersion::V3
             && ws.iter().any(|w| {
                 unsupported(w) && !is_english_word(w) && w.chars().any(char::is_alphabetic)
             });
@@ -358,7 +372,8 @@ pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
 /// aside: a moot that says "a casual remark" turn after turn loops across
 /// turns), a phrase of three words earlier turns said (topic words too),
 /// one stem twice within three words (a phrase bent around a word the
-/// copy rule refused: "people living for live"), and, to the good, a
+/// copy rule refused: "people living for live"), a compound of one word
+/// twice ("safe-safest"), and, to the good, a
 /// quote that shares a content word with the topic or the own words, and
 /// own words that take up a content word of the other book's last quotes
 /// (`last_other`), not only the topic's.
@@ -398,6 +413,9 @@ pub fn draft_shape_score(
     // One stem twice within three own words ("living for live"): a phrase
     // bent around a word it could not write.
     score -= 2.0 * bent_phrases(&stretches) as f64;
+    // A compound made of one word twice ("safe-safest"): a word bent at
+    // a hyphen reads as a made-up one.
+    score -= 2.0 * doubled_compounds(text) as f64;
     let quotes = ParsedReply::parse(text).quotes.len();
     if quotes >= 2 {
         let between = &stretches[1..stretches.len().saturating_sub(1).max(1)];
@@ -446,6 +464,27 @@ fn doubled_around_and(text: &str) -> usize {
                 .count()
         })
         .sum()
+}
+
+/// Hyphenated own words whose parts share a stem or where one part starts
+/// the next ("safe-safest", "live-living"); `well-being` is two words.
+fn doubled_compounds(text: &str) -> usize {
+    outside_quotes(text)
+        .iter()
+        .flat_map(|s| {
+            s.split(|c: char| !is_word_char(c) && c != '-')
+                .map(str::to_lowercase)
+                .collect::<Vec<_>>()
+        })
+        .filter(|w| {
+            let parts: Vec<&str> = w.split('-').filter(|p| !p.is_empty()).collect();
+            parts.windows(2).any(|p| {
+                let (a, b) = (stem(p[0]), stem(p[1]));
+                a.chars().count() >= 3
+                    && (a == b || p[1].starts_with(p[0]) || p[0].starts_with(p[1]))
+            })
+        })
+        .count()
 }
 
 /// The own-word trigrams of `text` that earlier turns' own words hold.

@@ -210,8 +210,9 @@ fn turn_messages(request: &TurnRequest, tagged: &[TaggedPassage]) -> Vec<ChatMes
 /// (tagged s1..sk) or the other book's earlier turns (tagged oN), as the
 /// grader reads them. Its own turns are left out: a book echoing itself
 /// is how a small model loops. Outside quotes it may copy nothing of its
-/// prompt (the messages sent, added per call) nor of any earlier turn; it
-/// may always name the two books.
+/// prompt (the messages sent, added per call, the topic aside:
+/// [`prompt_runs`]) nor of any earlier turn; it may always name the two
+/// books.
 fn turn_guidance(request: &TurnRequest, tagged: &[TaggedPassage]) -> Guidance {
     Guidance {
         passages: tagged.iter().map(|t| t.passage.content.clone()).collect(),
@@ -226,6 +227,19 @@ fn turn_guidance(request: &TurnRequest, tagged: &[TaggedPassage]) -> Guidance {
             .map(reading::topic_word_forms)
             .unwrap_or_default(),
         banned_words: banned_words(request),
+    }
+}
+
+/// The stretches of a prompt message whose runs free text may not copy:
+/// the message split at each mention of the topic. The topic is the
+/// turn's to say in its own sentence; refused a run of it ("should spend
+/// their time"), a small model bends the phrase ("spend there time",
+/// "people living for live"). Earlier turns' runs stay refused, topic
+/// words and all, so the topic is not said the same way twice.
+fn prompt_runs(message: &str, topic: Option<&str>) -> Vec<String> {
+    match topic.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(topic) => message.split(topic).map(str::to_string).collect(),
+        None => vec![message.to_string()],
     }
 }
 
@@ -252,9 +266,10 @@ impl Turn<'_, '_> {
     /// none of them either.
     fn call(&mut self, messages: &[ChatMessage], seed: u64) -> Result<String, MootError> {
         let mut guidance = self.guidance.clone();
+        let topic = self.request.topic.as_deref();
         guidance
             .avoid
-            .extend(messages.iter().map(|m| m.content.clone()));
+            .extend(messages.iter().flat_map(|m| prompt_runs(&m.content, topic)));
         self.model
             .complete(&ChatRequest {
                 messages: messages.to_vec(),
@@ -600,6 +615,25 @@ mod tests {
         fn search(&mut self, _q: &str, k: usize) -> Result<Vec<Passage>, RetrieveError> {
             Ok(self.0.iter().take(k).cloned().collect())
         }
+    }
+
+    #[test]
+    fn the_topic_is_no_run_of_the_prompt_to_avoid() {
+        let topic = "how people should spend their time";
+        let persona = prompt::persona(Some(topic), &[]);
+        let runs = prompt_runs(&persona, Some(topic));
+        assert!(runs.len() >= 2, "{runs:?}");
+        let index = crate::guide::words::RunIndex::new(
+            &runs.iter().map(String::as_str).collect::<Vec<_>>(),
+            &[],
+            crate::guide::words::COPY_RUN_WORDS,
+        );
+        let said = crate::guide::words::words("people should spend their time wisely");
+        assert_eq!(index.copied_words(&said), 0);
+        // The rest of the prompt is still refused.
+        let echoed = crate::guide::words::words("a wise person talking with a friend");
+        assert!(index.copied_words(&echoed) > 0);
+        assert_eq!(prompt_runs("no topic here", None), ["no topic here"]);
     }
 
     #[test]

@@ -70,6 +70,39 @@ fn reading_v2_also_counts_talk_about_the_exchange() {
 }
 
 #[test]
+fn reading_v4_also_counts_talk_about_the_question_and_sayings() {
+    let mut s = sources(&[], &[], &TITLES, Some("how people should spend their time"), None);
+    // Seen in 135M moots of 2026-12-04 (reading-v3 read them as clean).
+    let seen = [
+        "The question raises the question about how people should spend their days.",
+        "How they should spend their life is a very deep question.",
+        "That's a very important and old saying.",
+        "A bore is one who talks when you wish him to listen; see the bibliography.",
+    ];
+    for text in seen {
+        assert!(read_turn(text, &s).meta_talk, "{text}");
+    }
+    s.version = ReadingVersion::V3;
+    for text in seen {
+        assert!(!read_turn(text, &s).meta_talk, "v3 reads as it did: {text}");
+    }
+    assert_eq!(
+        ReadingVersion::parse("reading-v3"),
+        Some(ReadingVersion::V3)
+    );
+}
+
+#[test]
+fn draft_shape_score_sees_a_word_doubled_at_a_hyphen() {
+    let doubled = "People must learn to tell the safe from the safe-safest. \"a b c d\" [s1]";
+    let plain = "People must learn to tell the safe from the reckless. \"a b c d\" [s1]";
+    let compound = "People must learn to tell well-being from the reckless. \"a b c d\" [s1]";
+    let p = draft_shape_score(plain, None, &[], None);
+    assert!(draft_shape_score(doubled, None, &[], None) < p);
+    assert_eq!(draft_shape_score(compound, None, &[], None), p);
+}
+
+#[test]
 fn draft_shape_score_sees_loops_bare_quotes_and_chained_quotes() {
     let good = "People live for pride, and pride alone: \"a single man in want of a wife,\" [s1] so a wife is what he lives for.";
     let looped =

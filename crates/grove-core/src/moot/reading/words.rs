@@ -1,4 +1,4 @@
-//! The word lists `reading-v1` to `reading-v3` read with: meta talk
+//! The word lists `reading-v1` to `reading-v4` read with: meta talk
 //! (words and phrases about the text rather than its matter), and stop words.
 
 /// Own words that make a turn talk about the moot instead of its topic.
@@ -241,6 +241,24 @@ pub const META_TALK_WORDS_V3: &[&str] = &[
 /// Phrases added in `reading-v3`: the prompt's name for the other book,
 /// echoed ("your friend and your friend are going to spend a week").
 pub const META_TALK_PHRASES_V3: &[&str] = &["your friend"];
+
+/// Words added in `reading-v4`: a turn that talks about the question it was
+/// asked instead of answering it ("The question raises the question
+/// about…", "is a very deep question", "I think it's a great question"),
+/// that reads its quote as a saying ("that's a very old saying"), or that
+/// points the reader to the book's apparatus ("; see the bibliography").
+pub const META_TALK_WORDS_V4: &[&str] = &[
+    "question",
+    "questions",
+    "saying",
+    "sayings",
+    "proverb",
+    "proverbs",
+    "bibliography",
+    "footnote",
+    "footnotes",
+    "glossary",
+];
 
 /// Words too common to carry a point.
 pub const STOP_WORDS: &[&str] = &[
