@@ -14,8 +14,9 @@
 //!   talk about the exchange itself, thanks, examples, information; since
 //!   `reading-v3` of [`META_TALK_WORDS_V3`] or [`META_TALK_PHRASES_V3`]:
 //!   reviews of books, lines and words as writing; since `reading-v4` of
-//!   [`META_TALK_WORDS_V4`]: talk about the question asked, quotes read as
-//!   sayings, references), not
+//!   [`META_TALK_WORDS_V4`] or [`META_TALK_PHRASES_V4`]: talk about the
+//!   question asked, remarks on the other's turn, quotes read as sayings,
+//!   references), not
 //!   counting words inside the books' titles or the topic;
 //! - unsupported terms: numerals (words with a digit) and capitalised names
 //!   (a capitalised word not at a sentence start, other than `I`) whose words
@@ -48,7 +49,7 @@ pub const READING_VERSION: &str = ReadingVersion::CURRENT.as_str();
 /// lists: `reading-v2` adds [`META_TALK_WORDS_V2`] and
 /// [`META_TALK_PHRASES_V2`], `reading-v3` also [`META_TALK_WORDS_V3`] and
 /// [`META_TALK_PHRASES_V3`] (and counts words that are not English as
-/// unsupported), `reading-v4` also [`META_TALK_WORDS_V4`]. Each version
+/// unsupported), `reading-v4` also [`META_TALK_WORDS_V4`] and [`META_TALK_PHRASES_V4`]. Each version
 /// includes the ones before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum ReadingVersion {
@@ -97,6 +98,7 @@ impl ReadingVersion {
         }
         if self >= ReadingVersion::V4 {
             words.extend_from_slice(META_TALK_WORDS_V4);
+            phrases.extend_from_slice(META_TALK_PHRASES_V4);
         }
         (words, phrases)
     }
@@ -372,8 +374,9 @@ pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
 /// aside: a moot that says "a casual remark" turn after turn loops across
 /// turns), a phrase of three words earlier turns said (topic words too),
 /// one stem twice within three words (a phrase bent around a word the
-/// copy rule refused: "people living for live"), a compound of one word
-/// twice ("safe-safest"), and, to the good, a
+/// copy rule refused: "people living for live"), the share of own word
+/// pairs earlier turns said (what the moot's distinct-2 counts), a
+/// compound of one word twice ("safe-safest"), and, to the good, a
 /// quote that shares a content word with the topic or the own words, and
 /// own words that take up a content word of the other book's last quotes
 /// (`last_other`), not only the topic's.
@@ -410,6 +413,9 @@ pub fn draft_shape_score(
     // living for" turn after turn): the copy rule then bends its last word
     // ("people living for live").
     score -= (1.5 * echoed_trigrams(text, earlier) as f64).min(3.0);
+    // Word pairs earlier turns said: the moot's distinct-2 falls with each
+    // ("I believe people should be generous, mindful" turn after turn).
+    score -= 4.0 * echoed_pair_share(&stretches, earlier);
     // One stem twice within three own words ("living for live"): a phrase
     // bent around a word it could not write.
     score -= 2.0 * bent_phrases(&stretches) as f64;
@@ -485,6 +491,32 @@ fn doubled_compounds(text: &str) -> usize {
             })
         })
         .count()
+}
+
+/// The share of a draft's own word pairs that earlier turns' own words
+/// hold (0 with no pairs).
+fn echoed_pair_share(stretches: &[Vec<String>], earlier: &[&str]) -> f64 {
+    let said: HashSet<(String, String)> = earlier
+        .iter()
+        .flat_map(|t| own_word_stretches(t))
+        .flat_map(|s| {
+            s.windows(2)
+                .map(|w| (w[0].clone(), w[1].clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let pairs: Vec<(&String, &String)> = stretches
+        .iter()
+        .flat_map(|s| s.windows(2).map(|w| (&w[0], &w[1])))
+        .collect();
+    if pairs.is_empty() {
+        return 0.0;
+    }
+    let echoed = pairs
+        .iter()
+        .filter(|(a, b)| said.contains(&((*a).clone(), (*b).clone())))
+        .count();
+    echoed as f64 / pairs.len() as f64
 }
 
 /// The own-word trigrams of `text` that earlier turns' own words hold.

@@ -77,6 +77,11 @@ fn reading_v4_also_counts_talk_about_the_question_and_sayings() {
         "The question raises the question about how people should spend their days.",
         "How they should spend their life is a very deep question.",
         "That's a very important and old saying.",
+        "That's a wonderful observation, and I completely agree.",
+        "I completely disagree with your last comment.",
+        "Here's a revised and polished answer to your query.",
+        "It is a famous and beautiful way of putting it.",
+        "It is a famous and beautiful way of expressing the need for kindness.",
         "A bore is one who talks when you wish him to listen; see the bibliography.",
     ];
     for text in seen {
@@ -98,6 +103,9 @@ fn draft_shape_score_sees_a_word_doubled_at_a_hyphen() {
     let plain = "People must learn to tell the safe from the reckless. \"a b c d\" [s1]";
     let compound = "People must learn to tell well-being from the reckless. \"a b c d\" [s1]";
     let p = draft_shape_score(plain, None, &[], None);
+    // Word pairs an earlier turn said count against a draft.
+    let earlier = ["People must learn to tell what is safe."];
+    assert!(draft_shape_score(plain, None, &earlier, None) < p);
     assert!(draft_shape_score(doubled, None, &[], None) < p);
     assert_eq!(draft_shape_score(compound, None, &[], None), p);
 }

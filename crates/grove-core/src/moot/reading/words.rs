@@ -245,8 +245,12 @@ pub const META_TALK_PHRASES_V3: &[&str] = &["your friend"];
 /// Words added in `reading-v4`: a turn that talks about the question it was
 /// asked instead of answering it ("The question raises the question
 /// about…", "is a very deep question", "I think it's a great question"),
-/// that reads its quote as a saying ("that's a very old saying"), or that
-/// points the reader to the book's apparatus ("; see the bibliography").
+/// that reads its quote as a saying ("that's a very old saying") or as
+/// expression ("a famous and beautiful way of expressing the need"), that
+/// remarks on the other's turn ("That's a wonderful observation", "What a
+/// wonderful and insightful comment", "Here's a revised and polished
+/// answer to your query"), or that points the reader to the book's
+/// apparatus ("; see the bibliography").
 pub const META_TALK_WORDS_V4: &[&str] = &[
     "question",
     "questions",
@@ -255,10 +259,23 @@ pub const META_TALK_WORDS_V4: &[&str] = &[
     "proverb",
     "proverbs",
     "bibliography",
+    "observation",
+    "observations",
+    "comment",
+    "comments",
+    "query",
+    "queries",
+    "answer",
+    "answers",
+    "revised",
+    "expressing",
     "footnote",
     "footnotes",
     "glossary",
 ];
+
+/// Phrases added in `reading-v4`.
+pub const META_TALK_PHRASES_V4: &[&str] = &["way of putting", "putting it"];
 
 /// Words too common to carry a point.
 pub const STOP_WORDS: &[&str] = &[
