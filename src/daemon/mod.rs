@@ -78,9 +78,9 @@ pub enum DaemonError {
     #[error("network")]
     Net(#[from] crate::net::NetError),
     #[error("mesh state")]
-    Mesh(#[from] crate::mesh::store::StoreError),
-    #[error("node database")]
-    NodeDb(#[from] crate::db::DbError),
+    Mesh(#[from] crate::mesh::store::MeshStoreError),
+    #[error(transparent)]
+    Storage(#[from] crate::db::StorageError),
     #[error(transparent)]
     Damaged(#[from] crate::db::Damaged),
     #[error("shards")]
