@@ -1,7 +1,8 @@
 //! The code's shape, checked so that it stays: no function over 80 lines in
-//! `src/` or `crates/`, no import circle among the modules of a crate, and
-//! the state directory's layout spelled in `src/state_dir.rs` alone
-//! (docs/ARCHITECTURE.md, "Invariants"). Both read the sources as rustfmt
+//! `src/` or `crates/`, no import circle among the modules of a crate,
+//! the state directory's layout spelled in `src/state_dir.rs` alone, and
+//! private files and SQLite's errors in the kit (`src/db.rs`) alone
+//! (docs/ARCHITECTURE.md, "Invariants"). The checks read the sources as rustfmt
 //! writes them: a function's closing brace sits at its `fn` line's indent.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -277,6 +278,36 @@ fn the_state_directory_layout_is_spelled_in_one_file() {
     assert!(
         found.is_empty(),
         "state-directory names outside src/state_dir.rs:\n{}",
+        found.join("\n")
+    );
+}
+
+/// What only the kit (`src/db.rs`) spells: the private file's mode, and
+/// SQLite's error as an error's own case or source.
+const KIT_ONLY: [&str; 3] = [
+    ".mode(0o600)",
+    "#[from] rusqlite::Error",
+    "source: rusqlite::Error",
+];
+
+#[test]
+fn private_files_and_storage_errors_are_the_kits() {
+    let mut found = Vec::new();
+    for path in rust_files(&repo().join("src")) {
+        if path.ends_with("src/db.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            if KIT_ONLY.iter().any(|k| line.contains(k)) {
+                found.push(format!("{}: {}", path.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a private file or an SQLite error outside the kit (src/db.rs: write_private, StorageError):\n{}",
         found.join("\n")
     );
 }
