@@ -252,33 +252,43 @@ const STATE_DIR_NAMES: [&str; 10] = [
     "\"shards/{",
 ];
 
-/// The lines of `text` outside comments that spell a state-directory name.
-fn state_dir_spellings(text: &str) -> Vec<String> {
+/// The lines of `text` outside comments that spell one of `names`.
+fn spellings(text: &str, names: &[&str]) -> Vec<String> {
     text.lines()
         .filter(|l| !l.trim_start().starts_with("//"))
-        .filter(|l| STATE_DIR_NAMES.iter().any(|n| l.contains(n)))
+        .filter(|l| names.iter().any(|n| l.contains(n)))
         .map(|l| l.trim().to_string())
         .collect()
 }
 
-#[test]
-fn the_state_directory_layout_is_spelled_in_one_file() {
+/// Fails naming every line of `src/` outside `home` (and outside unit
+/// tests, which build what they test in temporary directories) that
+/// spells one of `names`, which are `what`.
+fn assert_spelled_only_in(home: &str, names: &[&str], what: &str) {
     let mut found = Vec::new();
     for path in rust_files(&repo().join("src")) {
-        if path.ends_with("src/state_dir.rs") {
+        if path.ends_with(home) {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        // Unit tests build layouts of their own in temporary directories.
         let text = text.split("#[cfg(test)]").next().unwrap_or("");
-        for line in state_dir_spellings(text) {
+        for line in spellings(text, names) {
             found.push(format!("{}: {line}", path.display()));
         }
     }
     assert!(
         found.is_empty(),
-        "state-directory names outside src/state_dir.rs:\n{}",
+        "{what} outside {home}:\n{}",
         found.join("\n")
+    );
+}
+
+#[test]
+fn the_state_directory_layout_is_spelled_in_one_file() {
+    assert_spelled_only_in(
+        "src/state_dir.rs",
+        &STATE_DIR_NAMES,
+        "state-directory names",
     );
 }
 
@@ -292,30 +302,18 @@ const KIT_ONLY: [&str; 3] = [
 
 #[test]
 fn private_files_and_storage_errors_are_the_kits() {
-    let mut found = Vec::new();
-    for path in rust_files(&repo().join("src")) {
-        if path.ends_with("src/db.rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let text = text.split("#[cfg(test)]").next().unwrap_or("");
-        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            if KIT_ONLY.iter().any(|k| line.contains(k)) {
-                found.push(format!("{}: {}", path.display(), line.trim()));
-            }
-        }
-    }
-    assert!(
-        found.is_empty(),
-        "a private file or an SQLite error outside the kit (src/db.rs: write_private, StorageError):\n{}",
-        found.join("\n")
-    );
+    let what = "a private file's mode or an SQLite error of an error's own \
+                (the kit has write_private and StorageError)";
+    assert_spelled_only_in("src/db.rs", &KIT_ONLY, what);
 }
 
 #[test]
 fn the_checks_see_what_they_look_for() {
     assert_eq!(
-        state_dir_spellings("let p = dir.join(\"mesh.db\");\n// \"mesh.db\"\n"),
+        spellings(
+            "let p = dir.join(\"mesh.db\");\n// \"mesh.db\"\n",
+            &STATE_DIR_NAMES
+        ),
         ["let p = dir.join(\"mesh.db\");"]
     );
     let long = format!("fn long() {{\n{}}}\n", "    x();\n".repeat(80));
