@@ -76,7 +76,9 @@ fn advice(e: &StorageError) -> &'static str {
              Move it aside, or run `grove book verify` on its books"
         }
         Cause::Full => "; the disk is full, nothing was stored",
-        Cause::NotWritable => "; cannot write to the state directory there",
+        Cause::NotWritable => {
+            "; grove cannot write to the state directory (read-only, or not this user's)"
+        }
         Cause::TooNew | Cause::NotPrivate | Cause::Other => "",
     }
 }
