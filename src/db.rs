@@ -218,8 +218,8 @@ pub enum Put {
 /// Writes `bytes` to `path` in a file only its owner can read and write,
 /// the mode set as it is created, then syncs the file and its directory
 /// (so the file, or its rename, survives a crash); a file not written
-/// whole is removed. The state directory's
-/// one file-mode policy: keys, tokens, marks, moots and every database
+/// whole is removed. The state directory's one file-mode policy: keys,
+/// the HTTP token, the member mark, moots, backups and every database
 /// ([`create_private`]; SQLite gives a database's -wal and -shm files its
 /// mode) are private to the node's user; only the control socket is
 /// shared, with its group (0660).
@@ -300,7 +300,7 @@ pub fn check_private(path: &Path) -> Result<(), StorageError> {
 }
 
 /// Syncs a directory, so the names created or renamed in it are durable.
-pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+fn sync_dir(dir: &Path) -> Result<(), StorageError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(StorageError::at(dir, "sync"))
@@ -558,4 +558,65 @@ pub fn check_all(files: &[(PathBuf, DbKind)]) -> Result<Vec<Checked>, Damaged> {
         .filter(|(path, _)| path.is_file())
         .map(|(path, kind)| quick_check(path, *kind))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn private_files_are_0600_new_or_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        write_private(&path, b"one", Put::New).unwrap();
+        assert_eq!(
+            (std::fs::read(&path).unwrap(), mode(&path)),
+            (b"one".to_vec(), 0o600)
+        );
+        let again = write_private(&path, b"two", Put::New).unwrap_err();
+        assert!(again.to_string().starts_with("create "), "{again}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"one",
+            "a new file never overwrites"
+        );
+        // A temporary file a crash left is not in the way.
+        std::fs::write(dir.path().join(".secret.tmp"), b"left").unwrap();
+        write_private(&path, b"three", Put::Replace).unwrap();
+        assert_eq!(
+            (std::fs::read(&path).unwrap(), mode(&path)),
+            (b"three".to_vec(), 0o600)
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["secret"], "no temporary file is left");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let refused = check_private(&path).unwrap_err();
+        assert_eq!(refused.cause(), Cause::NotPrivate);
+        assert!(refused.to_string().contains("chmod 600"), "{refused}");
+    }
+
+    #[test]
+    fn a_storage_error_names_the_operation_and_the_file() {
+        let e = StorageError::new(
+            Path::new("/x/shards/a.db"),
+            "open",
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some("database disk image is malformed".into()),
+            ),
+        );
+        assert_eq!(
+            e.to_string(),
+            "open /x/shards/a.db: database disk image is malformed"
+        );
+        assert_eq!(e.cause(), Cause::Damaged);
+    }
 }
