@@ -9,11 +9,11 @@
 //! has synced with a member (mesh state is loaded as not synced).
 
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
+use crate::db::{self, Put, StorageError};
 use crate::state_dir::{IDENTITY_DIR, MESH_DB, MOOTS_DIR, NODE_DB, StateDir};
 
 /// Why a backup failed; nothing is left at DEST.
@@ -21,16 +21,8 @@ use crate::state_dir::{IDENTITY_DIR, MESH_DB, MOOTS_DIR, NODE_DB, StateDir};
 pub enum BackupError {
     #[error("{path} already exists; pick a new backup directory")]
     Exists { path: PathBuf },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("backing up {path}: {source}")]
-    Sql {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     #[error("nothing to back up in {0}: no identity or databases")]
     Empty(PathBuf),
     #[error(
@@ -46,13 +38,6 @@ pub struct BackupReport {
     /// Paths relative to DEST.
     pub files: Vec<String>,
     pub bytes: u64,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
-    move |source| BackupError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// The files a backup covers, relative to the state directory: those
@@ -72,12 +57,7 @@ fn sources(state_dir: &Path) -> Result<(Vec<String>, Vec<String>), BackupError> 
             dbs.push(name.to_string());
         }
     }
-    let store = crate::store::Store::new(state_dir);
-    let shards = store.shard_names().map_err(|e| BackupError::Io {
-        path: StateDir::new(state_dir).shards(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    for shard in shards {
+    for shard in crate::store::Store::new(state_dir).shard_names()? {
         dbs.push(crate::state_dir::shard_file(&shard));
     }
     Ok((keys, dbs))
@@ -87,19 +67,15 @@ fn sources(state_dir: &Path) -> Result<(Vec<String>, Vec<String>), BackupError> 
 fn moot_files(state_dir: &Path) -> Result<Vec<String>, BackupError> {
     use crate::daemon::moots::book::is_moot_file;
     let dir = StateDir::new(state_dir).moots();
+    let io = StorageError::at(&dir, "list the moots in");
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(BackupError::Io {
-                path: dir,
-                source: e,
-            });
-        }
+        Err(e) => return Err(io(e).into()),
     };
     let mut files = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(io(&dir))?;
+        let entry = entry.map_err(&io)?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if is_moot_file(&name) && entry.path().is_file() {
             files.push(format!("{MOOTS_DIR}/{name}"));
@@ -146,7 +122,7 @@ pub fn backup(state_dir: &Path, dest: &Path) -> Result<BackupReport, BackupError
     let result = write_backup(state_dir, &partial, &keys, &dbs);
     match result {
         Ok(bytes) => {
-            fs::rename(&partial, dest).map_err(io(dest))?;
+            fs::rename(&partial, dest).map_err(StorageError::at(dest, "move the backup to"))?;
             Ok(BackupReport {
                 dest: dest.to_path_buf(),
                 files: keys.into_iter().chain(dbs).collect(),
@@ -160,67 +136,50 @@ pub fn backup(state_dir: &Path, dest: &Path) -> Result<BackupReport, BackupError
     }
 }
 
-fn private_dir(path: &Path) -> Result<(), BackupError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(io(path))
-}
-
 fn write_backup(
     state_dir: &Path,
     out: &Path,
     keys: &[String],
     dbs: &[String],
 ) -> Result<u64, BackupError> {
-    private_dir(out)?;
+    db::create_private_dir(out)?;
     let mut bytes = 0;
     for rel in keys {
         let from = state_dir.join(rel);
         let to = out.join(rel);
-        private_dir(to.parent().unwrap_or(out))?;
-        let data = fs::read(&from).map_err(io(&from))?;
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&to)
-            .map_err(io(&to))?;
-        std::io::Write::write_all(&mut f, &data).map_err(io(&to))?;
-        f.sync_all().map_err(io(&to))?;
+        db::create_private_dir(to.parent().unwrap_or(out))?;
+        let data = fs::read(&from).map_err(StorageError::at(&from, "read"))?;
+        db::write_private(&to, &data, Put::New)?;
         bytes += data.len() as u64;
     }
     for rel in dbs {
         let from = state_dir.join(rel);
         let to = out.join(rel);
-        private_dir(to.parent().unwrap_or(out))?;
-        // Created private first: mesh.db holds epoch secrets.
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&to)
-            .map_err(io(&to))?;
-        let sql = |source| BackupError::Sql {
-            path: from.clone(),
-            source,
-        };
-        let src =
-            Connection::open_with_flags(&from, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(sql)?;
-        src.backup(
-            rusqlite::MAIN_DB,
-            &to,
-            None::<fn(rusqlite::backup::Progress)>,
-        )
-        .map_err(sql)?;
-        // A self-contained file: no WAL beside it.
-        let copy = Connection::open(&to).map_err(sql)?;
-        copy.pragma_update(None, "journal_mode", "DELETE")
-            .map_err(sql)?;
-        drop(copy);
-        fs::set_permissions(&to, fs::Permissions::from_mode(0o600)).map_err(io(&to))?;
-        bytes += fs::metadata(&to).map_err(io(&to))?.len();
+        db::create_private_dir(to.parent().unwrap_or(out))?;
+        // Created private first (mesh.db holds epoch secrets): SQLite
+        // keeps the mode of a file it opens.
+        db::write_private(&to, &[], Put::New)?;
+        copy_database(&from, &to)?;
+        bytes += fs::metadata(&to)
+            .map_err(StorageError::at(&to, "read the size of"))?
+            .len();
     }
     Ok(bytes)
+}
+
+/// One consistent snapshot of the database at `from` into the empty file
+/// `to`, by SQLite's online backup, left without a WAL beside it.
+fn copy_database(from: &Path, to: &Path) -> Result<(), StorageError> {
+    let read = StorageError::at(from, "back up");
+    let src = Connection::open_with_flags(from, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&read)?;
+    src.backup(
+        rusqlite::MAIN_DB,
+        to,
+        None::<fn(rusqlite::backup::Progress)>,
+    )
+    .map_err(&read)?;
+    let write = StorageError::at(to, "write");
+    let copy = Connection::open(to).map_err(&write)?;
+    copy.pragma_update(None, "journal_mode", "DELETE")
+        .map_err(&write)
 }

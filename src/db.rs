@@ -3,9 +3,13 @@
 //! with the audit table as part of a step, busy timeout, read-only and
 //! immutable opens), and the integrity check, `PRAGMA quick_check` on every
 //! database of a state directory at start, so damage is named before the
-//! node serves from it (docs/operator-guide.md, "Damage at start").
+//! node serves from it (docs/operator-guide.md, "Damage at start"). Also
+//! the two things every way to disk shares: [`StorageError`], the one
+//! error a failed disk or SQLite operation produces (the file, the
+//! operation, the problem), and [`write_private`], the one writer of a
+//! private (0600) file, new or atomically replaced.
 
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -83,15 +87,22 @@ pub enum Access {
     Immutable,
 }
 
-/// Why a database could not be opened, with the file and what was being done.
+/// The one storage error: a disk or SQLite operation that failed, with the
+/// file and what was being done to it ("open /x/shards/a.db: database
+/// disk image is malformed"). Every failure of a read or write under the
+/// state directory is one; domain errors carry it as their `Storage` case.
 #[derive(Debug, thiserror::Error)]
-#[error("{} ({op}): {problem}", path.display())]
-pub struct DbError {
+#[error("{op} {}: {problem}", path.display())]
+pub struct StorageError {
     pub path: PathBuf,
+    /// What was being done, as a verb phrase the path completes ("open",
+    /// "write", "append to the audit chain of").
     pub op: &'static str,
-    pub problem: Problem,
+    /// Boxed, so that every error carrying one stays small.
+    pub problem: Box<Problem>,
 }
 
+/// What went wrong in a [`StorageError`].
 #[derive(Debug, thiserror::Error)]
 pub enum Problem {
     #[error(transparent)]
@@ -102,37 +113,207 @@ pub enum Problem {
     NotOurs { kind: &'static str, found: i64 },
     #[error("written by a newer grove (schema {found}, this build knows up to {known})")]
     TooNew { found: i64, known: i64 },
+    /// A file whose mode or owner is not private to this user.
     #[error("{0}")]
-    Unsafe(String),
+    NotPrivate(String),
+    /// Stored content that does not decode (a hash of the wrong length, a
+    /// row that breaks the schema's rules).
+    #[error("damaged content: {0}")]
+    Damaged(String),
 }
 
-impl DbError {
-    /// `problem` while doing `op` on the database at `path`.
-    pub fn at(path: &Path, op: &'static str, problem: impl Into<Problem>) -> DbError {
-        DbError {
+/// What kind of failure a [`StorageError`] is, for the advice a caller
+/// gives and the status an API answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The file is corrupted, or not a grove database of its kind.
+    Damaged,
+    /// The disk is full.
+    Full,
+    /// The file or its directory cannot be written (read-only media,
+    /// permissions).
+    NotWritable,
+    /// A file of secrets others can read, or another user's.
+    NotPrivate,
+    /// A newer grove wrote it.
+    TooNew,
+    Other,
+}
+
+impl StorageError {
+    /// `problem` while doing `op` on `path`.
+    pub fn new(path: &Path, op: &'static str, problem: impl Into<Problem>) -> StorageError {
+        StorageError {
             path: path.to_path_buf(),
             op,
-            problem: problem.into(),
+            problem: Box::new(problem.into()),
+        }
+    }
+
+    /// [`Self::new`] as a `map_err` argument.
+    pub fn at<E: Into<Problem>>(
+        path: &Path,
+        op: &'static str,
+    ) -> impl Fn(E) -> StorageError + use<E> {
+        let path = path.to_path_buf();
+        move |e| StorageError::new(&path, op, e)
+    }
+
+    /// [`Self::at`] for the file `conn` has open.
+    pub fn of<E: Into<Problem>>(
+        conn: &Connection,
+        op: &'static str,
+    ) -> impl Fn(E) -> StorageError + use<E> {
+        StorageError::at(&conn_path(conn), op)
+    }
+
+    /// What kind of failure this is.
+    pub fn cause(&self) -> Cause {
+        use rusqlite::ErrorCode as C;
+        use std::io::ErrorKind as K;
+        match &*self.problem {
+            Problem::Sql(e) => match e.sqlite_error_code() {
+                Some(C::DatabaseCorrupt | C::NotADatabase) => Cause::Damaged,
+                Some(C::DiskFull) => Cause::Full,
+                Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) => Cause::NotWritable,
+                _ => Cause::Other,
+            },
+            Problem::Io(e) => match e.kind() {
+                K::StorageFull => Cause::Full,
+                K::ReadOnlyFilesystem | K::PermissionDenied => Cause::NotWritable,
+                _ => Cause::Other,
+            },
+            Problem::NotOurs { .. } | Problem::Damaged(_) => Cause::Damaged,
+            Problem::TooNew { .. } => Cause::TooNew,
+            Problem::NotPrivate(_) => Cause::NotPrivate,
         }
     }
 }
 
+/// The file `conn` has open (`:memory:` for none).
+pub fn conn_path(conn: &Connection) -> PathBuf {
+    PathBuf::from(conn.path().filter(|p| !p.is_empty()).unwrap_or(":memory:"))
+}
+
 /// Creates `path` as an empty file only its owner can read and write
-/// (0600), unless it exists. The state directory's one file-mode policy:
-/// keys and every database (SQLite gives a database's -wal and -shm files
-/// its mode) are private to the node's user; only the control socket is
-/// shared, with its group (0660).
+/// (0600), unless it exists: a database before SQLite opens it.
 pub fn create_private(path: &Path) -> std::io::Result<()> {
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
+    match open_private(path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// How [`write_private`] puts a file in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    /// A new file (`O_CREAT|O_EXCL`): one that exists is an error.
+    New,
+    /// Atomically over any previous copy, which stays until the new one is
+    /// durable: a temporary file beside it, synced, renamed over it.
+    Replace,
+}
+
+/// Writes `bytes` to `path` in a file only its owner can read and write,
+/// the mode set as it is created, then syncs the file and its directory
+/// (so the file, or its rename, survives a crash); a file not written
+/// whole is removed. The state directory's one file-mode policy: keys,
+/// the HTTP token, the member mark, moots, backups and every database
+/// ([`create_private`]; SQLite gives a database's -wal and -shm files its
+/// mode) are private to the node's user; only the control socket is
+/// shared, with its group (0660).
+pub fn write_private(path: &Path, bytes: &[u8], put: Put) -> Result<(), StorageError> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let target = match put {
+        Put::New => path.to_path_buf(),
+        Put::Replace => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            let tmp = dir.join(format!(".{name}.tmp"));
+            // A temporary file a crash left behind.
+            match std::fs::remove_file(&tmp) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StorageError::new(&tmp, "remove", e));
+                }
+                _ => {}
+            }
+            tmp
+        }
+    };
+    let mut file = open_private(&target).map_err(StorageError::at(&target, "create"))?;
+    let written = std::io::Write::write_all(&mut file, bytes).and_then(|()| file.sync_all());
+    drop(file);
+    if let Err(e) = written {
+        // A file not written whole is not left behind.
+        let _ = std::fs::remove_file(&target);
+        return Err(StorageError::new(&target, "write", e));
+    }
+    if put == Put::Replace {
+        std::fs::rename(&target, path).map_err(StorageError::at(path, "rename a new copy to"))?;
+    }
+    sync_dir(dir)
+}
+
+/// Creates the directory `path` (and its parents) only its owner can
+/// enter (0700), unless it exists.
+pub fn create_private_dir(path: &Path) -> Result<(), StorageError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(StorageError::at(path, "create"))
+}
+
+/// Refuses a file of secrets (like ssh does) that its group or others
+/// can read, or that another user owns.
+pub fn check_private(path: &Path) -> Result<(), StorageError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let op = "check the mode of";
+    let meta = std::fs::metadata(path).map_err(StorageError::at(path, op))?;
+    let err = StorageError::at(path, op);
+    // This process's effective uid: the owner of `/proc/self`.
+    let me = Path::new("/proc/self");
+    let me = std::fs::metadata(me)
+        .map_err(StorageError::at(me, "read the owner of"))?
+        .uid();
+    if meta.uid() != me {
+        return Err(err(Problem::NotPrivate(format!(
+            "it is owned by uid {}, not by this user (uid {me}); refusing to use it",
+            meta.uid()
+        ))));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(err(Problem::NotPrivate(format!(
+            "it holds secrets but is accessible by group or others (mode {mode:o}); \
+             run `chmod 600 {}` and try again",
+            path.display()
+        ))));
+    }
+    Ok(())
+}
+
+/// Syncs a directory, so the names created or renamed in it are durable.
+fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(StorageError::at(dir, "sync"))
+}
+
+/// The one open that creates a private file: new (`O_CREAT|O_EXCL`), 0600
+/// as it is created, never a chmod after.
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
 }
 
 /// The SQLite URI that opens `path` as immutable: no locks, no
@@ -151,7 +332,7 @@ pub fn immutable_uri(path: &Path) -> String {
 /// Opens the database at `path` as `schema` says: created private when
 /// missing (read-write), the pragmas of its kind, its `application_id`
 /// checked, migrated to the latest schema one step per transaction.
-pub fn open(path: &Path, schema: &Schema, access: Access) -> Result<Connection, DbError> {
+pub fn open(path: &Path, schema: &Schema, access: Access) -> Result<Connection, StorageError> {
     let mut conn = match access {
         Access::ReadWrite => open_read_write(path, schema)?,
         Access::Immutable => {
@@ -159,34 +340,34 @@ pub fn open(path: &Path, schema: &Schema, access: Access) -> Result<Connection, 
                 | OpenFlags::SQLITE_OPEN_URI
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX;
             Connection::open_with_flags(immutable_uri(path), flags)
-                .map_err(|e| DbError::at(path, "open immutable", e))?
+                .map_err(|e| StorageError::new(path, "open as immutable", e))?
         }
     };
-    migrate(&mut conn, schema, access).map_err(|(op, problem)| DbError::at(path, op, problem))?;
+    migrate(&mut conn, schema, access)
+        .map_err(|(op, problem)| StorageError::new(path, op, problem))?;
     Ok(conn)
 }
 
-fn open_read_write(path: &Path, schema: &Schema) -> Result<Connection, DbError> {
+fn open_read_write(path: &Path, schema: &Schema) -> Result<Connection, StorageError> {
     let new = !path.exists();
     if new {
-        create_private(path).map_err(|e| DbError::at(path, "create", e))?;
+        create_private(path).map_err(|e| StorageError::new(path, "create", e))?;
     }
     if schema.kind == DbKind::Mesh {
         // It holds epoch secrets: a file others can read is refused.
-        crate::identity::check_private_file(path)
-            .map_err(|e| DbError::at(path, "check mode", Problem::Unsafe(e.to_string())))?;
+        check_private(path)?;
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn =
-        Connection::open_with_flags(path, flags).map_err(|e| DbError::at(path, "open", e))?;
+        Connection::open_with_flags(path, flags).map_err(|e| StorageError::new(path, "open", e))?;
     let set = |name: &str, value: &dyn rusqlite::ToSql| {
         conn.pragma_update(None, name, value)
-            .map_err(|e| DbError::at(path, "set pragmas", e))
+            .map_err(|e| StorageError::new(path, "open", e))
     };
     conn.busy_timeout(BUSY_TIMEOUT)
-        .map_err(|e| DbError::at(path, "set busy timeout", e))?;
+        .map_err(|e| StorageError::new(path, "set the busy timeout of", e))?;
     if new && schema.kind == DbKind::Shard {
         // Set before the first table exists: pages freed by a removal can
         // then go back to the file system (`Shard::reclaim`).
@@ -211,7 +392,7 @@ fn migrate(
     schema: &Schema,
     access: Access,
 ) -> Result<(), (&'static str, Problem)> {
-    let read = |e: rusqlite::Error| ("read schema version", Problem::Sql(e));
+    let read = |e: rusqlite::Error| ("read the schema version of", Problem::Sql(e));
     let app: i64 = conn
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .map_err(read)?;
@@ -223,7 +404,7 @@ fn migrate(
         .map_err(read)?;
     let not_ours = || {
         (
-            "check application id",
+            "check the application id of",
             Problem::NotOurs {
                 kind: schema.kind.name(),
                 found: app,
@@ -241,7 +422,7 @@ fn migrate(
     }
     if version > schema.latest() {
         return Err((
-            "check schema version",
+            "check the schema version of",
             Problem::TooNew {
                 found: version,
                 known: schema.latest(),
@@ -267,7 +448,7 @@ fn migrate(
     if access == Access::ReadWrite && app == 0 && version == schema.latest() && version > 0 {
         // A current file from before application ids: mark it.
         conn.pragma_update(None, "application_id", schema.application_id)
-            .map_err(|e| ("mark application id", Problem::Sql(e)))?;
+            .map_err(|e| ("mark the application id of", Problem::Sql(e)))?;
     }
     Ok(())
 }
@@ -377,4 +558,65 @@ pub fn check_all(files: &[(PathBuf, DbKind)]) -> Result<Vec<Checked>, Damaged> {
         .filter(|(path, _)| path.is_file())
         .map(|(path, kind)| quick_check(path, *kind))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn private_files_are_0600_new_or_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        write_private(&path, b"one", Put::New).unwrap();
+        assert_eq!(
+            (std::fs::read(&path).unwrap(), mode(&path)),
+            (b"one".to_vec(), 0o600)
+        );
+        let again = write_private(&path, b"two", Put::New).unwrap_err();
+        assert!(again.to_string().starts_with("create "), "{again}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"one",
+            "a new file never overwrites"
+        );
+        // A temporary file a crash left is not in the way.
+        std::fs::write(dir.path().join(".secret.tmp"), b"left").unwrap();
+        write_private(&path, b"three", Put::Replace).unwrap();
+        assert_eq!(
+            (std::fs::read(&path).unwrap(), mode(&path)),
+            (b"three".to_vec(), 0o600)
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["secret"], "no temporary file is left");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let refused = check_private(&path).unwrap_err();
+        assert_eq!(refused.cause(), Cause::NotPrivate);
+        assert!(refused.to_string().contains("chmod 600"), "{refused}");
+    }
+
+    #[test]
+    fn a_storage_error_names_the_operation_and_the_file() {
+        let e = StorageError::new(
+            Path::new("/x/shards/a.db"),
+            "open",
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some("database disk image is malformed".into()),
+            ),
+        );
+        assert_eq!(
+            e.to_string(),
+            "open /x/shards/a.db: database disk image is malformed"
+        );
+        assert_eq!(e.cause(), Cause::Damaged);
+    }
 }

@@ -6,9 +6,9 @@
 //! user.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::db::{self, Put, StorageError};
 
 pub use grove_core::identity::*;
 
@@ -19,19 +19,8 @@ pub const X25519_FILE: &str = "x25519.key";
 /// Errors from loading, creating or checking the node identity.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
-    #[error("identity: {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(
-        "{path} holds secrets but is accessible by group or others (mode {mode:o}); run `chmod 600 {path}` and try again"
-    )]
-    BadPermissions { path: PathBuf, mode: u32 },
-    #[error(
-        "key file {path} is owned by uid {owner}, not by this user (uid {me}); refusing to use it"
-    )]
-    WrongOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     #[error("key file {path} must hold exactly 32 bytes, found {len}")]
     BadLength { path: PathBuf, len: usize },
     #[error(
@@ -51,10 +40,10 @@ pub fn load_or_create(dir: &Path) -> Result<Identity, IdentityError> {
             Ok(Identity::from_secrets(ed, x))
         }
         (false, false) => {
-            create_private_dir(dir)?;
+            db::create_private_dir(dir)?;
             let identity = Identity::generate(&mut rand::rng());
-            write_key_file(&ed_path, &identity.signing_key().to_bytes())?;
-            write_key_file(&x_path, &identity.x25519_secret().to_bytes())?;
+            db::write_private(&ed_path, &identity.signing_key().to_bytes(), Put::New)?;
+            db::write_private(&x_path, &identity.x25519_secret().to_bytes(), Put::New)?;
             Ok(identity)
         }
         (true, false) => Err(IdentityError::HalfMissing {
@@ -68,43 +57,9 @@ pub fn load_or_create(dir: &Path) -> Result<Identity, IdentityError> {
     }
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> IdentityError + '_ {
-    move |source| IdentityError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// The effective uid of this process (owner of `/proc/self`).
-pub fn current_uid() -> Result<u32, IdentityError> {
-    let path = Path::new("/proc/self");
-    Ok(fs::metadata(path).map_err(io_err(path))?.uid())
-}
-
-/// Refuses a secret file that is group/world accessible or owned by someone else.
-pub fn check_private_file(path: &Path) -> Result<(), IdentityError> {
-    let meta = fs::metadata(path).map_err(io_err(path))?;
-    let me = current_uid()?;
-    if meta.uid() != me {
-        return Err(IdentityError::WrongOwner {
-            path: path.to_path_buf(),
-            owner: meta.uid(),
-            me,
-        });
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(IdentityError::BadPermissions {
-            path: path.to_path_buf(),
-            mode,
-        });
-    }
-    Ok(())
-}
-
 fn read_key_file(path: &Path) -> Result<[u8; 32], IdentityError> {
-    check_private_file(path)?;
-    let bytes = fs::read(path).map_err(io_err(path))?;
+    db::check_private(path)?;
+    let bytes = fs::read(path).map_err(StorageError::at(path, "read"))?;
     bytes
         .as_slice()
         .try_into()
@@ -114,32 +69,10 @@ fn read_key_file(path: &Path) -> Result<[u8; 32], IdentityError> {
         })
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), IdentityError> {
-    if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_err(dir))?;
-    }
-    Ok(())
-}
-
-fn write_key_file(path: &Path, secret: &[u8; 32]) -> Result<(), IdentityError> {
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io_err(path))?;
-    file.write_all(secret).map_err(io_err(path))?;
-    file.sync_all().map_err(io_err(path))?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn key_files_are_created_private_and_reloaded() {
@@ -163,7 +96,10 @@ mod tests {
         let path = keys.join(X25519_FILE);
         fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
         let err = load_or_create(&keys).err().unwrap();
-        assert!(matches!(err, IdentityError::BadPermissions { .. }), "{err}");
+        assert!(
+            matches!(&err, IdentityError::Storage(e) if e.cause() == db::Cause::NotPrivate),
+            "{err}"
+        );
         assert!(err.to_string().contains("chmod 600"));
     }
 

@@ -1,7 +1,8 @@
 //! The code's shape, checked so that it stays: no function over 80 lines in
-//! `src/` or `crates/`, no import circle among the modules of a crate, and
-//! the state directory's layout spelled in `src/state_dir.rs` alone
-//! (docs/ARCHITECTURE.md, "Invariants"). Both read the sources as rustfmt
+//! `src/` or `crates/`, no import circle among the modules of a crate,
+//! the state directory's layout spelled in `src/state_dir.rs` alone, and
+//! private files and SQLite's errors in the kit (`src/db.rs`) alone
+//! (docs/ARCHITECTURE.md, "Invariants"). The checks read the sources as rustfmt
 //! writes them: a function's closing brace sits at its `fn` line's indent.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -251,40 +252,68 @@ const STATE_DIR_NAMES: [&str; 10] = [
     "\"shards/{",
 ];
 
-/// The lines of `text` outside comments that spell a state-directory name.
-fn state_dir_spellings(text: &str) -> Vec<String> {
+/// The lines of `text` outside comments that spell one of `names`.
+fn spellings(text: &str, names: &[&str]) -> Vec<String> {
     text.lines()
         .filter(|l| !l.trim_start().starts_with("//"))
-        .filter(|l| STATE_DIR_NAMES.iter().any(|n| l.contains(n)))
+        .filter(|l| names.iter().any(|n| l.contains(n)))
         .map(|l| l.trim().to_string())
         .collect()
 }
 
-#[test]
-fn the_state_directory_layout_is_spelled_in_one_file() {
+/// Fails naming every line of `src/` outside `home` (and outside unit
+/// tests, which build what they test in temporary directories) that
+/// spells one of `names`, which are `what`.
+fn assert_spelled_only_in(home: &str, names: &[&str], what: &str) {
     let mut found = Vec::new();
     for path in rust_files(&repo().join("src")) {
-        if path.ends_with("src/state_dir.rs") {
+        if path.ends_with(home) {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        // Unit tests build layouts of their own in temporary directories.
         let text = text.split("#[cfg(test)]").next().unwrap_or("");
-        for line in state_dir_spellings(text) {
+        for line in spellings(text, names) {
             found.push(format!("{}: {line}", path.display()));
         }
     }
     assert!(
         found.is_empty(),
-        "state-directory names outside src/state_dir.rs:\n{}",
+        "{what} outside {home}:\n{}",
         found.join("\n")
     );
 }
 
 #[test]
+fn the_state_directory_layout_is_spelled_in_one_file() {
+    assert_spelled_only_in(
+        "src/state_dir.rs",
+        &STATE_DIR_NAMES,
+        "state-directory names",
+    );
+}
+
+/// What only the kit (`src/db.rs`) spells: the private file's mode, and
+/// SQLite's error as an error's own case or source.
+const KIT_ONLY: [&str; 3] = [
+    ".mode(0o600)",
+    "#[from] rusqlite::Error",
+    "source: rusqlite::Error",
+];
+
+#[test]
+fn private_files_and_storage_errors_are_the_kits() {
+    let what = "a private file's mode or an SQLite error of an error's own \
+                (the kit has write_private and StorageError)";
+    assert_spelled_only_in("src/db.rs", &KIT_ONLY, what);
+}
+
+#[test]
 fn the_checks_see_what_they_look_for() {
     assert_eq!(
-        state_dir_spellings("let p = dir.join(\"mesh.db\");\n// \"mesh.db\"\n"),
+        spellings(
+            "let p = dir.join(\"mesh.db\");\n// \"mesh.db\"\n",
+            &STATE_DIR_NAMES
+        ),
         ["let p = dir.join(\"mesh.db\");"]
     );
     let long = format!("fn long() {{\n{}}}\n", "    x();\n".repeat(80));

@@ -121,9 +121,12 @@ impl FreshBook {
             .iter()
             .map(|c| grove::merkle::leaf_hash(c.as_bytes()))
             .collect();
+        // The one reducer, as `Shard::ingest` runs it: the root is the
+        // last level.
+        let levels = grove::merkle::levels(leaves).unwrap();
         FreshBook {
-            levels: grove::merkle::levels(leaves.clone()).unwrap(),
-            root: grove::merkle::root(&leaves).unwrap(),
+            root: levels[levels.len() - 1][0],
+            levels,
             chunks,
         }
     }

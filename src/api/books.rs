@@ -9,6 +9,7 @@ use super::dto;
 pub use super::error::{ApiError, ErrorKind};
 use crate::book::{self, BookText, KeyError, PrepareError};
 use crate::config::Limits;
+use crate::db::Cause;
 use crate::store::{DEFAULT_SHARD, Store, StoreError, audit};
 
 impl From<StoreError> for ApiError {
@@ -21,7 +22,9 @@ impl From<StoreError> for ApiError {
             | StoreError::NoSuchShard(_) => ErrorKind::NotFound,
             StoreError::KeyInOtherShard { .. } => ErrorKind::Conflict,
             StoreError::BadShardName(_) | StoreError::Chunks(_) => ErrorKind::BadRequest,
-            StoreError::DiskFull { .. } | StoreError::NotWritable { .. } => ErrorKind::Unavailable,
+            _ if matches!(e.cause(), Some(Cause::Full | Cause::NotWritable)) => {
+                ErrorKind::Unavailable
+            }
             _ => ErrorKind::Internal,
         };
         ApiError::new(kind, e.to_string())
@@ -275,7 +278,8 @@ impl BookApi for LocalBooks {
     fn audit(&self) -> Result<dto::AuditReport, ApiError> {
         let mut files: Vec<PathBuf> = self
             .store
-            .shard_names()?
+            .shard_names()
+            .map_err(StoreError::from)?
             .iter()
             .map(|n| self.store.shard_path(n))
             .collect();

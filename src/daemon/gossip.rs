@@ -38,8 +38,8 @@ pub enum AnnounceError {
     NoMesh,
     #[error("reading the shards: {0}")]
     Store(#[from] StoreError),
-    #[error("node.db: {0}")]
-    NodeDb(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Storage(#[from] crate::db::StorageError),
     #[error("sealing: {0}")]
     Seal(#[from] MeshError),
     #[error(transparent)]

@@ -15,7 +15,7 @@
 //!   and fetches only).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,11 +51,8 @@ pub enum HttpError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("HTTP token file {path}")]
-    TokenFile {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Storage(#[from] crate::db::StorageError),
 }
 
 /// Who may ask what, decided from the configured listen address.
@@ -333,13 +330,9 @@ async fn serve_connection(
 /// The token in the state directory's token file ([`StateDir::http_token`]), made (0600, 32
 /// random bytes in hex) when missing.
 fn token_file(state_dir: &Path) -> Result<String, HttpError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use crate::db::{self, Put, StorageError};
     let path = StateDir::new(state_dir).http_token();
-    let err = |source| HttpError::TokenFile {
-        path: path.clone(),
-        source,
-    };
+    let err = StorageError::at(&path, "read");
     match std::fs::read_to_string(&path) {
         Ok(text) if !text.trim().is_empty() => {
             tracing::info!(file = %path.display(), "HTTP token: read from the token file");
@@ -349,21 +342,14 @@ fn token_file(state_dir: &Path) -> Result<String, HttpError> {
             return Err(err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 "the file is empty; delete it and grove makes a new token",
-            )));
+            ))
+            .into());
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(e)),
+        Err(e) => return Err(err(e).into()),
     }
     let token = hex::encode(rand::random::<[u8; 32]>());
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(err)?;
-    file.write_all(format!("{token}\n").as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(err)?;
+    db::write_private(&path, format!("{token}\n").as_bytes(), Put::New)?;
     tracing::info!(file = %path.display(), "HTTP token: made a new token file (mode 0600)");
     Ok(token)
 }

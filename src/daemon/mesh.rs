@@ -12,7 +12,7 @@ use super::worker::{Stopped, Worker};
 use crate::identity::Identity;
 use crate::mesh::MeshError;
 use crate::mesh::state::{MeshState, Transition};
-use crate::mesh::store::{MeshStore, StateLock, StoreError};
+use crate::mesh::store::{MeshStore, MeshStoreError, StateLock};
 
 /// Why a mesh operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -21,7 +21,7 @@ pub enum ActorError {
     #[error(transparent)]
     Refused(#[from] MeshError),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] MeshStoreError),
     #[error("the node is shutting down")]
     Stopped(#[from] Stopped),
 }
@@ -43,7 +43,7 @@ impl MeshCore {
         state_dir: &std::path::Path,
         id: Identity,
         timing: crate::mesh::state::Timing,
-    ) -> Result<MeshCore, StoreError> {
+    ) -> Result<MeshCore, MeshStoreError> {
         let lock = StateLock::acquire(state_dir)?;
         let store = MeshStore::open_in(state_dir)?;
         let state = store.load(id.public(), timing)?;

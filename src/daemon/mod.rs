@@ -49,11 +49,6 @@ pub const UNHEALTHY_LINGER: Duration = Duration::from_secs(3);
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DaemonError {
-    #[error("state directory {path}")]
-    StateDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error(
         "control socket {path} is in use by a running grove node; stop it first, or give this node its own state directory or control.socket"
     )]
@@ -78,9 +73,9 @@ pub enum DaemonError {
     #[error("network")]
     Net(#[from] crate::net::NetError),
     #[error("mesh state")]
-    Mesh(#[from] crate::mesh::store::StoreError),
-    #[error("node database")]
-    NodeDb(#[from] crate::db::DbError),
+    Mesh(#[from] crate::mesh::store::MeshStoreError),
+    #[error(transparent)]
+    Storage(#[from] crate::db::StorageError),
     #[error(transparent)]
     Damaged(#[from] crate::db::Damaged),
     #[error("shards")]
@@ -193,10 +188,8 @@ impl Opened {
     fn open(config: &Config, state_dir: &Path) -> Result<Opened, DaemonError> {
         let settings = config.settings();
         check_listen_addresses(&config.net().listen)?;
-        std::fs::create_dir_all(state_dir).map_err(|e| DaemonError::StateDir {
-            path: state_dir.to_path_buf(),
-            source: e,
-        })?;
+        let create = crate::db::StorageError::at(state_dir, "create the state directory");
+        std::fs::create_dir_all(state_dir).map_err(create)?;
         let identity = crate::identity::load_or_create(&StateDir::new(state_dir).identity())?;
         let keypair =
             libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())

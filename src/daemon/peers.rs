@@ -14,7 +14,7 @@ use prost::Message;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::announce::Latest;
-use crate::db::{self, DbError, DbKind, Schema, Step};
+use crate::db::{self, DbKind, Schema, Step, StorageError};
 use crate::mesh::state::MeshState;
 use crate::net::{NetError, Network};
 use crate::wire::mesh::Signed;
@@ -67,10 +67,15 @@ pub struct PeerBook {
 
 impl PeerBook {
     /// Opens `node.db`, loading the stored announcements.
-    pub fn open(state_dir: &Path) -> Result<PeerBook, DbError> {
+    pub fn open(state_dir: &Path) -> Result<PeerBook, StorageError> {
         let path = crate::state_dir::StateDir::new(state_dir).node_db();
         let conn = db::open(&path, &NODE_SCHEMA, db::Access::ReadWrite)?;
-        Self::load(conn).map_err(|e| DbError::at(&path, "load", e))
+        Self::load(conn).map_err(StorageError::at(&path, "load"))
+    }
+
+    /// A failed SQLite call while doing `op` on `node.db`.
+    fn err(&self, op: &'static str) -> impl Fn(rusqlite::Error) -> StorageError + use<> {
+        StorageError::of(&self.conn, op)
     }
 
     /// The book with what `conn` stores.
@@ -135,7 +140,7 @@ impl PeerBook {
         announcement: Announcement,
         signed: Signed,
         now_ms: i64,
-    ) -> Result<bool, rusqlite::Error> {
+    ) -> Result<bool, StorageError> {
         let peer = announcement.peer_id.clone();
         if self.latest.offer(&peer, announcement.seq).is_err() {
             return Ok(false);
@@ -143,7 +148,7 @@ impl PeerBook {
         self.conn.execute(
             "INSERT OR REPLACE INTO announcements (peer_id, seq, received_ms, signed) VALUES (?1, ?2, ?3, ?4)",
             params![peer, announcement.seq as i64, now_ms, signed.encode_to_vec()],
-        )?;
+        ).map_err(self.err("store an announcement in"))?;
         self.learn_addresses(&announcement);
         self.announcements.insert(
             peer,
@@ -162,7 +167,7 @@ impl PeerBook {
         };
         let addrs: Vec<Multiaddr> = a.addresses.iter().filter_map(|s| s.parse().ok()).collect();
         if let Err(e) = self.remember_addresses(peer, addrs) {
-            tracing::warn!(error = %e, "node.db: addresses not stored");
+            tracing::warn!(error = %e, "addresses not stored");
         }
     }
 
@@ -172,21 +177,23 @@ impl PeerBook {
         &mut self,
         peer: PeerId,
         addrs: Vec<Multiaddr>,
-    ) -> Result<(), rusqlite::Error> {
+    ) -> Result<(), StorageError> {
         if addrs.is_empty() || self.addresses.get(&peer) == Some(&addrs) {
             return Ok(());
         }
         let text: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-        self.conn.execute(
-            "INSERT OR REPLACE INTO addresses (peer_id, addrs) VALUES (?1, ?2)",
-            params![peer.to_bytes(), text.join(" ")],
-        )?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO addresses (peer_id, addrs) VALUES (?1, ?2)",
+                params![peer.to_bytes(), text.join(" ")],
+            )
+            .map_err(self.err("store addresses in"))?;
         self.addresses.insert(peer, addrs);
         Ok(())
     }
 
     /// Forgets the announcements of peers that are not members any more.
-    pub fn retain_members(&mut self, members: &BTreeSet<Vec<u8>>) -> Result<(), rusqlite::Error> {
+    pub fn retain_members(&mut self, members: &BTreeSet<Vec<u8>>) -> Result<(), StorageError> {
         let gone: Vec<Vec<u8>> = self
             .announcements
             .keys()
@@ -195,7 +202,8 @@ impl PeerBook {
             .collect();
         for peer in gone {
             self.conn
-                .execute("DELETE FROM announcements WHERE peer_id = ?1", [&peer])?;
+                .execute("DELETE FROM announcements WHERE peer_id = ?1", [&peer])
+                .map_err(self.err("forget an announcement in"))?;
             self.announcements.remove(&peer);
         }
         self.last_seen
@@ -206,7 +214,8 @@ impl PeerBook {
     /// The next sequence number for this node's announcement: above every
     /// earlier one, and at least the clock (so a lost database does not
     /// make members refuse this node's announcements for long).
-    pub fn next_seq(&mut self, now_ms: i64) -> Result<u64, rusqlite::Error> {
+    pub fn next_seq(&mut self, now_ms: i64) -> Result<u64, StorageError> {
+        let err = self.err("store the announcement sequence number in");
         let last: Option<i64> = self
             .conn
             .query_row(
@@ -214,12 +223,15 @@ impl PeerBook {
                 [],
                 |r| r.get(0),
             )
-            .optional()?;
+            .optional()
+            .map_err(&err)?;
         let next = (last.unwrap_or(0) + 1).max(now_ms);
-        self.conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('announce_seq', ?1)",
-            [next],
-        )?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('announce_seq', ?1)",
+                [next],
+            )
+            .map_err(&err)?;
         Ok(next as u64)
     }
 

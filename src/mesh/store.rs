@@ -8,7 +8,6 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,7 +20,7 @@ use super::state::{
     MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition,
     VoteRec,
 };
-use crate::db::{self, Access, DbKind, Schema, Step};
+use crate::db::{self, Access, DbKind, Problem, Put, Schema, Step, StorageError};
 use crate::identity::PublicIdentity;
 use crate::state_dir::StateDir;
 use crate::store::audit;
@@ -32,26 +31,19 @@ use crate::wire::mesh as wire;
 /// or empty beside it is damage, not a fresh node, and is refused.
 pub const MEMBER_MARK: &str = "mesh-member";
 
-/// Errors from the mesh database.
+/// Errors from the mesh database: a failed disk or SQLite operation
+/// ([`StorageError`]), a broken audit chain, or a state the node refuses
+/// to start from.
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("mesh database: {0}")]
-    Sql(#[from] rusqlite::Error),
+pub enum MeshStoreError {
     #[error(transparent)]
-    Db(crate::db::DbError),
+    Storage(#[from] StorageError),
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
-    #[error("mesh database is corrupt: {0}")]
-    Corrupt(String),
-    #[error("mesh database: {0}")]
-    Unsafe(String),
+    #[error("{0}")]
+    Refused(String),
     #[error("lock {path}: {reason}")]
     Locked { path: PathBuf, reason: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error(
         "{} is missing or empty, but this node has been a member of mesh {mesh} ({} says so); \
          that file holds its membership and epoch keys. Restore it from a backup \
@@ -168,6 +160,7 @@ CREATE TABLE closed (
 /// The mesh database of one node.
 pub struct MeshStore {
     conn: Connection,
+    path: PathBuf,
     /// Where this node's member mark goes ([`MEMBER_MARK`]).
     mark: PathBuf,
 }
@@ -180,16 +173,16 @@ pub struct Queued {
     pub message: Vec<u8>,
 }
 
-fn corrupt(what: impl ToString) -> StoreError {
-    StoreError::Corrupt(what.to_string())
+fn corrupt(what: impl ToString) -> Problem {
+    Problem::Damaged(what.to_string())
 }
 
-fn arr32(v: Vec<u8>, what: &str) -> Result<[u8; 32], StoreError> {
+fn arr32(v: Vec<u8>, what: &str) -> Result<[u8; 32], Problem> {
     v.try_into()
         .map_err(|_| corrupt(format!("{what} is not 32 bytes")))
 }
 
-fn arr16(v: Vec<u8>, what: &str) -> Result<[u8; 16], StoreError> {
+fn arr16(v: Vec<u8>, what: &str) -> Result<[u8; 16], Problem> {
     v.try_into()
         .map_err(|_| corrupt(format!("{what} is not 16 bytes")))
 }
@@ -216,12 +209,12 @@ fn lost_mesh(db: &Path, mark: &Path) -> Option<String> {
 /// lost, so it starts as a node of no mesh. Refused while the database is
 /// there (that mesh is left with `grove mesh leave`). Returns the mesh the
 /// mark named. The caller holds the state lock.
-pub fn forget_lost_mesh(state_dir: &Path) -> Result<String, StoreError> {
+pub fn forget_lost_mesh(state_dir: &Path) -> Result<String, MeshStoreError> {
     let dir = StateDir::new(state_dir);
     let db = dir.mesh_db();
     let mark = member_mark(&db);
     let Some(mesh) = lost_mesh(&db, &mark) else {
-        return Err(StoreError::Unsafe(if mark.exists() {
+        return Err(MeshStoreError::Refused(if mark.exists() {
             format!(
                 "{} is there: this node's mesh is left with `grove mesh leave`, not forgotten",
                 db.display()
@@ -235,7 +228,7 @@ pub fn forget_lost_mesh(state_dir: &Path) -> Result<String, StoreError> {
         match fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(StoreError::Io { path, source }),
+            Err(e) => return Err(StorageError::new(&path, "remove", e).into()),
         }
     }
     Ok(mesh)
@@ -243,20 +236,17 @@ pub fn forget_lost_mesh(state_dir: &Path) -> Result<String, StoreError> {
 
 impl MeshStore {
     /// Opens (creating and migrating) `<state_dir>/mesh.db`.
-    pub fn open_in(state_dir: &Path) -> Result<MeshStore, StoreError> {
-        fs::create_dir_all(state_dir).map_err(|source| StoreError::Io {
-            path: state_dir.to_path_buf(),
-            source,
-        })?;
+    pub fn open_in(state_dir: &Path) -> Result<MeshStore, MeshStoreError> {
+        fs::create_dir_all(state_dir).map_err(StorageError::at(state_dir, "create"))?;
         MeshStore::open(&StateDir::new(state_dir).mesh_db())
     }
 
     /// Opens (creating and migrating) a mesh database file. A missing or
-    /// empty one beside a member mark is refused ([`StoreError::Lost`]).
-    pub fn open(path: &Path) -> Result<MeshStore, StoreError> {
+    /// empty one beside a member mark is refused ([`MeshStoreError::Lost`]).
+    pub fn open(path: &Path) -> Result<MeshStore, MeshStoreError> {
         let mark = member_mark(path);
         if let Some(mesh) = lost_mesh(path, &mark) {
-            return Err(StoreError::Lost {
+            return Err(MeshStoreError::Lost {
                 db: path.to_path_buf(),
                 mark,
                 mesh,
@@ -264,8 +254,17 @@ impl MeshStore {
         }
         // It holds epoch secrets: the kit creates it private (SQLite gives
         // its -wal and -shm files the same mode) and refuses a readable one.
-        let conn = db::open(path, &MESH_SCHEMA, Access::ReadWrite).map_err(StoreError::Db)?;
-        Ok(MeshStore { conn, mark })
+        let conn = db::open(path, &MESH_SCHEMA, Access::ReadWrite)?;
+        Ok(MeshStore {
+            conn,
+            path: path.to_path_buf(),
+            mark,
+        })
+    }
+
+    /// A failed operation `op` on this database.
+    fn err<E: Into<Problem>>(&self, op: &'static str) -> impl Fn(E) -> MeshStoreError + '_ {
+        move |e| StorageError::new(&self.path, op, e).into()
     }
 
     /// The underlying connection (read-only use: audit checks, inspection).
@@ -274,122 +273,100 @@ impl MeshStore {
     }
 
     /// Sets `synchronous` (FULL by default; the benchmark measures fsync separately).
-    pub fn set_synchronous(&self, full: bool) -> Result<(), StoreError> {
+    pub fn set_synchronous(&self, full: bool) -> Result<(), MeshStoreError> {
         self.conn
-            .pragma_update(None, "synchronous", if full { "FULL" } else { "OFF" })?;
-        Ok(())
+            .pragma_update(None, "synchronous", if full { "FULL" } else { "OFF" })
+            .map_err(self.err("set the synchronous mode of"))
     }
 
     /// Persists one transition atomically: effects, outbox and audit events.
-    pub fn persist(&mut self, t: &Transition, now_ms: i64) -> Result<(), StoreError> {
+    pub fn persist(&mut self, t: &Transition, now_ms: i64) -> Result<(), MeshStoreError> {
         if t.is_empty() && t.outbound.is_empty() {
             return Ok(());
         }
-        let erased = t
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::EraseSecret(_)));
-        let tx = self.conn.transaction()?;
-        for e in &t.effects {
-            apply_effect(&tx, e)?;
-        }
-        for o in &t.outbound {
-            let dest = match &o.to {
-                Dest::All => None,
-                Dest::Peer(p) => Some(p.clone()),
-            };
-            tx.execute(
-                "INSERT INTO outbox (dest, message) VALUES (?1, ?2)",
-                params![dest, o.message],
-            )?;
-        }
-        for a in &t.audit {
-            audit::append(&tx, now_ms, a.kind, &a.body)?;
-        }
-        tx.commit()?;
+        let path = self.path.clone();
+        write_transition(&mut self.conn, t, now_ms)
+            .map_err(|e| StorageError::new(&path, "write a transition to", e))?;
         if let Some(mesh) = t.effects.iter().find_map(|e| match e {
             Effect::PutMesh(m) => Some(m),
             _ => None,
         }) {
             self.write_mark(mesh)?;
         }
-        if erased {
+        if t.effects
+            .iter()
+            .any(|e| matches!(e, Effect::EraseSecret(_)))
+        {
             // Move the erased pages out of the WAL into the (zeroed) main file.
             self.conn
-                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .map_err(self.err("checkpoint"))?;
         }
         Ok(())
     }
 
     /// Queued outbound messages, oldest first.
-    pub fn outbox(&self) -> Result<Vec<Queued>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT seq, dest, message FROM outbox ORDER BY seq")?;
-        let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, Option<Vec<u8>>>(1)?,
-                r.get::<_, Vec<u8>>(2)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (seq, dest, message) = row?;
-            out.push(Queued {
-                seq,
-                to: dest.map_or(Dest::All, Dest::Peer),
-                message,
-            });
-        }
-        Ok(out)
+    pub fn outbox(&self) -> Result<Vec<Queued>, MeshStoreError> {
+        let read = || -> rusqlite::Result<Vec<Queued>> {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT seq, dest, message FROM outbox ORDER BY seq")?;
+            let rows = stmt.query_map([], |r| {
+                Ok(Queued {
+                    seq: r.get(0)?,
+                    to: r
+                        .get::<_, Option<Vec<u8>>>(1)?
+                        .map_or(Dest::All, Dest::Peer),
+                    message: r.get(2)?,
+                })
+            })?;
+            rows.collect()
+        };
+        read().map_err(self.err("read the outbox of"))
     }
 
     /// Drops queued messages up to and including `seq` (after they were sent).
-    pub fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
+    pub fn ack_outbox(&self, seq: i64) -> Result<(), MeshStoreError> {
         self.conn
-            .execute("DELETE FROM outbox WHERE seq <= ?1", params![seq])?;
+            .execute("DELETE FROM outbox WHERE seq <= ?1", params![seq])
+            .map_err(self.err("write the outbox of"))?;
         Ok(())
     }
 
     /// Checks the audit chain.
-    pub fn verify_audit(&self) -> Result<audit::ChainReport, StoreError> {
+    pub fn verify_audit(&self) -> Result<audit::ChainReport, MeshStoreError> {
         Ok(audit::verify(&self.conn)?)
     }
 
     /// Marks this node a member of `mesh`, durably, where its identity
     /// folder is (a bare database without one, as in tests, has no mark).
-    fn write_mark(&self, mesh: &MeshInfo) -> Result<(), StoreError> {
-        let Some(dir) = self.mark.parent().filter(|d| d.is_dir()) else {
+    fn write_mark(&self, mesh: &MeshInfo) -> Result<(), StorageError> {
+        if !self.mark.parent().is_some_and(|d| d.is_dir()) {
             return Ok(());
-        };
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| StoreError::Io { path, source }
-        };
-        let tmp = dir.join(format!("{MEMBER_MARK}.tmp"));
-        let text = format!("{}\n{}\n", hex::encode(mesh.mesh_id), mesh.name);
-        {
-            let mut file = fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(io(&tmp))?;
-            file.write_all(text.as_bytes()).map_err(io(&tmp))?;
-            file.sync_all().map_err(io(&tmp))?;
         }
-        fs::rename(&tmp, &self.mark).map_err(io(&self.mark))?;
-        fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(dir))
+        let text = format!("{}\n{}\n", hex::encode(mesh.mesh_id), mesh.name);
+        db::write_private(&self.mark, text.as_bytes(), Put::Replace)
     }
 
     /// Loads the state. After a restart the node is not synced (it casts no
     /// vote until a member answered its sync request), unless it is the only
     /// member, so no other copy of the mesh exists to be behind.
-    pub fn load(&self, me: PublicIdentity, timing: Timing) -> Result<MeshState, StoreError> {
+    pub fn load(&self, me: PublicIdentity, timing: Timing) -> Result<MeshState, MeshStoreError> {
+        let mut s = self
+            .read_state(me, timing)
+            .map_err(self.err("load the mesh state from"))?;
+        // A node that was a member before marks existed gains its mark.
+        if let Some(mesh) = &s.mesh
+            && !self.mark.exists()
+        {
+            self.write_mark(mesh)?;
+        }
+        s.synced = s.roster().is_none_or(|r| r.members.len() <= 1);
+        Ok(s)
+    }
+
+    /// The stored state, every table read and checked.
+    fn read_state(&self, me: PublicIdentity, timing: Timing) -> Result<MeshState, Problem> {
         let mut s = MeshState::empty(me, timing);
         if let (Some(id), Some(name)) = (self.meta("mesh_id")?, self.meta("name")?) {
             s.mesh = Some(MeshInfo {
@@ -444,18 +421,11 @@ impl MeshStore {
         if s.mesh.is_some() && !s.rosters.contains_key(&s.tip) {
             return Err(corrupt("the current roster is missing"));
         }
-        // A node that was a member before marks existed gains its mark.
-        if let Some(mesh) = &s.mesh
-            && !self.mark.exists()
-        {
-            self.write_mark(mesh)?;
-        }
-        s.synced = s.roster().is_none_or(|r| r.members.len() <= 1);
         Ok(s)
     }
 
     /// One value of the `meta` table.
-    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, Problem> {
         Ok(self
             .conn
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
@@ -466,8 +436,8 @@ impl MeshStore {
     fn rows<T>(
         &self,
         sql: &str,
-        mut row: impl FnMut(&rusqlite::Row<'_>) -> Result<T, StoreError>,
-    ) -> Result<Vec<T>, StoreError> {
+        mut row: impl FnMut(&rusqlite::Row<'_>) -> Result<T, Problem>,
+    ) -> Result<Vec<T>, Problem> {
         let mut stmt = self.conn.prepare(sql)?;
         let mut rows = stmt.query([])?;
         let mut out = Vec::new();
@@ -478,7 +448,31 @@ impl MeshStore {
     }
 }
 
-fn roster_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], Arc<RosterNode>), StoreError> {
+/// One transition's effects, outbox and audit events, in one transaction.
+fn write_transition(conn: &mut Connection, t: &Transition, now_ms: i64) -> Result<(), Problem> {
+    let tx = conn.transaction()?;
+    for e in &t.effects {
+        apply_effect(&tx, e)?;
+    }
+    for o in &t.outbound {
+        let dest = match &o.to {
+            Dest::All => None,
+            Dest::Peer(p) => Some(p.clone()),
+        };
+        tx.execute(
+            "INSERT INTO outbox (dest, message) VALUES (?1, ?2)",
+            params![dest, o.message],
+        )?;
+    }
+    for a in &t.audit {
+        // The same file: the transition's error names it.
+        audit::append(&tx, now_ms, a.kind, &a.body).map_err(|e| *e.problem)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn roster_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], Arc<RosterNode>), Problem> {
     let hash = arr32(r.get(0)?, "roster hash")?;
     let parent: Option<Vec<u8>> = r.get(1)?;
     let bytes: Vec<u8> = r.get(2)?;
@@ -499,7 +493,7 @@ fn roster_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], Arc<RosterNode>), Stor
     Ok((hash, Arc::new(node)))
 }
 
-fn secret_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], SecretEntry), StoreError> {
+fn secret_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], SecretEntry), Problem> {
     let roster_hash = arr32(r.get(0)?, "secret roster")?;
     let entry = SecretEntry {
         roster_hash,
@@ -510,7 +504,7 @@ fn secret_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], SecretEntry), StoreErr
     Ok((roster_hash, entry))
 }
 
-fn vote_row(r: &rusqlite::Row<'_>) -> Result<((u64, Vec<u8>), VoteRec), StoreError> {
+fn vote_row(r: &rusqlite::Row<'_>) -> Result<((u64, Vec<u8>), VoteRec), Problem> {
     let v = VoteRec {
         epoch: r.get::<_, i64>(0)? as u64,
         voter: r.get(1)?,
@@ -530,7 +524,7 @@ fn vote_row(r: &rusqlite::Row<'_>) -> Result<((u64, Vec<u8>), VoteRec), StoreErr
     Ok(((v.epoch, v.voter.clone()), v))
 }
 
-fn closed_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], ClosedRec), StoreError> {
+fn closed_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], ClosedRec), Problem> {
     let hash = arr32(r.get(0)?, "closed proposal")?;
     let reason: String = r.get(3)?;
     let rec = ClosedRec {
@@ -544,7 +538,7 @@ fn closed_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], ClosedRec), StoreError
     Ok((hash, rec))
 }
 
-fn evidence_row(r: &rusqlite::Row<'_>) -> Result<Evidence, StoreError> {
+fn evidence_row(r: &rusqlite::Row<'_>) -> Result<Evidence, Problem> {
     Ok(Evidence {
         epoch: r.get::<_, i64>(0)? as u64,
         voter: r.get(1)?,
@@ -554,7 +548,7 @@ fn evidence_row(r: &rusqlite::Row<'_>) -> Result<Evidence, StoreError> {
     })
 }
 
-fn invite_row(r: &rusqlite::Row<'_>) -> Result<([u8; 16], InviteRec), StoreError> {
+fn invite_row(r: &rusqlite::Row<'_>) -> Result<([u8; 16], InviteRec), Problem> {
     let id = arr16(r.get(0)?, "invite id")?;
     let status: String = r.get(5)?;
     let rec = InviteRec {
@@ -568,7 +562,7 @@ fn invite_row(r: &rusqlite::Row<'_>) -> Result<([u8; 16], InviteRec), StoreError
     Ok((id, rec))
 }
 
-fn history_row(r: &rusqlite::Row<'_>) -> Result<HistoryEntry, StoreError> {
+fn history_row(r: &rusqlite::Row<'_>) -> Result<HistoryEntry, Problem> {
     Ok(HistoryEntry {
         epoch: r.get::<_, i64>(0)? as u64,
         roster_hash: arr32(r.get(1)?, "history roster")?,
@@ -578,7 +572,7 @@ fn history_row(r: &rusqlite::Row<'_>) -> Result<HistoryEntry, StoreError> {
     })
 }
 
-fn pending_join_row(r: &rusqlite::Row<'_>) -> Result<PendingJoin, StoreError> {
+fn pending_join_row(r: &rusqlite::Row<'_>) -> Result<PendingJoin, Problem> {
     Ok(PendingJoin {
         mesh_id: arr16(r.get(0)?, "pending mesh id")?,
         invite_id: arr16(r.get(1)?, "pending invite id")?,
@@ -612,7 +606,7 @@ fn reload_proposal(state: &MeshState, hash: [u8; 32], signed: &[u8]) -> Option<P
 }
 
 /// Writes one effect of a transition.
-fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), StoreError> {
+fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), Problem> {
     let meta = "INSERT OR REPLACE INTO meta (key, value) VALUES";
     match e {
         Effect::PutMesh(m) => tx.execute(
@@ -680,7 +674,7 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn put_roster(tx: &Connection, n: &RosterNode) -> Result<usize, StoreError> {
+fn put_roster(tx: &Connection, n: &RosterNode) -> Result<usize, Problem> {
     Ok(tx.execute(
         "INSERT OR REPLACE INTO rosters (hash, epoch, parent, roster, commit_msg, proposal_hash) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -695,7 +689,7 @@ fn put_roster(tx: &Connection, n: &RosterNode) -> Result<usize, StoreError> {
     )?)
 }
 
-fn put_vote(tx: &Connection, v: &VoteRec) -> Result<usize, StoreError> {
+fn put_vote(tx: &Connection, v: &VoteRec) -> Result<usize, Problem> {
     Ok(tx.execute(
         "INSERT OR REPLACE INTO votes (epoch, voter, roster_hash, proposal_hash, yes, \
          proposal_created_ms, proposal_expires_ms, signed, seq, releases, release) \
@@ -716,7 +710,7 @@ fn put_vote(tx: &Connection, v: &VoteRec) -> Result<usize, StoreError> {
     )?)
 }
 
-fn put_closed(tx: &Connection, c: &ClosedRec) -> Result<usize, StoreError> {
+fn put_closed(tx: &Connection, c: &ClosedRec) -> Result<usize, Problem> {
     Ok(tx.execute(
         "INSERT OR REPLACE INTO closed (hash, epoch, roster_hash, reason, proof, at_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -731,7 +725,7 @@ fn put_closed(tx: &Connection, c: &ClosedRec) -> Result<usize, StoreError> {
     )?)
 }
 
-fn put_history(tx: &Connection, hst: &HistoryEntry) -> Result<usize, StoreError> {
+fn put_history(tx: &Connection, hst: &HistoryEntry) -> Result<usize, Problem> {
     Ok(tx.execute(
         "INSERT INTO history (epoch, roster_hash, commit_hash, switched, at_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -745,7 +739,7 @@ fn put_history(tx: &Connection, hst: &HistoryEntry) -> Result<usize, StoreError>
     )?)
 }
 
-fn set_pending_join(tx: &Connection, p: Option<&PendingJoin>) -> Result<usize, StoreError> {
+fn set_pending_join(tx: &Connection, p: Option<&PendingJoin>) -> Result<usize, Problem> {
     let mut n = tx.execute("DELETE FROM pending_join", [])?;
     if let Some(p) = p {
         n += tx.execute(
@@ -766,13 +760,12 @@ pub struct StateLock {
 impl StateLock {
     /// Takes `<state_dir>/mesh.lock`. A lock left by a process that no longer
     /// runs is taken over; a live one is refused with its pid.
-    pub fn acquire(state_dir: &Path) -> Result<StateLock, StoreError> {
-        fs::create_dir_all(state_dir).map_err(|source| StoreError::Io {
-            path: state_dir.to_path_buf(),
-            source,
-        })?;
+    pub fn acquire(state_dir: &Path) -> Result<StateLock, MeshStoreError> {
+        fs::create_dir_all(state_dir).map_err(StorageError::at(state_dir, "create"))?;
         let path = StateDir::new(state_dir).lock();
         for _ in 0..2 {
+            // Readable by all (it holds only a pid), so another user's
+            // command can say which process holds it.
             match fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -787,7 +780,7 @@ impl StateLock {
                     let pid = holder.trim().parse::<u32>().ok();
                     let alive = pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
                     if alive {
-                        return Err(StoreError::Locked {
+                        return Err(MeshStoreError::Locked {
                             path,
                             reason: format!(
                                 "held by running process {} (is the daemon running?)",
@@ -798,10 +791,10 @@ impl StateLock {
                     // Stale lock of a process that is gone.
                     let _ = fs::remove_file(&path);
                 }
-                Err(source) => return Err(StoreError::Io { path, source }),
+                Err(e) => return Err(StorageError::new(&path, "create", e).into()),
             }
         }
-        Err(StoreError::Locked {
+        Err(MeshStoreError::Locked {
             path,
             reason: "could not take the lock".into(),
         })

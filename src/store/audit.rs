@@ -10,15 +10,18 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
+use crate::db::{Problem, StorageError};
+
 /// SQL that creates the audit table: the SQLite kit runs it in every
 /// database's first migration step (`db::Step::first`).
 pub use crate::db::AUDIT_SCHEMA as SCHEMA;
 
-/// Errors from appending to or checking an audit chain.
+/// Why an audit chain did not check: its database could not be read, or
+/// a link is broken.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
-    #[error("audit log: {0}")]
-    Sql(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     #[error("audit chain broken at event {seq}: {reason}")]
     Broken { seq: i64, reason: String },
 }
@@ -49,7 +52,8 @@ pub fn append(
     at_ms: i64,
     kind: &str,
     body: &serde_json::Value,
-) -> Result<[u8; 32], AuditError> {
+) -> Result<[u8; 32], StorageError> {
+    let err = StorageError::of(conn, "append to the audit chain of");
     let body = body.to_string();
     let last: Option<(i64, Vec<u8>)> = conn
         .query_row(
@@ -57,12 +61,14 @@ pub fn append(
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .optional()?;
+        .optional()
+        .map_err(&err)?;
     let (seq, prev) = match last {
         Some((seq, hash)) => {
-            let prev: [u8; 32] = hash.try_into().map_err(|_| AuditError::Broken {
-                seq,
-                reason: "stored hash is not 32 bytes".into(),
+            let prev: [u8; 32] = hash.try_into().map_err(|_| {
+                let short = format!("the hash of audit event {seq} is not 32 bytes");
+                let op = "append to the audit chain of";
+                StorageError::new(&crate::db::conn_path(conn), op, Problem::Damaged(short))
             })?;
             (seq + 1, prev)
         }
@@ -72,7 +78,8 @@ pub fn append(
     conn.execute(
         "INSERT INTO audit (seq, at_ms, kind, body, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![seq, at_ms, kind, body, &prev[..], &hash[..]],
-    )?;
+    )
+    .map_err(&err)?;
     Ok(hash)
 }
 
@@ -89,19 +96,27 @@ pub struct ChainReport {
 /// link as an error: a gap in sequence numbers, a `prev` that does not match
 /// the previous hash, or a hash that does not match the event's bytes.
 pub fn verify(conn: &Connection) -> Result<ChainReport, AuditError> {
-    let mut stmt =
-        conn.prepare("SELECT seq, at_ms, kind, body, prev, hash FROM audit ORDER BY seq")?;
-    let mut rows = stmt.query([])?;
+    let err = StorageError::of(conn, "read the audit chain of");
+    let mut stmt = conn
+        .prepare("SELECT seq, at_ms, kind, body, prev, hash FROM audit ORDER BY seq")
+        .map_err(&err)?;
+    let mut rows = stmt.query([]).map_err(&err)?;
     let mut expected_prev = [0u8; 32];
     let mut expected_seq = 1i64;
     let mut events = 0u64;
-    while let Some(row) = rows.next()? {
-        let seq: i64 = row.get(0)?;
-        let at_ms: i64 = row.get(1)?;
-        let kind: String = row.get(2)?;
-        let body: String = row.get(3)?;
-        let prev: Vec<u8> = row.get(4)?;
-        let hash: Vec<u8> = row.get(5)?;
+    while let Some(row) = rows.next().map_err(&err)? {
+        let event = |row: &rusqlite::Row<'_>| -> rusqlite::Result<_> {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+            ))
+        };
+        let (seq, at_ms, kind, body, prev, hash): (i64, i64, String, String, Vec<u8>, Vec<u8>) =
+            event(row).map_err(&err)?;
         let broken = |reason: String| AuditError::Broken { seq, reason };
         if seq != expected_seq {
             return Err(broken(format!("expected event {expected_seq} next")));
@@ -135,6 +150,7 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, AuditError> {
 /// events still in a live writer's WAL are not seen, but what is seen is a
 /// prefix of the chain, so an intact chain never reads as broken.
 pub fn verify_file(path: &std::path::Path) -> Result<ChainReport, AuditError> {
+    let err = StorageError::at(path, "open");
     let flags =
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let locked = Connection::open_with_flags(path, flags).and_then(|conn| {
@@ -153,13 +169,14 @@ pub fn verify_file(path: &std::path::Path) -> Result<ChainReport, AuditError> {
             let conn = Connection::open_with_flags(
                 crate::db::immutable_uri(path),
                 flags | rusqlite::OpenFlags::SQLITE_OPEN_URI,
-            )?;
+            )
+            .map_err(err)?;
             Ok(ChainReport {
                 immutable: true,
                 ..verify(&conn)?
             })
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(err(e).into()),
     }
 }
 

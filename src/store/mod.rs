@@ -19,25 +19,20 @@ pub use rank::{Plan, QueryStats, StatsMismatch};
 pub use search::{SearchHit, SearchScope, hit_order};
 pub use shard::{BookRecord, BookStatus, IngestStatus, ProofRecord, Shard, VerifyReport};
 
+use crate::db::{Cause, StorageError};
 use crate::merkle::Hash;
 
 /// The shard a book goes to when none is named.
 pub const DEFAULT_SHARD: &str = "main";
 
-/// Errors from the store, each naming what the operator should look at.
+/// Errors from the store: a failed disk or SQLite operation
+/// ([`StorageError`], with the shard's advice), or a request the shards
+/// cannot answer.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    #[error(
-        "shard file {path} is corrupted or not a grove shard ({detail}); it was not opened. Move it aside, or run `grove book verify` on its books"
-    )]
-    Corrupt { path: PathBuf, detail: String },
-    #[error("shard file {path} was written by a newer grove ({detail})")]
-    TooNew { path: PathBuf, detail: String },
-    #[error("cannot write to the state directory {path}: {detail}")]
-    NotWritable { path: PathBuf, detail: String },
-    #[error("the disk holding {path} is full; nothing was stored")]
-    DiskFull { path: PathBuf },
+    #[error("{0}{advice}", advice = advice(.0))]
+    Storage(#[from] StorageError),
     #[error("no book with key `{0}`")]
     NoSuchBook(String),
     #[error("book `{key}` has no version {version}")]
@@ -56,16 +51,6 @@ pub enum StoreError {
     NoSuchShard(String),
     #[error(transparent)]
     BadShardName(#[from] BadShardName),
-    #[error("shard {path}: {source}")]
-    Sql {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    #[error("state directory {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
     #[error(transparent)]
@@ -73,43 +58,28 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// A shard the SQLite kit could not open, classified as [`Self::sql`]
-    /// does, with the kit's refusals (not a shard, too new) named.
-    pub(crate) fn from_db(e: crate::db::DbError) -> StoreError {
-        use crate::db::Problem;
-        let crate::db::DbError { path, op, problem } = e;
-        match problem {
-            Problem::Sql(e) => StoreError::sql(&path, e),
-            Problem::Io(source) => StoreError::Io { path, source },
-            p @ Problem::NotOurs { .. } => StoreError::Corrupt {
-                path,
-                detail: format!("{op}: {p}"),
-            },
-            p @ Problem::TooNew { .. } => StoreError::TooNew {
-                path,
-                detail: p.to_string(),
-            },
-            Problem::Unsafe(detail) => StoreError::NotWritable { path, detail },
+    /// What kind of storage failure this is, if it is one.
+    pub fn cause(&self) -> Option<Cause> {
+        match self {
+            StoreError::Storage(e) => Some(e.cause()),
+            StoreError::Audit(audit::AuditError::Storage(e)) => Some(e.cause()),
+            _ => None,
         }
     }
+}
 
-    /// Classifies an SQLite error on `path`: corruption and a full disk get
-    /// their own messages.
-    pub(crate) fn sql(path: &Path, e: rusqlite::Error) -> StoreError {
-        use rusqlite::ErrorCode as C;
-        let path = path.to_path_buf();
-        match e.sqlite_error_code() {
-            Some(C::DatabaseCorrupt | C::NotADatabase) => StoreError::Corrupt {
-                path,
-                detail: e.to_string(),
-            },
-            Some(C::DiskFull) => StoreError::DiskFull { path },
-            Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) => StoreError::NotWritable {
-                path,
-                detail: e.to_string(),
-            },
-            _ => StoreError::Sql { path, source: e },
+/// What an operator does about a shard's storage failure.
+fn advice(e: &StorageError) -> &'static str {
+    match e.cause() {
+        Cause::Damaged => {
+            "; the shard file is corrupted or not a grove shard, and was left as it was. \
+             Move it aside, or run `grove book verify` on its books"
         }
+        Cause::Full => "; the disk is full, nothing was stored",
+        Cause::NotWritable => {
+            "; grove cannot write to the state directory (read-only, or not this user's)"
+        }
+        Cause::TooNew | Cause::NotPrivate | Cause::Other => "",
     }
 }
 
@@ -182,23 +152,16 @@ impl Store {
     }
 
     /// Names of existing shards, sorted.
-    pub fn shard_names(&self) -> Result<Vec<String>, StoreError> {
+    pub fn shard_names(&self) -> Result<Vec<String>, StorageError> {
+        let io = StorageError::at(&self.dir, "list the shards in");
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => {
-                return Err(StoreError::Io {
-                    path: self.dir.clone(),
-                    source: e,
-                });
-            }
+            Err(e) => return Err(io(e)),
         };
         let mut names = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| StoreError::Io {
-                path: self.dir.clone(),
-                source: e,
-            })?;
+            let entry = entry.map_err(&io)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if let Some(stem) = crate::state_dir::shard_name(&name)
                 && validate_shard_name(stem).is_ok()
@@ -223,10 +186,7 @@ impl Store {
     /// Opens a shard, creating it (and the state directory) when missing.
     pub fn open_or_create(&self, name: &str) -> Result<Shard, StoreError> {
         validate_shard_name(name)?;
-        std::fs::create_dir_all(&self.dir).map_err(|e| StoreError::NotWritable {
-            path: self.dir.clone(),
-            detail: e.to_string(),
-        })?;
+        std::fs::create_dir_all(&self.dir).map_err(StorageError::at(&self.dir, "create"))?;
         Shard::open(name, &self.shard_path(name))
     }
 

@@ -18,6 +18,7 @@ use super::index::{COLLECTION_INDEX, MAX_TERM_BYTES};
 use super::rank::{self, QueryStats, quote, terms};
 use super::shard::{BookRecord, Shard};
 use super::{StoreError, fts5};
+use crate::db::{Problem, StorageError};
 use crate::merkle::Hash;
 
 /// The rowids a search matches: one book's range, or every row.
@@ -114,15 +115,15 @@ impl Shard {
                  FROM books WHERE status = 'current'",
             )
             .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
-            .map_err(|e| self.err(e))?;
+            .map_err(self.err("search"))?;
         stats.chunks = chunks as u64;
         stats.tokens = tokens as u64;
         if words.is_empty() || chunks == 0 {
             return Ok(stats);
         }
-        let tokenizer = fts5::Tokenizer::new(self.conn()).map_err(|e| self.err(e))?;
+        let tokenizer = fts5::Tokenizer::new(self.conn()).map_err(self.err("search"))?;
         for (word, held) in words.iter().zip(stats.word_chunks.iter_mut()) {
-            let tokens = tokenizer.tokens(word).map_err(|e| self.err(e))?;
+            let tokens = tokenizer.tokens(word).map_err(self.err("search"))?;
             *held = match &tokens[..] {
                 // FTS5 cuts terms at 32 KiB; a longer one is counted by matching.
                 [term] if term.len() < MAX_TERM_BYTES => match std::str::from_utf8(term) {
@@ -152,7 +153,7 @@ impl Shard {
             .conn()
             .prepare_cached("SELECT tokens FROM books WHERE id = ?1")
             .and_then(|mut s| s.query_row([book.id], |r| r.get(0)))
-            .map_err(|e| self.err(e))?;
+            .map_err(self.err("search"))?;
         stats.chunks = book.count;
         stats.tokens = tokens.unwrap_or(0) as u64;
         let rows = Rows::of(book);
@@ -217,7 +218,7 @@ impl Shard {
                         AND rowid BETWEEN ?6 AND ?7)
                      WHERE score IS NOT NULL"
                 ))
-                .map_err(|e| self.err(e))?;
+                .map_err(self.err("search"))?;
             let mut rows = stmt
                 .query(params![
                     ranking.fts_query,
@@ -228,10 +229,10 @@ impl Shard {
                     rows.first,
                     rows.last
                 ])
-                .map_err(|e| self.err(e))?;
-            while let Some(r) = rows.next().map_err(|e| self.err(e))? {
-                let id: i64 = r.get(0).map_err(|e| self.err(e))?;
-                let score: f64 = r.get(1).map_err(|e| self.err(e))?;
+                .map_err(self.err("search"))?;
+            while let Some(r) = rows.next().map_err(self.err("search"))? {
+                let id: i64 = r.get(0).map_err(self.err("search"))?;
+                let score: f64 = r.get(1).map_err(self.err("search"))?;
                 if let Some((tie, _)) = scorer.locate(id) {
                     best.push((score, tie, id));
                 }
@@ -253,23 +254,23 @@ impl Shard {
                 "SELECT first_chunk, chunk_count, chunk_tokens, key FROM books
                  WHERE status = 'current' AND (?1 IS NULL OR id = ?1) ORDER BY key",
             )
-            .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([only]).map_err(|e| self.err(e))?;
+            .map_err(self.err("search"))?;
+        let mut rows = stmt.query([only]).map_err(self.err("search"))?;
         let mut books = Vec::new();
-        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
-            let get = |i| r.get_ref(i).map_err(|e| self.err(e));
-            let first = get(0)?.as_i64().map_err(|e| self.err(e.into()))?;
-            let count = get(1)?.as_i64().map_err(|e| self.err(e.into()))?;
+        while let Some(r) = rows.next().map_err(self.err("search"))? {
+            let get = |i| r.get_ref(i).map_err(self.err("search"));
+            let first = get(0)?.as_i64().map_err(|e| self.err("search")(e.into()))?;
+            let count = get(1)?.as_i64().map_err(|e| self.err("search")(e.into()))?;
             let lengths = get(2)?
                 .as_blob()
                 .ok()
                 .filter(|l| l.len() as i64 == 4 * count)
-                .ok_or_else(|| StoreError::Corrupt {
-                    path: self.path().to_path_buf(),
-                    detail: format!(
+                .ok_or_else(|| {
+                    let detail = format!(
                         "the chunk lengths of book `{}` are missing or do not match its {count} chunks",
                         get(3).ok().and_then(|k| k.as_str().ok()).unwrap_or("?")
-                    ),
+                    );
+                    StorageError::new(self.path(), "search", Problem::Damaged(detail))
                 })?
                 .to_vec();
             books.push(rank::BookRows {
@@ -300,7 +301,7 @@ impl Shard {
                     |r| r.get(0),
                 )
             })
-            .map_err(|e| self.err(e))?;
+            .map_err(self.err("search"))?;
         Ok(n as u64)
     }
 
@@ -311,7 +312,7 @@ impl Shard {
             .prepare_cached("SELECT chunks FROM terms WHERE term = ?1")
             .and_then(|mut s| s.query_row([term], |r| r.get::<_, i64>(0)).optional())
             .map(|n| n.unwrap_or(0) as u64)
-            .map_err(|e| self.err(e))
+            .map_err(self.err("search"))
     }
 
     /// One chunk as a hit with `score`.
@@ -322,7 +323,7 @@ impl Shard {
                  FROM chunks c JOIN books b ON b.id = c.book_id WHERE c.id = ?1",
             )
             .and_then(|mut s| s.query_row(params![chunk_id, score], hit_from_row))
-            .map_err(|e| self.err(e))
+            .map_err(self.err("search"))
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::schema;
 use super::{StoreError, audit, fts5, index, rank};
 use crate::book::BookText;
-use crate::db;
+use crate::db::{self, Cause, Problem, StorageError};
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
 use crate::text::{self, ChunkError};
 
@@ -157,7 +157,7 @@ impl Shard {
             // A WAL database on read-only media can only be opened as
             // immutable (SQLite cannot create its shared-memory file
             // there); nothing can change it while the media is read-only.
-            Err(StoreError::NotWritable { .. }) if path.is_file() => {
+            Err(StoreError::Storage(e)) if e.cause() == Cause::NotWritable && path.is_file() => {
                 Self::open_as(path, db::Access::Immutable)?
             }
             Err(e) => return Err(e),
@@ -170,8 +170,8 @@ impl Shard {
     }
 
     fn open_as(path: &Path, access: db::Access) -> Result<Connection, StoreError> {
-        let conn = db::open(path, &schema::SHARD, access).map_err(StoreError::from_db)?;
-        fts5::register(&conn).map_err(|e| StoreError::sql(path, e))?;
+        let conn = db::open(path, &schema::SHARD, access)?;
+        fts5::register(&conn).map_err(StorageError::at(path, "open"))?;
         Ok(conn)
     }
 
@@ -183,8 +183,9 @@ impl Shard {
         &self.path
     }
 
-    pub(super) fn err(&self, e: rusqlite::Error) -> StoreError {
-        StoreError::sql(&self.path, e)
+    /// A failed SQLite call while doing `op` on this shard.
+    pub(super) fn err(&self, op: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |e| StorageError::new(&self.path, op, e).into()
     }
 
     fn book_from_row(&self, r: &Row<'_>) -> rusqlite::Result<BookRecord> {
@@ -218,7 +219,7 @@ impl Shard {
             })
             .optional()
             .map(|o| o.is_some())
-            .map_err(|e| self.err(e))
+            .map_err(self.err("read"))
     }
 
     /// The current version of `key`, or the named version.
@@ -236,7 +237,7 @@ impl Shard {
             ),
         }
         .optional()
-        .map_err(|e| self.err(e))?;
+        .map_err(self.err("read"))?;
         match (found, version) {
             (Some(b), _) => Ok(b),
             (None, Some(version)) if self.has_key(key)? => Err(StoreError::NoSuchVersion {
@@ -256,11 +257,11 @@ impl Shard {
             .prepare(&format!(
                 "SELECT {BOOK_COLUMNS} FROM books {filter} ORDER BY key, version"
             ))
-            .map_err(|e| self.err(e))?;
+            .map_err(self.err("read"))?;
         let rows = stmt
             .query_map([], |r| self.book_from_row(r))
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+            .map_err(self.err("read"))?;
+        rows.collect::<Result<_, _>>().map_err(self.err("read"))
     }
 
     /// This shard's root over its current books (books.md section 7).
@@ -320,8 +321,8 @@ impl Shard {
             Err(e) => return Err(e),
         };
         let path = self.path.clone();
-        let err = |e| StoreError::sql(&path, e);
-        let tx = self.conn.transaction().map_err(err)?;
+        let err = StorageError::at(&path, "write");
+        let tx = self.conn.transaction().map_err(&err)?;
         // The old version steps aside first (one current row per key); if the
         // content turns out unchanged, the rollback puts it back.
         if let Some(cur) = &current {
@@ -329,10 +330,10 @@ impl Shard {
                 "UPDATE books SET status = 'superseded' WHERE id = ?1",
                 [cur.id],
             )
-            .map_err(err)?;
-            index::drop_index(&tx, cur.id).map_err(err)?;
+            .map_err(&err)?;
+            index::drop_index(&tx, cur.id).map_err(&err)?;
         }
-        let new = insert_version(&tx, key, book, source, now_ms).map_err(err)?;
+        let new = insert_version(&tx, key, book, source, now_ms).map_err(&err)?;
         let (leaves, vocabulary) = store_chunks(&tx, &path, &new, &chunks, progress)?;
         let count = leaves.len() as u64;
         let levels = merkle::levels(leaves).ok_or(StoreError::Chunks(ChunkError::Empty))?;
@@ -345,7 +346,7 @@ impl Shard {
             drop(tx);
             return Ok((IngestStatus::Unchanged, cur.clone()));
         }
-        store_tree(&tx, new.book_id, &levels, &vocabulary).map_err(err)?;
+        store_tree(&tx, new.book_id, &levels, &vocabulary).map_err(&err)?;
         let status = if current.is_some() {
             IngestStatus::NewVersion
         } else {
@@ -368,7 +369,7 @@ impl Shard {
                 "superseded_version": current.as_ref().map(|c| c.version),
             }),
         )?;
-        tx.commit().map_err(err)?;
+        tx.commit().map_err(&err)?;
         if current.is_some() {
             // The superseded version's search index was dropped.
             self.reclaim();
@@ -381,22 +382,21 @@ impl Shard {
     /// and its rows and history stay.
     pub fn remove(&mut self, key: &str, now_ms: i64) -> Result<BookRecord, StoreError> {
         let book = self.book(key, None)?;
-        let path = self.path.clone();
-        let err = |e| StoreError::sql(&path, e);
-        let tx = self.conn.transaction().map_err(err)?;
+        let err = StorageError::at(&self.path, "write");
+        let tx = self.conn.transaction().map_err(&err)?;
         tx.execute(
             "UPDATE books SET status = 'removed' WHERE id = ?1",
             [book.id],
         )
-        .map_err(err)?;
-        index::drop_index(&tx, book.id).map_err(err)?;
+        .map_err(&err)?;
+        index::drop_index(&tx, book.id).map_err(&err)?;
         audit::append(
             &tx,
             now_ms,
             "book.remove",
             &json!({ "key": key, "version": book.version, "root": hex::encode(book.root) }),
         )?;
-        tx.commit().map_err(err)?;
+        tx.commit().map_err(&err)?;
         self.reclaim();
         self.book(key, Some(book.version))
     }
@@ -422,15 +422,15 @@ impl Shard {
 
     /// The shard's size in bytes (pages in use and free).
     pub fn size_bytes(&self) -> Result<u64, StoreError> {
-        let err = |e| StoreError::sql(&self.path, e);
+        let err = self.err("read the size of");
         let pages: i64 = self
             .conn
             .query_row("PRAGMA page_count", [], |r| r.get(0))
-            .map_err(err)?;
+            .map_err(&err)?;
         let page: i64 = self
             .conn
             .query_row("PRAGMA page_size", [], |r| r.get(0))
-            .map_err(err)?;
+            .map_err(&err)?;
         Ok(u64::try_from(pages * page).unwrap_or(0))
     }
 
@@ -439,12 +439,12 @@ impl Shard {
     /// returns its size before and after. Rows are untouched.
     pub fn compact(&mut self) -> Result<(u64, u64), StoreError> {
         let before = self.size_bytes()?;
-        let err = |e| StoreError::sql(&self.path, e);
+        let err = self.err("compact");
         self.conn
             .execute_batch(
                 "PRAGMA auto_vacuum = INCREMENTAL; VACUUM; PRAGMA wal_checkpoint(TRUNCATE);",
             )
-            .map_err(err)?;
+            .map_err(&err)?;
         Ok((before, self.size_bytes()?))
     }
 
@@ -468,7 +468,7 @@ impl Shard {
                     Ok((r.get(0)?, hash_from(r.get(1)?)?, r.get(2)?))
                 })
             })
-            .map_err(|e| self.err(e))
+            .map_err(self.err("read"))
     }
 
     /// Chunk `index` of `book` with its inclusion proof: one point read of a
@@ -480,7 +480,7 @@ impl Shard {
             .prepare_cached(
                 "SELECT hashes FROM merkle_blocks WHERE book_id = ?1 AND level = ?2 AND block = ?3",
             )
-            .map_err(|e| self.err(e))?;
+            .map_err(self.err("read"))?;
         let height = merkle::height(book.count);
         let mut proof = Vec::with_capacity(height);
         let (mut j, mut width) = (index, book.count);
@@ -492,14 +492,15 @@ impl Shard {
                 .query_row(params![book.id, level as i64, block_no as i64], |r| {
                     r.get(0)
                 })
-                .map_err(|e| self.err(e))?;
+                .map_err(self.err("read"))?;
             let at = (partner % PROOF_BLOCK) as usize * 32;
             let sibling = block
                 .get(at..at + 32)
                 .and_then(|h| Hash::try_from(h).ok())
-                .ok_or_else(|| StoreError::Corrupt {
-                    path: self.path.clone(),
-                    detail: format!("Merkle block {level}/{block_no} of `{}` is short", book.key),
+                .ok_or_else(|| {
+                    let short =
+                        format!("Merkle block {level}/{block_no} of `{}` is short", book.key);
+                    StorageError::new(&self.path, "read", Problem::Damaged(short))
                 })?;
             proof.push(ProofStep {
                 sibling,
@@ -551,15 +552,15 @@ impl Shard {
             .prepare(
                 "SELECT id, idx, label, leaf, text FROM chunks WHERE book_id = ?1 ORDER BY idx",
             )
-            .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
-        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            .map_err(self.err("verify"))?;
+        let mut rows = stmt.query([book.id]).map_err(self.err("verify"))?;
+        while let Some(r) = rows.next().map_err(self.err("verify"))? {
             let (id, idx, label, leaf, text): (i64, i64, String, Vec<u8>, String) = (
-                r.get(0).map_err(|e| self.err(e))?,
-                r.get(1).map_err(|e| self.err(e))?,
-                r.get(2).map_err(|e| self.err(e))?,
-                r.get(3).map_err(|e| self.err(e))?,
-                r.get(4).map_err(|e| self.err(e))?,
+                r.get(0).map_err(self.err("verify"))?,
+                r.get(1).map_err(self.err("verify"))?,
+                r.get(2).map_err(self.err("verify"))?,
+                r.get(3).map_err(self.err("verify"))?,
+                r.get(4).map_err(self.err("verify"))?,
             );
             let i = leaves.len() as i64;
             if idx != i || id != book.first_chunk + i {
@@ -606,11 +607,11 @@ impl Shard {
             .prepare(
                 "SELECT level, hashes FROM merkle_blocks WHERE book_id = ?1 ORDER BY level, block",
             )
-            .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([book.id]).map_err(|e| self.err(e))?;
-        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
-            let level: i64 = r.get(0).map_err(|e| self.err(e))?;
-            let hashes: Vec<u8> = r.get(1).map_err(|e| self.err(e))?;
+            .map_err(self.err("verify"))?;
+        let mut rows = stmt.query([book.id]).map_err(self.err("verify"))?;
+        while let Some(r) = rows.next().map_err(self.err("verify"))? {
+            let level: i64 = r.get(0).map_err(self.err("verify"))?;
+            let hashes: Vec<u8> = r.get(1).map_err(self.err("verify"))?;
             match stored.get_mut(level as usize) {
                 Some(l) => l.extend_from_slice(&hashes),
                 None => report.problems.push(format!(
@@ -642,7 +643,7 @@ impl Shard {
                 params![book.first_chunk, book.first_chunk + book.count as i64 - 1],
                 |r| r.get(0),
             )
-            .map_err(|e| self.err(e))?;
+            .map_err(self.err("verify"))?;
         if book.status != BookStatus::Current {
             if collected != 0 {
                 report.problems.push(format!(
@@ -675,8 +676,8 @@ impl Shard {
             .query_row("SELECT tokens FROM books WHERE id = ?1", [book.id], |r| {
                 r.get(0)
             })
-            .map_err(|e| self.err(e))?;
-        let counted = index::chunk_lengths(&self.conn, book.id).map_err(|e| self.err(e))?;
+            .map_err(self.err("verify"))?;
+        let counted = index::chunk_lengths(&self.conn, book.id).map_err(self.err("verify"))?;
         let tokens: i64 = counted.iter().map(|&n| i64::from(n)).sum();
         if recorded != Some(tokens) {
             report.problems.push(format!(
@@ -690,7 +691,7 @@ impl Shard {
                 [book.id],
                 |r| r.get(0),
             )
-            .map_err(|e| self.err(e))?;
+            .map_err(self.err("verify"))?;
         if lengths != Some(index::encode_lengths(&counted)) {
             report
                 .problems
@@ -708,25 +709,25 @@ impl Shard {
         let mut text_stmt = self
             .conn
             .prepare("SELECT id, text FROM chunks WHERE book_id = ?1 ORDER BY idx")
-            .map_err(|e| self.err(e))?;
+            .map_err(self.err("verify"))?;
         let all = index::COLLECTION_INDEX;
         let mut all_stmt = self
             .conn
             .prepare(&format!(
                 "SELECT count(*) FROM {all} WHERE {all} MATCH ?1 AND rowid = ?2"
             ))
-            .map_err(|e| self.err(e))?;
-        let mut rows = text_stmt.query([book.id]).map_err(|e| self.err(e))?;
-        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
-            let id: i64 = r.get(0).map_err(|e| self.err(e))?;
-            let text: String = r.get(1).map_err(|e| self.err(e))?;
+            .map_err(self.err("verify"))?;
+        let mut rows = text_stmt.query([book.id]).map_err(self.err("verify"))?;
+        while let Some(r) = rows.next().map_err(self.err("verify"))? {
+            let id: i64 = r.get(0).map_err(self.err("verify"))?;
+            let text: String = r.get(1).map_err(self.err("verify"))?;
             // The chunk's longest word must find it; chunks of punctuation only are skipped.
             let Some(word) = rank::terms(&text).into_iter().max_by_key(|t| t.len()) else {
                 continue;
             };
             let n: i64 = all_stmt
                 .query_row(params![rank::quote(&word), id], |r| r.get(0))
-                .map_err(|e| self.err(e))?;
+                .map_err(self.err("verify"))?;
             if n != 1 {
                 report.problems.push(format!(
                     "chunk {} is not found in the search index by its word `{word}`",
@@ -855,13 +856,13 @@ fn store_chunks(
     chunks: &std::sync::mpsc::Receiver<Produced>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Vec<Hash>, index::Vocabulary), StoreError> {
-    let err = |e| StoreError::sql(path, e);
-    let mut writer = ChunkWriter::prepare(tx).map_err(err)?;
+    let err = StorageError::at(path, "write");
+    let mut writer = ChunkWriter::prepare(tx).map_err(&err)?;
     let mut leaves = Vec::new();
     loop {
         match chunks.recv() {
             Ok(Produced::Chunk(chunk)) => {
-                leaves.push(writer.write(new, &chunk).map_err(err)?);
+                leaves.push(writer.write(new, &chunk).map_err(&err)?);
                 if leaves.len() % 64 == 0 {
                     progress(leaves.len() as u64);
                 }

@@ -12,6 +12,7 @@ use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{ApiError, dto};
+use crate::db::{self, Put, StorageError};
 use crate::moot::transcript::{DecisionRecord, TranscriptRecord};
 use crate::wire::mesh::Signed;
 
@@ -332,20 +333,13 @@ impl MootBook {
     /// over the previous copy (which stays until the new one is on disk),
     /// then the folder synced so the rename itself survives a crash.
     fn persist(&self, moot: &Moot) {
-        let write = || -> std::io::Result<()> {
-            let bytes = serde_json::to_vec_pretty(&moot.saved())?;
-            std::fs::create_dir_all(&self.dir)?;
+        let write = || -> Result<(), StorageError> {
             let path = self.dir.join(format!("{}.json", moot.view.id));
-            let tmp = self.dir.join(format!(".{}.json.tmp", moot.view.id));
+            let bytes = serde_json::to_vec_pretty(&moot.saved())
+                .map_err(|e| StorageError::new(&path, "encode", std::io::Error::from(e)))?;
+            std::fs::create_dir_all(&self.dir).map_err(StorageError::at(&self.dir, "create"))?;
             // Private like every file of the state directory.
-            let _ = std::fs::remove_file(&tmp);
-            crate::db::create_private(&tmp)?;
-            let mut file = std::fs::OpenOptions::new().write(true).open(&tmp)?;
-            std::io::Write::write_all(&mut file, &bytes)?;
-            file.sync_all()?;
-            drop(file);
-            std::fs::rename(&tmp, &path)?;
-            std::fs::File::open(&self.dir)?.sync_all()
+            db::write_private(&path, &bytes, Put::Replace)
         };
         if let Err(e) = write() {
             tracing::warn!(error = %e, id = %moot.view.id, "moot not saved");

@@ -199,8 +199,8 @@ mod tests {
             .iter()
             .map(|c| merkle::leaf_hash(c.as_bytes()))
             .collect();
-        let levels = merkle::levels(leaves.clone()).unwrap();
-        let root = merkle::root(&leaves).unwrap();
+        let levels = merkle::levels(leaves).unwrap();
+        let root = levels[levels.len() - 1][0];
         (chunks, levels, root)
     }
 
