@@ -1,7 +1,8 @@
 //! `grove-bench mesh [sizes...]`: build and check-and-apply a commit for
 //! rosters of 10, 100 and 1000 members; prints build time, check-and-apply
-//! time (without fsync), the persist time with and without fsync, and the
-//! commit's size in bytes.
+//! time (without fsync), the time to verify the commit's signatures alone
+//! (the committer's, the proposal's and every vote's), the persist time with
+//! and without fsync, and the commit's size in bytes.
 //!
 //! `grove-bench mesh liveness [seeds] [first seed] [steps]`: runs the seeded
 //! membership simulation (`sim.rs` beside it, 10,000 seeds by default) and
@@ -66,7 +67,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("sizes must be numbers: {e}"))?
     };
     println!(
-        "{:>6} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>12} {:>14} {:>10}",
+        "{:>6} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12} {:>14} {:>10}",
         "members",
         "votes",
         "build ms",
@@ -74,6 +75,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "check+apply",
         "(cpu ms)",
         "votes seen",
+        "verify ms",
         "persist ms",
         "persist+fsync",
         "bytes"
@@ -120,6 +122,7 @@ struct Timings {
     check: Vec<Duration>,
     check_cpu: Vec<Duration>,
     seen: Vec<Duration>,
+    verify: Vec<Duration>,
     persist: Vec<Duration>,
     fsync: Vec<Duration>,
 }
@@ -148,13 +151,15 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         check: Vec::new(),
         check_cpu: Vec::new(),
         seen: Vec::new(),
+        verify: Vec::new(),
         persist: Vec::new(),
         fsync: Vec::new(),
     };
     time_check_and_persist(&receipt, &mut rng, &mut t)?;
     t.seen = time_votes_seen(&receipt, &mut rng)?;
+    t.verify = time_verify(&commit, rounds)?;
     println!(
-        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>12.2} {:>14.2} {:>10}",
+        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>10.2} {:>12.2} {:>14.2} {:>10}",
         n,
         setup.votes.len(),
         ms(median(t.build)),
@@ -166,6 +171,7 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
             format!("{:.2}", ms(median(t.check_cpu)))
         },
         ms(median(t.seen)),
+        ms(median(t.verify)),
         ms(median(t.persist)),
         ms(median(t.fsync)),
         message.len()
@@ -401,6 +407,36 @@ fn time_votes_seen(r: &Receipt<'_>, rng: &mut StdRng) -> anyhow::Result<Vec<Dura
         }
     }
     Ok(seen_times)
+}
+
+/// Verifies the commit's signatures `rounds` times, as a receiver that saw
+/// none of its votes does: the committer's, the proposal's and every vote's,
+/// through the codec's one rule.
+fn time_verify(commit: &wire::Signed, rounds: usize) -> anyhow::Result<Vec<Duration>> {
+    let body = wire::Commit::decode(&commit.body[..])?;
+    let core = wire::CommitCore::decode(&body.core[..])?;
+    let proposal = core
+        .proposal
+        .ok_or_else(|| anyhow::anyhow!("commit without a proposal"))?;
+    let signed = [(commit, tag::COMMIT), (&proposal, tag::PROPOSAL)]
+        .into_iter()
+        .chain(core.votes.iter().map(|v| (v, tag::VOTE)));
+    let mut checks = Vec::new();
+    for (s, tag) in signed {
+        checks.push(codec::SigCheck {
+            signer: codec::bytes32(&s.signer, "signer")?,
+            tag,
+            body: &s.body,
+            signature: s.signature[..].try_into()?,
+        });
+    }
+    let mut times = Vec::new();
+    for _ in 0..rounds {
+        let start = Instant::now();
+        codec::verify_batch(&checks, "commit")?;
+        times.push(start.elapsed());
+    }
+    Ok(times)
 }
 
 /// Seeds the liveness simulation runs by default.
