@@ -30,6 +30,8 @@ mod join;
 mod receive;
 mod records;
 mod rules;
+#[cfg(test)]
+mod tests;
 mod tx;
 mod votes;
 

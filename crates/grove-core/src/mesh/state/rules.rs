@@ -261,7 +261,7 @@ pub(super) struct CheckedCommit {
 
 /// Checks a commit against its parent roster, in the order of
 /// docs/mesh-protocol.md §7: its lineage, the proposal, the votes, every
-/// signature (one batch), the next roster, and the envelopes (this node's
+/// signature (each by the one rule), the next roster, and the envelopes (this node's
 /// own opens).
 pub(crate) fn check_commit_against(
     me: Option<&Identity>,
@@ -274,7 +274,7 @@ pub(crate) fn check_commit_against(
     let commit = &parsed.msg;
     check_lineage(prev, parsed, core)?;
     let proposal = CommittedProposal::check(prev, prev_hash, core)?;
-    let mut checks = vec![sig_check(parsed), sig_check(&proposal.parsed)];
+    let mut checks = vec![SigCheck::of(parsed), SigCheck::of(&proposal.parsed)];
     check_commit_votes(
         prev,
         prev_hash,
@@ -283,7 +283,7 @@ pub(crate) fn check_commit_against(
         verified_votes,
         &mut checks,
     )?;
-    codec::verify_batch(&checks, "commit")?;
+    codec::verify_all(&checks, "commit")?;
     let commit_hash = codec::hash(label::COMMIT, &commit.core);
     let next = prev.next(
         &proposal.change,
@@ -312,16 +312,6 @@ pub(crate) fn check_commit_against(
         secret,
         joiner: proposal.joiner,
     })
-}
-
-/// A signature to verify in the commit's batch.
-fn sig_check<T>(u: &codec::Unverified<T>) -> SigCheck<'_> {
-    SigCheck {
-        signer: u.signer,
-        tag: u.tag,
-        body: &u.body,
-        signature: u.signature,
-    }
 }
 
 /// The commit follows its parent: the same mesh, the next epoch, and a

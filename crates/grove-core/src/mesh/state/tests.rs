@@ -1,0 +1,204 @@
+//! Tests of the state machine at one receiving member: a roster, a rotate
+//! proposal on it and the commit that carries it, as the member receives them.
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::*;
+use crate::identity::small_order_r_signature;
+
+/// The clock of every proposal and commit here.
+const NOW_MS: i64 = 1_700_000_000_000;
+
+/// A roster of `n` members, the first of whom proposes a rotate; the last
+/// one receives.
+struct Mesh {
+    ids: Vec<Identity>,
+    roster: Roster,
+    roster_hash: [u8; 32],
+    proposal: wire::Signed,
+    proposal_hash: [u8; 32],
+    rng: StdRng,
+}
+
+impl Mesh {
+    fn new(n: usize) -> Mesh {
+        let mut rng = StdRng::seed_from_u64(n as u64);
+        let ids: Vec<Identity> = (0..n).map(|_| Identity::generate(&mut rng)).collect();
+        let mut members: Vec<Member> = ids
+            .iter()
+            .map(|id| Member::new(id.public(), "member", 0))
+            .collect();
+        members.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
+        let roster = Roster {
+            mesh_id: [7u8; 16],
+            mesh_name: "test".into(),
+            epoch: 5,
+            members,
+            quorum: QuorumRule::MAJORITY,
+            commit_hash: [1u8; 32],
+            approved: Vec::new(),
+            genesis_nonce: None,
+        };
+        let roster_hash = roster.hash();
+        let body = wire::Proposal {
+            mesh_id: roster.mesh_id.to_vec(),
+            epoch: roster.epoch,
+            roster_hash: roster_hash.to_vec(),
+            proposer: ids[0].peer_id(),
+            created_ms: NOW_MS,
+            expires_ms: NOW_MS + 3_600_000,
+            change: Some(wire::proposal::Change::Rotate(vec![3u8; 16])),
+        };
+        let proposal = codec::sign(&ids[0], tag::PROPOSAL, &body);
+        let proposal_hash = codec::hash(label::PROPOSAL, &proposal.body);
+        Mesh {
+            ids,
+            roster,
+            roster_hash,
+            proposal,
+            proposal_hash,
+            rng,
+        }
+    }
+
+    fn receiver(&self) -> &Identity {
+        &self.ids[self.ids.len() - 1]
+    }
+
+    /// Member `i`'s signed yes vote on the proposal.
+    fn vote(&self, i: usize) -> wire::Signed {
+        let id = &self.ids[i];
+        codec::sign(
+            id,
+            tag::VOTE,
+            &wire::Vote {
+                mesh_id: self.roster.mesh_id.to_vec(),
+                epoch: self.roster.epoch,
+                roster_hash: self.roster_hash.to_vec(),
+                proposal_hash: self.proposal_hash.to_vec(),
+                yes: true,
+                voter: id.peer_id(),
+                proposal_created_ms: NOW_MS,
+                proposal_expires_ms: NOW_MS + 3_600_000,
+                seq: 0,
+                releases: Vec::new(),
+            },
+        )
+    }
+
+    /// A quorum of yes votes, members 0, 1, ... in turn.
+    fn votes(&self) -> Vec<wire::Signed> {
+        (0..self.roster.quorum_needed())
+            .map(|i| self.vote(i))
+            .collect()
+    }
+
+    /// The receiver's state at the roster, holding its epoch secret.
+    fn state(&self) -> MeshState {
+        let mut s = MeshState::empty(self.receiver().public(), Timing::default());
+        s.mesh = Some(MeshInfo {
+            mesh_id: self.roster.mesh_id,
+            name: self.roster.mesh_name.clone(),
+        });
+        s.rosters.insert(
+            self.roster_hash,
+            Arc::new(RosterNode {
+                roster: self.roster.clone(),
+                hash: self.roster_hash,
+                parent: None,
+                commit: None,
+                proposal_hash: None,
+            }),
+        );
+        s.tip = self.roster_hash;
+        s.secrets.insert(
+            self.roster_hash,
+            SecretEntry {
+                roster_hash: self.roster_hash,
+                epoch: self.roster.epoch,
+                secret: [1u8; 32],
+                erase_at_ms: None,
+            },
+        );
+        s
+    }
+
+    /// The rotate commit by member 0 with `votes`, carrying `secret`.
+    fn commit(&mut self, votes: Vec<wire::Signed>, secret: &[u8; 32]) -> wire::Signed {
+        let sender = EnvelopeSender::new(&mut self.rng);
+        build_commit(
+            &self.ids[0],
+            &self.roster,
+            &self.roster_hash,
+            self.proposal.clone(),
+            votes,
+            &Change::Rotate,
+            secret,
+            &sender,
+        )
+        .unwrap()
+    }
+
+    /// The receiver takes one message at `NOW_MS + 1000`.
+    fn receive(
+        &mut self,
+        state: &MeshState,
+        kind: Kind,
+    ) -> Result<(MeshState, Transition), MeshError> {
+        let bytes = codec::encode(&wire::MeshMessage { kind: Some(kind) });
+        let receiver = &self.ids[self.ids.len() - 1];
+        state.receive(receiver, &bytes, NOW_MS + 1000, &mut self.rng)
+    }
+}
+
+/// `signed` with its signature replaced by one with a small-order `R` by
+/// the same signer (`i`), which only the strict rule refuses.
+fn small_order_r(mesh: &Mesh, i: usize, tag: &[u8], signed: &wire::Signed) -> wire::Signed {
+    wire::Signed {
+        signature: small_order_r_signature(&mesh.ids[i], tag, &signed.body).to_vec(),
+        ..signed.clone()
+    }
+}
+
+#[test]
+fn a_vote_signed_with_a_small_order_r_is_refused_alone_and_inside_a_commit() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let (with_proposal, _) = mesh
+        .receive(&base, Kind::Proposal(mesh.proposal.clone()))
+        .unwrap();
+    // Alone: the honest vote counts, the same vote under the other signature does not.
+    let honest = mesh.vote(1);
+    let forged = small_order_r(&mesh, 1, tag::VOTE, &honest);
+    assert!(mesh.receive(&with_proposal, Kind::Vote(honest)).is_ok());
+    assert_eq!(
+        mesh.receive(&with_proposal, Kind::Vote(forged.clone()))
+            .err(),
+        Some(MeshError::BadSignature("vote"))
+    );
+    // Inside a commit, among the votes it carries.
+    let good = mesh.commit(mesh.votes(), &[9u8; 32]);
+    let (after, _) = mesh.receive(&base, Kind::Commit(good)).unwrap();
+    assert_eq!(after.epoch(), 6);
+    let mut votes = mesh.votes();
+    votes[1] = forged;
+    let bad = mesh.commit(votes, &[9u8; 32]);
+    assert_eq!(
+        mesh.receive(&base, Kind::Commit(bad)).err(),
+        Some(MeshError::BadSignature("commit"))
+    );
+}
+
+#[test]
+fn a_commit_signed_with_a_small_order_r_is_refused() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let good = mesh.commit(mesh.votes(), &[9u8; 32]);
+    let forged = small_order_r(&mesh, 0, tag::COMMIT, &good);
+    assert_eq!(
+        mesh.receive(&base, Kind::Commit(forged)).err(),
+        Some(MeshError::BadSignature("commit"))
+    );
+    assert!(mesh.receive(&base, Kind::Commit(good)).is_ok());
+}
