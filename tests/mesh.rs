@@ -882,12 +882,12 @@ fn restarted_node_votes_only_after_sync() {
 #[test]
 fn erased_secret_is_gone_from_the_database_file() {
     let (mut nodes, mut rng, mut now) = mesh_of(1, 9);
-    let old = nodes[0].state.current_secret().unwrap();
+    let old = *nodes[0].state.current_secret().unwrap().expose();
     let r = nodes[0]
         .state
         .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
     nodes[0].take(r, now).unwrap();
-    assert_ne!(nodes[0].state.current_secret().unwrap(), old);
+    assert_ne!(nodes[0].state.current_secret().unwrap().expose(), &old);
     now += timing().key_grace_ms;
     let r = nodes[0].state.tick(&nodes[0].id, now, &mut rng);
     let t = nodes[0].take(r, now).unwrap();
@@ -1006,7 +1006,7 @@ mod envelope_props {
         fn changed_ephemeral_or_other_recipient_fails(seed in any::<u64>(), other in any::<u64>(), byte in 0usize..32, flip in 1u8..=255) {
             let (secret, mut eph, ct, _) = setup(seed);
             let ctx = EnvelopeContext { mesh_id: &[3; 16], new_epoch: 7, roster_hash: &[4; 32], recipient: b"peer-a" };
-            prop_assert_eq!(envelope::open_envelope(&secret, &eph, &ctx, &ct).unwrap(), [5u8; 32]);
+            prop_assert_eq!(*envelope::open_envelope(&secret, &eph, &ctx, &ct).unwrap().expose(), [5u8; 32]);
             let mut rng = StdRng::seed_from_u64(other);
             let stranger = x25519_dalek::StaticSecret::random_from_rng(&mut rng);
             prop_assert!(envelope::open_envelope(&stranger, &eph, &ctx, &ct).is_err());

@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, bytes16, bytes32, label, tag};
 use super::roster::Roster;
+use super::secret::EpochSecret;
 use super::state::{
     CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec, InviteStatus,
     MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition,
@@ -504,7 +505,14 @@ fn secret_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], SecretEntry), StoreErr
     let entry = SecretEntry {
         roster_hash,
         epoch: r.get::<_, i64>(1)? as u64,
-        secret: arr32(r.get(2)?, "secret")?,
+        // Read in place from SQLite's buffer into the zeroizing type.
+        secret: Arc::new(
+            r.get_ref(2)?
+                .as_blob()
+                .ok()
+                .and_then(EpochSecret::from_slice)
+                .ok_or_else(|| corrupt("secret is not 32 bytes"))?,
+        ),
         erase_at_ms: r.get(3)?,
     };
     Ok((roster_hash, entry))
@@ -627,7 +635,7 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), StoreError> {
             params![
                 &s.roster_hash[..],
                 s.epoch as i64,
-                &s.secret[..],
+                &s.secret.expose()[..],
                 s.erase_at_ms
             ],
         )?,

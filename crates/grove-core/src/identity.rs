@@ -10,6 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use rand::CryptoRng;
+use zeroize::Zeroize;
 
 /// Domain tag of the signature binding an X25519 key to an Ed25519 key.
 pub const X25519_BINDING_TAG: &[u8] = b"grove-mesh/v1/x25519-binding\0";
@@ -21,7 +22,9 @@ pub enum KeyError {
     BadPublicKey,
 }
 
-/// A node's secret keys.
+/// A node's secret keys. Not `Clone` and not `Debug`; both keys wipe
+/// themselves when dropped (the `zeroize` features of ed25519-dalek and
+/// x25519-dalek, on by default).
 pub struct Identity {
     signing: SigningKey,
     x25519: x25519_dalek::StaticSecret,
@@ -57,12 +60,16 @@ impl Identity {
         }
     }
 
-    /// An identity from its two 32-byte secrets.
-    pub fn from_secrets(ed25519: [u8; 32], x25519: [u8; 32]) -> Identity {
-        Identity::from_keys(
+    /// An identity from its two 32-byte secrets; the copies it was handed
+    /// are wiped (the keys themselves wipe theirs when dropped).
+    pub fn from_secrets(mut ed25519: [u8; 32], mut x25519: [u8; 32]) -> Identity {
+        let id = Identity::from_keys(
             SigningKey::from_bytes(&ed25519),
             x25519_dalek::StaticSecret::from(x25519),
-        )
+        );
+        ed25519.zeroize();
+        x25519.zeroize();
+        id
     }
 
     /// The Ed25519 signing key.

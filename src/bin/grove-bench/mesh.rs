@@ -17,6 +17,7 @@ use grove::identity::Identity;
 use grove::mesh::codec::{self, tag};
 use grove::mesh::envelope::EnvelopeSender;
 use grove::mesh::roster::{Change, Member, QuorumRule, Roster};
+use grove::mesh::secret::EpochSecret;
 use grove::mesh::state::{
     self, Effect, MeshInfo, MeshState, RosterNode, SecretEntry, Timing, Transition,
 };
@@ -267,7 +268,7 @@ impl Setup {
             SecretEntry {
                 roster_hash,
                 epoch: self.roster.epoch,
-                secret: [1u8; 32],
+                secret: Arc::new(EpochSecret::from([1u8; 32])),
                 erase_at_ms: None,
             },
         );
@@ -286,7 +287,7 @@ fn time_builds(
     let mut commit = None;
     let build_cpu_start = process_cpu();
     for _ in 0..rounds {
-        let secret = [9u8; 32];
+        let secret = EpochSecret::from([9u8; 32]);
         let start = Instant::now();
         let sender = EnvelopeSender::new(&mut *rng);
         let c = state::build_commit(
@@ -343,7 +344,7 @@ fn time_check_and_persist(
         if let (Some(a), Some(b)) = (cpu_start, thread_cpu()) {
             t.check_cpu.push(b.saturating_sub(a));
         }
-        if after.epoch() != setup.roster.epoch + 1 || after.current_secret() != Some([9u8; 32]) {
+        if after.epoch() != setup.roster.epoch + 1 || after.current_secret() != Some(&EpochSecret::from([9u8; 32])) {
             anyhow::bail!("commit did not apply");
         }
         let dir = std::env::temp_dir().join(format!(

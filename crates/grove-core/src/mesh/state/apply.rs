@@ -185,11 +185,12 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
         rec.status = InviteStatus::Used;
         tx.effect(Effect::PutInvite(rec));
     }
+    let reader = secret.is_some();
     if let Some(secret) = secret {
         tx.effect(Effect::PutSecret(SecretEntry {
             roster_hash: hash,
             epoch,
-            secret,
+            secret: Arc::new(secret),
             erase_at_ms: None,
         }));
     }
@@ -201,7 +202,7 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
     let best = fork_choice(&tx.s.rosters);
     if best != tx.s.tip {
         tx_move_tip(tx, best, now_ms);
-    } else if secret.is_some() {
+    } else if reader {
         // A losing sibling: keep its secret only for the grace window.
         tx_schedule_erase(tx, hash, now_ms);
     }

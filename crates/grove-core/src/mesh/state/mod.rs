@@ -18,6 +18,7 @@ use super::envelope::{self, ENVELOPE_LEN, EnvelopeContext, EnvelopeSender};
 use super::invite::{self, Invite};
 use super::names::{self, Field};
 use super::roster::{ApprovedInvite, Change, Member, QuorumRule, Roster};
+use super::secret::EpochSecret;
 use crate::identity::{self, Identity, PublicIdentity};
 use crate::wire::mesh as wire;
 use crate::wire::mesh::mesh_message::Kind;
@@ -165,8 +166,8 @@ impl MeshState {
     }
 
     /// The current epoch secret, when this node is a member.
-    pub fn current_secret(&self) -> Option<[u8; 32]> {
-        self.secrets.get(&self.tip).map(|s| s.secret)
+    pub fn current_secret(&self) -> Option<&EpochSecret> {
+        self.secrets.get(&self.tip).map(|s| &*s.secret)
     }
 
     /// The chain of roster hashes from the tip back to the oldest known roster.

@@ -48,12 +48,13 @@ pub struct RosterNode {
     pub proposal_hash: Option<[u8; 32]>,
 }
 
-/// An epoch secret this node holds.
+/// An epoch secret this node holds. Cloning it (as every transaction's
+/// working copy of the state does) shares the secret, never copies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretEntry {
     pub roster_hash: [u8; 32],
     pub epoch: u64,
-    pub secret: [u8; 32],
+    pub secret: Arc<EpochSecret>,
     /// When it is erased (set once it is no longer the current epoch's secret).
     pub erase_at_ms: Option<i64>,
 }

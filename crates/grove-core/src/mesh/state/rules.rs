@@ -158,7 +158,7 @@ pub fn build_commit(
     proposal: wire::Signed,
     votes: Vec<wire::Signed>,
     change: &Change,
-    secret: &[u8; 32],
+    secret: &EpochSecret,
     sender: &EnvelopeSender,
 ) -> Result<wire::Signed, MeshError> {
     let core = wire::CommitCore {
@@ -195,7 +195,7 @@ pub fn build_commit(
 pub(super) fn wrap_all(
     next: &Roster,
     next_hash: &[u8; 32],
-    secret: &[u8; 32],
+    secret: &EpochSecret,
     sender: &EnvelopeSender,
 ) -> Result<Vec<wire::Envelope>, MeshError> {
     let wrap_part = |part: &[Member]| -> Result<Vec<wire::Envelope>, MeshError> {
@@ -211,7 +211,7 @@ pub(super) fn wrap_all(
                     recipient: &m.peer_id,
                 };
                 let ciphertext = shared
-                    .and_then(|s| sender.wrap_with_shared(&s, &m.x25519, &ctx, secret))
+                    .and_then(|s| sender.wrap_with_shared(&s, &m.x25519, &ctx, secret.expose()))
                     .map_err(|e| MeshError::InvalidCommit(format!("envelope for a member: {e}")))?;
                 Ok(wire::Envelope {
                     recipient: m.peer_id.clone(),
@@ -255,7 +255,7 @@ pub(super) struct CheckedCommit {
     pub(super) proposal_hash: [u8; 32],
     pub(super) invite_id: Option<[u8; 16]>,
     /// This node's secret for the new epoch, when it is a member of it.
-    pub(super) secret: Option<[u8; 32]>,
+    pub(super) secret: Option<EpochSecret>,
     pub(super) joiner: Option<Vec<u8>>,
 }
 
@@ -468,7 +468,7 @@ fn check_envelopes(
     next_hash: &[u8; 32],
     core: &wire::CommitCore,
     commit: &wire::Commit,
-) -> Result<Option<[u8; 32]>, MeshError> {
+) -> Result<Option<EpochSecret>, MeshError> {
     if commit.envelopes.len() != next.members.len() {
         return Err(MeshError::InvalidCommit(
             "not one envelope per member".into(),

@@ -10,6 +10,12 @@ use crate::identity::small_order_r_signature;
 /// The clock of every proposal and commit here.
 const NOW_MS: i64 = 1_700_000_000_000;
 
+/// The receiver's secret of the roster's epoch.
+const OLD_SECRET: [u8; 32] = [
+    0x5e, 0xc1, 0x7e, 0x70, 0x1d, 0xa2, 0x33, 0x84, 0x95, 0xa6, 0xb7, 0xc8, 0xd9, 0xea, 0xfb, 0x0c,
+    0x1d, 0x2e, 0x3f, 0x40, 0x51, 0x62, 0x73, 0x84, 0x95, 0xa6, 0xb7, 0xc8, 0xd9, 0xea, 0xfb, 0x0c,
+];
+
 /// A roster of `n` members, the first of whom proposes a rotate; the last
 /// one receives.
 struct Mesh {
@@ -117,7 +123,7 @@ impl Mesh {
             SecretEntry {
                 roster_hash: self.roster_hash,
                 epoch: self.roster.epoch,
-                secret: [1u8; 32],
+                secret: Arc::new(EpochSecret::from(OLD_SECRET)),
                 erase_at_ms: None,
             },
         );
@@ -125,7 +131,7 @@ impl Mesh {
     }
 
     /// The rotate commit by member 0 with `votes`, carrying `secret`.
-    fn commit(&mut self, votes: Vec<wire::Signed>, secret: &[u8; 32]) -> wire::Signed {
+    fn commit(&mut self, votes: Vec<wire::Signed>, secret: &EpochSecret) -> wire::Signed {
         let sender = EnvelopeSender::new(&mut self.rng);
         build_commit(
             &self.ids[0],
@@ -178,12 +184,12 @@ fn a_vote_signed_with_a_small_order_r_is_refused_alone_and_inside_a_commit() {
         Some(MeshError::BadSignature("vote"))
     );
     // Inside a commit, among the votes it carries.
-    let good = mesh.commit(mesh.votes(), &[9u8; 32]);
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
     let (after, _) = mesh.receive(&base, Kind::Commit(good)).unwrap();
     assert_eq!(after.epoch(), 6);
     let mut votes = mesh.votes();
     votes[1] = forged;
-    let bad = mesh.commit(votes, &[9u8; 32]);
+    let bad = mesh.commit(votes, &EpochSecret::from([9u8; 32]));
     assert_eq!(
         mesh.receive(&base, Kind::Commit(bad)).err(),
         Some(MeshError::BadSignature("commit"))
@@ -194,11 +200,85 @@ fn a_vote_signed_with_a_small_order_r_is_refused_alone_and_inside_a_commit() {
 fn a_commit_signed_with_a_small_order_r_is_refused() {
     let mut mesh = Mesh::new(5);
     let base = mesh.state();
-    let good = mesh.commit(mesh.votes(), &[9u8; 32]);
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
     let forged = small_order_r(&mesh, 0, tag::COMMIT, &good);
     assert_eq!(
         mesh.receive(&base, Kind::Commit(forged)).err(),
         Some(MeshError::BadSignature("commit"))
     );
     assert!(mesh.receive(&base, Kind::Commit(good)).is_ok());
+}
+
+/// Every way `bytes` could show in a `Debug` text: hex, and the decimal
+/// list `[u8; 32]` prints as.
+fn shows(text: &str, bytes: &[u8; 32]) -> bool {
+    text.contains(&hex::encode(bytes))
+        || text.contains(&hex::encode(&bytes[..8]))
+        || text.contains(&format!("{bytes:?}"))
+        || text.contains(
+            &format!("{:?}", &bytes[..8])
+                .trim_end_matches(']')
+                .to_string(),
+        )
+}
+
+#[test]
+fn no_secret_shows_in_the_debug_text_of_a_state_or_a_transition() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let new_secret: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0xa5);
+    let commit = mesh.commit(mesh.votes(), &EpochSecret::from(new_secret));
+    let (after, transition) = mesh.receive(&base, Kind::Commit(commit)).unwrap();
+    assert_eq!(after.current_secret(), Some(&EpochSecret::from(new_secret)));
+    assert!(after.secrets.contains_key(&mesh.roster_hash));
+    let texts = [
+        format!("{base:?}"),
+        format!("{after:?}"),
+        format!("{transition:?}"),
+    ];
+    for text in &texts {
+        assert!(text.contains("<redacted>"));
+        assert!(!shows(text, &OLD_SECRET) && !shows(text, &new_secret));
+    }
+    // The check finds a secret printed as `SecretEntry` printed it before.
+    assert!(shows(&format!("secret: {new_secret:?}"), &new_secret));
+}
+
+#[test]
+fn a_transaction_shares_the_secrets_and_does_not_copy_them() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let held = |s: &MeshState, h: &[u8; 32]| s.secrets[h].secret.clone();
+    // A transaction that does not touch the secrets shares them.
+    let (with_proposal, _) = mesh
+        .receive(&base, Kind::Proposal(mesh.proposal.clone()))
+        .unwrap();
+    assert!(Arc::ptr_eq(
+        &held(&base, &mesh.roster_hash),
+        &held(&with_proposal, &mesh.roster_hash)
+    ));
+    // One that adds a secret hands the store the very secret the new
+    // state holds, and still shares the old one (now scheduled for erasure).
+    let commit = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let (after, transition) = mesh.receive(&with_proposal, Kind::Commit(commit)).unwrap();
+    let put: Vec<&SecretEntry> = transition
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::PutSecret(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let new = put.iter().find(|s| s.roster_hash == after.tip).unwrap();
+    assert!(Arc::ptr_eq(&new.secret, &held(&after, &after.tip)));
+    let old = put
+        .iter()
+        .find(|s| s.roster_hash == mesh.roster_hash)
+        .unwrap();
+    assert!(old.erase_at_ms.is_some());
+    assert!(Arc::ptr_eq(&old.secret, &held(&base, &mesh.roster_hash)));
+    assert!(Arc::ptr_eq(
+        &held(&after, &mesh.roster_hash),
+        &held(&base, &mesh.roster_hash)
+    ));
 }
