@@ -879,6 +879,62 @@ fn restarted_node_votes_only_after_sync() {
     );
 }
 
+/// A commit whose envelope for one member does not open: that member
+/// follows it without the secret, keeps the evidence, and still has it
+/// after a restart.
+#[test]
+fn a_bad_envelope_strands_no_one_and_its_evidence_survives_a_restart() {
+    let (mut nodes, mut rng, mut now) = mesh_of(3, 33);
+    now += STEP_MS;
+    let epoch = nodes[0].state.epoch();
+    let p = propose_all(&mut nodes, 0, ProposalChange::Rotate, now, &mut rng);
+    // Node 1's yes makes the quorum; node 0 commits on receiving it.
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    let mut commit = None;
+    for m in &t.outbound {
+        let r = nodes[0].state.receive(&nodes[0].id, &m.message, now, &mut rng);
+        let t0 = nodes[0].take(r, now).unwrap();
+        for out in t0.outbound {
+            if let Ok(wire::MeshMessage {
+                kind: Some(wire::mesh_message::Kind::Commit(c)),
+            }) = wire::MeshMessage::decode(out.message.as_slice())
+            {
+                commit = Some(c);
+            }
+        }
+    }
+    let commit = commit.expect("node 0 committed");
+    let victim = nodes[2].id.peer_id();
+    let mut body = wire::Commit::decode(commit.body.as_slice()).unwrap();
+    let envelope = body
+        .envelopes
+        .iter_mut()
+        .find(|e| e.recipient == victim)
+        .unwrap();
+    envelope.ciphertext[5] ^= 0x40;
+    let bad = codec::sign(&nodes[0].id, codec::tag::COMMIT, &body);
+    let message = wire::MeshMessage {
+        kind: Some(wire::mesh_message::Kind::Commit(bad)),
+    }
+    .encode_to_vec();
+    let r = nodes[2].state.receive(&nodes[2].id, &message, now, &mut rng);
+    nodes[2].take(r, now).unwrap();
+    let s = &nodes[2].state;
+    assert_eq!((s.epoch(), s.tip), (epoch + 1, nodes[0].state.tip));
+    assert!(s.is_member() && s.current_secret().is_none());
+    assert_eq!(s.bad_envelopes.len(), 1);
+    assert_eq!(s.bad_envelopes[0].committer, nodes[0].id.peer_id());
+    assert_eq!(s.bad_envelopes[0].epoch, epoch + 1);
+    assert_eq!(
+        s.bad_envelopes[0].commit_hash,
+        nodes[0].state.roster().unwrap().commit_hash
+    );
+    nodes[2].restart();
+    assert_eq!(nodes[2].state.bad_envelopes.len(), 1);
+    nodes[2].store.verify_audit().unwrap();
+}
+
 #[test]
 fn erased_secret_is_gone_from_the_database_file() {
     let (mut nodes, mut rng, mut now) = mesh_of(1, 9);

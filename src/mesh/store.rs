@@ -18,7 +18,7 @@ use super::codec::{self, bytes16, bytes32, label, tag};
 use super::roster::Roster;
 use super::secret::EpochSecret;
 use super::state::{
-    CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec, InviteStatus,
+    BadEnvelope, CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec, InviteStatus,
     MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition,
     VoteRec,
 };
@@ -160,6 +160,19 @@ CREATE TABLE closed (
     roster_hash BLOB NOT NULL,
     reason TEXT NOT NULL CHECK (reason IN ('rejected', 'withdrawn')),
     proof BLOB NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+",
+    ),
+    Step::sql(
+        "
+-- Commits whose envelope for this node did not open (docs/mesh-protocol.md §7).
+CREATE TABLE bad_envelopes (
+    id INTEGER PRIMARY KEY,
+    epoch INTEGER NOT NULL,
+    roster_hash BLOB NOT NULL CHECK (length(roster_hash) = 32),
+    commit_hash BLOB NOT NULL CHECK (length(commit_hash) = 32),
+    committer BLOB NOT NULL,
     at_ms INTEGER NOT NULL
 );
 ",
@@ -412,6 +425,17 @@ impl MeshStore {
         s.closed = self.rows(sql, closed_row)?.into_iter().collect();
         let sql = "SELECT epoch, voter, first, second, at_ms FROM evidence ORDER BY id";
         s.evidence = self.rows(sql, evidence_row)?;
+        let sql = "SELECT epoch, roster_hash, commit_hash, committer, at_ms FROM bad_envelopes \
+                   ORDER BY id";
+        s.bad_envelopes = self.rows(sql, |r| {
+            Ok(BadEnvelope {
+                epoch: r.get::<_, i64>(0)? as u64,
+                roster_hash: arr32(r.get(1)?, "bad envelope roster")?,
+                commit_hash: arr32(r.get(2)?, "bad envelope commit")?,
+                committer: r.get(3)?,
+                at_ms: r.get(4)?,
+            })
+        })?;
         let sql = "SELECT id, signed, created_ms, expires_ms, note, status FROM invites";
         s.invites = self.rows(sql, invite_row)?.into_iter().collect();
         s.revoked = self
@@ -661,6 +685,17 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), StoreError> {
         Effect::PutEvidence(ev) => tx.execute(
             "INSERT INTO evidence (epoch, voter, first, second, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![ev.epoch as i64, ev.voter, ev.first, ev.second, ev.at_ms],
+        )?,
+        Effect::PutBadEnvelope(b) => tx.execute(
+            "INSERT INTO bad_envelopes (epoch, roster_hash, commit_hash, committer, at_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                b.epoch as i64,
+                &b.roster_hash[..],
+                &b.commit_hash[..],
+                b.committer,
+                b.at_ms
+            ],
         )?,
         Effect::PutInvite(i) => tx.execute(
             "INSERT OR REPLACE INTO invites (id, signed, created_ms, expires_ms, note, status) \

@@ -172,7 +172,8 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
         node,
         proposal_hash,
         invite_id,
-        secret,
+        mine,
+        committer,
         joiner,
     } = checked;
     let node = tx_put_checked(tx, node, invite_id, proposal_hash);
@@ -185,14 +186,30 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
         rec.status = InviteStatus::Used;
         tx.effect(Effect::PutInvite(rec));
     }
-    let reader = secret.is_some();
-    if let Some(secret) = secret {
-        tx.effect(Effect::PutSecret(SecretEntry {
+    let reader = matches!(mine, Mine::Opened(_));
+    match mine {
+        Mine::Opened(secret) => tx.effect(Effect::PutSecret(SecretEntry {
             roster_hash: hash,
             epoch,
             secret: Arc::new(secret),
             erase_at_ms: None,
-        }));
+        })),
+        Mine::DoesNotOpen => {
+            tx.effect(Effect::PutBadEnvelope(BadEnvelope {
+                epoch,
+                roster_hash: hash,
+                commit_hash: node.roster.commit_hash,
+                committer: committer.clone(),
+                at_ms: now_ms,
+            }));
+            tx.audit(
+                "mesh.envelope.bad",
+                json!({"epoch": epoch, "roster_hash": h(&hash),
+                       "commit_hash": h(&node.roster.commit_hash),
+                       "committer": identity::peer_id_text(&committer)}),
+            );
+        }
+        Mine::NotMine => {}
     }
     tx.audit(
             "mesh.commit.accept",

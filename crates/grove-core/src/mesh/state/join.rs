@@ -397,7 +397,13 @@ fn check_welcome(
         &core,
         &BTreeMap::new(),
     )?;
-    let secret = checked.secret.take().ok_or(MeshError::NotAMember)?;
+    let secret = match std::mem::replace(&mut checked.mine, Mine::NotMine) {
+        Mine::Opened(s) => s,
+        // A joiner without the secret of the epoch it joins at has nothing
+        // to follow yet: refused, so it can ask again (§8).
+        Mine::DoesNotOpen => return Err(MeshError::EnvelopeDoesNotOpen),
+        Mine::NotMine => return Err(MeshError::NotAMember),
+    };
     if checked.invite_id != Some(pending.invite_id) {
         return Err(MeshError::InvalidCommit(
             "the commit does not use this node's invite".into(),

@@ -66,6 +66,8 @@ pub struct MeshState {
     /// Proposals of the current roster that were rejected or withdrawn.
     pub closed: BTreeMap<[u8; 32], ClosedRec>,
     pub evidence: Vec<Evidence>,
+    /// Commits whose envelope for this node did not open, oldest first.
+    pub bad_envelopes: Vec<BadEnvelope>,
     pub invites: BTreeMap<[u8; 16], InviteRec>,
     pub revoked: BTreeMap<[u8; 16], Vec<u8>>,
     pub used_invites: BTreeMap<[u8; 16], [u8; 32]>,
@@ -95,6 +97,7 @@ impl MeshState {
             votes: BTreeMap::new(),
             closed: BTreeMap::new(),
             evidence: Vec::new(),
+            bad_envelopes: Vec::new(),
             invites: BTreeMap::new(),
             revoked: BTreeMap::new(),
             used_invites: BTreeMap::new(),

@@ -254,15 +254,19 @@ pub(super) struct CheckedCommit {
     pub(super) node: RosterNode,
     pub(super) proposal_hash: [u8; 32],
     pub(super) invite_id: Option<[u8; 16]>,
-    /// This node's secret for the new epoch, when it is a member of it.
-    pub(super) secret: Option<EpochSecret>,
+    /// This node's envelope: its secret for the new epoch, when it is a
+    /// member of it and the envelope opened.
+    pub(super) mine: Mine,
+    /// The committer's peer id.
+    pub(super) committer: Vec<u8>,
     pub(super) joiner: Option<Vec<u8>>,
 }
 
 /// Checks a commit against its parent roster, in the order of
 /// docs/mesh-protocol.md §7: its lineage, the proposal, the votes, every
-/// signature (each by the one rule), the next roster, and the envelopes (this node's
-/// own opens).
+/// signature (each by the one rule), the next roster, and the envelopes
+/// (this node's own is opened; one that does not open leaves the commit
+/// valid, `Mine::DoesNotOpen`).
 pub(crate) fn check_commit_against(
     me: Option<&Identity>,
     prev: &Roster,
@@ -293,7 +297,7 @@ pub(crate) fn check_commit_against(
     );
     let next_bytes = check_next_roster(&next, commit)?;
     let next_hash = codec::hash(label::ROSTER, &next_bytes);
-    let secret = check_envelopes(me, &next, &next_hash, core, commit)?;
+    let mine = check_envelopes(me, &next, &next_hash, core, commit)?;
     let signed_commit = wire::Signed {
         body: parsed.body.clone(),
         signer: parsed.signer.to_vec(),
@@ -309,7 +313,8 @@ pub(crate) fn check_commit_against(
         },
         proposal_hash: proposal.hash,
         invite_id: proposal.invite_id,
-        secret,
+        mine,
+        committer: core.committer.clone(),
         joiner: proposal.joiner,
     })
 }
@@ -468,14 +473,14 @@ fn check_envelopes(
     next_hash: &[u8; 32],
     core: &wire::CommitCore,
     commit: &wire::Commit,
-) -> Result<Option<EpochSecret>, MeshError> {
+) -> Result<Mine, MeshError> {
     if commit.envelopes.len() != next.members.len() {
         return Err(MeshError::InvalidCommit(
             "not one envelope per member".into(),
         ));
     }
     let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
-    let mut secret = None;
+    let mut mine = Mine::NotMine;
     let my_peer_id = me.map(|id| id.peer_id());
     for (env, m) in commit.envelopes.iter().zip(&next.members) {
         if env.recipient != m.peer_id || env.ciphertext.len() != ENVELOPE_LEN {
@@ -492,12 +497,30 @@ fn check_envelopes(
                 roster_hash: next_hash,
                 recipient: &m.peer_id,
             };
-            let s = envelope::open_envelope(id.x25519_secret(), &ephemeral, &ctx, &env.ciphertext)
-                .map_err(|_| MeshError::EnvelopeDoesNotOpen)?;
-            secret = Some(s);
+            mine = match envelope::open_envelope(
+                id.x25519_secret(),
+                &ephemeral,
+                &ctx,
+                &env.ciphertext,
+            ) {
+                Ok(s) => Mine::Opened(s),
+                Err(_) => Mine::DoesNotOpen,
+            };
         }
     }
-    Ok(secret)
+    Ok(mine)
+}
+
+/// This node's envelope in a commit.
+pub(super) enum Mine {
+    /// The commit has none for it (it is not in the next roster, or the
+    /// check is for no one, as a chain replay is).
+    NotMine,
+    Opened(EpochSecret),
+    /// It is in the next roster and its envelope does not open: the commit
+    /// is valid for everyone else, and this node follows it without the
+    /// secret (`BadEnvelope`).
+    DoesNotOpen,
 }
 
 /// The fork-choice rule: the highest epoch wins; between rosters of one

@@ -46,26 +46,52 @@ impl Mesh {
             approved: Vec::new(),
             genesis_nonce: None,
         };
-        let roster_hash = roster.hash();
+        let mut mesh = Mesh {
+            ids,
+            roster_hash: roster.hash(),
+            roster,
+            proposal: wire::Signed::default(),
+            proposal_hash: [0u8; 32],
+            rng,
+        };
+        mesh.propose_rotate();
+        mesh
+    }
+
+    /// Member 0's rotate proposal on the current roster.
+    fn propose_rotate(&mut self) {
         let body = wire::Proposal {
-            mesh_id: roster.mesh_id.to_vec(),
-            epoch: roster.epoch,
-            roster_hash: roster_hash.to_vec(),
-            proposer: ids[0].peer_id(),
+            mesh_id: self.roster.mesh_id.to_vec(),
+            epoch: self.roster.epoch,
+            roster_hash: self.roster_hash.to_vec(),
+            proposer: self.ids[0].peer_id(),
             created_ms: NOW_MS,
             expires_ms: NOW_MS + 3_600_000,
             change: Some(wire::proposal::Change::Rotate(vec![3u8; 16])),
         };
-        let proposal = codec::sign(&ids[0], tag::PROPOSAL, &body);
-        let proposal_hash = codec::hash(label::PROPOSAL, &proposal.body);
-        Mesh {
-            ids,
-            roster,
-            roster_hash,
-            proposal,
-            proposal_hash,
-            rng,
-        }
+        self.proposal = codec::sign(&self.ids[0], tag::PROPOSAL, &body);
+        self.proposal_hash = codec::hash(label::PROPOSAL, &self.proposal.body);
+    }
+
+    /// Moves on to the roster `commit` made, with a new rotate proposal on it.
+    fn advance(&mut self, commit: &wire::Signed) {
+        let body: wire::Commit = codec::decode_canonical(&commit.body, "commit").unwrap();
+        self.roster = Roster::decode(&body.next_roster).unwrap();
+        self.roster_hash = self.roster.hash();
+        self.propose_rotate();
+    }
+
+    /// `commit` with the envelope for `peer` altered, signed again by its
+    /// committer (member 0): valid for everyone but `peer`.
+    fn bad_envelope_for(&self, commit: &wire::Signed, peer: &[u8]) -> wire::Signed {
+        let mut body: wire::Commit = codec::decode_canonical(&commit.body, "commit").unwrap();
+        let envelope = body
+            .envelopes
+            .iter_mut()
+            .find(|e| e.recipient == peer)
+            .unwrap();
+        envelope.ciphertext[0] ^= 1;
+        codec::sign(&self.ids[0], tag::COMMIT, &body)
     }
 
     fn receiver(&self) -> &Identity {
@@ -102,7 +128,12 @@ impl Mesh {
 
     /// The receiver's state at the roster, holding its epoch secret.
     fn state(&self) -> MeshState {
-        let mut s = MeshState::empty(self.receiver().public(), Timing::default());
+        self.state_of(self.ids.len() - 1)
+    }
+
+    /// Member `i`'s state at the roster, holding its epoch secret.
+    fn state_of(&self, i: usize) -> MeshState {
+        let mut s = MeshState::empty(self.ids[i].public(), Timing::default());
         s.mesh = Some(MeshInfo {
             mesh_id: self.roster.mesh_id,
             name: self.roster.mesh_name.clone(),
@@ -152,9 +183,18 @@ impl Mesh {
         state: &MeshState,
         kind: Kind,
     ) -> Result<(MeshState, Transition), MeshError> {
+        self.receive_as(self.ids.len() - 1, state, kind)
+    }
+
+    /// Member `i` takes one message at `NOW_MS + 1000`.
+    fn receive_as(
+        &mut self,
+        i: usize,
+        state: &MeshState,
+        kind: Kind,
+    ) -> Result<(MeshState, Transition), MeshError> {
         let bytes = codec::encode(&wire::MeshMessage { kind: Some(kind) });
-        let receiver = &self.ids[self.ids.len() - 1];
-        state.receive(receiver, &bytes, NOW_MS + 1000, &mut self.rng)
+        state.receive(&self.ids[i], &bytes, NOW_MS + 1000, &mut self.rng)
     }
 }
 
@@ -281,4 +321,72 @@ fn a_transaction_shares_the_secrets_and_does_not_copy_them() {
         &held(&after, &mesh.roster_hash),
         &held(&base, &mesh.roster_hash)
     ));
+}
+
+#[test]
+fn a_member_whose_envelope_does_not_open_follows_the_chain_and_keeps_evidence() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let me = mesh.receiver().peer_id();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let bad = mesh.bad_envelope_for(&good, &me);
+    // Everyone else reads the commit.
+    let (other, _) = mesh
+        .receive_as(2, &mesh.state_of(2), Kind::Commit(bad.clone()))
+        .unwrap();
+    assert_eq!(other.current_secret(), Some(&EpochSecret::from([9u8; 32])));
+    // This member follows it without the secret, and keeps who did it.
+    let (after, t) = mesh.receive(&base, Kind::Commit(bad.clone())).unwrap();
+    assert_eq!((after.epoch(), after.tip), (6, other.tip));
+    assert!(after.is_member());
+    assert_eq!(after.current_secret(), None);
+    let evidence = BadEnvelope {
+        epoch: 6,
+        roster_hash: after.tip,
+        commit_hash: after.roster().unwrap().commit_hash,
+        committer: mesh.ids[0].peer_id(),
+        at_ms: NOW_MS + 1000,
+    };
+    assert_eq!(after.bad_envelopes, vec![evidence.clone()]);
+    assert!(t.effects.contains(&Effect::PutBadEnvelope(evidence)));
+    assert!(t.audit.iter().any(|a| a.kind == "mesh.envelope.bad"));
+    assert_eq!(after.rosters[&after.tip].commit, Some(codec::encode(&bad)));
+    // The next commit re-keys it.
+    mesh.advance(&bad);
+    let next = mesh.commit(mesh.votes(), &EpochSecret::from([8u8; 32]));
+    let (later, _) = mesh.receive(&after, Kind::Commit(next)).unwrap();
+    assert_eq!(later.epoch(), 7);
+    assert_eq!(later.current_secret(), Some(&EpochSecret::from([8u8; 32])));
+    assert_eq!(later.bad_envelopes.len(), 1);
+}
+
+#[test]
+fn a_sync_does_not_stop_at_a_commit_whose_envelope_does_not_open() {
+    let mut mesh = Mesh::new(5);
+    let mut base = mesh.state();
+    let me = mesh.receiver().peer_id();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let bad = mesh.bad_envelope_for(&good, &me);
+    mesh.advance(&bad);
+    let next = mesh.commit(mesh.votes(), &EpochSecret::from([8u8; 32]));
+    let request = [4u8; 32];
+    base.pending_sync = Some(request);
+    base.synced = false;
+    let response = codec::sign(
+        &mesh.ids[1],
+        tag::SYNC_RESPONSE,
+        &wire::SyncResponse {
+            mesh_id: mesh.roster.mesh_id.to_vec(),
+            responder: mesh.ids[1].peer_id(),
+            request_hash: request.to_vec(),
+            commits: vec![bad, next],
+            revocations: Vec::new(),
+        },
+    );
+    let (after, _) = mesh.receive(&base, Kind::SyncResponse(response)).unwrap();
+    assert_eq!(after.epoch(), 7);
+    assert!(after.synced);
+    assert_eq!(after.current_secret(), Some(&EpochSecret::from([8u8; 32])));
+    assert_eq!(after.bad_envelopes.len(), 1);
+    assert_eq!(after.bad_envelopes[0].epoch, 6);
 }
