@@ -186,15 +186,15 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
         rec.status = InviteStatus::Used;
         tx.effect(Effect::PutInvite(rec));
     }
-    let reader = matches!(mine, Mine::Opened(_));
+    let reader = matches!(mine, OwnEnvelope::Opened(_));
     match mine {
-        Mine::Opened(secret) => tx.effect(Effect::PutSecret(SecretEntry {
+        OwnEnvelope::Opened(secret) => tx.effect(Effect::PutSecret(SecretEntry {
             roster_hash: hash,
             epoch,
             secret: Arc::new(secret),
             erase_at_ms: None,
         })),
-        Mine::DoesNotOpen => {
+        OwnEnvelope::DoesNotOpen => {
             tx.effect(Effect::PutBadEnvelope(BadEnvelope {
                 epoch,
                 roster_hash: hash,
@@ -209,7 +209,7 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
                        "committer": identity::peer_id_text(&committer)}),
             );
         }
-        Mine::NotMine => {}
+        OwnEnvelope::Absent => {}
     }
     tx.audit(
             "mesh.commit.accept",

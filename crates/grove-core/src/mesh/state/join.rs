@@ -397,12 +397,12 @@ fn check_welcome(
         &core,
         &BTreeMap::new(),
     )?;
-    let secret = match std::mem::replace(&mut checked.mine, Mine::NotMine) {
-        Mine::Opened(s) => s,
+    let secret = match std::mem::replace(&mut checked.mine, OwnEnvelope::Absent) {
+        OwnEnvelope::Opened(s) => s,
         // A joiner without the secret of the epoch it joins at has nothing
         // to follow yet: refused, so it can ask again (§8).
-        Mine::DoesNotOpen => return Err(MeshError::EnvelopeDoesNotOpen),
-        Mine::NotMine => return Err(MeshError::NotAMember),
+        OwnEnvelope::DoesNotOpen => return Err(MeshError::EnvelopeDoesNotOpen),
+        OwnEnvelope::Absent => return Err(MeshError::NotAMember),
     };
     if checked.invite_id != Some(pending.invite_id) {
         return Err(MeshError::InvalidCommit(

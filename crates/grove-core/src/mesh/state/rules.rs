@@ -256,7 +256,7 @@ pub(super) struct CheckedCommit {
     pub(super) invite_id: Option<[u8; 16]>,
     /// This node's envelope: its secret for the new epoch, when it is a
     /// member of it and the envelope opened.
-    pub(super) mine: Mine,
+    pub(super) mine: OwnEnvelope,
     /// The committer's peer id.
     pub(super) committer: Vec<u8>,
     pub(super) joiner: Option<Vec<u8>>,
@@ -266,7 +266,7 @@ pub(super) struct CheckedCommit {
 /// docs/mesh-protocol.md §7: its lineage, the proposal, the votes, every
 /// signature (each by the one rule), the next roster, and the envelopes
 /// (this node's own is opened; one that does not open leaves the commit
-/// valid, `Mine::DoesNotOpen`).
+/// valid, `OwnEnvelope::DoesNotOpen`).
 pub(crate) fn check_commit_against(
     me: Option<&Identity>,
     prev: &Roster,
@@ -473,14 +473,14 @@ fn check_envelopes(
     next_hash: &[u8; 32],
     core: &wire::CommitCore,
     commit: &wire::Commit,
-) -> Result<Mine, MeshError> {
+) -> Result<OwnEnvelope, MeshError> {
     if commit.envelopes.len() != next.members.len() {
         return Err(MeshError::InvalidCommit(
             "not one envelope per member".into(),
         ));
     }
     let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
-    let mut mine = Mine::NotMine;
+    let mut mine = OwnEnvelope::Absent;
     let my_peer_id = me.map(|id| id.peer_id());
     for (env, m) in commit.envelopes.iter().zip(&next.members) {
         if env.recipient != m.peer_id || env.ciphertext.len() != ENVELOPE_LEN {
@@ -503,8 +503,8 @@ fn check_envelopes(
                 &ctx,
                 &env.ciphertext,
             ) {
-                Ok(s) => Mine::Opened(s),
-                Err(_) => Mine::DoesNotOpen,
+                Ok(s) => OwnEnvelope::Opened(s),
+                Err(_) => OwnEnvelope::DoesNotOpen,
             };
         }
     }
@@ -512,10 +512,10 @@ fn check_envelopes(
 }
 
 /// This node's envelope in a commit.
-pub(super) enum Mine {
+pub(super) enum OwnEnvelope {
     /// The commit has none for it (it is not in the next roster, or the
     /// check is for no one, as a chain replay is).
-    NotMine,
+    Absent,
     Opened(EpochSecret),
     /// It is in the next roster and its envelope does not open: the commit
     /// is valid for everyone else, and this node follows it without the
