@@ -9,7 +9,7 @@ use grove::mesh::codec;
 use grove::mesh::envelope::{self, EnvelopeContext, EnvelopeSender};
 use grove::mesh::invite;
 use grove::mesh::roster::QuorumRule;
-use grove::mesh::state::{Dest, MeshState, ProposalChange, Timing, Transition};
+use grove::mesh::state::{Dest, MeshState, ProposalChange, Timing, Transition, fixture};
 use grove::mesh::store::MeshStore;
 use grove::wire::mesh as wire;
 use prost::Message;
@@ -905,15 +905,7 @@ fn a_bad_envelope_strands_no_one_and_its_evidence_survives_a_restart() {
         }
     }
     let commit = commit.expect("node 0 committed");
-    let victim = nodes[2].id.peer_id();
-    let mut body = wire::Commit::decode(commit.body.as_slice()).unwrap();
-    let envelope = body
-        .envelopes
-        .iter_mut()
-        .find(|e| e.recipient == victim)
-        .unwrap();
-    envelope.ciphertext[5] ^= 0x40;
-    let bad = codec::sign(&nodes[0].id, codec::tag::COMMIT, &body);
+    let bad = fixture::with_bad_envelope(&nodes[0].id, &commit, &nodes[2].id.peer_id()).unwrap();
     let message = wire::MeshMessage {
         kind: Some(wire::mesh_message::Kind::Commit(bad)),
     }

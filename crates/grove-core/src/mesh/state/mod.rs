@@ -26,6 +26,7 @@ use crate::wire::mesh::mesh_message::Kind;
 mod apply;
 mod chain;
 mod commands;
+pub mod fixture;
 mod gossip_keys;
 mod join;
 mod receive;

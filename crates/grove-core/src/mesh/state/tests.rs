@@ -1,14 +1,12 @@
-//! Tests of the state machine at one receiving member: a roster, a rotate
-//! proposal on it and the commit that carries it, as the member receives them.
+//! Tests of the state machine at one receiving member: the fixture's roster,
+//! rotate proposal and commit, as the member receives them.
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
+use super::fixture::{Fixture, NOW_MS, with_bad_envelope};
 use super::*;
 use crate::identity::small_order_r_signature;
-
-/// The clock of every proposal and commit here.
-const NOW_MS: i64 = 1_700_000_000_000;
 
 /// The receiver's secret of the roster's epoch.
 const OLD_SECRET: [u8; 32] = [
@@ -16,165 +14,57 @@ const OLD_SECRET: [u8; 32] = [
     0x1d, 0x2e, 0x3f, 0x40, 0x51, 0x62, 0x73, 0x84, 0x95, 0xa6, 0xb7, 0xc8, 0xd9, 0xea, 0xfb, 0x0c,
 ];
 
-/// A roster of `n` members, the first of whom proposes a rotate; the last
-/// one receives.
+/// The fixture's mesh, received by its last member.
 struct Mesh {
-    ids: Vec<Identity>,
-    roster: Roster,
-    roster_hash: [u8; 32],
-    proposal: wire::Signed,
-    proposal_hash: [u8; 32],
+    fx: Fixture,
     rng: StdRng,
+}
+
+impl std::ops::Deref for Mesh {
+    type Target = Fixture;
+    fn deref(&self) -> &Fixture {
+        &self.fx
+    }
 }
 
 impl Mesh {
     fn new(n: usize) -> Mesh {
         let mut rng = StdRng::seed_from_u64(n as u64);
-        let ids: Vec<Identity> = (0..n).map(|_| Identity::generate(&mut rng)).collect();
-        let mut members: Vec<Member> = ids
-            .iter()
-            .map(|id| Member::new(id.public(), "member", 0))
-            .collect();
-        members.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
-        let roster = Roster {
-            mesh_id: [7u8; 16],
-            mesh_name: "test".into(),
-            epoch: 5,
-            members,
-            quorum: QuorumRule::MAJORITY,
-            commit_hash: [1u8; 32],
-            approved: Vec::new(),
-            genesis_nonce: None,
-        };
-        let mut mesh = Mesh {
-            ids,
-            roster_hash: roster.hash(),
-            roster,
-            proposal: wire::Signed::default(),
-            proposal_hash: [0u8; 32],
+        Mesh {
+            fx: Fixture::new(n, &mut rng),
             rng,
-        };
-        mesh.propose_rotate();
-        mesh
+        }
     }
 
-    /// Member 0's rotate proposal on the current roster.
-    fn propose_rotate(&mut self) {
-        let body = wire::Proposal {
-            mesh_id: self.roster.mesh_id.to_vec(),
-            epoch: self.roster.epoch,
-            roster_hash: self.roster_hash.to_vec(),
-            proposer: self.ids[0].peer_id(),
-            created_ms: NOW_MS,
-            expires_ms: NOW_MS + 3_600_000,
-            change: Some(wire::proposal::Change::Rotate(vec![3u8; 16])),
-        };
-        self.proposal = codec::sign(&self.ids[0], tag::PROPOSAL, &body);
-        self.proposal_hash = codec::hash(label::PROPOSAL, &self.proposal.body);
-    }
-
-    /// Moves on to the roster `commit` made, with a new rotate proposal on it.
+    /// Moves on to the roster `commit` made.
     fn advance(&mut self, commit: &wire::Signed) {
-        let body: wire::Commit = codec::decode_canonical(&commit.body, "commit").unwrap();
-        self.roster = Roster::decode(&body.next_roster).unwrap();
-        self.roster_hash = self.roster.hash();
-        self.propose_rotate();
+        self.fx.advance(commit).unwrap();
     }
 
     /// `commit` with the envelope for `peer` altered, signed again by its
     /// committer (member 0): valid for everyone but `peer`.
     fn bad_envelope_for(&self, commit: &wire::Signed, peer: &[u8]) -> wire::Signed {
-        let mut body: wire::Commit = codec::decode_canonical(&commit.body, "commit").unwrap();
-        let envelope = body
-            .envelopes
-            .iter_mut()
-            .find(|e| e.recipient == peer)
-            .unwrap();
-        envelope.ciphertext[0] ^= 1;
-        codec::sign(&self.ids[0], tag::COMMIT, &body)
+        with_bad_envelope(&self.ids[0], commit, peer).unwrap()
     }
 
     fn receiver(&self) -> &Identity {
         &self.ids[self.ids.len() - 1]
     }
 
-    /// Member `i`'s signed yes vote on the proposal.
-    fn vote(&self, i: usize) -> wire::Signed {
-        let id = &self.ids[i];
-        codec::sign(
-            id,
-            tag::VOTE,
-            &wire::Vote {
-                mesh_id: self.roster.mesh_id.to_vec(),
-                epoch: self.roster.epoch,
-                roster_hash: self.roster_hash.to_vec(),
-                proposal_hash: self.proposal_hash.to_vec(),
-                yes: true,
-                voter: id.peer_id(),
-                proposal_created_ms: NOW_MS,
-                proposal_expires_ms: NOW_MS + 3_600_000,
-                seq: 0,
-                releases: Vec::new(),
-            },
-        )
-    }
-
-    /// A quorum of yes votes, members 0, 1, ... in turn.
-    fn votes(&self) -> Vec<wire::Signed> {
-        (0..self.roster.quorum_needed())
-            .map(|i| self.vote(i))
-            .collect()
-    }
-
-    /// The receiver's state at the roster, holding its epoch secret.
+    /// The receiver's state at the roster, holding `OLD_SECRET`.
     fn state(&self) -> MeshState {
-        self.state_of(self.ids.len() - 1)
+        self.member_state(self.ids.len() - 1)
     }
 
-    /// Member `i`'s state at the roster, holding its epoch secret.
-    fn state_of(&self, i: usize) -> MeshState {
-        let mut s = MeshState::empty(self.ids[i].public(), Timing::default());
-        s.mesh = Some(MeshInfo {
-            mesh_id: self.roster.mesh_id,
-            name: self.roster.mesh_name.clone(),
-        });
-        s.rosters.insert(
-            self.roster_hash,
-            Arc::new(RosterNode {
-                roster: self.roster.clone(),
-                hash: self.roster_hash,
-                parent: None,
-                commit: None,
-                proposal_hash: None,
-            }),
-        );
-        s.tip = self.roster_hash;
-        s.secrets.insert(
-            self.roster_hash,
-            SecretEntry {
-                roster_hash: self.roster_hash,
-                epoch: self.roster.epoch,
-                secret: Arc::new(EpochSecret::from(OLD_SECRET)),
-                erase_at_ms: None,
-            },
-        );
-        s
+    /// Member `i`'s state at the roster, holding `OLD_SECRET`.
+    fn member_state(&self, i: usize) -> MeshState {
+        self.fx.state_of(i, EpochSecret::from(OLD_SECRET))
     }
 
-    /// The rotate commit by member 0 with `votes`, carrying `secret`.
+    /// Member 0's rotate commit with `votes`, carrying `secret`.
     fn commit(&mut self, votes: Vec<wire::Signed>, secret: &EpochSecret) -> wire::Signed {
         let sender = EnvelopeSender::new(&mut self.rng);
-        build_commit(
-            &self.ids[0],
-            &self.roster,
-            &self.roster_hash,
-            self.proposal.clone(),
-            votes,
-            &Change::Rotate,
-            secret,
-            &sender,
-        )
-        .unwrap()
+        self.fx.commit(votes, secret, &sender).unwrap()
     }
 
     /// The receiver takes one message at `NOW_MS + 1000`.
@@ -194,7 +84,7 @@ impl Mesh {
         kind: Kind,
     ) -> Result<(MeshState, Transition), MeshError> {
         let bytes = codec::encode(&wire::MeshMessage { kind: Some(kind) });
-        state.receive(&self.ids[i], &bytes, NOW_MS + 1000, &mut self.rng)
+        state.receive(&self.fx.ids[i], &bytes, NOW_MS + 1000, &mut self.rng)
     }
 }
 
@@ -332,7 +222,7 @@ fn a_member_whose_envelope_does_not_open_follows_the_chain_and_keeps_evidence() 
     let bad = mesh.bad_envelope_for(&good, &me);
     // Everyone else reads the commit.
     let (other, _) = mesh
-        .receive_as(2, &mesh.state_of(2), Kind::Commit(bad.clone()))
+        .receive_as(2, &mesh.member_state(2), Kind::Commit(bad.clone()))
         .unwrap();
     assert_eq!(other.current_secret(), Some(&EpochSecret::from([9u8; 32])));
     // This member follows it without the secret, and keeps who did it.
