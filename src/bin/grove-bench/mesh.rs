@@ -65,7 +65,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("sizes must be numbers: {e}"))?
     };
     println!(
-        "{:>6} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12} {:>14} {:>10}",
+        "{:>6} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>12} {:>14} {:>10}",
         "members",
         "votes",
         "build ms",
@@ -74,6 +74,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "(cpu ms)",
         "votes seen",
         "verify ms",
+        "(cpu ms)",
         "persist ms",
         "persist+fsync",
         "bytes"
@@ -114,6 +115,7 @@ struct Timings {
     check_cpu: Vec<Duration>,
     seen: Vec<Duration>,
     verify: Vec<Duration>,
+    verify_cpu: Vec<Duration>,
     persist: Vec<Duration>,
     fsync: Vec<Duration>,
 }
@@ -124,7 +126,7 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
     let rounds = if n >= 1000 { 7 } else { 21 };
     let (build, build_cpu, commit) = time_builds(&setup, rounds, &mut rng)?;
     let message = wire::MeshMessage {
-        kind: Some(wire::mesh_message::Kind::Commit(commit)),
+        kind: Some(wire::mesh_message::Kind::Commit(commit.clone())),
     }
     .encode_to_vec();
     // One receiving member (not the committer) at the roster's epoch.
@@ -143,14 +145,15 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         check_cpu: Vec::new(),
         seen: Vec::new(),
         verify: Vec::new(),
+        verify_cpu: Vec::new(),
         persist: Vec::new(),
         fsync: Vec::new(),
     };
     time_check_and_persist(&receipt, &mut rng, &mut t)?;
     t.seen = time_votes_seen(&receipt, &mut rng)?;
-    t.verify = time_verify(&commit, rounds)?;
+    (t.verify, t.verify_cpu) = time_verify(&commit, rounds)?;
     println!(
-        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>10.2} {:>12.2} {:>14.2} {:>10}",
+        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>10.2} {:>10} {:>12.2} {:>14.2} {:>10}",
         n,
         setup.votes.len(),
         ms(median(t.build)),
@@ -163,6 +166,11 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         },
         ms(median(t.seen)),
         ms(median(t.verify)),
+        if t.verify_cpu.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}", ms(median(t.verify_cpu)))
+        },
         ms(median(t.persist)),
         ms(median(t.fsync)),
         message.len()
@@ -312,7 +320,10 @@ fn time_votes_seen(r: &Receipt<'_>, rng: &mut StdRng) -> anyhow::Result<Vec<Dura
 /// Verifies the commit's signatures `rounds` times, as a receiver that saw
 /// none of its votes does: the committer's, the proposal's and every vote's,
 /// through the codec's one rule.
-fn time_verify(commit: &wire::Signed, rounds: usize) -> anyhow::Result<Vec<Duration>> {
+fn time_verify(
+    commit: &wire::Signed,
+    rounds: usize,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
     let body = wire::Commit::decode(&commit.body[..])?;
     let core = wire::CommitCore::decode(&body.core[..])?;
     let proposal = core
@@ -330,13 +341,17 @@ fn time_verify(commit: &wire::Signed, rounds: usize) -> anyhow::Result<Vec<Durat
             signature: s.signature[..].try_into()?,
         });
     }
-    let mut times = Vec::new();
+    let (mut times, mut cpu) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
+        let cpu_start = thread_cpu();
         let start = Instant::now();
         codec::verify_all(&checks, "commit")?;
         times.push(start.elapsed());
+        if let (Some(a), Some(b)) = (cpu_start, thread_cpu()) {
+            cpu.push(b.saturating_sub(a));
+        }
     }
-    Ok(times)
+    Ok((times, cpu))
 }
 
 /// Seeds the liveness simulation runs by default.

@@ -172,3 +172,32 @@ pub fn verify_all(checks: &[SigCheck<'_>], what: &'static str) -> Result<(), Mes
         Err(MeshError::BadSignature(what))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::small_order_r_signature;
+
+    /// A commit's worth of signatures, one of which only the strict rule
+    /// refuses, near the end.
+    #[test]
+    fn one_signature_the_rule_refuses_fails_the_whole_message() {
+        let id = Identity::from_secrets([5u8; 32], [6u8; 32]);
+        let bodies: Vec<Vec<u8>> = (0..100u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let mut checks: Vec<SigCheck<'_>> = bodies
+            .iter()
+            .map(|b| SigCheck {
+                signer: id.ed25519_public(),
+                tag: tag::VOTE,
+                body: b,
+                signature: id.sign(tag::VOTE, b),
+            })
+            .collect();
+        assert_eq!(verify_all(&checks, "votes"), Ok(()));
+        checks[97].signature = small_order_r_signature(&id, tag::VOTE, &bodies[97]);
+        assert_eq!(
+            verify_all(&checks, "votes"),
+            Err(MeshError::BadSignature("votes"))
+        );
+    }
+}
