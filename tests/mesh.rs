@@ -893,7 +893,9 @@ fn a_bad_envelope_strands_no_one_and_its_evidence_survives_a_restart() {
     let t = nodes[1].take(r, now).unwrap();
     let mut commit = None;
     for m in &t.outbound {
-        let r = nodes[0].state.receive(&nodes[0].id, &m.message, now, &mut rng);
+        let r = nodes[0]
+            .state
+            .receive(&nodes[0].id, &m.message, now, &mut rng);
         let t0 = nodes[0].take(r, now).unwrap();
         for out in t0.outbound {
             if let Ok(wire::MeshMessage {
@@ -910,7 +912,9 @@ fn a_bad_envelope_strands_no_one_and_its_evidence_survives_a_restart() {
         kind: Some(wire::mesh_message::Kind::Commit(bad)),
     }
     .encode_to_vec();
-    let r = nodes[2].state.receive(&nodes[2].id, &message, now, &mut rng);
+    let r = nodes[2]
+        .state
+        .receive(&nodes[2].id, &message, now, &mut rng);
     nodes[2].take(r, now).unwrap();
     let s = &nodes[2].state;
     assert_eq!((s.epoch(), s.tip), (epoch + 1, nodes[0].state.tip));

@@ -18,9 +18,9 @@ use super::codec::{self, bytes16, bytes32, label, tag};
 use super::roster::Roster;
 use super::secret::EpochSecret;
 use super::state::{
-    BadEnvelope, CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec, InviteStatus,
-    MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition,
-    VoteRec,
+    BadEnvelope, CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec,
+    InviteStatus, MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing,
+    Transition, VoteRec,
 };
 use crate::db::{self, Access, DbKind, Schema, Step};
 use crate::identity::PublicIdentity;

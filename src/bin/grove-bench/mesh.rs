@@ -251,7 +251,9 @@ fn time_check_and_persist(
         if let (Some(a), Some(b)) = (cpu_start, thread_cpu()) {
             t.check_cpu.push(b.saturating_sub(a));
         }
-        if after.epoch() != setup.fx.roster.epoch + 1 || after.current_secret() != Some(&EpochSecret::from([9u8; 32])) {
+        if after.epoch() != setup.fx.roster.epoch + 1
+            || after.current_secret() != Some(&EpochSecret::from([9u8; 32]))
+        {
             anyhow::bail!("commit did not apply");
         }
         let dir = std::env::temp_dir().join(format!(
