@@ -9,7 +9,7 @@ use grove::mesh::codec;
 use grove::mesh::envelope::{self, EnvelopeContext, EnvelopeSender};
 use grove::mesh::invite;
 use grove::mesh::roster::QuorumRule;
-use grove::mesh::state::{Dest, MeshState, ProposalChange, Timing, Transition};
+use grove::mesh::state::{Dest, MeshState, ProposalChange, Timing, Transition, fixture};
 use grove::mesh::store::MeshStore;
 use grove::wire::mesh as wire;
 use prost::Message;
@@ -879,15 +879,67 @@ fn restarted_node_votes_only_after_sync() {
     );
 }
 
+/// A commit whose envelope for one member does not open: that member
+/// follows it without the secret, keeps the evidence, and still has it
+/// after a restart.
+#[test]
+fn a_bad_envelope_strands_no_one_and_its_evidence_survives_a_restart() {
+    let (mut nodes, mut rng, mut now) = mesh_of(3, 33);
+    now += STEP_MS;
+    let epoch = nodes[0].state.epoch();
+    let p = propose_all(&mut nodes, 0, ProposalChange::Rotate, now, &mut rng);
+    // Node 1's yes makes the quorum; node 0 commits on receiving it.
+    let r = nodes[1].state.vote(&nodes[1].id, p, true, now, &mut rng);
+    let t = nodes[1].take(r, now).unwrap();
+    let mut commit = None;
+    for m in &t.outbound {
+        let r = nodes[0]
+            .state
+            .receive(&nodes[0].id, &m.message, now, &mut rng);
+        let t0 = nodes[0].take(r, now).unwrap();
+        for out in t0.outbound {
+            if let Ok(wire::MeshMessage {
+                kind: Some(wire::mesh_message::Kind::Commit(c)),
+            }) = wire::MeshMessage::decode(out.message.as_slice())
+            {
+                commit = Some(c);
+            }
+        }
+    }
+    let commit = commit.expect("node 0 committed");
+    let bad = fixture::with_bad_envelope(&nodes[0].id, &commit, &nodes[2].id.peer_id()).unwrap();
+    let message = wire::MeshMessage {
+        kind: Some(wire::mesh_message::Kind::Commit(bad)),
+    }
+    .encode_to_vec();
+    let r = nodes[2]
+        .state
+        .receive(&nodes[2].id, &message, now, &mut rng);
+    nodes[2].take(r, now).unwrap();
+    let s = &nodes[2].state;
+    assert_eq!((s.epoch(), s.tip), (epoch + 1, nodes[0].state.tip));
+    assert!(s.is_member() && s.current_secret().is_none());
+    assert_eq!(s.bad_envelopes.len(), 1);
+    assert_eq!(s.bad_envelopes[0].committer, nodes[0].id.peer_id());
+    assert_eq!(s.bad_envelopes[0].epoch, epoch + 1);
+    assert_eq!(
+        s.bad_envelopes[0].commit_hash,
+        nodes[0].state.roster().unwrap().commit_hash
+    );
+    nodes[2].restart();
+    assert_eq!(nodes[2].state.bad_envelopes.len(), 1);
+    nodes[2].store.verify_audit().unwrap();
+}
+
 #[test]
 fn erased_secret_is_gone_from_the_database_file() {
     let (mut nodes, mut rng, mut now) = mesh_of(1, 9);
-    let old = nodes[0].state.current_secret().unwrap();
+    let old = *nodes[0].state.current_secret().unwrap().expose();
     let r = nodes[0]
         .state
         .propose(&nodes[0].id, ProposalChange::Rotate, now, &mut rng);
     nodes[0].take(r, now).unwrap();
-    assert_ne!(nodes[0].state.current_secret().unwrap(), old);
+    assert_ne!(nodes[0].state.current_secret().unwrap().expose(), &old);
     now += timing().key_grace_ms;
     let r = nodes[0].state.tick(&nodes[0].id, now, &mut rng);
     let t = nodes[0].take(r, now).unwrap();
@@ -1006,7 +1058,7 @@ mod envelope_props {
         fn changed_ephemeral_or_other_recipient_fails(seed in any::<u64>(), other in any::<u64>(), byte in 0usize..32, flip in 1u8..=255) {
             let (secret, mut eph, ct, _) = setup(seed);
             let ctx = EnvelopeContext { mesh_id: &[3; 16], new_epoch: 7, roster_hash: &[4; 32], recipient: b"peer-a" };
-            prop_assert_eq!(envelope::open_envelope(&secret, &eph, &ctx, &ct).unwrap(), [5u8; 32]);
+            prop_assert_eq!(*envelope::open_envelope(&secret, &eph, &ctx, &ct).unwrap().expose(), [5u8; 32]);
             let mut rng = StdRng::seed_from_u64(other);
             let stranger = x25519_dalek::StaticSecret::random_from_rng(&mut rng);
             prop_assert!(envelope::open_envelope(&stranger, &eph, &ctx, &ct).is_err());

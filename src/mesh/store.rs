@@ -15,10 +15,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, bytes16, bytes32, label, tag};
 use super::roster::Roster;
+use super::secret::EpochSecret;
 use super::state::{
-    CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec, InviteStatus,
-    MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing, Transition,
-    VoteRec,
+    BadEnvelope, CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec,
+    InviteStatus, MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing,
+    Transition, VoteRec,
 };
 use crate::db::{self, Access, DbKind, Problem, Put, Schema, Step, StorageError};
 use crate::identity::PublicIdentity;
@@ -151,6 +152,19 @@ CREATE TABLE closed (
     roster_hash BLOB NOT NULL,
     reason TEXT NOT NULL CHECK (reason IN ('rejected', 'withdrawn')),
     proof BLOB NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+",
+    ),
+    Step::sql(
+        "
+-- Commits whose envelope for this node did not open (docs/mesh-protocol.md §7).
+CREATE TABLE bad_envelopes (
+    id INTEGER PRIMARY KEY,
+    epoch INTEGER NOT NULL,
+    roster_hash BLOB NOT NULL CHECK (length(roster_hash) = 32),
+    commit_hash BLOB NOT NULL CHECK (length(commit_hash) = 32),
+    committer BLOB NOT NULL,
     at_ms INTEGER NOT NULL
 );
 ",
@@ -388,6 +402,17 @@ impl MeshStore {
         s.closed = self.rows(sql, closed_row)?.into_iter().collect();
         let sql = "SELECT epoch, voter, first, second, at_ms FROM evidence ORDER BY id";
         s.evidence = self.rows(sql, evidence_row)?;
+        let sql = "SELECT epoch, roster_hash, commit_hash, committer, at_ms FROM bad_envelopes \
+                   ORDER BY id";
+        s.bad_envelopes = self.rows(sql, |r| {
+            Ok(BadEnvelope {
+                epoch: r.get::<_, i64>(0)? as u64,
+                roster_hash: arr32(r.get(1)?, "bad envelope roster")?,
+                commit_hash: arr32(r.get(2)?, "bad envelope commit")?,
+                committer: r.get(3)?,
+                at_ms: r.get(4)?,
+            })
+        })?;
         let sql = "SELECT id, signed, created_ms, expires_ms, note, status FROM invites";
         s.invites = self.rows(sql, invite_row)?.into_iter().collect();
         s.revoked = self
@@ -498,7 +523,14 @@ fn secret_row(r: &rusqlite::Row<'_>) -> Result<([u8; 32], SecretEntry), Problem>
     let entry = SecretEntry {
         roster_hash,
         epoch: r.get::<_, i64>(1)? as u64,
-        secret: arr32(r.get(2)?, "secret")?,
+        // Read in place from SQLite's buffer into the zeroizing type.
+        secret: Arc::new(
+            r.get_ref(2)?
+                .as_blob()
+                .ok()
+                .and_then(EpochSecret::from_slice)
+                .ok_or_else(|| corrupt("secret is not 32 bytes"))?,
+        ),
         erase_at_ms: r.get(3)?,
     };
     Ok((roster_hash, entry))
@@ -621,7 +653,7 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), Problem> {
             params![
                 &s.roster_hash[..],
                 s.epoch as i64,
-                &s.secret[..],
+                &s.secret.expose()[..],
                 s.erase_at_ms
             ],
         )?,
@@ -647,6 +679,17 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), Problem> {
         Effect::PutEvidence(ev) => tx.execute(
             "INSERT INTO evidence (epoch, voter, first, second, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![ev.epoch as i64, ev.voter, ev.first, ev.second, ev.at_ms],
+        )?,
+        Effect::PutBadEnvelope(b) => tx.execute(
+            "INSERT INTO bad_envelopes (epoch, roster_hash, commit_hash, committer, at_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                b.epoch as i64,
+                &b.roster_hash[..],
+                &b.commit_hash[..],
+                b.committer,
+                b.at_ms
+            ],
         )?,
         Effect::PutInvite(i) => tx.execute(
             "INSERT OR REPLACE INTO invites (id, signed, created_ms, expires_ms, note, status) \

@@ -5,8 +5,12 @@
 //! X25519 key for commit envelopes. The X25519 key is bound to the Ed25519 key
 //! by a signature that travels in the roster.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use rand::CryptoRng;
+use zeroize::Zeroize;
 
 /// Domain tag of the signature binding an X25519 key to an Ed25519 key.
 pub const X25519_BINDING_TAG: &[u8] = b"grove-mesh/v1/x25519-binding\0";
@@ -18,7 +22,9 @@ pub enum KeyError {
     BadPublicKey,
 }
 
-/// A node's secret keys.
+/// A node's secret keys. Not `Clone` and not `Debug`; both keys wipe
+/// themselves when dropped (the `zeroize` features of ed25519-dalek and
+/// x25519-dalek, on by default).
 pub struct Identity {
     signing: SigningKey,
     x25519: x25519_dalek::StaticSecret,
@@ -54,12 +60,16 @@ impl Identity {
         }
     }
 
-    /// An identity from its two 32-byte secrets.
-    pub fn from_secrets(ed25519: [u8; 32], x25519: [u8; 32]) -> Identity {
-        Identity::from_keys(
+    /// An identity from its two 32-byte secrets; the copies it was handed
+    /// are wiped (the keys themselves wipe theirs when dropped).
+    pub fn from_secrets(mut ed25519: [u8; 32], mut x25519: [u8; 32]) -> Identity {
+        let id = Identity::from_keys(
             SigningKey::from_bytes(&ed25519),
             x25519_dalek::StaticSecret::from(x25519),
-        )
+        );
+        ed25519.zeroize();
+        x25519.zeroize();
+        id
     }
 
     /// The Ed25519 signing key.
@@ -140,9 +150,15 @@ fn is_peer_id(bytes: &[u8]) -> bool {
     }
 }
 
-/// Verifies an Ed25519 signature over `tag || body` (strict: no malleable encodings).
+/// Verifies an Ed25519 signature over `tag || body`: the one rule for every
+/// signature grove checks (docs/mesh-protocol.md §1, "One verification
+/// rule"). It is `verify_strict`: the key and `R` must not be of small order,
+/// `R` must be canonically encoded (the recomputed `R` is compared byte for
+/// byte), `s` must be reduced, and the equation is the cofactorless one. So
+/// a signature is either valid for every node or for none, however it
+/// reaches them (alone, or among the votes of a commit).
 pub fn verify(public: &[u8; 32], tag: &[u8], body: &[u8], signature: &[u8]) -> bool {
-    let Ok(key) = VerifyingKey::from_bytes(public) else {
+    let Some(key) = verifying_key(public) else {
         return false;
     };
     let Ok(sig) = Signature::from_slice(signature) else {
@@ -154,14 +170,104 @@ pub fn verify(public: &[u8; 32], tag: &[u8], body: &[u8], signature: &[u8]) -> b
     key.verify_strict(&msg, &sig).is_ok()
 }
 
+/// Most decompressed keys remembered (members' keys recur in every commit).
+const KEY_CACHE_LIMIT: usize = 1 << 16;
+
+/// A decompressed, non-weak Ed25519 key. Decompression costs a square root
+/// (about 10 µs), so keys are memoized: a commit of a 1000-member mesh
+/// carries about 500 votes by members whose keys were seen before.
+fn verifying_key(bytes: &[u8; 32]) -> Option<VerifyingKey> {
+    static CACHE: OnceLock<Mutex<HashMap<[u8; 32], VerifyingKey>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Ok(map) = cache.lock()
+        && let Some(k) = map.get(bytes)
+    {
+        return Some(*k);
+    }
+    let key = VerifyingKey::from_bytes(bytes)
+        .ok()
+        .filter(|k| !k.is_weak())?;
+    if let Ok(mut map) = cache.lock() {
+        if map.len() >= KEY_CACHE_LIMIT {
+            map.clear();
+        }
+        map.insert(*bytes, key);
+    }
+    Some(key)
+}
+
 /// Checks that the X25519 key is bound to the Ed25519 key.
 pub fn verify_x25519_binding(ed25519: &[u8; 32], x25519: &[u8; 32], binding: &[u8]) -> bool {
     verify(ed25519, X25519_BINDING_TAG, x25519, binding)
 }
 
+/// A signature by `id` over `tag || body` whose `R` is the identity point (of
+/// small order) and `s = k·a`: the cofactorless equation `[s]B = R + [k]A`
+/// holds, so `verify` (and dalek's batch verification) accepts it, and
+/// `verify_strict` refuses it. Only the key's holder can make one, but it
+/// is a second signature of the same message, and a rule that takes it is
+/// not the rule of a node that refuses it.
+#[cfg(test)]
+pub(crate) fn small_order_r_signature(id: &Identity, tag: &[u8], body: &[u8]) -> [u8; 64] {
+    use curve25519_dalek::Scalar;
+    use sha2::{Digest, Sha512};
+    let r = curve25519_dalek::EdwardsPoint::default()
+        .compress()
+        .to_bytes();
+    let mut h = Sha512::new();
+    h.update(r);
+    h.update(id.ed25519_public());
+    h.update(tag);
+    h.update(body);
+    let k = Scalar::from_bytes_mod_order_wide(&h.finalize().into());
+    let s = k * id.signing_key().to_scalar();
+    let mut sig = [0u8; 64];
+    sig[..32].copy_from_slice(&r);
+    sig[32..].copy_from_slice(s.as_bytes());
+    sig
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ed25519_dalek::Verifier;
+
+    fn unhex<const N: usize>(s: &str) -> [u8; N] {
+        hex::decode(s).unwrap().try_into().unwrap()
+    }
+
+    /// Vector 0 of ed25519-speccheck (Chalkias, Garillot and Nikolaenko,
+    /// "Taming the many EdDSAs", SSR 2020; `cases.json` of
+    /// github.com/novifinancial/ed25519-speccheck): `A` and `R` of small
+    /// order, `S = 0`. Cofactored and cofactorless verification both pass
+    /// it; a signature that verifies for every message under a key nobody
+    /// holds. The one rule refuses it.
+    #[test]
+    fn the_one_rule_refuses_speccheck_vector_0_that_plain_verify_accepts() {
+        let msg: [u8; 32] =
+            unhex("8c93255d71dcab10e8f379c26200f3c7bd5f09d9bc3068d3ef4edeb4853022b6");
+        let key: [u8; 32] =
+            unhex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa");
+        let sig: [u8; 64] = unhex(concat!(
+            "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+            "0000000000000000000000000000000000000000000000000000000000000000"
+        ));
+        let plain = VerifyingKey::from_bytes(&key).unwrap();
+        assert!(plain.verify(&msg, &Signature::from_bytes(&sig)).is_ok());
+        assert!(!verify(&key, b"", &msg, &sig));
+    }
+
+    #[test]
+    fn the_one_rule_refuses_a_small_order_r_that_plain_verify_accepts() {
+        let id = Identity::from_secrets([3u8; 32], [4u8; 32]);
+        let (tag, body) = (b"grove-mesh/v1/vote\0".as_slice(), b"a vote".as_slice());
+        let forged = small_order_r_signature(&id, tag, body);
+        let msg = [tag, body].concat();
+        let plain = VerifyingKey::from_bytes(&id.ed25519_public()).unwrap();
+        assert!(plain.verify(&msg, &Signature::from_bytes(&forged)).is_ok());
+        assert!(!verify(&id.ed25519_public(), tag, body, &forged));
+        assert!(verify(&id.ed25519_public(), tag, body, &id.sign(tag, body)));
+    }
 
     #[test]
     fn the_binding_verifies_and_peer_ids_print_in_base58() {

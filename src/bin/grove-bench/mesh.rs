@@ -1,24 +1,23 @@
 //! `grove-bench mesh [sizes...]`: build and check-and-apply a commit for
 //! rosters of 10, 100 and 1000 members; prints build time, check-and-apply
-//! time (without fsync), the persist time with and without fsync, and the
-//! commit's size in bytes.
+//! time (without fsync), the time to verify the commit's signatures alone
+//! (the committer's, the proposal's and every vote's), the persist time with
+//! and without fsync, and the commit's size in bytes.
 //!
 //! `grove-bench mesh liveness [seeds] [first seed] [steps]`: runs the seeded
 //! membership simulation (`sim.rs` beside it, 10,000 seeds by default) and
 //! prints how many runs got stuck or broke safety, how the proposals open at
 //! the liveness checks were decided, and how long it took.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::sim as state_sim;
 use grove::identity::Identity;
 use grove::mesh::codec::{self, tag};
 use grove::mesh::envelope::EnvelopeSender;
-use grove::mesh::roster::{Change, Member, QuorumRule, Roster};
-use grove::mesh::state::{
-    self, Effect, MeshInfo, MeshState, RosterNode, SecretEntry, Timing, Transition,
-};
+use grove::mesh::secret::EpochSecret;
+use grove::mesh::state::fixture::{Fixture, NOW_MS};
+use grove::mesh::state::{self, Effect, MeshState, Transition};
 use grove::mesh::store::MeshStore;
 use grove::wire::mesh as wire;
 use prost::Message;
@@ -66,7 +65,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("sizes must be numbers: {e}"))?
     };
     println!(
-        "{:>6} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>12} {:>14} {:>10}",
+        "{:>6} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>12} {:>14} {:>10}",
         "members",
         "votes",
         "build ms",
@@ -74,6 +73,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "check+apply",
         "(cpu ms)",
         "votes seen",
+        "verify ms",
+        "(cpu ms)",
         "persist ms",
         "persist+fsync",
         "bytes"
@@ -88,17 +89,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The bench's clock: every proposal and commit is made at this time.
-const NOW_MS: i64 = 1_700_000_000_000;
-
-/// A roster of `n` members, a signed rotate proposal by its first member,
-/// and a quorum of yes votes on it.
+/// A roster of `n` members, a signed rotate proposal by its first member
+/// (the core's fixture), and a quorum of yes votes on it.
 struct Setup {
-    ids: Vec<Identity>,
-    roster: Roster,
-    roster_hash: [u8; 32],
-    proposal: wire::Signed,
-    proposal_hash: [u8; 32],
+    fx: Fixture,
     votes: Vec<wire::Signed>,
 }
 
@@ -120,6 +114,8 @@ struct Timings {
     check: Vec<Duration>,
     check_cpu: Vec<Duration>,
     seen: Vec<Duration>,
+    verify: Vec<Duration>,
+    verify_cpu: Vec<Duration>,
     persist: Vec<Duration>,
     fsync: Vec<Duration>,
 }
@@ -130,14 +126,14 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
     let rounds = if n >= 1000 { 7 } else { 21 };
     let (build, build_cpu, commit) = time_builds(&setup, rounds, &mut rng)?;
     let message = wire::MeshMessage {
-        kind: Some(wire::mesh_message::Kind::Commit(commit)),
+        kind: Some(wire::mesh_message::Kind::Commit(commit.clone())),
     }
     .encode_to_vec();
     // One receiving member (not the committer) at the roster's epoch.
-    let receiver = &setup.ids[n / 2];
+    let receiver = &setup.fx.ids[n / 2];
     let receipt = Receipt {
         setup: &setup,
-        base: setup.receiver_state(receiver),
+        base: setup.receiver_state(n / 2),
         receiver,
         message: &message,
         rounds,
@@ -148,13 +144,16 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         check: Vec::new(),
         check_cpu: Vec::new(),
         seen: Vec::new(),
+        verify: Vec::new(),
+        verify_cpu: Vec::new(),
         persist: Vec::new(),
         fsync: Vec::new(),
     };
     time_check_and_persist(&receipt, &mut rng, &mut t)?;
     t.seen = time_votes_seen(&receipt, &mut rng)?;
+    (t.verify, t.verify_cpu) = time_verify(&commit, rounds)?;
     println!(
-        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>12.2} {:>14.2} {:>10}",
+        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>10.2} {:>10} {:>12.2} {:>14.2} {:>10}",
         n,
         setup.votes.len(),
         ms(median(t.build)),
@@ -166,6 +165,12 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
             format!("{:.2}", ms(median(t.check_cpu)))
         },
         ms(median(t.seen)),
+        ms(median(t.verify)),
+        if t.verify_cpu.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}", ms(median(t.verify_cpu)))
+        },
         ms(median(t.persist)),
         ms(median(t.fsync)),
         message.len()
@@ -175,97 +180,15 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
 
 impl Setup {
     fn new(n: usize, rng: &mut StdRng) -> Setup {
-        let ids: Vec<Identity> = (0..n).map(|_| Identity::generate(&mut *rng)).collect();
-        let mut members: Vec<Member> = ids
-            .iter()
-            .map(|id| Member::new(id.public(), "member", 0))
-            .collect();
-        members.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
-        let roster = Roster {
-            mesh_id: [7u8; 16],
-            mesh_name: "bench".into(),
-            epoch: 5,
-            members,
-            quorum: QuorumRule::MAJORITY,
-            commit_hash: [1u8; 32],
-            approved: Vec::new(),
-            genesis_nonce: None,
-        };
-        let roster_hash = roster.hash();
-        let committer = &ids[0];
-        let proposal_body = wire::Proposal {
-            mesh_id: roster.mesh_id.to_vec(),
-            epoch: roster.epoch,
-            roster_hash: roster_hash.to_vec(),
-            proposer: committer.peer_id(),
-            created_ms: NOW_MS,
-            expires_ms: NOW_MS + 3_600_000,
-            change: Some(wire::proposal::Change::Rotate(vec![3u8; 16])),
-        };
-        let proposal = codec::sign(committer, tag::PROPOSAL, &proposal_body);
-        let proposal_hash = codec::hash(codec::label::PROPOSAL, &proposal.body);
-        let votes = ids
-            .iter()
-            .take(roster.quorum_needed())
-            .map(|id| {
-                codec::sign(
-                    id,
-                    tag::VOTE,
-                    &wire::Vote {
-                        mesh_id: roster.mesh_id.to_vec(),
-                        epoch: roster.epoch,
-                        roster_hash: roster_hash.to_vec(),
-                        proposal_hash: proposal_hash.to_vec(),
-                        yes: true,
-                        voter: id.peer_id(),
-                        proposal_created_ms: NOW_MS,
-                        proposal_expires_ms: NOW_MS + 3_600_000,
-                        seq: 0,
-                        releases: Vec::new(),
-                    },
-                )
-            })
-            .collect();
-        Setup {
-            ids,
-            roster,
-            roster_hash,
-            proposal,
-            proposal_hash,
-            votes,
-        }
+        let fx = Fixture::new(n, rng);
+        let votes = fx.votes();
+        Setup { fx, votes }
     }
 
     /// The receiving member's state: the mesh at the roster's epoch, with
     /// its secret.
-    fn receiver_state(&self, receiver: &Identity) -> MeshState {
-        let roster_hash = self.roster_hash;
-        let mut base = MeshState::empty(receiver.public(), Timing::default());
-        base.mesh = Some(MeshInfo {
-            mesh_id: self.roster.mesh_id,
-            name: self.roster.mesh_name.clone(),
-        });
-        base.rosters.insert(
-            roster_hash,
-            Arc::new(RosterNode {
-                roster: self.roster.clone(),
-                hash: roster_hash,
-                parent: None,
-                commit: None,
-                proposal_hash: None,
-            }),
-        );
-        base.tip = roster_hash;
-        base.secrets.insert(
-            roster_hash,
-            SecretEntry {
-                roster_hash,
-                epoch: self.roster.epoch,
-                secret: [1u8; 32],
-                erase_at_ms: None,
-            },
-        );
-        base
+    fn receiver_state(&self, receiver: usize) -> MeshState {
+        self.fx.state_of(receiver, EpochSecret::from([1u8; 32]))
     }
 }
 
@@ -280,19 +203,10 @@ fn time_builds(
     let mut commit = None;
     let build_cpu_start = process_cpu();
     for _ in 0..rounds {
-        let secret = [9u8; 32];
+        let secret = EpochSecret::from([9u8; 32]);
         let start = Instant::now();
         let sender = EnvelopeSender::new(&mut *rng);
-        let c = state::build_commit(
-            &setup.ids[0],
-            &setup.roster,
-            &setup.roster_hash,
-            setup.proposal.clone(),
-            setup.votes.clone(),
-            &Change::Rotate,
-            &secret,
-            &sender,
-        )?;
+        let c = setup.fx.commit(setup.votes.clone(), &secret, &sender)?;
         build_times.push(start.elapsed());
         commit = Some(c);
     }
@@ -313,7 +227,7 @@ fn time_check_and_persist(
     t: &mut Timings,
 ) -> anyhow::Result<()> {
     let (setup, base) = (r.setup, &r.base);
-    let roster_hash = setup.roster_hash;
+    let roster_hash = setup.fx.roster_hash;
     let seed = Transition {
         effects: vec![
             Effect::PutMesh(
@@ -337,13 +251,15 @@ fn time_check_and_persist(
         if let (Some(a), Some(b)) = (cpu_start, thread_cpu()) {
             t.check_cpu.push(b.saturating_sub(a));
         }
-        if after.epoch() != setup.roster.epoch + 1 || after.current_secret() != Some([9u8; 32]) {
+        if after.epoch() != setup.fx.roster.epoch + 1
+            || after.current_secret() != Some(&EpochSecret::from([9u8; 32]))
+        {
             anyhow::bail!("commit did not apply");
         }
         let dir = std::env::temp_dir().join(format!(
             "grove-bench-mesh-{}-{}-{round}",
             std::process::id(),
-            setup.ids.len()
+            setup.fx.ids.len()
         ));
         let _ = std::fs::remove_dir_all(&dir);
         let mut store = MeshStore::open_in(&dir)?;
@@ -377,8 +293,8 @@ fn time_votes_seen(r: &Receipt<'_>, rng: &mut StdRng) -> anyhow::Result<Vec<Dura
             state::VoteRec {
                 epoch: body.epoch,
                 voter: body.voter,
-                roster_hash: setup.roster_hash,
-                proposal_hash: setup.proposal_hash,
+                roster_hash: setup.fx.roster_hash,
+                proposal_hash: setup.fx.proposal_hash,
                 yes: true,
                 proposal_created_ms: body.proposal_created_ms,
                 proposal_expires_ms: body.proposal_expires_ms,
@@ -396,11 +312,48 @@ fn time_votes_seen(r: &Receipt<'_>, rng: &mut StdRng) -> anyhow::Result<Vec<Dura
             .receive(r.receiver, r.message, NOW_MS + 1000, &mut *rng)
             .map_err(|e| anyhow::anyhow!("commit refused: {e}"))?;
         seen_times.push(start.elapsed());
-        if after.epoch() != setup.roster.epoch + 1 {
+        if after.epoch() != setup.fx.roster.epoch + 1 {
             anyhow::bail!("commit did not apply");
         }
     }
     Ok(seen_times)
+}
+
+/// Verifies the commit's signatures `rounds` times, as a receiver that saw
+/// none of its votes does: the committer's, the proposal's and every vote's,
+/// through the codec's one rule.
+fn time_verify(
+    commit: &wire::Signed,
+    rounds: usize,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    let body = wire::Commit::decode(&commit.body[..])?;
+    let core = wire::CommitCore::decode(&body.core[..])?;
+    let proposal = core
+        .proposal
+        .ok_or_else(|| anyhow::anyhow!("commit without a proposal"))?;
+    let signed = [(commit, tag::COMMIT), (&proposal, tag::PROPOSAL)]
+        .into_iter()
+        .chain(core.votes.iter().map(|v| (v, tag::VOTE)));
+    let mut checks = Vec::new();
+    for (s, tag) in signed {
+        checks.push(codec::SigCheck {
+            signer: codec::bytes32(&s.signer, "signer")?,
+            tag,
+            body: &s.body,
+            signature: s.signature[..].try_into()?,
+        });
+    }
+    let (mut times, mut cpu) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let cpu_start = thread_cpu();
+        let start = Instant::now();
+        codec::verify_all(&checks, "commit")?;
+        times.push(start.elapsed());
+        if let (Some(a), Some(b)) = (cpu_start, thread_cpu()) {
+            cpu.push(b.saturating_sub(a));
+        }
+    }
+    Ok((times, cpu))
 }
 
 /// Seeds the liveness simulation runs by default.

@@ -5,10 +5,6 @@
 //! `tag || body`. Every body must be canonical: decoding and re-encoding it
 //! gives the same bytes, so no two byte strings mean the same message.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-
-use ed25519_dalek::{Signature, VerifyingKey};
 use prost::Message;
 use sha2::{Digest, Sha256};
 
@@ -90,8 +86,9 @@ pub fn bytes16(bytes: &[u8], what: &'static str) -> Result<[u8; 16], MeshError> 
         .map_err(|_| MeshError::malformed(what, format!("expected 16 bytes, got {}", bytes.len())))
 }
 
-/// A signed body whose shape is checked but whose signature is not yet verified
-/// (so many can be verified in one batch).
+/// A signed body whose shape is checked but whose signature is not yet
+/// verified (so a commit checks its votes, the cheap checks, before it
+/// verifies the signatures).
 pub struct Unverified<M> {
     pub msg: M,
     pub signer: [u8; 32],
@@ -142,7 +139,7 @@ pub fn open_signed<M: Message + Default>(
     parse_signed::<M>(signed, tag, what)?.verify(what)
 }
 
-/// One signature to verify in a batch.
+/// One signature to verify among a message's.
 pub struct SigCheck<'a> {
     pub signer: [u8; 32],
     pub tag: &'static [u8],
@@ -150,54 +147,57 @@ pub struct SigCheck<'a> {
     pub signature: [u8; 64],
 }
 
-/// Verifies many signatures at once (ed25519-dalek batch verification).
-/// Any bad signature fails the whole batch, and with it the message. (One
-/// batch beats splitting it over threads: the multiscalar multiplication
-/// gets cheaper per signature as the batch grows.)
-pub fn verify_batch(checks: &[SigCheck<'_>], what: &'static str) -> Result<(), MeshError> {
-    verify_batch_one(checks, what)
-}
-
-fn verify_batch_one(checks: &[SigCheck<'_>], what: &'static str) -> Result<(), MeshError> {
-    let mut messages: Vec<Vec<u8>> = Vec::with_capacity(checks.len());
-    let mut signatures = Vec::with_capacity(checks.len());
-    let mut keys = Vec::with_capacity(checks.len());
-    for c in checks {
-        let key = verifying_key(&c.signer).ok_or(MeshError::BadSignature(what))?;
-        let mut m = Vec::with_capacity(c.tag.len() + c.body.len());
-        m.extend_from_slice(c.tag);
-        m.extend_from_slice(c.body);
-        messages.push(m);
-        signatures.push(Signature::from_bytes(&c.signature));
-        keys.push(key);
-    }
-    let refs: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
-    ed25519_dalek::verify_batch(&refs, &signatures, &keys)
-        .map_err(|_| MeshError::BadSignature(what))
-}
-
-/// Most decompressed keys remembered (members' keys recur in every commit).
-const KEY_CACHE_LIMIT: usize = 1 << 16;
-
-/// A decompressed, non-weak Ed25519 key. Decompression costs a square root
-/// (about 10 µs), so keys are memoized: a commit of a 1000-member mesh
-/// carries about 500 votes by members whose keys were seen before.
-pub fn verifying_key(bytes: &[u8; 32]) -> Option<VerifyingKey> {
-    static CACHE: OnceLock<Mutex<HashMap<[u8; 32], VerifyingKey>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Ok(map) = cache.lock()
-        && let Some(k) = map.get(bytes)
-    {
-        return Some(*k);
-    }
-    let key = VerifyingKey::from_bytes(bytes)
-        .ok()
-        .filter(|k| !k.is_weak())?;
-    if let Ok(mut map) = cache.lock() {
-        if map.len() >= KEY_CACHE_LIMIT {
-            map.clear();
+impl<'a> SigCheck<'a> {
+    /// The signature of a parsed message.
+    pub fn of<M>(u: &'a Unverified<M>) -> SigCheck<'a> {
+        SigCheck {
+            signer: u.signer,
+            tag: u.tag,
+            body: &u.body,
+            signature: u.signature,
         }
-        map.insert(*bytes, key);
     }
-    Some(key)
+}
+
+/// Verifies every signature of a message (a commit's committer, proposal
+/// and votes; a release's no votes), each by the one rule
+/// ([`identity::verify`]). Any bad signature fails the message.
+pub fn verify_all(checks: &[SigCheck<'_>], what: &'static str) -> Result<(), MeshError> {
+    if checks
+        .iter()
+        .all(|c| identity::verify(&c.signer, c.tag, c.body, &c.signature))
+    {
+        Ok(())
+    } else {
+        Err(MeshError::BadSignature(what))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::small_order_r_signature;
+
+    /// A commit's worth of signatures, one of which only the strict rule
+    /// refuses, near the end.
+    #[test]
+    fn one_signature_the_rule_refuses_fails_the_whole_message() {
+        let id = Identity::from_secrets([5u8; 32], [6u8; 32]);
+        let bodies: Vec<Vec<u8>> = (0..100u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let mut checks: Vec<SigCheck<'_>> = bodies
+            .iter()
+            .map(|b| SigCheck {
+                signer: id.ed25519_public(),
+                tag: tag::VOTE,
+                body: b,
+                signature: id.sign(tag::VOTE, b),
+            })
+            .collect();
+        assert_eq!(verify_all(&checks, "votes"), Ok(()));
+        checks[97].signature = small_order_r_signature(&id, tag::VOTE, &bodies[97]);
+        assert_eq!(
+            verify_all(&checks, "votes"),
+            Err(MeshError::BadSignature("votes"))
+        );
+    }
 }

@@ -4,7 +4,8 @@
 //! (membership and quorum), `envelope` (per-member secret wraps and epoch
 //! gossip keys), `invite` (signed invites and their text form), `names`
 //! (the rule for display names, mesh names and invite notes, and the
-//! escaping of peer text for printing) and `state` (the membership state
+//! escaping of peer text for printing), `secret` (the zeroizing type epoch
+//! secrets live in) and `state` (the membership state
 //! machine: input -> effects + messages to send).
 //! Nothing here does IO: the grove crate's `mesh::store` persists every
 //! transition in `<state_dir>/mesh.db`.
@@ -15,6 +16,7 @@ pub mod envelope;
 pub mod invite;
 pub mod names;
 pub mod roster;
+pub mod secret;
 pub mod state;
 
 /// Why a message or command was refused. A refusal never changes state.

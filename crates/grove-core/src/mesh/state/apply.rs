@@ -172,7 +172,8 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
         node,
         proposal_hash,
         invite_id,
-        secret,
+        mine,
+        committer,
         joiner,
     } = checked;
     let node = tx_put_checked(tx, node, invite_id, proposal_hash);
@@ -185,13 +186,30 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
         rec.status = InviteStatus::Used;
         tx.effect(Effect::PutInvite(rec));
     }
-    if let Some(secret) = secret {
-        tx.effect(Effect::PutSecret(SecretEntry {
+    let reader = matches!(mine, OwnEnvelope::Opened(_));
+    match mine {
+        OwnEnvelope::Opened(secret) => tx.effect(Effect::PutSecret(SecretEntry {
             roster_hash: hash,
             epoch,
-            secret,
+            secret: Arc::new(secret),
             erase_at_ms: None,
-        }));
+        })),
+        OwnEnvelope::DoesNotOpen => {
+            tx.effect(Effect::PutBadEnvelope(BadEnvelope {
+                epoch,
+                roster_hash: hash,
+                commit_hash: node.roster.commit_hash,
+                committer: committer.clone(),
+                at_ms: now_ms,
+            }));
+            tx.audit(
+                "mesh.envelope.bad",
+                json!({"epoch": epoch, "roster_hash": h(&hash),
+                       "commit_hash": h(&node.roster.commit_hash),
+                       "committer": identity::peer_id_text(&committer)}),
+            );
+        }
+        OwnEnvelope::Absent => {}
     }
     tx.audit(
             "mesh.commit.accept",
@@ -201,7 +219,7 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
     let best = fork_choice(&tx.s.rosters);
     if best != tx.s.tip {
         tx_move_tip(tx, best, now_ms);
-    } else if secret.is_some() {
+    } else if reader {
         // A losing sibling: keep its secret only for the grace window.
         tx_schedule_erase(tx, hash, now_ms);
     }

@@ -57,8 +57,7 @@ impl MeshState {
         let roster = Roster::genesis(nonce, name, me, quorum);
         let mesh_id = roster.mesh_id;
         let hash = roster.hash();
-        let mut secret = [0u8; 32];
-        rng.fill_bytes(&mut secret);
+        let secret = Arc::new(EpochSecret::random(rng));
         let mut tx = self.tx();
         tx.effect(Effect::PutMesh(MeshInfo {
             mesh_id,

@@ -1,14 +1,19 @@
 //! Gossip keys: sealing and opening gossip and mesh messages under the
 //! current epoch's secret.
 
+use zeroize::Zeroizing;
+
 use super::*;
 
 impl MeshState {
     /// The gossip key of the current epoch.
-    pub fn gossip_key(&self) -> Option<(u64, [u8; 32])> {
+    pub fn gossip_key(&self) -> Option<(u64, Zeroizing<[u8; 32]>)> {
         let mesh_id = self.mesh.as_ref()?.mesh_id;
         let s = self.secrets.get(&self.tip)?;
-        Some((s.epoch, envelope::gossip_key(&mesh_id, s.epoch, &s.secret)))
+        Some((
+            s.epoch,
+            envelope::gossip_key(&mesh_id, s.epoch, s.secret.expose()),
+        ))
     }
 
     /// Seals a gossip payload under the current epoch key.
@@ -48,7 +53,7 @@ impl MeshState {
         };
         let mesh_id = self.mesh_id()?;
         let s = &self.secrets[&roster_hash];
-        let key = envelope::gossip_key(&mesh_id, s.epoch, &s.secret);
+        let key = envelope::gossip_key(&mesh_id, s.epoch, s.secret.expose());
         let (nonce, ciphertext) =
             envelope::seal_gossip(&key, &mesh_id, s.epoch, topic, message, rng)
                 .map_err(|e| MeshError::Refused(e.to_string()))?;
@@ -69,7 +74,7 @@ impl MeshState {
             return Err(MeshError::WrongMesh("gossip"));
         }
         for s in self.secrets.values().filter(|s| s.epoch == g.epoch) {
-            let key = envelope::gossip_key(&mesh_id, s.epoch, &s.secret);
+            let key = envelope::gossip_key(&mesh_id, s.epoch, s.secret.expose());
             if let Ok(plain) =
                 envelope::open_gossip(&key, &mesh_id, g.epoch, &g.topic, &g.nonce, &g.ciphertext)
             {

@@ -342,7 +342,7 @@ impl MeshState {
         tx.effect(Effect::PutSecret(SecretEntry {
             roster_hash: hash,
             epoch,
-            secret,
+            secret: Arc::new(secret),
             erase_at_ms: None,
         }));
         tx.effect(Effect::PutHistory(HistoryEntry {
@@ -370,7 +370,7 @@ fn check_welcome(
     id: &Identity,
     welcome: &wire::Welcome,
     pending: &PendingJoin,
-) -> Result<(Roster, CheckedCommit, [u8; 32]), MeshError> {
+) -> Result<(Roster, CheckedCommit, EpochSecret), MeshError> {
     let signed = welcome
         .commit
         .as_ref()
@@ -389,7 +389,7 @@ fn check_welcome(
             "welcome roster does not match the commit".into(),
         ));
     }
-    let checked = check_commit_against(
+    let mut checked = check_commit_against(
         Some(id),
         &prev,
         &prev_hash,
@@ -397,7 +397,13 @@ fn check_welcome(
         &core,
         &BTreeMap::new(),
     )?;
-    let secret = checked.secret.ok_or(MeshError::NotAMember)?;
+    let secret = match std::mem::replace(&mut checked.mine, OwnEnvelope::Absent) {
+        OwnEnvelope::Opened(s) => s,
+        // A joiner without the secret of the epoch it joins at has nothing
+        // to follow yet: refused, so it can ask again (§8).
+        OwnEnvelope::DoesNotOpen => return Err(MeshError::EnvelopeDoesNotOpen),
+        OwnEnvelope::Absent => return Err(MeshError::NotAMember),
+    };
     if checked.invite_id != Some(pending.invite_id) {
         return Err(MeshError::InvalidCommit(
             "the commit does not use this node's invite".into(),

@@ -18,6 +18,7 @@ use super::envelope::{self, ENVELOPE_LEN, EnvelopeContext, EnvelopeSender};
 use super::invite::{self, Invite};
 use super::names::{self, Field};
 use super::roster::{ApprovedInvite, Change, Member, QuorumRule, Roster};
+use super::secret::EpochSecret;
 use crate::identity::{self, Identity, PublicIdentity};
 use crate::wire::mesh as wire;
 use crate::wire::mesh::mesh_message::Kind;
@@ -25,11 +26,14 @@ use crate::wire::mesh::mesh_message::Kind;
 mod apply;
 mod chain;
 mod commands;
+pub mod fixture;
 mod gossip_keys;
 mod join;
 mod receive;
 mod records;
 mod rules;
+#[cfg(test)]
+mod tests;
 mod tx;
 mod votes;
 
@@ -63,6 +67,8 @@ pub struct MeshState {
     /// Proposals of the current roster that were rejected or withdrawn.
     pub closed: BTreeMap<[u8; 32], ClosedRec>,
     pub evidence: Vec<Evidence>,
+    /// Commits whose envelope for this node did not open, oldest first.
+    pub bad_envelopes: Vec<BadEnvelope>,
     pub invites: BTreeMap<[u8; 16], InviteRec>,
     pub revoked: BTreeMap<[u8; 16], Vec<u8>>,
     pub used_invites: BTreeMap<[u8; 16], [u8; 32]>,
@@ -92,6 +98,7 @@ impl MeshState {
             votes: BTreeMap::new(),
             closed: BTreeMap::new(),
             evidence: Vec::new(),
+            bad_envelopes: Vec::new(),
             invites: BTreeMap::new(),
             revoked: BTreeMap::new(),
             used_invites: BTreeMap::new(),
@@ -163,8 +170,8 @@ impl MeshState {
     }
 
     /// The current epoch secret, when this node is a member.
-    pub fn current_secret(&self) -> Option<[u8; 32]> {
-        self.secrets.get(&self.tip).map(|s| s.secret)
+    pub fn current_secret(&self) -> Option<&EpochSecret> {
+        self.secrets.get(&self.tip).map(|s| &*s.secret)
     }
 
     /// The chain of roster hashes from the tip back to the oldest known roster.

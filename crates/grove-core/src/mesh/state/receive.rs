@@ -467,8 +467,7 @@ pub(super) fn tx_try_commit<R: CryptoRng + ?Sized>(
             "stored vote",
         )?);
     }
-    let mut secret = [0u8; 32];
-    rng.fill_bytes(&mut secret);
+    let secret = EpochSecret::random(rng);
     let sender = EnvelopeSender::new(rng);
     let signed = build_commit(
         id, &roster, &tx.s.tip, proposal, votes, &p.change, &secret, &sender,

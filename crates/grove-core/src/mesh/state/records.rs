@@ -48,12 +48,13 @@ pub struct RosterNode {
     pub proposal_hash: Option<[u8; 32]>,
 }
 
-/// An epoch secret this node holds.
+/// An epoch secret this node holds. Cloning it (as every transaction's
+/// working copy of the state does) shares the secret, never copies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretEntry {
     pub roster_hash: [u8; 32],
     pub epoch: u64,
-    pub secret: [u8; 32],
+    pub secret: Arc<EpochSecret>,
     /// When it is erased (set once it is no longer the current epoch's secret).
     pub erase_at_ms: Option<i64>,
 }
@@ -163,6 +164,25 @@ pub struct Evidence {
     pub at_ms: i64,
 }
 
+/// A commit that lists this node in its next roster but whose envelope for
+/// it did not open: the node follows the chain past it without that
+/// epoch's secret (a non-reader, until a later commit re-keys it). The
+/// commit itself is kept with its roster (`RosterNode::commit`), so anyone
+/// can re-check the committer's signature over the envelope; whether the
+/// envelope was bad or this node's key is, is not yet provable to others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadEnvelope {
+    /// The epoch the commit made.
+    pub epoch: u64,
+    /// The hash of the roster it made.
+    pub roster_hash: [u8; 32],
+    /// Its commit hash (`commit_hash` of that roster).
+    pub commit_hash: [u8; 32],
+    /// The committer's peer id.
+    pub committer: Vec<u8>,
+    pub at_ms: i64,
+}
+
 /// Status of an invite this node issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InviteStatus {
@@ -262,6 +282,7 @@ pub enum Effect {
     PutClosed(ClosedRec),
     DeleteClosed([u8; 32]),
     PutEvidence(Evidence),
+    PutBadEnvelope(BadEnvelope),
     PutInvite(InviteRec),
     PutRevocation { id: [u8; 16], signed: Vec<u8> },
     PutUsedInvite { id: [u8; 16], proposal: [u8; 32] },

@@ -158,7 +158,7 @@ pub fn build_commit(
     proposal: wire::Signed,
     votes: Vec<wire::Signed>,
     change: &Change,
-    secret: &[u8; 32],
+    secret: &EpochSecret,
     sender: &EnvelopeSender,
 ) -> Result<wire::Signed, MeshError> {
     let core = wire::CommitCore {
@@ -195,7 +195,7 @@ pub fn build_commit(
 pub(super) fn wrap_all(
     next: &Roster,
     next_hash: &[u8; 32],
-    secret: &[u8; 32],
+    secret: &EpochSecret,
     sender: &EnvelopeSender,
 ) -> Result<Vec<wire::Envelope>, MeshError> {
     let wrap_part = |part: &[Member]| -> Result<Vec<wire::Envelope>, MeshError> {
@@ -211,7 +211,7 @@ pub(super) fn wrap_all(
                     recipient: &m.peer_id,
                 };
                 let ciphertext = shared
-                    .and_then(|s| sender.wrap_with_shared(&s, &m.x25519, &ctx, secret))
+                    .and_then(|s| sender.wrap_with_shared(&s, &m.x25519, &ctx, secret.expose()))
                     .map_err(|e| MeshError::InvalidCommit(format!("envelope for a member: {e}")))?;
                 Ok(wire::Envelope {
                     recipient: m.peer_id.clone(),
@@ -254,15 +254,19 @@ pub(super) struct CheckedCommit {
     pub(super) node: RosterNode,
     pub(super) proposal_hash: [u8; 32],
     pub(super) invite_id: Option<[u8; 16]>,
-    /// This node's secret for the new epoch, when it is a member of it.
-    pub(super) secret: Option<[u8; 32]>,
+    /// This node's envelope: its secret for the new epoch, when it is a
+    /// member of it and the envelope opened.
+    pub(super) mine: OwnEnvelope,
+    /// The committer's peer id.
+    pub(super) committer: Vec<u8>,
     pub(super) joiner: Option<Vec<u8>>,
 }
 
 /// Checks a commit against its parent roster, in the order of
 /// docs/mesh-protocol.md §7: its lineage, the proposal, the votes, every
-/// signature (one batch), the next roster, and the envelopes (this node's
-/// own opens).
+/// signature (each by the one rule), the next roster, and the envelopes
+/// (this node's own is opened; one that does not open leaves the commit
+/// valid, `OwnEnvelope::DoesNotOpen`).
 pub(crate) fn check_commit_against(
     me: Option<&Identity>,
     prev: &Roster,
@@ -274,7 +278,7 @@ pub(crate) fn check_commit_against(
     let commit = &parsed.msg;
     check_lineage(prev, parsed, core)?;
     let proposal = CommittedProposal::check(prev, prev_hash, core)?;
-    let mut checks = vec![sig_check(parsed), sig_check(&proposal.parsed)];
+    let mut checks = vec![SigCheck::of(parsed), SigCheck::of(&proposal.parsed)];
     check_commit_votes(
         prev,
         prev_hash,
@@ -283,7 +287,7 @@ pub(crate) fn check_commit_against(
         verified_votes,
         &mut checks,
     )?;
-    codec::verify_batch(&checks, "commit")?;
+    codec::verify_all(&checks, "commit")?;
     let commit_hash = codec::hash(label::COMMIT, &commit.core);
     let next = prev.next(
         &proposal.change,
@@ -293,7 +297,7 @@ pub(crate) fn check_commit_against(
     );
     let next_bytes = check_next_roster(&next, commit)?;
     let next_hash = codec::hash(label::ROSTER, &next_bytes);
-    let secret = check_envelopes(me, &next, &next_hash, core, commit)?;
+    let mine = check_envelopes(me, &next, &next_hash, core, commit)?;
     let signed_commit = wire::Signed {
         body: parsed.body.clone(),
         signer: parsed.signer.to_vec(),
@@ -309,19 +313,10 @@ pub(crate) fn check_commit_against(
         },
         proposal_hash: proposal.hash,
         invite_id: proposal.invite_id,
-        secret,
+        mine,
+        committer: core.committer.clone(),
         joiner: proposal.joiner,
     })
-}
-
-/// A signature to verify in the commit's batch.
-fn sig_check<T>(u: &codec::Unverified<T>) -> SigCheck<'_> {
-    SigCheck {
-        signer: u.signer,
-        tag: u.tag,
-        body: &u.body,
-        signature: u.signature,
-    }
 }
 
 /// The commit follows its parent: the same mesh, the next epoch, and a
@@ -478,14 +473,14 @@ fn check_envelopes(
     next_hash: &[u8; 32],
     core: &wire::CommitCore,
     commit: &wire::Commit,
-) -> Result<Option<[u8; 32]>, MeshError> {
+) -> Result<OwnEnvelope, MeshError> {
     if commit.envelopes.len() != next.members.len() {
         return Err(MeshError::InvalidCommit(
             "not one envelope per member".into(),
         ));
     }
     let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
-    let mut secret = None;
+    let mut mine = OwnEnvelope::Absent;
     let my_peer_id = me.map(|id| id.peer_id());
     for (env, m) in commit.envelopes.iter().zip(&next.members) {
         if env.recipient != m.peer_id || env.ciphertext.len() != ENVELOPE_LEN {
@@ -502,12 +497,30 @@ fn check_envelopes(
                 roster_hash: next_hash,
                 recipient: &m.peer_id,
             };
-            let s = envelope::open_envelope(id.x25519_secret(), &ephemeral, &ctx, &env.ciphertext)
-                .map_err(|_| MeshError::EnvelopeDoesNotOpen)?;
-            secret = Some(s);
+            mine = match envelope::open_envelope(
+                id.x25519_secret(),
+                &ephemeral,
+                &ctx,
+                &env.ciphertext,
+            ) {
+                Ok(s) => OwnEnvelope::Opened(s),
+                Err(_) => OwnEnvelope::DoesNotOpen,
+            };
         }
     }
-    Ok(secret)
+    Ok(mine)
+}
+
+/// This node's envelope in a commit.
+pub(super) enum OwnEnvelope {
+    /// The commit has none for it (it is not in the next roster, or the
+    /// check is for no one, as a chain replay is).
+    Absent,
+    Opened(EpochSecret),
+    /// It is in the next roster and its envelope does not open: the commit
+    /// is valid for everyone else, and this node follows it without the
+    /// secret (`BadEnvelope`).
+    DoesNotOpen,
 }
 
 /// The fork-choice rule: the highest epoch wins; between rosters of one

@@ -42,6 +42,7 @@ impl Tx {
                 self.s.closed.remove(h);
             }
             Effect::PutEvidence(ev) => self.s.evidence.push(ev.clone()),
+            Effect::PutBadEnvelope(b) => self.s.bad_envelopes.push(b.clone()),
             Effect::PutInvite(i) => {
                 self.s.invites.insert(i.id, i.clone());
             }

@@ -281,12 +281,7 @@ pub(super) fn check_closure(
                 "two no votes by one member".into(),
             ));
         }
-        checks.push(SigCheck {
-            signer: v.signer,
-            tag: v.tag,
-            body: &v.body,
-            signature: v.signature,
-        });
+        checks.push(SigCheck::of(v));
     }
     let needed = roster.rejection_needed();
     if voters.len() < needed {
@@ -295,7 +290,7 @@ pub(super) fn check_closure(
             voters.len()
         )));
     }
-    codec::verify_batch(&checks, "no votes")?;
+    codec::verify_all(&checks, "no votes")?;
     Ok(CloseReason::Rejected)
 }
 

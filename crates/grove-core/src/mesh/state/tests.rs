@@ -1,0 +1,282 @@
+//! Tests of the state machine at one receiving member: the fixture's roster,
+//! rotate proposal and commit, as the member receives them.
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::fixture::{Fixture, NOW_MS, with_bad_envelope};
+use super::*;
+use crate::identity::small_order_r_signature;
+
+/// The receiver's secret of the roster's epoch.
+const OLD_SECRET: [u8; 32] = [
+    0x5e, 0xc1, 0x7e, 0x70, 0x1d, 0xa2, 0x33, 0x84, 0x95, 0xa6, 0xb7, 0xc8, 0xd9, 0xea, 0xfb, 0x0c,
+    0x1d, 0x2e, 0x3f, 0x40, 0x51, 0x62, 0x73, 0x84, 0x95, 0xa6, 0xb7, 0xc8, 0xd9, 0xea, 0xfb, 0x0c,
+];
+
+/// The fixture's mesh, received by its last member.
+struct Mesh {
+    fx: Fixture,
+    rng: StdRng,
+}
+
+impl std::ops::Deref for Mesh {
+    type Target = Fixture;
+    fn deref(&self) -> &Fixture {
+        &self.fx
+    }
+}
+
+impl Mesh {
+    fn new(n: usize) -> Mesh {
+        let mut rng = StdRng::seed_from_u64(n as u64);
+        Mesh {
+            fx: Fixture::new(n, &mut rng),
+            rng,
+        }
+    }
+
+    /// Moves on to the roster `commit` made.
+    fn advance(&mut self, commit: &wire::Signed) {
+        self.fx.advance(commit).unwrap();
+    }
+
+    /// `commit` with the envelope for `peer` altered, signed again by its
+    /// committer (member 0): valid for everyone but `peer`.
+    fn bad_envelope_for(&self, commit: &wire::Signed, peer: &[u8]) -> wire::Signed {
+        with_bad_envelope(&self.ids[0], commit, peer).unwrap()
+    }
+
+    fn receiver(&self) -> &Identity {
+        &self.ids[self.ids.len() - 1]
+    }
+
+    /// The receiver's state at the roster, holding `OLD_SECRET`.
+    fn state(&self) -> MeshState {
+        self.member_state(self.ids.len() - 1)
+    }
+
+    /// Member `i`'s state at the roster, holding `OLD_SECRET`.
+    fn member_state(&self, i: usize) -> MeshState {
+        self.fx.state_of(i, EpochSecret::from(OLD_SECRET))
+    }
+
+    /// Member 0's rotate commit with `votes`, carrying `secret`.
+    fn commit(&mut self, votes: Vec<wire::Signed>, secret: &EpochSecret) -> wire::Signed {
+        let sender = EnvelopeSender::new(&mut self.rng);
+        self.fx.commit(votes, secret, &sender).unwrap()
+    }
+
+    /// The receiver takes one message at `NOW_MS + 1000`.
+    fn receive(
+        &mut self,
+        state: &MeshState,
+        kind: Kind,
+    ) -> Result<(MeshState, Transition), MeshError> {
+        self.receive_as(self.ids.len() - 1, state, kind)
+    }
+
+    /// Member `i` takes one message at `NOW_MS + 1000`.
+    fn receive_as(
+        &mut self,
+        i: usize,
+        state: &MeshState,
+        kind: Kind,
+    ) -> Result<(MeshState, Transition), MeshError> {
+        let bytes = codec::encode(&wire::MeshMessage { kind: Some(kind) });
+        state.receive(&self.fx.ids[i], &bytes, NOW_MS + 1000, &mut self.rng)
+    }
+}
+
+/// `signed` with its signature replaced by one with a small-order `R` by
+/// the same signer (`i`), which only the strict rule refuses.
+fn small_order_r(mesh: &Mesh, i: usize, tag: &[u8], signed: &wire::Signed) -> wire::Signed {
+    wire::Signed {
+        signature: small_order_r_signature(&mesh.ids[i], tag, &signed.body).to_vec(),
+        ..signed.clone()
+    }
+}
+
+#[test]
+fn a_vote_signed_with_a_small_order_r_is_refused_alone_and_inside_a_commit() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let (with_proposal, _) = mesh
+        .receive(&base, Kind::Proposal(mesh.proposal.clone()))
+        .unwrap();
+    // Alone: the honest vote counts, the same vote under the other signature does not.
+    let honest = mesh.vote(1);
+    let forged = small_order_r(&mesh, 1, tag::VOTE, &honest);
+    assert!(mesh.receive(&with_proposal, Kind::Vote(honest)).is_ok());
+    assert_eq!(
+        mesh.receive(&with_proposal, Kind::Vote(forged.clone()))
+            .err(),
+        Some(MeshError::BadSignature("vote"))
+    );
+    // Inside a commit, among the votes it carries.
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let (after, _) = mesh.receive(&base, Kind::Commit(good)).unwrap();
+    assert_eq!(after.epoch(), 6);
+    let mut votes = mesh.votes();
+    votes[1] = forged;
+    let bad = mesh.commit(votes, &EpochSecret::from([9u8; 32]));
+    assert_eq!(
+        mesh.receive(&base, Kind::Commit(bad)).err(),
+        Some(MeshError::BadSignature("commit"))
+    );
+}
+
+#[test]
+fn a_commit_signed_with_a_small_order_r_is_refused() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let forged = small_order_r(&mesh, 0, tag::COMMIT, &good);
+    assert_eq!(
+        mesh.receive(&base, Kind::Commit(forged)).err(),
+        Some(MeshError::BadSignature("commit"))
+    );
+    assert!(mesh.receive(&base, Kind::Commit(good)).is_ok());
+}
+
+/// Every way `bytes` could show in a `Debug` text: hex, and the decimal
+/// list `[u8; 32]` prints as.
+fn shows(text: &str, bytes: &[u8; 32]) -> bool {
+    text.contains(&hex::encode(bytes))
+        || text.contains(&hex::encode(&bytes[..8]))
+        || text.contains(&format!("{bytes:?}"))
+        || text.contains(
+            &format!("{:?}", &bytes[..8])
+                .trim_end_matches(']')
+                .to_string(),
+        )
+}
+
+#[test]
+fn no_secret_shows_in_the_debug_text_of_a_state_or_a_transition() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let new_secret: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0xa5);
+    let commit = mesh.commit(mesh.votes(), &EpochSecret::from(new_secret));
+    let (after, transition) = mesh.receive(&base, Kind::Commit(commit)).unwrap();
+    assert_eq!(after.current_secret(), Some(&EpochSecret::from(new_secret)));
+    assert!(after.secrets.contains_key(&mesh.roster_hash));
+    let texts = [
+        format!("{base:?}"),
+        format!("{after:?}"),
+        format!("{transition:?}"),
+    ];
+    for text in &texts {
+        assert!(text.contains("<redacted>"));
+        assert!(!shows(text, &OLD_SECRET) && !shows(text, &new_secret));
+    }
+    // The check finds a secret printed as `SecretEntry` printed it before.
+    assert!(shows(&format!("secret: {new_secret:?}"), &new_secret));
+}
+
+#[test]
+fn a_transaction_shares_the_secrets_and_does_not_copy_them() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let held = |s: &MeshState, h: &[u8; 32]| s.secrets[h].secret.clone();
+    // A transaction that does not touch the secrets shares them.
+    let (with_proposal, _) = mesh
+        .receive(&base, Kind::Proposal(mesh.proposal.clone()))
+        .unwrap();
+    assert!(Arc::ptr_eq(
+        &held(&base, &mesh.roster_hash),
+        &held(&with_proposal, &mesh.roster_hash)
+    ));
+    // One that adds a secret hands the store the very secret the new
+    // state holds, and still shares the old one (now scheduled for erasure).
+    let commit = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let (after, transition) = mesh.receive(&with_proposal, Kind::Commit(commit)).unwrap();
+    let put: Vec<&SecretEntry> = transition
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::PutSecret(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let new = put.iter().find(|s| s.roster_hash == after.tip).unwrap();
+    assert!(Arc::ptr_eq(&new.secret, &held(&after, &after.tip)));
+    let old = put
+        .iter()
+        .find(|s| s.roster_hash == mesh.roster_hash)
+        .unwrap();
+    assert!(old.erase_at_ms.is_some());
+    assert!(Arc::ptr_eq(&old.secret, &held(&base, &mesh.roster_hash)));
+    assert!(Arc::ptr_eq(
+        &held(&after, &mesh.roster_hash),
+        &held(&base, &mesh.roster_hash)
+    ));
+}
+
+#[test]
+fn a_member_whose_envelope_does_not_open_follows_the_chain_and_keeps_evidence() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let me = mesh.receiver().peer_id();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let bad = mesh.bad_envelope_for(&good, &me);
+    // Everyone else reads the commit.
+    let (other, _) = mesh
+        .receive_as(2, &mesh.member_state(2), Kind::Commit(bad.clone()))
+        .unwrap();
+    assert_eq!(other.current_secret(), Some(&EpochSecret::from([9u8; 32])));
+    // This member follows it without the secret, and keeps who did it.
+    let (after, t) = mesh.receive(&base, Kind::Commit(bad.clone())).unwrap();
+    assert_eq!((after.epoch(), after.tip), (6, other.tip));
+    assert!(after.is_member());
+    assert_eq!(after.current_secret(), None);
+    let evidence = BadEnvelope {
+        epoch: 6,
+        roster_hash: after.tip,
+        commit_hash: after.roster().unwrap().commit_hash,
+        committer: mesh.ids[0].peer_id(),
+        at_ms: NOW_MS + 1000,
+    };
+    assert_eq!(after.bad_envelopes, vec![evidence.clone()]);
+    assert!(t.effects.contains(&Effect::PutBadEnvelope(evidence)));
+    assert!(t.audit.iter().any(|a| a.kind == "mesh.envelope.bad"));
+    assert_eq!(after.rosters[&after.tip].commit, Some(codec::encode(&bad)));
+    // The next commit re-keys it.
+    mesh.advance(&bad);
+    let next = mesh.commit(mesh.votes(), &EpochSecret::from([8u8; 32]));
+    let (later, _) = mesh.receive(&after, Kind::Commit(next)).unwrap();
+    assert_eq!(later.epoch(), 7);
+    assert_eq!(later.current_secret(), Some(&EpochSecret::from([8u8; 32])));
+    assert_eq!(later.bad_envelopes.len(), 1);
+}
+
+#[test]
+fn a_sync_does_not_stop_at_a_commit_whose_envelope_does_not_open() {
+    let mut mesh = Mesh::new(5);
+    let mut base = mesh.state();
+    let me = mesh.receiver().peer_id();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let bad = mesh.bad_envelope_for(&good, &me);
+    mesh.advance(&bad);
+    let next = mesh.commit(mesh.votes(), &EpochSecret::from([8u8; 32]));
+    let request = [4u8; 32];
+    base.pending_sync = Some(request);
+    base.synced = false;
+    let response = codec::sign(
+        &mesh.ids[1],
+        tag::SYNC_RESPONSE,
+        &wire::SyncResponse {
+            mesh_id: mesh.roster.mesh_id.to_vec(),
+            responder: mesh.ids[1].peer_id(),
+            request_hash: request.to_vec(),
+            commits: vec![bad, next],
+            revocations: Vec::new(),
+        },
+    );
+    let (after, _) = mesh.receive(&base, Kind::SyncResponse(response)).unwrap();
+    assert_eq!(after.epoch(), 7);
+    assert!(after.synced);
+    assert_eq!(after.current_secret(), Some(&EpochSecret::from([8u8; 32])));
+    assert_eq!(after.bad_envelopes.len(), 1);
+    assert_eq!(after.bad_envelopes[0].epoch, 6);
+}
