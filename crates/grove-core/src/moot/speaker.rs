@@ -17,7 +17,9 @@ use crate::guide::words::COPY_RUN_WORDS;
 
 /// Replies a guided model drafts per turn; the one that reads best
 /// ([`reading::draft_score`]) is kept (and retried if it does not pass).
-pub const CANDIDATES: u32 = 3;
+/// Five, not three: with three, one moot in two on the README's books kept a
+/// turn every draft of which talked about the exchange or the text.
+pub const CANDIDATES: u32 = 5;
 
 /// Everything a speaker needs for one turn.
 #[derive(Debug, Clone)]

@@ -81,6 +81,10 @@ fn reading_v4_also_counts_talk_about_the_question_and_sayings() {
         "I completely disagree with your last comment.",
         "Here's a revised and polished answer to your query.",
         "It is a famous and beautiful way of putting it.",
+        "I appreciate your suggestions.",
+        "Based on the given context, I believe that people should use their time wisely.",
+        "The reports continued in front; I removed it.",
+        "In an excellent piece of journalism, the King turned pale.",
         "It is a famous and beautiful way of expressing the need for kindness.",
         "A bore is one who talks when you wish him to listen; see the bibliography.",
     ];

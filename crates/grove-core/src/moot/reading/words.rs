@@ -249,8 +249,10 @@ pub const META_TALK_PHRASES_V3: &[&str] = &["your friend"];
 /// expression ("a famous and beautiful way of expressing the need"), that
 /// remarks on the other's turn ("That's a wonderful observation", "What a
 /// wonderful and insightful comment", "Here's a revised and polished
-/// answer to your query"), or that points the reader to the book's
-/// apparatus ("; see the bibliography").
+/// answer to your query", "I appreciate your suggestions", "Based on the
+/// given context"), that reads its quote as writing ("the introduction",
+/// "a humorous reference", "an excellent piece of journalism"), or that
+/// points the reader to the book's apparatus ("; see the bibliography").
 pub const META_TALK_WORDS_V4: &[&str] = &[
     "question",
     "questions",
@@ -268,14 +270,33 @@ pub const META_TALK_WORDS_V4: &[&str] = &[
     "answer",
     "answers",
     "revised",
+    "suggestion",
+    "suggestions",
+    "context",
+    "introduction",
+    "reference",
+    "references",
+    "article",
+    "articles",
+    "journalism",
     "expressing",
     "footnote",
     "footnotes",
     "glossary",
 ];
 
-/// Phrases added in `reading-v4`.
-pub const META_TALK_PHRASES_V4: &[&str] = &["way of putting", "putting it"];
+/// Phrases added in `reading-v4`: quotes read as phrasing, and edits
+/// reported ("…" [s5]; I removed it.").
+pub const META_TALK_PHRASES_V4: &[&str] = &[
+    "way of putting",
+    "putting it",
+    "i removed",
+    "i added",
+    "i changed",
+    "i replaced",
+    "i corrected",
+    "i deleted",
+];
 
 /// Words too common to carry a point.
 pub const STOP_WORDS: &[&str] = &[
