@@ -180,6 +180,11 @@ impl Gossip {
             return Verdict::Reject;
         }
         let Ok(plain) = view.open_gossip(&sealed) else {
+            // A member that follows an epoch as a non-reader (its envelope
+            // did not open) reads none of that epoch's gossip, the commit
+            // that re-keys it included: ask members for commits instead.
+            // (A flag, coalesced per tick: garbage costs one sync at most.)
+            self.due.sync();
             count("cannot-open");
             return Verdict::Ignore;
         };
