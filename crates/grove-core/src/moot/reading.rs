@@ -23,8 +23,9 @@
 //!   appear in none of the turn's passages, the moot's earlier turns, the
 //!   titles or the topic;
 //! - answering: a reply's own words share a content word with the quotes of
-//!   the other book's last turn or with the topic;
-//! - on topic: the own words share a content word with the topic;
+//!   the other book's last turn or with the topic (as on topic reads it);
+//! - on topic: the own words share a content word with the topic (since
+//!   `reading-v4` one that is not generic: [`GENERIC_TOPIC_WORDS`]);
 //! - distinct-2: distinct word pairs over all word pairs of the own words
 //!   (pairs never span a quote).
 //!
@@ -81,7 +82,7 @@ impl ReadingVersion {
             ReadingVersion::V4,
         ]
         .into_iter()
-            .find(|v| v.as_str() == name)
+        .find(|v| v.as_str() == name)
     }
 
     /// The meta-talk words and phrases of this version.
@@ -151,11 +152,15 @@ pub fn stem(word: &str) -> String {
 }
 
 /// The topic's content words in the forms a reply may write them (as
-/// written, and with `s`, `es`, `ing`, `ed` on their stem): what guidance
-/// steers free text towards.
+/// written, and with `s`, `es`, `ing`, `ed` on their stem), generic words
+/// aside ([`topic_stems`]): what guidance steers free text towards.
 pub fn topic_word_forms(topic: &str) -> Vec<String> {
     let mut forms = Vec::new();
-    for w in words(topic).into_iter().filter(|w| is_content_word(w)) {
+    let stems = topic_stems(topic, ReadingVersion::CURRENT);
+    for w in words(topic)
+        .into_iter()
+        .filter(|w| is_content_word(w) && stems.contains(&stem(w)))
+    {
         let base = stem(&w);
         for form in [
             w.clone(),
@@ -170,6 +175,20 @@ pub fn topic_word_forms(topic: &str) -> Vec<String> {
         }
     }
     forms
+}
+
+/// The stems a turn touches the topic with: its content words, and since
+/// `reading-v4` without [`GENERIC_TOPIC_WORDS`] (unless those are all it
+/// has): "people" alone does not make "The people's mind is a cruel
+/// mistress" a turn about how people should spend their time.
+pub fn topic_stems(topic: &str, version: ReadingVersion) -> HashSet<String> {
+    let all = content_stems(topic);
+    if version < ReadingVersion::V4 {
+        return all;
+    }
+    let generic: HashSet<String> = GENERIC_TOPIC_WORDS.iter().map(|w| stem(w)).collect();
+    let specific: HashSet<String> = all.difference(&generic).cloned().collect();
+    if specific.is_empty() { all } else { specific }
 }
 
 /// Whether a `norm()` word is a content word.
@@ -323,7 +342,10 @@ pub fn read_turn(text: &str, sources: &ReadingSources<'_>) -> TurnReading {
         .filter(|w| is_content_word(w))
         .map(|w| stem(w))
         .collect();
-    let topic_stems = sources.topic.map(content_stems).unwrap_or_default();
+    let topic_stems = sources
+        .topic
+        .map(|t| topic_stems(t, sources.version))
+        .unwrap_or_default();
     let on_topic = own_stems.iter().any(|s| topic_stems.contains(s));
     let answers_other = sources.last_other.map(|last| {
         let mut point = topic_stems.clone();

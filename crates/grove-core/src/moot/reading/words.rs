@@ -298,6 +298,13 @@ pub const META_TALK_PHRASES_V4: &[&str] = &[
     "i deleted",
 ];
 
+/// Topic words too general to show a turn is about the topic (since
+/// `reading-v4`): nearly every turn of a moot about people names people.
+pub const GENERIC_TOPIC_WORDS: &[&str] = &[
+    "people", "person", "persons", "man", "men", "woman", "women", "human", "humans", "thing",
+    "things",
+];
+
 /// Words too common to carry a point.
 pub const STOP_WORDS: &[&str] = &[
     "the",
