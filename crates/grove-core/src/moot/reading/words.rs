@@ -250,8 +250,11 @@ pub const META_TALK_PHRASES_V3: &[&str] = &["your friend"];
 /// remarks on the other's turn ("That's a wonderful observation", "What a
 /// wonderful and insightful comment", "Here's a revised and polished
 /// answer to your query", "I appreciate your suggestions", "Based on the
-/// given context"), that reads its quote as writing ("the introduction",
-/// "a humorous reference", "an excellent piece of journalism"), or that
+/// given context", "the two main approaches you mentioned", "Your opening
+/// has the right tone"), that reads its quote as writing ("the
+/// introduction", "a humorous reference", "an excellent piece of
+/// journalism", "a clear and concise way to convey the message", "too
+/// casual for the tone of a post", "and the rest of the piece"), or that
 /// points the reader to the book's apparatus ("; see the bibliography").
 pub const META_TALK_WORDS_V4: &[&str] = &[
     "question",
@@ -279,6 +282,18 @@ pub const META_TALK_WORDS_V4: &[&str] = &[
     "article",
     "articles",
     "journalism",
+    "post",
+    "posts",
+    "message",
+    "messages",
+    "convey",
+    "conveys",
+    "concise",
+    "tone",
+    "refinement",
+    "mention",
+    "mentions",
+    "mentioned",
     "expressing",
     "footnote",
     "footnotes",
@@ -296,6 +311,9 @@ pub const META_TALK_PHRASES_V4: &[&str] = &[
     "i replaced",
     "i corrected",
     "i deleted",
+    "your opening",
+    "the piece",
+    "this piece",
 ];
 
 /// Topic words too general to show a turn is about the topic (since
