@@ -91,7 +91,7 @@ fn reading_v4_also_counts_talk_about_the_question_and_sayings() {
         "Based on the given context, I believe that people should use their time wisely.",
         "The reports continued in front; I removed it.",
         "In an excellent piece of journalism, the King turned pale.",
-        "There are two main approaches you mentioned.",
+        "There are two main approaches, as mentioned.",
         "Your opening has the right tone.",
         "It's a clear and concise way to convey the message that people live for things.",
         "A man went out, and the rest of the piece.",
