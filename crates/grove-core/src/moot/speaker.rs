@@ -17,8 +17,9 @@ use crate::guide::words::COPY_RUN_WORDS;
 
 /// Replies a guided model drafts per turn; the one that reads best
 /// ([`reading::draft_score`]) is kept (and retried if it does not pass).
-/// Five, not three: with three, one moot in two on the README's books kept a
-/// turn every draft of which talked about the exchange or the text.
+/// Five, not three: with three, one of two 8-turn moots kept turns whose
+/// every draft talked about the exchange ("…" [s5]; I removed it."); five
+/// cost about a third more CPU per turn (`docs/guided-moot-example.md`).
 pub const CANDIDATES: u32 = 5;
 
 /// Everything a speaker needs for one turn.
