@@ -263,16 +263,10 @@ fn draft_score_prefers_a_grounded_answer_on_topic() {
 #[test]
 fn topic_word_forms_share_the_topic_stems() {
     let forms = topic_word_forms("what people live for");
-    for f in ["live", "lives", "living", "lived"] {
+    for f in ["people", "live", "lives", "living", "lived"] {
         assert!(forms.contains(&f.to_string()), "{f} in {forms:?}");
     }
-    // Generic words are no way to the topic; unless they are all it has.
-    assert!(
-        !forms
-            .iter()
-            .any(|f| f == "what" || f == "for" || f == "people")
-    );
-    assert!(topic_word_forms("people").contains(&"people".to_string()));
+    assert!(!forms.iter().any(|f| f == "what" || f == "for"));
     let topic = content_stems("what people live for");
     assert!(forms.iter().all(|f| topic.contains(&stem(f))));
 }
