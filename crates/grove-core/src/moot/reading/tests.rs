@@ -95,6 +95,9 @@ fn reading_v4_also_counts_talk_about_the_question_and_sayings() {
         "Your opening has the right tone.",
         "It's a clear and concise way to convey the message that people live for things.",
         "A man went out, and the rest of the piece.",
+        "It is not a completely accurate and honest portrayal of how people should spend time.",
+        "This is an old and clumsy way of stating it, but it is true.",
+        "While that's not entirely accurate, I did add a crucial detail.",
         "It is a famous and beautiful way of expressing the need for kindness.",
         "A bore is one who talks when you wish him to listen; see the bibliography.",
     ];

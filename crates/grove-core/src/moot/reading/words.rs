@@ -254,7 +254,9 @@ pub const META_TALK_PHRASES_V3: &[&str] = &["your friend"];
 /// has the right tone"), that reads its quote as writing ("the
 /// introduction", "a humorous reference", "an excellent piece of
 /// journalism", "a clear and concise way to convey the message", "too
-/// casual for the tone of a post", "and the rest of the piece"), or that
+/// casual for the tone of a post", "and the rest of the piece", "not a
+/// completely accurate and honest portrayal", "an old and clumsy way of
+/// stating it"), or that
 /// points the reader to the book's apparatus ("; see the bibliography").
 pub const META_TALK_WORDS_V4: &[&str] = &[
     "question",
@@ -294,6 +296,8 @@ pub const META_TALK_WORDS_V4: &[&str] = &[
     "mention",
     "mentions",
     "mentioned",
+    "portrayal",
+    "stating",
     "expressing",
     "footnote",
     "footnotes",
@@ -311,6 +315,7 @@ pub const META_TALK_PHRASES_V4: &[&str] = &[
     "i replaced",
     "i corrected",
     "i deleted",
+    "i did add",
     "your opening",
     "the piece",
     "this piece",
