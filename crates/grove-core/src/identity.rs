@@ -78,10 +78,13 @@ impl Identity {
     }
 
     /// Holds `secret` as the pending replacement X25519 key (the copy it
-    /// was handed is wiped).
-    pub fn set_pending_x25519(&mut self, mut secret: [u8; 32]) {
-        self.pending_x25519 = Some(x25519_dalek::StaticSecret::from(secret));
+    /// was handed is wiped); returns its public key and binding.
+    pub fn set_pending_x25519(&mut self, mut secret: [u8; 32]) -> ([u8; 32], [u8; 64]) {
+        let pending = x25519_dalek::StaticSecret::from(secret);
         secret.zeroize();
+        let x = x25519_dalek::PublicKey::from(&pending).to_bytes();
+        self.pending_x25519 = Some(pending);
+        (x, self.sign(X25519_BINDING_TAG, &x))
     }
 
     /// The pending replacement X25519 key's public half and its binding

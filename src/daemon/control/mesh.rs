@@ -452,6 +452,21 @@ pub async fn propose(
     ops.propose(change).await
 }
 
+/// `identity rotate`: this node's key update (§8c); it commits on this
+/// node's own yes, so the answer says at which epoch the new key is in
+/// effect.
+pub async fn rotate_key(State(ops): State<MeshOps>) -> Answer<dto::Proposed> {
+    let before = ops.link.view().epoch();
+    let t = ops.link.rotate_key().await?;
+    let id = stored_proposal(&t).map(hex::encode).unwrap_or_default();
+    let epoch = ops.link.view().epoch();
+    Ok(Json(dto::Proposed {
+        id,
+        epoch,
+        committed: epoch > before,
+    }))
+}
+
 pub async fn leave(State(ops): State<MeshOps>) -> Answer<dto::Proposed> {
     let me = ops.link.view().me.peer_id.clone();
     ops.propose(ProposalChange::Kick(me)).await
