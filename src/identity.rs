@@ -73,7 +73,10 @@ pub fn load_pending(dir: &Path, id: &mut Identity) -> Result<(), IdentityError> 
 
 /// The pending X25519 key of a key update: the one saved before (an update
 /// that did not finish), else a new one, saved privately before it is used.
-pub fn pending_or_new(dir: &Path, id: &mut Identity) -> Result<([u8; 32], [u8; 64]), IdentityError> {
+pub fn pending_or_new(
+    dir: &Path,
+    id: &mut Identity,
+) -> Result<([u8; 32], [u8; 64]), IdentityError> {
     if let Some(public) = id.pending_x25519_public() {
         return Ok(public);
     }
