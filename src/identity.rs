@@ -17,7 +17,7 @@ pub use grove_core::identity::*;
 /// File names inside `<state_dir>/identity/`.
 pub const ED25519_FILE: &str = "ed25519.key";
 pub const X25519_FILE: &str = "x25519.key";
-/// The replacement X25519 key of a key update not yet in effect (§8c).
+/// The replacement X25519 key of a key update not yet in effect (§8b).
 pub const PENDING_X25519_FILE: &str = "x25519.next.key";
 
 /// Errors from loading, creating or checking the node identity.

@@ -91,7 +91,7 @@ impl MeshCore {
 
     /// `grove identity rotate`: saves a new X25519 key as pending (or takes
     /// the one an unfinished update saved) and proposes the key update
-    /// (§8c), which passes on this node's own yes.
+    /// (§8b), which passes on this node's own yes.
     pub fn rotate_key(&mut self) -> Result<Transition, ActorError> {
         let (x25519, x25519_binding) = crate::identity::pending_or_new(&self.keys, &mut self.id)?;
         let change = ProposalChange::UpdateKey(KeyUpdate {

@@ -60,7 +60,7 @@ impl MeshLink {
         .await
     }
 
-    /// `grove identity rotate` (§8c): proposes this node's key update, as
+    /// `grove identity rotate` (§8b): proposes this node's key update, as
     /// [`MeshLink::step`] does a state-machine step.
     pub async fn rotate_key(&self) -> Result<Transition, ActorError> {
         self.run(|core| core.rotate_key()).await

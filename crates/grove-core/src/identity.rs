@@ -28,7 +28,7 @@ pub enum KeyError {
 pub struct Identity {
     signing: SigningKey,
     x25519: x25519_dalek::StaticSecret,
-    /// A replacement X25519 key proposed in a key update (§8c) and not yet
+    /// A replacement X25519 key proposed in a key update (§8b) and not yet
     /// in effect: envelopes wrapped to it open from the epoch whose roster
     /// names it, and until then the current key stays.
     pending_x25519: Option<x25519_dalek::StaticSecret>,

@@ -452,7 +452,7 @@ pub async fn propose(
     ops.propose(change).await
 }
 
-/// `identity rotate`: this node's key update (§8c); it commits on this
+/// `identity rotate`: this node's key update (§8b); it commits on this
 /// node's own yes, so the answer says at which epoch the new key is in
 /// effect.
 pub async fn rotate_key(State(ops): State<MeshOps>) -> Answer<dto::Proposed> {

@@ -176,7 +176,7 @@ pub enum Change {
     /// End an approval, by invite id.
     RevokeApproval([u8; 16]),
     /// A member's new X25519 key, bound to its (unchanged) Ed25519 key
-    /// (§8c).
+    /// (§8b).
     UpdateKey(KeyUpdate),
 }
 

@@ -64,7 +64,7 @@ pub fn approved_add(roster: &Roster, body: &wire::Proposal) -> bool {
 }
 
 /// True when `body` passes on its proposer's yes alone: a pre-approved
-/// add (§8a), or a member's update of its own key (§8c), which changes
+/// add (§8a), or a member's update of its own key (§8b), which changes
 /// nothing about who is a member and is signed by the one member it
 /// changes.
 pub fn proposer_alone(roster: &Roster, body: &wire::Proposal) -> bool {
