@@ -152,6 +152,38 @@ mod tests {
     }
 
     #[test]
+    fn a_pending_key_survives_a_restart_and_its_promotion_erases_the_old_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = dir.path().join("identity");
+        let mut id = load_or_create(&keys).unwrap();
+        let old = fs::read(keys.join(X25519_FILE)).unwrap();
+        // A second name for the old key file's bytes, to see them erased.
+        let old_copy = dir.path().join("old-inode");
+        fs::hard_link(keys.join(X25519_FILE), &old_copy).unwrap();
+        let (public, _) = pending_or_new(&keys, &mut id).unwrap();
+        let mode = fs::metadata(keys.join(PENDING_X25519_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // A restart: the saved pending key is loaded and proposed again.
+        drop(id);
+        let mut again = load_or_create(&keys).unwrap();
+        assert!(again.pending_x25519_public().is_none());
+        load_pending(&keys, &mut again).unwrap();
+        assert_eq!(again.pending_x25519_public().map(|p| p.0), Some(public));
+        assert_eq!(pending_or_new(&keys, &mut again).unwrap().0, public);
+        assert!(again.x25519_secret_for(&public).is_some());
+        promote_pending(&keys, &mut again).unwrap();
+        assert_eq!(again.x25519_public(), public);
+        assert!(again.pending_x25519_public().is_none());
+        assert!(!keys.join(PENDING_X25519_FILE).exists());
+        assert_ne!(fs::read(keys.join(X25519_FILE)).unwrap(), old);
+        assert_eq!(fs::read(&old_copy).unwrap(), vec![0u8; 32], "the old bytes are overwritten");
+        assert_eq!(load_or_create(&keys).unwrap().x25519_public(), public);
+    }
+
+    #[test]
     fn half_missing_pair_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let keys = dir.path().join("identity");

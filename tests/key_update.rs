@@ -8,6 +8,7 @@ use std::path::Path;
 use grove::identity::Identity;
 use grove::mesh::codec;
 use grove::mesh::state::fixture::open_envelope_of;
+use grove::mesh::state::verify_chain;
 use grove::wire::mesh as wire;
 
 use crate::cluster::{Daemon, converged, eventually, invite, open_proposal};
@@ -119,4 +120,18 @@ fn a_member_that_rotates_its_key_reads_later_epochs_and_its_old_key_opens_none_o
             assert!(with_new.is_ok(), "the new key opens epoch {epoch}");
         }
     }
+
+    // The offline replay (`moot verify`'s) accepts the update's commit, and
+    // its rosters name bravo's old key before it and the new one after.
+    let genesis: Vec<u8> = mesh_db(&a)
+        .query_row("SELECT roster FROM rosters WHERE epoch = 0", [], |r| r.get(0))
+        .unwrap();
+    let signed: Vec<wire::Signed> = stored.into_iter().map(|(_, c)| c).collect();
+    let chain = verify_chain(&genesis, &signed).unwrap();
+    let key_at = |e: u64| chain.at(e).and_then(|r| r.member(&peer)).map(|m| m.x25519);
+    let old_public = x25519_dalek::PublicKey::from(&old_key).to_bytes();
+    let new_public = x25519_dalek::PublicKey::from(&new_key).to_bytes();
+    assert_eq!(key_at(1), Some(old_public));
+    assert_eq!(key_at(2), Some(new_public));
+    assert_eq!(key_at(3), Some(new_public));
 }

@@ -455,3 +455,38 @@ fn a_key_update_by_another_member_for_a_non_member_or_replayed_is_refused() {
         "a replay after its commit is refused"
     );
 }
+
+/// A proposal as a node before protocol 1.2 decodes it: the changes it
+/// knows (1.1), without `update_key`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ProposalBefore12 {
+    #[prost(bytes = "vec", tag = "1")]
+    mesh_id: Vec<u8>,
+    #[prost(uint64, tag = "2")]
+    epoch: u64,
+    #[prost(bytes = "vec", tag = "3")]
+    roster_hash: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    proposer: Vec<u8>,
+    #[prost(int64, tag = "5")]
+    created_ms: i64,
+    #[prost(int64, tag = "6")]
+    expires_ms: i64,
+    #[prost(bytes = "vec", optional, tag = "11")]
+    kick: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "12")]
+    rotate: Option<Vec<u8>>,
+}
+
+#[test]
+fn a_node_before_protocol_1_2_refuses_a_key_update_as_malformed() {
+    let mut mesh = Mesh::new(3);
+    let new_key = Identity::generate(&mut mesh.rng);
+    let update = key_update(&mesh, 1, mesh.ids[1].peer_id(), &new_key);
+    assert!(matches!(
+        codec::decode_canonical::<ProposalBefore12>(&update.body, "proposal"),
+        Err(MeshError::Malformed { .. })
+    ));
+    // A proposal it knows decodes there as here.
+    assert!(codec::decode_canonical::<ProposalBefore12>(&mesh.proposal.body, "proposal").is_ok());
+}
