@@ -179,7 +179,11 @@ mod tests {
         assert!(again.pending_x25519_public().is_none());
         assert!(!keys.join(PENDING_X25519_FILE).exists());
         assert_ne!(fs::read(keys.join(X25519_FILE)).unwrap(), old);
-        assert_eq!(fs::read(&old_copy).unwrap(), vec![0u8; 32], "the old bytes are overwritten");
+        assert_eq!(
+            fs::read(&old_copy).unwrap(),
+            vec![0u8; 32],
+            "the old bytes are overwritten"
+        );
         assert_eq!(load_or_create(&keys).unwrap().x25519_public(), public);
     }
 

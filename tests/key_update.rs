@@ -124,7 +124,9 @@ fn a_member_that_rotates_its_key_reads_later_epochs_and_its_old_key_opens_none_o
     // The offline replay (`moot verify`'s) accepts the update's commit, and
     // its rosters name bravo's old key before it and the new one after.
     let genesis: Vec<u8> = mesh_db(&a)
-        .query_row("SELECT roster FROM rosters WHERE epoch = 0", [], |r| r.get(0))
+        .query_row("SELECT roster FROM rosters WHERE epoch = 0", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     let signed: Vec<wire::Signed> = stored.into_iter().map(|(_, c)| c).collect();
     let chain = verify_chain(&genesis, &signed).unwrap();
