@@ -68,17 +68,14 @@ fn a_member_that_rotates_its_key_reads_later_epochs_and_its_old_key_opens_none_o
     assert_eq!(rotated["committed"], true, "{rotated}");
     assert_eq!(rotated["epoch"], 2, "{rotated}");
     converged(&[&a, &b], 2);
-    let new = key_bytes(&key_file(&b, "x25519.key"));
-    assert_ne!(new, old, "the key file holds the new key");
-    assert!(
-        !key_file(&b, "x25519.next.key").exists(),
-        "no pending key is left"
-    );
-    let shown_after = b.json(&["identity", "show"])["x25519"].clone();
-    assert_ne!(shown_after, shown_before);
+    // Until the update is one commit deep a competing commit at its epoch
+    // could still win, so bravo keeps both keys.
+    assert_eq!(key_bytes(&key_file(&b, "x25519.key")), old);
+    let pending = key_bytes(&key_file(&b, "x25519.next.key"));
+    assert_ne!(pending, old);
 
     // A later epoch, committed by alpha, wrapped to bravo's new key; bravo
-    // reads it after a restart too.
+    // reads it after a restart (which loads the pending key again).
     b.restart();
     eventually("bravo to sync after its restart", || {
         b.json(&["mesh", "status"])["synced"] == true
@@ -87,6 +84,12 @@ fn a_member_that_rotates_its_key_reads_later_epochs_and_its_old_key_opens_none_o
     let p = open_proposal(&b, "rotate");
     b.ok(&["mesh", "vote", &p, "yes"]);
     let tip = converged(&[&a, &b], 3);
+    // Settled: the new key is the key, the old key file's bytes are gone.
+    let new = key_bytes(&key_file(&b, "x25519.key"));
+    assert_eq!(new, pending, "the key file holds the new key");
+    assert!(!key_file(&b, "x25519.next.key").exists(), "no pending key is left");
+    let shown_after = b.json(&["identity", "show"])["x25519"].clone();
+    assert_ne!(shown_after, shown_before);
     let db = mesh_db(&b);
     let held: i64 = db
         .query_row(

@@ -105,19 +105,14 @@ impl MeshCore {
         self.apply(r)
     }
 
-    /// Once the current roster names this node's pending X25519 key (the
-    /// commit that made it is persisted: `apply` runs this after), the
+    /// Once this node's key update is settled (`MeshState::key_settled`:
+    /// one commit deep, and persisted, as `apply` runs this after), the
     /// pending key becomes the key and the old one is erased.
     fn settle_key(&mut self) -> Result<(), ActorError> {
         let Some((pending, _)) = self.id.pending_x25519_public() else {
             return Ok(());
         };
-        let named = self
-            .state
-            .roster()
-            .and_then(|r| r.member(&self.state.me.peer_id))
-            .map(|m| m.x25519);
-        if named != Some(pending) {
+        if !self.state.key_settled(&pending) {
             return Ok(());
         }
         crate::identity::promote_pending(&self.keys, &mut self.id)?;

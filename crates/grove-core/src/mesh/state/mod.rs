@@ -214,6 +214,27 @@ impl MeshState {
         Ok(roster)
     }
 
+    /// True once this node's key update to `x25519` is settled (§8b): the
+    /// tip and its parent both name that key for this node, so the update
+    /// is at least one commit deep. Before that a competing commit at the
+    /// update's epoch (a key update passes on one yes, so one can race a
+    /// quorum commit) may still win fork choice, and its envelope for this
+    /// node is wrapped to the old key: the old key is kept until then.
+    pub fn key_settled(&self, x25519: &[u8; 32]) -> bool {
+        let names = |n: &RosterNode| {
+            n.roster
+                .member(&self.me.peer_id)
+                .is_some_and(|m| &m.x25519 == x25519)
+        };
+        self.tip_node().is_some_and(|tip| {
+            names(tip)
+                && tip
+                    .parent
+                    .and_then(|p| self.rosters.get(&p))
+                    .is_some_and(|p| names(p))
+        })
+    }
+
     /// When this node was a member and its current roster no longer lists
     /// it: the commit that removed it.
     pub fn removal(&self) -> Option<Removal> {
