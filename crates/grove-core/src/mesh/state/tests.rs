@@ -356,6 +356,9 @@ fn a_key_update_signed_by_its_member_commits_on_its_own_yes_and_its_envelope_ope
         own.secrets.contains_key(&own.tip),
         "the updater holds the new epoch's secret"
     );
+    // One commit deep it is not yet settled: a rival commit at epoch 6 may
+    // still win, so the old key is kept.
+    assert!(!own.key_settled(&new_key.x25519_public()));
     // Another member's yes alone does not commit a key update.
     let sender = EnvelopeSender::new(&mut mesh.rng);
     let others = build_commit(
