@@ -180,6 +180,13 @@ pub enum Change {
     UpdateKey(KeyUpdate),
 }
 
+/// An X25519 key binding (a 64-byte signature) from the wire, in `what`.
+pub(crate) fn binding64(bytes: &[u8], what: &'static str) -> Result<[u8; 64], MeshError> {
+    bytes
+        .try_into()
+        .map_err(|_| MeshError::malformed(what, "binding is not 64 bytes"))
+}
+
 /// A member's replacement X25519 key and its binding signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyUpdate {
@@ -201,11 +208,7 @@ impl KeyUpdate {
         Ok(KeyUpdate {
             member: w.member.clone(),
             x25519: bytes32(&w.x25519, "key update x25519 key")?,
-            x25519_binding: w
-                .x25519_binding
-                .as_slice()
-                .try_into()
-                .map_err(|_| MeshError::malformed("key update", "binding is not 64 bytes"))?,
+            x25519_binding: binding64(&w.x25519_binding, "key update")?,
         })
     }
 }
@@ -240,11 +243,7 @@ impl Member {
             peer_id: w.peer_id.clone(),
             ed25519: bytes32(&w.ed25519, "member ed25519 key")?,
             x25519: bytes32(&w.x25519, "member x25519 key")?,
-            x25519_binding: w
-                .x25519_binding
-                .as_slice()
-                .try_into()
-                .map_err(|_| MeshError::malformed("member", "binding is not 64 bytes"))?,
+            x25519_binding: binding64(&w.x25519_binding, "member")?,
             name: w.name.clone(),
             joined_epoch: w.joined_epoch,
         })
