@@ -91,8 +91,9 @@ pub fn pending_or_new(
 
 /// Makes the pending X25519 key this node's key: it replaces
 /// `x25519.key`, whose old bytes are overwritten, and the pending file is
-/// removed. Called once a commit naming the new key is applied and durable;
-/// each step can be repeated, so a crash between them loses nothing.
+/// removed. Called once the update is settled (`MeshState::key_settled`)
+/// and persisted; each step can be repeated, so a crash between them loses
+/// nothing.
 pub fn promote_pending(dir: &Path, id: &mut Identity) -> Result<(), IdentityError> {
     let pending = dir.join(PENDING_X25519_FILE);
     let mut secret = read_key_file(&pending)?;
