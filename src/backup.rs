@@ -44,7 +44,11 @@ pub struct BackupReport {
 /// copied as they are (keys, moot files), and the databases.
 fn sources(state_dir: &Path) -> Result<(Vec<String>, Vec<String>), BackupError> {
     let mut keys = Vec::new();
-    for name in [crate::identity::ED25519_FILE, crate::identity::X25519_FILE] {
+    for name in [
+        crate::identity::ED25519_FILE,
+        crate::identity::X25519_FILE,
+        crate::identity::PENDING_X25519_FILE,
+    ] {
         let rel = format!("{IDENTITY_DIR}/{name}");
         if state_dir.join(&rel).is_file() {
             keys.push(rel);

@@ -260,6 +260,32 @@ pub fn write_private(path: &Path, bytes: &[u8], put: Put) -> Result<(), StorageE
     sync_dir(dir)
 }
 
+/// Replaces the private file at `path` with `bytes` ([`Put::Replace`]) and
+/// then overwrites the replaced copy with zeros and syncs it, so the old
+/// bytes are in neither the file nor its old blocks (on a file system that
+/// writes in place; a copy-on-write one or a journal of data may keep them).
+/// A crash between the two leaves the new file in place and the old copy
+/// unlinked, unreachable from the state directory.
+pub fn replace_erasing(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
+    let old = match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StorageError::new(path, "open to erase", e)),
+    };
+    write_private(path, bytes, Put::Replace)?;
+    if let Some(mut old) = old {
+        let len = old
+            .metadata()
+            .map_err(StorageError::at(path, "erase the replaced copy of"))?
+            .len();
+        let zeros = vec![0u8; usize::try_from(len).unwrap_or(0)];
+        std::io::Write::write_all(&mut old, &zeros)
+            .and_then(|()| old.sync_all())
+            .map_err(StorageError::at(path, "erase the replaced copy of"))?;
+    }
+    Ok(())
+}
+
 /// Creates the directory `path` (and its parents) only its owner can
 /// enter (0700), unless it exists.
 pub fn create_private_dir(path: &Path) -> Result<(), StorageError> {
@@ -300,7 +326,7 @@ pub fn check_private(path: &Path) -> Result<(), StorageError> {
 }
 
 /// Syncs a directory, so the names created or renamed in it are durable.
-fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(StorageError::at(dir, "sync"))

@@ -17,6 +17,7 @@ mod grounding;
 mod hostile;
 mod hostile_daemon;
 mod http;
+mod key_update;
 mod mesh;
 mod mesh_cli;
 mod mesh_state;

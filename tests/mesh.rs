@@ -1393,6 +1393,7 @@ fn liveness_sweep(seeds: std::ops::Range<u64>) {
                 total.committed += r.committed;
                 total.expired += r.expired;
                 total.approved_adds += r.approved_adds;
+                total.key_updates += r.key_updates;
             }
             Err(e) => failed.push(e.to_string()),
         }
@@ -1412,6 +1413,7 @@ fn liveness_sweep(seeds: std::ops::Range<u64>) {
         total.approved_adds > 0,
         "no run added a member on a pre-approved invite"
     );
+    assert!(total.key_updates > 0, "no run committed a key update");
 }
 
 #[test]

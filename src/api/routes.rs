@@ -18,6 +18,7 @@ pub const SHARDS: &str = "/v1/shards";
 pub const SHARDS_COMPACT: &str = "/v1/shards/compact";
 pub const AUDIT: &str = "/v1/audit";
 pub const IDENTITY: &str = "/v1/identity";
+pub const IDENTITY_ROTATE: &str = "/v1/identity/rotate";
 pub const PEERS: &str = "/v1/peers";
 pub const ROOTS: &str = "/v1/roots";
 pub const NODE_STATS: &str = "/v1/node/stats";

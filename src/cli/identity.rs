@@ -1,4 +1,5 @@
-//! `grove identity show`: this node's peer id and public keys.
+//! `grove identity show`: this node's peer id and public keys;
+//! `grove identity rotate`: replace its X25519 key through a commit.
 
 use std::io::{self, Write};
 
@@ -14,11 +15,45 @@ use grove::mesh::store::StateLock;
 pub enum IdentityCmd {
     /// Print the peer id and both public keys (keys are created on first use).
     Show,
+    /// Replace this member's X25519 key: a new key, a signed key update
+    /// committed on this member's own yes (no vote of the others), and the
+    /// old key file erased once the commit is applied (needs the running
+    /// node; see docs/mesh-protocol.md, "Key updates").
+    Rotate,
 }
 
 pub fn run(cmd: IdentityCmd, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         IdentityCmd::Show => ctx.show(&identity(ctx)?),
+        IdentityCmd::Rotate => {
+            let client = ctx.daemon()?;
+            let done: dto::Proposed =
+                client.request(hyper::Method::POST, routes::IDENTITY_ROTATE, Vec::new())?;
+            ctx.show(&Rotated(done))
+        }
+    }
+}
+
+/// The answer of `identity rotate`.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Rotated(dto::Proposed);
+
+impl Show for Rotated {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.0.committed {
+            writeln!(
+                out,
+                "key update {} committed: the new x25519 key is in effect from epoch {}",
+                self.0.id, self.0.epoch
+            )
+        } else {
+            writeln!(
+                out,
+                "key update {} proposed at epoch {}; it commits when this node next can",
+                self.0.id, self.0.epoch
+            )
+        }
     }
 }
 

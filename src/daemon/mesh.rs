@@ -11,7 +11,8 @@ use super::events::Events;
 use super::worker::{Stopped, Worker};
 use crate::identity::Identity;
 use crate::mesh::MeshError;
-use crate::mesh::state::{MeshState, Transition};
+use crate::mesh::roster::KeyUpdate;
+use crate::mesh::state::{MeshState, ProposalChange, Transition};
 use crate::mesh::store::{MeshStore, MeshStoreError, StateLock};
 
 /// Why a mesh operation failed.
@@ -24,12 +25,17 @@ pub enum ActorError {
     Store(#[from] MeshStoreError),
     #[error("the node is shutting down")]
     Stopped(#[from] Stopped),
+    /// A key file of a key update could not be written or erased.
+    #[error(transparent)]
+    Key(#[from] crate::identity::IdentityError),
 }
 
 /// What a job works on.
 pub struct MeshCore {
     _lock: StateLock,
     pub id: Identity,
+    /// `<state_dir>/identity`: where a key update's key files are.
+    keys: std::path::PathBuf,
     pub store: MeshStore,
     pub state: MeshState,
     /// Where each persisted transition's membership events go.
@@ -41,19 +47,25 @@ impl MeshCore {
     /// offline mesh commands cannot write beside it).
     pub fn open(
         state_dir: &std::path::Path,
-        id: Identity,
+        mut id: Identity,
         timing: crate::mesh::state::Timing,
-    ) -> Result<MeshCore, MeshStoreError> {
+    ) -> Result<MeshCore, ActorError> {
         let lock = StateLock::acquire(state_dir)?;
         let store = MeshStore::open_in(state_dir)?;
+        let keys = crate::state_dir::StateDir::new(state_dir).identity();
+        crate::identity::load_pending(&keys, &mut id)?;
         let state = store.load(id.public(), timing)?;
-        Ok(MeshCore {
+        let mut core = MeshCore {
             _lock: lock,
             id,
+            keys,
             store,
             state,
             events: Events::default(),
-        })
+        };
+        // A key update whose commit was applied before a crash finishes.
+        core.settle_key()?;
+        Ok(core)
     }
 
     /// Persists a transition in one transaction, then adopts the new state.
@@ -70,10 +82,42 @@ impl MeshCore {
             self.events.publish(e);
         }
         self.state = state;
+        self.settle_key()?;
         if let Some(refused) = &transition.refused {
             return Err(ActorError::Refused(refused.clone()));
         }
         Ok(transition)
+    }
+
+    /// `grove identity rotate`: saves a new X25519 key as pending (or takes
+    /// the one an unfinished update saved) and proposes the key update
+    /// (§8b), which passes on this node's own yes.
+    pub fn rotate_key(&mut self) -> Result<Transition, ActorError> {
+        let (x25519, x25519_binding) = crate::identity::pending_or_new(&self.keys, &mut self.id)?;
+        let change = ProposalChange::UpdateKey(KeyUpdate {
+            member: self.id.peer_id(),
+            x25519,
+            x25519_binding,
+        });
+        let r = self
+            .state
+            .propose(&self.id, change, crate::now_ms(), &mut rand::rng());
+        self.apply(r)
+    }
+
+    /// Once this node's key update is settled (`MeshState::key_settled`:
+    /// one commit deep, and persisted, as `apply` runs this after), the
+    /// pending key becomes the key and the old one is erased.
+    fn settle_key(&mut self) -> Result<(), ActorError> {
+        let Some((pending, _)) = self.id.pending_x25519_public() else {
+            return Ok(());
+        };
+        if !self.state.key_settled(&pending) {
+            return Ok(());
+        }
+        crate::identity::promote_pending(&self.keys, &mut self.id)?;
+        self.state.me = self.id.public();
+        Ok(())
     }
 }
 
@@ -153,7 +197,7 @@ impl From<ActorError> for crate::api::ApiError {
             ActorError::Refused(MeshError::Name(_))
             | ActorError::Refused(MeshError::InviteText(_)) => ErrorKind::BadRequest,
             ActorError::Refused(_) => ErrorKind::Conflict,
-            ActorError::Store(_) => ErrorKind::Internal,
+            ActorError::Store(_) | ActorError::Key(_) => ErrorKind::Internal,
             ActorError::Stopped(_) => ErrorKind::Unavailable,
         };
         crate::api::ApiError::new(kind, e.to_string())

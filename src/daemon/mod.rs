@@ -74,6 +74,9 @@ pub enum DaemonError {
     Net(#[from] crate::net::NetError),
     #[error("mesh state")]
     Mesh(#[from] crate::mesh::store::MeshStoreError),
+    /// Opening the mesh worker's state, which finishes a key update.
+    #[error("mesh state")]
+    MeshOpen(#[from] mesh::ActorError),
     #[error(transparent)]
     Storage(#[from] crate::db::StorageError),
     #[error(transparent)]

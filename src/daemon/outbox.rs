@@ -53,13 +53,26 @@ impl MeshLink {
         + Send
         + 'static,
     ) -> Result<Transition, ActorError> {
-        let t = self
-            .worker
-            .call(move |core| {
-                let r = f(&core.state, &core.id);
-                core.apply(r)
-            })
-            .await??;
+        self.run(move |core| {
+            let r = f(&core.state, &core.id);
+            core.apply(r)
+        })
+        .await
+    }
+
+    /// `grove identity rotate` (§8b): proposes this node's key update, as
+    /// [`MeshLink::step`] does a state-machine step.
+    pub async fn rotate_key(&self) -> Result<Transition, ActorError> {
+        self.run(|core| core.rotate_key()).await
+    }
+
+    /// Runs `f` on the mesh thread, then counts the commits it applied and
+    /// sends what it queued.
+    async fn run(
+        &self,
+        f: impl FnOnce(&mut super::mesh::MeshCore) -> Result<Transition, ActorError> + Send + 'static,
+    ) -> Result<Transition, ActorError> {
+        let t = self.worker.call(f).await??;
         // A new tip is a commit this node applied (its genesis, a welcome,
         // or a roster change it made or received).
         let commits = t

@@ -28,6 +28,10 @@ pub enum KeyError {
 pub struct Identity {
     signing: SigningKey,
     x25519: x25519_dalek::StaticSecret,
+    /// A replacement X25519 key proposed in a key update (§8b) and not yet
+    /// in effect: envelopes wrapped to it open from the epoch whose roster
+    /// names it, and until then the current key stays.
+    pending_x25519: Option<x25519_dalek::StaticSecret>,
     /// Derived once: deriving decompresses the public key (a square root).
     peer_id: Vec<u8>,
 }
@@ -56,6 +60,7 @@ impl Identity {
         Identity {
             signing,
             x25519,
+            pending_x25519: None,
             peer_id,
         }
     }
@@ -70,6 +75,43 @@ impl Identity {
         ed25519.zeroize();
         x25519.zeroize();
         id
+    }
+
+    /// Holds `secret` as the pending replacement X25519 key (the copy it
+    /// was handed is wiped); returns its public key and binding.
+    pub fn set_pending_x25519(&mut self, mut secret: [u8; 32]) -> ([u8; 32], [u8; 64]) {
+        let pending = x25519_dalek::StaticSecret::from(secret);
+        secret.zeroize();
+        let x = x25519_dalek::PublicKey::from(&pending).to_bytes();
+        self.pending_x25519 = Some(pending);
+        (x, self.sign(X25519_BINDING_TAG, &x))
+    }
+
+    /// The pending replacement X25519 key's public half and its binding
+    /// signature: the change of this node's key update.
+    pub fn pending_x25519_public(&self) -> Option<([u8; 32], [u8; 64])> {
+        let pending = self.pending_x25519.as_ref()?;
+        let x = x25519_dalek::PublicKey::from(pending).to_bytes();
+        Some((x, self.sign(X25519_BINDING_TAG, &x)))
+    }
+
+    /// Makes the pending X25519 key the current one; the old one is wiped
+    /// as it drops. False (and nothing changes) when none is pending.
+    pub fn promote_pending_x25519(&mut self) -> bool {
+        match self.pending_x25519.take() {
+            Some(next) => {
+                self.x25519 = next;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The X25519 secret (current or pending) whose public key is `public`.
+    pub fn x25519_secret_for(&self, public: &[u8; 32]) -> Option<&x25519_dalek::StaticSecret> {
+        std::iter::once(&self.x25519)
+            .chain(self.pending_x25519.as_ref())
+            .find(|s| &x25519_dalek::PublicKey::from(*s).to_bytes() == public)
     }
 
     /// The Ed25519 signing key.

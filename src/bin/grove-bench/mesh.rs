@@ -467,6 +467,7 @@ impl Tally {
                     total.switches += r.switches;
                     total.injected += r.injected;
                     total.approved_adds += r.approved_adds;
+                    total.key_updates += r.key_updates;
                 }
                 Err(e @ state_sim::SimError::Stuck { .. }) => stuck.push(e.to_string()),
                 Err(e) => broken.push(e.to_string()),
@@ -493,8 +494,8 @@ impl Tally {
             total.expired
         );
         println!(
-            "convergent switches: {}   bad messages injected (all refused): {}   adds on a pre-approved invite: {}",
-            total.switches, total.injected, total.approved_adds
+            "convergent switches: {}   bad messages injected (all refused): {}   adds on a pre-approved invite: {}   key updates: {}",
+            total.switches, total.injected, total.approved_adds, total.key_updates
         );
         for e in self.stuck.iter().chain(&self.broken).take(10) {
             println!("  {e}");

@@ -23,7 +23,7 @@ use rand::{RngExt, SeedableRng};
 use grove::identity::Identity;
 use grove::mesh::MeshError;
 use grove::mesh::codec;
-use grove::mesh::roster::QuorumRule;
+use grove::mesh::roster::{KeyUpdate, QuorumRule};
 use grove::mesh::state::{CloseReason, Dest, MeshState, ProposalChange, Timing, Transition};
 use grove::wire::mesh as wire;
 
@@ -184,6 +184,8 @@ pub struct Report {
     /// Commits on the first member's chain that added a member on a
     /// pre-approved invite with one vote where the quorum was more (§8a).
     pub approved_adds: usize,
+    /// Key updates (§8b) committed on the first member's chain.
+    pub key_updates: usize,
 }
 
 struct InFlight {
@@ -376,7 +378,45 @@ impl<S: Storage> Sim<S> {
         let (s, t) = r?;
         self.storage.persist(i, &t, self.now);
         self.nodes[i].state = s;
+        self.settle_key(i);
         Ok(t)
+    }
+
+    /// Once node `i`'s key update is settled (`MeshState::key_settled`),
+    /// the pending key becomes its key and the old one is dropped, as the
+    /// daemon does. (A probe's copy of the node shares its identity and
+    /// keeps both.)
+    fn settle_key(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let Some((pending, _)) = node.id.pending_x25519_public() else {
+            return;
+        };
+        if node.state.key_settled(&pending)
+            && let Some(id) = Arc::get_mut(&mut node.id)
+        {
+            id.promote_pending_x25519();
+        }
+    }
+
+    /// Member `m` proposes a key update (§8b): a new pending key, or the one
+    /// an earlier update of it left pending.
+    fn propose_key_update(&mut self, m: usize) {
+        let fresh = x25519_dalek::StaticSecret::random_from_rng(&mut self.rng).to_bytes();
+        let Some(id) = Arc::get_mut(&mut self.nodes[m].id) else {
+            return;
+        };
+        let (x25519, x25519_binding) = match id.pending_x25519_public() {
+            Some(p) => p,
+            None => id.set_pending_x25519(fresh),
+        };
+        let _ = self.act(m, |s, id, rng, now| {
+            let update = KeyUpdate {
+                member: id.peer_id(),
+                x25519,
+                x25519_binding,
+            };
+            s.propose(id, ProposalChange::UpdateKey(update), now, rng)
+        });
     }
 
     fn enqueue(&mut self, from: usize, t: Transition) {
@@ -426,6 +466,7 @@ impl<S: Storage> Sim<S> {
         let now = self.now;
         let id = self.nodes[i].id.clone();
         let r = op(&self.nodes[i].state, &id, &mut self.rng, now);
+        drop(id);
         let t = self.take(i, r)?;
         self.enqueue(i, t);
         Ok(())
@@ -457,6 +498,7 @@ impl<S: Storage> Sim<S> {
             let r = self.nodes[to]
                 .state
                 .receive(&id, &bytes, now, &mut self.rng);
+            drop(id);
             match self.take(to, r) {
                 Ok(t) => {
                     if !t.is_empty() && t.refused.is_none() && self.cfg.inject_rate > 0.0 {
@@ -532,7 +574,7 @@ impl<S: Storage> Sim<S> {
     }
 
     /// A random member proposes: an invite (approved in advance or not), a
-    /// kick, a quorum change or a rotate.
+    /// kick, a quorum change, a rotate or a key update of its own.
     fn random_proposal(&mut self, members: &[usize]) {
         let m = members[self.rng.random_range(0..members.len())];
         let roster_len = self.nodes[m].state.roster().map_or(0, |r| r.members.len());
@@ -562,10 +604,12 @@ impl<S: Storage> Sim<S> {
             let _ = self.act(m, |s, id, rng, now| {
                 s.propose(id, ProposalChange::Quorum(q), now, rng)
             });
-        } else {
+        } else if pick < 9 {
             let _ = self.act(m, |s, id, rng, now| {
                 s.propose(id, ProposalChange::Rotate, now, rng)
             });
+        } else {
+            self.propose_key_update(m);
         }
     }
 
@@ -750,9 +794,25 @@ impl<S: Storage> Sim<S> {
         for (i, n) in self.nodes.iter().enumerate() {
             self.check_history(i, &n.state, report)?;
         }
+        // Every member holds the X25519 key its roster names (its own, or
+        // one still pending): envelopes wrapped to it open.
+        for &m in &members {
+            let n = &self.nodes[m];
+            let named = n
+                .state
+                .roster()
+                .and_then(|r| r.member(&n.state.me.peer_id))
+                .map(|e| e.x25519);
+            if named.is_none_or(|k| n.id.x25519_secret_for(&k).is_none()) {
+                return Err(self.unsafe_error(format!(
+                    "node {m}: its roster names an X25519 key it does not hold"
+                )));
+            }
+        }
         report.end_epoch = first.epoch();
         report.members = members.len();
         report.approved_adds = approved_adds(first);
+        report.key_updates = key_updates(first);
         report.injected = self.injected;
         report.refused_injections = self.refused_injections;
         Ok(())
@@ -1252,6 +1312,28 @@ fn approved_adds(state: &MeshState) -> usize {
             votes == Some(1) && needed.is_some_and(|q| q > 1)
         })
         .count()
+}
+
+/// Commits on `state`'s chain that changed a member's X25519 key.
+fn key_updates(state: &MeshState) -> usize {
+    state
+        .chain()
+        .iter()
+        .filter_map(|h| state.rosters.get(h))
+        .filter(|n| n.parent.is_some_and(|p| key_changed(state, p, &n.roster)))
+        .count()
+}
+
+/// True when some member's X25519 key in `next` differs from its key in
+/// the roster `parent`.
+fn key_changed(state: &MeshState, parent: [u8; 32], next: &grove::mesh::roster::Roster) -> bool {
+    state.rosters.get(&parent).is_some_and(|p| {
+        next.members.iter().any(|m| {
+            p.roster
+                .member(&m.peer_id)
+                .is_some_and(|old| old.x25519 != m.x25519)
+        })
+    })
 }
 
 /// Re-signs the signed body inside a message with an outsider's key.

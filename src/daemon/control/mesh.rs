@@ -188,13 +188,18 @@ impl MeshOps {
             .link
             .step(move |s, id| s.propose(id, change, crate::now_ms(), &mut rand::rng()))
             .await?;
-        let id = stored_proposal(&t).map(hex::encode).unwrap_or_default();
+        Ok(Json(self.proposed(before, &t)))
+    }
+
+    /// The answer to the proposal this node made in `t`, proposed at
+    /// epoch `before`.
+    fn proposed(&self, before: u64, t: &Transition) -> dto::Proposed {
         let epoch = self.link.view().epoch();
-        Ok(Json(dto::Proposed {
-            id,
+        dto::Proposed {
+            id: stored_proposal(t).map(hex::encode).unwrap_or_default(),
             epoch,
             committed: epoch > before,
-        }))
+        }
     }
 }
 
@@ -450,6 +455,15 @@ pub async fn propose(
         }
     };
     ops.propose(change).await
+}
+
+/// `identity rotate`: this node's key update (§8b); it commits on this
+/// node's own yes, so the answer says at which epoch the new key is in
+/// effect.
+pub async fn rotate_key(State(ops): State<MeshOps>) -> Answer<dto::Proposed> {
+    let before = ops.link.view().epoch();
+    let t = ops.link.rotate_key().await?;
+    Ok(Json(ops.proposed(before, &t)))
 }
 
 pub async fn leave(State(ops): State<MeshOps>) -> Answer<dto::Proposed> {

@@ -153,6 +153,7 @@ fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
         (routes::SHARDS_COMPACT, post(books::compact), Socket),
         (routes::AUDIT, get(books::audit), Socket),
         (routes::IDENTITY, get(peers::identity), Socket),
+        (routes::IDENTITY_ROTATE, post(mesh::rotate_key), Socket),
         (routes::PEERS, get(peers::peers), Both),
         (routes::ROOTS, get(peers::roots), Socket),
         (routes::NODE_STATS, get(peers::stats), Both),

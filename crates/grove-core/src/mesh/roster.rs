@@ -175,6 +175,42 @@ pub enum Change {
     Approve(ApprovedInvite),
     /// End an approval, by invite id.
     RevokeApproval([u8; 16]),
+    /// A member's new X25519 key, bound to its (unchanged) Ed25519 key
+    /// (§8b).
+    UpdateKey(KeyUpdate),
+}
+
+/// An X25519 key binding (a 64-byte signature) from the wire, in `what`.
+pub(crate) fn binding64(bytes: &[u8], what: &'static str) -> Result<[u8; 64], MeshError> {
+    bytes
+        .try_into()
+        .map_err(|_| MeshError::malformed(what, "binding is not 64 bytes"))
+}
+
+/// A member's replacement X25519 key and its binding signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyUpdate {
+    pub member: Vec<u8>,
+    pub x25519: [u8; 32],
+    pub x25519_binding: [u8; 64],
+}
+
+impl KeyUpdate {
+    pub fn to_wire(&self) -> wire::KeyUpdate {
+        wire::KeyUpdate {
+            member: self.member.clone(),
+            x25519: self.x25519.to_vec(),
+            x25519_binding: self.x25519_binding.to_vec(),
+        }
+    }
+
+    pub fn from_wire(w: &wire::KeyUpdate) -> Result<KeyUpdate, MeshError> {
+        Ok(KeyUpdate {
+            member: w.member.clone(),
+            x25519: bytes32(&w.x25519, "key update x25519 key")?,
+            x25519_binding: binding64(&w.x25519_binding, "key update")?,
+        })
+    }
 }
 
 impl Member {
@@ -207,11 +243,7 @@ impl Member {
             peer_id: w.peer_id.clone(),
             ed25519: bytes32(&w.ed25519, "member ed25519 key")?,
             x25519: bytes32(&w.x25519, "member x25519 key")?,
-            x25519_binding: w
-                .x25519_binding
-                .as_slice()
-                .try_into()
-                .map_err(|_| MeshError::malformed("member", "binding is not 64 bytes"))?,
+            x25519_binding: binding64(&w.x25519_binding, "member")?,
             name: w.name.clone(),
             joined_epoch: w.joined_epoch,
         })
@@ -454,6 +486,22 @@ impl Roster {
                     ));
                 }
             }
+            Change::UpdateKey(u) => {
+                let Some(m) = self.member(&u.member) else {
+                    return Err(MeshError::InvalidProposal(
+                        "key update of a non-member".into(),
+                    ));
+                };
+                if m.x25519 == u.x25519 {
+                    return Err(MeshError::InvalidProposal(
+                        "key update to the member's current key".into(),
+                    ));
+                }
+                let mut updated = m.clone();
+                updated.x25519 = u.x25519;
+                updated.x25519_binding = u.x25519_binding;
+                updated.verify_keys()?;
+            }
         }
         Ok(())
     }
@@ -497,6 +545,12 @@ impl Roster {
                 next.approved.insert(at, a);
             }
             Change::RevokeApproval(id) => next.approved.retain(|a| &a.invite_id != id),
+            Change::UpdateKey(u) => {
+                if let Some(i) = next.position(&u.member) {
+                    next.members[i].x25519 = u.x25519;
+                    next.members[i].x25519_binding = u.x25519_binding;
+                }
+            }
         }
         let members = next.members.clone();
         next.approved.retain(|a| {

@@ -1,7 +1,7 @@
 //! A mesh at one roster, as `grove-bench mesh` and the state machine's tests
 //! use it: generated members, a rotate proposal, a quorum of yes votes, the
-//! commit that carries them, a member's state before it, and a commit with
-//! one bad envelope.
+//! commit that carries them, a member's state before it, a commit with
+//! one bad envelope, and the opening of one member's envelope in a commit.
 
 use super::*;
 
@@ -167,4 +167,32 @@ pub fn with_bad_envelope(
         *b ^= 1;
     }
     Ok(codec::sign(committer, tag::COMMIT, &body))
+}
+
+/// The secret in `commit`'s envelope for `peer`, opened with `key` (as an
+/// outsider holding that key would): how tests show which keys open which
+/// epochs.
+pub fn open_envelope_of(
+    commit: &wire::Signed,
+    peer: &[u8],
+    key: &x25519_dalek::StaticSecret,
+) -> Result<EpochSecret, MeshError> {
+    let body: wire::Commit = codec::decode_canonical(&commit.body, "commit")?;
+    let core: wire::CommitCore = codec::decode_canonical(&body.core, "commit core")?;
+    let next = Roster::decode(&body.next_roster)?;
+    let next_hash = codec::hash(label::ROSTER, &body.next_roster);
+    let env = body
+        .envelopes
+        .iter()
+        .find(|e| e.recipient == peer)
+        .ok_or(MeshError::NotMember("envelope recipient"))?;
+    let ctx = EnvelopeContext {
+        mesh_id: &next.mesh_id,
+        new_epoch: next.epoch,
+        roster_hash: &next_hash,
+        recipient: peer,
+    };
+    let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
+    envelope::open_envelope(key, &ephemeral, &ctx, &env.ciphertext)
+        .map_err(|e| MeshError::InvalidCommit(format!("envelope: {e}")))
 }

@@ -17,7 +17,7 @@ use super::codec::{self, SigCheck, bytes16, bytes32, label, tag};
 use super::envelope::{self, ENVELOPE_LEN, EnvelopeContext, EnvelopeSender};
 use super::invite::{self, Invite};
 use super::names::{self, Field};
-use super::roster::{ApprovedInvite, Change, Member, QuorumRule, Roster};
+use super::roster::{ApprovedInvite, Change, KeyUpdate, Member, QuorumRule, Roster};
 use super::secret::EpochSecret;
 use crate::identity::{self, Identity, PublicIdentity};
 use crate::wire::mesh as wire;
@@ -48,7 +48,7 @@ use self::receive::*;
 pub use self::records::*;
 pub use self::rules::proposal_change;
 use self::rules::*;
-pub use self::rules::{approved_add, build_commit, fork_choice};
+pub use self::rules::{approved_add, build_commit, fork_choice, proposer_alone};
 use self::tx::*;
 pub use self::votes::vote_message;
 use self::votes::*;
@@ -212,6 +212,27 @@ impl MeshState {
             return Err(MeshError::NotAMember);
         }
         Ok(roster)
+    }
+
+    /// True once this node's key update to `x25519` is settled (§8b): the
+    /// tip and its parent both name that key for this node, so the update
+    /// is at least one commit deep. Before that a competing commit at the
+    /// update's epoch (a key update passes on one yes, so one can race a
+    /// quorum commit) may still win fork choice, and its envelope for this
+    /// node is wrapped to the old key: the old key is kept until then.
+    pub fn key_settled(&self, x25519: &[u8; 32]) -> bool {
+        let names = |n: &RosterNode| {
+            n.roster
+                .member(&self.me.peer_id)
+                .is_some_and(|m| &m.x25519 == x25519)
+        };
+        self.tip_node().is_some_and(|tip| {
+            names(tip)
+                && tip
+                    .parent
+                    .and_then(|p| self.rosters.get(&p))
+                    .is_some_and(|p| names(p))
+        })
     }
 
     /// When this node was a member and its current roster no longer lists

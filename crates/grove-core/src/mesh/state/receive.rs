@@ -446,7 +446,7 @@ pub(super) fn tx_try_commit<R: CryptoRng + ?Sized>(
     };
     let proposal = codec::decode_canonical::<wire::Signed>(&p.signed, "stored proposal")?;
     let body: wire::Proposal = codec::decode_canonical(&proposal.body, "stored proposal")?;
-    let approved = approved_add(&roster, &body);
+    let approved = proposer_alone(&roster, &body);
     let needed = votes_needed(&roster, &body);
     let mut yes: Vec<&VoteRec> =
         tx.s.votes

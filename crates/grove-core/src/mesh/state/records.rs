@@ -346,4 +346,6 @@ pub enum ProposalChange {
     },
     /// End the approval of an invite.
     RevokeApproval([u8; 16]),
+    /// Replace a member's X25519 key (the proposer's own: §8b).
+    UpdateKey(KeyUpdate),
 }

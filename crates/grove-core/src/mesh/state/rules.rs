@@ -33,6 +33,9 @@ pub fn proposal_change(body: &wire::Proposal) -> Result<ParsedChange, MeshError>
             None,
             None,
         ),
+        wire::proposal::Change::UpdateKey(u) => {
+            (Change::UpdateKey(KeyUpdate::from_wire(u)?), None, None)
+        }
     })
 }
 
@@ -60,10 +63,18 @@ pub fn approved_add(roster: &Roster, body: &wire::Proposal) -> bool {
     })
 }
 
+/// True when `body` passes on its proposer's yes alone: a pre-approved
+/// add (§8a), or a member's update of its own key (§8b), which changes
+/// nothing about who is a member and is signed by the one member it
+/// changes.
+pub fn proposer_alone(roster: &Roster, body: &wire::Proposal) -> bool {
+    matches!(&body.change, Some(wire::proposal::Change::UpdateKey(_))) || approved_add(roster, body)
+}
+
 /// Yes votes a proposal needs at `roster`: its quorum, or one (the
-/// proposer's) for a pre-approved add.
+/// proposer's) for a pre-approved add or a key update.
 pub(super) fn votes_needed(roster: &Roster, body: &wire::Proposal) -> usize {
-    if approved_add(roster, body) {
+    if proposer_alone(roster, body) {
         1
     } else {
         roster.quorum_needed()
@@ -136,6 +147,15 @@ pub(super) fn check_proposal_body(
             None,
             None,
         ),
+        wire::proposal::Change::UpdateKey(u) => {
+            let update = KeyUpdate::from_wire(u)?;
+            if update.member != body.proposer {
+                return Err(MeshError::InvalidProposal(
+                    "a key update must be proposed and signed by the member it updates".into(),
+                ));
+            }
+            (Change::UpdateKey(update), None, None)
+        }
     };
     roster.check_change(&change)?;
     Ok((change, joiner, invite_id))
@@ -442,10 +462,11 @@ fn check_commit_votes<'a>(
             seen.len()
         )));
     }
-    // A pre-approved add passes on its proposer's (the inviter's) yes.
-    if approved_add(prev, body) && !seen.contains(body.proposer.as_slice()) {
+    // A pre-approved add passes on its proposer's (the inviter's) yes, a
+    // key update on its member's.
+    if proposer_alone(prev, body) && !seen.contains(body.proposer.as_slice()) {
         return Err(MeshError::InvalidCommit(
-            "a pre-approved add needs its proposer's yes".into(),
+            "a proposal that passes on its proposer's yes needs that yes".into(),
         ));
     }
     Ok(())
@@ -497,12 +518,13 @@ fn check_envelopes(
                 roster_hash: next_hash,
                 recipient: &m.peer_id,
             };
-            mine = match envelope::open_envelope(
-                id.x25519_secret(),
-                &ephemeral,
-                &ctx,
-                &env.ciphertext,
-            ) {
+            // The key the next roster names for this node: after a key
+            // update, the new one (held pending until then).
+            let Some(secret) = id.x25519_secret_for(&m.x25519) else {
+                mine = OwnEnvelope::DoesNotOpen;
+                continue;
+            };
+            mine = match envelope::open_envelope(secret, &ephemeral, &ctx, &env.ciphertext) {
                 Ok(s) => OwnEnvelope::Opened(s),
                 Err(_) => OwnEnvelope::DoesNotOpen,
             };

@@ -4,7 +4,7 @@
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use super::fixture::{Fixture, NOW_MS, with_bad_envelope};
+use super::fixture::{Fixture, NOW_MS, open_envelope_of, with_bad_envelope};
 use super::*;
 use crate::identity::small_order_r_signature;
 
@@ -279,4 +279,217 @@ fn a_sync_does_not_stop_at_a_commit_whose_envelope_does_not_open() {
     assert_eq!(after.current_secret(), Some(&EpochSecret::from([8u8; 32])));
     assert_eq!(after.bad_envelopes.len(), 1);
     assert_eq!(after.bad_envelopes[0].epoch, 6);
+}
+
+/// Member `signer`'s key update proposal at the mesh's roster, naming
+/// `member` and the X25519 key of `new_key`.
+fn key_update(mesh: &Mesh, signer: usize, member: Vec<u8>, new_key: &Identity) -> wire::Signed {
+    let public = new_key.public();
+    let body = wire::Proposal {
+        mesh_id: mesh.roster.mesh_id.to_vec(),
+        epoch: mesh.roster.epoch,
+        roster_hash: mesh.roster_hash.to_vec(),
+        proposer: mesh.ids[signer].peer_id(),
+        created_ms: NOW_MS,
+        expires_ms: NOW_MS + 3_600_000,
+        change: Some(wire::proposal::Change::UpdateKey(wire::KeyUpdate {
+            member,
+            x25519: public.x25519.to_vec(),
+            // Bound by the signer's Ed25519 key, as the member's own is.
+            x25519_binding: mesh.ids[signer]
+                .sign(identity::X25519_BINDING_TAG, &public.x25519)
+                .to_vec(),
+        })),
+    };
+    codec::sign(&mesh.ids[signer], tag::PROPOSAL, &body)
+}
+
+#[test]
+fn a_key_update_signed_by_its_member_commits_on_its_own_yes_and_its_envelope_opens_only_with_the_new_key()
+ {
+    let mut mesh = Mesh::new(3);
+    let updater = 1;
+    let new_key = Identity::generate(&mut mesh.rng);
+    let old_key = x25519_dalek::StaticSecret::from(mesh.ids[updater].x25519_secret().to_bytes());
+    mesh.fx.ids[updater].set_pending_x25519(new_key.x25519_secret().to_bytes());
+    let peer = mesh.ids[updater].peer_id();
+    let proposal = key_update(&mesh, updater, peer.clone(), &new_key);
+    mesh.fx.proposal = proposal.clone();
+    mesh.fx.proposal_hash = codec::hash(label::PROPOSAL, &proposal.body);
+    let body: wire::Proposal = codec::decode_canonical(&proposal.body, "p").unwrap();
+    let (change, _, _) = proposal_change(&body).unwrap();
+    // Its member's yes alone, of three members (a quorum is two).
+    let own_yes = vec![mesh.vote(updater)];
+    let sender = EnvelopeSender::new(&mut mesh.rng);
+    let commit = build_commit(
+        &mesh.ids[updater],
+        &mesh.roster,
+        &mesh.roster_hash,
+        proposal.clone(),
+        own_yes,
+        &change,
+        &EpochSecret::from([9u8; 32]),
+        &sender,
+    )
+    .unwrap();
+    let (after, _) = mesh
+        .receive(&mesh.state(), Kind::Commit(commit.clone()))
+        .unwrap();
+    assert_eq!(after.epoch(), 6);
+    let entry = after.roster().unwrap().member(&peer).unwrap().clone();
+    assert_eq!(entry.x25519, new_key.x25519_public());
+    entry.verify_keys().unwrap();
+    // The updater's envelope opens with the new key, not with the old.
+    let opened = open_envelope_of(&commit, &peer, new_key.x25519_secret()).unwrap();
+    assert_eq!(opened.expose(), &[9u8; 32]);
+    assert!(open_envelope_of(&commit, &peer, &old_key).is_err());
+    // The updater itself, holding the new key pending, reads the epoch.
+    let (own, _) = mesh
+        .receive_as(
+            updater,
+            &mesh.member_state(updater),
+            Kind::Commit(commit.clone()),
+        )
+        .unwrap();
+    assert_eq!(own.epoch(), 6);
+    assert!(
+        own.secrets.contains_key(&own.tip),
+        "the updater holds the new epoch's secret"
+    );
+    // One commit deep it is not yet settled: a rival commit at epoch 6 may
+    // still win, so the old key is kept.
+    assert!(!own.key_settled(&new_key.x25519_public()));
+    // Another member's yes alone does not commit a key update.
+    let sender = EnvelopeSender::new(&mut mesh.rng);
+    let others = build_commit(
+        &mesh.ids[0],
+        &mesh.roster,
+        &mesh.roster_hash,
+        proposal,
+        vec![mesh.vote(0)],
+        &change,
+        &EpochSecret::from([9u8; 32]),
+        &sender,
+    )
+    .unwrap();
+    assert!(matches!(
+        mesh.receive(&mesh.state(), Kind::Commit(others)).err(),
+        Some(MeshError::InvalidCommit(_))
+    ));
+}
+
+#[test]
+fn a_key_update_by_another_member_for_a_non_member_or_replayed_is_refused() {
+    let mut mesh = Mesh::new(3);
+    let base = mesh.state();
+    let new_key = Identity::generate(&mut mesh.rng);
+    let receive = |mesh: &mut Mesh, state: &MeshState, p: wire::Signed| {
+        mesh.receive(state, Kind::Proposal(p)).err()
+    };
+    // Member 0 proposes member 1's key.
+    let by_other = key_update(&mesh, 0, mesh.ids[1].peer_id(), &new_key);
+    let err = receive(&mut mesh, &base, by_other);
+    assert!(
+        matches!(&err, Some(MeshError::InvalidProposal(m)) if m.contains("signed by the member it updates")),
+        "{err:?}"
+    );
+    // Member 0 names an outsider: also not its own key.
+    let outsider = Identity::generate(&mut mesh.rng);
+    let for_outsider = key_update(&mesh, 0, outsider.peer_id(), &new_key);
+    assert!(matches!(
+        receive(&mut mesh, &base, for_outsider),
+        Some(MeshError::InvalidProposal(_))
+    ));
+    // A non-member signing its own update is not a member's proposal.
+    let mut stranger = Mesh::new(3);
+    stranger.fx.ids.push(outsider);
+    let own_outsider = key_update(&stranger, 3, stranger.ids[3].peer_id(), &new_key);
+    assert_eq!(
+        receive(&mut mesh, &base, own_outsider),
+        Some(MeshError::NotMember("proposal"))
+    );
+    // The member's current key again.
+    let current = Identity::from_secrets([1u8; 32], mesh.ids[1].x25519_secret().to_bytes());
+    let same = key_update(&mesh, 1, mesh.ids[1].peer_id(), &current);
+    let err = receive(&mut mesh, &base, same);
+    assert!(
+        matches!(&err, Some(MeshError::InvalidProposal(m)) if m.contains("current key")),
+        "{err:?}"
+    );
+    // A binding that is not the member's signature.
+    let mut bad_binding = key_update(&mesh, 1, mesh.ids[1].peer_id(), &new_key);
+    let mut body: wire::Proposal = codec::decode_canonical(&bad_binding.body, "p").unwrap();
+    if let Some(wire::proposal::Change::UpdateKey(u)) = &mut body.change {
+        u.x25519_binding[0] ^= 1;
+    }
+    bad_binding = codec::sign(&mesh.ids[1], tag::PROPOSAL, &body);
+    assert_eq!(
+        receive(&mut mesh, &base, bad_binding),
+        Some(MeshError::BadSignature("x25519 key binding"))
+    );
+    // The honest one passes; the same signed proposal again is a duplicate,
+    // and after its commit it is for a past roster.
+    let honest = key_update(&mesh, 1, mesh.ids[1].peer_id(), &new_key);
+    let (with, _) = mesh.receive(&base, Kind::Proposal(honest.clone())).unwrap();
+    assert!(
+        receive(&mut mesh, &with, honest.clone()).is_some(),
+        "a replay is refused"
+    );
+    mesh.fx.proposal = honest.clone();
+    mesh.fx.proposal_hash = codec::hash(label::PROPOSAL, &honest.body);
+    let body: wire::Proposal = codec::decode_canonical(&honest.body, "p").unwrap();
+    let (change, _, _) = proposal_change(&body).unwrap();
+    let sender = EnvelopeSender::new(&mut mesh.rng);
+    let commit = build_commit(
+        &mesh.ids[1],
+        &mesh.roster,
+        &mesh.roster_hash,
+        honest.clone(),
+        vec![mesh.vote(1)],
+        &change,
+        &EpochSecret::from([9u8; 32]),
+        &sender,
+    )
+    .unwrap();
+    let (after, _) = mesh.receive(&with, Kind::Commit(commit)).unwrap();
+    assert_eq!(after.epoch(), 6);
+    assert!(
+        receive(&mut mesh, &after, honest).is_some(),
+        "a replay after its commit is refused"
+    );
+}
+
+/// A proposal as a node before protocol 1.2 decodes it: the changes it
+/// knows (1.1), without `update_key`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ProposalBefore12 {
+    #[prost(bytes = "vec", tag = "1")]
+    mesh_id: Vec<u8>,
+    #[prost(uint64, tag = "2")]
+    epoch: u64,
+    #[prost(bytes = "vec", tag = "3")]
+    roster_hash: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    proposer: Vec<u8>,
+    #[prost(int64, tag = "5")]
+    created_ms: i64,
+    #[prost(int64, tag = "6")]
+    expires_ms: i64,
+    #[prost(bytes = "vec", optional, tag = "11")]
+    kick: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "12")]
+    rotate: Option<Vec<u8>>,
+}
+
+#[test]
+fn a_node_before_protocol_1_2_refuses_a_key_update_as_malformed() {
+    let mut mesh = Mesh::new(3);
+    let new_key = Identity::generate(&mut mesh.rng);
+    let update = key_update(&mesh, 1, mesh.ids[1].peer_id(), &new_key);
+    assert!(matches!(
+        codec::decode_canonical::<ProposalBefore12>(&update.body, "proposal"),
+        Err(MeshError::Malformed { .. })
+    ));
+    // A proposal it knows decodes there as here.
+    assert!(codec::decode_canonical::<ProposalBefore12>(&mesh.proposal.body, "proposal").is_ok());
 }

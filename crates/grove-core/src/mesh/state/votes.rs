@@ -413,11 +413,12 @@ pub(super) fn tx_check_rejection(
     if p.roster_hash != tx.s.tip {
         return Ok(());
     }
-    // A pre-approved add needs no quorum, so no votes cannot reject it.
+    // A pre-approved add or a key update needs no quorum, so no votes
+    // cannot reject it.
     let body: wire::Proposal =
         codec::decode_canonical::<wire::Signed>(&p.signed, "stored proposal")
             .and_then(|s| codec::decode_canonical(&s.body, "stored proposal"))?;
-    if approved_add(&roster, &body) {
+    if proposer_alone(&roster, &body) {
         return Ok(());
     }
     let needed = roster.rejection_needed();
