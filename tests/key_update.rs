@@ -87,7 +87,10 @@ fn a_member_that_rotates_its_key_reads_later_epochs_and_its_old_key_opens_none_o
     // Settled: the new key is the key, the old key file's bytes are gone.
     let new = key_bytes(&key_file(&b, "x25519.key"));
     assert_eq!(new, pending, "the key file holds the new key");
-    assert!(!key_file(&b, "x25519.next.key").exists(), "no pending key is left");
+    assert!(
+        !key_file(&b, "x25519.next.key").exists(),
+        "no pending key is left"
+    );
     let shown_after = b.json(&["identity", "show"])["x25519"].clone();
     assert_ne!(shown_after, shown_before);
     let db = mesh_db(&b);

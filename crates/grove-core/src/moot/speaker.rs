@@ -19,7 +19,7 @@ use crate::guide::words::COPY_RUN_WORDS;
 /// ([`reading::draft_score`]) is kept (and retried if it does not pass).
 /// Five, not three: with three, one of two 8-turn moots kept turns whose
 /// every draft talked about the exchange ("…" [s5]; I removed it."); five
-/// cost about a third more CPU per turn (`docs/guided-moot-example.md`).
+/// cost 1.15–1.47x the CPU per turn (`docs/guided-moot-example.md`).
 pub const CANDIDATES: u32 = 5;
 
 /// Everything a speaker needs for one turn.
