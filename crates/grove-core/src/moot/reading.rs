@@ -419,12 +419,13 @@ pub fn draft_shape_score(
     score -= 2.0 * counts.values().filter(|&&c| c >= 3).count() as f64;
     score -= 2.0 * doubled_around_and(text) as f64;
     let topic_stems = topic.map(content_stems).unwrap_or_default();
+    // Earlier turns' own words, read once for every measure below.
+    let earlier: Vec<Vec<String>> = earlier.iter().flat_map(|t| own_word_stretches(t)).collect();
     let said: HashSet<String> = earlier
         .iter()
-        .flat_map(|t| own_word_stretches(t))
         .flatten()
         .filter(|w| is_content_word(w))
-        .map(|w| stem(&w))
+        .map(|w| stem(w))
         .filter(|s| !topic_stems.contains(s))
         .collect();
     let repeated = counts.keys().filter(|s| said.contains(*s)).count();
@@ -432,10 +433,10 @@ pub fn draft_shape_score(
     // A phrase of earlier turns said again, topic words and all ("people
     // living for" turn after turn): the copy rule then bends its last word
     // ("people living for live").
-    score -= (1.5 * echoed_trigrams(text, earlier) as f64).min(3.0);
+    score -= (1.5 * echoed_trigrams(&stretches, &earlier) as f64).min(3.0);
     // Word pairs earlier turns said: the moot's distinct-2 falls with each
     // ("I believe people should be generous, mindful" turn after turn).
-    score -= 4.0 * echoed_pair_share(&stretches, earlier);
+    score -= 4.0 * echoed_pair_share(&stretches, &earlier);
     // One stem twice within three own words ("living for live"): a phrase
     // bent around a word it could not write.
     score -= 2.0 * bent_phrases(&stretches) as f64;
@@ -513,40 +514,32 @@ fn doubled_compounds(text: &str) -> usize {
         .count()
 }
 
-/// The share of a draft's own word pairs that earlier turns' own words
-/// hold (0 with no pairs).
-fn echoed_pair_share(stretches: &[Vec<String>], earlier: &[&str]) -> f64 {
-    let said: HashSet<(String, String)> = earlier
-        .iter()
-        .flat_map(|t| own_word_stretches(t))
-        .flat_map(|s| {
-            s.windows(2)
-                .map(|w| (w[0].clone(), w[1].clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let pairs: Vec<(&String, &String)> = stretches
-        .iter()
-        .flat_map(|s| s.windows(2).map(|w| (&w[0], &w[1])))
-        .collect();
-    if pairs.is_empty() {
-        return 0.0;
+/// The share of a draft's own word pairs (`stretches`) that earlier
+/// turns' own words hold (0 with no pairs).
+fn echoed_pair_share(stretches: &[Vec<String>], earlier: &[Vec<String>]) -> f64 {
+    let said: HashSet<&[String]> = earlier.iter().flat_map(|s| s.windows(2)).collect();
+    let (mut echoed, mut total) = (0usize, 0usize);
+    for pair in stretches.iter().flat_map(|s| s.windows(2)) {
+        total += 1;
+        echoed += usize::from(said.contains(pair));
     }
-    let echoed = pairs
-        .iter()
-        .filter(|(a, b)| said.contains(&((*a).clone(), (*b).clone())))
-        .count();
-    echoed as f64 / pairs.len() as f64
+    if total == 0 {
+        0.0
+    } else {
+        echoed as f64 / total as f64
+    }
 }
 
-/// The own-word trigrams of `text` that earlier turns' own words hold.
-fn echoed_trigrams(text: &str, earlier: &[&str]) -> usize {
-    let said: HashSet<[String; 3]> = earlier.iter().flat_map(|t| own_trigrams(t)).collect();
-    own_trigrams(text)
-        .into_iter()
+/// The own-word trigrams of a draft (`stretches`) that earlier turns' own
+/// words hold, each counted once.
+fn echoed_trigrams(stretches: &[Vec<String>], earlier: &[Vec<String>]) -> usize {
+    let said: HashSet<&[String]> = earlier.iter().flat_map(|s| s.windows(3)).collect();
+    stretches
+        .iter()
+        .flat_map(|s| s.windows(3))
+        .filter(|t| said.contains(t))
         .collect::<HashSet<_>>()
-        .intersection(&said)
-        .count()
+        .len()
 }
 
 /// Content words whose stem comes again within the next two own words
@@ -566,18 +559,6 @@ fn bent_phrases(stretches: &[Vec<String>]) -> usize {
                 .count()
         })
         .sum()
-}
-
-/// The own-word trigrams of a text (none spans a quote).
-fn own_trigrams(text: &str) -> Vec<[String; 3]> {
-    own_word_stretches(text)
-        .iter()
-        .flat_map(|s| {
-            s.windows(3)
-                .map(|w| [w[0].clone(), w[1].clone(), w[2].clone()])
-                .collect::<Vec<_>>()
-        })
-        .collect()
 }
 
 /// distinct-2 over a whole moot's own words (`None` with no word pairs).
