@@ -133,10 +133,13 @@ pub struct GuideRules {
     /// may start only as the start of one, and end only where it is one.
     pub english_words: bool,
     /// After a passage quote, the turn ends at the end of this many
-    /// sentences of free text (0: no such rule): a claim, a quote and a
-    /// sentence that follows from it; a small model running on past that
-    /// drifts from its point.
-    pub sentences_after_quote: usize,
+    /// sentences of free text after the quote's own (`None`: no such rule).
+    /// `Some(0)`, the default, ends the turn with the sentence that holds
+    /// the quote: a claim and the book's words for it. A 135M model's
+    /// sentence after its quote was filler half the time ("This is not a
+    /// lie, it is a lie", "This is an excellent point"): its point was
+    /// made before the quote, and it ran on to fill the turn.
+    pub sentences_after_quote: Option<usize>,
     /// The turn ends only after free text wrote a steer word (with steer
     /// words; the rule yields when the last `end_reserve` tokens are
     /// reached). Off by default: a small model held past the end it wanted
@@ -170,7 +173,7 @@ impl Default for GuideRules {
             words_between_quotes: 4,
             end_after_last_quote: true,
             english_words: true,
-            sentences_after_quote: 1,
+            sentences_after_quote: Some(0),
             topic_before_end: false,
             tag_ends_clause: true,
         }
@@ -527,13 +530,21 @@ impl QuoteGuide {
                 || self.remaining() <= self.rules.end_reserve)
     }
 
+    /// Whether the text ends with the tag of a quote that ended its own
+    /// sentence (`…blows." [s4]`): a sentence end, though no mark follows.
+    fn after_closing_tag(&self) -> bool {
+        matches!(self.state, State::Free)
+            && self.quote_ended_sentence
+            && self.text.trim_ascii_end().ends_with(b"]")
+    }
+
     fn near_end(&self) -> bool {
         self.remaining() <= self.rules.end_reserve
             || (self.max_words > 0 && self.words() + self.rules.end_words >= self.max_words)
             || (self.rules.end_after_last_quote && self.counts.quotes >= self.rules.max_quotes)
-            || (self.rules.sentences_after_quote > 0
-                && self.counts.passage_quotes >= 1
-                && self.sentences_since_quote() >= self.rules.sentences_after_quote)
+            || self.rules.sentences_after_quote.is_some_and(|n| {
+                self.counts.passage_quotes >= 1 && self.sentences_since_quote() >= n
+            })
     }
 
     /// Sentences of free text ended since the last quote (a sentence mark
@@ -698,7 +709,8 @@ impl DecodeGuide for QuoteGuide {
             self.steered = true;
             self.steer.clear();
         }
-        if self.near_end() && self.may_end() && self.at_sentence_end() {
+        if self.near_end() && self.may_end() && (self.at_sentence_end() || self.after_closing_tag())
+        {
             self.counts.ended = true;
             return GuideControl::Stop;
         }

@@ -10,7 +10,7 @@ fn rules() -> GuideRules {
     GuideRules {
         tag_ends_clause: false,
         english_words: false,
-        sentences_after_quote: 0,
+        sentences_after_quote: None,
         ..GuideRules::default()
     }
 }
@@ -589,7 +589,7 @@ fn free_text_holds_no_colons_ellipses_or_single_quoted_quotations() {
 #[test]
 fn after_a_quote_the_turn_ends_with_the_sentence_that_follows() {
     let rules = GuideRules {
-        sentences_after_quote: 1,
+        sentences_after_quote: Some(1),
         ..rules()
     };
     let (mut g, w) = whale_guide(rules);
@@ -602,6 +602,38 @@ fn after_a_quote_the_turn_ends_with_the_sentence_that_follows() {
     );
     feed(&mut g, &w, &[" [s1]", " we", " said"]);
     assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);
+}
+
+#[test]
+fn by_default_the_turn_ends_with_the_sentence_that_holds_its_quote() {
+    let rules = GuideRules {
+        sentences_after_quote: Some(0),
+        ..rules()
+    };
+    let (mut g, w) = whale_guide(rules.clone());
+    feed(
+        &mut g,
+        &w,
+        &[
+            "I", " said", " \"The", " whale", " rose", " at", " dawn", "\"",
+        ],
+    );
+    assert_eq!(
+        feed(&mut g, &w, &[" [s1]", " we", " said"]),
+        GuideControl::Continue
+    );
+    assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);
+    // A quote that ends its own sentence ends the turn at its tag.
+    let (mut g, w) = whale_guide(rules);
+    feed(
+        &mut g,
+        &w,
+        &[
+            "I", " said", " \"The", " whale", " rose", " at", " dawn", ",", " from", " the",
+            " sea", ".",
+        ],
+    );
+    assert_eq!(feed(&mut g, &w, &["\"", " [s1]"]), GuideControl::Stop);
 }
 
 #[test]

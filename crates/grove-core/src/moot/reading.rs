@@ -459,7 +459,10 @@ pub fn draft_shape_score(
         .iter()
         .any(|s| topic_stems.contains(s) || counts.contains_key(s))
     {
-        score += 1.0;
+        // With the turn ending at its quote's sentence, the quote is the
+        // turn's last word: one that bears on the claim is worth more than
+        // taking up the other book's words.
+        score += 2.0;
     }
     if let Some(last) = last_other {
         let mut point = HashSet::new();
