@@ -42,8 +42,19 @@ mkdir -p "$root/DEBIAN"
 umask 022
 
 install -D -m 0755 "$bin" "$root/usr/bin/grove"
+# llama.cpp's libraries (libllama, libggml, libggml-base, and one CPU
+# backend per x86 variant, which llama.cpp picks from at run time): the
+# build leaves them beside the binary; the packaged binary finds them in
+# /usr/lib/grove (its run path, build.rs).
+libdir="$root/usr/lib/grove"
+mkdir -p "$libdir"
+for lib in "$target/$profile_dir"/libllama*.so* "$target/$profile_dir"/libggml*.so*; do
+    [ -e "$lib" ] || continue
+    install -m 0644 "$lib" "$libdir/$(basename "$lib")"
+done
+ls "$libdir"/libggml-cpu-*.so >/dev/null 2>&1 || { echo "no llama.cpp CPU backend beside $bin" >&2; exit 1; }
 # As dh_strip does: no symbols, no .comment/.note sections.
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/grove"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/grove" "$libdir"/*.so*
 
 install -D -m 0644 systemd/grove.service "$root/usr/lib/systemd/system/grove.service"
 install -D -m 0644 systemd/grove.sysusers "$root/usr/lib/sysusers.d/grove.conf"
@@ -78,7 +89,10 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/debian"
 printf 'Source: grove\n\nPackage: grove\nArchitecture: any\n' > "$scratch/debian/control"
-shlibs="$(cd "$scratch" && dpkg-shlibdeps -O "$OLDPWD/$root/usr/bin/grove" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
+# The private libraries in /usr/lib/grove are found there (-l) and need no
+# dependency of their own (--ignore-missing-info); what they and the binary
+# link from the system (libc, libstdc++, libgomp) becomes Depends.
+shlibs="$(cd "$scratch" && dpkg-shlibdeps -O --ignore-missing-info -l"$OLDPWD/$libdir" "$OLDPWD/$root/usr/bin/grove" "$OLDPWD/$libdir"/*.so* 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
 [ -n "$shlibs" ] || { echo "dpkg-shlibdeps found no libraries for grove" >&2; exit 1; }
 
 cat > "$root/DEBIAN/control" <<CONTROL

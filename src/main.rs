@@ -137,8 +137,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         },
     };
     let config = grove::config::Settings::load(config_file.as_deref())?.check(overrides)?;
-    // candle reads its thread count once: set it before any thread starts.
-    grove::model::apply_thread_setting(&config.settings().model);
     let state_dir = config.settings().resolve_state_dir(state.as_deref())?;
     let socket = config
         .settings()

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 const MAX_FUNCTION_LINES: usize = 80;
 
 /// The crates' source roots, from the repository's top.
-const SOURCE_ROOTS: [&str; 3] = ["src", "crates/grove-core/src", "crates/kernels/src"];
+const SOURCE_ROOTS: [&str; 2] = ["src", "crates/grove-core/src"];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

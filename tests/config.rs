@@ -566,7 +566,7 @@ fn a_timeout_past_what_its_arithmetic_holds_is_refused() {
     }
 }
 
-/// Row 2: a thread count candle cannot allocate.
+/// Row 2: a thread count no machine runs.
 #[test]
 fn a_thread_count_past_the_cap_is_refused_before_the_model_runs() {
     let g = Grove::new();

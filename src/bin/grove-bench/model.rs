@@ -1,7 +1,6 @@
 //! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words
-//! N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize]
-//! [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE]
-//! [--turn-runs N] [--turns-only] [--no-map]`:
+//! N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt
+//! FILE] [--turn-runs N] [--turns-only]`:
 //! the embedded model's load time, prompt and generation speed against
 //! llama.cpp's in the same run (through `model_llama_cpp.py`, when the
 //! python, `$GROVE_BENCH_PYTHON` or `python3`, imports `llama_cpp`), for
@@ -92,19 +91,14 @@ struct Args {
     gen_tokens: usize,
     prompt_words: Vec<usize>,
     thread_counts: Vec<usize>,
-    requantize: bool,
-    candle_llama: bool,
-    grove_kernels: bool,
-    dense_prefill: bool,
     dump_prompt: Option<PathBuf>,
     python: String,
     llama_cpp: bool,
     turn_runs: usize,
     turns_only: bool,
-    map_file: bool,
 }
 
-const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--no-requantize] [--candle-llama] [--candle-kernels] [--int8-prefill] [--dump-prompt FILE] [--turn-runs N] [--turns-only] [--no-map]";
+const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt FILE] [--turn-runs N] [--turns-only]";
 
 fn parse_args(args: &[String]) -> anyhow::Result<Args> {
     let mut a = Args {
@@ -113,16 +107,11 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
         gen_tokens: 64,
         prompt_words: vec![120, 880],
         thread_counts: vec![1, 2],
-        requantize: true,
-        candle_llama: false,
-        grove_kernels: true,
-        dense_prefill: true,
         dump_prompt: None,
         python: std::env::var("GROVE_BENCH_PYTHON").unwrap_or_else(|_| "python3".into()),
         llama_cpp: true,
         turn_runs: 3,
         turns_only: false,
-        map_file: true,
     };
     let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
         value
@@ -139,16 +128,11 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
             "--gen" => a.gen_tokens = value()?.parse().context("--gen")?,
             "--prompt-words" => a.prompt_words = list(value()?, "--prompt-words")?,
             "--threads" => a.thread_counts = list(value()?, "--threads")?,
-            "--no-requantize" => a.requantize = false,
-            "--candle-llama" => a.candle_llama = true,
-            "--candle-kernels" => a.grove_kernels = false,
-            "--int8-prefill" => a.dense_prefill = false,
             "--dump-prompt" => a.dump_prompt = Some(PathBuf::from(value()?)),
             "--python" => a.python = value()?.clone(),
             "--no-llama-cpp" => a.llama_cpp = false,
             "--turn-runs" => a.turn_runs = value()?.parse().context("--turn-runs")?,
             "--turns-only" => a.turns_only = true,
-            "--no-map" => a.map_file = false,
             other => bail!("unknown argument {other}; usage: {USAGE}"),
         }
     }
@@ -169,7 +153,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     };
     let turn_threads = args.thread_counts.first().copied().unwrap_or(1);
     if args.turns_only {
-        return turn_times(&path, args.requantize, turn_threads, args.turn_runs.max(1));
+        return turn_times(&path, turn_threads, args.turn_runs.max(1));
     }
     let quantization = grove::model::embedded::file_quantization(&path)?;
     let llama_cpp = args.llama_cpp
@@ -179,16 +163,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .map(|o| o.status.success())
             .unwrap_or(false);
     println!(
-        "model: {} ({quantization}, requantize Q4_1 at load: {}, file mapped: {}, forward: {}, usable cores: {}); llama.cpp: {}",
+        "model: {} ({quantization}, usable cores: {}); llama.cpp: {}",
         path.display(),
-        args.requantize,
-        args.map_file,
-        match (args.candle_llama, args.grove_kernels, args.dense_prefill) {
-            (true, _, _) => "candle-transformers",
-            (false, true, _) => "grove, grove kernels",
-            (false, false, true) => "grove, candle kernels, float prefill",
-            (false, false, false) => "grove, candle kernels, int8 prefill",
-        },
         grove::model::usable_cores(),
         if llama_cpp {
             format!("{} {LLAMA_CPP_SCRIPT}", args.python)
@@ -218,7 +194,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .replace('\n', " ")
     );
     if args.turn_runs > 0 {
-        turn_times(&path, args.requantize, turn_threads, args.turn_runs)?;
+        turn_times(&path, turn_threads, args.turn_runs)?;
     }
     Ok(())
 }
@@ -241,7 +217,7 @@ fn measure(
     guided: bool,
 ) -> anyhow::Result<(Row, f64, String)> {
     let started = Instant::now();
-    let mut model = EmbeddedModel::load(path, speed_options(args, threads))?;
+    let mut model = EmbeddedModel::load(path, speed_options(threads))?;
     let load = started.elapsed();
     let messages = chat(&prompt_text(words));
     let prompt = model.encode_chat(&messages)?;
@@ -321,19 +297,15 @@ fn print_rates(grove: &Rates, llama: Option<&Rates>) {
 }
 
 /// The options of the speed rounds.
-fn speed_options(args: &Args, threads: usize) -> EmbeddedOptions {
+fn speed_options(threads: usize) -> EmbeddedOptions {
     EmbeddedOptions {
-        requantize_q4_1: args.requantize,
         top_p: None,
-        candle_llama: args.candle_llama,
-        grove_kernels: args.grove_kernels,
-        dense_prefill: args.dense_prefill,
         threads,
         guided: true,
         no_repeat_ngram: 0,
         // Each round runs the same prompt: reuse would skip its prefill.
         prefix_cache: false,
-        map_file: args.map_file,
+        ..EmbeddedOptions::default()
     }
 }
 
@@ -350,10 +322,7 @@ fn dump_prompt(
             std::env::temp_dir().join(format!("grove-bench-prompt-{}.json", std::process::id()))
         }
     };
-    let text = model
-        .tokenizer()
-        .decode(prompt, false)
-        .map_err(anyhow::Error::msg)?;
+    let text = model.decode(prompt)?;
     let dump = serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
     std::fs::write(&file, dump.to_string()).with_context(|| format!("{}", file.display()))?;
     Ok(file)
@@ -434,17 +403,11 @@ impl ChatModel for Counted<'_> {
 /// the prompt tokens the model computed, and the cut. Turn 1 opens; turn 3
 /// answers the other book with six new passages under the same persona.
 /// The texts must be the same with and without the cache.
-fn turn_times(
-    path: &std::path::Path,
-    requantize: bool,
-    threads: usize,
-    runs: usize,
-) -> anyhow::Result<()> {
+fn turn_times(path: &std::path::Path, threads: usize, runs: usize) -> anyhow::Result<()> {
     let load = |prefix_cache| {
         EmbeddedModel::load(
             path,
             EmbeddedOptions {
-                requantize_q4_1: requantize,
                 threads,
                 prefix_cache,
                 ..EmbeddedOptions::default()

@@ -11,7 +11,7 @@
 //! shared machine wall time follows the other jobs, so the CPU time the
 //! moot's process spent per turn (user + system, read from
 //! `/proc/PID/stat` as each turn is printed) is given too; the moot runs
-//! its model on one thread (`CANDLE_NUM_THREADS=1`).
+//! its model on one thread (`GROVE_MODEL__THREADS=1`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -156,7 +156,7 @@ fn turn_times(
             "160",
         ],
     )
-    .env("CANDLE_NUM_THREADS", "1")
+    .env("GROVE_MODEL__THREADS", "1")
     .stdout(Stdio::piped())
     .spawn()?;
     let pid = child.id();
