@@ -48,7 +48,8 @@ install -D -m 0755 "$bin" "$root/usr/bin/grove"
 # /usr/lib/grove (its run path, build.rs).
 libdir="$root/usr/lib/grove"
 mkdir -p "$libdir"
-for lib in "$target/$profile_dir"/libllama*.so* "$target/$profile_dir"/libggml*.so*; do
+for lib in "$target/$profile_dir"/libllama.so.[0-9]* "$target/$profile_dir"/libggml*.so.[0-9]* \
+    "$target/$profile_dir"/libggml-cpu-*.so; do
     [ -e "$lib" ] || continue
     install -m 0644 "$lib" "$libdir/$(basename "$lib")"
 done

@@ -24,6 +24,8 @@ cd "$(dirname "$0")/.."
 if [ -n "${GROVE_DEMO_BIN:-}" ]; then
   grove=$GROVE_DEMO_BIN
 else
+  # llama.cpp builds with cmake, g++ and libclang: installed when missing.
+  deploy/build-deps.sh
   cargo build --release --quiet --bin grove
   grove=$PWD/target/release/grove
 fi

@@ -660,6 +660,7 @@ impl Machine {
         for (name, lower) in [
             ("etc", "/etc"),
             ("usrbin", "/usr/bin"),
+            ("usrlib", "/usr/lib"),
             ("varlib", "/var/lib"),
         ] {
             let up = stage.join(format!("{name}.up"));
@@ -684,6 +685,13 @@ impl Machine {
                 "touch {0} && mount --bind {1} {0}",
                 p.exec_start[0],
                 env!("CARGO_BIN_EXE_grove")
+            ),
+            // llama.cpp's libraries, where the package puts them.
+            format!(
+                "mkdir -p /usr/lib/grove && cp {0}/libllama.so.* {0}/libggml*.so* /usr/lib/grove/",
+                q(Path::new(env!("CARGO_BIN_EXE_grove"))
+                    .parent()
+                    .expect("the binary's folder"))
             ),
             format!("touch {PROBE} && mount --bind {} {PROBE}", q(harness)),
             // The manager's notify socket.
