@@ -2,6 +2,7 @@
 //! them by running the real `grove` binary in a temporary state directory.
 
 mod admission;
+mod archs;
 mod books;
 #[path = "../src/bin/grove-bench/cdp.rs"]
 mod cdp;

@@ -443,11 +443,18 @@ impl EmbeddedModel {
 
     /// A special token's own text (`<s>`), to see whether a template wrote it.
     fn decode_markup(&self, id: u32) -> String {
-        let piece = self
-            .model
-            .vocab()
-            .token_to_piece(LlamaToken::new(id as i32), true, None);
-        String::from_utf8_lossy(&piece).into_owned()
+        self.decode_with_markup(&[id])
+    }
+
+    /// Text of ids with special tokens spelled out (`<|im_start|>user…`):
+    /// a prompt as llama.cpp's tokenizer would read it back.
+    pub fn decode_with_markup(&self, ids: &[u32]) -> String {
+        let vocab = self.model.vocab();
+        let mut bytes = Vec::new();
+        for &id in ids.iter().filter(|&&id| (id as usize) < self.vocab_size) {
+            vocab.token_to_piece_into(LlamaToken::new(id as i32), &mut bytes, true, None);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     /// Runs the model on `prompt` and samples up to `max_tokens` tokens, one

@@ -322,7 +322,7 @@ fn dump_prompt(
             std::env::temp_dir().join(format!("grove-bench-prompt-{}.json", std::process::id()))
         }
     };
-    let text = model.decode(prompt)?;
+    let text = model.decode_with_markup(prompt);
     let dump = serde_json::json!({"ids": prompt, "text": text, "stop": model.stop_tokens()});
     std::fs::write(&file, dump.to_string()).with_context(|| format!("{}", file.display()))?;
     Ok(file)

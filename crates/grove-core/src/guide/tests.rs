@@ -68,6 +68,8 @@ fn vocab() -> (Arc<Vocabulary>, Vec<String>) {
         "  we",
         "...",
         "\n",
+        "\u{1}",
+        " \u{7f}x",
         "<|im_end|>",
     ] {
         words.push(w.to_string());
@@ -602,6 +604,15 @@ fn after_a_quote_the_turn_ends_with_the_sentence_that_follows() {
     );
     feed(&mut g, &w, &[" [s1]", " we", " said"]);
     assert_eq!(feed(&mut g, &w, &["."]), GuideControl::Stop);
+}
+
+#[test]
+fn free_text_writes_no_control_characters() {
+    let (mut g, w) = whale_guide(rules());
+    feed(&mut g, &w, &["I", " said"]);
+    assert!(allows(&mut g, &w, " the"));
+    assert!(!allows(&mut g, &w, "\u{1}"));
+    assert!(!allows(&mut g, &w, " \u{7f}x"));
 }
 
 #[test]

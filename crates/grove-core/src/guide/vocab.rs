@@ -428,8 +428,13 @@ impl WordClasses {
 /// Whether free text may hold these bytes as they are: complete UTF-8 with
 /// no quote character and no bracket.
 pub(super) fn is_safe_text(bytes: &[u8]) -> bool {
+    // Control characters other than a line break or a tab are never text:
+    // a model with random or poor weights writes them (NUL, ESC, DEL).
+    let control = |c: char| c.is_control() && c != '\n' && c != '\t';
     match std::str::from_utf8(bytes) {
-        Ok(s) => !s.chars().any(|c| is_quote_char(c) || c == '[' || c == ']'),
+        Ok(s) => !s
+            .chars()
+            .any(|c| is_quote_char(c) || c == '[' || c == ']' || control(c)),
         Err(_) => false,
     }
 }
