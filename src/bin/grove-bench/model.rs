@@ -231,13 +231,16 @@ fn measure(
     let mut guide = NoStop(model.stop_tokens().to_vec());
     let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
     let (mut same_tokens, mut llama_rss, mut sample) = (None, 0f64, String::new());
+    // Of grove's time, the share llama.cpp itself spent (its own timings).
+    let mut inside = (Vec::new(), Vec::new());
     for _ in 0..args.runs.max(1) {
-        let mut sampler = Sampler::new(0, 0.0, None);
-        let generation = model.generate(&prompt, args.gen_tokens, &mut sampler, &mut guide)?;
+        let (generation, share) = greedy_run(&mut model, &prompt, args.gen_tokens, &mut guide)?;
         ours.0
             .push(rate(generation.prompt_tokens, generation.prompt_time));
         ours.1
             .push(rate(generation.tokens.len(), generation.generate_time));
+        inside.0.push(share.0);
+        inside.1.push(share.1);
         if llama_cpp {
             let run = run_llama_cpp(&args.python, path, &dump_file, threads, args.gen_tokens)?;
             theirs.0.push(run.prompt);
@@ -259,6 +262,12 @@ fn measure(
         generation: median(&mut theirs.1),
     });
     print_rates(&grove, llama.as_ref());
+    println!(
+        "  inside llama.cpp (its own timings): {:.1} % of grove's prompt time, {:.1} % of its \
+         generation time; the rest is grove's loop",
+        100.0 * median(&mut inside.0),
+        100.0 * median(&mut inside.1),
+    );
     if guided {
         let passage = prompt_text(words);
         guided_overhead(
@@ -278,6 +287,25 @@ fn measure(
         same_tokens,
     };
     Ok((row, llama_rss, sample))
+}
+
+/// One greedy generation, and the shares of its prompt and generation time
+/// that llama.cpp itself spent (its own timings; the rest is grove's loop).
+fn greedy_run(
+    model: &mut EmbeddedModel,
+    prompt: &[u32],
+    gen_tokens: usize,
+    guide: &mut NoStop,
+) -> anyhow::Result<(grove::model::embedded::Generation, (f64, f64))> {
+    let mut sampler = Sampler::new(0, 0.0, None);
+    model.engine_time();
+    let generation = model.generate(prompt, gen_tokens, &mut sampler, guide)?;
+    let engine = model.engine_time();
+    let share = (
+        engine.batches.as_secs_f64() / generation.prompt_time.as_secs_f64(),
+        engine.steps.as_secs_f64() / generation.generate_time.as_secs_f64(),
+    );
+    Ok((generation, share))
 }
 
 /// One configuration's medians: grove's, and llama.cpp's with the ratios.
