@@ -16,6 +16,9 @@ fn main() {
         std::env::var_os("DEP_LLAMA_BACKENDS_DIR").map(PathBuf::from),
         profile_dir(),
     ) else {
+        // The binaries still find the backends where the sys crate built
+        // them (its `BACKENDS_DIR`), but a package would lack them.
+        println!("cargo:warning=llama-cpp-sys-2 named no backends folder: nothing placed");
         return;
     };
     // The libraries the binaries link, under the names they ask for

@@ -1,7 +1,7 @@
 //! `grove model install --hub` and `--gguf` against a local stand-in for the
 //! Hugging Face hub (its URL layout, a relative redirect for a renamed
 //! repository, the 302 to a CDN path, `Range` requests, the sha256 in
-//! `X-Linked-Etag`, the tree API), with a tiny valid llama GGUF built here.
+//! `X-Linked-Etag`, the tree API), with a tiny valid llama GGUF (`support::gguf`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -18,11 +18,6 @@ const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
-}
-
-/// A tiny valid llama GGUF (support::gguf) under `architecture`.
-fn tiny_gguf(architecture: &str) -> Vec<u8> {
-    crate::support::gguf::tiny_model(architecture)
 }
 
 /// A request the stand-in saw.
@@ -310,7 +305,7 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn hub_install_follows_the_redirects_checks_the_sha256_and_runs() {
-    let bytes = tiny_gguf("llama");
+    let bytes = crate::support::gguf::tiny_model("llama");
     let hub = HubStandIn::start(served(bytes.clone()));
     let grove = Grove::new();
     // The old name answers a relative redirect, as a renamed repository does.
@@ -382,7 +377,7 @@ fn hub_install_follows_the_redirects_checks_the_sha256_and_runs() {
 
 #[test]
 fn hub_download_resumes_with_a_range_request_after_a_dropped_connection() {
-    let bytes = tiny_gguf("llama");
+    let bytes = crate::support::gguf::tiny_model("llama");
     let half = bytes.len() / 2;
     let hub = HubStandIn::start(Served {
         drop_first_after: Some(half),
@@ -424,7 +419,7 @@ fn hub_download_resumes_with_a_range_request_after_a_dropped_connection() {
 
 #[test]
 fn hub_download_refused_by_the_cdn_leaves_no_file() {
-    let bytes = tiny_gguf("llama");
+    let bytes = crate::support::gguf::tiny_model("llama");
     let hub = HubStandIn::start(Served {
         refuse_first: true,
         ..served(bytes.clone())
@@ -448,7 +443,7 @@ fn hub_download_refused_by_the_cdn_leaves_no_file() {
 
 #[test]
 fn hub_bad_checksum_is_refused_and_nothing_is_installed() {
-    let bytes = tiny_gguf("llama");
+    let bytes = crate::support::gguf::tiny_model("llama");
     let hub = HubStandIn::start(Served {
         announced_sha256: sha256_hex(b"some other file"),
         ..served(bytes)
@@ -499,7 +494,7 @@ fn hub_bad_checksum_is_refused_and_nothing_is_installed() {
 
 #[test]
 fn hub_file_without_an_lfs_etag_takes_its_sha256_from_the_tree_api() {
-    let bytes = tiny_gguf("llama");
+    let bytes = crate::support::gguf::tiny_model("llama");
     let hub = HubStandIn::start(Served {
         lfs: false,
         ..served(bytes.clone())
@@ -535,7 +530,7 @@ fn hub_file_without_an_lfs_etag_takes_its_sha256_from_the_tree_api() {
 
 #[test]
 fn local_gguf_installs_and_a_wrong_sha256_is_refused() {
-    let bytes = tiny_gguf("llama");
+    let bytes = crate::support::gguf::tiny_model("llama");
     let grove = Grove::new();
     let source = grove.write("mine.gguf", &bytes);
     let source_arg = source.display().to_string();
@@ -580,14 +575,14 @@ fn non_gguf_and_unsupported_models_are_refused_at_install() {
     let err = grove.fails(&["model", "install", "--gguf", &text.display().to_string()]);
     assert!(err.contains("is not a GGUF file"), "{err}");
     // An architecture llama.cpp does not know.
-    let odd = grove.write("odd.gguf", &tiny_gguf("mystery9"));
+    let odd = grove.write("odd.gguf", &crate::support::gguf::tiny_model("mystery9"));
     let err = grove.fails(&["model", "install", "--gguf", &odd.display().to_string()]);
     assert!(
         err.contains("llama.cpp does not load it") && err.contains("`mystery9`"),
         "{err}"
     );
     // A truncated file: its header promises more than it holds.
-    let whole = tiny_gguf("llama");
+    let whole = crate::support::gguf::tiny_model("llama");
     let cut = grove.write("cut.gguf", &whole[..whole.len() / 2]);
     let err = grove.fails(&["model", "install", "--gguf", &cut.display().to_string()]);
     assert!(err.contains("cut.gguf"), "{err}");
@@ -600,7 +595,7 @@ fn non_gguf_and_unsupported_models_are_refused_at_install() {
 fn a_model_too_large_for_memory_is_refused_before_loading() {
     let grove = Grove::new();
     // A valid header in a sparse file of 1 TiB: no machine here holds it.
-    let big = grove.write("huge.gguf", &tiny_gguf("llama"));
+    let big = grove.write("huge.gguf", &crate::support::gguf::tiny_model("llama"));
     let file = std::fs::OpenOptions::new()
         .write(true)
         .open(&big)

@@ -105,15 +105,24 @@ pub struct Generation {
     pub stop: StopReason,
 }
 
+/// llama.cpp's log routed to grove's (once per process): reading a GGUF
+/// header needs only this, not the backends.
+fn route_llama_log() {
+    static ROUTED: std::sync::Once = std::sync::Once::new();
+    // SAFETY: the callback is a plain function that only reads the C string
+    // it is given, for the duration of the call.
+    ROUTED.call_once(|| unsafe {
+        llama_cpp_sys_2::llama_log_set(Some(llama_log), std::ptr::null_mut())
+    });
+}
+
 /// llama.cpp, started once per process: its log routed to `tracing`, its
 /// CPU backend (the variant for this CPU) loaded.
 fn backend() -> Result<&'static LlamaBackend, ModelError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
-            // SAFETY: the callback is a plain function that only reads the
-            // C string it is given, for the duration of the call.
-            unsafe { llama_cpp_sys_2::llama_log_set(Some(llama_log), std::ptr::null_mut()) };
+            route_llama_log();
             load_cpu_backend()?;
             LlamaBackend::init().map_err(|e| e.to_string())
         })
@@ -125,8 +134,15 @@ fn backend() -> Result<&'static LlamaBackend, ModelError> {
 /// llama.cpp call fails (the CLI has no log to show them in).
 static LLAMA_ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-/// What llama.cpp said since the last call, as `: llama.cpp says "…"`, or
-/// nothing.
+/// Runs a llama.cpp call; a failure comes with the error lines llama.cpp
+/// logged during it (` (llama.cpp: …)`, or nothing).
+fn llama_call<T, E>(call: impl FnOnce() -> Result<T, E>) -> Result<T, (E, String)> {
+    llama_said();
+    call().map_err(|e| (e, llama_said()))
+}
+
+/// What llama.cpp logged as errors since the last call, as
+/// ` (llama.cpp: …)`, or nothing.
 fn llama_said() -> String {
     let said = LLAMA_ERRORS
         .lock()
@@ -232,7 +248,6 @@ pub struct EmbeddedModel {
     vocab_size: usize,
     label: String,
     options: EmbeddedOptions,
-    threads: usize,
     /// What each sequence of the key/value cache holds.
     sequences: Vec<Sequence>,
     /// Token bytes and trie for guided decoding, built on first use.
@@ -244,19 +259,18 @@ impl EmbeddedModel {
     /// in the memory available now.
     pub fn load(path: &Path, options: EmbeddedOptions) -> Result<EmbeddedModel, ModelError> {
         let card = inspect(path)?;
-        let context_len = card.shape.context_length.clamp(1, MAX_CONTEXT as u64) as usize;
-        let need = memory::estimate(card.file_bytes, &card.shape, context_len * SEQUENCES);
-        memory::check_load(path, need, memory::machine_memory())?;
+        let context_len = card.context_len();
+        memory::check_load(path, card.memory_needed(), memory::machine_memory())?;
         let backend = backend()?;
         let params = LlamaModelParams::default().with_n_gpu_layers(options.gpu_layers);
-        llama_said();
-        let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
-            ModelError::File(format!(
-                "llama.cpp cannot load {}: {e}{}",
-                path.display(),
-                llama_said()
-            ))
-        })?;
+        let model = llama_call(|| LlamaModel::load_from_file(backend, path, &params)).map_err(
+            |(e, said)| {
+                ModelError::File(format!(
+                    "llama.cpp cannot load {}: {e}{said}",
+                    path.display()
+                ))
+            },
+        )?;
         let model = Box::new(model);
         let threads = if options.threads > 0 {
             options.threads
@@ -305,7 +319,6 @@ impl EmbeddedModel {
             vocab_size,
             label: format!("embedded:{stem}"),
             options,
-            threads,
             sequences: (0..SEQUENCES).map(|_| Sequence::default()).collect(),
             vocabulary: None,
         };
@@ -323,16 +336,8 @@ impl EmbeddedModel {
         if let Some(v) = &self.vocabulary {
             return Arc::clone(v);
         }
-        let vocab = self.model.vocab();
-        let tokens = (0..self.vocab_size as i32)
-            .map(|id| {
-                let token = LlamaToken::new(id);
-                // Control tokens (chat markup, stops) have no text.
-                if vocab.is_control(token) || vocab.is_eog(token) {
-                    return None;
-                }
-                Some(vocab.token_to_piece(token, false, None))
-            })
+        let tokens = (0..self.vocab_size as u32)
+            .map(|id| self.has_text(id).then(|| self.token_bytes(&[id], false)))
             .collect();
         let v = Arc::new(Vocabulary::new(tokens, &self.stop_tokens));
         self.vocabulary = Some(Arc::clone(&v));
@@ -366,11 +371,6 @@ impl EmbeddedModel {
         self.context_len
     }
 
-    /// Threads the forward pass runs on.
-    pub fn threads(&self) -> usize {
-        self.threads
-    }
-
     /// llama.cpp's own time in its batches since the last call (its
     /// `llama_perf_context`), then starts counting afresh: of the time grove
     /// measures around a generation, this much llama.cpp spent computing;
@@ -381,9 +381,7 @@ impl EmbeddedModel {
         let ms = |v: f64| Duration::from_secs_f64(v.max(0.0) / 1e3);
         EngineTime {
             batches: ms(timings.t_p_eval_ms()),
-            batch_tokens: usize::try_from(timings.n_p_eval()).unwrap_or(0),
             steps: ms(timings.t_eval_ms()),
-            step_tokens: usize::try_from(timings.n_eval()).unwrap_or(0),
         }
     }
 
@@ -404,16 +402,35 @@ impl EmbeddedModel {
 
     /// Text of generated ids, control tokens left out.
     pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
+        Ok(self.detokenize(ids, false))
+    }
+
+    /// Whether an id is a token with text: in the vocabulary, and no
+    /// control token (chat markup, stops).
+    fn has_text(&self, id: u32) -> bool {
+        let vocab = self.model.vocab();
+        let token = LlamaToken::new(id as i32);
+        (id as usize) < self.vocab_size && !vocab.is_control(token) && !vocab.is_eog(token)
+    }
+
+    /// The bytes of `ids` (a token may hold part of a UTF-8 character):
+    /// with `markup`, control tokens spelled out too (`<|im_start|>user…`,
+    /// a prompt as llama.cpp's tokenizer reads it back); without, left out.
+    /// Ids outside the vocabulary are skipped.
+    fn token_bytes(&self, ids: &[u32], markup: bool) -> Vec<u8> {
         let vocab = self.model.vocab();
         let mut bytes = Vec::new();
         for &id in ids {
-            let token = LlamaToken::new(i32::try_from(id).unwrap_or(-1));
-            if id as usize >= self.vocab_size || vocab.is_control(token) || vocab.is_eog(token) {
-                continue;
+            if (id as usize) < self.vocab_size && (markup || self.has_text(id)) {
+                vocab.token_to_piece_into(LlamaToken::new(id as i32), &mut bytes, markup, None);
             }
-            vocab.token_to_piece_into(token, &mut bytes, false, None);
         }
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        bytes
+    }
+
+    /// [`Self::token_bytes`] as text.
+    fn detokenize(&self, ids: &[u32], markup: bool) -> String {
+        String::from_utf8_lossy(&self.token_bytes(ids, markup)).into_owned()
     }
 
     /// The prompt ids of a chat under the model's own template, ending with
@@ -439,7 +456,7 @@ impl EmbeddedModel {
         let mut ids = Vec::new();
         if self.model.vocab().should_add_bos() {
             let bos = self.model.vocab().bos().0 as u32;
-            if !rendered.starts_with(&self.decode_markup(bos)) {
+            if !rendered.starts_with(&self.detokenize(&[bos], true)) {
                 ids.push(bos);
             }
         }
@@ -459,20 +476,10 @@ impl EmbeddedModel {
         Ok(ids)
     }
 
-    /// A special token's own text (`<s>`), to see whether a template wrote it.
-    fn decode_markup(&self, id: u32) -> String {
-        self.decode_with_markup(&[id])
-    }
-
     /// Text of ids with special tokens spelled out (`<|im_start|>user…`):
     /// a prompt as llama.cpp's tokenizer would read it back.
     pub fn decode_with_markup(&self, ids: &[u32]) -> String {
-        let vocab = self.model.vocab();
-        let mut bytes = Vec::new();
-        for &id in ids.iter().filter(|&&id| (id as usize) < self.vocab_size) {
-            vocab.token_to_piece_into(LlamaToken::new(id as i32), &mut bytes, true, None);
-        }
-        String::from_utf8_lossy(&bytes).into_owned()
+        self.detokenize(ids, true)
     }
 
     /// Runs the model on `prompt` and samples up to `max_tokens` tokens, one
@@ -602,18 +609,14 @@ impl EmbeddedModel {
                 )
                 .map_err(|e| ModelError::Failed(format!("batch: {e}")))?;
         }
-        llama_said();
-        if let Err(e) = self.context.decode(&mut batch) {
+        if let Err((e, said)) = llama_call(|| self.context.decode(&mut batch)) {
             // What the failed batch left in the cache is unknown: the
             // sequence starts afresh next time.
             let _ = self
                 .context
                 .clear_kv_cache_seq(Some(seq as u32), None, None);
             self.sequences[seq] = Sequence::default();
-            return Err(ModelError::Failed(format!(
-                "inference: {e}{}",
-                llama_said()
-            )));
+            return Err(ModelError::Failed(format!("inference: {e}{said}")));
         }
         self.sequences[seq].tokens.extend_from_slice(tokens);
         Ok(())
@@ -672,9 +675,7 @@ impl EmbeddedModel {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EngineTime {
     pub batches: Duration,
-    pub batch_tokens: usize,
     pub steps: Duration,
-    pub step_tokens: usize,
 }
 
 /// One sequence of llama.cpp's key/value cache.
@@ -766,6 +767,20 @@ pub struct ModelCard {
     pub file_bytes: u64,
 }
 
+impl ModelCard {
+    /// Positions a sequence uses: the model's trained context, at most
+    /// [`MAX_CONTEXT`].
+    pub fn context_len(&self) -> usize {
+        self.shape.context_length.clamp(1, MAX_CONTEXT as u64) as usize
+    }
+
+    /// Memory the engine needs for this model ([`memory::estimate`]), its
+    /// cache holding [`SEQUENCES`] contexts.
+    pub fn memory_needed(&self) -> u64 {
+        memory::estimate(self.file_bytes, &self.shape, self.context_len() * SEQUENCES)
+    }
+}
+
 /// Reads `path`'s GGUF header through llama.cpp's own reader and checks
 /// what the engine needs: a single file (not one part of a split model),
 /// an architecture, a tokenizer. The error names what is wrong.
@@ -787,14 +802,12 @@ pub fn inspect(path: &Path) -> Result<ModelCard, ModelError> {
             path.display()
         )));
     }
-    backend()?;
-    llama_said();
-    let header = Header::read(path).ok_or_else(|| {
+    route_llama_log();
+    let header = llama_call(|| Header::read(path).ok_or(())).map_err(|((), said)| {
         ModelError::File(format!(
             "{} is not a valid GGUF file: llama.cpp cannot read its header (truncated, or \
-             damaged){}",
-            path.display(),
-            llama_said()
+             damaged){said}",
+            path.display()
         ))
     })?;
     if header.uint("split.count").unwrap_or(1) > 1 {
@@ -933,26 +946,19 @@ impl Drop for Header {
     }
 }
 
-/// Whether llama.cpp reads `path`'s GGUF header and tensor table.
-pub fn readable_gguf(path: &Path) -> bool {
-    backend().is_ok() && Header::read(path).is_some()
-}
-
 /// Loads the file's architecture, hyperparameters and vocabulary (no
 /// weights), as the engine will: an install checks this beyond the header.
 pub fn check_loads(path: &Path, card: &ModelCard) -> Result<(), ModelError> {
     let backend = backend()?;
     let params = LlamaModelParams::default().with_vocab_only(true);
-    llama_said();
-    LlamaModel::load_from_file(backend, path, &params)
+    llama_call(|| LlamaModel::load_from_file(backend, path, &params))
         .map(drop)
-        .map_err(|_| {
+        .map_err(|(_, said)| {
             ModelError::Unsupported(format!(
                 "{}: llama.cpp does not load it: its `{}` architecture is one llama.cpp does \
-                 not run, or its hyperparameters or vocabulary are missing or damaged{}",
+                 not run, or its hyperparameters or vocabulary are missing or damaged{said}",
                 path.display(),
                 card.architecture,
-                llama_said()
             ))
         })
 }

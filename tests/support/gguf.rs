@@ -6,9 +6,8 @@
 
 /// One metadata value.
 #[derive(Debug, Clone)]
-pub enum Value {
+enum Value {
     U32(u32),
-    I32(i32),
     F32(f32),
     Str(String),
     Strs(Vec<String>),
@@ -19,7 +18,6 @@ impl Value {
     fn type_id(&self) -> u32 {
         match self {
             Value::U32(_) => 4,
-            Value::I32(_) => 5,
             Value::F32(_) => 6,
             Value::Str(_) => 8,
             Value::Strs(_) | Value::I32s(_) => 9,
@@ -29,7 +27,6 @@ impl Value {
     fn write(&self, out: &mut Vec<u8>) {
         match self {
             Value::U32(v) => out.extend(v.to_le_bytes()),
-            Value::I32(v) => out.extend(v.to_le_bytes()),
             Value::F32(v) => out.extend(v.to_le_bytes()),
             Value::Str(s) => write_str(out, s),
             Value::Strs(items) => {
@@ -57,16 +54,16 @@ fn write_str(out: &mut Vec<u8>, s: &str) {
 
 /// One F32 tensor: its name, its dimensions (innermost first, as GGUF
 /// lists them) and its values.
-pub struct Tensor {
-    pub name: String,
-    pub dims: Vec<u64>,
-    pub values: Vec<f32>,
+struct Tensor {
+    name: String,
+    dims: Vec<u64>,
+    values: Vec<f32>,
 }
 
 const ALIGNMENT: usize = 32;
 
 /// The bytes of a GGUF file holding `metadata` and `tensors`.
-pub fn write(metadata: &[(String, Value)], tensors: &[Tensor]) -> Vec<u8> {
+fn write(metadata: &[(String, Value)], tensors: &[Tensor]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend(b"GGUF");
     out.extend(3u32.to_le_bytes());
@@ -100,7 +97,7 @@ pub fn write(metadata: &[(String, Value)], tensors: &[Tensor]) -> Vec<u8> {
 }
 
 /// GPT-2's byte-level alphabet: the character standing for each byte.
-pub fn byte_level_chars() -> Vec<char> {
+fn byte_level_chars() -> Vec<char> {
     let mut next = 256u32;
     (0..=255u8)
         .map(|b| {
