@@ -10,8 +10,10 @@
 //! daemon, api and cli. See docs/ARCHITECTURE.md.
 
 pub mod announce;
+pub mod ask;
 pub mod book;
 pub mod chat;
+pub mod content;
 pub mod grounding;
 pub mod guide;
 pub mod identity;

@@ -218,7 +218,7 @@ fn source_of<'s>(span: &QuoteSpan, sources: &TurnSources<'s>) -> (QuoteSource, V
 }
 
 /// Whether a quote is found in one of its texts (§6).
-fn is_found(span: &QuoteSpan, texts: &[Haystack]) -> bool {
+pub fn is_found(span: &QuoteSpan, texts: &[Haystack]) -> bool {
     if span.has_ellipsis() {
         let fragments: Vec<String> = span
             .text

@@ -49,7 +49,9 @@ mod span;
 mod text;
 
 pub use check::{CheckError, CheckInput, Checked, TaggedText, TurnTexts, check};
-pub use grade::{Grounding, GroundingCounts, QuoteCheck, QuoteSource, TurnSources, grade};
+pub use grade::{
+    Grounding, GroundingCounts, QuoteCheck, QuoteSource, TurnSources, grade, is_found,
+};
 pub use quotes::{ParsedReply, QuoteSpan, Tag, TagGroup};
 pub use snap::{SNAP_MIN_RATIO, SnapAction, SnapRecord, UnquoteReason, round3};
 pub use span::{BestSpan, best_span};

@@ -30,7 +30,8 @@
 //!   (pairs never span a quote).
 //!
 //! Content words are `norm()` words of 3 or more letters that are not in
-//! [`STOP_WORDS`], compared after [`stem`]. Pure, no IO.
+//! [`STOP_WORDS`], compared after [`stem`] (both in [`crate::content`]).
+//! Pure, no IO.
 
 use std::collections::HashSet;
 
@@ -40,6 +41,7 @@ use crate::guide::{is_first_person, is_sentence_mark};
 
 mod words;
 pub use self::words::*;
+pub use crate::content::{STOP_WORDS, content_stems, is_content_word, stem};
 
 /// The version of these measures this grove writes, recorded in a
 /// transcript's settings as `reading`; transcripts without it carry none of
@@ -138,19 +140,6 @@ pub struct TurnReading {
     pub distinct_2: Option<f64>,
 }
 
-/// A light suffix stemmer, enough that `lives`, `living` and `lived` meet.
-pub fn stem(word: &str) -> String {
-    let w = word.trim_end_matches("'s").trim_end_matches('\'');
-    for suffix in ["ing", "ed", "es", "s", "e"] {
-        if let Some(base) = w.strip_suffix(suffix)
-            && base.chars().count() >= 3
-        {
-            return base.to_string();
-        }
-    }
-    w.to_string()
-}
-
 /// The topic's content words in the forms a reply may write them (as
 /// written, and with `s`, `es`, `ing`, `ed` on their stem): what guidance
 /// steers free text towards. Generic words stay in: steered to "spend" and
@@ -187,20 +176,6 @@ pub fn topic_stems(topic: &str, version: ReadingVersion) -> HashSet<String> {
     let generic: HashSet<String> = GENERIC_TOPIC_WORDS.iter().map(|w| stem(w)).collect();
     let specific: HashSet<String> = all.difference(&generic).cloned().collect();
     if specific.is_empty() { all } else { specific }
-}
-
-/// Whether a `norm()` word is a content word.
-pub fn is_content_word(word: &str) -> bool {
-    word.chars().filter(|c| c.is_alphabetic()).count() >= 3 && !STOP_WORDS.contains(&word)
-}
-
-/// The stemmed content words of a text.
-pub fn content_stems(text: &str) -> HashSet<String> {
-    words(text)
-        .into_iter()
-        .filter(|w| is_content_word(w))
-        .map(|w| stem(&w))
-        .collect()
 }
 
 /// The `norm()` words of a reply outside quotes, one list per stretch

@@ -1,0 +1,107 @@
+//! Asking the books (`ask-v1`): the evidence an answer is given, the
+//! answer read as claim lines, the layered verifier with its warrants, and
+//! the label and rung it earns. Pure, no IO: retrieval, the model and the
+//! store are the daemon's.
+
+pub mod claims;
+pub mod verify;
+pub mod warrant;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::merkle::Hash;
+
+pub use claims::{ClaimLine, LineShape, parse_answer};
+pub use verify::{ClaimVerdict, Label, Rung, Slice, Support, Verification, Violation, verify};
+pub use warrant::{Warrant, WarrantClass, warrant_for};
+
+/// One passage an answer may cite.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Its pointer in the prompt: `E1` is 1.
+    pub pointer: u32,
+    /// Content address: [`evidence_id`] of its book's root and its leaf.
+    pub id: String,
+    /// The key of the book it comes from.
+    pub book: String,
+    pub text: String,
+    /// Whether its Merkle proof against its book's root checked (always
+    /// true for a node's own books).
+    pub proven: bool,
+}
+
+/// The content address of a passage: SHA-256 over a domain tag, its book's
+/// root and its chunk's leaf hash, in hex. The same passage of the same
+/// book has the same id on every node.
+pub fn evidence_id(root: &Hash, leaf: &Hash) -> String {
+    let mut h = Sha256::new();
+    h.update(b"grove-evidence-v1\0");
+    h.update(root);
+    h.update(leaf);
+    hex::encode(h.finalize())
+}
+
+/// Which books an answer may cite.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// `None`: any book the ask searched.
+    pub books: Option<Vec<String>>,
+}
+
+impl Scope {
+    /// Why a passage may not be cited, if it may not.
+    pub fn refuses(&self, e: &Evidence) -> Option<String> {
+        if !e.proven {
+            return Some(format!("E{}: its Merkle proof failed", e.pointer));
+        }
+        match &self.books {
+            Some(books) if !books.contains(&e.book) => Some(format!(
+                "E{}: book {} is not among the books asked",
+                e.pointer, e.book
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The verifier's thresholds; its name goes into the cache key, so any
+/// change here is a new name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub name: &'static str,
+    /// Words a quote needs to be tested (as in ground-v1).
+    pub quote_min_words: usize,
+    /// Words a claim needs to count as a span of its passage.
+    pub span_min_words: usize,
+    /// Names a claim needs for entity support.
+    pub entity_min_names: usize,
+    /// How far apart (in words) its names may stand in the passage.
+    pub entity_window_words: usize,
+    /// Share of content words a paraphrase needs in its passages.
+    pub paraphrase_min: f64,
+    /// Share of content words every claim needs in what it cites (quotes
+    /// and spans aside).
+    pub coverage_min: f64,
+    /// Pointers a claim may carry before it is trimmed.
+    pub max_pointers: usize,
+    /// Words of the slice shown beside a claim.
+    pub slice_words: usize,
+}
+
+impl Policy {
+    pub const V1: Policy = Policy {
+        name: "verify-v1",
+        quote_min_words: 3,
+        span_min_words: 4,
+        entity_min_names: 2,
+        entity_window_words: 40,
+        paraphrase_min: 0.85,
+        coverage_min: 0.5,
+        max_pointers: 3,
+        slice_words: 40,
+    };
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,288 @@
+//! Content words: what two texts share beyond function words (a light
+//! stemmer and a stop list), and the densest window of a passage, the one
+//! ranking that picks the load-bearing slice of a passage for a claim.
+//! Pure, no IO.
+
+use std::collections::HashSet;
+
+use crate::guide::words::words;
+
+/// A light suffix stemmer, enough that `lives`, `living` and `lived` meet.
+pub fn stem(word: &str) -> String {
+    let w = word.trim_end_matches("'s").trim_end_matches('\'');
+    for suffix in ["ing", "ed", "es", "s", "e"] {
+        if let Some(base) = w.strip_suffix(suffix)
+            && base.chars().count() >= 3
+        {
+            return base.to_string();
+        }
+    }
+    w.to_string()
+}
+
+/// Whether a `norm()` word is a content word: 3 or more letters, not a stop
+/// word.
+pub fn is_content_word(word: &str) -> bool {
+    word.chars().filter(|c| c.is_alphabetic()).count() >= 3 && !STOP_WORDS.contains(&word)
+}
+
+/// The stemmed content words of a text.
+pub fn content_stems(text: &str) -> HashSet<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| is_content_word(w))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+/// A slice of a text chosen by [`densest_window`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    /// Byte range of the slice in the text: first word's start to last
+    /// word's end.
+    pub range: std::ops::Range<usize>,
+    /// How many distinct wanted stems the slice holds.
+    pub score: usize,
+}
+
+/// The window of at most `max_words` words of `text` holding the most
+/// distinct stems of `wanted` (the earliest of equals), trimmed to its first
+/// and last wanted word. `None` when the text holds none of them.
+pub fn densest_window(text: &str, wanted: &HashSet<String>, max_words: usize) -> Option<Window> {
+    let spans = word_spans(text);
+    let keys: Vec<Option<String>> = spans
+        .iter()
+        .map(|r| {
+            let w = crate::grounding::norm(&text[r.clone()]);
+            (is_content_word(&w) && wanted.contains(&stem(&w))).then(|| stem(&w))
+        })
+        .collect();
+    let mut best: Option<(usize, usize, usize)> = None; // (score, first, last)
+    for start in 0..spans.len() {
+        if keys[start].is_none() {
+            continue;
+        }
+        let end = (start + max_words.max(1)).min(spans.len());
+        let mut seen = HashSet::new();
+        let mut last = start;
+        for (i, key) in keys.iter().enumerate().take(end).skip(start) {
+            if let Some(k) = key {
+                seen.insert(k.as_str());
+                last = i;
+            }
+        }
+        if best.is_none_or(|(score, _, _)| seen.len() > score) {
+            best = Some((seen.len(), start, last));
+        }
+    }
+    best.map(|(score, first, last)| Window {
+        range: spans[first].start..spans[last].end,
+        score,
+    })
+}
+
+/// Byte ranges of a text's words: maximal runs of letters, digits and
+/// apostrophes.
+fn word_spans(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut spans = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        let in_word = c.is_alphanumeric() || c == '\'' || c == '\u{2019}';
+        match (in_word, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                spans.push(s..i);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        spans.push(s..text.len());
+    }
+    spans
+}
+
+/// Words too common to carry a point.
+pub const STOP_WORDS: &[&str] = &[
+    "the",
+    "and",
+    "for",
+    "are",
+    "but",
+    "not",
+    "you",
+    "all",
+    "any",
+    "can",
+    "had",
+    "her",
+    "was",
+    "one",
+    "our",
+    "out",
+    "has",
+    "him",
+    "his",
+    "how",
+    "man",
+    "its",
+    "who",
+    "did",
+    "yet",
+    "nor",
+    "she",
+    "too",
+    "use",
+    "that",
+    "with",
+    "have",
+    "this",
+    "will",
+    "your",
+    "from",
+    "they",
+    "know",
+    "want",
+    "been",
+    "much",
+    "some",
+    "what",
+    "when",
+    "make",
+    "like",
+    "than",
+    "then",
+    "them",
+    "these",
+    "those",
+    "there",
+    "their",
+    "here",
+    "where",
+    "which",
+    "while",
+    "would",
+    "could",
+    "should",
+    "shall",
+    "must",
+    "might",
+    "about",
+    "into",
+    "over",
+    "such",
+    "only",
+    "other",
+    "very",
+    "just",
+    "also",
+    "more",
+    "most",
+    "each",
+    "every",
+    "even",
+    "ever",
+    "never",
+    "upon",
+    "unto",
+    "thee",
+    "thou",
+    "thy",
+    "thine",
+    "hath",
+    "doth",
+    "say",
+    "says",
+    "said",
+    "does",
+    "done",
+    "being",
+    "were",
+    "well",
+    "may",
+    "let",
+    "own",
+    "same",
+    "both",
+    "why",
+    "now",
+    "yes",
+    "because",
+    "though",
+    "through",
+    "again",
+    "still",
+    "once",
+    "many",
+    "few",
+    "who's",
+    "it's",
+    "i'm",
+    "i've",
+    "i'll",
+    "i'd",
+    "you're",
+    "don't",
+    "can't",
+    "won't",
+    "isn't",
+    "let's",
+    "myself",
+    "yourself",
+    "itself",
+    "ourselves",
+    "what's",
+    "that's",
+    "there's",
+    "thing",
+    "things",
+    "way",
+    "something",
+    "nothing",
+    "anything",
+    "everything",
+    "less",
+    "first",
+    "indeed",
+    "truly",
+    "rather",
+    "quite",
+    "perhaps",
+    "without",
+    "within",
+    "between",
+    "under",
+    "after",
+    "before",
+    "among",
+    "against",
+    "toward",
+    "towards",
+    "whom",
+    "whose",
+    "whether",
+    "either",
+    "neither",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_meet() {
+        assert_eq!(stem("lives"), stem("lived"));
+        assert_eq!(stem("living"), "liv");
+    }
+
+    #[test]
+    fn densest_window_holds_the_most_wanted_words() {
+        let text = "The ship sailed. Later the captain, Ahab, swore revenge on the whale that took his leg. Then dinner.";
+        let wanted = content_stems("Ahab wants revenge on the whale");
+        let w = densest_window(text, &wanted, 12).unwrap();
+        assert_eq!(&text[w.range.clone()], "Ahab, swore revenge on the whale");
+        assert_eq!(w.score, 3);
+        assert_eq!(densest_window("nothing here", &wanted, 12), None);
+    }
+}
