@@ -55,6 +55,8 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::mesh::MeshCmd,
     },
+    /// Ask the books a question: every claim of the answer checked against them.
+    Ask(cli::ask::AskArgs),
     /// Moots: grounded conversations between two books.
     Moot {
         #[command(subcommand)]
@@ -154,6 +156,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Node { cmd } => cli::node::run(cmd, &ctx),
         Command::Identity { cmd } => cli::identity::run(cmd, &ctx),
         Command::Mesh { cmd } => cli::mesh::run(cmd, &ctx),
+        Command::Ask(args) => cli::ask::ask(&args, &ctx),
         Command::Moot { cmd } => cli::moot::run(cmd, &ctx),
         Command::Model { cmd } => cli::model::run(cmd, &ctx),
         Command::Peers => cli::peers::peers(&ctx),

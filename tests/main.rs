@@ -3,6 +3,7 @@
 
 mod admission;
 mod archs;
+mod ask;
 mod books;
 #[path = "../src/bin/grove-bench/cdp.rs"]
 mod cdp;

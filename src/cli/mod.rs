@@ -1,6 +1,7 @@
 //! The `grove` command line: one file per command group, run on a [`Ctx`];
 //! every answer is a DTO printed through [`Ctx::show`].
 
+pub mod ask;
 pub mod audit;
 pub mod backup;
 pub mod book;

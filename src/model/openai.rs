@@ -159,7 +159,7 @@ impl OpenAiModel {
                 .guidance
                 .as_ref()
                 .filter(|_| self.config.tag_grammar)
-                .map(|g| super::guide::tag_grammar(g.passages.len())),
+                .map(|g| super::guide::tag_grammar(&g.tags())),
         }
     }
 

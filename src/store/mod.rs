@@ -5,6 +5,7 @@
 //! transaction that also appends to the shard's audit chain.
 
 pub mod audit;
+mod evidence;
 mod fts5;
 mod index;
 pub mod rank;
@@ -35,6 +36,8 @@ pub enum StoreError {
     Storage(#[from] StorageError),
     #[error("no book with key `{0}`")]
     NoSuchBook(String),
+    #[error("this node holds no books; add one with `grove book add`")]
+    NoBooks,
     #[error("book `{key}` has no version {version}")]
     NoSuchVersion { key: String, version: u32 },
     #[error("book `{key}` has {count} chunks; there is no chunk {index}")]

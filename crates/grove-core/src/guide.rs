@@ -82,6 +82,24 @@ pub struct Guidance {
     /// itself (`moot::reading`'s meta-talk words), which a small model
     /// falls into.
     pub banned_words: Vec<String>,
+    /// The tags the passages take, in order (`E4` for an ask's evidence):
+    /// empty for a moot's `s1..sk`.
+    pub passage_tags: Vec<String>,
+    /// The reply is one claim line (an ask's): a quote's tag is followed by
+    /// a full stop only, and ends the reply.
+    pub claim_line: bool,
+}
+
+impl Guidance {
+    /// The passages' tags: [`Guidance::passage_tags`] when it names each
+    /// passage, else `s1..sk`.
+    pub fn tags(&self) -> Vec<String> {
+        if self.passage_tags.len() == self.passages.len() {
+            self.passage_tags.clone()
+        } else {
+            (1..=self.passages.len()).map(|n| format!("s{n}")).collect()
+        }
+    }
 }
 
 /// Limits guidance works within. The defaults follow the moot prompt: 1 to 3
@@ -235,6 +253,8 @@ pub struct QuoteGuide {
     rules: GuideRules,
     sources: Vec<Source>,
     passage_tags: Vec<String>,
+    /// [`Guidance::claim_line`].
+    claim_line: bool,
     max_tokens: usize,
     max_words: usize,
     state: State,
@@ -297,15 +317,15 @@ impl QuoteGuide {
     ) -> QuoteGuide {
         let sources = quote_sources(guidance, &rules);
         let runs = copy_runs(guidance, &rules);
-        let passage_tags = (1..=guidance.passages.len())
-            .map(|n| format!("s{n}"))
-            .collect();
+        let passage_tags = guidance.tags();
+        let claim_line = guidance.claim_line;
         let vocab_len = vocab.len();
         let mut guide = QuoteGuide {
             vocab,
             rules,
             sources,
             passage_tags,
+            claim_line,
             max_tokens,
             max_words: guidance.max_words,
             state: State::Free,
@@ -498,6 +518,19 @@ impl QuoteGuide {
             .collect()
     }
 
+    /// The text of a source's tag: the passage's tag of this guidance, or
+    /// an earlier turn's `oN`.
+    fn tag_text(&self, tag: SourceTag) -> String {
+        match tag {
+            SourceTag::Passage(n) => self
+                .passage_tags
+                .get(n.wrapping_sub(1))
+                .cloned()
+                .unwrap_or_else(|| tag.tag()),
+            SourceTag::Turn(_) => tag.tag(),
+        }
+    }
+
     fn remaining(&self) -> usize {
         self.max_tokens.saturating_sub(self.tokens)
     }
@@ -509,13 +542,20 @@ impl QuoteGuide {
     }
 
     /// The text ends a sentence (`.`, `!` or `?`, maybe before a closing
-    /// bracket or apostrophe).
+    /// bracket or apostrophe; not the stop of a title such as `Mr.`).
     fn at_sentence_end(&self) -> bool {
         let text = String::from_utf8_lossy(&self.text);
         let trimmed = text
             .trim_end()
             .trim_end_matches([')', '\'', '\u{2019}'].as_slice());
-        trimmed.ends_with(['.', '!', '?'])
+        if let Some(before) = trimmed.strip_suffix('.') {
+            let last = before
+                .rsplit(|c: char| !c.is_alphanumeric())
+                .next()
+                .unwrap_or("");
+            return !words::TITLE_ABBREVIATIONS.contains(&last);
+        }
+        trimmed.ends_with(['!', '?'])
     }
 
     /// Whether the turn may end here: a passage quote was made and the text
@@ -539,7 +579,8 @@ impl QuoteGuide {
     }
 
     fn near_end(&self) -> bool {
-        self.remaining() <= self.rules.end_reserve
+        (self.claim_line && self.counts.passage_quotes >= 1)
+            || self.remaining() <= self.rules.end_reserve
             || (self.max_words > 0 && self.words() + self.rules.end_words >= self.max_words)
             || (self.rules.end_after_last_quote && self.counts.quotes >= self.rules.max_quotes)
             || self.rules.sentences_after_quote.is_some_and(|n| {
@@ -718,15 +759,20 @@ impl DecodeGuide for QuoteGuide {
     }
 }
 
-/// A llama.cpp GBNF grammar for a reply citing `passages` passages: `[`
-/// only opens a tag group of this turn's `s` tags (or `o` turn tags), so
-/// every `s` tag is valid. Quotes are not constrained: a grammar cannot
-/// follow live passage positions the way [`QuoteGuide`] does.
-pub fn tag_grammar(passages: usize) -> String {
-    let tags = (1..=passages.max(1))
-        .map(|n| format!("\"s{n}\""))
-        .collect::<Vec<_>>()
-        .join(" | ");
+/// A llama.cpp GBNF grammar for a reply citing passages tagged `tags`
+/// ([`Guidance::tags`]): `[` only opens a tag group of those tags (or `o`
+/// turn tags), so every passage tag is valid. Quotes are not constrained:
+/// a grammar cannot follow live passage positions the way [`QuoteGuide`]
+/// does.
+pub fn tag_grammar(tags: &[String]) -> String {
+    let tags = if tags.is_empty() {
+        "\"s1\"".to_string()
+    } else {
+        tags.iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
     format!(
         "root ::= (text | group)*\n\
          text ::= [^\\[\\]]\n\

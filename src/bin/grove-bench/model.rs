@@ -668,13 +668,9 @@ fn guided_overhead(
         .collect();
     let guidance = Guidance {
         passages,
-        turns: Default::default(),
-        max_words: 0,
         avoid: messages.iter().map(|m| m.content.clone()).collect(),
         exempt: vec!["Moby Dick".into(), "Pride and Prejudice".into()],
-        known_words: None,
-        steer_words: Vec::new(),
-        banned_words: Vec::new(),
+        ..Guidance::default()
     };
     let mut per_token = Vec::new();
     let mut shares = Vec::new();

@@ -43,11 +43,10 @@ pub fn parse_answer(answer: &str) -> Vec<ClaimLine> {
 fn parse_line(line: usize, raw: &str) -> ClaimLine {
     let mut body = strip_list_marker(raw);
     let mut groups: Vec<Vec<u32>> = Vec::new();
-    // Pointer groups are peeled off the end, a sentence's last stop allowed
-    // after them ("… Ahab [E2].").
+    // Pointer groups are peeled off the end, marks allowed after them
+    // ("… Ahab [E2].", "… [E2];.").
     loop {
-        let trimmed = body.trim_end();
-        let trimmed = trimmed.strip_suffix('.').unwrap_or(trimmed).trim_end();
+        let trimmed = body.trim_end_matches(|c: char| c.is_whitespace() || ".,;:!?".contains(c));
         match trailing_group(trimmed) {
             Some((rest, pointers)) => {
                 groups.push(pointers);
@@ -161,7 +160,7 @@ mod tests {
         assert_eq!(c.shape, LineShape::Claim);
         assert_eq!(c.text, "The Pequod's captain is Ahab.");
         assert_eq!(c.pointers, vec![2]);
-        let c = one("- He wants the whale [E1, e3] [E4].");
+        let c = one("- He wants the whale [E1, e3] [E4];.");
         assert_eq!(c.text, "He wants the whale");
         assert_eq!(c.pointers, vec![1, 3, 4]);
         assert_eq!(one("2. Ahab. [E9999999999]").pointers, vec![u32::MAX]);

@@ -4,6 +4,8 @@
 //! store are the daemon's.
 
 pub mod claims;
+pub mod prompt;
+pub mod run;
 pub mod verify;
 pub mod warrant;
 
@@ -13,6 +15,8 @@ use sha2::{Digest, Sha256};
 use crate::merkle::Hash;
 
 pub use claims::{ClaimLine, LineShape, parse_answer};
+pub use prompt::{MAX_QUESTION_CHARS, QuestionError, check_question};
+pub use run::{AskSettings, answer};
 pub use verify::{ClaimVerdict, Label, Rung, Slice, Support, Verification, Violation, verify};
 pub use warrant::{Warrant, WarrantClass, warrant_for};
 
@@ -23,8 +27,12 @@ pub struct Evidence {
     pub pointer: u32,
     /// Content address: [`evidence_id`] of its book's root and its leaf.
     pub id: String,
-    /// The key of the book it comes from.
+    /// The key of the book it comes from, and its title (empty when the
+    /// book has none).
     pub book: String,
+    pub title: String,
+    /// The chunk's label in its book.
+    pub label: String,
     pub text: String,
     /// Whether its Merkle proof against its book's root checked (always
     /// true for a node's own books).
@@ -40,6 +48,29 @@ pub fn evidence_id(root: &Hash, leaf: &Hash) -> String {
     h.update(root);
     h.update(leaf);
     hex::encode(h.finalize())
+}
+
+/// The version of the ask record's format.
+pub const ASK_FORMAT: &str = "ask-v1";
+
+/// An asked question and its verified answer: what `grove ask --json`
+/// prints and `--out` writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskRecord {
+    pub format: String,
+    pub question: String,
+    /// The books asked; empty: every book the node holds.
+    pub books: Vec<String>,
+    /// The model that answered (`embedded:SmolLM2-135M-Instruct.Q8_0`).
+    pub model: String,
+    /// Whether its decoding was guided (quotes verbatim by construction).
+    pub guided: bool,
+    /// The verifier's policy name.
+    pub policy: String,
+    pub evidence: Vec<Evidence>,
+    /// The answer as the model wrote it, one claim line per passage asked.
+    pub answer: String,
+    pub verification: Verification,
 }
 
 /// Which books an answer may cite.

@@ -29,6 +29,8 @@ fn evidence() -> Vec<Evidence> {
             pointer: i as u32 + 1,
             id: evidence_id(&[i as u8; 32], &[0; 32]),
             book: book.to_string(),
+            title: String::new(),
+            label: i.to_string(),
             text: text.to_string(),
             proven: *proven,
         })

@@ -13,7 +13,7 @@ use super::warrant::{CitedClaim, WarrantClass, names, warrant_for};
 use super::{Evidence, Policy, Scope};
 use crate::content::{content_stems, densest_window};
 use crate::grounding::{Haystack, ParsedReply, is_found, norm};
-use crate::guide::words::words;
+use crate::guide::words::{outside_quotes, words};
 
 /// How a claim is held up by its cited passages, strongest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,7 +42,8 @@ pub enum Violation {
     SourceNotAllowed { pointer: u32, reason: String },
     /// No content word is left once the pointers are taken off.
     Empty,
-    /// Too few of the claim's content words are in what it cites.
+    /// Too few of the content words the claim says in its own words
+    /// (outside its quotes) are in what it cites.
     Coverage { share: f64 },
     /// More pointers than the cap; the best-covering ones were kept and the
     /// claim verified on those.
@@ -53,10 +54,71 @@ pub enum Violation {
     Warrant { class: WarrantClass, reason: String },
 }
 
+impl Label {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::Strict => "STRICT",
+            Label::Hybrid => "HYBRID",
+            Label::Ungrounded => "UNGROUNDED",
+        }
+    }
+}
+
+impl Rung {
+    pub fn name(self) -> &'static str {
+        match self {
+            Rung::Grounded => "grounded",
+            Rung::MostlyGrounded => "mostly grounded",
+            Rung::PartlyGrounded => "partly grounded",
+            Rung::NotGrounded => "not grounded",
+        }
+    }
+}
+
+impl Support {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Support::Quote => "quote",
+            Support::Span => "span",
+            Support::Entity => "entity",
+            Support::Paraphrase => "paraphrase",
+        }
+    }
+}
+
+impl Violation {
+    /// The failure in words for a reader (the CLI and the page).
+    pub fn describe(&self) -> String {
+        match self {
+            Violation::Unparsed { reason } => format!("its pointers do not parse: {reason}"),
+            Violation::Unresolved { pointer } => format!("E{pointer} names no passage"),
+            Violation::SourceNotAllowed { reason, .. } => reason.clone(),
+            Violation::Empty => "it says nothing once its pointers are off".to_string(),
+            Violation::Coverage { share } => format!(
+                "its passages hold {:.0} % of its words; {:.0} % are needed",
+                share * 100.0,
+                Policy::V1.coverage_min * 100.0
+            ),
+            Violation::PointersTrimmed { cited, kept } => {
+                format!("it cites {cited} passages; it was checked on the {kept} closest")
+            }
+            Violation::Misquote { quote } => {
+                format!("its quote \"{quote}\" is in none of its passages")
+            }
+            Violation::Warrant { class, reason } => format!(
+                "the question asks for a {} answer, but {reason}",
+                class.as_str().replace('-', " ")
+            ),
+        }
+    }
+}
+
 /// The verdict on one line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClaimVerdict {
     pub line: usize,
+    /// The line as written, and the claim without its pointers.
+    pub raw: String,
     pub text: String,
     /// The pointers the claim was verified on (after any trim).
     pub pointers: Vec<u32>,
@@ -127,6 +189,9 @@ impl Rung {
 pub struct Verification {
     pub claims: Vec<ClaimVerdict>,
     pub warrant: Option<WarrantClass>,
+    /// Whether the warrant was checked: only when some claim passed the
+    /// lattice, so there are cited passages to check it on.
+    pub warrant_checked: bool,
     /// The warrant's failure, if it failed.
     pub warrant_violation: Option<Violation>,
     /// Lines supported, of all lines (unsourced lines count).
@@ -151,17 +216,18 @@ pub fn verify(
         .map(|line| verify_claim(line, evidence, scope, policy))
         .collect();
     let warrant = warrant_for(question);
-    let warrant_violation = warrant.as_ref().and_then(|w| {
-        let cited: Vec<CitedClaim<'_>> = claims
-            .iter()
-            .filter(|c| c.sourced && !c.violations.iter().any(rejects))
-            .map(|c| CitedClaim {
-                text: &c.text,
-                passages: passages(evidence, &c.pointers)
-                    .map(|e| e.text.as_str())
-                    .collect(),
-            })
-            .collect();
+    let cited: Vec<CitedClaim<'_>> = claims
+        .iter()
+        .filter(|c| c.sourced && !c.violations.iter().any(rejects))
+        .map(|c| CitedClaim {
+            text: &c.text,
+            passages: passages(evidence, &c.pointers)
+                .map(|e| e.text.as_str())
+                .collect(),
+        })
+        .collect();
+    let warrant_checked = warrant.is_some() && !cited.is_empty();
+    let warrant_violation = warrant.as_ref().filter(|_| warrant_checked).and_then(|w| {
         w.check(&cited).err().map(|reason| Violation::Warrant {
             class: w.class,
             reason,
@@ -188,6 +254,7 @@ pub fn verify(
         lines: claims.len(),
         claims,
         warrant: warrant.map(|w| w.class),
+        warrant_checked,
         warrant_violation,
         supported,
         unsourced,
@@ -216,6 +283,7 @@ fn verify_claim(
 ) -> ClaimVerdict {
     let mut verdict = ClaimVerdict {
         line: line.line,
+        raw: line.raw.clone(),
         text: line.text.clone(),
         pointers: Vec::new(),
         sourced: line.shape != LineShape::Unsourced,
@@ -245,42 +313,68 @@ fn verify_claim(
     verdict.pointers = pointers;
     let cited: Vec<&Evidence> = passages(evidence, &verdict.pointers).collect();
     let cited_stems: HashSet<String> = cited.iter().flat_map(|e| content_stems(&e.text)).collect();
-    verdict.coverage = stems.intersection(&cited_stems).count() as f64 / stems.len() as f64;
+    let share = |stems: &HashSet<String>| {
+        stems.intersection(&cited_stems).count() as f64 / stems.len().max(1) as f64
+    };
+    verdict.coverage = share(&stems);
     verdict.slice = best_slice(&cited, &stems, policy);
 
-    // The support strategies, strongest first.
+    // Check 6, coverage, on what the claim says in its own words (outside
+    // its quotes): a verbatim quote does not hold up the words beside it.
+    let parsed = ParsedReply::parse(&line.text);
+    let own = content_stems(&outside_quotes(&line.text).join(" "));
+    let own_share = if own.is_empty() { 1.0 } else { share(&own) };
+    if own_share < policy.coverage_min {
+        verdict
+            .violations
+            .push(Violation::Coverage { share: own_share });
+        return verdict;
+    }
+    verdict.support = match first_support(line, &parsed, &cited, &stems, verdict.coverage, policy) {
+        Ok(support) => support,
+        Err(misquote) => {
+            verdict.violations.push(misquote);
+            None
+        }
+    };
+    verdict
+}
+
+/// The support strategies, strongest first: the first that holds the
+/// claim up classifies it; a quote in none of its passages is a misquote.
+fn first_support(
+    line: &ClaimLine,
+    parsed: &ParsedReply,
+    cited: &[&Evidence],
+    stems: &HashSet<String>,
+    coverage: f64,
+    policy: &Policy,
+) -> Result<Option<Support>, Violation> {
     let hay: Vec<Haystack> = cited.iter().map(|e| Haystack::new(&e.text)).collect();
-    let quotes: Vec<_> = ParsedReply::parse(&line.text)
+    let quotes: Vec<_> = parsed
         .quotes
-        .into_iter()
+        .iter()
         .filter(|q| q.word_count() >= policy.quote_min_words)
         .collect();
     if let Some(q) = quotes.iter().find(|q| !is_found(q, &hay)) {
-        verdict.violations.push(Violation::Misquote {
+        return Err(Violation::Misquote {
             quote: q.text.clone(),
         });
-        return verdict;
     }
     let body = norm(&line.text);
-    verdict.support = if !quotes.is_empty() {
+    Ok(if !quotes.is_empty() {
         Some(Support::Quote)
     } else if body.split(' ').count() >= policy.span_min_words
         && hay.iter().any(|h| h.contains_norm(&body))
     {
         Some(Support::Span)
-    } else if verdict.coverage < policy.coverage_min {
-        verdict.violations.push(Violation::Coverage {
-            share: verdict.coverage,
-        });
-        None
-    } else if names_close(&line.text, &cited, policy) {
+    } else if names_close(&line.text, cited, policy) {
         Some(Support::Entity)
-    } else if stems.len() >= 2 && verdict.coverage >= policy.paraphrase_min {
+    } else if stems.len() >= 2 && coverage >= policy.paraphrase_min {
         Some(Support::Paraphrase)
     } else {
         None
-    };
-    verdict
+    })
 }
 
 /// The lattice's first four hard checks, in order: the line parsed, every

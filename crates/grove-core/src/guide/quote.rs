@@ -347,15 +347,19 @@ impl QuoteGuide {
             .is_some_and(|&b| matches!(b, b'.' | b'!' | b'?'));
         self.quote_ended_sentence = ends_sentence;
         match tag {
+            Some(tag) if self.claim_line => State::Forced {
+                options: vec![format!(" [{}].", self.tag_text(tag)).into_bytes()],
+                consumed: 0,
+            },
             Some(tag) if self.rules.tag_ends_clause && !ends_sentence => State::Forced {
                 options: CLAUSE_MARKS
                     .iter()
-                    .map(|&m| format!(" [{}]{}", tag.tag(), char::from(m)).into_bytes())
+                    .map(|&m| format!(" [{}]{}", self.tag_text(tag), char::from(m)).into_bytes())
                     .collect(),
                 consumed: 0,
             },
             Some(tag) => State::Forced {
-                options: vec![format!(" [{}]", tag.tag()).into_bytes()],
+                options: vec![format!(" [{}]", self.tag_text(tag)).into_bytes()],
                 consumed: 0,
             },
             None => State::Free,

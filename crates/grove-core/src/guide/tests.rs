@@ -154,7 +154,8 @@ const WHALE: &str = "The whale rose at dawn, from the sea.";
 
 #[test]
 fn the_tag_grammar_names_only_this_turns_passages() {
-    let g = tag_grammar(3);
+    let tags: Vec<String> = ["s1", "s2", "s3"].map(String::from).to_vec();
+    let g = tag_grammar(&tags);
     assert!(
         g.contains(r#"tag ::= "s1" | "s2" | "s3" | "o" [0-9]+"#),
         "{g}"
@@ -1023,4 +1024,65 @@ fn the_english_words_rule_bans_what_reading_every_lead_bans() {
             );
         }
     }
+}
+
+#[test]
+fn passages_may_carry_their_own_tags() {
+    // An ask's evidence is tagged by its pointer: the tag forced after a
+    // quote of it is ` [E4]`, not ` [s1]`.
+    let (mut g, w) = guide_with(
+        Guidance {
+            passages: vec![WHALE.to_string()],
+            passage_tags: vec!["E4".to_string()],
+            ..Guidance::default()
+        },
+        100,
+        rules(),
+    );
+    feed(
+        &mut g,
+        &w,
+        &["I", " \"The", " whale", " rose", " at", " dawn", "\"", " ["],
+    );
+    assert!(!allows(&mut g, &w, "s"));
+    feed_chars(&mut g, &w, "E4]");
+    assert_eq!(g.text(), "I \"The whale rose at dawn\" [E4]");
+}
+
+#[test]
+fn a_claim_line_ends_at_its_quotes_tag() {
+    let (mut g, w) = guide_with(
+        Guidance {
+            passages: vec![WHALE.to_string()],
+            passage_tags: vec!["E2".to_string()],
+            claim_line: true,
+            ..Guidance::default()
+        },
+        100,
+        rules(),
+    );
+    feed(
+        &mut g,
+        &w,
+        &["I", " \"The", " whale", " rose", " at", " dawn", "\""],
+    );
+    let mut control = GuideControl::Continue;
+    for c in " [E2].".chars() {
+        assert!(
+            !allows(&mut g, &w, ";") || c == ';',
+            "only a full stop after the tag"
+        );
+        control = feed(&mut g, &w, &[c.to_string().as_str()]);
+    }
+    assert_eq!(g.text(), "I \"The whale rose at dawn\" [E2].");
+    assert_eq!(control, GuideControl::Stop);
+}
+
+#[test]
+fn a_title_stop_ends_no_sentence() {
+    let (mut g, w) = guide(&[WHALE], 100);
+    feed_chars(&mut g, &w, "Mr. Ahab");
+    assert!(!g.at_sentence_end());
+    feed_chars(&mut g, &w, " said so.");
+    assert!(g.at_sentence_end());
 }

@@ -145,6 +145,12 @@ pub fn without_tags(text: &str) -> String {
     chars.into_iter().collect()
 }
 
+/// Titles written with a stop before a name (`Mr. Bennet`): the stop ends
+/// no sentence.
+pub const TITLE_ABBREVIATIONS: &[&str] = &[
+    "Mr", "Mrs", "Ms", "Dr", "St", "Mt", "Capt", "Col", "Gen", "Rev", "Sr", "Jr", "Messrs", "Mme",
+];
+
 /// The words of `text` after `norm()`.
 pub fn words(text: &str) -> Vec<String> {
     norm(text)

@@ -230,6 +230,8 @@ fn turn_guidance(request: &TurnRequest, tagged: &[TaggedPassage]) -> Guidance {
             .map(reading::topic_word_forms)
             .unwrap_or_default(),
         banned_words: banned_words(request),
+        passage_tags: Vec::new(),
+        claim_line: false,
     }
 }
 

@@ -1,0 +1,72 @@
+//! One ask, start to end, over the evidence the caller retrieved: a claim
+//! line per passage from the model (guided where the backend guides), the
+//! lines verified together, the record.
+
+use super::prompt::{claim_line, line_guidance, line_messages};
+use super::{ASK_FORMAT, AskRecord, Evidence, Policy, Scope, verify};
+use crate::chat::{ChatModel, ChatRequest, ModelError};
+
+/// How the model is called for each line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskSettings {
+    /// Tokens a line may take.
+    pub max_tokens: u32,
+    pub temperature: f64,
+    /// The seed of the first line; line `i` uses `seed + i`.
+    pub seed: u64,
+}
+
+impl Default for AskSettings {
+    fn default() -> Self {
+        AskSettings {
+            max_tokens: 160,
+            temperature: 0.3,
+            seed: 0,
+        }
+    }
+}
+
+/// Asks `model` one claim line per evidence passage and verifies the
+/// answer. `books` is the ask's scope (empty: every book searched).
+pub fn answer(
+    model: &mut dyn ChatModel,
+    question: &str,
+    books: &[String],
+    evidence: Vec<Evidence>,
+    settings: &AskSettings,
+) -> Result<AskRecord, ModelError> {
+    let mut lines: Vec<String> = Vec::new();
+    for (i, e) in evidence.iter().enumerate() {
+        let messages = line_messages(question, e);
+        let guidance = line_guidance(question, e, &messages);
+        let reply = model.complete(&ChatRequest {
+            messages,
+            max_tokens: settings.max_tokens,
+            temperature: settings.temperature as f32,
+            seed: settings.seed.wrapping_add(i as u64),
+            guidance: Some(guidance),
+        })?;
+        let line = claim_line(&reply);
+        // An empty reply says nothing; the same line twice says it once.
+        if !line.is_empty() && !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    let answer = lines.join("\n");
+    let scope = Scope {
+        books: (!books.is_empty()).then(|| books.to_vec()),
+    };
+    let policy = Policy::V1;
+    let verification = verify(question, &answer, &evidence, &scope, &policy);
+    Ok(AskRecord {
+        format: ASK_FORMAT.to_string(),
+        question: question.to_string(),
+        books: books.to_vec(),
+        model: model.describe(),
+        guided: model.guides_decoding(),
+        policy: policy.name.to_string(),
+        evidence,
+        answer,
+        verification,
+    })
+}

@@ -1,0 +1,237 @@
+//! `grove ask` through the real binary: a scripted OpenAI-compatible model
+//! gives exact claim lines (resolved and unresolved pointers, an unsourced
+//! line, lines that hold or not), bad input gets clear errors, and the
+//! embedded model answers in guided claim lines whose quotes are verbatim.
+
+use serde_json::Value;
+
+use crate::scripted_openai::{RecordedRequest, Reply, ScriptedServer};
+use crate::support::{Grove, data_file};
+
+const MOBY: &str = "corpus/moby-dick-2701-excerpt.txt";
+const PRIDE: &str = "corpus/pride-and-prejudice-1342-excerpt.txt";
+const MOBY_KEY: &str = "books/moby-dick-or-the-whale";
+const PRIDE_KEY: &str = "books/pride-and-prejudice";
+
+fn with_books() -> Grove {
+    let g = Grove::new();
+    for book in [MOBY, PRIDE] {
+        g.ok(&["book", "add", data_file(book).to_str().unwrap()]);
+    }
+    g
+}
+
+/// The evidence pointer and passage of an ask's line request.
+fn asked_passage(r: &RecordedRequest) -> (u32, String) {
+    let user = r.last_message();
+    let head = user.strip_prefix("Passage [E").expect("a passage prompt");
+    let n: u32 = head[..head.find(']').unwrap()].parse().unwrap();
+    let text =
+        head[head.find(":\n").unwrap() + 2..head.find("\n\nQuestion: ").unwrap()].to_string();
+    (n, text)
+}
+
+fn ask(g: &Grove, server: &ScriptedServer, args: &[&str]) -> Value {
+    let mut all = vec!["ask", "--json"];
+    all.extend_from_slice(args);
+    let out = g
+        .cmd(&all)
+        .env("GROVE_MODEL__BACKEND", "openai")
+        .env("GROVE_MODEL__URL", server.url())
+        .env("GROVE_MODEL__MAX_RETRIES", "0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the record as JSON")
+}
+
+/// Lines that copy their passage's words (a span) hold up; with no warrant
+/// to meet the answer is STRICT, and each line is asked of one passage.
+#[test]
+fn lines_that_copy_their_passages_make_a_strict_answer() {
+    let g = with_books();
+    let server = ScriptedServer::start_with(|r| {
+        let (n, text) = asked_passage(r);
+        let first: Vec<&str> = text.split_whitespace().take(16).collect();
+        Reply::text(&format!("{} [E{n}].", first.join(" ")))
+    });
+    let record = ask(&g, &server, &["-k", "3", "what makes a good life?"]);
+    assert_eq!(record["format"], "ask-v1");
+    assert_eq!(record["evidence"].as_array().unwrap().len(), 3);
+    assert_eq!(server.requests().len(), 3, "one model call per passage");
+    for e in record["evidence"].as_array().unwrap() {
+        assert_eq!(e["id"].as_str().unwrap().len(), 64, "{e}");
+        assert_eq!(e["proven"], true);
+    }
+    let v = &record["verification"];
+    assert_eq!(v["lines"], 3, "{v}");
+    assert_eq!(v["supported"], 3, "{v}");
+    // Copied words hold up as a span (or as a quote, where the copy holds a
+    // quotation of the book's own).
+    assert!(
+        v["claims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["support"] == "span" || c["support"] == "quote"),
+        "{v}"
+    );
+    assert_eq!(v["label"], "STRICT", "{v}");
+    assert_eq!(v["rung"], "grounded");
+}
+
+/// Exact lines: a pointer naming no passage, a line citing nothing, and a
+/// line whose pointer is not at its end; each is counted and named, and the
+/// text output says the rung and why.
+#[test]
+fn bad_lines_are_counted_and_named() {
+    let g = with_books();
+    let script = || {
+        vec![
+            Reply::text("Ahab commands the ship. [E9]"),
+            Reply::text("He is a madman."),
+            Reply::text("Ahab [E1] hunts the whale."),
+        ]
+    };
+    let server = ScriptedServer::start(script());
+    let record = ask(
+        &g,
+        &server,
+        &["--book", MOBY_KEY, "-k", "3", "Who is Ishmael?"],
+    );
+    assert_eq!(record["books"], serde_json::json!([MOBY_KEY]));
+    assert!(
+        record["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["book"] == MOBY_KEY)
+    );
+    let v = &record["verification"];
+    assert_eq!(
+        (v["lines"].as_u64(), v["unsourced"].as_u64()),
+        (Some(3), Some(1)),
+        "{v}"
+    );
+    let claims = v["claims"].as_array().unwrap();
+    assert_eq!(claims[0]["violations"][0]["check"], "unresolved", "{v}");
+    assert_eq!(claims[0]["violations"][0]["pointer"], 9);
+    assert_eq!(claims[1]["sourced"], false);
+    assert_eq!(claims[2]["violations"][0]["check"], "unparsed");
+    assert_eq!(v["label"], "UNGROUNDED");
+    assert_eq!(v["rung"], "not-grounded");
+
+    let server = ScriptedServer::start(script());
+    let out = g
+        .cmd(&["ask", "--book", MOBY_KEY, "-k", "3", "Who is Ishmael?"])
+        .env("GROVE_MODEL__BACKEND", "openai")
+        .env("GROVE_MODEL__URL", server.url())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("E9 names no passage"), "{text}");
+    assert!(text.contains("it cites no passage"), "{text}");
+    assert!(text.contains("rung 4 of 4, not grounded"), "{text}");
+    assert!(
+        text.contains("warrant (proper noun): not checked"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_questions_books_and_models_get_clear_errors() {
+    let empty = Grove::new();
+    assert!(empty.fails(&["ask", "who?"]).contains("holds no books"));
+    let g = with_books();
+    assert!(g.fails(&["ask", "  "]).contains("the question is empty"));
+    let long = "why ".repeat(200);
+    assert!(g.fails(&["ask", &long]).contains("at most 500"));
+    assert!(
+        g.fails(&["ask", "--book", "books/nothing", "who?"])
+            .contains("no book with key `books/nothing`")
+    );
+    // A model that is down is named as such.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let out = g
+        .cmd(&["ask", "Who is Ahab?"])
+        .env("GROVE_MODEL__BACKEND", "openai")
+        .env("GROVE_MODEL__URL", &url)
+        .env("GROVE_MODEL__MAX_RETRIES", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unreachable"), "{err}");
+}
+
+/// The embedded model answers from two books: one guided line per passage,
+/// each ending in its own passage's pointer, every quote verbatim (no
+/// misquote, no unparsed line), and the record written with `--out`.
+#[test]
+fn the_embedded_model_answers_in_guided_claim_lines() {
+    let Some(model) = crate::model::embedded_model_file() else {
+        crate::support::skip("no embedded model (set GROVE_TEST_STATE or GROVE_TEST_MODEL)");
+        return;
+    };
+    let g = with_books();
+    let out_file = g.dir.path().join("answer.json");
+    let out = g
+        .cmd(&[
+            "ask",
+            "--book",
+            MOBY_KEY,
+            "--book",
+            PRIDE_KEY,
+            "-k",
+            "3",
+            "--out",
+            out_file.to_str().unwrap(),
+            "Why does Ishmael go to sea?",
+        ])
+        .env("GROVE_MODEL__PATH", &model)
+        .env(
+            "GROVE_MODEL__THREADS",
+            std::env::var("GROVE_MODEL__THREADS").unwrap_or_else(|_| "2".into()),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(text.contains("rung "), "{text}");
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    assert_eq!(record["guided"], true);
+    let v = &record["verification"];
+    let claims = v["claims"].as_array().unwrap();
+    assert!(!claims.is_empty(), "{record}");
+    let pointers: Vec<u64> = record["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["pointer"].as_u64().unwrap())
+        .collect();
+    for claim in claims {
+        let raw = claim["raw"].as_str().unwrap();
+        assert!(
+            pointers.iter().any(|n| raw.ends_with(&format!("[E{n}]."))),
+            "line {raw:?} ends in one of {pointers:?}"
+        );
+        for violation in claim["violations"].as_array().unwrap() {
+            let check = violation["check"].as_str().unwrap();
+            assert!(
+                !["unparsed", "unresolved", "misquote"].contains(&check),
+                "guidance keeps lines parsed and quotes verbatim: {raw:?} {violation}"
+            );
+        }
+    }
+}
