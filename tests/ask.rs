@@ -59,7 +59,19 @@ fn lines_that_copy_their_passages_make_a_strict_answer() {
         let first: Vec<&str> = text.split_whitespace().take(16).collect();
         Reply::text(&format!("{} [E{n}].", first.join(" ")))
     });
-    let record = ask(&g, &server, &["-k", "3", "what makes a good life?"]);
+    let out_file = g.dir.path().join("answer.json");
+    let record = ask(
+        &g,
+        &server,
+        &[
+            "-k",
+            "3",
+            "--out",
+            out_file.to_str().unwrap(),
+            "what makes a good life?",
+        ],
+    );
+    verify_and_tamper(&g, &out_file);
     assert_eq!(record["format"], "ask-v1");
     assert_eq!(record["evidence"].as_array().unwrap().len(), 3);
     assert_eq!(server.requests().len(), 3, "one model call per passage");
@@ -140,6 +152,46 @@ fn bad_lines_are_counted_and_named() {
         text.contains("warrant (proper noun): not checked"),
         "{text}"
     );
+}
+
+/// `ask verify` passes the record as written; one byte changed in a
+/// passage, or in the answer, is caught and named.
+fn verify_and_tamper(g: &Grove, file: &std::path::Path) {
+    let verdict = g.json(&["ask", "verify", file.to_str().unwrap()]);
+    assert_eq!(verdict["valid"], true, "{verdict}");
+    assert_eq!(verdict["root"].as_str().unwrap().len(), 64);
+    let original = std::fs::read_to_string(file).unwrap();
+    let record: Value = serde_json::from_str(&original).unwrap();
+    let passage = record["evidence"][0]["text"].as_str().unwrap();
+    let answer = record["answer"].as_str().unwrap();
+    for (field, text, what) in [
+        ("text", passage, "E1: its proof fails"),
+        (
+            "answer",
+            answer,
+            "stage raw-answer: its content does not match",
+        ),
+    ] {
+        // One byte: the first ASCII letter turned to another.
+        let at = text.find(|c: char| c.is_ascii_alphabetic()).unwrap();
+        let mut changed = text.to_string();
+        let c = changed.as_bytes()[at];
+        changed.replace_range(at..at + 1, if c == b'x' { "y" } else { "x" });
+        let mut tampered = record.clone();
+        if field == "text" {
+            tampered["evidence"][0]["text"] = Value::String(changed);
+        } else {
+            tampered["answer"] = Value::String(changed);
+        }
+        let bad = g.write("tampered.json", tampered.to_string().as_bytes());
+        let out = g.run(&["ask", "verify", bad.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("INVALID") && text.contains(what),
+            "{what}: {text}"
+        );
+    }
 }
 
 #[test]

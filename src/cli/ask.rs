@@ -5,15 +5,19 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use grove::ask::{AskRecord, AskSettings, ClaimVerdict, Evidence, check_question};
+use grove::ask::{AskRecord, AskSettings, check_question};
 use serde::Serialize;
 
 use crate::cli::{Ctx, Show};
 
 #[derive(clap::Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct AskArgs {
+    #[command(subcommand)]
+    pub cmd: Option<AskCmd>,
     /// The question (at most 500 characters).
-    pub question: String,
+    #[arg(required = true)]
+    pub question: Option<String>,
     /// Ask only this book (repeat for more); default: every book.
     #[arg(long = "book", value_name = "KEY")]
     pub books: Vec<String>,
@@ -31,13 +35,27 @@ pub struct AskArgs {
     pub out: Option<PathBuf>,
 }
 
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum AskCmd {
+    /// Check an answer's record offline: every passage's proof against its
+    /// book's root, the verification recomputed, every stage of the run.
+    Verify {
+        /// The record (`grove ask --out FILE`).
+        file: PathBuf,
+    },
+}
+
 /// `grove ask`.
 pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
-    let question = check_question(&args.question)?;
+    if let Some(AskCmd::Verify { file }) = &args.cmd {
+        return verify(file, ctx);
+    }
+    let question = check_question(args.question.as_deref().unwrap_or_default())?;
     let store = grove::store::Store::new(&ctx.state_dir);
     let evidence = store.evidence(&question, &args.books, args.k as usize)?;
     let mut model = grove::model::open_model(&ctx.settings().model, &ctx.state_dir)?;
     let settings = AskSettings {
+        k: args.k,
         temperature: args.temperature,
         seed: args.seed,
         ..AskSettings::default()
@@ -66,64 +84,7 @@ struct Asked {
 
 impl Show for Asked {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        let r = &self.record;
-        let v = &r.verification;
-        writeln!(out, "{}\n", r.question)?;
-        if r.evidence.is_empty() {
-            writeln!(
-                out,
-                "No passage of the books asked matches the question: there is nothing to answer from.\n"
-            )?;
-        }
-        for claim in &v.claims {
-            render_claim(out, claim, &r.evidence)?;
-        }
-        writeln!(
-            out,
-            "{}rung {} of 4, {}: {} ({}; {} of {} lines held up{})",
-            if v.claims.is_empty() { "" } else { "\n" },
-            v.rung.number(),
-            v.rung.name(),
-            v.rung.describe(),
-            v.label.as_str(),
-            v.supported,
-            v.lines,
-            match v.unsourced {
-                0 => String::new(),
-                n => format!(", {n} without a pointer"),
-            }
-        )?;
-        if let Some(class) = v.warrant {
-            let class = class.as_str().replace('-', " ");
-            match &v.warrant_violation {
-                _ if !v.warrant_checked => writeln!(
-                    out,
-                    "warrant ({class}): not checked, no claim passed its checks"
-                )?,
-                None => writeln!(out, "warrant ({class}): holds")?,
-                Some(violation) => writeln!(out, "warrant: {}", violation.describe())?,
-            }
-        }
-        writeln!(
-            out,
-            "model: {}{}",
-            r.model,
-            if r.guided { ", guided" } else { "" }
-        )?;
-        if !r.evidence.is_empty() {
-            writeln!(out, "\nevidence:")?;
-            for e in &r.evidence {
-                writeln!(
-                    out,
-                    "  E{:<3} {}, {}  id {}…  {}",
-                    e.pointer,
-                    e.book,
-                    e.label,
-                    &e.id[..12.min(e.id.len())],
-                    e.title
-                )?;
-            }
-        }
+        write!(out, "{}", grove::ask::render::render(&self.record))?;
         if let Some(file) = &self.out {
             writeln!(out, "\nrecord written to {}", file.display())?;
         }
@@ -131,26 +92,64 @@ impl Show for Asked {
     }
 }
 
-/// One claim: its line, its verdict in words, and the slice of its passage
-/// that holds it up.
-fn render_claim(out: &mut dyn Write, c: &ClaimVerdict, evidence: &[Evidence]) -> io::Result<()> {
-    writeln!(out, "{:>3}  {}", c.line, c.raw)?;
-    let verdict = match (&c.support, c.violations.first()) {
-        _ if !c.sourced => "not held up: it cites no passage".to_string(),
-        (Some(s), None) => format!("held up ({})", s.as_str()),
-        (Some(s), Some(v)) => format!("held up ({}); but {}", s.as_str(), v.describe()),
-        (None, Some(v)) => format!("not held up: {}", v.describe()),
-        (None, None) => "not held up: its passages do not say this closely enough".to_string(),
+/// `grove ask verify FILE`: exit 0 when every check agrees, 1 otherwise.
+fn verify(file: &std::path::Path, ctx: &Ctx) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let record: AskRecord = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not an ask record (ask-v1)", file.display()))?;
+    let verdict = Verified {
+        valid: false,
+        root: None,
+        passages: record.evidence.len(),
+        label: record.verification.label.as_str(),
+        problems: Vec::new(),
     };
-    writeln!(out, "     {verdict}")?;
-    if let Some(slice) = &c.slice
-        && let Some(e) = evidence.iter().find(|e| e.pointer == slice.pointer)
-        && let Some(text) = e.text.get(slice.start..slice.end)
-    {
-        let before = if slice.start > 0 { "…" } else { "" };
-        let after = if slice.end < e.text.len() { "…" } else { "" };
-        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        writeln!(out, "     E{} {}: {before}{text}{after}", e.pointer, e.book)?;
+    let verdict = match grove::ask::check(&record) {
+        Ok(root) => Verified {
+            valid: true,
+            root: Some(root),
+            ..verdict
+        },
+        Err(problems) => Verified {
+            problems,
+            ..verdict
+        },
+    };
+    ctx.show(&verdict)?;
+    if verdict.valid {
+        Ok(())
+    } else {
+        anyhow::bail!("{} does not verify", file.display())
     }
-    Ok(())
+}
+
+/// What `ask verify` found.
+#[derive(Serialize)]
+struct Verified {
+    valid: bool,
+    /// The run's root, recomputed, when valid.
+    root: Option<String>,
+    passages: usize,
+    label: &'static str,
+    problems: Vec<String>,
+}
+
+impl Show for Verified {
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        match &self.root {
+            Some(root) => writeln!(
+                out,
+                "valid: {} passages proven against their books' roots, the verification ({}) and every stage recomputed; run root {root}",
+                self.passages, self.label
+            ),
+            None => {
+                writeln!(out, "INVALID:")?;
+                for p in &self.problems {
+                    writeln!(out, "  {p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
 }

@@ -4,9 +4,8 @@
 use std::collections::HashMap;
 
 use super::search::hit_order;
-use super::{SearchHit, Store, StoreError};
-use crate::merkle::Hash;
-use grove_core::ask::{Evidence, evidence_id};
+use super::{BookRecord, SearchHit, Shard, Store, StoreError};
+use grove_core::ask::{Evidence, PassageProof, evidence_id};
 
 impl Store {
     /// The top `k` passages for `question`, best first, pointers `E1..`:
@@ -20,7 +19,7 @@ impl Store {
         books: &[String],
         k: usize,
     ) -> Result<Vec<Evidence>, StoreError> {
-        let mut roots: HashMap<String, (Hash, String)> = HashMap::new();
+        let mut books_of: HashMap<String, (Shard, BookRecord)> = HashMap::new();
         let mut hits: Vec<SearchHit> = Vec::new();
         if books.is_empty() {
             let any = self
@@ -34,8 +33,9 @@ impl Store {
             hits = self.search(question, None, k)?;
         } else {
             for key in books {
-                let book = self.shard_of(key)?.book(key, None)?;
-                roots.insert(key.clone(), (book.root, book.title.unwrap_or_default()));
+                let shard = self.shard_of(key)?;
+                let book = shard.book(key, None)?;
+                books_of.insert(key.clone(), (shard, book));
                 hits.extend(self.search(question, Some((key, None)), k)?);
             }
             hits.sort_by(hit_order);
@@ -43,20 +43,24 @@ impl Store {
         }
         let mut evidence = Vec::with_capacity(hits.len());
         for (i, hit) in hits.into_iter().enumerate() {
-            if !roots.contains_key(&hit.key) {
-                let book = self.shard_of(&hit.key)?.book(&hit.key, Some(hit.version))?;
-                roots.insert(hit.key.clone(), (book.root, book.title.unwrap_or_default()));
+            if !books_of.contains_key(&hit.key) {
+                let shard = self.shard_of(&hit.key)?;
+                let book = shard.book(&hit.key, Some(hit.version))?;
+                books_of.insert(hit.key.clone(), (shard, book));
             }
-            let (root, title) = &roots[&hit.key];
+            let (shard, book) = &books_of[&hit.key];
+            let proof = shard.proof(book, hit.index)?;
             evidence.push(Evidence {
                 pointer: i as u32 + 1,
-                id: evidence_id(root, &hit.leaf),
+                id: evidence_id(&book.root, &hit.leaf),
                 book: hit.key,
-                title: title.clone(),
+                title: book.title.clone().unwrap_or_default(),
+                index: hit.index,
                 label: hit.label,
                 text: hit.content,
                 // The node's own shard: its rows are what the root commits.
                 proven: true,
+                proof: Some(PassageProof::new(&book.root, book.count, &proof.proof)),
             });
         }
         Ok(evidence)

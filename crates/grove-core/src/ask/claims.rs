@@ -4,7 +4,7 @@
 //! stand anywhere but at its end does not parse.
 
 /// One line of an answer, as the verifier reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ClaimLine {
     /// 1-based line number among the answer's non-blank lines.
     pub line: usize,
@@ -19,7 +19,8 @@ pub struct ClaimLine {
 }
 
 /// What a line is, before any evidence is looked at.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LineShape {
     /// Text ending in one or more well-formed pointer groups.
     Claim,

@@ -5,6 +5,8 @@
 
 pub mod claims;
 pub mod prompt;
+pub mod record;
+pub mod render;
 pub mod run;
 pub mod verify;
 pub mod warrant;
@@ -16,6 +18,7 @@ use crate::merkle::Hash;
 
 pub use claims::{ClaimLine, LineShape, parse_answer};
 pub use prompt::{MAX_QUESTION_CHARS, QuestionError, check_question};
+pub use record::{PassageProof, RunRecord, check};
 pub use run::{AskSettings, answer};
 pub use verify::{ClaimVerdict, Label, Rung, Slice, Support, Verification, Violation, verify};
 pub use warrant::{Warrant, WarrantClass, warrant_for};
@@ -31,12 +34,16 @@ pub struct Evidence {
     /// book has none).
     pub book: String,
     pub title: String,
-    /// The chunk's label in its book.
+    /// The chunk's index and label in its book.
+    pub index: u64,
     pub label: String,
     pub text: String,
     /// Whether its Merkle proof against its book's root checked (always
     /// true for a node's own books).
     pub proven: bool,
+    /// Its inclusion proof against its book's root: what lets a reader of
+    /// the record check the passage offline.
+    pub proof: Option<record::PassageProof>,
 }
 
 /// The content address of a passage: SHA-256 over a domain tag, its book's
@@ -65,12 +72,16 @@ pub struct AskRecord {
     pub model: String,
     /// Whether its decoding was guided (quotes verbatim by construction).
     pub guided: bool,
+    /// How the ask ran: `k` and the model's sampling.
+    pub settings: AskSettings,
     /// The verifier's policy name.
     pub policy: String,
     pub evidence: Vec<Evidence>,
     /// The answer as the model wrote it, one claim line per passage asked.
     pub answer: String,
     pub verification: Verification,
+    /// The run record: every stage hashed, and the root over them.
+    pub run: record::RunRecord,
 }
 
 /// Which books an answer may cite.

@@ -147,9 +147,11 @@ mod tests {
             id: String::new(),
             book: "moby".into(),
             title: "Moby-Dick".into(),
-            label: "12".into(),
+            index: 12,
+            label: "chunk:0012".into(),
             text: "Call me Ishmael.".into(),
             proven: true,
+            proof: None,
         };
         let m = line_messages("Who tells the story?", &e);
         assert!(

@@ -3,12 +3,16 @@
 //! lines verified together, the record.
 
 use super::prompt::{claim_line, line_guidance, line_messages};
+use super::record::{RunRecord, run_record};
 use super::{ASK_FORMAT, AskRecord, Evidence, Policy, Scope, verify};
 use crate::chat::{ChatModel, ChatRequest, ModelError};
 
-/// How the model is called for each line.
-#[derive(Debug, Clone, PartialEq)]
+/// How an ask runs: how many passages, and how the model is called for
+/// each line.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AskSettings {
+    /// Passages retrieved, one claim line each.
+    pub k: u32,
     /// Tokens a line may take.
     pub max_tokens: u32,
     pub temperature: f64,
@@ -19,6 +23,7 @@ pub struct AskSettings {
 impl Default for AskSettings {
     fn default() -> Self {
         AskSettings {
+            k: 4,
             max_tokens: 160,
             temperature: 0.3,
             seed: 0,
@@ -58,15 +63,22 @@ pub fn answer(
     };
     let policy = Policy::V1;
     let verification = verify(question, &answer, &evidence, &scope, &policy);
-    Ok(AskRecord {
+    let mut record = AskRecord {
         format: ASK_FORMAT.to_string(),
         question: question.to_string(),
         books: books.to_vec(),
         model: model.describe(),
         guided: model.guides_decoding(),
+        settings: settings.clone(),
         policy: policy.name.to_string(),
         evidence,
         answer,
         verification,
-    })
+        run: RunRecord {
+            root: String::new(),
+            stages: Vec::new(),
+        },
+    };
+    record.run = run_record(&record);
+    Ok(record)
 }

@@ -30,9 +30,11 @@ fn evidence() -> Vec<Evidence> {
             id: evidence_id(&[i as u8; 32], &[0; 32]),
             book: book.to_string(),
             title: String::new(),
+            index: i as u64,
             label: i.to_string(),
             text: text.to_string(),
             proven: *proven,
+            proof: None,
         })
         .collect()
 }
