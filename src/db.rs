@@ -491,6 +491,8 @@ pub enum DbKind {
     Mesh,
     /// The node's cache of announcements and addresses (`node.db`).
     Node,
+    /// Answers to asks, kept while their books' roots hold (`ask.db`).
+    AskCache,
 }
 
 impl DbKind {
@@ -499,6 +501,7 @@ impl DbKind {
             DbKind::Shard => "shard",
             DbKind::Mesh => "mesh database",
             DbKind::Node => "node database",
+            DbKind::AskCache => "ask cache",
         }
     }
 
@@ -512,6 +515,9 @@ impl DbKind {
             DbKind::Node => {
                 "it holds only cached announcements and addresses: move it aside and the node \
                  starts a new one (or restore it from a backup)"
+            }
+            DbKind::AskCache => {
+                "it holds only cached answers: move it aside and the next ask starts a new one"
             }
         }
     }

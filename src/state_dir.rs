@@ -19,6 +19,8 @@ pub const MODELS_DIR: &str = "models";
 pub const MESH_DB: &str = "mesh.db";
 /// The node database (cached announcements and addresses).
 pub const NODE_DB: &str = "node.db";
+/// The ask cache: answers kept while their books' roots hold.
+pub const ASK_DB: &str = "ask.db";
 /// The lock the daemon and offline commands take.
 pub const MESH_LOCK: &str = "mesh.lock";
 /// The control socket, when neither `control.socket` nor systemd names one.
@@ -80,6 +82,10 @@ impl<'a> StateDir<'a> {
         self.root.join(NODE_DB)
     }
 
+    pub fn ask_db(self) -> PathBuf {
+        self.root.join(ASK_DB)
+    }
+
     pub fn lock(self) -> PathBuf {
         self.root.join(MESH_LOCK)
     }
@@ -94,10 +100,11 @@ impl<'a> StateDir<'a> {
 
     /// The databases at the top of the directory, with their kinds (the
     /// shards are listed by the store); each may not exist yet.
-    pub fn top_databases(self) -> [(PathBuf, DbKind); 2] {
+    pub fn top_databases(self) -> [(PathBuf, DbKind); 3] {
         [
             (self.mesh_db(), DbKind::Mesh),
             (self.node_db(), DbKind::Node),
+            (self.ask_db(), DbKind::AskCache),
         ]
     }
 }

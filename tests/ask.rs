@@ -194,6 +194,70 @@ fn verify_and_tamper(g: &Grove, file: &std::path::Path) {
     }
 }
 
+/// A second ask is served from the cache without the model; an
+/// equivalent question meets it only in `equivalent` mode; a book
+/// re-ingested with a new root turns the answer stale and the model is
+/// asked again.
+#[test]
+fn cached_answers_hold_while_their_books_roots_do() {
+    let g = with_books();
+    let server = ScriptedServer::start_with(|r| {
+        let (n, text) = asked_passage(r);
+        let first: Vec<&str> = text.split_whitespace().take(16).collect();
+        Reply::text(&format!("{} [E{n}].", first.join(" ")))
+    });
+    let run = |question: &str, mode: &str| {
+        let out = g
+            .cmd(&[
+                "ask", "--book", MOBY_KEY, "-k", "2", "--cache", mode, question,
+            ])
+            .env("GROVE_MODEL__BACKEND", "openai")
+            .env("GROVE_MODEL__URL", server.url())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (first, _) = run("Who is Ishmael?", "strict");
+    assert_eq!(server.requests().len(), 2);
+    let (again, note) = run("Who is Ishmael?", "strict");
+    assert_eq!(server.requests().len(), 2, "served without the model");
+    assert_eq!(again, first);
+    assert!(note.contains("answered from the cache"), "{note}");
+    run("who is ishmael", "strict");
+    assert_eq!(server.requests().len(), 4, "strict: another question");
+    run("Who is Ishmael?", "equivalent");
+    assert_eq!(
+        server.requests().len(),
+        6,
+        "each mode keeps its own answers"
+    );
+    let (_, note) = run("WHO is Ishmael", "equivalent");
+    assert_eq!(server.requests().len(), 6, "{note}");
+    // The book again, one word changed: a new root.
+    let text = std::fs::read_to_string(data_file(MOBY)).unwrap();
+    let changed = g.write(
+        "moby-2.txt",
+        text.replacen("Loomings", "Loomings again", 1).as_bytes(),
+    );
+    g.ok(&["book", "add", changed.to_str().unwrap(), "--key", MOBY_KEY]);
+    let (_, note) = run("Who is Ishmael?", "strict");
+    assert!(
+        note.contains("the cached answer is stale: books/moby-dick-or-the-whale changed"),
+        "{note}"
+    );
+    assert_eq!(server.requests().len(), 8, "asked again");
+    let (_, note) = run("Who is Ishmael?", "off");
+    assert_eq!(server.requests().len(), 10, "{note}");
+}
+
 #[test]
 fn bad_questions_books_and_models_get_clear_errors() {
     let empty = Grove::new();

@@ -5,7 +5,11 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
+use std::collections::BTreeMap;
+
+use grove::ask::cache::{CacheMode, answer_key, cited_roots, lookup_key};
 use grove::ask::{AskRecord, AskSettings, check_question};
+use grove::store::ask_cache::AskCache;
 use serde::Serialize;
 
 use crate::cli::{Ctx, Show};
@@ -33,6 +37,18 @@ pub struct AskArgs {
     /// Write the answer's record (JSON) to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Serve a cached answer while its books' roots hold: `strict` matches
+    /// the exact question, `equivalent` the question with case and
+    /// punctuation aside; `off` asks the model every time.
+    #[arg(long, value_enum, default_value_t = CacheArg::Strict)]
+    pub cache: CacheArg,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheArg {
+    Strict,
+    Equivalent,
+    Off,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -52,16 +68,85 @@ pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
     }
     let question = check_question(args.question.as_deref().unwrap_or_default())?;
     let store = grove::store::Store::new(&ctx.state_dir);
-    let evidence = store.evidence(&question, &args.books, args.k as usize)?;
-    let mut model = grove::model::open_model(&ctx.settings().model, &ctx.state_dir)?;
     let settings = AskSettings {
         k: args.k,
         temperature: args.temperature,
         seed: args.seed,
         ..AskSettings::default()
     };
+    let mode = match args.cache {
+        CacheArg::Strict => Some(CacheMode::Strict),
+        CacheArg::Equivalent => Some(CacheMode::Equivalent),
+        CacheArg::Off => None,
+    };
+    // A state directory not made yet holds no books, and so no answers.
+    let cache = match mode.filter(|_| ctx.state_dir.is_dir()) {
+        Some(mode) => {
+            let profile = ctx.settings().model.profile(&ctx.state_dir);
+            let lookup = lookup_key(&question, mode, &profile, &settings, &args.books);
+            Some((AskCache::open(&ctx.state_dir)?, lookup))
+        }
+        None => None,
+    };
+    let mut from_cache = None;
+    if let Some((cache, lookup)) = &cache
+        && let Some(hit) = cache.get(lookup)?
+    {
+        let was = cited_roots(&hit.record);
+        let mut now = BTreeMap::new();
+        for book in was.keys() {
+            now.insert(book.clone(), store.current_root(book)?.unwrap_or_default());
+        }
+        if answer_key(lookup, &now) == hit.answer_key {
+            return show(ctx, args, hit.record, Some(CacheNote::Hit));
+        }
+        from_cache = Some(CacheNote::Stale(stale_books(&was, &now)));
+    }
+    let evidence = store.evidence(&question, &args.books, args.k as usize)?;
+    let mut model = grove::model::open_model(&ctx.settings().model, &ctx.state_dir)?;
     let record = grove::ask::answer(&mut *model, &question, &args.books, evidence, &settings)
         .context("the model did not answer")?;
+    // An answer from no evidence is not kept: a book added later may hold
+    // what this one could not find.
+    if let Some((cache, lookup)) = &cache
+        && !record.evidence.is_empty()
+    {
+        let key = answer_key(lookup, &cited_roots(&record));
+        cache.put(lookup, &key, &record, grove::now_ms())?;
+    }
+    show(ctx, args, record, from_cache)
+}
+
+/// What the cache did for an ask.
+enum CacheNote {
+    /// The answer was served from the cache.
+    Hit,
+    /// A cached answer was found but its books changed (these, with their
+    /// old and new roots): it was asked again.
+    Stale(Vec<(String, String, String)>),
+}
+
+/// The books whose roots changed: (book, was, now), `now` empty when the
+/// node no longer holds the book.
+fn stale_books(
+    was: &BTreeMap<String, String>,
+    now: &BTreeMap<String, String>,
+) -> Vec<(String, String, String)> {
+    was.iter()
+        .filter(|(book, root)| now.get(*book) != Some(root))
+        .map(|(book, root)| {
+            let current = now.get(book).cloned().unwrap_or_default();
+            (book.clone(), root.clone(), current)
+        })
+        .collect()
+}
+
+fn show(
+    ctx: &Ctx,
+    args: &AskArgs,
+    record: AskRecord,
+    cache: Option<CacheNote>,
+) -> anyhow::Result<()> {
     if let Some(out) = &args.out {
         let text = serde_json::to_string_pretty(&record)? + "\n";
         std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
@@ -69,6 +154,7 @@ pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
     ctx.show(&Asked {
         record,
         out: args.out.clone(),
+        cache,
     })
 }
 
@@ -80,6 +166,8 @@ struct Asked {
     record: AskRecord,
     #[serde(skip)]
     out: Option<PathBuf>,
+    #[serde(skip)]
+    cache: Option<CacheNote>,
 }
 
 impl Show for Asked {
@@ -89,6 +177,32 @@ impl Show for Asked {
             writeln!(out, "\nrecord written to {}", file.display())?;
         }
         Ok(())
+    }
+
+    fn note(&self, err: &mut dyn Write) -> io::Result<()> {
+        match &self.cache {
+            None => Ok(()),
+            Some(CacheNote::Hit) => writeln!(
+                err,
+                "answered from the cache: the roots of the books it cites are unchanged (run root {})",
+                self.record.run.root
+            ),
+            Some(CacheNote::Stale(books)) => {
+                for (book, was, now) in books {
+                    let now = if now.is_empty() {
+                        "no longer held"
+                    } else {
+                        &now[..16]
+                    };
+                    writeln!(
+                        err,
+                        "the cached answer is stale: {book} changed (root {}… now {now}…); asked again",
+                        &was[..16.min(was.len())]
+                    )?;
+                }
+                Ok(())
+            }
+        }
     }
 }
 

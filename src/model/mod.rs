@@ -179,6 +179,27 @@ impl ModelSettings {
     }
 }
 
+impl ModelSettings {
+    /// What the answers of this model depend on, without loading it: the
+    /// backend, and the GGUF file (name and size), guidance and threads,
+    /// or the server and model name. Asks are cached under it.
+    pub fn profile(&self, state_dir: &Path) -> String {
+        match self.backend {
+            Backend::Openai => format!("openai:{}:{}", self.url, self.name),
+            Backend::Embedded => {
+                let path = self.model_path(state_dir);
+                let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                format!(
+                    "embedded:{}:{size}:guided={}:threads={}",
+                    path.file_name().unwrap_or_default().to_string_lossy(),
+                    self.guided,
+                    embedded_threads(self.threads, usable_cores())
+                )
+            }
+        }
+    }
+}
+
 /// Most threads `model.threads` asks for.
 pub const MAX_THREADS: usize = 256;
 

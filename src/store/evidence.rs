@@ -65,4 +65,15 @@ impl Store {
         }
         Ok(evidence)
     }
+
+    /// The root of `key`'s current version, hex; `None` when the node no
+    /// longer holds it (removed, or never added).
+    pub fn current_root(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let book = match self.shard_of(key).and_then(|shard| shard.book(key, None)) {
+            Ok(book) => book,
+            Err(StoreError::NoSuchBook(_) | StoreError::Removed(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(hex::encode(book.root)))
+    }
 }

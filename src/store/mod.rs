@@ -4,6 +4,7 @@
 //! `shards/`. A [`Shard`] owns its connection; every change is one
 //! transaction that also appends to the shard's audit chain.
 
+pub mod ask_cache;
 pub mod audit;
 mod evidence;
 mod fts5;

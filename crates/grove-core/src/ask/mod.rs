@@ -3,6 +3,7 @@
 //! the label and rung it earns. Pure, no IO: retrieval, the model and the
 //! store are the daemon's.
 
+pub mod cache;
 pub mod claims;
 pub mod prompt;
 pub mod record;
