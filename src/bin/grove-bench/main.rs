@@ -3,6 +3,7 @@
 //! `cargo run --release --bin grove-bench -- store`.
 
 mod admission;
+mod ask;
 mod cdp;
 mod grounding;
 mod mesh;
@@ -22,6 +23,7 @@ fn main() -> anyhow::Result<()> {
     let rest = args.get(1..).unwrap_or(&[]);
     match area {
         "admission" => admission::run(rest),
+        "ask" => ask::run(rest),
         "grounding" => grounding::run(rest),
         "mesh" => mesh::run(rest),
         "metrics" => metrics::run(rest),
@@ -34,7 +36,7 @@ fn main() -> anyhow::Result<()> {
         "web" => web::run(rest),
         _ => {
             anyhow::bail!(
-                "usage: grove-bench <area> [args]; areas: admission, grounding, mesh, metrics, model, moot-net, moot-turns, nat, net, store, web"
+                "usage: grove-bench <area> [args]; areas: admission, ask, grounding, mesh, metrics, model, moot-net, moot-turns, nat, net, store, web"
             )
         }
     }

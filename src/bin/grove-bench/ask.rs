@@ -1,0 +1,252 @@
+//! `grove-bench ask --model FILE [--corpus DIR] [--books 100] [--questions 8]
+//! [-k 4] [--threads N]`: local asks end to end on the embedded model over
+//! 100 books (the corpus's Gutenberg books cut into parts, each ingested as
+//! its own book), p50 and p95; the verifier's cost per answer; a cache
+//! hit's p50 and p95 (lookup, the cited books' current roots, the answer
+//! key). Mesh-wide asks are not built yet and are said so.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use grove::ask::cache::{CacheMode, answer_key, cited_roots, lookup_key};
+use grove::ask::{AskSettings, Policy, Scope, verify};
+use grove::store::Store;
+use grove::store::ask_cache::AskCache;
+
+const QUESTIONS: &[&str] = &[
+    "Why does Ishmael go to sea?",
+    "Who is Mr. Bennet's wife and what does she want?",
+    "How should a man fish for trout?",
+    "What is a cynic?",
+    "What did Elizabeth think of Mr. Darcy?",
+    "Where does Ishmael sleep in New Bedford?",
+    "What bait takes a carp?",
+    "What is marriage?",
+    "Who is Queequeg?",
+    "When is the best time to fish?",
+];
+
+struct Options {
+    model: PathBuf,
+    corpus: PathBuf,
+    books: usize,
+    questions: usize,
+    k: u32,
+    threads: usize,
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Options> {
+    let mut o = Options {
+        model: PathBuf::new(),
+        corpus: PathBuf::from("../shared/corpus"),
+        books: 100,
+        questions: 8,
+        k: 4,
+        threads: 2,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--model" => o.model = PathBuf::from(value()?),
+            "--corpus" => o.corpus = PathBuf::from(value()?),
+            "--books" => o.books = value()?.parse()?,
+            "--questions" => o.questions = value()?.parse()?,
+            "-k" => o.k = value()?.parse()?,
+            "--threads" => o.threads = value()?.parse()?,
+            _ => bail!("unknown argument {flag}"),
+        }
+    }
+    if o.model.as_os_str().is_empty() {
+        bail!(
+            "usage: grove-bench ask --model FILE [--corpus DIR] [--books N] [--questions N] [-k N] [--threads N]"
+        );
+    }
+    Ok(o)
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let o = parse(args)?;
+    let tmp = tempfile::tempdir()?;
+    let state = tmp.path().join("state");
+    let ingested = ingest_parts(&state, &o.corpus, o.books, tmp.path())?;
+    println!(
+        "# grove ask benchmark: {ingested} books from {}\n",
+        o.corpus.display()
+    );
+    let store = Store::new(&state);
+    let mut model = grove::model::embedded::EmbeddedModel::load(
+        &o.model,
+        grove::model::embedded::EmbeddedOptions {
+            threads: o.threads,
+            ..Default::default()
+        },
+    )?;
+    let settings = AskSettings {
+        k: o.k,
+        ..AskSettings::default()
+    };
+    let cache = AskCache::open(&state)?;
+    let mut asks = Vec::new();
+    let mut records = Vec::new();
+    for q in QUESTIONS.iter().cycle().take(o.questions) {
+        let t = Instant::now();
+        let evidence = store.evidence(q, &[], o.k as usize)?;
+        let record = grove::ask::answer(&mut model, q, &[], evidence, &settings)?;
+        asks.push(t.elapsed());
+        let lookup = lookup_key(q, CacheMode::Strict, "bench", &settings, &[]);
+        cache.put(
+            &lookup,
+            &answer_key(&lookup, &cited_roots(&record)),
+            &record,
+            0,
+        )?;
+        println!(
+            "  {:>5.1} s  {} ({} of {} lines held up) {q}",
+            t.elapsed().as_secs_f64(),
+            record.verification.label.as_str(),
+            record.verification.supported,
+            record.verification.lines
+        );
+        records.push(record);
+    }
+    asks.sort();
+    println!(
+        "\nlocal ask, embedded model, k={}, {} threads: p50 {:.2} s, p95 {:.2} s ({} asks)",
+        o.k,
+        o.threads,
+        percentile(&asks, 0.5).as_secs_f64(),
+        percentile(&asks, 0.95).as_secs_f64(),
+        asks.len()
+    );
+
+    verifier_cost(&records);
+    cache_hits(&cache, &store, &settings, o.questions)?;
+    println!("mesh ask over 3 nodes: not built yet (issue 51, step 4)");
+    Ok(())
+}
+
+/// The verifier's time per answer, over the answers the asks gave.
+fn verifier_cost(records: &[grove::ask::AskRecord]) {
+    let mut verifies = Vec::new();
+    for r in records {
+        let scope = Scope { books: None };
+        let t = Instant::now();
+        const REPS: u32 = 50;
+        for _ in 0..REPS {
+            std::hint::black_box(verify(
+                &r.question,
+                &r.answer,
+                &r.evidence,
+                &scope,
+                &Policy::V1,
+            ));
+        }
+        verifies.push(t.elapsed() / REPS);
+    }
+    verifies.sort();
+    println!(
+        "verifier per answer: p50 {:.3} ms, max {:.3} ms (goal under 5 ms)",
+        ms(percentile(&verifies, 0.5)),
+        ms(*verifies.last().unwrap_or(&Duration::ZERO))
+    );
+}
+
+/// A cache hit's time: the lookup, the cited books' current roots, the
+/// answer key.
+fn cache_hits(
+    cache: &AskCache,
+    store: &Store,
+    settings: &AskSettings,
+    questions: usize,
+) -> anyhow::Result<()> {
+    let mut hits = Vec::new();
+    for _ in 0..20 {
+        for q in QUESTIONS.iter().take(questions.min(QUESTIONS.len())) {
+            let t = Instant::now();
+            let lookup = lookup_key(q, CacheMode::Strict, "bench", settings, &[]);
+            let hit = cache.get(&lookup)?.context("a stored answer")?;
+            let mut now = std::collections::BTreeMap::new();
+            for book in cited_roots(&hit.record).keys() {
+                now.insert(book.clone(), store.current_root(book)?.unwrap_or_default());
+            }
+            anyhow::ensure!(answer_key(&lookup, &now) == hit.answer_key, "a fresh hit");
+            hits.push(t.elapsed());
+        }
+    }
+    hits.sort();
+    println!(
+        "cache hit (lookup, current roots, answer key): p50 {:.3} ms, p95 {:.3} ms (goal p50 under 2 ms; {} hits)",
+        ms(percentile(&hits, 0.5)),
+        ms(percentile(&hits, 0.95)),
+        hits.len()
+    );
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Cuts every Gutenberg book of `corpus` into parts (whole paragraphs), so
+/// `books` books in all, each written as a small Gutenberg file and
+/// ingested under its own key.
+fn ingest_parts(state: &Path, corpus: &Path, books: usize, tmp: &Path) -> anyhow::Result<usize> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus)
+        .with_context(|| format!("corpus {}", corpus.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no .txt books in {}", corpus.display());
+    }
+    let per_book = books.div_ceil(files.len());
+    let store = Store::new(state);
+    let mut shard = store.open_or_create("main")?;
+    let mut n = 0;
+    for file in &files {
+        let bytes = std::fs::read(file)?;
+        let text = grove::text::decode(&bytes);
+        let (meta, body) = grove::text::split(&text);
+        let paragraphs: Vec<String> = grove::text::paragraphs(&text[body]).collect();
+        let title = if meta.title.is_empty() {
+            "Untitled".to_string()
+        } else {
+            meta.title.clone()
+        };
+        let size = (paragraphs.len() / per_book).max(1);
+        for (part, chunk) in paragraphs.chunks(size).take(per_book).enumerate() {
+            if n == books {
+                break;
+            }
+            let body = chunk.join("\n\n");
+            let doc = format!(
+                "Title: {title}, part {}\nAuthor: {}\n\n*** START OF THE PROJECT GUTENBERG EBOOK PART ***\n\n{body}\n\n*** END OF THE PROJECT GUTENBERG EBOOK PART ***\n",
+                part + 1,
+                meta.author
+            );
+            let path = tmp.join(format!("part-{n}.txt"));
+            std::fs::write(&path, &doc)?;
+            let decoded = grove::book::BookText::decode(doc.as_bytes(), 64 << 20)?;
+            shard.ingest(
+                &format!("bench/part-{n}"),
+                &decoded,
+                64 << 10,
+                &path.display().to_string(),
+                0,
+                &mut |_| {},
+            )?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
