@@ -549,15 +549,28 @@ pub fn quick_check(path: &Path, kind: DbKind) -> Result<Checked, Damaged> {
         kind,
         detail,
     };
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| damaged(e.to_string()))?;
-    let problems: Vec<String> = conn
-        .prepare("PRAGMA quick_check")
-        .and_then(|mut stmt| {
-            stmt.query_map([], |r| r.get::<_, String>(0))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(|e| damaged(e.to_string()))?;
+    // Read-only: the check writes nothing. Where the directory cannot be
+    // written (read-only media) and the shared-memory file is missing, the
+    // main file alone is read, as `audit verify` reads it.
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let check = |conn: Connection| -> rusqlite::Result<Vec<String>> {
+        let mut stmt = conn.prepare("PRAGMA quick_check")?;
+        stmt.query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let problems = match Connection::open_with_flags(path, flags).and_then(check) {
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly
+            ) =>
+        {
+            Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
+                .and_then(check)
+        }
+        other => other,
+    }
+    .map_err(|e| damaged(e.to_string()))?;
     if problems != ["ok"] {
         let shown: Vec<&str> = problems
             .iter()

@@ -641,3 +641,56 @@ fn audit_verify_names_the_first_broken_link() {
     let error = report["chains"][0]["error"].as_str().unwrap();
     assert!(error.contains("broken at event 2"), "{error}");
 }
+
+/// Damage is found on demand, not only at a node's start: 200 random bytes
+/// written into one page of a shard make `audit verify` and `book verify`
+/// name the file and the way out, and exit 1.
+#[test]
+fn damage_is_found_on_demand() {
+    let g = Grove::new();
+    let text = generated_book("Damage", "Tester", 7, 400, 3);
+    let book = g.write("damage.txt", text.as_bytes());
+    let added = g.json(&["book", "add", book.to_str().unwrap()]);
+    let key = added["key"].as_str().unwrap().to_string();
+    assert!(g.ok(&["audit", "verify"]).contains("ok:"));
+    g.ok(&["book", "verify", &key]);
+
+    let shard = g.state().join("shards/main.db");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let pages = bytes.len() / 4096;
+    assert!(pages > 6, "a shard of {pages} pages");
+    // 200 bytes of a seeded generator over the head of a page in the middle
+    // of the file (its b-tree header and cell pointers).
+    let at = pages / 2 * 4096;
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for b in &mut bytes[at..at + 200] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    std::fs::write(&shard, &bytes).unwrap();
+
+    let out = g.run(&["audit", "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "DAMAGED:",
+        "shards/main.db is damaged",
+        "restore it from a backup",
+    ] {
+        assert!(stdout.contains(want), "no `{want}` in: {stdout}");
+    }
+    let err = g.fails(&["book", "verify", &key]);
+    assert!(err.contains("failed verification"), "{err}");
+    let report = g.run(&["book", "verify", &key, "--json"]);
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+    assert!(
+        report["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("shards/main.db is damaged"),
+        "{report}"
+    );
+}

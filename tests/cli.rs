@@ -384,7 +384,10 @@ fn audit_verify_on_a_database_it_cannot_write_only_reads() {
         stdout.contains("BROKEN:") && stdout.contains("rc=1"),
         "{stdout}\n{stderr}"
     );
-    assert!(stderr.contains("1 audit chain(s) broken"), "{stderr}");
+    assert!(
+        stderr.contains("1 audit chain(s) broken"),
+        "{stderr}\n{stdout}"
+    );
     // Only read: nothing was created beside the databases.
     let dir = intact.dir.path();
     assert_eq!(

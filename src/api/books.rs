@@ -9,7 +9,7 @@ use super::dto;
 pub use super::error::{ApiError, ErrorKind};
 use crate::book::{self, BookText, KeyError, PrepareError};
 use crate::config::Limits;
-use crate::db::Cause;
+use crate::db::{Cause, DbKind};
 use crate::store::{DEFAULT_SHARD, Store, StoreError, audit};
 
 impl From<StoreError> for ApiError {
@@ -211,16 +211,23 @@ impl BookApi for LocalBooks {
     fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
         let shard = self.store.shard_of(key)?;
         let book = shard.book(key, version)?;
-        let report = shard.verify(&book)?;
-        Ok(dto::Verified {
+        let verified = |chunks_checked, problems: Vec<String>| dto::Verified {
             key: book.key.clone(),
             version: book.version,
             root: hex::encode(book.root),
             count: book.count,
-            chunks_checked: report.chunks_checked,
-            ok: report.problems.is_empty(),
-            problems: report.problems,
-        })
+            chunks_checked,
+            ok: problems.is_empty(),
+            problems,
+        };
+        // The shard's file first: damage in a page the book's rows do not
+        // touch is still damage to the book's shard, and damage where they
+        // lie would fail the reading below with less to say.
+        if let Err(damaged) = crate::db::quick_check(shard.path(), DbKind::Shard) {
+            return Ok(verified(0, vec![damaged.to_string()]));
+        }
+        let report = shard.verify(&book)?;
+        Ok(verified(report.chunks_checked, report.problems))
     }
 
     fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
@@ -276,50 +283,60 @@ impl BookApi for LocalBooks {
     /// Every database keeps its own chain: each shard, and the databases at
     /// the top of the state directory (mesh state).
     fn audit(&self) -> Result<dto::AuditReport, ApiError> {
-        let mut files: Vec<PathBuf> = self
+        let mut files: Vec<(PathBuf, DbKind)> = self
             .store
             .shard_names()
             .map_err(StoreError::from)?
             .iter()
-            .map(|n| self.store.shard_path(n))
+            .map(|n| (self.store.shard_path(n), DbKind::Shard))
             .collect();
         // The databases at the top of the state directory, those that
         // exist (a state directory not made yet holds no chains).
         let top = crate::state_dir::StateDir::new(&self.state_dir).top_databases();
-        files.extend(
-            top.into_iter()
-                .map(|(path, _)| path)
-                .filter(|p| p.is_file()),
-        );
+        files.extend(top.into_iter().filter(|(p, _)| p.is_file()));
         let chains: Vec<dto::Chain> = files
             .into_iter()
-            .map(|path| {
-                let file = path.display().to_string();
-                match audit::verify_file(&path) {
-                    Ok(r) => dto::Chain {
-                        file,
-                        events: r.events,
-                        head: r.head.map(hex::encode),
-                        ok: true,
-                        broken: false,
-                        immutable: r.immutable,
-                        error: None,
-                    },
-                    Err(e) => dto::Chain {
-                        file,
-                        events: 0,
-                        head: None,
-                        ok: false,
-                        broken: matches!(e, audit::AuditError::Broken { .. }),
-                        immutable: false,
-                        error: Some(e.to_string()),
-                    },
-                }
-            })
+            .map(|(path, kind)| audit_one(&path, kind))
             .collect();
         Ok(dto::AuditReport {
             ok: chains.iter().all(|c| c.ok),
             chains,
         })
     }
+}
+
+/// One database's audit chain and its integrity (`PRAGMA quick_check`,
+/// unless it could be read only from its main file, the directory not
+/// being writable here).
+fn audit_one(path: &Path, kind: DbKind) -> dto::Chain {
+    let file = path.display().to_string();
+    let mut chain = match audit::verify_file(path) {
+        Ok(r) => dto::Chain {
+            file,
+            events: r.events,
+            head: r.head.map(hex::encode),
+            ok: true,
+            broken: false,
+            immutable: r.immutable,
+            error: None,
+            damage: None,
+        },
+        Err(e) => dto::Chain {
+            file,
+            events: 0,
+            head: None,
+            ok: false,
+            broken: matches!(e, audit::AuditError::Broken { .. }),
+            immutable: false,
+            error: Some(e.to_string()),
+            damage: None,
+        },
+    };
+    if !chain.immutable
+        && let Err(damaged) = crate::db::quick_check(path, kind)
+    {
+        chain.ok = false;
+        chain.damage = Some(damaged.to_string());
+    }
+    chain
 }

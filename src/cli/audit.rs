@@ -1,5 +1,6 @@
 //! `grove audit verify`: walks the audit chain of every database in the
-//! state directory and names the first broken link.
+//! state directory and names the first broken link, and runs each one's
+//! integrity check, naming the damage and the way out.
 
 use std::io::{self, Write};
 
@@ -20,6 +21,10 @@ pub fn run(cmd: AuditCmd, ctx: &Ctx) -> anyhow::Result<()> {
         AuditCmd::Verify => {
             let report = ctx.books().audit()?;
             ctx.show(&report)?;
+            let damaged = report.chains.iter().filter(|c| c.damage.is_some()).count();
+            if damaged > 0 {
+                bail!("{damaged} database(s) damaged");
+            }
             let broken = report.chains.iter().filter(|c| c.broken).count();
             let unread = report.chains.iter().filter(|c| !c.ok && !c.broken).count();
             if broken > 0 {
@@ -36,6 +41,9 @@ pub fn run(cmd: AuditCmd, ctx: &Ctx) -> anyhow::Result<()> {
 impl Show for dto::AuditReport {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         for c in &self.chains {
+            if let Some(damage) = &c.damage {
+                writeln!(out, "DAMAGED: {damage}")?;
+            }
             match &c.error {
                 None => writeln!(
                     out,

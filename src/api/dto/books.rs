@@ -246,6 +246,10 @@ pub struct Chain {
     #[serde(default)]
     pub immutable: bool,
     pub error: Option<String>,
+    /// What the integrity check (`PRAGMA quick_check`) found, with the
+    /// way out; `None` when it found nothing (or could not run: read-only).
+    #[serde(default)]
+    pub damage: Option<String>,
 }
 
 /// `audit verify`.
