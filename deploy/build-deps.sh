@@ -9,7 +9,11 @@ set -euo pipefail
 need=()
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
-compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null || compgen -G '/usr/lib/*/libclang*.so*' >/dev/null || need+=(libclang-dev)
+# libclang itself, not libclang-cpp (a different library bindgen cannot use,
+# which other packages bring on their own).
+compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null \
+    || compgen -G '/usr/lib/*/libclang-[0-9]*.so*' >/dev/null \
+    || need+=(libclang-dev)
 [ "${#need[@]}" -eq 0 ] && exit 0
 
 echo "installing the build's system packages: ${need[*]}"

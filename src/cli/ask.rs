@@ -5,11 +5,9 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use std::collections::BTreeMap;
-
 use grove::ask::cache::{CacheMode, answer_key, cited_roots, lookup_key};
 use grove::ask::{AskRecord, AskSettings, check_question};
-use grove::store::ask_cache::AskCache;
+use grove::store::ask_cache::{AskCache, Found, RootChange};
 use serde::Serialize;
 
 use crate::cli::{Ctx, Show};
@@ -89,18 +87,12 @@ pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
         None => None,
     };
     let mut from_cache = None;
-    if let Some((cache, lookup)) = &cache
-        && let Some(hit) = cache.get(lookup)?
-    {
-        let was = cited_roots(&hit.record);
-        let mut now = BTreeMap::new();
-        for book in was.keys() {
-            now.insert(book.clone(), store.current_root(book)?.unwrap_or_default());
+    if let Some((cache, lookup)) = &cache {
+        match cache.find(lookup, &store)? {
+            Found::Fresh(record) => return show(ctx, args, *record, Some(CacheNote::Hit)),
+            Found::Stale(changed) => from_cache = Some(CacheNote::Stale(changed)),
+            Found::Nothing => {}
         }
-        if answer_key(lookup, &now) == hit.answer_key {
-            return show(ctx, args, hit.record, Some(CacheNote::Hit));
-        }
-        from_cache = Some(CacheNote::Stale(stale_books(&was, &now)));
     }
     let evidence = store.evidence(&question, &args.books, args.k as usize)?;
     let mut model = grove::model::open_model(&ctx.settings().model, &ctx.state_dir)?;
@@ -121,24 +113,8 @@ pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
 enum CacheNote {
     /// The answer was served from the cache.
     Hit,
-    /// A cached answer was found but its books changed (these, with their
-    /// old and new roots): it was asked again.
-    Stale(Vec<(String, String, String)>),
-}
-
-/// The books whose roots changed: (book, was, now), `now` empty when the
-/// node no longer holds the book.
-fn stale_books(
-    was: &BTreeMap<String, String>,
-    now: &BTreeMap<String, String>,
-) -> Vec<(String, String, String)> {
-    was.iter()
-        .filter(|(book, root)| now.get(*book) != Some(root))
-        .map(|(book, root)| {
-            let current = now.get(book).cloned().unwrap_or_default();
-            (book.clone(), root.clone(), current)
-        })
-        .collect()
+    /// A cached answer was found but its books changed: it was asked again.
+    Stale(Vec<RootChange>),
 }
 
 fn show(
@@ -187,17 +163,21 @@ impl Show for Asked {
                 "answered from the cache: the roots of the books it cites are unchanged (run root {})",
                 self.record.run.root
             ),
-            Some(CacheNote::Stale(books)) => {
-                for (book, was, now) in books {
-                    let now = if now.is_empty() {
-                        "no longer held"
-                    } else {
-                        &now[..16]
-                    };
+            Some(CacheNote::Stale(changed)) if changed.is_empty() => writeln!(
+                err,
+                "the cached answer no longer matches the key it was stored under; asked again"
+            ),
+            Some(CacheNote::Stale(changed)) => {
+                for c in changed {
+                    let short = |root: &str| root.chars().take(16).collect::<String>();
+                    let now = c.now.as_deref().map_or("no longer held".to_string(), |r| {
+                        format!("now {}…", short(r))
+                    });
                     writeln!(
                         err,
-                        "the cached answer is stale: {book} changed (root {}… now {now}…); asked again",
-                        &was[..16.min(was.len())]
+                        "the cached answer is stale: {} changed (root {}… {now}); asked again",
+                        c.book,
+                        short(&c.was)
                     )?;
                 }
                 Ok(())
@@ -212,23 +192,16 @@ fn verify(file: &std::path::Path, ctx: &Ctx) -> anyhow::Result<()> {
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let record: AskRecord = serde_json::from_str(&text)
         .with_context(|| format!("{} is not an ask record (ask-v1)", file.display()))?;
+    let (root, problems) = match grove::ask::check(&record) {
+        Ok(root) => (Some(root), Vec::new()),
+        Err(problems) => (None, problems),
+    };
     let verdict = Verified {
-        valid: false,
-        root: None,
+        valid: root.is_some(),
+        root,
         passages: record.evidence.len(),
         label: record.verification.label.as_str(),
-        problems: Vec::new(),
-    };
-    let verdict = match grove::ask::check(&record) {
-        Ok(root) => Verified {
-            valid: true,
-            root: Some(root),
-            ..verdict
-        },
-        Err(problems) => Verified {
-            problems,
-            ..verdict
-        },
+        problems,
     };
     ctx.show(&verdict)?;
     if verdict.valid {

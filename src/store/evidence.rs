@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::search::hit_order;
-use super::{BookRecord, SearchHit, Shard, Store, StoreError};
+use super::{BookRecord, SearchHit, SearchScope, Shard, Store, StoreError};
 use grove_core::ask::{Evidence, PassageProof, evidence_id};
 
 impl Store {
@@ -22,21 +22,17 @@ impl Store {
         let mut books_of: HashMap<String, (Shard, BookRecord)> = HashMap::new();
         let mut hits: Vec<SearchHit> = Vec::new();
         if books.is_empty() {
-            let any = self
-                .open_all()?
-                .iter()
-                .map(|s| s.books(false).map(|b| !b.is_empty()))
-                .collect::<Result<Vec<bool>, _>>()?;
-            if !any.contains(&true) {
+            hits = self.search(question, None, k)?;
+            // Only an empty answer asks whether there was anything to search.
+            if hits.is_empty() && !self.holds_books()? {
                 return Err(StoreError::NoBooks);
             }
-            hits = self.search(question, None, k)?;
         } else {
             for key in books {
                 let shard = self.shard_of(key)?;
                 let book = shard.book(key, None)?;
+                hits.extend(shard.search(question, SearchScope::Book(&book), k)?);
                 books_of.insert(key.clone(), (shard, book));
-                hits.extend(self.search(question, Some((key, None)), k)?);
             }
             hits.sort_by(hit_order);
             hits.truncate(k);
@@ -64,6 +60,16 @@ impl Store {
             });
         }
         Ok(evidence)
+    }
+
+    /// Whether any shard holds a current book.
+    fn holds_books(&self) -> Result<bool, StoreError> {
+        for shard in self.open_all()? {
+            if !shard.books(false)?.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The root of `key`'s current version, hex; `None` when the node no

@@ -54,7 +54,7 @@ pub fn densest_window(text: &str, wanted: &HashSet<String>, max_words: usize) ->
         .iter()
         .map(|r| {
             let w = crate::grounding::norm(&text[r.clone()]);
-            (is_content_word(&w) && wanted.contains(&stem(&w))).then(|| stem(&w))
+            Some(stem(&w)).filter(|s| is_content_word(&w) && wanted.contains(s))
         })
         .collect();
     let mut best: Option<(usize, usize, usize)> = None; // (score, first, last)
@@ -81,9 +81,9 @@ pub fn densest_window(text: &str, wanted: &HashSet<String>, max_words: usize) ->
     })
 }
 
-/// Byte ranges of a text's words: maximal runs of letters, digits and
-/// apostrophes.
-fn word_spans(text: &str) -> Vec<std::ops::Range<usize>> {
+/// Byte ranges of a text's words as written: maximal runs of letters,
+/// digits and apostrophes.
+pub fn word_spans(text: &str) -> Vec<std::ops::Range<usize>> {
     let mut spans = Vec::new();
     let mut start = None;
     for (i, c) in text.char_indices() {

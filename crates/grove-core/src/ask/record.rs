@@ -74,8 +74,8 @@ fn hash_of(s: &str) -> Option<Hash> {
 }
 
 /// The stored DAG: every stage's content hash and node hash, and the root
-/// over all nodes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// over all nodes (empty until [`run_record`] fills it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub root: String,
     pub stages: Vec<StageRecord>,
@@ -134,6 +134,7 @@ pub fn run_record(r: &AskRecord) -> RunRecord {
         json!({"label": r.verification.label, "rung": r.verification.rung}),
     ];
     let mut stages: Vec<StageRecord> = Vec::new();
+    let mut nodes: Vec<Hash> = Vec::new();
     let mut all = Sha256::new();
     all.update(b"grove-ask-run-v1\0");
     for ((name, parents), content) in STAGES.iter().zip(contents) {
@@ -147,12 +148,13 @@ pub fn run_record(r: &AskRecord) -> RunRecord {
         n.update(b"grove-ask-node-v1\0");
         n.update(hash);
         for p in *parents {
-            if let Some(parent) = stages.iter().find(|s| s.name == *p) {
-                n.update(hex::decode(&parent.node).unwrap_or_default());
+            if let Some(i) = stages.iter().position(|s| s.name == *p) {
+                n.update(nodes[i]);
             }
         }
         let node: Hash = n.finalize().into();
         all.update(node);
+        nodes.push(node);
         stages.push(StageRecord {
             name: name.to_string(),
             hash: hex::encode(hash),

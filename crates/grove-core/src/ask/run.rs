@@ -74,10 +74,7 @@ pub fn answer(
         evidence,
         answer,
         verification,
-        run: RunRecord {
-            root: String::new(),
-            stages: Vec::new(),
-        },
+        run: RunRecord::default(),
     };
     record.run = run_record(&record);
     Ok(record)

@@ -9,11 +9,11 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::claims::{ClaimLine, LineShape, parse_answer};
-use super::warrant::{CitedClaim, WarrantClass, names, warrant_for};
+use super::warrant::{CitedClaim, WarrantClass, names, plain_words, warrant_for};
 use super::{Evidence, Policy, Scope};
 use crate::content::{content_stems, densest_window};
 use crate::grounding::{Haystack, ParsedReply, is_found, norm};
-use crate::guide::words::{outside_quotes, words};
+use crate::guide::words::outside_quotes;
 
 /// How a claim is held up by its cited passages, strongest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,10 +210,10 @@ pub fn verify(
     scope: &Scope,
     policy: &Policy,
 ) -> Verification {
-    let lines = parse_answer(answer);
-    let claims: Vec<ClaimVerdict> = lines
+    let sources = Sources::new(evidence);
+    let claims: Vec<ClaimVerdict> = parse_answer(answer)
         .iter()
-        .map(|line| verify_claim(line, evidence, scope, policy))
+        .map(|line| verify_claim(line, &sources, scope, policy))
         .collect();
     let warrant = warrant_for(question);
     let cited: Vec<CitedClaim<'_>> = claims
@@ -221,8 +221,9 @@ pub fn verify(
         .filter(|c| c.sourced && !c.violations.iter().any(rejects))
         .map(|c| CitedClaim {
             text: &c.text,
-            passages: passages(evidence, &c.pointers)
-                .map(|e| e.text.as_str())
+            passages: sources
+                .cited(&c.pointers)
+                .map(|(e, _)| e.text.as_str())
                 .collect(),
         })
         .collect();
@@ -269,15 +270,38 @@ fn rejects(v: &Violation) -> bool {
     !matches!(v, Violation::PointersTrimmed { .. })
 }
 
-fn passages<'e>(evidence: &'e [Evidence], pointers: &[u32]) -> impl Iterator<Item = &'e Evidence> {
-    pointers
-        .iter()
-        .filter_map(|p| evidence.iter().find(|e| e.pointer == *p))
+/// The evidence, each passage with its content stems, worked out once per
+/// answer (every claim citing a passage reads the same stems).
+struct Sources<'e> {
+    evidence: &'e [Evidence],
+    stems: Vec<HashSet<String>>,
+}
+
+impl<'e> Sources<'e> {
+    fn new(evidence: &'e [Evidence]) -> Sources<'e> {
+        Sources {
+            evidence,
+            stems: evidence.iter().map(|e| content_stems(&e.text)).collect(),
+        }
+    }
+
+    fn get(&self, pointer: u32) -> Option<(&'e Evidence, &HashSet<String>)> {
+        let i = self.evidence.iter().position(|e| e.pointer == pointer)?;
+        Some((&self.evidence[i], &self.stems[i]))
+    }
+
+    /// The passages `pointers` name, in order (those that resolve).
+    fn cited<'s>(
+        &'s self,
+        pointers: &'s [u32],
+    ) -> impl Iterator<Item = (&'e Evidence, &'s HashSet<String>)> + 's {
+        pointers.iter().filter_map(|p| self.get(*p))
+    }
 }
 
 fn verify_claim(
     line: &ClaimLine,
-    evidence: &[Evidence],
+    sources: &Sources<'_>,
     scope: &Scope,
     policy: &Policy,
 ) -> ClaimVerdict {
@@ -296,7 +320,7 @@ fn verify_claim(
         return verdict;
     }
     let stems = content_stems(&line.text);
-    if let Err(v) = hard_checks(line, &stems, evidence, scope) {
+    if let Err(v) = hard_checks(line, &stems, sources, scope) {
         verdict.violations.push(v);
         return verdict;
     }
@@ -304,24 +328,26 @@ fn verify_claim(
     pointers.dedup();
     if pointers.len() > policy.max_pointers {
         let cited = pointers.len();
-        pointers = best_covering(&pointers, evidence, &stems, policy.max_pointers);
+        pointers = best_covering(&pointers, sources, &stems, policy.max_pointers);
         verdict.violations.push(Violation::PointersTrimmed {
             cited,
             kept: pointers.len(),
         });
     }
     verdict.pointers = pointers;
-    let cited: Vec<&Evidence> = passages(evidence, &verdict.pointers).collect();
-    let cited_stems: HashSet<String> = cited.iter().flat_map(|e| content_stems(&e.text)).collect();
+    let cited: Vec<&Evidence> = sources.cited(&verdict.pointers).map(|(e, _)| e).collect();
+    let cited_stems: HashSet<&String> = sources
+        .cited(&verdict.pointers)
+        .flat_map(|(_, stems)| stems)
+        .collect();
     let share = |stems: &HashSet<String>| {
-        stems.intersection(&cited_stems).count() as f64 / stems.len().max(1) as f64
+        stems.iter().filter(|s| cited_stems.contains(s)).count() as f64 / stems.len().max(1) as f64
     };
     verdict.coverage = share(&stems);
     verdict.slice = best_slice(&cited, &stems, policy);
 
     // Check 6, coverage, on what the claim says in its own words (outside
     // its quotes): a verbatim quote does not hold up the words beside it.
-    let parsed = ParsedReply::parse(&line.text);
     let own = content_stems(&outside_quotes(&line.text).join(" "));
     let own_share = if own.is_empty() { 1.0 } else { share(&own) };
     if own_share < policy.coverage_min {
@@ -330,7 +356,7 @@ fn verify_claim(
             .push(Violation::Coverage { share: own_share });
         return verdict;
     }
-    verdict.support = match first_support(line, &parsed, &cited, &stems, verdict.coverage, policy) {
+    verdict.support = match first_support(line, &cited, &stems, verdict.coverage, policy) {
         Ok(support) => support,
         Err(misquote) => {
             verdict.violations.push(misquote);
@@ -344,16 +370,15 @@ fn verify_claim(
 /// claim up classifies it; a quote in none of its passages is a misquote.
 fn first_support(
     line: &ClaimLine,
-    parsed: &ParsedReply,
     cited: &[&Evidence],
     stems: &HashSet<String>,
     coverage: f64,
     policy: &Policy,
 ) -> Result<Option<Support>, Violation> {
     let hay: Vec<Haystack> = cited.iter().map(|e| Haystack::new(&e.text)).collect();
-    let quotes: Vec<_> = parsed
+    let quotes: Vec<_> = ParsedReply::parse(&line.text)
         .quotes
-        .iter()
+        .into_iter()
         .filter(|q| q.word_count() >= policy.quote_min_words)
         .collect();
     if let Some(q) = quotes.iter().find(|q| !is_found(q, &hay)) {
@@ -382,7 +407,7 @@ fn first_support(
 fn hard_checks(
     line: &ClaimLine,
     stems: &HashSet<String>,
-    evidence: &[Evidence],
+    sources: &Sources<'_>,
     scope: &Scope,
 ) -> Result<(), Violation> {
     if let LineShape::Unparsed(reason) = &line.shape {
@@ -390,14 +415,10 @@ fn hard_checks(
             reason: reason.clone(),
         });
     }
-    if let Some(p) = line
-        .pointers
-        .iter()
-        .find(|p| !evidence.iter().any(|e| e.pointer == **p))
-    {
+    if let Some(p) = line.pointers.iter().find(|p| sources.get(**p).is_none()) {
         return Err(Violation::Unresolved { pointer: *p });
     }
-    for e in passages(evidence, &line.pointers) {
+    for (e, _) in sources.cited(&line.pointers) {
         if let Some(reason) = scope.refuses(e) {
             return Err(Violation::SourceNotAllowed {
                 pointer: e.pointer,
@@ -415,7 +436,7 @@ fn hard_checks(
 /// claim, in their written order.
 fn best_covering(
     pointers: &[u32],
-    evidence: &[Evidence],
+    sources: &Sources<'_>,
     stems: &HashSet<String>,
     keep: usize,
 ) -> Vec<u32> {
@@ -423,9 +444,9 @@ fn best_covering(
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let shared = passages(evidence, &[*p])
-                .map(|e| content_stems(&e.text).intersection(stems).count())
-                .sum();
+            let shared = sources
+                .get(*p)
+                .map_or(0, |(_, passage)| passage.intersection(stems).count());
             (shared, i, *p)
         })
         .collect();
@@ -440,17 +461,14 @@ fn best_covering(
 fn names_close(claim: &str, cited: &[&Evidence], policy: &Policy) -> bool {
     let claim_names: Vec<Vec<String>> = names(claim)
         .iter()
-        .map(|n| words(n))
+        .map(|n| plain_words(n))
         .filter(|w| !w.is_empty())
         .collect();
     if claim_names.len() < policy.entity_min_names {
         return false;
     }
     cited.iter().any(|e| {
-        let passage: Vec<String> = words(&e.text)
-            .into_iter()
-            .map(|w| w.strip_suffix("'s").map(str::to_string).unwrap_or(w))
-            .collect();
+        let passage = plain_words(&e.text);
         // Every occurrence of every name, as (word position, name index).
         let mut hits: Vec<(usize, usize)> = Vec::new();
         for (n, name) in claim_names.iter().enumerate() {

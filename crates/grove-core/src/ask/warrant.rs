@@ -14,6 +14,7 @@
 
 use std::collections::HashSet;
 
+use crate::content::word_spans;
 use crate::guide::words::words;
 
 /// The kind of answer a question asks for.
@@ -252,7 +253,7 @@ fn each_stated(
 /// Years (three or four digits) and month names (capitalised) of a text.
 fn date_words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for w in raw_words(text) {
+    for w in word_spans(text).into_iter().map(|r| &text[r]) {
         let digits = w.chars().all(|c| c.is_ascii_digit());
         if (digits && (3..=4).contains(&w.len())) || MONTHS.contains(&w) {
             out.push(w.to_lowercase());
@@ -298,7 +299,8 @@ pub fn names(text: &str) -> Vec<String> {
         }
     };
     let mut prev_end = 0;
-    for (start, w) in raw_word_spans(text) {
+    for span in word_spans(text) {
+        let (start, w) = (span.start, &text[span]);
         let between = &text[prev_end..start];
         if !between.chars().all(char::is_whitespace) {
             flush(&mut run, &mut out);
@@ -320,31 +322,6 @@ pub fn names(text: &str) -> Vec<String> {
     out
 }
 
-fn raw_words(text: &str) -> impl Iterator<Item = &str> {
-    raw_word_spans(text).into_iter().map(|(_, w)| w)
-}
-
-/// Words as written (letters, digits, apostrophes) with their byte starts.
-fn raw_word_spans(text: &str) -> Vec<(usize, &str)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for (i, c) in text.char_indices() {
-        let in_word = c.is_alphanumeric() || c == '\'' || c == '\u{2019}';
-        match (in_word, start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                out.push((s, &text[s..i]));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = start {
-        out.push((s, &text[s..]));
-    }
-    out
-}
-
 /// A passage's `norm()` words with possessives dropped, padded for
 /// whole-word phrase tests.
 struct Plain(String);
@@ -360,7 +337,9 @@ impl Plain {
     }
 }
 
-fn plain_words(text: &str) -> Vec<String> {
+/// A text's `norm()` words with possessives dropped (`Pequod's` is
+/// `pequod`): how names are found in passages.
+pub(super) fn plain_words(text: &str) -> Vec<String> {
     words(text)
         .into_iter()
         .map(|w| w.strip_suffix("'s").map(str::to_string).unwrap_or(w))
