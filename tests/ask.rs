@@ -351,3 +351,150 @@ fn the_embedded_model_answers_in_guided_claim_lines() {
         }
     }
 }
+
+/// A model that answers each line by copying its passage's first words.
+fn copying_server() -> ScriptedServer {
+    ScriptedServer::start_with(|r| {
+        let (n, text) = asked_passage(r);
+        let first: Vec<&str> = text.split_whitespace().take(16).collect();
+        Reply::text(&format!("{} [E{n}].", first.join(" ")))
+    })
+}
+
+/// A mesh of three daemons through the real binary: alpha holds no books
+/// and asks with `--mesh`; bravo holds Moby-Dick, charlie Pride and
+/// Prejudice. The answer cites passages of both peers, each proven against
+/// the root its holder announced; `ask verify --expect-mesh` proves them
+/// from the mesh's genesis offline, and refuses another mesh id, a changed
+/// announcement and a passage moved to another holder. Without the daemon
+/// a mesh ask is refused with how to start it.
+#[test]
+fn a_mesh_answers_from_two_peers_books_with_proofs() {
+    use crate::cluster::{Daemon, converged, invite, vote_yes};
+    let server = copying_server();
+    let url = server.url();
+    let model_env = [
+        ("GROVE_MODEL__BACKEND", "openai"),
+        ("GROVE_MODEL__URL", url.as_str()),
+        ("GROVE_MODEL__MAX_RETRIES", "0"),
+    ];
+    let offline = Grove::new();
+    assert!(
+        offline
+            .fails(&["ask", "--mesh", "who?"])
+            .contains("grove node run")
+    );
+    let a = Daemon::start_with("alpha", &model_env);
+    let b = Daemon::start("bravo");
+    let c = Daemon::start("charlie");
+    b.ok(&["book", "add", data_file(MOBY).to_str().unwrap()]);
+    c.ok(&["book", "add", data_file(PRIDE).to_str().unwrap()]);
+    a.ok(&["mesh", "init", "--name", "ask-mesh"]);
+    assert_eq!(b.json(&["mesh", "join", &invite(&a)])["state"], "joined");
+    c.json(&["mesh", "join", &invite(&a)]);
+    vote_yes(&b, "add");
+    converged(&[&a, &b, &c], 2);
+    let question = "What does a man want most in his life?";
+    crate::cluster::eventually("both peers' hits prove on alpha", || {
+        let out = a.json(&["book", "search", question, "-k", "12", "--mesh"]);
+        let books: std::collections::BTreeSet<&str> = out["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|h| h["key"].as_str())
+            .collect();
+        out["errors"].as_array().is_none_or(|e| e.is_empty()) && books.len() == 2
+    });
+    let file = a.g.dir.path().join("mesh-answer.json");
+    let record = a.json(&[
+        "ask",
+        "--mesh",
+        "--book",
+        MOBY_KEY,
+        "--book",
+        PRIDE_KEY,
+        "-k",
+        "6",
+        "--out",
+        file.to_str().unwrap(),
+        question,
+    ]);
+    let holders: std::collections::BTreeSet<&str> = record["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["proven"], true, "{e}");
+            assert!(e["proof"]["steps"].is_array(), "{e}");
+            e["holder"].as_str().expect("a holder")
+        })
+        .collect();
+    let (pb, pc) = (b.peer_id(), c.peer_id());
+    assert_eq!(
+        holders,
+        [pb.as_str(), pc.as_str()].into_iter().collect(),
+        "{record}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        record["evidence"].as_array().unwrap().len()
+    );
+    let mesh_id = a.status()["mesh_id"].as_str().unwrap().to_string();
+    assert_eq!(record["mesh"]["mesh_id"], mesh_id.as_str());
+    let path = file.to_str().unwrap();
+    let verdict = a.json(&["ask", "verify", path, "--expect-mesh", &mesh_id]);
+    assert_eq!(verdict["valid"], true, "{verdict}");
+    assert_eq!(verdict["mesh"], mesh_id.as_str());
+    let other = "0".repeat(mesh_id.len());
+    let out = a.g.run(&["ask", "verify", path, "--expect-mesh", &other]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not the expected"));
+    // One changed byte in an announcement, or a passage claimed for the
+    // other holder: the anchor no longer holds.
+    let original: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let mut forged = original.clone();
+    let ann = forged["mesh"]["announcements"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let flipped = if ann.ends_with('0') { "1" } else { "0" };
+    forged["mesh"]["announcements"][0] =
+        Value::String(format!("{}{flipped}", &ann[..ann.len() - 1]));
+    let mut moved = original.clone();
+    let first = moved["evidence"][0]["holder"].as_str().unwrap().to_string();
+    let swap = if first == pb { &pc } else { &pb };
+    moved["evidence"][0]["holder"] = Value::String(swap.clone());
+    for (name, bad) in [("forged", forged), ("moved", moved)] {
+        let f =
+            a.g.write(&format!("{name}.json"), bad.to_string().as_bytes());
+        let out = a.g.run(&[
+            "ask",
+            "verify",
+            f.to_str().unwrap(),
+            "--expect-mesh",
+            &mesh_id,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("INVALID"),
+            "{name}"
+        );
+    }
+    // A local ask's record has no anchor to pin.
+    let g = with_books();
+    let local = g.dir.path().join("local.json");
+    ask(
+        &g,
+        &server,
+        &["-k", "1", "--out", local.to_str().unwrap(), "Who is Ahab?"],
+    );
+    let out = g.run(&[
+        "ask",
+        "verify",
+        local.to_str().unwrap(),
+        "--expect-mesh",
+        &mesh_id,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no mesh anchor"));
+}

@@ -19,7 +19,8 @@ impl From<StoreError> for ApiError {
             | StoreError::NoSuchVersion { .. }
             | StoreError::NoSuchChunk { .. }
             | StoreError::Removed(_)
-            | StoreError::NoSuchShard(_) => ErrorKind::NotFound,
+            | StoreError::NoSuchShard(_)
+            | StoreError::NoBooks => ErrorKind::NotFound,
             StoreError::KeyInOtherShard { .. } => ErrorKind::Conflict,
             StoreError::BadShardName(_) | StoreError::Chunks(_) => ErrorKind::BadRequest,
             _ if matches!(e.cause(), Some(Cause::Full | Cause::NotWritable)) => {

@@ -48,7 +48,6 @@ impl Client {
         &self.socket
     }
 
-    /// One request; the answer's JSON as `T`, or the daemon's error.
     /// `POST /v1/books/search`: this node's books, or every member's.
     pub fn search_call(&self, req: &SearchRequest, mesh: bool) -> Result<dto::Hits, ApiError> {
         let call = dto::SearchCall {
@@ -59,6 +58,16 @@ impl Client {
         self.request(Method::POST, routes::BOOKS_SEARCH, body)
     }
 
+    /// `POST /v1/ask`: an ask on the daemon (its books, or the mesh's).
+    pub fn ask_call(
+        &self,
+        call: &crate::api::ask::AskCall,
+    ) -> Result<crate::api::ask::Answered, ApiError> {
+        let body = serde_json::to_vec(call).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.request(Method::POST, routes::ASK, body)
+    }
+
+    /// One request; the answer's JSON as `T`, or the daemon's error.
     pub fn request<T: DeserializeOwned>(
         &self,
         method: Method,

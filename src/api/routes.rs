@@ -40,6 +40,7 @@ pub const MOOT_START: &str = "/v1/moot/start";
 pub const MOOT_RESUME: &str = "/v1/moot/resume";
 pub const MOOT_SHOW: &str = "/v1/moot/show";
 pub const MOOT_EXPORT: &str = "/v1/moot/export";
+pub const ASK: &str = "/v1/ask";
 
 /// Route families (no route of their own): a change sent under one is
 /// checked with the same command (`api::client`).

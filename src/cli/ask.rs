@@ -1,13 +1,14 @@
-//! `grove ask`: a question put to this node's books, answered by its model
-//! one claim line per passage, every claim checked against the books.
+//! `grove ask`: a question put to this node's books (or with `--mesh`, to
+//! every member's), answered by its model one claim line per passage, every
+//! claim checked against the books; `grove ask verify`, the offline check.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use grove::ask::cache::{CacheMode, answer_key, cited_roots, lookup_key};
-use grove::ask::{AskRecord, AskSettings, check_question};
-use grove::store::ask_cache::{AskCache, Found, RootChange};
+use grove::api::ErrorKind;
+use grove::api::ask::{Answered, AskCall, CacheChoice, CacheNote, LocalAsk};
+use grove::ask::AskRecord;
 use serde::Serialize;
 
 use crate::cli::{Ctx, Show};
@@ -24,7 +25,7 @@ pub struct AskArgs {
     #[arg(long = "book", value_name = "KEY")]
     pub books: Vec<String>,
     /// Passages to answer from, one claim line each.
-    #[arg(short = 'k', long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=12))]
+    #[arg(short = 'k', long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=grove::api::ask::MAX_ASK_K as i64))]
     pub k: u32,
     /// Sampling temperature.
     #[arg(long, default_value_t = 0.3)]
@@ -40,6 +41,10 @@ pub struct AskArgs {
     /// punctuation aside; `off` asks the model every time.
     #[arg(long, value_enum, default_value_t = CacheArg::Strict)]
     pub cache: CacheArg,
+    /// Ask every member's books (through the daemon): each passage from a
+    /// peer carries its Merkle proof against the root its holder announced.
+    #[arg(long)]
+    pub mesh: bool,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,81 +61,63 @@ pub enum AskCmd {
     Verify {
         /// The record (`grove ask --out FILE`).
         file: PathBuf,
+        /// Also prove every passage of a mesh ask is of a book a member of
+        /// this mesh announced: the chain from its genesis, the holders'
+        /// signed announcements.
+        #[arg(long, value_name = "MESH_ID")]
+        expect_mesh: Option<String>,
     },
 }
 
-/// `grove ask`.
+/// `grove ask`: on the daemon when one runs (the only way to ask the
+/// mesh), else in this process on the node's own books.
 pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
-    if let Some(AskCmd::Verify { file }) = &args.cmd {
-        return verify(file, ctx);
+    if let Some(AskCmd::Verify { file, expect_mesh }) = &args.cmd {
+        return verify(file, expect_mesh.as_deref(), ctx);
     }
-    let question = check_question(args.question.as_deref().unwrap_or_default())?;
-    let store = grove::store::Store::new(&ctx.state_dir);
-    let settings = AskSettings {
+    let call = AskCall {
+        question: args.question.clone().unwrap_or_default(),
+        books: args.books.clone(),
         k: args.k,
         temperature: args.temperature,
         seed: args.seed,
-        ..AskSettings::default()
+        cache: match args.cache {
+            CacheArg::Strict => Some(CacheChoice::Strict),
+            CacheArg::Equivalent => Some(CacheChoice::Equivalent),
+            CacheArg::Off => None,
+        },
+        mesh: args.mesh,
     };
-    let mode = match args.cache {
-        CacheArg::Strict => Some(CacheMode::Strict),
-        CacheArg::Equivalent => Some(CacheMode::Equivalent),
-        CacheArg::Off => None,
+    let local = || {
+        let parts = LocalAsk::new(&ctx.state_dir, &ctx.settings().model);
+        grove::api::ask::ask(&call, &parts)
     };
-    // A state directory not made yet holds no books, and so no answers.
-    let cache = match mode.filter(|_| ctx.state_dir.is_dir()) {
-        Some(mode) => {
-            let profile = ctx.settings().model.profile(&ctx.state_dir);
-            let lookup = lookup_key(&question, mode, &profile, &settings, &args.books);
-            Some((AskCache::open(&ctx.state_dir)?, lookup))
+    let answered = if args.mesh {
+        ctx.daemon()?.ask_call(&call)?
+    } else {
+        match ctx.daemon_if_running() {
+            // A daemon that stopped before the request reached it: asked here.
+            Some(client) => match client.ask_call(&call) {
+                Err(e) if e.kind == ErrorKind::NotSent => local()?,
+                answered => answered?,
+            },
+            None => local()?,
         }
-        None => None,
     };
-    let mut from_cache = None;
-    if let Some((cache, lookup)) = &cache {
-        match cache.find(lookup, &store)? {
-            Found::Fresh(record) => return show(ctx, args, *record, Some(CacheNote::Hit)),
-            Found::Stale(changed) => from_cache = Some(CacheNote::Stale(changed)),
-            Found::Nothing => {}
-        }
-    }
-    let evidence = store.evidence(&question, &args.books, args.k as usize)?;
-    let mut model = grove::model::open_model(&ctx.settings().model, &ctx.state_dir)?;
-    let record = grove::ask::answer(&mut *model, &question, &args.books, evidence, &settings)
-        .context("the model did not answer")?;
-    // An answer from no evidence is not kept: a book added later may hold
-    // what this one could not find.
-    if let Some((cache, lookup)) = &cache
-        && !record.evidence.is_empty()
-    {
-        let key = answer_key(lookup, &cited_roots(&record));
-        cache.put(lookup, &key, &record, grove::now_ms())?;
-    }
-    show(ctx, args, record, from_cache)
-}
-
-/// What the cache did for an ask.
-enum CacheNote {
-    /// The answer was served from the cache.
-    Hit,
-    /// A cached answer was found but its books changed: it was asked again.
-    Stale(Vec<RootChange>),
-}
-
-fn show(
-    ctx: &Ctx,
-    args: &AskArgs,
-    record: AskRecord,
-    cache: Option<CacheNote>,
-) -> anyhow::Result<()> {
     if let Some(out) = &args.out {
-        let text = serde_json::to_string_pretty(&record)? + "\n";
+        let text = serde_json::to_string_pretty(&answered.record)? + "\n";
         std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
     }
+    let Answered {
+        record,
+        cache,
+        errors,
+    } = answered;
     ctx.show(&Asked {
         record,
-        out: args.out.clone(),
         cache,
+        errors,
+        out: args.out.clone(),
     })
 }
 
@@ -141,9 +128,12 @@ fn show(
 struct Asked {
     record: AskRecord,
     #[serde(skip)]
-    out: Option<PathBuf>,
+    cache: CacheNote,
+    /// Members a mesh ask went on without.
     #[serde(skip)]
-    cache: Option<CacheNote>,
+    errors: Vec<String>,
+    #[serde(skip)]
+    out: Option<PathBuf>,
 }
 
 impl Show for Asked {
@@ -156,20 +146,23 @@ impl Show for Asked {
     }
 
     fn note(&self, err: &mut dyn Write) -> io::Result<()> {
+        for e in &self.errors {
+            writeln!(err, "not asked: {e}")?;
+        }
+        let short = |root: &str| root.chars().take(16).collect::<String>();
         match &self.cache {
-            None => Ok(()),
-            Some(CacheNote::Hit) => writeln!(
+            CacheNote::Asked => Ok(()),
+            CacheNote::Hit => writeln!(
                 err,
                 "answered from the cache: the roots of the books it cites are unchanged (run root {})",
                 self.record.run.root
             ),
-            Some(CacheNote::Stale(changed)) if changed.is_empty() => writeln!(
+            CacheNote::Stale { changed } if changed.is_empty() => writeln!(
                 err,
                 "the cached answer no longer matches the key it was stored under; asked again"
             ),
-            Some(CacheNote::Stale(changed)) => {
+            CacheNote::Stale { changed } => {
                 for c in changed {
-                    let short = |root: &str| root.chars().take(16).collect::<String>();
                     let now = c.now.as_deref().map_or("no longer held".to_string(), |r| {
                         format!("now {}…", short(r))
                     });
@@ -187,20 +180,33 @@ impl Show for Asked {
 }
 
 /// `grove ask verify FILE`: exit 0 when every check agrees, 1 otherwise.
-fn verify(file: &std::path::Path, ctx: &Ctx) -> anyhow::Result<()> {
+/// A mesh ask's anchor is checked whenever the record carries one; with
+/// `--expect-mesh` it must, and be of that mesh.
+fn verify(file: &std::path::Path, expect_mesh: Option<&str>, ctx: &Ctx) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let record: AskRecord = serde_json::from_str(&text)
         .with_context(|| format!("{} is not an ask record (ask-v1)", file.display()))?;
-    let (root, problems) = match grove::ask::check(&record) {
+    let (mut root, mut problems) = match grove::ask::check(&record) {
         Ok(root) => (Some(root), Vec::new()),
         Err(problems) => (None, problems),
     };
+    let mut mesh = None;
+    if record.mesh.is_some() || expect_mesh.is_some() {
+        match grove::ask::check_anchor(&record, expect_mesh) {
+            Ok(anchored) => mesh = Some(anchored.mesh_id),
+            Err(more) => {
+                problems.extend(more);
+                root = None;
+            }
+        }
+    }
     let verdict = Verified {
         valid: root.is_some(),
         root,
         passages: record.evidence.len(),
         label: record.verification.label.as_str(),
+        mesh,
         problems,
     };
     ctx.show(&verdict)?;
@@ -219,17 +225,29 @@ struct Verified {
     root: Option<String>,
     passages: usize,
     label: &'static str,
+    /// The mesh every passage was proven to be announced in, for a mesh ask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mesh: Option<String>,
     problems: Vec<String>,
 }
 
 impl Show for Verified {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         match &self.root {
-            Some(root) => writeln!(
-                out,
-                "valid: {} passages proven against their books' roots, the verification ({}) and every stage recomputed; run root {root}",
-                self.passages, self.label
-            ),
+            Some(root) => {
+                writeln!(
+                    out,
+                    "valid: {} passages proven against their books' roots, the verification ({}) and every stage recomputed; run root {root}",
+                    self.passages, self.label
+                )?;
+                match &self.mesh {
+                    Some(mesh) => writeln!(
+                        out,
+                        "every passage is of a book its holder announced in mesh {mesh}, whose roster the record proves from the genesis"
+                    ),
+                    None => Ok(()),
+                }
+            }
             None => {
                 writeln!(out, "INVALID:")?;
                 for p in &self.problems {

@@ -399,6 +399,12 @@ impl Metrics {
             stats.search_seconds.clone(),
         );
         registry.register_with_unit(
+            "grove_ask_duration",
+            "Asks from the request to the verified answer, by scope (local, mesh)",
+            Unit::Seconds,
+            stats.ask_seconds.clone(),
+        );
+        registry.register_with_unit(
             "grove_moot_turn_duration",
             "Hosted moot turns from the ask to the checked answer, by speaker (local, remote)",
             Unit::Seconds,

@@ -5,6 +5,7 @@
 //! [`run`] takes its shutdown signal as a future so tests can embed a node.
 
 pub mod advertised;
+pub mod ask;
 pub mod control;
 pub mod due;
 pub mod events;
@@ -128,9 +129,7 @@ pub async fn run(
     // The node's one set of counters (`node stats`, `/metrics`); the model
     // worker counts its tokens and seconds in it.
     let stats = Arc::new(stats::Stats::default());
-    let (model, _model_thread) =
-        model::ModelWorker::spawn(settings.model.clone(), state_dir.clone(), stats.clone())
-            .map_err(DaemonError::Worker)?;
+    let (model, ask_cache, ask_cache_thread) = spawn_asking(settings, &state_dir, &stats)?;
     let events = mesh_worker.events().clone();
     let hooks = hooks::spawn(&settings.hooks, &events);
     let (verdict, verdict_rx) = watch::channel(None);
@@ -149,6 +148,7 @@ pub async fn run(
         store: store.clone(),
         mesh: mesh_worker,
         model,
+        ask_cache,
         stats,
         peers: peers::Peers::new(peer_book),
         advertised,
@@ -170,10 +170,35 @@ pub async fn run(
     drop(health);
     drop(store);
     drop(network);
-    join_workers(vec![store_thread, mesh_thread]).await;
+    join_workers(vec![store_thread, mesh_thread, ask_cache_thread]).await;
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("stopped");
     outcome
+}
+
+/// The workers an ask runs on beside the store: the model, and `ask.db`'s
+/// owner (whose thread is joined at shutdown; the model's holds no files).
+fn spawn_asking(
+    settings: &Settings,
+    state_dir: &Path,
+    stats: &Arc<stats::Stats>,
+) -> Result<
+    (
+        model::ModelWorker,
+        ask::CacheWorker,
+        std::thread::JoinHandle<()>,
+    ),
+    DaemonError,
+> {
+    let (model, _model_thread) = model::ModelWorker::spawn(
+        settings.model.clone(),
+        state_dir.to_path_buf(),
+        stats.clone(),
+    )
+    .map_err(DaemonError::Worker)?;
+    let (cache, cache_thread) =
+        ask::spawn_cache(state_dir.to_path_buf()).map_err(DaemonError::Worker)?;
+    Ok((model, cache, cache_thread))
 }
 
 /// What a start opens before the network: checked in this order so a start
@@ -448,6 +473,7 @@ struct Parts<'a> {
     store: store::StoreWorker,
     mesh: mesh::MeshWorker,
     model: model::ModelWorker,
+    ask_cache: ask::CacheWorker,
     stats: Arc<stats::Stats>,
     peers: peers::Peers,
     advertised: advertised::Advertised,
@@ -467,6 +493,13 @@ fn wire_up(
     let speaking = speaking(&p);
     let rpc = rpc_handlers(&p, &link, speaking.clone(), &stats);
     let moots = moot_host(&p, speaking, &due, &stats);
+    let asker = ask::Asker::new(
+        rpc.clone(),
+        p.model.clone(),
+        due.clone(),
+        p.ask_cache.clone(),
+        p.settings.model.profile(p.state_dir),
+    );
     let gossip = gossip::Gossip::new(
         link.clone(),
         p.net.clone(),
@@ -499,6 +532,7 @@ fn wire_up(
             advertised: p.advertised,
         },
         moots: moots.clone(),
+        asker,
         events,
         rpc: rpc.clone(),
         info: Arc::new(dto::NodeInfo {

@@ -284,6 +284,9 @@ impl PeerBook {
     }
 }
 
+/// How long a request waits for this node to announce a book as it is now.
+const OWN_ANNOUNCEMENT_WAIT: Duration = Duration::from_secs(5);
+
 /// The peer book shared by the node loop and the handlers; cheap to clone.
 #[derive(Clone)]
 pub struct Peers(Arc<Mutex<PeerBook>>);
@@ -297,6 +300,36 @@ impl Peers {
     /// (every change to it is one statement).
     pub fn lock(&self) -> MutexGuard<'_, PeerBook> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This node's own latest signed announcement listing `key` with `root`
+    /// and `count`. A book added a moment ago is announced on the node
+    /// loop's next tick (a lone member signs its roots without publishing
+    /// them): this asks for that tick and waits for it, a few seconds at
+    /// most.
+    pub async fn own_announcement(
+        &self,
+        due: &super::due::Due,
+        key: &str,
+        root: &[u8],
+        count: u64,
+    ) -> Option<Signed> {
+        let waited = std::time::Instant::now();
+        loop {
+            let listed = self.lock().own.as_ref().and_then(|k| {
+                k.announcement
+                    .shards
+                    .iter()
+                    .flat_map(|s| s.books.iter())
+                    .any(|b| b.key == key && b.root.as_slice() == root && b.count == count)
+                    .then(|| k.signed.clone())
+            });
+            if listed.is_some() || waited.elapsed() >= OWN_ANNOUNCEMENT_WAIT {
+                return listed;
+            }
+            due.announce();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Makes sure there is a connection to `peer` (a member), dialing its

@@ -31,6 +31,9 @@ pub struct Stats {
     /// Books stored through the control API, by `status` (`added`,
     /// `new-version`, `unchanged`), from the request to the commit.
     pub ingest_seconds: Latency,
+    /// Asks through the control API, by `scope` (`local`, `mesh`), from the
+    /// request to the verified answer (a cache hit too).
+    pub ask_seconds: Latency,
 }
 
 impl Default for Stats {
@@ -40,6 +43,7 @@ impl Default for Stats {
             search_seconds: Family::new_with_constructor(latency_histogram),
             turn_seconds: Family::new_with_constructor(latency_histogram),
             ingest_seconds: Family::new_with_constructor(latency_histogram),
+            ask_seconds: Family::new_with_constructor(latency_histogram),
         }
     }
 }

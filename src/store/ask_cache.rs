@@ -12,7 +12,7 @@ use crate::merkle::Hash;
 use crate::state_dir::StateDir;
 use crate::store::{Store, StoreError};
 use grove_core::ask::AskRecord;
-use grove_core::ask::cache::{answer_key, cited_roots};
+use grove_core::ask::cache::{Found, cited_books, judge};
 
 /// `ask.db`: `application_id` "groa".
 pub const ASK_SCHEMA: Schema = Schema {
@@ -31,35 +31,6 @@ CREATE TABLE answers (
     adopt_unmarked: false,
 };
 
-/// A cached answer and the key it was stored under.
-#[derive(Debug, Clone)]
-struct Cached {
-    answer_key: Hash,
-    record: AskRecord,
-}
-
-/// What the cache holds for a lookup key, judged against the books now.
-#[derive(Debug, Clone)]
-pub enum Found {
-    /// Nothing stored under the key.
-    Nothing,
-    /// An answer whose cited books still have the roots it was proven
-    /// against: it may be served.
-    Fresh(Box<AskRecord>),
-    /// An answer whose answer key no longer holds: these books changed
-    /// (empty when the stored row itself no longer matches its key).
-    Stale(Vec<RootChange>),
-}
-
-/// A cited book whose root is not the one an answer was proven against.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RootChange {
-    pub book: String,
-    /// The roots, hex: then, and now (`None`: the node no longer holds it).
-    pub was: String,
-    pub now: Option<String>,
-}
-
 /// The open cache.
 pub struct AskCache {
     conn: Connection,
@@ -73,31 +44,22 @@ impl AskCache {
         })
     }
 
-    /// The answer stored under `lookup`, judged by the answer key over its
-    /// cited books' current roots (the one freshness rule of the cache).
+    /// The answer stored under `lookup`, judged by the cache's one
+    /// freshness rule (`ask::cache::judge`) against this node's own books.
     pub fn find(&self, lookup: &Hash, store: &Store) -> Result<Found, StoreError> {
-        let Some(cached) = self.get(lookup)? else {
-            return Ok(Found::Nothing);
-        };
-        let mut now_roots = BTreeMap::new();
-        let mut changed = Vec::new();
-        for (book, was) in cited_roots(&cached.record) {
-            let now = store.current_root(&book)?;
-            now_roots.insert(book.clone(), now.clone().unwrap_or_default());
-            if now.as_ref() != Some(&was) {
-                changed.push(RootChange { book, was, now });
+        let stored = self.get(lookup)?;
+        let mut now = BTreeMap::new();
+        if let Some((_, record)) = &stored {
+            for e in cited_books(record) {
+                now.insert(e.book.clone(), store.current_root(&e.book)?);
             }
         }
-        Ok(if answer_key(lookup, &now_roots) == cached.answer_key {
-            Found::Fresh(Box::new(cached.record))
-        } else {
-            Found::Stale(changed)
-        })
+        Ok(judge(lookup, stored, &now))
     }
 
     /// The answer stored under `lookup`, if any. A row that no longer
     /// reads as a record (written by another version) counts as none.
-    fn get(&self, lookup: &Hash) -> Result<Option<Cached>, StorageError> {
+    pub fn get(&self, lookup: &Hash) -> Result<Option<(Hash, AskRecord)>, StorageError> {
         let row: Option<(Vec<u8>, String)> = self
             .conn
             .query_row(
@@ -108,10 +70,7 @@ impl AskCache {
             .optional()
             .map_err(StorageError::of(&self.conn, "read a cached answer"))?;
         Ok(row.and_then(|(key, record)| {
-            Some(Cached {
-                answer_key: key.try_into().ok()?,
-                record: serde_json::from_str(&record).ok()?,
-            })
+            Some((key.try_into().ok()?, serde_json::from_str(&record).ok()?))
         }))
     }
 

@@ -37,9 +37,23 @@ impl Store {
             hits.sort_by(hit_order);
             hits.truncate(k);
         }
+        self.evidence_of(hits, books_of)
+    }
+
+    /// `hits` (this node's) as evidence, pointers `E1..` in order, each
+    /// with its proof against its book version's root. `books_of` holds
+    /// the shards and books already open.
+    pub fn evidence_of(
+        &self,
+        hits: Vec<SearchHit>,
+        mut books_of: HashMap<String, (Shard, BookRecord)>,
+    ) -> Result<Vec<Evidence>, StoreError> {
         let mut evidence = Vec::with_capacity(hits.len());
         for (i, hit) in hits.into_iter().enumerate() {
-            if !books_of.contains_key(&hit.key) {
+            let open = books_of
+                .get(&hit.key)
+                .is_some_and(|(_, book)| book.version == hit.version);
+            if !open {
                 let shard = self.shard_of(&hit.key)?;
                 let book = shard.book(&hit.key, Some(hit.version))?;
                 books_of.insert(hit.key.clone(), (shard, book));
@@ -57,6 +71,7 @@ impl Store {
                 // The node's own shard: its rows are what the root commits.
                 proven: true,
                 proof: Some(PassageProof::new(&book.root, book.count, &proof.proof)),
+                holder: None,
             });
         }
         Ok(evidence)

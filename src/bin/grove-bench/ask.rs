@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use grove::ask::cache::Found;
 use grove::ask::cache::{CacheMode, answer_key, cited_roots, lookup_key};
 use grove::ask::{AskSettings, Policy, Scope, verify};
 use grove::store::Store;
-use grove::store::ask_cache::{AskCache, Found};
+use grove::store::ask_cache::AskCache;
 
 const QUESTIONS: &[&str] = &[
     "Why does Ishmael go to sea?",
@@ -93,9 +94,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     for q in QUESTIONS.iter().cycle().take(o.questions) {
         let t = Instant::now();
         let evidence = store.evidence(q, &[], o.k as usize)?;
-        let record = grove::ask::answer(&mut model, q, &[], evidence, &settings)?;
+        let retrieval = grove::ask::Retrieval {
+            evidence,
+            ..Default::default()
+        };
+        let record = grove::ask::answer(&mut model, q, retrieval, &settings)?;
         asks.push(t.elapsed());
-        let lookup = lookup_key(q, CacheMode::Strict, "bench", &settings, &[]);
+        let lookup = lookup_key(q, CacheMode::Strict, "bench", &settings, &[], false);
         cache.put(
             &lookup,
             &answer_key(&lookup, &cited_roots(&record)),
@@ -165,7 +170,7 @@ fn cache_hits(
     for _ in 0..20 {
         for q in QUESTIONS.iter().take(questions.min(QUESTIONS.len())) {
             let t = Instant::now();
-            let lookup = lookup_key(q, CacheMode::Strict, "bench", settings, &[]);
+            let lookup = lookup_key(q, CacheMode::Strict, "bench", settings, &[], false);
             let found = cache.find(&lookup, store)?;
             anyhow::ensure!(matches!(found, Found::Fresh(_)), "a fresh hit");
             hits.push(t.elapsed());

@@ -5,6 +5,7 @@
 //! (axum's `State` sub-states), and answers a `dto` type or an
 //! [`ApiError`], whose kind picks the HTTP status.
 
+mod ask;
 mod books;
 mod conn;
 mod doctor;
@@ -30,6 +31,7 @@ pub use self::events::StreamSlots;
 pub use self::mesh::MeshOps;
 pub use self::observe::{Observe, Verdict};
 pub use self::peers::NodeView;
+use super::ask::Asker;
 use super::events::Events;
 use super::moots::MootHost;
 use super::rpc::Rpc;
@@ -43,6 +45,8 @@ pub struct ControlState {
     pub mesh: MeshOps,
     pub node: NodeView,
     pub moots: MootHost,
+    /// Asks of the books (this node's, or the mesh's).
+    pub asker: Asker,
     /// The mesh-wide search asks other members over the network.
     pub rpc: Rpc,
     pub info: Arc<dto::NodeInfo>,
@@ -61,7 +65,7 @@ macro_rules! substate {
     };
 }
 
-substate!(books: Books, mesh: MeshOps, node: NodeView, moots: MootHost, rpc: Rpc, info: Arc<dto::NodeInfo>, observe: Observe, events: Events);
+substate!(books: Books, mesh: MeshOps, node: NodeView, moots: MootHost, asker: Asker, rpc: Rpc, info: Arc<dto::NodeInfo>, observe: Observe, events: Events);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -175,6 +179,7 @@ fn routes() -> Vec<(&'static str, MethodRouter<ControlState>, Served)> {
         (routes::MOOT_RESUME, post(moots::resume), Socket),
         (routes::MOOT_SHOW, get(moots::show), Both),
         (routes::MOOT_EXPORT, get(moots::export), Socket),
+        (routes::ASK, post(ask::ask), Socket),
     ];
     // The web pages (`control::web`), on both.
     table.extend(web::routes().into_iter().map(|(p, m)| (p, m, Both)));

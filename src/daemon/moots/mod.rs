@@ -40,10 +40,6 @@ pub struct TurnRetry {
     pub backoff: std::time::Duration,
 }
 
-/// How long `moot start` waits for this node's announcement to list its
-/// own book as it is now (the node loop signs it within a tick or two).
-const OWN_ANNOUNCEMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// What hosting needs; cheap to clone.
 #[derive(Clone)]
 pub struct MootHost {
@@ -187,15 +183,10 @@ impl MootHost {
                 Ok::<_, crate::store::StoreError>((r.tree(), r.book().root, r.book().count))
             })
             .await??;
-        // A book added a moment ago is announced on the node loop's next
-        // tick (a lone member signs its roots without publishing them).
-        let mut announcement = self.own_announcement(key, &root, count);
-        let waited = std::time::Instant::now();
-        while announcement.is_none() && waited.elapsed() < OWN_ANNOUNCEMENT_WAIT {
-            self.due.announce();
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            announcement = self.own_announcement(key, &root, count);
-        }
+        let announcement = self
+            .peers
+            .own_announcement(&self.due, key, &root, count)
+            .await;
         if announcement.is_none() {
             return Err(ApiError::conflict(format!(
                 "this node has not announced {key} as it is now yet; try again in a second"
@@ -209,25 +200,6 @@ impl MootHost {
             roots: vec![(root, count)],
             announcement,
         })
-    }
-
-    /// This node's own latest signed announcement, when it lists `key` with
-    /// this root and count.
-    fn own_announcement(&self, key: &str, root: &Hash, count: u64) -> Option<Signed> {
-        self.peers
-            .lock()
-            .own
-            .as_ref()
-            .filter(|k| {
-                k.announcement
-                    .shards
-                    .iter()
-                    .flat_map(|s| s.books.iter())
-                    .any(|b| {
-                        b.key == key && b.root.as_slice() == root.as_slice() && b.count == count
-                    })
-            })
-            .map(|k| k.signed.clone())
     }
 
     /// Starts a moot hosted here; returns at once with its id.

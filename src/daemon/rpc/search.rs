@@ -14,11 +14,12 @@ use prost::Message;
 use super::Rpc;
 use crate::api::books::{MAX_SEARCH_K, SearchRequest};
 use crate::api::{ApiError, dto};
+use crate::ask::PassageProof;
 use crate::daemon::store::StoreWorker;
 use crate::merkle;
 use crate::mesh::state::MeshState;
 use crate::net::Protocol;
-use crate::store::{QueryStats, SearchHit, hit_order};
+use crate::store::{QueryStats, SearchHit, StoreError, hit_order};
 use crate::wire::node as node_wire;
 
 /// How long the searcher waits for each round's answers.
@@ -144,8 +145,8 @@ pub async fn answer(
 }
 
 /// Checks a remote hit against the root its holder announced for that
-/// book version, and turns it into a hit.
-fn proven_hit(rpc: &Rpc, peer: PeerId, h: node_wire::SearchHit) -> Result<SearchHit, String> {
+/// book version, and turns it into a hit with its proof.
+fn proven_hit(rpc: &Rpc, peer: PeerId, h: node_wire::SearchHit) -> Result<Proven, String> {
     let announced = rpc.peers.lock().announced_root(&peer, &h.key, h.version);
     let Some((root, count)) = announced else {
         return Err(format!(
@@ -170,7 +171,8 @@ fn proven_hit(rpc: &Rpc, peer: PeerId, h: node_wire::SearchHit) -> Result<Search
         .ok_or_else(|| "a proof sibling is not 32 bytes".to_string())?;
     merkle::verify(&leaf, h.index, count, &steps, &root)
         .map_err(|e| format!("its proof fails against the announced root: {e}"))?;
-    Ok(SearchHit {
+    let proof = Some(PassageProof::new(&root, count, &steps));
+    let hit = SearchHit {
         key: h.key,
         version: h.version,
         title: (!h.title.is_empty()).then_some(h.title),
@@ -181,7 +183,17 @@ fn proven_hit(rpc: &Rpc, peer: PeerId, h: node_wire::SearchHit) -> Result<Search
         score: h.score,
         content: h.text,
         leaf,
-    })
+    };
+    Ok(Proven { hit, peer, proof })
+}
+
+/// A hit of a mesh search, with the member that holds it and, for a peer's,
+/// the proof it was checked with (this node's own hits have none here:
+/// its store proves them).
+pub struct Proven {
+    pub hit: SearchHit,
+    pub peer: PeerId,
+    pub proof: Option<PassageProof>,
 }
 
 /// Sends `call` to every peer in `targets` at once; each answer, or why
@@ -226,6 +238,25 @@ async fn ask_all(
 /// holder. Members that do not answer (or whose hits fail their proof) are
 /// listed under `errors`; the others' hits are shown.
 pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits, ApiError> {
+    let (hits, errors) = mesh_hits(rpc, request).await?;
+    Ok(dto::Hits {
+        hits: hits
+            .iter()
+            .map(|p| dto::Hit {
+                peer_id: Some(p.peer.to_string()),
+                ..dto::Hit::from(&p.hit)
+            })
+            .collect(),
+        errors,
+    })
+}
+
+/// The hits of a mesh search, best first, each with its holder and proof;
+/// and why members are missing from them.
+pub async fn mesh_hits(
+    rpc: &Rpc,
+    request: SearchRequest,
+) -> Result<(Vec<Proven>, Vec<String>), ApiError> {
     crate::daemon::mesh::refuse_if_removed(&rpc.mesh.view())?;
     request.check()?;
     let me = rpc.net.local_peer_id();
@@ -249,13 +280,24 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
         let hits = rpc
             .store
             .call(move |b| {
-                b.store()
-                    .search(&local_query, key.as_deref().map(|k| (k, version)), k)
+                let scope = key.as_deref().map(|k| (k, version));
+                match b.store().search(&local_query, scope, k) {
+                    // A book only other members hold: none of its hits here.
+                    Err(StoreError::NoSuchBook(_) | StoreError::Removed(_)) => Ok(Vec::new()),
+                    searched => searched,
+                }
             })
             .await??;
         (targets, hits)
     };
-    let mut hits: Vec<(SearchHit, PeerId)> = local.into_iter().map(|h| (h, me)).collect();
+    let mut hits: Vec<Proven> = local
+        .into_iter()
+        .map(|hit| Proven {
+            hit,
+            peer: me,
+            proof: None,
+        })
+        .collect();
     // Round 2 (or the one round of a book-scoped search).
     for (peer, answer) in ask_all(rpc, &asked, &call).await {
         match answer {
@@ -263,18 +305,9 @@ pub async fn mesh_search(rpc: &Rpc, request: SearchRequest) -> Result<dto::Hits,
             Err(e) => errors.push(format!("{}: {e}", member_label(rpc, peer))),
         }
     }
-    hits.sort_by(|a, b| hit_order(&a.0, &b.0));
+    hits.sort_by(|a, b| hit_order(&a.hit, &b.hit));
     hits.truncate(k);
-    Ok(dto::Hits {
-        hits: hits
-            .iter()
-            .map(|(h, peer)| dto::Hit {
-                peer_id: Some(peer.to_string()),
-                ..dto::Hit::from(h)
-            })
-            .collect(),
-        errors,
-    })
+    Ok((hits, errors))
 }
 
 /// A member as search errors name it: its roster name and peer id.
@@ -352,14 +385,14 @@ fn keep_proven(
     rpc: &Rpc,
     peer: PeerId,
     answered: Vec<node_wire::SearchHit>,
-    hits: &mut Vec<(SearchHit, PeerId)>,
+    hits: &mut Vec<Proven>,
     errors: &mut Vec<String>,
 ) {
     let mut dropped: Vec<(String, usize, String)> = Vec::new();
     for h in answered {
         let node_id = h.node_id.clone();
         match proven_hit(rpc, peer, h) {
-            Ok(hit) => hits.push((hit, peer)),
+            Ok(proven) => hits.push(proven),
             Err(reason) => match dropped.iter_mut().find(|d| d.0 == reason) {
                 Some(d) => d.1 += 1,
                 None => dropped.push((reason, 1, node_id)),

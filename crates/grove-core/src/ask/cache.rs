@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{ASK_FORMAT, AskRecord, AskSettings, Policy};
+use super::{ASK_FORMAT, AskRecord, AskSettings, Evidence, Policy};
 use crate::grounding::norm;
 use crate::merkle::{HASHING, Hash};
 use crate::text::{CHUNKING, DECODING};
@@ -41,6 +41,7 @@ pub fn lookup_key(
     model_profile: &str,
     settings: &AskSettings,
     books: &[String],
+    mesh: bool,
 ) -> Hash {
     let question = match mode {
         CacheMode::Strict => question.to_string(),
@@ -49,7 +50,7 @@ pub fn lookup_key(
     let mut books = books.to_vec();
     books.sort();
     books.dedup();
-    let fields = json!({
+    let mut fields = json!({
         "question": question,
         "mode": mode.as_str(),
         "model": model_profile,
@@ -61,6 +62,11 @@ pub fn lookup_key(
         "chunking": CHUNKING,
         "hashing": HASHING,
     });
+    // A mesh ask searches other books than a local one (a local key reads
+    // as it always did).
+    if mesh {
+        fields["scope"] = json!("mesh");
+    }
     let mut h = Sha256::new();
     h.update(b"grove-ask-cache-v1\0");
     h.update(serde_json::to_vec(&fields).unwrap_or_default());
@@ -75,6 +81,70 @@ pub fn cited_roots(record: &AskRecord) -> BTreeMap<String, String> {
         .iter()
         .filter_map(|e| e.proof.as_ref().map(|p| (e.book.clone(), p.root.clone())))
         .collect()
+}
+
+/// What the cache holds for a lookup key, judged against the books now.
+#[derive(Debug, Clone)]
+pub enum Found {
+    /// Nothing stored under the key.
+    Nothing,
+    /// An answer whose cited books still have the roots it was proven
+    /// against: it may be served.
+    Fresh(Box<AskRecord>),
+    /// An answer whose answer key no longer holds: these books changed
+    /// (empty when the stored row itself no longer matches its key).
+    Stale(Vec<RootChange>),
+}
+
+/// A cited book whose root is not the one an answer was proven against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootChange {
+    pub book: String,
+    /// The roots, hex: then, and now (`None`: no longer held).
+    pub was: String,
+    pub now: Option<String>,
+}
+
+/// The passage that stands for each cited book (its first): whoever judges
+/// a cached answer looks up that book's root now, at its holder.
+pub fn cited_books(record: &AskRecord) -> Vec<&Evidence> {
+    let mut seen = std::collections::BTreeSet::new();
+    record
+        .evidence
+        .iter()
+        .filter(|e| e.proof.is_some() && seen.insert(e.book.as_str()))
+        .collect()
+}
+
+/// The one freshness rule: an answer stored under `lookup` with
+/// `stored_key` is served while the answer key over its cited books'
+/// roots now (`now`, by book; `None`: no longer held) is the stored one.
+pub fn judge(
+    lookup: &Hash,
+    stored: Option<(Hash, AskRecord)>,
+    now: &BTreeMap<String, Option<String>>,
+) -> Found {
+    let Some((stored_key, record)) = stored else {
+        return Found::Nothing;
+    };
+    let mut now_roots = BTreeMap::new();
+    let mut changed = Vec::new();
+    for (book, was) in cited_roots(&record) {
+        let root = now.get(&book).cloned().flatten();
+        now_roots.insert(book.clone(), root.clone().unwrap_or_default());
+        if root.as_ref() != Some(&was) {
+            changed.push(RootChange {
+                book,
+                was,
+                now: root,
+            });
+        }
+    }
+    if answer_key(lookup, &now_roots) == stored_key {
+        Found::Fresh(Box::new(record))
+    } else {
+        Found::Stale(changed)
+    }
 }
 
 /// The key an answer is served under: its lookup key and its books' roots.
@@ -93,7 +163,7 @@ mod tests {
     #[test]
     fn modes_match_questions_as_they_say() {
         let s = AskSettings::default();
-        let key = |q: &str, mode| lookup_key(q, mode, "embedded:m", &s, &[]);
+        let key = |q: &str, mode| lookup_key(q, mode, "embedded:m", &s, &[], false);
         assert_ne!(
             key("Who is Ishmael?", CacheMode::Strict),
             key("who is ishmael", CacheMode::Strict)
@@ -102,13 +172,15 @@ mod tests {
             key("Who is Ishmael?", CacheMode::Equivalent),
             key("who is ishmael", CacheMode::Equivalent)
         );
-        let other_model = lookup_key("q", CacheMode::Strict, "embedded:n", &s, &[]);
+        let other_model = lookup_key("q", CacheMode::Strict, "embedded:n", &s, &[], false);
         assert_ne!(key("q", CacheMode::Strict), other_model);
         let books = |b: &[&str]| {
             let b: Vec<String> = b.iter().map(|s| s.to_string()).collect();
-            lookup_key("q", CacheMode::Strict, "m", &s, &b)
+            lookup_key("q", CacheMode::Strict, "m", &s, &b, false)
         };
         assert_eq!(books(&["a", "b"]), books(&["b", "a"]));
+        let mesh = lookup_key("q", CacheMode::Strict, "m", &s, &[], true);
+        assert_ne!(books(&[]), mesh);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the label and rung it earns. Pure, no IO: retrieval, the model and the
 //! store are the daemon's.
 
+pub mod anchor;
 pub mod cache;
 pub mod claims;
 pub mod prompt;
@@ -17,10 +18,11 @@ use sha2::{Digest, Sha256};
 
 use crate::merkle::Hash;
 
+pub use anchor::{Anchored, MeshAnchor, check_anchor};
 pub use claims::{ClaimLine, LineShape, parse_answer};
 pub use prompt::{MAX_QUESTION_CHARS, QuestionError, check_question};
 pub use record::{PassageProof, RunRecord, check};
-pub use run::{AskSettings, answer};
+pub use run::{AskSettings, Retrieval, answer};
 pub use verify::{ClaimVerdict, Label, Rung, Slice, Support, Verification, Violation, verify};
 pub use warrant::{Warrant, WarrantClass, warrant_for};
 
@@ -45,6 +47,10 @@ pub struct Evidence {
     /// Its inclusion proof against its book's root: what lets a reader of
     /// the record check the passage offline.
     pub proof: Option<record::PassageProof>,
+    /// The peer id of the member that holds the book, in a mesh ask
+    /// (absent in a local ask: the asking node's own book).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
 }
 
 /// The content address of a passage: SHA-256 over a domain tag, its book's
@@ -83,6 +89,9 @@ pub struct AskRecord {
     pub verification: Verification,
     /// The run record: every stage hashed, and the root over them.
     pub run: record::RunRecord,
+    /// A mesh ask's anchor: the chain and the holders' announcements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<anchor::MeshAnchor>,
 }
 
 /// Which books an answer may cite.

@@ -152,6 +152,7 @@ mod tests {
             text: "Call me Ishmael.".into(),
             proven: true,
             proof: None,
+            holder: None,
         };
         let m = line_messages("Who tells the story?", &e);
         assert!(

@@ -124,7 +124,12 @@ pub fn run_record(r: &AskRecord) -> RunRecord {
         .collect();
     let contents = [
         json!(r.question),
-        json!({"books": r.books, "k": r.settings.k, "hits": hits}),
+        // A mesh ask's anchor is part of how it retrieved (absent from a
+        // local ask's, whose stage reads as it always did).
+        match &r.mesh {
+            None => json!({"books": r.books, "k": r.settings.k, "hits": hits}),
+            Some(m) => json!({"books": r.books, "k": r.settings.k, "hits": hits, "mesh": m}),
+        },
         json!(r.evidence),
         json!({"model": r.model, "guided": r.guided, "settings": r.settings, "lines": prompts}),
         json!(r.answer),

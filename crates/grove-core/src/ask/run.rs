@@ -4,7 +4,7 @@
 
 use super::prompt::{claim_line, line_guidance, line_messages};
 use super::record::{RunRecord, run_record};
-use super::{ASK_FORMAT, AskRecord, Evidence, Policy, Scope, verify};
+use super::{ASK_FORMAT, AskRecord, Evidence, MeshAnchor, Policy, Scope, verify};
 use crate::chat::{ChatModel, ChatRequest, ModelError};
 
 /// How an ask runs: how many passages, and how the model is called for
@@ -31,15 +31,30 @@ impl Default for AskSettings {
     }
 }
 
+/// What an ask is answered from, as the caller retrieved it.
+#[derive(Debug, Clone, Default)]
+pub struct Retrieval {
+    /// The ask's scope (empty: every book searched).
+    pub books: Vec<String>,
+    /// The passages, pointers `E1..` in order.
+    pub evidence: Vec<Evidence>,
+    /// A mesh ask's anchor: the chain and the holders' announcements.
+    pub mesh: Option<MeshAnchor>,
+}
+
 /// Asks `model` one claim line per evidence passage and verifies the
-/// answer. `books` is the ask's scope (empty: every book searched).
+/// answer.
 pub fn answer(
     model: &mut dyn ChatModel,
     question: &str,
-    books: &[String],
-    evidence: Vec<Evidence>,
+    retrieval: Retrieval,
     settings: &AskSettings,
 ) -> Result<AskRecord, ModelError> {
+    let Retrieval {
+        books,
+        evidence,
+        mesh,
+    } = retrieval;
     let mut lines: Vec<String> = Vec::new();
     for (i, e) in evidence.iter().enumerate() {
         let messages = line_messages(question, e);
@@ -59,14 +74,14 @@ pub fn answer(
     }
     let answer = lines.join("\n");
     let scope = Scope {
-        books: (!books.is_empty()).then(|| books.to_vec()),
+        books: (!books.is_empty()).then(|| books.clone()),
     };
     let policy = Policy::V1;
     let verification = verify(question, &answer, &evidence, &scope, &policy);
     let mut record = AskRecord {
         format: ASK_FORMAT.to_string(),
         question: question.to_string(),
-        books: books.to_vec(),
+        books,
         model: model.describe(),
         guided: model.guides_decoding(),
         settings: settings.clone(),
@@ -75,6 +90,7 @@ pub fn answer(
         answer,
         verification,
         run: RunRecord::default(),
+        mesh,
     };
     record.run = run_record(&record);
     Ok(record)

@@ -35,6 +35,7 @@ fn evidence() -> Vec<Evidence> {
             text: text.to_string(),
             proven: *proven,
             proof: None,
+            holder: None,
         })
         .collect()
 }
