@@ -62,9 +62,14 @@ fn write_answer(s: &mut String, r: &AskRecord) -> std::fmt::Result {
     if !r.evidence.is_empty() {
         writeln!(s, "\nevidence:")?;
         for e in &r.evidence {
+            // A mesh ask's passages say whose book they are.
+            let held = match &e.holder {
+                Some(peer) => format!("  held by …{}", tail(peer, 10)),
+                None => String::new(),
+            };
             writeln!(
                 s,
-                "  E{:<3} {}, {}  id {}…  {}",
+                "  E{:<3} {}, {}  id {}…  {}{held}",
                 e.pointer,
                 e.book,
                 e.label,
@@ -72,6 +77,13 @@ fn write_answer(s: &mut String, r: &AskRecord) -> std::fmt::Result {
                 e.title
             )?;
         }
+    }
+    if let Some(mesh) = &r.mesh {
+        writeln!(
+            s,
+            "mesh {}: every passage's root as its holder announced it, the roster from the genesis (grove ask verify --expect-mesh)",
+            mesh.mesh_id
+        )?;
     }
     Ok(())
 }
@@ -98,4 +110,10 @@ fn render_claim(s: &mut String, c: &ClaimVerdict, evidence: &[Evidence]) -> std:
         writeln!(s, "     E{} {}: {before}{text}{after}", e.pointer, e.book)?;
     }
     Ok(())
+}
+
+/// The last `n` characters of `s`.
+fn tail(s: &str, n: usize) -> &str {
+    let start = s.char_indices().rev().nth(n - 1).map_or(0, |(i, _)| i);
+    &s[start..]
 }

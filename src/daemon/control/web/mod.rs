@@ -9,6 +9,7 @@ mod html;
 mod mark;
 mod moot;
 mod overview;
+mod panel;
 mod verify;
 
 use axum::body::Bytes;

@@ -19,50 +19,11 @@ use crate::moot::stats::Stats;
 use crate::moot::transcript::UtteranceRecord;
 use crate::wire::mesh::Signed;
 use crate::wire::moot as wire;
-use crate::wire::node::Announcement;
 
 use super::html::{esc, short_hex, utc};
-use super::mark::find_words;
-
-/// A signed announcement as the page shows it.
-struct AnnouncementView {
-    peer: Vec<u8>,
-    name: String,
-    seq: u64,
-    time_ms: i64,
-    signature: String,
-    /// Whether its signature checks against the roster (None: no roster
-    /// here to check it against).
-    checked: Option<bool>,
-    books: Vec<(String, Vec<u8>, u64)>,
-}
-
-fn announcements(list: &[Signed], roster: Option<&Roster>) -> Vec<AnnouncementView> {
-    list.iter()
-        .filter_map(|s| {
-            let verified = roster.and_then(|r| crate::announce::verify(s, r).ok());
-            let checked = roster.map(|_| verified.is_some());
-            let ann = match verified {
-                Some(a) => a,
-                None => <Announcement as prost::Message>::decode(s.body.as_slice()).ok()?,
-            };
-            Some(AnnouncementView {
-                peer: ann.peer_id.clone(),
-                name: ann.name.clone(),
-                seq: ann.seq,
-                time_ms: ann.time_ms,
-                signature: hex::encode(&s.signature),
-                checked,
-                books: ann
-                    .shards
-                    .iter()
-                    .flat_map(|sh| sh.books.iter())
-                    .map(|b| (b.key.clone(), b.root.clone(), b.count))
-                    .collect(),
-            })
-        })
-        .collect()
-}
+use super::panel::{
+    AnnouncementView, Panel, announcement_fact, announcements, marked, open_panel, proof_path,
+};
 
 /// A passage carried in a signed turn, with its proof checked.
 struct ProvenView {
@@ -621,13 +582,13 @@ fn quote_panel(
     let panel = Panel {
         id: &format!("p{at}-q{k}"),
         heading: &format!("Quote {} of turn {turn_no}", k + 1),
-        badge: Some((v.kind, v.label.as_str(), v.why.as_deref())),
+        badge: Some((v.kind.class(), v.label.as_str(), v.why.as_deref())),
     };
     if let Some(f) = &v.found {
         passage_panel(out, page, &panel, Some(quote), f.turn, f.passage);
         return;
     }
-    open_panel(out, &panel, at);
+    open_panel(out, &panel, &format!("#t{at}"));
     if v.quoted_turns.is_empty() {
         let _ = write!(
             out,
@@ -652,51 +613,6 @@ fn quote_panel(
     out.push_str("</div></section>");
 }
 
-/// A panel's fragment id, heading and badge (kind, label, why).
-struct Panel<'a> {
-    id: &'a str,
-    heading: &'a str,
-    badge: Option<(Kind, &'a str, Option<&'a str>)>,
-}
-
-/// The opening of a panel: its heading, badge and a close link back to
-/// turn `at`.
-fn open_panel(out: &mut String, panel: &Panel<'_>, at: usize) {
-    let (id, heading) = (panel.id, panel.heading);
-    let _ = write!(
-        out,
-        "<section class=\"proof\" id=\"{id}\" aria-label=\"{}\"><div class=\"inner\">\
-         <a class=\"close\" href=\"#t{at}\" aria-label=\"Close the proof\">Close ✕</a><h3>{}</h3>",
-        esc(heading),
-        esc(heading)
-    );
-    if let Some((kind, label, why)) = panel.badge {
-        let _ = write!(
-            out,
-            "<p><span class=\"badge b-{}\">{}</span>{}</p>",
-            kind.class(),
-            esc(label),
-            why.map(|w| format!(" {}", esc(w))).unwrap_or_default()
-        );
-    }
-}
-
-/// `text` with `quote`'s words (when found) in `<mark>`.
-fn marked(out: &mut String, text: &str, quote: Option<&str>) {
-    match quote.and_then(|q| find_words(text, q)) {
-        Some((a, b)) => {
-            let _ = write!(
-                out,
-                "{}<mark>{}</mark>{}",
-                esc(&text[..a]),
-                esc(&text[a..b]),
-                esc(&text[b..])
-            );
-        }
-        None => out.push_str(&esc(text)),
-    }
-}
-
 /// A panel showing passage `passage` of turn `owner` and its proof.
 fn passage_panel(
     out: &mut String,
@@ -715,7 +631,7 @@ fn passage_panel(
         .and_then(|rest| rest.split('-').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(owner);
-    open_panel(out, panel, back);
+    open_panel(out, panel, &format!("#t{back}"));
     out.push_str("<blockquote class=\"passage\">");
     marked(out, &p.text, quote);
     out.push_str("</blockquote><dl class=\"facts\">");
@@ -735,16 +651,7 @@ fn passage_panel(
         "<dt>Leaf hash</dt><dd><code class=\"hash\">{}</code></dd>",
         esc(&p.leaf)
     );
-    out.push_str("<dt>Proof path</dt><dd><ol class=\"path\">");
-    for (sibling, left) in &p.steps {
-        let side = if *left { "left" } else { "right" };
-        let _ = write!(
-            out,
-            "<li>{side} <code class=\"hash\">{}</code></li>",
-            esc(sibling)
-        );
-    }
-    out.push_str("</ol></dd>");
+    proof_path(out, &p.steps);
     let verdict = match &p.check {
         Ok(()) => "<span class=\"ok\">✓ the proof checks against this root</span>".to_string(),
         Err(e) => format!("<span class=\"fail\">✗ {}</span>", esc(e)),
@@ -755,38 +662,12 @@ fn passage_panel(
         esc(&t.root),
         t.count
     );
-    announcement_fact(out, t.announcement.map(|a| &page.announcements[a]));
+    announcement_fact(
+        out,
+        t.announcement.map(|a| &page.announcements[a]),
+        "no announcement of the speaker holds this root",
+    );
     out.push_str("</dl></div></section>");
-}
-
-/// The announcement fact of a passage panel: who signed the root, and
-/// whether the signature checks.
-fn announcement_fact(out: &mut String, announcement: Option<&AnnouncementView>) {
-    out.push_str("<dt>Announcement</dt><dd>");
-    match announcement {
-        Some(a) => {
-            let _ = write!(
-                out,
-                "signed by <strong>{}</strong> ({}), seq {}, {}; {}<br>signature <code class=\"hash\">{}</code>",
-                esc(&a.name),
-                esc(&crate::identity::peer_id_text(&a.peer)),
-                a.seq,
-                esc(&utc(a.time_ms)),
-                match a.checked {
-                    Some(true) =>
-                        "<span class=\"ok\">✓ its signature checks against the mesh roster</span>",
-                    Some(false) =>
-                        "<span class=\"fail\">its signature does not check against the mesh roster</span>",
-                    None =>
-                        "<span class=\"fail\">its signature was not checked (no roster here)</span>",
-                },
-                esc(&a.signature)
-            );
-        }
-        None => out
-            .push_str("<span class=\"fail\">no announcement of the speaker holds this root</span>"),
-    }
-    out.push_str("</dd>");
 }
 
 /// The moot's state and grounding stats (the `/moots/ID/state` fragment).
