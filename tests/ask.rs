@@ -353,7 +353,7 @@ fn the_embedded_model_answers_in_guided_claim_lines() {
 }
 
 /// A model that answers each line by copying its passage's first words.
-fn copying_server() -> ScriptedServer {
+pub(crate) fn copying_server() -> ScriptedServer {
     ScriptedServer::start_with(|r| {
         let (n, text) = asked_passage(r);
         let first: Vec<&str> = text.split_whitespace().take(16).collect();

@@ -33,13 +33,13 @@ pub struct LazyCache {
 }
 
 impl LazyCache {
-    fn get(&mut self) -> Result<&AskCache, ApiError> {
+    fn get(&mut self) -> Result<&mut AskCache, ApiError> {
         if self.cache.is_none() {
             let opened =
                 AskCache::open(&self.state_dir).map_err(|e| ApiError::internal(e.to_string()))?;
             self.cache = Some(opened);
         }
-        Ok(self.cache.as_ref().expect("opened above"))
+        Ok(self.cache.as_mut().expect("opened above"))
     }
 }
 
@@ -90,14 +90,33 @@ impl Asker {
     }
 
     /// One ask, on a blocking thread (the model's lines take seconds).
+    /// Every answer is kept for the ask page (`/asks/ROOT`).
     pub async fn ask(&self, call: AskCall) -> Result<crate::api::ask::Answered, ApiError> {
         let parts = NodeAsk {
             asker: self.clone(),
             runtime: tokio::runtime::Handle::current(),
         };
-        tokio::task::spawn_blocking(move || crate::api::ask::ask(&call, &parts))
+        let answered = tokio::task::spawn_blocking(move || crate::api::ask::ask(&call, &parts))
             .await
-            .map_err(|e| ApiError::internal(format!("the ask stopped: {e}")))?
+            .map_err(|e| ApiError::internal(format!("the ask stopped: {e}")))??;
+        let record = answered.record.clone();
+        self.with_cache(move |c| {
+            c.keep_answer(&record, crate::now_ms())
+                .map_err(|e| ApiError::internal(e.to_string()))
+        })
+        .await?;
+        Ok(answered)
+    }
+
+    /// Runs `f` on `ask.db`'s worker.
+    pub async fn with_cache<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut AskCache) -> Result<R, ApiError> + Send + 'static,
+    ) -> Result<R, ApiError> {
+        self.cache
+            .call(move |lazy| lazy.get().and_then(f))
+            .await
+            .map_err(|_| ApiError::unavailable("the node is shutting down"))?
     }
 }
 
@@ -110,7 +129,7 @@ struct NodeAsk {
 impl NodeAsk {
     fn cache<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&AskCache) -> Result<R, ApiError> + Send + 'static,
+        f: impl FnOnce(&mut AskCache) -> Result<R, ApiError> + Send + 'static,
     ) -> Result<R, ApiError> {
         self.asker
             .cache

@@ -1,6 +1,8 @@
 //! `ask.db`: answers to asks, by lookup key, each with the answer key it
 //! was stored under (`grove_core::ask::cache`). One row per lookup key; a
-//! new answer replaces the old in one statement.
+//! new answer replaces the old in one statement. Beside them, the answers
+//! a running node gave, by run root (`kept`, the newest [`KEPT_ANSWERS`]),
+//! which the ask page shows.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,8 +20,9 @@ use grove_core::ask::cache::{Found, cited_books, judge};
 pub const ASK_SCHEMA: Schema = Schema {
     kind: DbKind::AskCache,
     application_id: 0x6772_6f61,
-    steps: &[Step::first(
-        "
+    steps: &[
+        Step::first(
+            "
 CREATE TABLE answers (
     lookup BLOB PRIMARY KEY CHECK (length(lookup) = 32),
     answer_key BLOB NOT NULL CHECK (length(answer_key) = 32),
@@ -27,9 +30,37 @@ CREATE TABLE answers (
     stored_ms INTEGER NOT NULL
 );
 ",
-    )],
+        ),
+        // The answers a running node gave, by run root, for the ask page.
+        Step::sql(
+            "
+CREATE TABLE kept (
+    run_root TEXT PRIMARY KEY,
+    question TEXT NOT NULL,
+    label TEXT NOT NULL,
+    mesh INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    stored_ms INTEGER NOT NULL
+);
+CREATE INDEX kept_by_time ON kept (stored_ms);
+",
+        ),
+    ],
     adopt_unmarked: false,
 };
+
+/// Answers kept for the ask page; older ones are dropped.
+pub const KEPT_ANSWERS: usize = 200;
+
+/// A kept answer, as the ask page lists it.
+#[derive(Debug, Clone)]
+pub struct KeptAnswer {
+    pub run_root: String,
+    pub question: String,
+    pub label: String,
+    pub mesh: bool,
+    pub stored_ms: i64,
+}
 
 /// The open cache.
 pub struct AskCache {
@@ -94,5 +125,71 @@ impl AskCache {
             )
             .map_err(StorageError::of(&self.conn, "store an answer"))?;
         Ok(())
+    }
+
+    /// Keeps `record` for the ask page (replacing the same run), dropping
+    /// all but the newest [`KEPT_ANSWERS`], in one transaction.
+    pub fn keep_answer(&mut self, record: &AskRecord, now_ms: i64) -> Result<(), StorageError> {
+        let json = serde_json::to_string(record)
+            .map_err(std::io::Error::other)
+            .map_err(StorageError::of(&self.conn, "encode an answer"))?;
+        let failed = StorageError::of(&self.conn, "keep an answer");
+        let tx = self.conn.transaction().map_err(&failed)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO kept (run_root, question, label, mesh, record, stored_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                record.run.root,
+                record.question,
+                record.verification.label.as_str(),
+                record.mesh.is_some(),
+                json,
+                now_ms
+            ],
+        )
+        .and_then(|_| {
+            tx.execute(
+                "DELETE FROM kept WHERE run_root NOT IN
+                 (SELECT run_root FROM kept ORDER BY stored_ms DESC LIMIT ?1)",
+                params![KEPT_ANSWERS as i64],
+            )
+        })
+        .and_then(|_| tx.commit())
+        .map_err(failed)
+    }
+
+    /// The kept answer whose run root is `run_root`.
+    pub fn kept(&self, run_root: &str) -> Result<Option<AskRecord>, StorageError> {
+        let row: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT record FROM kept WHERE run_root = ?1",
+                params![run_root],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(StorageError::of(&self.conn, "read a kept answer"))?;
+        Ok(row.and_then(|r| serde_json::from_str(&r).ok()))
+    }
+
+    /// The newest `n` kept answers, newest first.
+    pub fn recent(&self, n: usize) -> Result<Vec<KeptAnswer>, StorageError> {
+        let read = |conn: &Connection| -> rusqlite::Result<Vec<KeptAnswer>> {
+            let mut stmt = conn.prepare(
+                "SELECT run_root, question, label, mesh, stored_ms FROM kept
+                 ORDER BY stored_ms DESC LIMIT ?1",
+            )?;
+            stmt.query_map(params![n as i64], |r| {
+                Ok(KeptAnswer {
+                    run_root: r.get(0)?,
+                    question: r.get(1)?,
+                    label: r.get(2)?,
+                    mesh: r.get(3)?,
+                    stored_ms: r.get(4)?,
+                })
+            })?
+            .collect()
+        };
+        read(&self.conn).map_err(StorageError::of(&self.conn, "list kept answers"))
     }
 }

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::{AskRecord, ClaimVerdict, Evidence};
+use super::{AskRecord, ClaimVerdict, Evidence, Verification};
 
 /// The text of an answer.
 pub fn render(r: &AskRecord) -> String {
@@ -29,29 +29,12 @@ fn write_answer(s: &mut String, r: &AskRecord) -> std::fmt::Result {
     }
     writeln!(
         s,
-        "{}rung {} of 4, {}: {} ({}; {} of {} lines held up{})",
+        "{}{}",
         if v.claims.is_empty() { "" } else { "\n" },
-        v.rung.number(),
-        v.rung.name(),
-        v.rung.describe(),
-        v.label.as_str(),
-        v.supported,
-        v.lines,
-        match v.unsourced {
-            0 => String::new(),
-            n => format!(", {n} without a pointer"),
-        }
+        summary(v)
     )?;
-    if let Some(class) = v.warrant {
-        let class = class.as_str().replace('-', " ");
-        match &v.warrant_violation {
-            _ if !v.warrant_checked => writeln!(
-                s,
-                "warrant ({class}): not checked, no claim passed its checks"
-            )?,
-            None => writeln!(s, "warrant ({class}): holds")?,
-            Some(violation) => writeln!(s, "warrant: {}", violation.describe())?,
-        }
+    if let Some(line) = warrant_line(v) {
+        writeln!(s, "{line}")?;
     }
     writeln!(
         s,
@@ -88,18 +71,51 @@ fn write_answer(s: &mut String, r: &AskRecord) -> std::fmt::Result {
     Ok(())
 }
 
-/// One claim: its line, its verdict in words, and the slice of its passage
-/// that holds it up.
-fn render_claim(s: &mut String, c: &ClaimVerdict, evidence: &[Evidence]) -> std::fmt::Result {
-    writeln!(s, "{:>3}  {}", c.line, c.raw)?;
-    let verdict = match (&c.support, c.violations.first()) {
+/// The answer's rung and label in words, with how many lines held up.
+pub fn summary(v: &Verification) -> String {
+    format!(
+        "rung {} of 4, {}: {} ({}; {} of {} lines held up{})",
+        v.rung.number(),
+        v.rung.name(),
+        v.rung.describe(),
+        v.label.as_str(),
+        v.supported,
+        v.lines,
+        match v.unsourced {
+            0 => String::new(),
+            n => format!(", {n} without a pointer"),
+        }
+    )
+}
+
+/// The question's warrant and whether it holds, when it has one.
+pub fn warrant_line(v: &Verification) -> Option<String> {
+    let class = v.warrant?.as_str().replace('-', " ");
+    Some(match &v.warrant_violation {
+        _ if !v.warrant_checked => {
+            format!("warrant ({class}): not checked, no claim passed its checks")
+        }
+        None => format!("warrant ({class}): holds"),
+        Some(violation) => format!("warrant: {}", violation.describe()),
+    })
+}
+
+/// A claim's verdict in words: held up and how, or why not.
+pub fn claim_verdict(c: &ClaimVerdict) -> String {
+    match (&c.support, c.violations.first()) {
         _ if !c.sourced => "not held up: it cites no passage".to_string(),
         (Some(how), None) => format!("held up ({})", how.as_str()),
         (Some(how), Some(v)) => format!("held up ({}); but {}", how.as_str(), v.describe()),
         (None, Some(v)) => format!("not held up: {}", v.describe()),
         (None, None) => "not held up: its passages do not say this closely enough".to_string(),
-    };
-    writeln!(s, "     {verdict}")?;
+    }
+}
+
+/// One claim: its line, its verdict in words, and the slice of its passage
+/// that holds it up.
+fn render_claim(s: &mut String, c: &ClaimVerdict, evidence: &[Evidence]) -> std::fmt::Result {
+    writeln!(s, "{:>3}  {}", c.line, c.raw)?;
+    writeln!(s, "     {}", claim_verdict(c))?;
     if let Some(slice) = &c.slice
         && let Some(e) = evidence.iter().find(|e| e.pointer == slice.pointer)
         && let Some(text) = e.text.get(slice.start..slice.end)

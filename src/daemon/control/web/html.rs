@@ -37,7 +37,7 @@ pub fn page(title: &str, body: &str, scripts: &[&str]) -> String {
         out,
         "</head><body><a class=\"skip\" href=\"#main\">Skip to content</a>\
          <header class=\"top\"><nav aria-label=\"grove\"><a href=\"/\">grove</a> \
-         <a href=\"/verify\">verify an export</a></nav></header>\
+         <a href=\"/asks\">ask the books</a> <a href=\"/verify\">verify an export</a></nav></header>\
          <main id=\"main\">{body}</main></body></html>"
     );
     out

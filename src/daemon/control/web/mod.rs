@@ -1,10 +1,12 @@
 //! The web pages of the HTTP listener: the overview `/`, the live moot
-//! page `/moots/ID` (with its turn and state fragments), `/verify`, and
+//! page `/moots/ID` (with its turn and state fragments), `/verify`, the
+//! ask pages `/asks` and `/asks/ROOT` (with the record as JSON), and
 //! their CSS and JavaScript, all inside the binary (no CDN, no build
 //! step). Mounted through the one route table (its parent, `control::routes`); pages
 //! are server-rendered HTML, and everything from books, names or peers is
 //! escaped ([`html::esc`]).
 
+mod ask;
 mod html;
 mod mark;
 mod moot;
@@ -35,6 +37,9 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<ControlState>)> {
         ("/moots/{id}/turns/{index}", get(moot_turn)),
         ("/moots/{id}/state", get(moot_state)),
         ("/verify", get(verify_page).post(verify_file)),
+        ("/asks", get(asks_page).post(ask_form)),
+        ("/asks/{root}", get(answer_page)),
+        ("/asks/{root}/record", get(answer_record)),
         (
             "/web/style.css",
             get(|| asset(include_str!("assets/style.css"), "text/css")),
@@ -284,5 +289,101 @@ async fn verify_file(
             crate::api::ErrorKind::Internal,
             format!("the check stopped: {e}"),
         )),
+    }
+}
+
+/// `/asks`: the form, and the answers this node gave.
+async fn asks_page(State(state): State<ControlState>) -> Response {
+    let recent = state
+        .asker
+        .with_cache(|c| c.recent(50).map_err(|e| ApiError::internal(e.to_string())))
+        .await;
+    let in_mesh = state.node.mesh.view().roster().is_some();
+    match recent {
+        Ok(recent) => html(StatusCode::OK, ask::list_page(&recent, in_mesh)),
+        Err(e) => error_page(e),
+    }
+}
+
+/// The ask form's fields.
+#[derive(Deserialize)]
+struct AskForm {
+    question: String,
+    /// `mesh` or `local`; absent: local.
+    scope: Option<String>,
+}
+
+/// `POST /asks` from the ask form: asks (the listener's write rules have
+/// been applied), then goes to the answer's page.
+async fn ask_form(State(state): State<ControlState>, body: Bytes) -> Response {
+    let form: AskForm = match serde_urlencoded_form(&body) {
+        Ok(f) => f,
+        Err(e) => return error_page(ApiError::bad_request(e)),
+    };
+    let defaults = crate::ask::AskSettings::default();
+    let call = crate::api::ask::AskCall {
+        question: form.question,
+        books: Vec::new(),
+        k: defaults.k,
+        temperature: defaults.temperature,
+        seed: defaults.seed,
+        cache: Some(crate::api::ask::CacheChoice::Strict),
+        mesh: form.scope.as_deref() == Some("mesh"),
+    };
+    match state.asker.ask(call).await {
+        Ok(answered) => {
+            Redirect::to(&format!("/asks/{}", answered.record.run.root)).into_response()
+        }
+        Err(e) => error_page(e),
+    }
+}
+
+/// The kept answer whose run root is `root`.
+async fn kept_answer(
+    state: &ControlState,
+    root: String,
+) -> Result<crate::ask::AskRecord, ApiError> {
+    if root.len() != 64 || !root.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::bad_request(format!(
+            "`{root}` is not a run root (64 hex digits)"
+        )));
+    }
+    let wanted = root.clone();
+    state
+        .asker
+        .with_cache(move |c| {
+            c.kept(&wanted)
+                .map_err(|e| ApiError::internal(e.to_string()))
+        })
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("this node kept no answer with run root {root}"))
+        })
+}
+
+/// `/asks/ROOT`: one answer with its proof panels.
+async fn answer_page(State(state): State<ControlState>, Path(root): Path<String>) -> Response {
+    match kept_answer(&state, root).await {
+        Ok(record) => {
+            let view = state.node.mesh.view();
+            html(StatusCode::OK, ask::answer_page(&record, view.roster()))
+        }
+        Err(e) => error_page(e),
+    }
+}
+
+/// `/asks/ROOT/record`: the record as `grove ask --out` writes it.
+async fn answer_record(State(state): State<ControlState>, Path(root): Path<String>) -> Response {
+    match kept_answer(&state, root).await {
+        Ok(record) => {
+            let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
+            let mut r = text.into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+        Err(e) => error_page(e),
     }
 }
