@@ -480,6 +480,30 @@ fn a_mesh_answers_from_two_peers_books_with_proofs() {
             "{name}"
         );
     }
+    // A member that does not answer is named, and the answer goes on with
+    // the others' passages.
+    let mut c = c;
+    c.stop();
+    let out =
+        a.g.cmd(&[
+            "ask", "--mesh", "--cache", "off", "--json", "-k", "4", question,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not asked: charlie"), "{err}");
+    let record: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let evidence = record["evidence"].as_array().unwrap();
+    assert!(!evidence.is_empty());
+    assert!(
+        evidence.iter().all(|e| e["holder"] == pb.as_str()),
+        "{record}"
+    );
     // A local ask's record has no anchor to pin.
     let g = with_books();
     let local = g.dir.path().join("local.json");

@@ -113,6 +113,12 @@ pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
         cache,
         errors,
     } = answered;
+    if ctx.json {
+        // The JSON is the record; who was not asked still reaches a script.
+        for e in &errors {
+            eprintln!("not asked: {e}");
+        }
+    }
     ctx.show(&Asked {
         record,
         cache,

@@ -3,7 +3,10 @@
 //! 100 books (the corpus's Gutenberg books cut into parts, each ingested as
 //! its own book), p50 and p95; the verifier's cost per answer; a cache
 //! hit's p50 and p95 (lookup, the cited books' current roots, the answer
-//! key). Mesh-wide asks are not built yet and are said so.
+//! key); then mesh asks over 3 real daemons (`grove node run`, the binary
+//! beside this one): the same books split between two of them, the third,
+//! holding none, asking `grove ask --mesh` through its daemon, p50 and p95
+//! of the whole command.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -128,7 +131,81 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 
     verifier_cost(&records);
     cache_hits(&cache, &store, &settings, o.questions)?;
-    println!("mesh ask over 3 nodes: not built yet (issue 51, step 4)");
+    mesh_asks(&o)
+}
+
+/// Mesh asks over 3 daemons: node1 and node2 hold half the books each,
+/// node3 none; node3 asks every member's books.
+fn mesh_asks(o: &Options) -> anyhow::Result<()> {
+    use crate::net::{grove_bin, join, json, start_with, wait_until};
+    let bin = grove_bin()?;
+    let root = tempfile::tempdir()?;
+    let half = o.books / 2;
+    let held = ingest_parts_from(&root.path().join("node1"), &o.corpus, o.books, 0..half)?
+        + ingest_parts_from(
+            &root.path().join("node2"),
+            &o.corpus,
+            o.books,
+            half..o.books,
+        )?;
+    let model_env = [
+        ("GROVE_MODEL__PATH", o.model.display().to_string()),
+        ("GROVE_MODEL__THREADS", o.threads.to_string()),
+    ];
+    let nodes = vec![
+        start_with(&bin, root.path(), 1, &[])?,
+        start_with(&bin, root.path(), 2, &[])?,
+    ];
+    let asker = start_with(&bin, root.path(), 3, &model_env)?;
+    json(&bin, &nodes[0].state, &["mesh", "init", "--name", "bench"])?;
+    join(&bin, &nodes[..1], &nodes[1])?;
+    join(&bin, &nodes, &asker)?;
+    wait_until(
+        "node3 to hold every member's roots",
+        Duration::from_secs(120),
+        || {
+            json(&bin, &asker.state, &["roots"]).is_ok_and(|r| {
+                r["roots"].as_array().map_or(0, |m| {
+                    m.iter()
+                        .flat_map(|m| m["shards"].as_array().into_iter().flatten())
+                        .map(|s| s["books"].as_array().map_or(0, Vec::len))
+                        .sum::<usize>()
+                }) >= held
+            })
+        },
+    )?;
+    let mut asks = Vec::new();
+    for q in QUESTIONS.iter().cycle().take(o.questions) {
+        let t = Instant::now();
+        let k = o.k.to_string();
+        let record = json(
+            &bin,
+            &asker.state,
+            &["ask", "--mesh", "--cache", "off", "-k", &k, q],
+        )?;
+        asks.push(t.elapsed());
+        let holders: std::collections::BTreeSet<&str> = record["evidence"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["holder"].as_str())
+            .collect();
+        println!(
+            "  {:>5.1} s  {} (passages from {} member(s)) {q}",
+            t.elapsed().as_secs_f64(),
+            record["verification"]["label"].as_str().unwrap_or("?"),
+            holders.len()
+        );
+    }
+    asks.sort();
+    println!(
+        "\nmesh ask over 3 nodes (node3 holds no books; {held} books on node1 and node2), embedded model, k={}, {} threads: p50 {:.2} s, p95 {:.2} s ({} asks, the whole `grove ask --mesh` command)",
+        o.k,
+        o.threads,
+        percentile(&asks, 0.5).as_secs_f64(),
+        percentile(&asks, 0.95).as_secs_f64(),
+        asks.len()
+    );
     Ok(())
 }
 
@@ -201,6 +278,17 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// `books` books in all, each made a small Gutenberg text and ingested
 /// under its own key.
 fn ingest_parts(state: &Path, corpus: &Path, books: usize) -> anyhow::Result<usize> {
+    ingest_parts_from(state, corpus, books, 0..books)
+}
+
+/// The parts numbered in `held` of the `books` parts [`ingest_parts`]
+/// makes (so two nodes hold different parts of the same 100).
+fn ingest_parts_from(
+    state: &Path,
+    corpus: &Path,
+    books: usize,
+    held: std::ops::Range<usize>,
+) -> anyhow::Result<usize> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(corpus)
         .with_context(|| format!("corpus {}", corpus.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -229,6 +317,10 @@ fn ingest_parts(state: &Path, corpus: &Path, books: usize) -> anyhow::Result<usi
             if n == books {
                 break;
             }
+            if !held.contains(&n) {
+                n += 1;
+                continue;
+            }
             let body = chunk.join("\n\n");
             let doc = format!(
                 "Title: {title}, part {}\nAuthor: {}\n\n*** START OF THE PROJECT GUTENBERG EBOOK PART ***\n\n{body}\n\n*** END OF THE PROJECT GUTENBERG EBOOK PART ***\n",
@@ -247,5 +339,5 @@ fn ingest_parts(state: &Path, corpus: &Path, books: usize) -> anyhow::Result<usi
             n += 1;
         }
     }
-    Ok(n)
+    Ok(held.end.min(n) - held.start.min(n))
 }
