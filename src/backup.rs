@@ -11,8 +11,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags};
-
 use crate::db::{self, Put, StorageError};
 use crate::state_dir::{IDENTITY_DIR, MESH_DB, MOOTS_DIR, NODE_DB, StateDir};
 
@@ -163,27 +161,10 @@ fn write_backup(
         // Created private first (mesh.db holds epoch secrets): SQLite
         // keeps the mode of a file it opens.
         db::write_private(&to, &[], Put::New)?;
-        copy_database(&from, &to)?;
+        crate::db::snapshot(&from, &to)?;
         bytes += fs::metadata(&to)
             .map_err(StorageError::at(&to, "read the size of"))?
             .len();
     }
     Ok(bytes)
-}
-
-/// One consistent snapshot of the database at `from` into the empty file
-/// `to`, by SQLite's online backup, left without a WAL beside it.
-fn copy_database(from: &Path, to: &Path) -> Result<(), StorageError> {
-    let read = StorageError::at(from, "back up");
-    let src = Connection::open_with_flags(from, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&read)?;
-    src.backup(
-        rusqlite::MAIN_DB,
-        to,
-        None::<fn(rusqlite::backup::Progress)>,
-    )
-    .map_err(&read)?;
-    let write = StorageError::at(to, "write");
-    let copy = Connection::open(to).map_err(&write)?;
-    copy.pragma_update(None, "journal_mode", "DELETE")
-        .map_err(&write)
 }

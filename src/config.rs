@@ -159,11 +159,23 @@ pub struct ControlSettings {
 }
 
 /// This node as members see it.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NodeSettings {
     /// Display name members see.
     pub name: Option<String>,
+    /// How often a running node runs `PRAGMA quick_check` on each of its
+    /// databases, in seconds (0: never; at start it always does).
+    pub integrity_check_secs: u64,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        NodeSettings {
+            name: None,
+            integrity_check_secs: 6 * 3600,
+        }
+    }
 }
 
 /// Logging of the daemon (to stderr; journald adds its own timestamps).
@@ -1062,6 +1074,12 @@ impl Settings {
                 format!("`{}` is not `text` or `json`", shown(&self.log.format)),
             ));
         }
+        within(
+            "node.integrity_check_secs",
+            self.node.integrity_check_secs,
+            0,
+            30 * DAY,
+        )?;
         if let Some(name) = &self.node.name
             && let Err(e) = crate::mesh::names::check(crate::mesh::names::Field::DisplayName, name)
         {

@@ -355,6 +355,74 @@ pub fn immutable_uri(path: &Path) -> String {
     format!("file:{escaped}?immutable=1")
 }
 
+/// A database opened to be read, never written (audit, checks, backups).
+pub struct ReadOnly {
+    pub conn: Connection,
+    /// Whether it was opened as immutable (the main file alone): where the
+    /// directory cannot be written and a WAL database's shared-memory file
+    /// is missing, as on read-only media or for an operator checking the
+    /// service's state. A live writer's WAL is then not seen.
+    pub immutable: bool,
+}
+
+/// Opens the database at `path` read-only, falling back to immutable where
+/// SQLite cannot open it read-only the usual way (the first read is where
+/// a missing shared-memory file shows). Nothing is created or changed.
+pub fn open_read_only(path: &Path) -> Result<ReadOnly, StorageError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let first_read = |conn: Connection| -> rusqlite::Result<Connection> {
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+        Ok(conn)
+    };
+    match Connection::open_with_flags(path, flags).and_then(first_read) {
+        Ok(conn) => Ok(ReadOnly {
+            conn,
+            immutable: false,
+        }),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly
+            ) =>
+        {
+            let conn = Connection::open_with_flags(
+                immutable_uri(path),
+                flags | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .map_err(|e| StorageError::new(path, "open as immutable", e))?;
+            Ok(ReadOnly {
+                conn,
+                immutable: true,
+            })
+        }
+        Err(e) => Err(StorageError::new(path, "open", e)),
+    }
+}
+
+/// One consistent snapshot of the database at `from` into the new file
+/// `to`, by SQLite's online backup (a writer may keep writing meanwhile),
+/// left as a plain rollback-journal file with no WAL beside it.
+pub fn snapshot(from: &Path, to: &Path) -> Result<(), StorageError> {
+    let source = open_read_only(from)?;
+    source
+        .conn
+        .backup(
+            rusqlite::MAIN_DB,
+            to,
+            None::<fn(rusqlite::backup::Progress)>,
+        )
+        .map_err(|e| StorageError::new(from, "back up", e))?;
+    let write = |e| StorageError::new(to, "write", e);
+    let copy = Connection::open_with_flags(
+        to,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(write)?;
+    copy.pragma_update(None, "journal_mode", "DELETE")
+        .map_err(write)
+}
+
 /// Opens the database at `path` as `schema` says: created private when
 /// missing (read-write), the pragmas of its kind, its `application_id`
 /// checked, migrated to the latest schema one step per transaction.
@@ -495,6 +563,12 @@ pub enum DbKind {
     AskCache,
 }
 
+impl std::fmt::Display for DbKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl DbKind {
     fn name(self) -> &'static str {
         match self {
@@ -549,28 +623,19 @@ pub fn quick_check(path: &Path, kind: DbKind) -> Result<Checked, Damaged> {
         kind,
         detail,
     };
-    // Read-only: the check writes nothing. Where the directory cannot be
-    // written (read-only media) and the shared-memory file is missing, the
-    // main file alone is read, as `audit verify` reads it.
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let check = |conn: Connection| -> rusqlite::Result<Vec<String>> {
-        let mut stmt = conn.prepare("PRAGMA quick_check")?;
-        stmt.query_map([], |r| r.get::<_, String>(0))?
-            .collect::<Result<Vec<_>, _>>()
-    };
-    let problems = match Connection::open_with_flags(path, flags).and_then(check) {
-        Err(rusqlite::Error::SqliteFailure(e, _))
-            if matches!(
-                e.code,
-                rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly
-            ) =>
-        {
-            Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
-                .and_then(check)
-        }
-        other => other,
-    }
-    .map_err(|e| damaged(e.to_string()))?;
+    // Read-only: the check writes nothing (immutable where the directory
+    // cannot be written, as `audit verify` reads it).
+    let problems = open_read_only(path)
+        .map_err(|e| damaged(e.problem.to_string()))
+        .and_then(|r| {
+            let mut stmt = r
+                .conn
+                .prepare("PRAGMA quick_check")
+                .map_err(|e| damaged(e.to_string()))?;
+            stmt.query_map([], |row| row.get::<_, String>(0))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| damaged(e.to_string()))
+        })?;
     if problems != ["ok"] {
         let shown: Vec<&str> = problems
             .iter()

@@ -332,3 +332,130 @@ fn the_event_stream_carries_reachability_changes_as_a_relay_comes_and_goes() {
     }
     drop(node);
 }
+
+/// Overwrites 200 bytes at the head of `table`'s root page in the database
+/// at `file` (after a checkpoint, so the page is the file's own); returns
+/// where and what was there.
+fn damage_table(file: &std::path::Path, table: &str) -> (u64, Vec<u8>) {
+    use std::os::unix::fs::FileExt;
+    let (root, page_size): (i64, i64) = {
+        let conn = rusqlite::Connection::open(file).unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        let root = conn
+            .query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap_or_else(|e| panic!("{table} in {}: {e}", file.display()));
+        let size = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap();
+        (root, size)
+    };
+    assert!(root > 1, "{table} is on page {root}");
+    let at = ((root - 1) * page_size) as u64;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(file)
+        .unwrap();
+    let mut original = vec![0u8; 200];
+    f.read_exact_at(&mut original, at).unwrap();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ root as u64;
+    let noise: Vec<u8> = (0..200)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    f.write_all_at(&noise, at).unwrap();
+    f.sync_all().unwrap();
+    (at, original)
+}
+
+/// A running node checks its databases every `node.integrity_check_secs`:
+/// a page of a shard's chunks, a page of its full-text index and a page of
+/// `mesh.db`, each overwritten while the node runs, is named by `/health`
+/// (503 `damaged`), by `grove audit verify` (exit 1), by the
+/// `grove_databases_damaged` gauge and by a `database_damaged` event; the
+/// page put back, the next check publishes `database_recovered` and
+/// `/health` is ok again.
+#[test]
+fn a_running_node_finds_damage_and_its_repair() {
+    let port = crate::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let d = Daemon::start_with(
+        "alpha",
+        &[
+            ("GROVE_HTTP__LISTEN", listen.as_str()),
+            ("GROVE_NODE__INTEGRITY_CHECK_SECS", "1"),
+        ],
+    );
+    let text = crate::support::generated_book("Damage", "Tester", 7, 400, 3);
+    let book = d.g.write("damage.txt", text.as_bytes());
+    d.ok(&["book", "add", book.to_str().unwrap()]);
+    d.ok(&["mesh", "init", "--name", "careful"]);
+    let events = http_events(port, "");
+    let state = d.g.state();
+    let shard = state.join("shards/main.db");
+    let mesh = state.join("mesh.db");
+    let mesh_table: String = rusqlite::Connection::open(&mesh)
+        .unwrap()
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rootpage DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    for (file, table) in [
+        (&shard, "chunks"),
+        (&shard, "fts_all_data"),
+        (&mesh, mesh_table.as_str()),
+    ] {
+        let shown = file.display().to_string();
+        let (at, original) = damage_table(file, table);
+        eventually(&format!("/health to name {shown} ({table})"), || {
+            let h = crate::http::get(port, "/health");
+            h.status == 503 && h.body.contains("\"damaged\"") && h.body.contains(&shown)
+        });
+        let audit = d.g.run(&["audit", "verify"]);
+        assert_eq!(audit.status.code(), Some(1), "{table}");
+        let said = String::from_utf8_lossy(&audit.stdout);
+        assert!(
+            said.contains("DAMAGED:") && said.contains(&shown),
+            "{table}: {said}"
+        );
+        let metrics = crate::http::get(port, "/metrics").body;
+        assert!(metrics.contains("grove_databases_damaged 1"), "{metrics}");
+        // Put back: the next check finds it whole.
+        {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+            f.write_all_at(&original, at).unwrap();
+            f.sync_all().unwrap();
+        }
+        eventually(
+            &format!("/health to be ok after {table} is put back"),
+            || crate::http::get(port, "/health").status == 200,
+        );
+    }
+    let seen = json_lines(&events);
+    for (name, file) in [
+        ("database_damaged", &shard),
+        ("database_recovered", &shard),
+        ("database_damaged", &mesh),
+        ("database_recovered", &mesh),
+    ] {
+        let file = file.display().to_string();
+        let n = seen
+            .iter()
+            .filter(|e| e["event"] == name && e["file"] == file.as_str())
+            .count();
+        let want = if file.ends_with("main.db") { 2 } else { 1 };
+        assert_eq!(n, want, "{name} {file}: {seen:?}");
+    }
+}

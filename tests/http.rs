@@ -86,7 +86,7 @@ pub(crate) fn request(port: u16, method: &str, path: &str, headers: &[(&str, &st
     request_on(stream, method, path, &all)
 }
 
-fn get(port: u16, path: &str) -> Answer {
+pub(crate) fn get(port: u16, path: &str) -> Answer {
     request(port, "GET", path, &[])
 }
 

@@ -353,6 +353,7 @@ pub struct Readings {
     pub open_proposals: u64,
     pub books: u64,
     pub chunks: u64,
+    pub damaged_databases: u64,
 }
 
 /// The registry `/metrics` encodes: libp2p's own families (`libp2p_`,
@@ -367,6 +368,7 @@ pub struct Metrics {
     open_proposals: Gauge,
     books: Gauge,
     chunks: Gauge,
+    damaged_databases: Gauge,
 }
 
 impl Metrics {
@@ -391,6 +393,10 @@ impl Metrics {
         let chunks = gauge(
             "grove_book_chunks",
             "Chunks of the books stored on this node",
+        );
+        let damaged_databases = gauge(
+            "grove_databases_damaged",
+            "Databases the latest integrity check found damaged (node.integrity_check_secs)",
         );
         registry.register_with_unit(
             "grove_search_duration",
@@ -425,6 +431,7 @@ impl Metrics {
             open_proposals,
             books,
             chunks,
+            damaged_databases,
         }
     }
 
@@ -439,6 +446,7 @@ impl Metrics {
         set(&self.open_proposals, now.open_proposals);
         set(&self.books, now.books);
         set(&self.chunks, now.chunks);
+        set(&self.damaged_databases, now.damaged_databases);
         let mut out = String::new();
         // Writing to a String does not fail; an encoder error would be a
         // bug in a family name, and the scrape shows what came before it.

@@ -12,6 +12,7 @@ pub mod events;
 pub mod gossip;
 pub mod hooks;
 pub mod http;
+pub mod integrity;
 pub mod mesh;
 pub mod metrics;
 pub mod model;
@@ -131,15 +132,10 @@ pub async fn run(
     let stats = Arc::new(stats::Stats::default());
     let (model, ask_cache, ask_cache_thread) = spawn_asking(settings, &state_dir, &stats)?;
     let events = mesh_worker.events().clone();
-    let hooks = hooks::spawn(&settings.hooks, &events);
+    let integrity = integrity::Integrity::default();
+    let background = Background::spawn(settings, &state_dir, &events, &integrity);
     let (verdict, verdict_rx) = watch::channel(None);
-    let health = Health {
-        store: store.clone(),
-        mesh: mesh_worker.clone(),
-        model: model.clone(),
-        net: network.clone(),
-        verdict,
-    };
+    let health = Health::new(&store, &mesh_worker, &model, &network, verdict);
     health.inject_fault_if_asked();
     let parts = Parts {
         settings,
@@ -153,9 +149,10 @@ pub async fn run(
         peers: peers::Peers::new(peer_book),
         advertised,
         verdict: verdict_rx,
+        integrity,
     };
     let (node, control) = wire_up(parts, listen, registry);
-    let tasks = Tasks::start(node, net_events, listener, http, control, hooks);
+    let tasks = Tasks::start(node, net_events, listener, http, control, background);
     let notifier = notify::Notifier::from_env();
     tracing::info!(state_dir = %state_dir.display(), socket = %socket_path.display(), "grove node ready");
     notifier.notify("READY=1\nSTATUS=serving the control socket");
@@ -265,13 +262,43 @@ async fn serve_until(
 }
 
 /// The node's tasks: the node loop, the control server, the HTTP listener
-/// and the hook runner.
+/// and the background ones.
 struct Tasks {
     stop: watch::Sender<bool>,
     node: tokio::task::JoinHandle<()>,
     server: tokio::task::JoinHandle<()>,
     http: Option<tokio::task::JoinHandle<()>>,
+    background: Background,
+}
+
+/// The tasks beside the node loop: the hook runner (ends when the event
+/// stream closes) and the periodic integrity check (aborted at shutdown:
+/// it only reads).
+struct Background {
     hooks: Option<tokio::task::JoinHandle<()>>,
+    integrity: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Background {
+    fn spawn(
+        settings: &Settings,
+        state_dir: &Path,
+        events: &events::Events,
+        integrity: &integrity::Integrity,
+    ) -> Background {
+        let every = settings.node.integrity_check_secs;
+        Background {
+            hooks: hooks::spawn(&settings.hooks, events),
+            integrity: (every > 0).then(|| {
+                tokio::spawn(integrity::run(
+                    state_dir.to_path_buf(),
+                    Duration::from_secs(every),
+                    integrity.clone(),
+                    events.clone(),
+                ))
+            }),
+        }
+    }
 }
 
 impl Tasks {
@@ -282,7 +309,7 @@ impl Tasks {
         listener: tokio::net::UnixListener,
         http: Option<http::Listener>,
         control: control::ControlState,
-        hooks: Option<tokio::task::JoinHandle<()>>,
+        background: Background,
     ) -> Tasks {
         let (stop, stop_rx) = watch::channel(false);
         let node = tokio::spawn(node.run(net_events, stop_rx.clone()));
@@ -301,7 +328,7 @@ impl Tasks {
             node,
             server,
             http,
-            hooks,
+            background,
         }
     }
 
@@ -321,7 +348,10 @@ impl Tasks {
             tracing::warn!(error = %e, "HTTP listener task failed");
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), self.node).await;
-        if let Some(hooks) = self.hooks {
+        if let Some(integrity) = self.background.integrity {
+            integrity.abort();
+        }
+        if let Some(hooks) = self.background.hooks {
             let _ = tokio::time::timeout(Duration::from_secs(2), hooks).await;
         }
     }
@@ -337,6 +367,24 @@ struct Health {
     net: crate::net::Network,
     /// The latest verdict, for `/health`.
     verdict: watch::Sender<Option<&'static str>>,
+}
+
+impl Health {
+    fn new(
+        store: &store::StoreWorker,
+        mesh: &mesh::MeshWorker,
+        model: &model::ModelWorker,
+        net: &crate::net::Network,
+        verdict: watch::Sender<Option<&'static str>>,
+    ) -> Health {
+        Health {
+            store: store.clone(),
+            mesh: mesh.clone(),
+            model: model.clone(),
+            net: net.clone(),
+            verdict,
+        }
+    }
 }
 
 /// How often health is checked when systemd set no watchdog.
@@ -430,11 +478,7 @@ fn check_listen_addresses(addrs: &[libp2p::Multiaddr]) -> Result<(), DaemonError
 /// `PRAGMA quick_check` on every database of the state directory before the
 /// node serves from them: damage stops the start, named with the way out.
 fn check_databases(state_dir: &Path) -> Result<(), DaemonError> {
-    let store = crate::store::Store::new(state_dir);
-    let mut files = StateDir::new(state_dir).top_databases().to_vec();
-    for name in store.shard_names()? {
-        files.push((store.shard_path(&name), crate::db::DbKind::Shard));
-    }
+    let files = integrity::databases(state_dir)?;
     let start = std::time::Instant::now();
     let checked = crate::db::check_all(&files)?;
     let slowest = checked.iter().max_by_key(|c| c.took);
@@ -478,6 +522,7 @@ struct Parts<'a> {
     peers: peers::Peers,
     advertised: advertised::Advertised,
     verdict: control::Verdict,
+    integrity: integrity::Integrity,
 }
 
 /// Wires the node loop and the control routes from the workers: each gets
@@ -520,6 +565,7 @@ fn wire_up(
             mesh: p.mesh.clone(),
             peers: p.peers.clone(),
             store: p.store.clone(),
+            integrity: p.integrity.clone(),
         },
         node: control::NodeView {
             me: p.net.local_peer_id(),

@@ -150,34 +150,11 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, AuditError> {
 /// events still in a live writer's WAL are not seen, but what is seen is a
 /// prefix of the chain, so an intact chain never reads as broken.
 pub fn verify_file(path: &std::path::Path) -> Result<ChainReport, AuditError> {
-    let err = StorageError::at(path, "open");
-    let flags =
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let locked = Connection::open_with_flags(path, flags).and_then(|conn| {
-        // The first read is where a missing shared-memory file shows.
-        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
-        Ok(conn)
-    });
-    match locked {
-        Ok(conn) => verify(&conn),
-        Err(rusqlite::Error::SqliteFailure(e, _))
-            if matches!(
-                e.code,
-                rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly
-            ) =>
-        {
-            let conn = Connection::open_with_flags(
-                crate::db::immutable_uri(path),
-                flags | rusqlite::OpenFlags::SQLITE_OPEN_URI,
-            )
-            .map_err(err)?;
-            Ok(ChainReport {
-                immutable: true,
-                ..verify(&conn)?
-            })
-        }
-        Err(e) => Err(err(e).into()),
-    }
+    let opened = crate::db::open_read_only(path)?;
+    Ok(ChainReport {
+        immutable: opened.immutable,
+        ..verify(&opened.conn)?
+    })
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub enum Family {
     Book,
     /// How this node is reached ([`ReachabilityEvent`]).
     Reachability,
+    /// The integrity of this node's databases ([`DatabaseEvent`]).
+    Database,
     /// About the stream itself (`watch_dropped`, a [`MeshEvent`] shape).
     Stream,
 }
@@ -46,6 +48,8 @@ pub const EVENTS: &[(&str, Family)] = &[
     ("book_added", Family::Book),
     ("book_removed", Family::Book),
     ("reachability_changed", Family::Reachability),
+    ("database_damaged", Family::Database),
+    ("database_recovered", Family::Database),
     ("watch_dropped", Family::Stream),
 ];
 
@@ -71,6 +75,7 @@ pub enum Event {
     Moot(MootEvent),
     Book(BookEvent),
     Reachability(ReachabilityEvent),
+    Database(DatabaseEvent),
 }
 
 impl Event {
@@ -80,6 +85,7 @@ impl Event {
             Event::Moot(e) => &e.event,
             Event::Book(e) => &e.event,
             Event::Reachability(e) => &e.event,
+            Event::Database(e) => &e.event,
         }
     }
 
@@ -89,6 +95,7 @@ impl Event {
             Event::Moot(e) => e.at,
             Event::Book(e) => e.at,
             Event::Reachability(e) => e.at,
+            Event::Database(e) => e.at,
         }
     }
 
@@ -99,6 +106,7 @@ impl Event {
             Event::Moot(e) => &e.detail,
             Event::Book(e) => &e.detail,
             Event::Reachability(e) => &e.detail,
+            Event::Database(e) => &e.detail,
         }
     }
 
@@ -133,6 +141,12 @@ impl From<BookEvent> for Event {
     }
 }
 
+impl From<DatabaseEvent> for Event {
+    fn from(e: DatabaseEvent) -> Event {
+        Event::Database(e)
+    }
+}
+
 impl From<ReachabilityEvent> for Event {
     fn from(e: ReachabilityEvent) -> Event {
         Event::Reachability(e)
@@ -162,6 +176,7 @@ impl<'de> Deserialize<'de> for Event {
             Family::Reachability => {
                 Event::Reachability(serde_json::from_value(value).map_err(shape)?)
             }
+            Family::Database => Event::Database(serde_json::from_value(value).map_err(shape)?),
         })
     }
 }
@@ -257,6 +272,22 @@ pub struct BookEvent {
     pub version: u32,
     /// Its Merkle root (hex).
     pub root: String,
+    pub detail: String,
+}
+
+/// `database_damaged`: the running node's integrity check found a database
+/// damaged; `database_recovered`: a database found damaged before checks
+/// whole again (restored, or moved aside).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DatabaseEvent {
+    pub event: String,
+    pub at: i64,
+    /// The database's file, and its kind (`shard`, `mesh database`, …).
+    pub file: String,
+    pub kind: String,
+    /// What the check found, and the way out (`database_damaged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
     pub detail: String,
 }
 

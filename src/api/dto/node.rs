@@ -19,9 +19,14 @@ pub struct NodeInfo {
 /// else `failed` with the part that stopped (HTTP 503).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Health {
+    /// `ok`, `failed` (a part of the node stopped: `part`) or `damaged`
+    /// (the integrity check found damage: `damage`).
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part: Option<String>,
+    /// Each damaged database: the file, what the check found, the way out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damage: Vec<String>,
 }
 
 /// `identity show`.

@@ -30,24 +30,27 @@ pub struct Observe {
     pub mesh: MeshWorker,
     pub peers: Peers,
     pub store: StoreWorker,
+    /// What the periodic integrity check found.
+    pub integrity: crate::daemon::integrity::Integrity,
 }
 
 pub async fn health(State(o): State<Observe>) -> Response {
     let failed = *o.health.borrow();
-    match failed {
-        None => Json(dto::Health {
-            status: "ok".into(),
-            part: None,
-        })
-        .into_response(),
-        Some(part) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(dto::Health {
-                status: "failed".into(),
-                part: Some(part.into()),
-            }),
-        )
-            .into_response(),
+    let damage = o.integrity.damage();
+    let (status, health) = match failed {
+        Some(part) => ("failed", Some(part)),
+        None if !damage.is_empty() => ("damaged", None),
+        None => ("ok", None),
+    };
+    let body = Json(dto::Health {
+        status: status.into(),
+        part: health.map(str::to_string),
+        damage,
+    });
+    if status == "ok" {
+        body.into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
     }
 }
 
@@ -92,6 +95,7 @@ impl Observe {
                 })
                 .count() as u64;
         }
+        now.damaged_databases = self.integrity.damage().len() as u64;
         if let Ok(Ok(shards)) = self.store.call(|b| b.shards()).await {
             for shard in shards.shards {
                 now.books += shard.books.len() as u64;
