@@ -41,6 +41,19 @@ pub struct BackupReport {
 /// The files a backup covers, relative to the state directory: those
 /// copied as they are (keys, moot files), and the databases.
 fn sources(state_dir: &Path) -> Result<(Vec<String>, Vec<String>), BackupError> {
+    // The folders are 0700: another user learns so here, before a listing
+    // fails on it.
+    let dir = StateDir::new(state_dir);
+    for folder in [dir.identity(), dir.moots(), dir.shards()] {
+        if let Err(e) = fs::read_dir(&folder)
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            return Err(BackupError::NotReadable {
+                path: folder,
+                state: state_dir.to_path_buf(),
+            });
+        }
+    }
     let mut keys = Vec::new();
     for name in [
         crate::identity::ED25519_FILE,

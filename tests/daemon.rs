@@ -494,3 +494,97 @@ fn each_database_carries_its_kind_and_version_and_a_swapped_one_is_refused() {
     assert!(err.contains("not a grove node database"), "{err}");
     assert!(err.contains("node.db"), "{err}");
 }
+
+/// Every folder of a node's state directory is 0700 and every file 0600,
+/// after a mesh, two books, a hosted moot, an ask and a model install: the
+/// state directory is made by `StateDir` and every
+/// file by the kit. Two files are apart, by design: the control socket
+/// (0660, so an operators' group may use it) and `mesh.lock` (0644: it
+/// holds only a pid, which another user's `grove` reads to say who holds
+/// it).
+#[test]
+fn every_folder_of_the_state_directory_is_0700_and_every_file_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(model) = crate::model::embedded_model_file() else {
+        crate::support::skip("no embedded model to install (set GROVE_TEST_STATE)");
+        return;
+    };
+    let server = crate::scripted_openai::ScriptedServer::start_with(|_| {
+        crate::scripted_openai::Reply::text("The sea and the field both hold their keepers.")
+    });
+    let url = server.url();
+    let d = crate::cluster::Daemon::start_with(
+        "alpha",
+        &[
+            ("GROVE_MODEL__BACKEND", "openai"),
+            ("GROVE_MODEL__URL", url.as_str()),
+        ],
+    );
+    for (i, key) in ["x/one", "x/two"].into_iter().enumerate() {
+        let text = generated_book(key, "Tester", i as u64, 40, 3);
+        let file = d.g.write(&format!("{i}.txt"), text.as_bytes());
+        d.ok(&["book", "add", file.to_str().unwrap(), "--key", key]);
+    }
+    d.ok(&["mesh", "init", "--name", "private"]);
+    let id = d.json(&[
+        "moot",
+        "start",
+        "--a",
+        "self:x/one",
+        "--b",
+        "self:x/two",
+        "--turns",
+        "2",
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    crate::moot_net::wait_state(&d, &id, "finished");
+    d.json(&["ask", "-k", "1", "What do the keepers hold?"]);
+    d.ok(&["model", "install", "--gguf", model.to_str().unwrap()]);
+    let state = d.g.state();
+    let mut seen = Vec::new();
+    let mut wrong = Vec::new();
+    let mut stack = vec![state.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode() & 0o777;
+            let name = path.strip_prefix(&state).unwrap().display().to_string();
+            let want = if meta.is_dir() {
+                stack.push(path.clone());
+                0o700
+            } else if name == "grove.sock" {
+                0o660
+            } else if name == "mesh.lock" {
+                0o644
+            } else {
+                0o600
+            };
+            if mode != want {
+                wrong.push(format!("{name}: {mode:o}, not {want:o}"));
+            }
+            seen.push(name);
+        }
+    }
+    let root_mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(root_mode, 0o700, "the state directory itself");
+    for must in [
+        "identity",
+        "shards/main.db",
+        "mesh.db",
+        "node.db",
+        "ask.db",
+        "models",
+    ] {
+        assert!(seen.iter().any(|s| s == must), "no {must} in {seen:?}");
+    }
+    assert!(seen.iter().any(|s| s.starts_with("moots/")), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|s| s.starts_with("models/") && s.ends_with(".gguf")),
+        "{seen:?}"
+    );
+    assert!(wrong.is_empty(), "modes:\n{}", wrong.join("\n"));
+}

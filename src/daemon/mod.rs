@@ -213,8 +213,7 @@ impl Opened {
     fn open(config: &Config, state_dir: &Path) -> Result<Opened, DaemonError> {
         let settings = config.settings();
         check_listen_addresses(&config.net().listen)?;
-        let create = crate::db::StorageError::at(state_dir, "create the state directory");
-        std::fs::create_dir_all(state_dir).map_err(create)?;
+        StateDir::new(state_dir).make(crate::state_dir::Folder::Root)?;
         let identity = crate::identity::load_or_create(&StateDir::new(state_dir).identity())?;
         let keypair =
             libp2p::identity::Keypair::ed25519_from_bytes(identity.signing_key().to_bytes())

@@ -23,7 +23,7 @@ use super::state::{
 };
 use crate::db::{self, Access, DbKind, Problem, Put, Schema, Step, StorageError};
 use crate::identity::PublicIdentity;
-use crate::state_dir::StateDir;
+use crate::state_dir::{Folder, StateDir};
 use crate::store::audit;
 use crate::wire::mesh as wire;
 
@@ -251,7 +251,7 @@ pub fn forget_lost_mesh(state_dir: &Path) -> Result<String, MeshStoreError> {
 impl MeshStore {
     /// Opens (creating and migrating) `<state_dir>/mesh.db`.
     pub fn open_in(state_dir: &Path) -> Result<MeshStore, MeshStoreError> {
-        fs::create_dir_all(state_dir).map_err(StorageError::at(state_dir, "create"))?;
+        StateDir::new(state_dir).make(Folder::Root)?;
         MeshStore::open(&StateDir::new(state_dir).mesh_db())
     }
 
@@ -804,7 +804,7 @@ impl StateLock {
     /// Takes `<state_dir>/mesh.lock`. A lock left by a process that no longer
     /// runs is taken over; a live one is refused with its pid.
     pub fn acquire(state_dir: &Path) -> Result<StateLock, MeshStoreError> {
-        fs::create_dir_all(state_dir).map_err(StorageError::at(state_dir, "create"))?;
+        StateDir::new(state_dir).make(Folder::Root)?;
         let path = StateDir::new(state_dir).lock();
         for _ in 0..2 {
             // Readable by all (it holds only a pid), so another user's

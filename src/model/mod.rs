@@ -236,6 +236,14 @@ pub fn configured_threads() -> usize {
 
 /// Opens the configured backend. The embedded backend loads its GGUF file
 /// here (about a second); the openai backend only builds its HTTP client.
+/// Makes a model file private to its user (0600), like every file of a
+/// state directory, before it is renamed into place.
+pub(crate) fn set_private(path: &Path) -> Result<(), ModelError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| ModelError::File(format!("cannot make {} private: {e}", path.display())))
+}
+
 pub fn open_model(
     settings: &ModelSettings,
     state_dir: &Path,

@@ -190,7 +190,7 @@ impl Store {
     /// Opens a shard, creating it (and the state directory) when missing.
     pub fn open_or_create(&self, name: &str) -> Result<Shard, StoreError> {
         validate_shard_name(name)?;
-        std::fs::create_dir_all(&self.dir).map_err(StorageError::at(&self.dir, "create"))?;
+        crate::state_dir::StateDir::new(&self.root).make(crate::state_dir::Folder::Shards)?;
         Shard::open(name, &self.shard_path(name))
     }
 

@@ -337,7 +337,7 @@ impl MootBook {
             let path = self.dir.join(format!("{}.json", moot.view.id));
             let bytes = serde_json::to_vec_pretty(&moot.saved())
                 .map_err(|e| StorageError::new(&path, "encode", std::io::Error::from(e)))?;
-            std::fs::create_dir_all(&self.dir).map_err(StorageError::at(&self.dir, "create"))?;
+            db::create_private_dir(&self.dir)?;
             // Private like every file of the state directory.
             db::write_private(&path, &bytes, Put::Replace)
         };
