@@ -130,24 +130,8 @@ impl Default for Limits {
     }
 }
 
-/// How books are fetched from http(s) URLs.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FetchSettings {
-    pub connect_timeout_secs: u64,
-    pub timeout_secs: u64,
-    pub max_redirects: usize,
-}
-
-impl Default for FetchSettings {
-    fn default() -> Self {
-        FetchSettings {
-            connect_timeout_secs: 10,
-            timeout_secs: 120,
-            max_redirects: 5,
-        }
-    }
-}
+/// How books are fetched (`[fetch]`): beside the fetching, in `source.rs`.
+pub use crate::source::FetchSettings;
 
 /// The daemon's control socket.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
@@ -786,16 +770,14 @@ impl HookSettings {
         if let Some(bad) = self
             .events
             .iter()
-            .find(|e| !crate::daemon::events::hook_events().any(|n| n == e.as_str()))
+            .find(|e| !crate::events::hook_events().any(|n| n == e.as_str()))
         {
             return Err(Invalid::new(
                 "hooks.events",
                 format!(
                     "unknown event `{}`; known: {}",
                     shown(bad),
-                    crate::daemon::events::hook_events()
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    crate::events::hook_events().collect::<Vec<_>>().join(", ")
                 ),
             ));
         }

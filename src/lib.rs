@@ -9,7 +9,7 @@
 //! re-exported under the same paths. See docs/ARCHITECTURE.md.
 
 // The pure core, under the paths the edges and tests name.
-pub use grove_core::{announce, ask, book, grounding, merkle, moot, text, wire};
+pub use grove_core::{announce, ask, book, events, grounding, merkle, moot, text, wire};
 
 pub mod api;
 pub mod backup;

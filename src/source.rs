@@ -4,7 +4,26 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::FetchSettings;
+use serde::Deserialize;
+
+/// How books are fetched from http(s) URLs.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FetchSettings {
+    pub connect_timeout_secs: u64,
+    pub timeout_secs: u64,
+    pub max_redirects: usize,
+}
+
+impl Default for FetchSettings {
+    fn default() -> Self {
+        FetchSettings {
+            connect_timeout_secs: 10,
+            timeout_secs: 120,
+            max_redirects: 5,
+        }
+    }
+}
 
 /// Why a book's bytes could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,7 @@
 //! The code's shape, checked so that it stays: no function over 80 lines in
-//! `src/` or `crates/`, no import circle among the modules of a crate,
+//! `src/` or `crates/` (`extern "C"` ones too), no import circle between
+//! the rooms (top-level modules) of a crate, every database opened by the
+//! kit,
 //! the state directory's layout spelled in `src/state_dir.rs` alone, and
 //! private files and SQLite's errors in the kit (`src/db.rs`) alone
 //! (docs/ARCHITECTURE.md, "Invariants"). The checks read the sources as rustfmt
@@ -37,21 +39,23 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The name of a function a line opens, and its indent (None: no `fn`
-/// item starts here, or it is a declaration without a body).
+/// item starts here, or it is a declaration without a body). Qualifiers
+/// come in any order: `pub(crate) async fn`, `unsafe extern "C" fn`.
 fn function_start(line: &str) -> Option<(usize, &str)> {
-    let indent = line.len() - line.trim_start().len();
-    let mut rest = line.trim_start();
-    for prefix in [
+    const QUALIFIERS: [&str; 8] = [
         "pub(crate) ",
         "pub(super) ",
         "pub ",
         "async ",
         "const ",
         "unsafe ",
-    ] {
-        rest = rest.strip_prefix(prefix).unwrap_or(rest);
-        rest = rest.strip_prefix("async ").unwrap_or(rest);
-        rest = rest.strip_prefix("unsafe ").unwrap_or(rest);
+        "extern \"C\" ",
+        "extern ",
+    ];
+    let indent = line.len() - line.trim_start().len();
+    let mut rest = line.trim_start();
+    while let Some(q) = QUALIFIERS.iter().find(|q| rest.starts_with(*q)) {
+        rest = &rest[q.len()..];
     }
     let name = rest.strip_prefix("fn ")?;
     let end = name.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
@@ -124,9 +128,28 @@ fn module_of(root: &Path, path: &Path) -> Option<Vec<String>> {
     Some(parts)
 }
 
-/// The `crate::…` and `super::…` paths a file's non-test code names.
-fn paths_named(text: &str) -> Vec<Vec<String>> {
+/// The line ranges of a file's inline modules (`mod name {` to the brace
+/// at its indent), where `super::` names the file's own module first.
+fn inline_modules(code: &str) -> Vec<(usize, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        let t = t.strip_prefix("pub ").unwrap_or(t);
+        if t.starts_with("mod ") && t.trim_end().ends_with('{') {
+            let close = format!("{}}}", &line[..line.len() - line.trim_start().len()]);
+            let end = (i + 1..lines.len()).find(|&j| lines[j].trim_end() == close);
+            out.push((i, end.unwrap_or(lines.len())));
+        }
+    }
+    out
+}
+
+/// The `crate::…` and `super::…` paths a file's non-test code names, each
+/// with the depth of inline modules it sits in.
+fn paths_named(text: &str) -> Vec<(usize, Vec<String>)> {
     let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    let inline = inline_modules(code);
     let in_path = |c: char| c.is_alphanumeric() || c == '_' || c == ':';
     let mut out = Vec::new();
     for word in ["crate::", "super::"] {
@@ -138,16 +161,37 @@ fn paths_named(text: &str) -> Vec<Vec<String>> {
             let end = code[at..]
                 .find(|c| !in_path(c))
                 .map_or(code.len(), |i| at + i);
+            let line = code[..at].matches('\n').count();
+            let depth = inline
+                .iter()
+                .filter(|(a, b)| *a < line && line < *b)
+                .count();
             let path = code[at..end].split("::").filter(|s| !s.is_empty());
-            out.push(path.map(str::to_string).collect());
+            out.push((depth, path.map(str::to_string).collect()));
         }
     }
     out
 }
 
 /// The module a path names, resolved from module `from` (a file that is a
-/// `mod.rs` or `lib.rs` counts as its own folder's module).
-fn target_of(from: &[String], path: &[String], modules: &BTreeSet<Vec<String>>) -> Vec<String> {
+/// `mod.rs` or `lib.rs` counts as its own folder's module); `depth` inline
+/// modules deep, the first `depth` supers stay in the file.
+fn target_of(
+    from: &[String],
+    depth: usize,
+    path: &[String],
+    modules: &BTreeSet<Vec<String>>,
+) -> Vec<String> {
+    let supers = path.iter().take_while(|p| *p == "super").count();
+    if path.first().is_some_and(|p| p == "super") && supers <= depth {
+        return from.to_vec();
+    }
+    let skip = if path.first().is_some_and(|p| p == "super") {
+        depth
+    } else {
+        0
+    };
+    let path = &path[skip..];
     let (mut base, mut rest) = match path.first().map(String::as_str) {
         Some("crate") => (Vec::new(), &path[1..]),
         _ => (from[..from.len().saturating_sub(1)].to_vec(), &path[1..]),
@@ -167,31 +211,37 @@ fn target_of(from: &[String], path: &[String], modules: &BTreeSet<Vec<String>>) 
     base
 }
 
-/// The import graph of one crate: each module to the modules it names
-/// (its own ancestors and descendants left out: a parent holds its children).
-fn import_graph(root: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+/// The import graph of one crate between its rooms, its top-level
+/// modules: each room to the rooms its files name. A room's own modules
+/// import each other freely; the crate's root (`lib.rs`, `main.rs`) holds
+/// the rooms and is left out.
+fn import_graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let files: Vec<(Vec<String>, PathBuf)> = rust_files(root)
         .into_iter()
         .filter_map(|p| Some((module_of(root, &p)?, p)))
         .filter(|(m, _)| m.last().is_none_or(|l| l != "tests"))
         .collect();
     let modules: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
-    let mut graph = BTreeMap::new();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, path) in &files {
+        let Some(room) = module.first() else { continue };
         let text = std::fs::read_to_string(path).unwrap();
-        let edges: BTreeSet<Vec<String>> = paths_named(&text)
-            .iter()
-            .map(|p| target_of(module, p, &modules))
-            .filter(|t| !module.starts_with(t) && !t.starts_with(module))
-            .collect();
-        graph.insert(module.clone(), edges);
+        let edges = graph.entry(room.clone()).or_default();
+        for (depth, named) in paths_named(&text) {
+            let target = target_of(module, depth, &named, &modules);
+            if let Some(to) = target.first()
+                && to != room
+            {
+                edges.insert(to.clone());
+            }
+        }
     }
     graph
 }
 
 /// The strongly connected parts of a graph with more than one module.
-fn circles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<String>> {
-    let reach = |from: &Vec<String>| {
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach = |from: &String| {
         let mut seen = BTreeSet::new();
         let mut stack = vec![from.clone()];
         while let Some(m) = stack.pop() {
@@ -203,7 +253,7 @@ fn circles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Stri
         }
         seen
     };
-    let reached: BTreeMap<&Vec<String>, BTreeSet<Vec<String>>> =
+    let reached: BTreeMap<&String, BTreeSet<String>> =
         graph.keys().map(|m| (m, reach(m))).collect();
     let mut out: Vec<Vec<String>> = Vec::new();
     let mut placed = BTreeSet::new();
@@ -216,7 +266,7 @@ fn circles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Stri
             .filter(|o| reached.get(o).is_some_and(|r| r.contains(*m)))
             .map(|o| {
                 placed.insert(o.clone());
-                o.join("::")
+                o.clone()
             })
             .collect();
         out.push(circle);
@@ -335,19 +385,10 @@ fn the_checks_see_what_they_look_for() {
         "        x();\n".repeat(78)
     );
     assert!(long_functions(Path::new("f.rs"), &short).is_empty());
-    let graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = [
-        (
-            vec!["a".to_string()],
-            BTreeSet::from([vec!["b".to_string()]]),
-        ),
-        (
-            vec!["b".to_string()],
-            BTreeSet::from([vec!["a".to_string()]]),
-        ),
-        (
-            vec!["c".to_string()],
-            BTreeSet::from([vec!["a".to_string()]]),
-        ),
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a".to_string(), BTreeSet::from(["b".to_string()])),
+        ("b".to_string(), BTreeSet::from(["a".to_string()])),
+        ("c".to_string(), BTreeSet::from(["a".to_string()])),
     ]
     .into();
     assert_eq!(
@@ -357,11 +398,40 @@ fn the_checks_see_what_they_look_for() {
     let modules = BTreeSet::from([vec!["net".to_string()], vec!["net".into(), "reach".into()]]);
     let named = paths_named("use super::reach::Reach;\nfn f() { crate::net::reach::x(); }");
     let from = vec!["net".to_string(), "punch".to_string()];
-    for path in &named {
+    for (depth, path) in &named {
         assert_eq!(
-            target_of(&from, path, &modules),
+            target_of(&from, *depth, path, &modules),
             vec!["net".to_string(), "reach".into()]
         );
     }
     assert_eq!(named.len(), 2);
+    // Inside an inline module, `super::` is the file's own module.
+    let inline = paths_named("pub mod a {\n}\npub mod b {\n    use super::a::X;\n}\n");
+    assert_eq!(
+        inline,
+        vec![(1, vec!["super".to_string(), "a".into(), "X".into()])]
+    );
+    let wire = vec!["wire".to_string()];
+    assert_eq!(target_of(&wire, 1, &inline[0].1, &modules), wire);
+    // `extern "C"` functions are functions.
+    let ffi = format!(
+        "unsafe extern \"C\" fn rank(x: i32) -> i32 {{\n{}}}\n",
+        "    x();\n".repeat(80)
+    );
+    assert_eq!(long_functions(Path::new("f.rs"), &ffi).len(), 1);
+}
+
+/// A circle planted between two rooms of a small crate in
+/// `tests/data/code_shape/planted` (`a` names `b` from a sub-module, `b`
+/// names `a` back) is found; its room `c`, named by both, is not in it.
+#[test]
+fn a_circle_between_rooms_is_caught() {
+    let root = repo().join("tests/data/code_shape/planted/src");
+    let graph = import_graph(&root);
+    assert_eq!(graph.len(), 3, "{graph:?}");
+    assert_eq!(
+        circles(&graph),
+        vec![vec!["a".to_string(), "b".to_string()]],
+        "{graph:?}"
+    );
 }

@@ -26,12 +26,6 @@ use crate::mesh::state::{AuditEvent, MeshState, ProposalRec, RosterNode, Transit
 /// Events a watcher may fall behind before it is dropped.
 pub const BUFFER: usize = 256;
 
-/// The events `[hooks]` run on (`hooks.events` names them): the
-/// membership events.
-pub fn hook_events() -> impl Iterator<Item = &'static str> {
-    crate::api::dto::names(crate::api::dto::Family::Membership)
-}
-
 /// The event channel; cheap to clone.
 #[derive(Clone)]
 pub struct Events {

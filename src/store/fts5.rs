@@ -152,71 +152,21 @@ unsafe extern "C" fn grove_rank(
     // (set with xSetAuxdata, freed with `drop_query`).
     unsafe {
         let api = &*api;
-        let (
-            Some(phrase_count),
-            Some(rowid),
-            Some(phrase_first),
-            Some(phrase_next),
-            Some(get_aux),
-            Some(set_aux),
-        ) = (
-            api.xPhraseCount,
-            api.xRowid,
-            api.xPhraseFirst,
-            api.xPhraseNext,
-            api.xGetAuxdata,
-            api.xSetAuxdata,
-        )
-        else {
+        let Some(rowid) = api.xRowid else {
             return fail(ctx, c"grove_rank: FTS5 API incomplete");
         };
-        let mut query = get_aux(fts, 0).cast::<Query>();
-        if query.is_null() {
-            if n_val != 4 || values.is_null() {
-                return fail(
-                    ctx,
-                    c"grove_rank takes the table, weights, books, lengths and k",
-                );
-            }
-            let args = std::slice::from_raw_parts(values, 4);
-            let k = ffi::sqlite3_value_int64(args[3]).max(0) as usize;
-            let phrases = phrase_count(fts).max(0) as usize;
-            let scorer = rank::Scorer::decode(blob(args[0]), blob(args[1]), blob(args[2]), phrases);
-            let Some(scorer) = scorer else {
-                return fail(ctx, c"grove_rank: weights or books malformed");
-            };
-            let fresh = Box::into_raw(Box::new(Query {
-                scorer,
-                top: rank::TopK::new(k),
-                freq: vec![0.0; phrases],
-                last: None,
-            }));
-            if set_aux(fts, fresh.cast::<c_void>(), Some(drop_query)) != ffi::SQLITE_OK {
-                return fail(ctx, c"grove_rank: out of memory");
-            }
-            query = fresh;
-        }
-        let query = &mut *query;
+        let query = match query_of(api, fts, n_val, values) {
+            Ok(query) => query,
+            Err(why) => return fail(ctx, why),
+        };
         let id = rowid(fts);
         // SQLite may evaluate the call twice for one row (in WHERE and in
         // the result): the second time answers as the first.
         let result = match query.last {
             Some((last, result)) if last == id => result,
             _ => {
-                for (phrase, f) in query.freq.iter_mut().enumerate() {
-                    let mut iter: ffi::Fts5PhraseIter = std::mem::zeroed();
-                    let (mut column, mut offset) = (0, 0);
-                    if phrase_first(fts, phrase as c_int, &mut iter, &mut column, &mut offset)
-                        != ffi::SQLITE_OK
-                    {
-                        return fail(ctx, c"grove_rank: cannot read a phrase");
-                    }
-                    let mut n = 0u32;
-                    while column >= 0 {
-                        n += 1;
-                        phrase_next(fts, &mut iter, &mut column, &mut offset);
-                    }
-                    *f = f64::from(n);
+                if let Err(why) = count_phrases(api, fts, &mut query.freq) {
+                    return fail(ctx, why);
                 }
                 let Some((tie, tokens)) = query.scorer.locate(id) else {
                     return fail(ctx, c"grove_rank: a row outside the searched books");
@@ -232,6 +182,85 @@ unsafe extern "C" fn grove_rank(
             None => ffi::sqlite3_result_null(ctx),
         }
     }
+}
+
+/// The query's state: kept by FTS5 between rows, made from the arguments
+/// (decoded once) on the first row.
+///
+/// # Safety
+/// As for [`grove_rank`], whose arguments these are.
+unsafe fn query_of<'q>(
+    api: &ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    n_val: c_int,
+    values: *mut *mut ffi::sqlite3_value,
+) -> Result<&'q mut Query, &'static CStr> {
+    let incomplete = c"grove_rank: FTS5 API incomplete";
+    let (Some(phrase_count), Some(get_aux), Some(set_aux)) =
+        (api.xPhraseCount, api.xGetAuxdata, api.xSetAuxdata)
+    else {
+        return Err(incomplete);
+    };
+    // SAFETY: the caller's live FTS5 context and arguments; the state is
+    // FTS5's to keep until it calls `drop_query`.
+    unsafe {
+        let kept = get_aux(fts, 0).cast::<Query>();
+        if !kept.is_null() {
+            return Ok(&mut *kept);
+        }
+        if n_val != 4 || values.is_null() {
+            return Err(c"grove_rank takes the table, weights, books, lengths and k");
+        }
+        let args = std::slice::from_raw_parts(values, 4);
+        let k = ffi::sqlite3_value_int64(args[3]).max(0) as usize;
+        let phrases = phrase_count(fts).max(0) as usize;
+        let scorer = rank::Scorer::decode(blob(args[0]), blob(args[1]), blob(args[2]), phrases)
+            .ok_or(c"grove_rank: weights or books malformed")?;
+        let fresh = Box::into_raw(Box::new(Query {
+            scorer,
+            top: rank::TopK::new(k),
+            freq: vec![0.0; phrases],
+            last: None,
+        }));
+        if set_aux(fts, fresh.cast::<c_void>(), Some(drop_query)) != ffi::SQLITE_OK {
+            return Err(c"grove_rank: out of memory");
+        }
+        Ok(&mut *fresh)
+    }
+}
+
+/// How often each phrase occurs in the current row, into `freq`.
+///
+/// # Safety
+/// As for [`grove_rank`], during whose call this runs.
+unsafe fn count_phrases(
+    api: &ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    freq: &mut [f64],
+) -> Result<(), &'static CStr> {
+    let (Some(phrase_first), Some(phrase_next)) = (api.xPhraseFirst, api.xPhraseNext) else {
+        return Err(c"grove_rank: FTS5 API incomplete");
+    };
+    for (phrase, f) in freq.iter_mut().enumerate() {
+        // SAFETY: the caller's live context; the iterator is FTS5's to
+        // fill and lives only in this loop.
+        unsafe {
+            let mut iter: ffi::Fts5PhraseIter = std::mem::zeroed();
+            let (mut column, mut offset) = (0, 0);
+            if phrase_first(fts, phrase as c_int, &mut iter, &mut column, &mut offset)
+                != ffi::SQLITE_OK
+            {
+                return Err(c"grove_rank: cannot read a phrase");
+            }
+            let mut n = 0u32;
+            while column >= 0 {
+                n += 1;
+                phrase_next(fts, &mut iter, &mut column, &mut offset);
+            }
+            *f = f64::from(n);
+        }
+    }
+    Ok(())
 }
 
 /// The index's tokenizer, borrowed from a connection's FTS5 (so it cannot

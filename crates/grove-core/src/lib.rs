@@ -14,6 +14,7 @@ pub mod ask;
 pub mod book;
 pub mod chat;
 pub mod content;
+pub mod events;
 pub mod grounding;
 pub mod guide;
 pub mod identity;

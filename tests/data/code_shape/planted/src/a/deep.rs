@@ -1,0 +1,2 @@
+use crate::b::X;
+use crate::c::Z;

@@ -1,0 +1,2 @@
+pub mod deep;
+pub struct Y;

@@ -1,0 +1,3 @@
+pub mod a;
+pub mod b;
+pub mod c;
