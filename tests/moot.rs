@@ -361,21 +361,36 @@ fn own_words_figures_are_recorded_and_re_derived() {
     assert_eq!(verify(&old, None).expect("verifies"), []);
 }
 
-const READING_STATS: [&str; 6] = [
+const READING_STATS: [&str; 10] = [
     "meta_talk_turns",
     "unsupported_terms",
     "replies",
     "replies_answering",
     "on_topic_turns",
     "distinct_2",
+    "quoting_turns",
+    "quotes_carrying_claim",
+    "quote_relevance",
+    "clause_relevance",
 ];
-const READING_FIELDS: [&str; 5] = [
+const READING_FIELDS: [&str; 8] = [
     "meta_talk",
     "unsupported_terms",
     "answers_other",
     "on_topic",
     "distinct_2",
+    "quote_carries_claim",
+    "quote_relevance",
+    "clause_relevance",
 ];
+/// What `reading-v5` added: the quotes' reading, in the stats and per turn.
+const READING_V5_STATS: [&str; 4] = [
+    "quoting_turns",
+    "quotes_carrying_claim",
+    "quote_relevance",
+    "clause_relevance",
+];
+const READING_V5_FIELDS: [&str; 3] = ["quote_carries_claim", "quote_relevance", "clause_relevance"];
 
 /// A transcript as written before the reading measures existed.
 fn strip_reading(transcript: &mut serde_json::Value) {
@@ -436,7 +451,7 @@ fn reading_measures_are_recorded_and_re_derived() {
     assert!(d2 < 0.75, "{d2}");
 
     let record = TranscriptRecord::from(&moot);
-    assert_eq!(record.settings.reading.as_deref(), Some("reading-v4"));
+    assert_eq!(record.settings.reading.as_deref(), Some("reading-v5"));
     let json = record.to_json_pretty();
     for key in READING_STATS.iter().chain(&READING_FIELDS) {
         assert!(json.contains(&format!("\"{key}\"")), "{key}");
@@ -454,6 +469,33 @@ fn reading_measures_are_recorded_and_re_derived() {
     tampered.stats.on_topic_turns = Some(3);
     assert!(!verify(&tampered, None).expect("verifies").is_empty());
 
+    // Written under `reading-v4`, before the quotes' reading: it verifies
+    // with those measures absent, not zero.
+    let mut v4: serde_json::Value = serde_json::from_str(&json).expect("json");
+    v4["settings"]["reading"] = serde_json::Value::from("reading-v4");
+    for key in READING_V5_STATS {
+        v4["stats"].as_object_mut().expect("stats").remove(key);
+    }
+    for u in v4["utterances"].as_array_mut().expect("utterances") {
+        for key in READING_V5_FIELDS {
+            u.as_object_mut().expect("utterance").remove(key);
+        }
+    }
+    let v4 = TranscriptRecord::from_json(&v4.to_string()).expect("a reading-v4 transcript parses");
+    assert_eq!(verify(&v4, None).expect("verifies"), []);
+    assert_eq!(
+        (v4.stats.quotes_carrying_claim, v4.stats.quote_relevance),
+        (None, None)
+    );
+    let mut tampered = parsed.clone();
+    tampered.utterances[0].quote_carries_claim = Some(true);
+    assert!(
+        verify(&tampered, None)
+            .expect("verifies")
+            .iter()
+            .any(|m| m.what.contains("reading of quotes")),
+    );
+
     let mut old: serde_json::Value = serde_json::from_str(&json).expect("json");
     strip_reading(&mut old);
     let old = TranscriptRecord::from_json(&old.to_string()).expect("an older transcript parses");
@@ -469,7 +511,7 @@ fn reading_measures_are_recorded_and_re_derived() {
     }
     // A transcript written under reading-v1 is read with v1's lists (its
     // turns hold no v2-only meta talk, so the figures agree).
-    let mut v1 = parsed.clone();
+    let mut v1 = v4.clone();
     v1.settings.reading = Some("reading-v1".into());
     assert_eq!(verify(&v1, None).expect("verifies"), []);
     // A transcript that names reading measures this grove does not know.

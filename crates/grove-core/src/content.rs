@@ -35,6 +35,16 @@ pub fn content_stems(text: &str) -> HashSet<String> {
         .collect()
 }
 
+/// How many distinct stems of `wanted` `text` holds: the score a clause or
+/// quote earns against what a reader looks for (the same count
+/// [`densest_window`] ranks windows by).
+pub fn relevance(text: &str, wanted: &HashSet<String>) -> usize {
+    content_stems(text)
+        .iter()
+        .filter(|s| wanted.contains(*s))
+        .count()
+}
+
 /// A slice of a text chosen by [`densest_window`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Window {

@@ -1,5 +1,5 @@
-//! How a turn reads to a person: the five reading measures of a moot
-//! (`reading-v4`; `reading-v1` to `reading-v3` are kept so older
+//! How a turn reads to a person: the reading measures of a moot
+//! (`reading-v5`; `reading-v1` to `reading-v4` are kept so older
 //! transcripts verify as they were written), with the word lists they use, defined here once. The
 //! grounding stats say whether quotes are the book's own words; these say
 //! whether the words around them are a conversation about the topic.
@@ -27,7 +27,12 @@
 //! - on topic: the own words share a content word with the topic (since
 //!   `reading-v4` one that is not generic: [`GENERIC_TOPIC_WORDS`]);
 //! - distinct-2: distinct word pairs over all word pairs of the own words
-//!   (pairs never span a quote).
+//!   (pairs never span a quote);
+//! - since `reading-v5`, a quote that carries the claim: the own words share
+//!   a content word with the turn's own quotes beyond the topic's words;
+//!   and quote relevance: the distinct content words of the topic and of
+//!   the other book's last quotes a quote holds, its mean over the turn's
+//!   quotes beside its mean over every clause of the turn's passages.
 //!
 //! Content words are `norm()` words of 3 or more letters that are not in
 //! [`STOP_WORDS`], compared after [`stem`] (both in [`crate::content`]).
@@ -59,12 +64,13 @@ pub enum ReadingVersion {
     V1,
     V2,
     V3,
-    #[default]
     V4,
+    #[default]
+    V5,
 }
 
 impl ReadingVersion {
-    pub const CURRENT: ReadingVersion = ReadingVersion::V4;
+    pub const CURRENT: ReadingVersion = ReadingVersion::V5;
 
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -72,6 +78,7 @@ impl ReadingVersion {
             ReadingVersion::V2 => "reading-v2",
             ReadingVersion::V3 => "reading-v3",
             ReadingVersion::V4 => "reading-v4",
+            ReadingVersion::V5 => "reading-v5",
         }
     }
 
@@ -82,6 +89,7 @@ impl ReadingVersion {
             ReadingVersion::V2,
             ReadingVersion::V3,
             ReadingVersion::V4,
+            ReadingVersion::V5,
         ]
         .into_iter()
         .find(|v| v.as_str() == name)
@@ -138,6 +146,18 @@ pub struct TurnReading {
     pub on_topic: bool,
     /// This turn's distinct-2 (`None` under two own words).
     pub distinct_2: Option<f64>,
+    /// Since `reading-v5` (`None` before, and for a turn with no quote):
+    /// whether the own words share a content word with the turn's own
+    /// quotes beyond the topic's words: the quote carries the claim.
+    pub quote_carries_claim: Option<bool>,
+    /// Since `reading-v5`: the mean [`relevance`](crate::content::relevance)
+    /// of the turn's quotes against the topic and the other book's last
+    /// quotes (`None` with no quote, or nothing to be relevant to)...
+    pub quote_relevance: Option<f64>,
+    /// ...and the mean of every clause of the turn's passages (of at least
+    /// [`MIN_QUOTE_WORDS`](crate::guide::words::MIN_QUOTE_WORDS) words), the
+    /// relevance a quote picked at random would have.
+    pub clause_relevance: Option<f64>,
 }
 
 /// The topic's content words in the forms a reply may write them (as
@@ -334,14 +354,82 @@ pub fn read_turn(text: &str, sources: &ReadingSources<'_>) -> TurnReading {
         .chain(sources.topic)
         .collect();
     let (distinct, total) = distinct_pairs(&stretches);
-    TurnReading {
+    let mut reading = TurnReading {
         meta_talk: is_meta_talk(&own_text, &exempt, sources.version),
         unsupported_terms: unsupported_terms(text, &supported_words(sources), sources.version),
         answers_other,
         on_topic,
         distinct_2: (total > 0)
             .then(|| crate::grounding::round3(f64::from(distinct) / f64::from(total))),
+        ..TurnReading::default()
+    };
+    if sources.version >= ReadingVersion::V5 {
+        read_quotes(&mut reading, text, &own_stems, sources);
     }
+    reading
+}
+
+/// The `reading-v5` measures of a turn's quotes: whether they carry its
+/// claim, and how relevant they are beside its passages' clauses.
+fn read_quotes(
+    reading: &mut TurnReading,
+    text: &str,
+    own_stems: &HashSet<String>,
+    sources: &ReadingSources<'_>,
+) {
+    let quotes = quoted_texts(text);
+    if quotes.is_empty() {
+        return;
+    }
+    let topic = sources.topic.map(content_stems).unwrap_or_default();
+    let quoted: HashSet<String> = quotes.iter().flat_map(|q| content_stems(q)).collect();
+    reading.quote_carries_claim = Some(
+        own_stems
+            .iter()
+            .any(|s| quoted.contains(s) && !topic.contains(s)),
+    );
+    let mut wanted = topic;
+    for q in sources.last_other.map(quoted_texts).unwrap_or_default() {
+        wanted.extend(content_stems(&q));
+    }
+    if wanted.is_empty() {
+        return;
+    }
+    let mean = |scores: &[usize]| {
+        (!scores.is_empty()).then(|| {
+            crate::grounding::round3(scores.iter().sum::<usize>() as f64 / scores.len() as f64)
+        })
+    };
+    let of_quotes: Vec<usize> = quotes
+        .iter()
+        .map(|q| crate::content::relevance(q, &wanted))
+        .collect();
+    let of_clauses: Vec<usize> = sources
+        .passages
+        .iter()
+        .flat_map(|p| clauses(p))
+        .map(|c| crate::content::relevance(&c, &wanted))
+        .collect();
+    reading.quote_relevance = mean(&of_quotes);
+    reading.clause_relevance = mean(&of_clauses);
+}
+
+/// A passage's clauses (words up to a clause boundary) of at least
+/// [`MIN_QUOTE_WORDS`](crate::guide::words::MIN_QUOTE_WORDS) words: what a
+/// quote could have been.
+fn clauses(passage: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut clause: Vec<String> = Vec::new();
+    for (word, boundary) in crate::guide::words::clause_words(passage) {
+        clause.push(word);
+        if boundary {
+            if clause.len() >= crate::guide::words::MIN_QUOTE_WORDS {
+                out.push(clause.join(" "));
+            }
+            clause.clear();
+        }
+    }
+    out
 }
 
 /// How well a draft reply reads, to pick the best of a turn's drafts:

@@ -122,6 +122,19 @@ pub struct Stats {
     /// (absent with no pairs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distinct_2: Option<f64>,
+    /// Since `reading-v5`: turns with a quote, and those whose own words
+    /// share a content word with their quotes beyond the topic's...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quoting_turns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotes_carrying_claim: Option<u32>,
+    /// ...the mean relevance of the chosen quotes to the topic and the
+    /// other's point, beside that of the passages' clauses (over the turns
+    /// that have one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote_relevance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause_relevance: Option<f64>,
 }
 
 fn rate(part: u32, whole: u32) -> Option<f64> {
@@ -135,8 +148,7 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
         ..Stats::default()
     };
     let (mut copied, mut quotes, mut aligned) = (None, 0, 0);
-    let mut read: Vec<&str> = Vec::new();
-    let (mut meta, mut unsupported, mut replies, mut answering, mut on_topic) = (0, 0, 0, 0, 0);
+    let mut read = ReadTally::default();
     for u in utterances {
         if u.passed() {
             s.passed_turns += 1;
@@ -148,12 +160,7 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
             aligned += f.quotes_clause_aligned;
         }
         if let Some(r) = &u.reading {
-            read.push(&u.text);
-            meta += u32::from(r.meta_talk);
-            unsupported += r.unsupported_terms.len() as u32;
-            replies += u32::from(r.answers_other.is_some());
-            answering += u32::from(r.answers_other == Some(true));
-            on_topic += u32::from(r.on_topic);
+            read.add(&u.text, r);
         }
         let g = &u.grounding.counts;
         s.tags_valid_turns += u32::from(g.tags_valid);
@@ -184,15 +191,62 @@ pub fn compute(utterances: &[Utterance]) -> Stats {
     s.quotes_per_turn = rate(s.quotes_total, spoken);
     s.copied_words_outside_quotes = copied;
     s.quotes_clause_aligned_rate = rate(aligned, quotes);
-    if !read.is_empty() {
-        s.meta_talk_turns = Some(meta);
-        s.unsupported_terms = Some(unsupported);
-        s.replies = Some(replies);
-        s.replies_answering = Some(answering);
-        s.on_topic_turns = Some(on_topic);
-        s.distinct_2 = reading::moot_distinct_2(read);
-    }
+    read.fill(&mut s);
     s
+}
+
+/// The reading measures of the turns read, added up.
+#[derive(Default)]
+struct ReadTally<'a> {
+    texts: Vec<&'a str>,
+    meta: u32,
+    unsupported: u32,
+    replies: u32,
+    answering: u32,
+    on_topic: u32,
+    /// Turns with a quote, and those whose quotes carry the claim.
+    quoting: Option<(u32, u32)>,
+    quote_relevance: Vec<f64>,
+    clause_relevance: Vec<f64>,
+}
+
+impl<'a> ReadTally<'a> {
+    fn add(&mut self, text: &'a str, r: &reading::TurnReading) {
+        self.texts.push(text);
+        self.meta += u32::from(r.meta_talk);
+        self.unsupported += r.unsupported_terms.len() as u32;
+        self.replies += u32::from(r.answers_other.is_some());
+        self.answering += u32::from(r.answers_other == Some(true));
+        self.on_topic += u32::from(r.on_topic);
+        if let Some(carries) = r.quote_carries_claim {
+            let (turns, carrying) = self.quoting.get_or_insert((0, 0));
+            *turns += 1;
+            *carrying += u32::from(carries);
+        }
+        self.quote_relevance.extend(r.quote_relevance);
+        self.clause_relevance.extend(r.clause_relevance);
+    }
+
+    /// The moot's reading stats (absent when no turn was read).
+    fn fill(self, s: &mut Stats) {
+        if self.texts.is_empty() {
+            return;
+        }
+        s.meta_talk_turns = Some(self.meta);
+        s.unsupported_terms = Some(self.unsupported);
+        s.replies = Some(self.replies);
+        s.replies_answering = Some(self.answering);
+        s.on_topic_turns = Some(self.on_topic);
+        s.distinct_2 = reading::moot_distinct_2(self.texts);
+        if let Some((turns, carrying)) = self.quoting {
+            s.quoting_turns = Some(turns);
+            s.quotes_carrying_claim = Some(carrying);
+        }
+        let mean =
+            |v: &[f64]| (!v.is_empty()).then(|| round3(v.iter().sum::<f64>() / v.len() as f64));
+        s.quote_relevance = mean(&self.quote_relevance);
+        s.clause_relevance = mean(&self.clause_relevance);
+    }
 }
 
 #[cfg(test)]

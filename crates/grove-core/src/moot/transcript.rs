@@ -174,9 +174,19 @@ pub struct UtteranceRecord {
     /// ...whether its own words touch the topic...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_topic: Option<bool>,
-    /// ...and the share of distinct word pairs among its own words.
+    /// ...the share of distinct word pairs among its own words...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distinct_2: Option<f64>,
+    /// ...since `reading-v5`, whether its own words share a content word
+    /// with its own quotes beyond the topic's (absent with no quote)...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote_carries_claim: Option<bool>,
+    /// ...its quotes' mean relevance to the topic and the other book's last
+    /// quotes, and that of every clause of its passages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote_relevance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clause_relevance: Option<f64>,
 }
 
 /// Whether a tree spoke on its turn, as its node's policy decided.
@@ -311,6 +321,9 @@ impl From<&Utterance> for UtteranceRecord {
             answers_other: u.reading.as_ref().and_then(|r| r.answers_other),
             on_topic: u.reading.as_ref().map(|r| r.on_topic),
             distinct_2: u.reading.as_ref().and_then(|r| r.distinct_2),
+            quote_carries_claim: u.reading.as_ref().and_then(|r| r.quote_carries_claim),
+            quote_relevance: u.reading.as_ref().and_then(|r| r.quote_relevance),
+            clause_relevance: u.reading.as_ref().and_then(|r| r.clause_relevance),
         }
     }
 }
@@ -357,6 +370,9 @@ impl TryFrom<&UtteranceRecord> for Utterance {
                 answers_other: u.answers_other,
                 on_topic: u.on_topic.unwrap_or(false),
                 distinct_2: u.distinct_2,
+                quote_carries_claim: u.quote_carries_claim,
+                quote_relevance: u.quote_relevance,
+                clause_relevance: u.clause_relevance,
             }),
         })
     }

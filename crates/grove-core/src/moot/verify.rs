@@ -511,6 +511,22 @@ fn compare_reading(
         &recorded,
         &rechecked,
     );
+    let recorded = (
+        record.quote_carries_claim,
+        record.quote_relevance,
+        record.clause_relevance,
+    );
+    let rechecked = (
+        reading.and_then(|r| r.quote_carries_claim),
+        reading.and_then(|r| r.quote_relevance),
+        reading.and_then(|r| r.clause_relevance),
+    );
+    report.compare(
+        at,
+        "reading of quotes (carries the claim, quote relevance, clause relevance)",
+        &recorded,
+        &rechecked,
+    );
 }
 
 /// Checks a turn's passages: tags `s1..sk`, ids from the tree's own book,

@@ -178,6 +178,9 @@ fn line_record(moot: &Moot, index: usize) -> UtteranceRecord {
         answers_other: None,
         on_topic: None,
         distinct_2: None,
+        quote_carries_claim: None,
+        quote_relevance: None,
+        clause_relevance: None,
     }
 }
 

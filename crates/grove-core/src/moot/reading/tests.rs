@@ -289,3 +289,48 @@ fn distinct_2_falls_with_loops_and_counting() {
         Some(0.5)
     );
 }
+
+/// `reading-v5`: a quote carries the claim when the own words share a
+/// content word with it beyond the topic's; quote relevance counts the
+/// topic's and the other's last quotes' words a quote holds, beside the
+/// mean of the passages' clauses. Earlier versions leave all three absent.
+#[test]
+fn reading_v5_reads_whether_quotes_carry_the_claim() {
+    let topic = Some("whether a person should obey the law of the city");
+    let passage = "The law of the city keeps its walls, and walls keep men safe. \
+                   The river runs past the mill all day, slow and brown.";
+    let passages = [passage];
+    let last = "You say \"men keep walls for the sake of peace\" [s2].";
+    let s = sources(&passages, &[], &TITLES, topic, Some(last));
+    let carried = "Walls keep men, \"the law of the city keeps its walls\" [s1].";
+    let r = read_turn(carried, &s);
+    assert_eq!(r.quote_carries_claim, Some(true), "{r:?}");
+    // The quote holds law, city (the topic's) and keep, wall (the other's
+    // quote's): 4; the passage's clauses of 4 words or more hold 4 (the
+    // quoted one), 3 (wall, keep, men) and 0 (the river's).
+    assert_eq!(r.quote_relevance, Some(4.0));
+    assert_eq!(r.clause_relevance, Some(2.333), "{r:?}");
+    // Own words that meet the quote only in the topic's words.
+    let topic_only = "The law binds us all, \"the law of the city keeps its walls\" [s1].";
+    assert_eq!(read_turn(topic_only, &s).quote_carries_claim, Some(false));
+    // Own words about something else entirely.
+    let apart = "Rivers never stop, \"the law of the city keeps its walls\" [s1].";
+    assert_eq!(read_turn(apart, &s).quote_carries_claim, Some(false));
+    // No quote: nothing to carry.
+    let bare = read_turn("Walls keep men safe.", &s);
+    assert_eq!(
+        (bare.quote_carries_claim, bare.quote_relevance),
+        (None, None)
+    );
+    let mut v4 = s;
+    v4.version = ReadingVersion::V4;
+    let old = read_turn(carried, &v4);
+    assert_eq!(
+        (
+            old.quote_carries_claim,
+            old.quote_relevance,
+            old.clause_relevance
+        ),
+        (None, None, None)
+    );
+}
