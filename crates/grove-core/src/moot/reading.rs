@@ -111,6 +111,9 @@ impl ReadingVersion {
             words.extend_from_slice(META_TALK_WORDS_V4);
             phrases.extend_from_slice(META_TALK_PHRASES_V4);
         }
+        if self >= ReadingVersion::V5 {
+            words.extend_from_slice(META_TALK_WORDS_V5);
+        }
         (words, phrases)
     }
 }
@@ -434,9 +437,11 @@ fn clauses(passage: &str) -> Vec<String> {
 
 /// How well a draft reply reads, to pick the best of a turn's drafts:
 /// grounded, no meta talk, no unsupported terms, answering the other book,
-/// on the topic, and with varied own words score higher. The weights make
-/// a grounding failure, meta talk or an invented term each outweigh
-/// answering or being on topic.
+/// on the topic, with varied own words, own words that take up the quote
+/// (`reading-v5`) and a quote relevant to the topic and the other's point
+/// (up to 3 words of them) score higher. The weights make a grounding
+/// failure, meta talk or an invented term each outweigh answering, being
+/// on topic or carrying the claim.
 pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
     if !has_text {
         return f64::NEG_INFINITY;
@@ -446,6 +451,8 @@ pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
         + 2.0 * flag(r.answers_other == Some(true))
         + 3.0 * flag(r.on_topic)
         + 3.0 * r.distinct_2.unwrap_or(0.0)
+        + 3.0 * flag(r.quote_carries_claim == Some(true))
+        + r.quote_relevance.unwrap_or(0.0).min(3.0)
 }
 
 /// What the reading measures do not see but a reader does, to break ties

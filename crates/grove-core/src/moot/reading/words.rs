@@ -1,4 +1,4 @@
-//! The word lists `reading-v1` to `reading-v4` read with: meta talk
+//! The word lists `reading-v1` to `reading-v5` read with: meta talk
 //! (words and phrases about the text rather than its matter). Stop words
 //! live in [`crate::content`].
 
@@ -320,6 +320,28 @@ pub const META_TALK_PHRASES_V4: &[&str] = &[
     "your opening",
     "the piece",
     "this piece",
+];
+
+/// Words added in `reading-v5`: a turn that parses its quote as grammar
+/// (the embedded model on Moby-Dick and Pride and Prejudice, 2026-12-07:
+/// "The verb "the acknowledged favourite of my father" [s4]; the verb was
+/// placed after the noun.").
+pub const META_TALK_WORDS_V5: &[&str] = &[
+    "verb",
+    "verbs",
+    "noun",
+    "nouns",
+    "adjective",
+    "adjectives",
+    "adverb",
+    "adverbs",
+    "pronoun",
+    "pronouns",
+    "preposition",
+    "prepositions",
+    "prepositional",
+    "syntax",
+    "grammatical",
 ];
 
 /// Topic words too general to show a turn is about the topic (since
