@@ -45,6 +45,51 @@ pub fn relevance(text: &str, wanted: &HashSet<String>) -> usize {
         .count()
 }
 
+/// The clauses of `text` a quote could be: whole words up to a clause
+/// boundary (a clause mark between two words, or the text's end), at
+/// least [`MIN_QUOTE_WORDS`](crate::guide::words::MIN_QUOTE_WORDS) words,
+/// a longer one its last
+/// [`MAX_QUOTE_WORDS`](crate::guide::words::MAX_QUOTE_WORDS), as byte
+/// ranges of `text` (so a clause is quoted verbatim).
+pub fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
+    use crate::guide::words::{MAX_QUOTE_WORDS, MIN_QUOTE_WORDS, gap_is_boundary, is_word_char};
+    let mut words: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        match (is_word_char(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                words.push(s..i);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        words.push(s..text.len());
+    }
+    let mut out = Vec::new();
+    let mut first = 0;
+    for (i, w) in words.iter().enumerate() {
+        let gap = words.get(i + 1).map_or("", |next| &text[w.end..next.start]);
+        if i + 1 == words.len() || gap_is_boundary(gap) {
+            // Counted as the guide counts a quote's words, by white space; a
+            // longer clause can be quoted by its last words (a quote ends
+            // at a boundary, and starts where it will).
+            let mut start = first;
+            while text[words[start].start..w.end].split_whitespace().count() > MAX_QUOTE_WORDS {
+                start += 1;
+            }
+            let range = words[start].start..w.end;
+            if text[range.clone()].split_whitespace().count() >= MIN_QUOTE_WORDS {
+                out.push(range);
+            }
+            first = i + 1;
+        }
+    }
+    out
+}
+
 /// A slice of a text chosen by [`densest_window`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Window {

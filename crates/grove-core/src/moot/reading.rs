@@ -157,9 +157,9 @@ pub struct TurnReading {
     /// of the turn's quotes against the topic and the other book's last
     /// quotes (`None` with no quote, or nothing to be relevant to)...
     pub quote_relevance: Option<f64>,
-    /// ...and the mean of every clause of the turn's passages (of at least
-    /// [`MIN_QUOTE_WORDS`](crate::guide::words::MIN_QUOTE_WORDS) words), the
-    /// relevance a quote picked at random would have.
+    /// ...and the mean of every clause of the turn's passages a quote could
+    /// be ([`clauses`](crate::content::clauses)), the relevance a quote
+    /// picked at random would have.
     pub clause_relevance: Option<f64>,
 }
 
@@ -410,29 +410,14 @@ fn read_quotes(
     let of_clauses: Vec<usize> = sources
         .passages
         .iter()
-        .flat_map(|p| clauses(p))
-        .map(|c| crate::content::relevance(&c, &wanted))
+        .flat_map(|p| {
+            crate::content::clauses(p)
+                .into_iter()
+                .map(|r| crate::content::relevance(&p[r], &wanted))
+        })
         .collect();
     reading.quote_relevance = mean(&of_quotes);
     reading.clause_relevance = mean(&of_clauses);
-}
-
-/// A passage's clauses (words up to a clause boundary) of at least
-/// [`MIN_QUOTE_WORDS`](crate::guide::words::MIN_QUOTE_WORDS) words: what a
-/// quote could have been.
-fn clauses(passage: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut clause: Vec<String> = Vec::new();
-    for (word, boundary) in crate::guide::words::clause_words(passage) {
-        clause.push(word);
-        if boundary {
-            if clause.len() >= crate::guide::words::MIN_QUOTE_WORDS {
-                out.push(clause.join(" "));
-            }
-            clause.clear();
-        }
-    }
-    out
 }
 
 /// How well a draft reply reads, to pick the best of a turn's drafts:
