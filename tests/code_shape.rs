@@ -435,3 +435,69 @@ fn a_circle_between_rooms_is_caught() {
         "{graph:?}"
     );
 }
+
+/// What `docs/ARCHITECTURE.md` says this file enforces, each with the test
+/// that does: a claim without its test, or a test the document does not
+/// claim, fails here, so the document and the checks change together.
+const CLAIMS: [(&str, &str); 6] = [
+    (
+        "no function over 80 lines in `src/` or `crates/`",
+        "no_function_is_longer_than_80_lines",
+    ),
+    (
+        "collapses each room into one node, and\nfinds no circle",
+        "no_modules_import_each_other_in_a_circle",
+    ),
+    (
+        "a circle planted in `tests/data/code_shape/planted` is\ncaught",
+        "a_circle_between_rooms_is_caught",
+    ),
+    (
+        "`tests/code_shape.rs` finds no state-directory\nname spelled outside `src/state_dir.rs`",
+        "the_state_directory_layout_is_spelled_in_one_file",
+    ),
+    (
+        "`tests/code_shape.rs` finds no private file\nmode and no `rusqlite::Error` of an error's own outside `src/db.rs`",
+        "private_files_and_storage_errors_are_the_kits",
+    ),
+    (
+        "`tests/code_shape.rs` finds no\n`Connection::open` outside `src/db.rs`",
+        "every_database_is_opened_through_the_kit",
+    ),
+];
+
+#[test]
+fn the_architecture_claims_what_this_file_checks() {
+    let doc = std::fs::read_to_string(repo().join("docs/ARCHITECTURE.md")).unwrap();
+    // Line breaks in the document are white space like any other.
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let doc = flat(&doc);
+    let this = std::fs::read_to_string(repo().join("tests/code_shape.rs")).unwrap();
+    for (claim, test) in CLAIMS {
+        assert!(
+            doc.contains(&flat(claim)),
+            "ARCHITECTURE.md no longer says: {claim}"
+        );
+        assert!(
+            this.contains(&format!("fn {test}()")),
+            "the claim `{claim}` names no test here: {test}"
+        );
+    }
+    // Every test of this file but the self-checks is claimed.
+    let tests: Vec<&str> = this
+        .split("#[test]\nfn ")
+        .skip(1)
+        .filter_map(|rest| rest.split('(').next())
+        .collect();
+    assert!(tests.len() >= CLAIMS.len() + 2, "tests found: {tests:?}");
+    for test in tests {
+        let own = [
+            "the_checks_see_what_they_look_for",
+            "the_architecture_claims_what_this_file_checks",
+        ];
+        assert!(
+            own.contains(&test) || CLAIMS.iter().any(|(_, t)| *t == test),
+            "ARCHITECTURE.md claims nothing for the check {test}"
+        );
+    }
+}
