@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::scripted_openai::{RecordedRequest, Reply, ScriptedServer};
-use crate::support::{Grove, data_file};
+use crate::support::{Grove, data_file, succeeded};
 
 const MOBY: &str = "corpus/moby-dick-2701-excerpt.txt";
 const PRIDE: &str = "corpus/pride-and-prejudice-1342-excerpt.txt";
@@ -31,21 +31,20 @@ fn asked_passage(r: &RecordedRequest) -> (u32, String) {
     (n, text)
 }
 
+/// The config keys that point grove at an OpenAI-compatible server (a
+/// scripted one, or an address nothing answers on), with no retries.
+fn scripted_model(url: &str) -> [(&'static str, String); 3] {
+    [
+        ("GROVE_MODEL__BACKEND", "openai".to_string()),
+        ("GROVE_MODEL__URL", url.to_string()),
+        ("GROVE_MODEL__MAX_RETRIES", "0".to_string()),
+    ]
+}
+
 fn ask(g: &Grove, server: &ScriptedServer, args: &[&str]) -> Value {
     let mut all = vec!["ask", "--json"];
     all.extend_from_slice(args);
-    let out = g
-        .cmd(&all)
-        .env("GROVE_MODEL__BACKEND", "openai")
-        .env("GROVE_MODEL__URL", server.url())
-        .env("GROVE_MODEL__MAX_RETRIES", "0")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(g.cmd(&all).envs(scripted_model(&server.url())));
     serde_json::from_slice(&out.stdout).expect("the record as JSON")
 }
 
@@ -140,8 +139,7 @@ fn bad_lines_are_counted_and_named() {
     let server = ScriptedServer::start(script());
     let out = g
         .cmd(&["ask", "--book", MOBY_KEY, "-k", "3", "Who is Ishmael?"])
-        .env("GROVE_MODEL__BACKEND", "openai")
-        .env("GROVE_MODEL__URL", server.url())
+        .envs(scripted_model(&server.url()))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -207,18 +205,11 @@ fn cached_answers_hold_while_their_books_roots_do() {
         Reply::text(&format!("{} [E{n}].", first.join(" ")))
     });
     let run = |question: &str, mode: &str| {
-        let out = g
-            .cmd(&[
+        let out = succeeded(
+            g.cmd(&[
                 "ask", "--book", MOBY_KEY, "-k", "2", "--cache", mode, question,
             ])
-            .env("GROVE_MODEL__BACKEND", "openai")
-            .env("GROVE_MODEL__URL", server.url())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            .envs(scripted_model(&server.url())),
         );
         (
             String::from_utf8_lossy(&out.stdout).to_string(),
@@ -276,9 +267,7 @@ fn bad_questions_books_and_models_get_clear_errors() {
     drop(closed);
     let out = g
         .cmd(&["ask", "Who is Ahab?"])
-        .env("GROVE_MODEL__BACKEND", "openai")
-        .env("GROVE_MODEL__URL", &url)
-        .env("GROVE_MODEL__MAX_RETRIES", "0")
+        .envs(scripted_model(&url))
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -297,8 +286,8 @@ fn the_embedded_model_answers_in_guided_claim_lines() {
     };
     let g = with_books();
     let out_file = g.dir.path().join("answer.json");
-    let out = g
-        .cmd(&[
+    let out = succeeded(
+        g.cmd(&[
             "ask",
             "--book",
             MOBY_KEY,
@@ -314,13 +303,7 @@ fn the_embedded_model_answers_in_guided_claim_lines() {
         .env(
             "GROVE_MODEL__THREADS",
             std::env::var("GROVE_MODEL__THREADS").unwrap_or_else(|_| "2".into()),
-        )
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("{text}");
@@ -372,12 +355,8 @@ pub(crate) fn copying_server() -> ScriptedServer {
 fn a_mesh_answers_from_two_peers_books_with_proofs() {
     use crate::cluster::{Daemon, converged, invite, vote_yes};
     let server = copying_server();
-    let url = server.url();
-    let model_env = [
-        ("GROVE_MODEL__BACKEND", "openai"),
-        ("GROVE_MODEL__URL", url.as_str()),
-        ("GROVE_MODEL__MAX_RETRIES", "0"),
-    ];
+    let model_env = scripted_model(&server.url());
+    let model_env: Vec<(&str, &str)> = model_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let offline = Grove::new();
     assert!(
         offline
@@ -484,17 +463,9 @@ fn a_mesh_answers_from_two_peers_books_with_proofs() {
     // the others' passages.
     let mut c = c;
     c.stop();
-    let out =
-        a.g.cmd(&[
-            "ask", "--mesh", "--cache", "off", "--json", "-k", "4", question,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&mut a.g.cmd(&[
+        "ask", "--mesh", "--cache", "off", "--json", "-k", "4", question,
+    ]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not asked: charlie"), "{err}");
     let record: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -120,6 +120,17 @@ impl Grove {
     }
 }
 
+/// Runs `cmd` and requires success, naming its stderr; returns its output.
+pub fn succeeded(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run grove");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A deterministic Gutenberg-style book: header, markers, `paragraphs`
 /// paragraphs of pseudo-random words (seeded), and a licence after the end.
 pub fn generated_book(

@@ -102,6 +102,28 @@ fn shown(b: &mut Browser, selector: &str) -> bool {
         == Value::Bool(true)
 }
 
+/// Opens the proof panel the link `link` points at, which is hidden until
+/// then; returns the panel's selector.
+fn open_proof(b: &mut Browser, link: &str) -> String {
+    let panel = b
+        .eval(&format!(
+            "document.querySelector({link:?}).getAttribute('href')"
+        ))
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!shown(b, &panel), "the proof is hidden until asked for");
+    b.eval(&format!("document.querySelector({link:?}).click()"))
+        .unwrap();
+    b.wait_for(
+        &format!("getComputedStyle(document.querySelector('{panel}')).display !== 'none'"),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    panel
+}
+
 /// The root `holder` announced for `key`, as `grove roots` shows it.
 fn announced_root(observer: &Daemon, key: &str) -> String {
     let roots = observer.json(&["roots"]);
@@ -212,23 +234,7 @@ fn the_moot_page_follows_a_three_node_moot_live_and_proves_every_quote() {
         .iter()
         .find(|p| p["tag"] == "s1")
         .unwrap();
-    let panel = b
-        .eval("document.querySelector('#t0 a.q-verified').getAttribute('href')")
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        !shown(&mut b, &panel),
-        "the proof is hidden until asked for"
-    );
-    b.eval("document.querySelector('#t0 a.q-verified').click()")
-        .unwrap();
-    b.wait_for(
-        &format!("getComputedStyle(document.querySelector('{panel}')).display !== 'none'"),
-        Duration::from_secs(10),
-    )
-    .unwrap();
+    let panel = open_proof(&mut b, "#t0 a.q-verified");
     assert!(
         on_top(&mut b, &panel),
         "the proof panel is hidden or clipped"
@@ -457,19 +463,7 @@ fn a_pass_shows_its_nodes_reason_and_an_unproven_quote_its_own_badge() {
     };
     let unverified_colour = colour(&mut b, "#t1 a.q-unverified .badge");
     assert_ne!(unverified_colour, colour(&mut b, "#t0 a.q-verified .badge"));
-    let panel = b
-        .eval("document.querySelector('#t1 a.q-unverified').getAttribute('href')")
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .to_string();
-    b.eval("document.querySelector('#t1 a.q-unverified').click()")
-        .unwrap();
-    b.wait_for(
-        &format!("getComputedStyle(document.querySelector('{panel}')).display !== 'none'"),
-        Duration::from_secs(10),
-    )
-    .unwrap();
+    let panel = open_proof(&mut b, "#t1 a.q-unverified");
     let says = text_of(&mut b, &panel);
     assert!(
         says.contains(quote)
@@ -714,20 +708,7 @@ fn the_ask_page_answers_and_proves_every_passage() {
         "{main}"
     );
     b.screenshot(&shots().join("ask-answer.png"), true).unwrap();
-    assert!(!shown(&mut b, "#e1"), "the proof is hidden until asked for");
-    b.eval("document.querySelector('ol.claims a.tag').click()")
-        .unwrap();
-    let panel = b
-        .eval("document.querySelector('ol.claims a.tag').getAttribute('href')")
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .to_string();
-    b.wait_for(
-        &format!("getComputedStyle(document.querySelector('{panel}')).display !== 'none'"),
-        Duration::from_secs(10),
-    )
-    .unwrap();
+    let panel = open_proof(&mut b, "ol.claims a.tag");
     assert!(
         on_top(&mut b, &panel),
         "the proof panel is hidden or clipped"

@@ -81,25 +81,7 @@ pub enum CacheNote {
     /// Served from the cache: the cited books' roots are unchanged.
     Hit,
     /// A cached answer was found but these books changed; asked again.
-    Stale { changed: Vec<Changed> },
-}
-
-/// A cited book whose root changed (hex; `now` absent: no longer held).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Changed {
-    pub book: String,
-    pub was: String,
-    pub now: Option<String>,
-}
-
-impl From<RootChange> for Changed {
-    fn from(c: RootChange) -> Changed {
-        Changed {
-            book: c.book,
-            was: c.was,
-            now: c.now,
-        }
-    }
+    Stale { changed: Vec<RootChange> },
 }
 
 /// What retrieval found, and who could not answer it.
@@ -194,11 +176,7 @@ pub fn ask(call: &AskCall, parts: &dyn AskParts) -> Result<Answered, ApiError> {
                     errors: Vec::new(),
                 });
             }
-            Found::Stale(changed) => {
-                cache = CacheNote::Stale {
-                    changed: changed.into_iter().map(Changed::from).collect(),
-                }
-            }
+            Found::Stale(changed) => cache = CacheNote::Stale { changed },
             Found::Nothing => {}
         }
     }
@@ -269,11 +247,9 @@ impl AskParts for LocalAsk<'_> {
         cited: &[&Evidence],
         _mesh: bool,
     ) -> Result<BTreeMap<String, Option<String>>, ApiError> {
-        let mut now = BTreeMap::new();
-        for e in cited {
-            now.insert(e.book.clone(), self.store.current_root(&e.book)?);
-        }
-        Ok(now)
+        Ok(self
+            .store
+            .current_roots(cited.iter().map(|e| e.book.clone()))?)
     }
 
     fn retrieve(&self, question: &str, call: &AskCall) -> Result<Retrieved, ApiError> {

@@ -284,17 +284,7 @@ impl BookApi for LocalBooks {
     /// Every database keeps its own chain: each shard, and the databases at
     /// the top of the state directory (mesh state).
     fn audit(&self) -> Result<dto::AuditReport, ApiError> {
-        let mut files: Vec<(PathBuf, DbKind)> = self
-            .store
-            .shard_names()
-            .map_err(StoreError::from)?
-            .iter()
-            .map(|n| (self.store.shard_path(n), DbKind::Shard))
-            .collect();
-        // The databases at the top of the state directory, those that
-        // exist (a state directory not made yet holds no chains).
-        let top = crate::state_dir::StateDir::new(&self.state_dir).top_databases();
-        files.extend(top.into_iter().filter(|(p, _)| p.is_file()));
+        let files = self.store.databases().map_err(StoreError::from)?;
         let chains: Vec<dto::Chain> = files
             .into_iter()
             .map(|(path, kind)| audit_one(&path, kind))

@@ -6,7 +6,6 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use grove::api::ErrorKind;
 use grove::api::ask::{Answered, AskCall, CacheChoice, CacheNote, LocalAsk};
 use grove::ask::AskRecord;
 use serde::Serialize;
@@ -96,11 +95,7 @@ pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
         ctx.daemon()?.ask_call(&call)?
     } else {
         match ctx.daemon_if_running() {
-            // A daemon that stopped before the request reached it: asked here.
-            Some(client) => match client.ask_call(&call) {
-                Err(e) if e.kind == ErrorKind::NotSent => local()?,
-                answered => answered?,
-            },
+            Some(client) => grove::api::client::or_local(client.ask_call(&call), local)?,
             None => local()?,
         }
     };

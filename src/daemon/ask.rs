@@ -20,7 +20,9 @@ use super::worker::Worker;
 use crate::api::ApiError;
 use crate::api::ask::{AskCall, AskParts, Retrieved, model_error};
 use crate::api::books::SearchRequest;
-use crate::ask::{AskRecord, AskSettings, Evidence, MeshAnchor, Retrieval, evidence_id};
+use crate::ask::{
+    AskRecord, AskSettings, Evidence, MeshAnchor, PassageProof, Retrieval, evidence_id,
+};
 use crate::merkle::Hash;
 use crate::store::ask_cache::AskCache;
 use crate::store::hit_order;
@@ -85,10 +87,6 @@ impl Asker {
         }
     }
 
-    pub fn is_alive(&self) -> bool {
-        self.cache.is_alive()
-    }
-
     /// One ask, on a blocking thread (the model's lines take seconds).
     /// Every answer is kept for the ask page (`/asks/ROOT`).
     pub async fn ask(&self, call: AskCall) -> Result<crate::api::ask::Answered, ApiError> {
@@ -131,10 +129,7 @@ impl NodeAsk {
         &self,
         f: impl FnOnce(&mut AskCache) -> Result<R, ApiError> + Send + 'static,
     ) -> Result<R, ApiError> {
-        self.asker
-            .cache
-            .call_blocking(move |lazy| lazy.get().and_then(f))
-            .map_err(|_| ApiError::unavailable("the node is shutting down"))?
+        self.runtime.block_on(self.asker.with_cache(f))
     }
 }
 
@@ -163,20 +158,23 @@ impl AskParts for NodeAsk {
             match &e.holder {
                 // A peer's book: the root it announces for the key now.
                 Some(holder) if mesh && *holder != me => {
-                    let root = holder
-                        .parse::<PeerId>()
-                        .ok()
-                        .and_then(|p| current_announced(&self.asker.rpc, &p, &e.book));
+                    let root = holder.parse::<PeerId>().ok().and_then(|p| {
+                        let peers = self.asker.rpc.peers.lock();
+                        peers
+                            .current_root(&p, &e.book)
+                            .map(|(root, _)| hex::encode(root))
+                    });
                     now.insert(e.book.clone(), root);
                 }
                 _ => own.push(e.book.clone()),
             }
         }
-        let roots = self.runtime.block_on(self.asker.rpc.store.call(move |b| {
-            own.into_iter()
-                .map(|book| Ok((book.clone(), b.store().current_root(&book)?)))
-                .collect::<Result<Vec<_>, crate::store::StoreError>>()
-        }))??;
+        let roots = self.runtime.block_on(
+            self.asker
+                .rpc
+                .store
+                .call(move |b| b.store().current_roots(own)),
+        )??;
         now.extend(roots);
         Ok(now)
     }
@@ -225,20 +223,6 @@ impl AskParts for NodeAsk {
                 .map_err(|e| ApiError::internal(e.to_string()))
         })
     }
-}
-
-/// The root `peer` announces for `key`'s current version, hex.
-fn current_announced(rpc: &Rpc, peer: &PeerId, key: &str) -> Option<String> {
-    let peers = rpc.peers.lock();
-    let known = peers.announcements.get(&peer.to_bytes())?;
-    known
-        .announcement
-        .shards
-        .iter()
-        .flat_map(|s| s.books.iter())
-        .filter(|b| b.key == key)
-        .max_by_key(|b| b.version)
-        .map(|b| hex::encode(&b.root))
 }
 
 /// A mesh ask's passages: one mesh search across books, or one per book
@@ -313,7 +297,7 @@ async fn mesh_evidence(
                 .ok_or_else(|| ApiError::internal("an own hit went missing"))?,
             Some(proof) => Evidence {
                 pointer: 0,
-                id: evidence_id(&hash_of(&proof.root)?, &p.hit.leaf),
+                id: evidence_id(&root_of(&proof)?, &p.hit.leaf),
                 book: p.hit.key,
                 title: p.hit.title.unwrap_or_default(),
                 index: p.hit.index,
@@ -333,10 +317,9 @@ async fn mesh_evidence(
     Ok(evidence)
 }
 
-fn hash_of(hex_text: &str) -> Result<Hash, ApiError> {
-    hex::decode(hex_text)
-        .ok()
-        .and_then(|b| b.try_into().ok())
+fn root_of(proof: &PassageProof) -> Result<Hash, ApiError> {
+    proof
+        .root_hash()
         .ok_or_else(|| ApiError::internal("a proof root is not 32 bytes"))
 }
 
@@ -360,7 +343,7 @@ async fn mesh_anchor(asker: &Asker, evidence: &[Evidence]) -> Result<MeshAnchor,
             continue;
         };
         if *holder == me {
-            let root = hash_of(&proof.root)?;
+            let root = root_of(proof)?;
             let signed = rpc
                 .peers
                 .own_announcement(&asker.due, &e.book, &root, proof.count)

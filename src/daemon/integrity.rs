@@ -14,18 +14,7 @@ use std::time::Duration;
 use super::events::Events;
 use crate::api::dto;
 use crate::db::{Damaged, DbKind};
-use crate::state_dir::StateDir;
-use crate::store::{Store, StoreError};
-
-/// Every database of the state directory: the top ones and every shard.
-pub fn databases(state_dir: &Path) -> Result<Vec<(PathBuf, DbKind)>, StoreError> {
-    let store = Store::new(state_dir);
-    let mut files = StateDir::new(state_dir).top_databases().to_vec();
-    for name in store.shard_names()? {
-        files.push((store.shard_path(&name), DbKind::Shard));
-    }
-    Ok(files)
-}
+use crate::store::Store;
 
 /// The damage the latest check found, by file; cheap to clone.
 #[derive(Clone, Default)]
@@ -87,7 +76,7 @@ impl Integrity {
 /// Checks each database that exists, every one (damage in one does not
 /// stop the others' checks).
 fn check_each(state_dir: &Path) -> Vec<(PathBuf, DbKind, Option<Damaged>)> {
-    let files = match databases(state_dir) {
+    let files = match Store::new(state_dir).databases() {
         Ok(files) => files,
         Err(e) => {
             tracing::warn!(error = %e, "the integrity check could not list the shards");

@@ -127,15 +127,20 @@ pub async fn run(
     );
     let (store, store_thread) = store::StoreWorker::spawn(books).map_err(DaemonError::Worker)?;
     let (mesh_worker, mesh_thread) = mesh::MeshWorker::spawn(core).map_err(DaemonError::Worker)?;
-    // The node's one set of counters (`node stats`, `/metrics`); the model
-    // worker counts its tokens and seconds in it.
+    // The one set of counters (`node stats`, `/metrics`); the model worker counts in it.
     let stats = Arc::new(stats::Stats::default());
     let (model, ask_cache, ask_cache_thread) = spawn_asking(settings, &state_dir, &stats)?;
     let events = mesh_worker.events().clone();
     let integrity = integrity::Integrity::default();
     let background = Background::spawn(settings, &state_dir, &events, &integrity);
     let (verdict, verdict_rx) = watch::channel(None);
-    let health = Health::new(&store, &mesh_worker, &model, &network, verdict);
+    let health = Health::new(
+        &store,
+        &mesh_worker,
+        (&model, &ask_cache),
+        &network,
+        verdict,
+    );
     health.inject_fault_if_asked();
     let parts = Parts {
         settings,
@@ -363,16 +368,19 @@ struct Health {
     store: store::StoreWorker,
     mesh: mesh::MeshWorker,
     model: model::ModelWorker,
+    ask_cache: ask::CacheWorker,
     net: crate::net::Network,
     /// The latest verdict, for `/health`.
     verdict: watch::Sender<Option<&'static str>>,
 }
 
 impl Health {
+    /// The workers' handles (the model's with `ask.db`'s, the two an ask
+    /// runs on), the network and where the verdict goes.
     fn new(
         store: &store::StoreWorker,
         mesh: &mesh::MeshWorker,
-        model: &model::ModelWorker,
+        (model, ask_cache): (&model::ModelWorker, &ask::CacheWorker),
         net: &crate::net::Network,
         verdict: watch::Sender<Option<&'static str>>,
     ) -> Health {
@@ -380,6 +388,7 @@ impl Health {
             store: store.clone(),
             mesh: mesh.clone(),
             model: model.clone(),
+            ask_cache: ask_cache.clone(),
             net: net.clone(),
             verdict,
         }
@@ -398,6 +407,8 @@ impl Health {
             Some("mesh worker")
         } else if !self.model.is_alive() {
             Some("model worker")
+        } else if !self.ask_cache.is_alive() {
+            Some("ask cache worker")
         } else if !self.net.is_alive() {
             Some("network task")
         } else if node_task.is_finished() {
@@ -477,7 +488,7 @@ fn check_listen_addresses(addrs: &[libp2p::Multiaddr]) -> Result<(), DaemonError
 /// `PRAGMA quick_check` on every database of the state directory before the
 /// node serves from them: damage stops the start, named with the way out.
 fn check_databases(state_dir: &Path) -> Result<(), DaemonError> {
-    let files = integrity::databases(state_dir)?;
+    let files = crate::store::Store::new(state_dir).databases()?;
     let start = std::time::Instant::now();
     let checked = crate::db::check_all(&files)?;
     let slowest = checked.iter().max_by_key(|c| c.took);

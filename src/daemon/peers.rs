@@ -252,6 +252,20 @@ impl PeerBook {
             .and_then(|b| Some((b.root.as_slice().try_into().ok()?, b.count)))
     }
 
+    /// The root and chunk count `peer` last announced for `key`'s newest
+    /// version.
+    pub fn current_root(&self, peer: &PeerId, key: &str) -> Option<([u8; 32], u64)> {
+        let known = self.announcements.get(&peer.to_bytes())?;
+        known
+            .announcement
+            .shards
+            .iter()
+            .flat_map(|s| s.books.iter())
+            .filter(|b| b.key == key)
+            .max_by_key(|b| b.version)
+            .and_then(|b| Some((b.root.as_slice().try_into().ok()?, b.count)))
+    }
+
     pub fn connected(&mut self, peer: PeerId, now_ms: i64) {
         self.connected.insert(peer);
         self.last_seen.insert(peer, now_ms);

@@ -4,7 +4,6 @@
 //! a running node gave, by run root (`kept`, the newest [`KEPT_ANSWERS`]),
 //! which the ask page shows.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -13,8 +12,8 @@ use crate::db::{self, DbKind, Schema, Step, StorageError};
 use crate::merkle::Hash;
 use crate::state_dir::StateDir;
 use crate::store::{Store, StoreError};
-use grove_core::ask::AskRecord;
 use grove_core::ask::cache::{Found, cited_books, judge};
+use grove_core::ask::{AskRecord, Label};
 
 /// `ask.db`: `application_id` "groa".
 pub const ASK_SCHEMA: Schema = Schema {
@@ -57,7 +56,7 @@ pub const KEPT_ANSWERS: usize = 200;
 pub struct KeptAnswer {
     pub run_root: String,
     pub question: String,
-    pub label: String,
+    pub label: Label,
     pub mesh: bool,
     pub stored_ms: i64,
 }
@@ -79,12 +78,8 @@ impl AskCache {
     /// freshness rule (`ask::cache::judge`) against this node's own books.
     pub fn find(&self, lookup: &Hash, store: &Store) -> Result<Found, StoreError> {
         let stored = self.get(lookup)?;
-        let mut now = BTreeMap::new();
-        if let Some((_, record)) = &stored {
-            for e in cited_books(record) {
-                now.insert(e.book.clone(), store.current_root(&e.book)?);
-            }
-        }
+        let cited = stored.iter().flat_map(|(_, r)| cited_books(r));
+        let now = store.current_roots(cited.map(|e| e.book.clone()).collect::<Vec<_>>())?;
         Ok(judge(lookup, stored, &now))
     }
 
@@ -172,24 +167,34 @@ impl AskCache {
         Ok(row.and_then(|r| serde_json::from_str(&r).ok()))
     }
 
-    /// The newest `n` kept answers, newest first.
+    /// The newest `n` kept answers, newest first (a row whose label this
+    /// grove does not know, written by another version, is left out, as
+    /// rows that no longer read as records are).
     pub fn recent(&self, n: usize) -> Result<Vec<KeptAnswer>, StorageError> {
-        let read = |conn: &Connection| -> rusqlite::Result<Vec<KeptAnswer>> {
+        let read = |conn: &Connection| -> rusqlite::Result<Vec<Option<KeptAnswer>>> {
             let mut stmt = conn.prepare(
                 "SELECT run_root, question, label, mesh, stored_ms FROM kept
                  ORDER BY stored_ms DESC LIMIT ?1",
             )?;
             stmt.query_map(params![n as i64], |r| {
-                Ok(KeptAnswer {
-                    run_root: r.get(0)?,
-                    question: r.get(1)?,
-                    label: r.get(2)?,
-                    mesh: r.get(3)?,
-                    stored_ms: r.get(4)?,
-                })
+                let (run_root, question, label, mesh, stored_ms): (
+                    String,
+                    String,
+                    String,
+                    bool,
+                    i64,
+                ) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+                Ok(Label::parse(&label).map(|label| KeptAnswer {
+                    run_root,
+                    question,
+                    label,
+                    mesh,
+                    stored_ms,
+                }))
             })?
             .collect()
         };
-        read(&self.conn).map_err(StorageError::of(&self.conn, "list kept answers"))
+        let rows = read(&self.conn).map_err(StorageError::of(&self.conn, "list kept answers"))?;
+        Ok(rows.into_iter().flatten().collect())
     }
 }

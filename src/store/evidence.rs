@@ -87,6 +87,21 @@ impl Store {
         Ok(false)
     }
 
+    /// Each of `books`' current root, hex (`None`: no longer held): what a
+    /// cached answer's cited books are judged by (`ask::cache::judge`).
+    pub fn current_roots(
+        &self,
+        books: impl IntoIterator<Item = String>,
+    ) -> Result<std::collections::BTreeMap<String, Option<String>>, StoreError> {
+        books
+            .into_iter()
+            .map(|book| {
+                let root = self.current_root(&book)?;
+                Ok((book, root))
+            })
+            .collect()
+    }
+
     /// The root of `key`'s current version, hex; `None` when the node no
     /// longer holds it (removed, or never added).
     pub fn current_root(&self, key: &str) -> Result<Option<String>, StoreError> {

@@ -177,6 +177,21 @@ impl Store {
         Ok(names)
     }
 
+    /// Every database of the state directory that exists, with its kind:
+    /// each shard, then the databases at the top (`mesh.db`, `node.db`,
+    /// `ask.db`). What the integrity checks (at start, while a node runs,
+    /// on demand) and the audit walk.
+    pub fn databases(&self) -> Result<Vec<(PathBuf, crate::db::DbKind)>, StorageError> {
+        let mut files: Vec<(PathBuf, crate::db::DbKind)> = self
+            .shard_names()?
+            .iter()
+            .map(|n| (self.shard_path(n), crate::db::DbKind::Shard))
+            .collect();
+        let top = crate::state_dir::StateDir::new(&self.root).top_databases();
+        files.extend(top.into_iter().filter(|(path, _)| path.is_file()));
+        Ok(files)
+    }
+
     /// Opens an existing shard.
     pub fn open(&self, name: &str) -> Result<Shard, StoreError> {
         validate_shard_name(name)?;

@@ -53,21 +53,8 @@ pub fn relevance(text: &str, wanted: &HashSet<String>) -> usize {
 /// ranges of `text` (so a clause is quoted verbatim).
 pub fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
     use crate::guide::words::{MAX_QUOTE_WORDS, MIN_QUOTE_WORDS, gap_is_boundary, is_word_char};
-    let mut words: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut start = None;
-    for (i, c) in text.char_indices() {
-        match (is_word_char(c), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                words.push(s..i);
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = start {
-        words.push(s..text.len());
-    }
+    // The guide's words, so a clause ends where the guide lets a quote end.
+    let words = spans_of(text, is_word_char);
     let mut out = Vec::new();
     let mut first = 0;
     for (i, w) in words.iter().enumerate() {
@@ -139,11 +126,17 @@ pub fn densest_window(text: &str, wanted: &HashSet<String>, max_words: usize) ->
 /// Byte ranges of a text's words as written: maximal runs of letters,
 /// digits and apostrophes.
 pub fn word_spans(text: &str) -> Vec<std::ops::Range<usize>> {
+    spans_of(text, |c| {
+        c.is_alphanumeric() || c == '\'' || c == '\u{2019}'
+    })
+}
+
+/// Byte ranges of the maximal runs of `in_word` characters of `text`.
+fn spans_of(text: &str, in_word: impl Fn(char) -> bool) -> Vec<std::ops::Range<usize>> {
     let mut spans = Vec::new();
     let mut start = None;
     for (i, c) in text.char_indices() {
-        let in_word = c.is_alphanumeric() || c == '\'' || c == '\u{2019}';
-        match (in_word, start) {
+        match (in_word(c), start) {
             (true, None) => start = Some(i),
             (false, Some(s)) => {
                 spans.push(s..i);

@@ -56,8 +56,6 @@ pub struct Anchored {
     pub mesh_id: String,
     /// Epochs the chain replayed through (the genesis is epoch 0).
     pub epochs: usize,
-    /// Passages vouched for by a member's announcement.
-    pub passages: usize,
 }
 
 /// Checks `r`'s mesh anchor offline: the chain replays from a genesis that
@@ -131,7 +129,6 @@ pub fn check_anchor(r: &AskRecord, expect: Option<&str>) -> Result<Anchored, Vec
         Ok(Anchored {
             mesh_id: anchor.mesh_id.clone(),
             epochs: chain.epochs(),
-            passages: r.evidence.len(),
         })
     } else {
         Err(problems)

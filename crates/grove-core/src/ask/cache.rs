@@ -96,8 +96,9 @@ pub enum Found {
     Stale(Vec<RootChange>),
 }
 
-/// A cited book whose root is not the one an answer was proven against.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A cited book whose root is not the one an answer was proven against
+/// (also in the answer of `POST /v1/ask`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RootChange {
     pub book: String,
     /// The roots, hex: then, and now (`None`: no longer held).

@@ -48,10 +48,15 @@ impl PassageProof {
         }
     }
 
+    /// The book's root, when it is 32 bytes of hex.
+    pub fn root_hash(&self) -> Option<Hash> {
+        hash_of(&self.root)
+    }
+
     /// Checks that `text` is chunk `index` under this proof; returns the
     /// root and the leaf.
     pub fn check(&self, text: &str, index: u64) -> Result<(Hash, Hash), String> {
-        let root = hash_of(&self.root).ok_or("its root is not 32 bytes of hex")?;
+        let root = self.root_hash().ok_or("its root is not 32 bytes of hex")?;
         let steps = self
             .steps
             .iter()

@@ -62,6 +62,13 @@ impl Label {
             Label::Ungrounded => "UNGROUNDED",
         }
     }
+
+    /// The label [`Label::as_str`] spells `name` (`None`: no label).
+    pub fn parse(name: &str) -> Option<Label> {
+        [Label::Strict, Label::Hybrid, Label::Ungrounded]
+            .into_iter()
+            .find(|l| l.as_str() == name)
+    }
 }
 
 impl Rung {

@@ -63,12 +63,8 @@ pub fn list_page(recent: &[KeptAnswer], in_mesh: bool) -> String {
                 "<li><a href=\"/asks/{}\">{}</a> <span class=\"badge b-{}\">{}</span> {}{}</li>",
                 esc(&a.run_root),
                 esc(&a.question),
-                match a.label.as_str() {
-                    "STRICT" => "verified",
-                    "HYBRID" => "snapped",
-                    _ => "unverified",
-                },
-                esc(&a.label),
+                label_class(a.label),
+                a.label.as_str(),
                 if a.mesh { "mesh · " } else { "" },
                 esc(&utc(a.stored_ms))
             );
