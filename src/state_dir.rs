@@ -30,15 +30,14 @@ pub const HTTP_TOKEN: &str = "http.token";
 /// The extension of a shard's file.
 const SHARD_EXTENSION: &str = ".db";
 
-/// A folder of the state directory.
+/// A folder of the state directory that [`StateDir::make`] makes (the
+/// identity, moots and models folders are made by their own writers, each
+/// through the kit's `create_private_dir`, with the same mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Folder {
     /// The state directory itself.
     Root,
-    Identity,
     Shards,
-    Moots,
-    Models,
 }
 
 /// A state directory: where each of its files and folders is.
@@ -56,22 +55,14 @@ impl<'a> StateDir<'a> {
         self.root
     }
 
-    /// The path of `folder`.
-    pub fn folder(self, folder: Folder) -> PathBuf {
-        match folder {
-            Folder::Root => self.root.to_path_buf(),
-            Folder::Identity => self.identity(),
-            Folder::Shards => self.shards(),
-            Folder::Moots => self.moots(),
-            Folder::Models => self.models(),
-        }
-    }
-
     /// Makes `folder` (and the state directory above it) when missing,
-    /// private to the node's user (0700): the one place a folder of the
-    /// state directory is made. A folder that exists is left as it is.
+    /// private to the node's user (0700). A folder that exists is left as
+    /// it is.
     pub fn make(self, folder: Folder) -> Result<PathBuf, crate::db::StorageError> {
-        let path = self.folder(folder);
+        let path = match folder {
+            Folder::Root => self.root.to_path_buf(),
+            Folder::Shards => self.shards(),
+        };
         crate::db::create_private_dir(&path)?;
         Ok(path)
     }
