@@ -7,7 +7,7 @@ use std::path::Path;
 
 use grove::identity::Identity;
 use grove::mesh::codec;
-use grove::mesh::state::fixture::open_envelope_of;
+use grove::mesh::state::fixture::{envelopes_of, open_envelope_of};
 use grove::mesh::state::verify_chain;
 use grove::wire::mesh as wire;
 
@@ -109,6 +109,8 @@ fn a_member_that_rotates_its_key_reads_later_epochs_and_its_old_key_opens_none_o
 
     // alpha's stored commits: the old key opens bravo's envelope of epoch 1
     // (its join) and none from the update on; the new key opens those.
+    // Bravo committed the update itself and sent it on without its own
+    // envelope, so no copy holds that one (§7).
     let new_key = x25519_dalek::StaticSecret::from(new);
     let stored = commits(&a);
     let epochs: Vec<i64> = stored.iter().map(|(e, _)| *e).collect();
@@ -116,14 +118,24 @@ fn a_member_that_rotates_its_key_reads_later_epochs_and_its_old_key_opens_none_o
     for (epoch, commit) in &stored {
         let with_old = open_envelope_of(commit, &peer, &old_key);
         let with_new = open_envelope_of(commit, &peer, &new_key);
-        if *epoch == 1 {
-            assert!(
+        match epoch {
+            1 => assert!(
                 with_old.is_ok(),
                 "the saved old key is bravo's key before the update"
-            );
-        } else {
-            assert!(with_old.is_err(), "the old key opens epoch {epoch}");
-            assert!(with_new.is_ok(), "the new key opens epoch {epoch}");
+            ),
+            2 => {
+                assert!(
+                    with_old.is_err() && with_new.is_err(),
+                    "epoch 2 is withheld"
+                );
+                let own = envelopes_of(commit).unwrap();
+                let own = own.iter().find(|e| e.recipient == peer).unwrap();
+                assert!(own.ciphertext.is_empty(), "bravo sent its own envelope on");
+            }
+            _ => {
+                assert!(with_old.is_err(), "the old key opens epoch {epoch}");
+                assert!(with_new.is_ok(), "the new key opens epoch {epoch}");
+            }
         }
     }
 

@@ -123,6 +123,10 @@ pub enum ProposeCmd {
         /// The new rule as N/D, e.g. 2/3: a change needs yes * D > members * N.
         rule: String,
     },
+    /// Move a mesh made before protocol 1.3 to commits that sign their
+    /// envelopes' hashes, so no member keeps an envelope its own key opens
+    /// (docs/mesh-protocol.md §7). Every member must run 1.3 first.
+    Upgrade,
 }
 
 /// An invite's lifetime from `--ttl`: positive, at most the longest an
@@ -298,12 +302,13 @@ fn status(ctx: &Ctx, client: &Client) -> anyhow::Result<()> {
     })
 }
 
-/// `grove mesh propose kick|rotate|quorum`.
+/// `grove mesh propose kick|rotate|quorum|upgrade`.
 fn propose(ctx: &Ctx, client: &Client, p: ProposeCmd) -> anyhow::Result<()> {
     let (kind, target) = match p {
         ProposeCmd::Kick { peer } => ("kick", Some(peer)),
         ProposeCmd::Rotate => ("rotate", None),
         ProposeCmd::Quorum { rule } => ("quorum", Some(rule)),
+        ProposeCmd::Upgrade => ("upgrade", None),
     };
     ctx.show(&post::<dto::Proposed>(
         client,

@@ -203,6 +203,7 @@ pub fn change_view(c: &Change) -> (&'static str, Option<String>) {
         Change::Approve(a) => ("approve", Some(hex::encode(a.invite_id))),
         Change::RevokeApproval(id) => ("revoke_approval", Some(hex::encode(id))),
         Change::UpdateKey(u) => ("update_key", Some(peer_id_text(&u.member))),
+        Change::CommitForm(f) => ("commit_form", Some(f.to_wire().to_string())),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::identity::peer_id_text;
 use crate::mesh::MeshError;
 use crate::mesh::invite;
 use crate::mesh::names::{self, Field};
-use crate::mesh::roster::{Change, QuorumRule};
+use crate::mesh::roster::{Change, CommitForm, QuorumRule};
 use crate::mesh::state::{CloseReason, MeshState, ProposalChange, Transition};
 
 /// What the mesh endpoints need; cheap to clone.
@@ -439,18 +439,21 @@ pub async fn propose(
         ("kick", Some(peer)) => ProposalChange::Kick(resolve_member(&view, peer)?),
         ("rotate", None) => ProposalChange::Rotate,
         ("quorum", Some(rule)) => ProposalChange::Quorum(quorum(rule)?),
+        ("upgrade", None) => ProposalChange::CommitForm(CommitForm::LATEST),
         ("kick", None) => return Err(ApiError::bad_request("propose kick needs a PEER")),
         ("quorum", None) => {
             return Err(ApiError::bad_request(
                 "propose quorum needs a rule, e.g. 2/3",
             ));
         }
-        ("rotate", Some(_)) => {
-            return Err(ApiError::bad_request("propose rotate takes no argument"));
+        (kind @ ("rotate" | "upgrade"), Some(_)) => {
+            return Err(ApiError::bad_request(format!(
+                "propose {kind} takes no argument"
+            )));
         }
         (other, _) => {
             return Err(ApiError::bad_request(format!(
-                "unknown proposal kind `{other}`: kick, rotate or quorum"
+                "unknown proposal kind `{other}`: kick, rotate, quorum or upgrade"
             )));
         }
     };

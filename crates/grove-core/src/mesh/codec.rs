@@ -34,6 +34,7 @@ pub mod label {
     pub const VOTE: &[u8] = b"grove-mesh/v1/vote-hash\0";
     pub const INVITE: &[u8] = b"grove-mesh/v1/invite-hash\0";
     pub const GENESIS: &[u8] = b"grove-mesh/v1/genesis\0";
+    pub const ENVELOPE: &[u8] = b"grove-mesh/v1/envelope-hash\0";
 }
 
 /// SHA-256 of `label || bytes`.
@@ -69,6 +70,7 @@ pub fn sign<M: Message>(identity: &Identity, tag: &[u8], msg: &M) -> Signed {
         body,
         signer: identity.ed25519_public().to_vec(),
         signature,
+        envelopes: Vec::new(),
     }
 }
 
@@ -95,6 +97,9 @@ pub struct Unverified<M> {
     pub tag: &'static [u8],
     pub body: Vec<u8>,
     pub signature: [u8; 64],
+    /// What the body binds by hash and the signature leaves out: a
+    /// protocol 1.3 commit's envelopes (empty for every other kind).
+    pub envelopes: Vec<Vec<u8>>,
 }
 
 /// Checks the shape of a signed message and decodes its body canonically.
@@ -109,6 +114,12 @@ pub fn parse_signed<M: Message + Default>(
         .as_slice()
         .try_into()
         .map_err(|_| MeshError::malformed(what, "signature is not 64 bytes"))?;
+    if !signed.envelopes.is_empty() && tag != tag::COMMIT {
+        return Err(MeshError::malformed(
+            what,
+            "envelopes beside a message that is not a commit",
+        ));
+    }
     let msg = decode_canonical::<M>(&signed.body, what)?;
     Ok(Unverified {
         msg,
@@ -116,6 +127,7 @@ pub fn parse_signed<M: Message + Default>(
         tag,
         body: signed.body.clone(),
         signature,
+        envelopes: signed.envelopes.clone(),
     })
 }
 

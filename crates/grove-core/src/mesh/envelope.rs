@@ -28,6 +28,17 @@ const GOSSIP_AD_LABEL: &[u8] = b"grove-mesh/v1/gossip\0";
 /// Length of one envelope's ciphertext (32-byte secret + 16-byte tag).
 pub const ENVELOPE_LEN: usize = 48;
 
+/// The hash a protocol 1.3 commit signs in place of an envelope (§7):
+/// `SHA-256("grove-mesh/v1/envelope-hash\0" || len(peer id) (u16 BE) ||
+/// peer id || ciphertext)`.
+pub fn envelope_hash(recipient: &[u8], ciphertext: &[u8]) -> [u8; 32] {
+    let mut bytes = Vec::with_capacity(2 + recipient.len() + ciphertext.len());
+    bytes.extend_from_slice(&(recipient.len().min(u16::MAX as usize) as u16).to_be_bytes());
+    bytes.extend_from_slice(recipient);
+    bytes.extend_from_slice(ciphertext);
+    super::codec::hash(super::codec::label::ENVELOPE, &bytes)
+}
+
 /// Why an envelope or gossip payload did not open or seal.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SealError {

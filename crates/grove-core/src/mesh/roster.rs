@@ -124,6 +124,46 @@ pub struct Roster {
     /// At epoch 0 of a mesh with a self-certifying id: the nonce the id
     /// commits to (§3a). `None` at every later epoch and in legacy meshes.
     pub genesis_nonce: Option<[u8; 16]>,
+    /// How the commits built on this roster carry their envelopes (§7).
+    pub commit_form: CommitForm,
+}
+
+/// How a commit carries its envelopes (docs/mesh-protocol.md §7): the
+/// roster a commit is built on decides, so every node judges it alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum CommitForm {
+    /// In the signed body (protocol 1.0 to 1.2): a stored commit has to
+    /// keep every envelope, this node's own included, or its signature no
+    /// longer verifies.
+    #[default]
+    Inline,
+    /// The body signs each envelope's hash and the envelopes travel beside
+    /// it (1.3): a node stores and sends on a commit without its own
+    /// envelope, so nothing it keeps opens with its long-term key.
+    Hashed,
+}
+
+impl CommitForm {
+    /// The form a mesh made by this version starts in.
+    pub const LATEST: CommitForm = CommitForm::Hashed;
+
+    pub fn to_wire(self) -> u32 {
+        match self {
+            CommitForm::Inline => 0,
+            CommitForm::Hashed => 1,
+        }
+    }
+
+    pub fn from_wire(n: u32) -> Result<CommitForm, MeshError> {
+        match n {
+            0 => Ok(CommitForm::Inline),
+            1 => Ok(CommitForm::Hashed),
+            _ => Err(MeshError::malformed(
+                "roster",
+                format!("commit form {n} is from a newer protocol"),
+            )),
+        }
+    }
 }
 
 /// An invite the members approved in advance: a joiner presenting exactly
@@ -178,6 +218,8 @@ pub enum Change {
     /// A member's new X25519 key, bound to its (unchanged) Ed25519 key
     /// (§8b).
     UpdateKey(KeyUpdate),
+    /// Move the mesh to a later commit form (§7, protocol 1.3).
+    CommitForm(CommitForm),
 }
 
 /// An X25519 key binding (a 64-byte signature) from the wire, in `what`.
@@ -296,6 +338,7 @@ impl Roster {
             commit_hash: [0u8; 32],
             approved: Vec::new(),
             genesis_nonce: Some(nonce),
+            commit_form: CommitForm::LATEST,
         };
         roster.mesh_id = roster.genesis_id();
         roster
@@ -332,6 +375,7 @@ impl Roster {
             commit_hash: self.commit_hash.to_vec(),
             approved: self.approved.iter().map(ApprovedInvite::to_wire).collect(),
             genesis_nonce: self.genesis_nonce.map(|n| n.to_vec()).unwrap_or_default(),
+            commit_form: self.commit_form.to_wire(),
         }
     }
 
@@ -398,6 +442,7 @@ impl Roster {
         };
         Ok(Roster {
             genesis_nonce,
+            commit_form: CommitForm::from_wire(w.commit_form)?,
             mesh_id: bytes16(&w.mesh_id, "roster mesh id")?,
             mesh_name: w.mesh_name,
             epoch: w.epoch,
@@ -502,6 +547,13 @@ impl Roster {
                 updated.x25519_binding = u.x25519_binding;
                 updated.verify_keys()?;
             }
+            Change::CommitForm(form) => {
+                if *form <= self.commit_form {
+                    return Err(MeshError::InvalidProposal(
+                        "the mesh is at that commit form or a later one".into(),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -551,6 +603,7 @@ impl Roster {
                     next.members[i].x25519_binding = u.x25519_binding;
                 }
             }
+            Change::CommitForm(form) => next.commit_form = *form,
         }
         let members = next.members.clone();
         next.approved.retain(|a| {

@@ -127,7 +127,9 @@ fn next_node(
 /// The chain from the genesis to `tip` as this node holds it: the genesis
 /// roster's bytes and the signed commits after it, oldest first. `None`
 /// when this node does not hold the chain back to epoch 0 (it joined
-/// before welcomes carried the chain).
+/// before welcomes carried the chain). Every envelope a commit carries
+/// beside its body is withheld: the chain proves rosters and opens no
+/// epoch, whoever reads it later with whatever key (§7).
 pub fn chain_to(
     rosters: &BTreeMap<[u8; 32], Arc<RosterNode>>,
     tip: &[u8; 32],
@@ -136,7 +138,7 @@ pub fn chain_to(
     let mut at = rosters.get(tip)?;
     while let Some(parent) = at.parent {
         let signed = wire::Signed::decode(at.commit.as_deref()?).ok()?;
-        commits.push(signed);
+        commits.push(withhold_all_envelopes(&signed));
         at = rosters.get(&parent)?;
     }
     if at.roster.epoch != 0 {

@@ -280,6 +280,7 @@ pub(super) fn tx_propose<R: CryptoRng + ?Sized>(
         }
         ProposalChange::RevokeApproval(id) => wire::proposal::Change::RevokeApproval(id.to_vec()),
         ProposalChange::UpdateKey(u) => wire::proposal::Change::UpdateKey(u.to_wire()),
+        ProposalChange::CommitForm(f) => wire::proposal::Change::CommitForm(f.to_wire()),
     };
     let body = wire::Proposal {
         mesh_id: roster.mesh_id.to_vec(),

@@ -16,6 +16,8 @@ pub struct Fixture {
     pub roster_hash: [u8; 32],
     pub proposal: wire::Signed,
     pub proposal_hash: [u8; 32],
+    /// The change the proposal makes.
+    change: Change,
 }
 
 impl Fixture {
@@ -35,6 +37,7 @@ impl Fixture {
             commit_hash: [1u8; 32],
             approved: Vec::new(),
             genesis_nonce: None,
+            commit_form: CommitForm::LATEST,
         };
         let mut fx = Fixture {
             ids,
@@ -42,6 +45,7 @@ impl Fixture {
             roster,
             proposal: wire::Signed::default(),
             proposal_hash: [0u8; 32],
+            change: Change::Rotate,
         };
         fx.propose_rotate();
         fx
@@ -49,6 +53,14 @@ impl Fixture {
 
     /// Member 0 proposes a rotate on the current roster.
     fn propose_rotate(&mut self) {
+        self.propose(
+            wire::proposal::Change::Rotate(vec![3u8; 16]),
+            Change::Rotate,
+        );
+    }
+
+    /// Member 0 proposes `change` (`wire` on the wire) on the current roster.
+    fn propose(&mut self, wire: wire::proposal::Change, change: Change) {
         let body = wire::Proposal {
             mesh_id: self.roster.mesh_id.to_vec(),
             epoch: self.roster.epoch,
@@ -56,10 +68,28 @@ impl Fixture {
             proposer: self.ids[0].peer_id(),
             created_ms: NOW_MS,
             expires_ms: NOW_MS + 3_600_000,
-            change: Some(wire::proposal::Change::Rotate(vec![3u8; 16])),
+            change: Some(wire),
         };
         self.proposal = codec::sign(&self.ids[0], tag::PROPOSAL, &body);
         self.proposal_hash = codec::hash(label::PROPOSAL, &self.proposal.body);
+        self.change = change;
+    }
+
+    /// The same members at a roster of commit form `form` (a mesh made
+    /// before protocol 1.3 is at [`CommitForm::Inline`]), with a rotate
+    /// proposal on it.
+    pub fn at_form(&mut self, form: CommitForm) {
+        self.roster.commit_form = form;
+        self.roster_hash = self.roster.hash();
+        self.propose_rotate();
+    }
+
+    /// Member 0 proposes moving the mesh to commit form `form` instead.
+    pub fn propose_form(&mut self, form: CommitForm) {
+        self.propose(
+            wire::proposal::Change::CommitForm(form.to_wire()),
+            Change::CommitForm(form),
+        );
     }
 
     /// Moves on to the roster `commit` made, with a new rotate proposal on it.
@@ -99,7 +129,7 @@ impl Fixture {
             .collect()
     }
 
-    /// Member 0's rotate commit with `votes`, carrying `secret`.
+    /// Member 0's commit of the proposal with `votes`, carrying `secret`.
     pub fn commit(
         &self,
         votes: Vec<wire::Signed>,
@@ -112,7 +142,7 @@ impl Fixture {
             &self.roster_hash,
             self.proposal.clone(),
             votes,
-            &Change::Rotate,
+            &self.change,
             secret,
             sender,
         )
@@ -157,16 +187,46 @@ pub fn with_bad_envelope(
     commit: &wire::Signed,
     peer: &[u8],
 ) -> Result<wire::Signed, MeshError> {
-    let mut body: wire::Commit = codec::decode_canonical(&commit.body, "commit")?;
-    let envelope = body
-        .envelopes
+    let body: wire::Commit = codec::decode_canonical(&commit.body, "commit")?;
+    let form = if body.envelope_hashes.is_empty() {
+        CommitForm::Inline
+    } else {
+        CommitForm::Hashed
+    };
+    let mut envelopes = envelopes_of(commit)?;
+    let envelope = envelopes
         .iter_mut()
         .find(|e| e.recipient == peer)
         .ok_or(MeshError::NotMember("envelope recipient"))?;
     if let Some(b) = envelope.ciphertext.first_mut() {
         *b ^= 1;
     }
-    Ok(codec::sign(committer, tag::COMMIT, &body))
+    Ok(sign_commit(
+        committer,
+        body.core,
+        body.next_roster,
+        envelopes,
+        form,
+    ))
+}
+
+/// A commit's envelopes with their recipients, in either form (a withheld
+/// one has no ciphertext).
+pub fn envelopes_of(commit: &wire::Signed) -> Result<Vec<wire::Envelope>, MeshError> {
+    let body: wire::Commit = codec::decode_canonical(&commit.body, "commit")?;
+    if body.envelope_hashes.is_empty() {
+        return Ok(body.envelopes);
+    }
+    let next = Roster::decode(&body.next_roster)?;
+    Ok(next
+        .members
+        .iter()
+        .zip(&commit.envelopes)
+        .map(|(m, ciphertext)| wire::Envelope {
+            recipient: m.peer_id.clone(),
+            ciphertext: ciphertext.clone(),
+        })
+        .collect())
 }
 
 /// The secret in `commit`'s envelope for `peer`, opened with `key` (as an
@@ -181,9 +241,8 @@ pub fn open_envelope_of(
     let core: wire::CommitCore = codec::decode_canonical(&body.core, "commit core")?;
     let next = Roster::decode(&body.next_roster)?;
     let next_hash = codec::hash(label::ROSTER, &body.next_roster);
-    let env = body
-        .envelopes
-        .iter()
+    let env = envelopes_of(commit)?
+        .into_iter()
         .find(|e| e.recipient == peer)
         .ok_or(MeshError::NotMember("envelope recipient"))?;
     let ctx = EnvelopeContext {

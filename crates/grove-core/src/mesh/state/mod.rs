@@ -17,7 +17,7 @@ use super::codec::{self, SigCheck, bytes16, bytes32, label, tag};
 use super::envelope::{self, ENVELOPE_LEN, EnvelopeContext, EnvelopeSender};
 use super::invite::{self, Invite};
 use super::names::{self, Field};
-use super::roster::{ApprovedInvite, Change, KeyUpdate, Member, QuorumRule, Roster};
+use super::roster::{ApprovedInvite, Change, CommitForm, KeyUpdate, Member, QuorumRule, Roster};
 use super::secret::EpochSecret;
 use crate::identity::{self, Identity, PublicIdentity};
 use crate::wire::mesh as wire;
@@ -48,7 +48,10 @@ use self::receive::*;
 pub use self::records::*;
 pub use self::rules::proposal_change;
 use self::rules::*;
-pub use self::rules::{approved_add, build_commit, fork_choice, proposer_alone};
+pub use self::rules::{
+    approved_add, build_commit, fork_choice, proposer_alone, withhold_all_envelopes,
+    withhold_envelope,
+};
 use self::tx::*;
 pub use self::votes::vote_message;
 use self::votes::*;

@@ -479,6 +479,8 @@ pub(super) fn tx_try_commit<R: CryptoRng + ?Sized>(
         .as_ref()
         .and_then(|_| chain_to(&tx.s.rosters, &tx.s.tip));
     tx_apply_commit(tx, id, &signed, now_ms)?;
+    // Sent on as stored: no one else needs the committer's own envelope.
+    let signed = withhold_envelope(&signed, &id.peer_id())?;
     tx.send(Dest::All, Kind::Commit(signed.clone()));
     if let Some(joiner) = &p.joiner {
         tx.send(

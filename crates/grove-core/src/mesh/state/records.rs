@@ -348,4 +348,6 @@ pub enum ProposalChange {
     RevokeApproval([u8; 16]),
     /// Replace a member's X25519 key (the proposer's own: §8b).
     UpdateKey(KeyUpdate),
+    /// Move the mesh to a later commit form (§7).
+    CommitForm(CommitForm),
 }

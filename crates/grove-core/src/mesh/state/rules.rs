@@ -36,6 +36,9 @@ pub fn proposal_change(body: &wire::Proposal) -> Result<ParsedChange, MeshError>
         wire::proposal::Change::UpdateKey(u) => {
             (Change::UpdateKey(KeyUpdate::from_wire(u)?), None, None)
         }
+        wire::proposal::Change::CommitForm(n) => {
+            (Change::CommitForm(CommitForm::from_wire(*n)?), None, None)
+        }
     })
 }
 
@@ -156,6 +159,9 @@ pub(super) fn check_proposal_body(
             }
             (Change::UpdateKey(update), None, None)
         }
+        wire::proposal::Change::CommitForm(n) => {
+            (Change::CommitForm(CommitForm::from_wire(*n)?), None, None)
+        }
     };
     roster.check_change(&change)?;
     Ok((change, joiner, invite_id))
@@ -203,12 +209,80 @@ pub fn build_commit(
     let next_bytes = next.encode();
     let next_hash = codec::hash(label::ROSTER, &next_bytes);
     let envelopes = wrap_all(&next, &next_hash, secret, sender)?;
-    let commit = wire::Commit {
-        core: core_bytes,
-        next_roster: next_bytes,
+    Ok(sign_commit(
+        id,
+        core_bytes,
+        next_bytes,
         envelopes,
-    };
-    Ok(codec::sign(id, tag::COMMIT, &commit))
+        roster.commit_form,
+    ))
+}
+
+/// Signs a commit in the form of its parent roster (§7): the envelopes in
+/// the signed body, or their hashes in it and the envelopes beside.
+pub(crate) fn sign_commit(
+    id: &Identity,
+    core: Vec<u8>,
+    next_roster: Vec<u8>,
+    envelopes: Vec<wire::Envelope>,
+    form: CommitForm,
+) -> wire::Signed {
+    match form {
+        CommitForm::Inline => codec::sign(
+            id,
+            tag::COMMIT,
+            &wire::Commit {
+                core,
+                next_roster,
+                envelopes,
+                envelope_hashes: Vec::new(),
+            },
+        ),
+        CommitForm::Hashed => {
+            let envelope_hashes = envelopes
+                .iter()
+                .map(|e| envelope::envelope_hash(&e.recipient, &e.ciphertext).to_vec())
+                .collect();
+            let body = wire::Commit {
+                core,
+                next_roster,
+                envelopes: Vec::new(),
+                envelope_hashes,
+            };
+            let mut signed = codec::sign(id, tag::COMMIT, &body);
+            signed.envelopes = envelopes.into_iter().map(|e| e.ciphertext).collect();
+            signed
+        }
+    }
+}
+
+/// `signed` (a commit) with the envelope for `peer` withheld: what a node
+/// stores and sends on of a form-1 commit, so that nothing it keeps opens
+/// with its own long-term key (§7). A form-0 commit is returned as it is:
+/// its signature covers every envelope.
+pub fn withhold_envelope(signed: &wire::Signed, peer: &[u8]) -> Result<wire::Signed, MeshError> {
+    let mut out = signed.clone();
+    if out.envelopes.is_empty() {
+        return Ok(out);
+    }
+    let body: wire::Commit = codec::decode_canonical(&signed.body, "commit")?;
+    let next = Roster::decode(&body.next_roster)?;
+    if let Some(i) = next.position(peer)
+        && let Some(env) = out.envelopes.get_mut(i)
+    {
+        env.clear();
+    }
+    Ok(out)
+}
+
+/// `signed` with every envelope withheld: a form-1 commit as an export
+/// carries it, which proves the roster and opens nothing.
+pub fn withhold_all_envelopes(signed: &wire::Signed) -> wire::Signed {
+    let mut out = signed.clone();
+    for env in &mut out.envelopes {
+        env.clear();
+    }
+    out
 }
 
 /// Wraps the secret for every member, split over the available cores.
@@ -317,11 +391,21 @@ pub(crate) fn check_commit_against(
     );
     let next_bytes = check_next_roster(&next, commit)?;
     let next_hash = codec::hash(label::ROSTER, &next_bytes);
-    let mine = check_envelopes(me, &next, &next_hash, core, commit)?;
+    let envelopes = commit_envelopes(prev.commit_form, &next, commit, &parsed.envelopes)?;
+    let (mine, position) = open_own(me, &next, &next_hash, core, &envelopes)?;
+    // Kept without this node's own envelope once it opened; one that does
+    // not open is kept, as the evidence it is (it opens nothing).
+    let mut kept = parsed.envelopes.clone();
+    if let (OwnEnvelope::Opened(_), Some(i)) = (&mine, position)
+        && let Some(env) = kept.get_mut(i)
+    {
+        env.clear();
+    }
     let signed_commit = wire::Signed {
         body: parsed.body.clone(),
         signer: parsed.signer.to_vec(),
         signature: parsed.signature.to_vec(),
+        envelopes: kept,
     };
     Ok(CheckedCommit {
         node: RosterNode {
@@ -484,53 +568,111 @@ fn check_next_roster(next: &Roster, commit: &wire::Commit) -> Result<Vec<u8>, Me
     Ok(next_bytes)
 }
 
-/// Exactly one 48-byte envelope per next member, in roster order, with
-/// matching recipients; when this node (`me`; `None` for an outside
-/// reader of the chain) is in the next roster, its own envelope opens,
-/// and its secret is returned.
-fn check_envelopes(
+/// A commit's envelopes, one per next member in roster order, as the form
+/// of its parent roster carries them (§7): in the signed body, every one
+/// 48 bytes with its member's peer id; or as signed hashes, each envelope
+/// beside the body either 48 bytes that hash to its member's entry or
+/// empty, withheld (`None`).
+fn commit_envelopes<'a>(
+    form: CommitForm,
+    next: &Roster,
+    commit: &'a wire::Commit,
+    attached: &'a [Vec<u8>],
+) -> Result<Vec<Option<&'a [u8]>>, MeshError> {
+    let wrong = |why: &str| Err(MeshError::InvalidCommit(why.into()));
+    match form {
+        CommitForm::Inline => {
+            if !commit.envelope_hashes.is_empty() || !attached.is_empty() {
+                return wrong("envelope hashes in a commit of form 0");
+            }
+            if commit.envelopes.len() != next.members.len() {
+                return wrong("not one envelope per member");
+            }
+            let mut out = Vec::with_capacity(next.members.len());
+            for (env, m) in commit.envelopes.iter().zip(&next.members) {
+                if env.recipient != m.peer_id || env.ciphertext.len() != ENVELOPE_LEN {
+                    return wrong("envelopes do not match the roster");
+                }
+                out.push(Some(env.ciphertext.as_slice()));
+            }
+            Ok(out)
+        }
+        CommitForm::Hashed => {
+            if !commit.envelopes.is_empty() {
+                return wrong("signed envelopes in a commit of form 1");
+            }
+            if commit.envelope_hashes.len() != next.members.len()
+                || attached.len() != next.members.len()
+            {
+                return wrong("not one envelope per member");
+            }
+            let mut out = Vec::with_capacity(next.members.len());
+            for ((hash, env), m) in commit
+                .envelope_hashes
+                .iter()
+                .zip(attached)
+                .zip(&next.members)
+            {
+                if hash.len() != 32 {
+                    return wrong("an envelope hash is not 32 bytes");
+                }
+                if env.is_empty() {
+                    out.push(None);
+                    continue;
+                }
+                if env.len() != ENVELOPE_LEN
+                    || envelope::envelope_hash(&m.peer_id, env).as_slice() != hash.as_slice()
+                {
+                    return wrong("an envelope does not match its signed hash");
+                }
+                out.push(Some(env.as_slice()));
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// When this node (`me`; `None` for an outside reader of the chain) is in
+/// the next roster: its position there, and its own envelope opened with
+/// the key the roster names for it. A withheld own envelope refuses the
+/// commit: no honest member withholds another's, so a copy from another
+/// member carries it.
+fn open_own(
     me: Option<&Identity>,
     next: &Roster,
     next_hash: &[u8; 32],
     core: &wire::CommitCore,
-    commit: &wire::Commit,
-) -> Result<OwnEnvelope, MeshError> {
-    if commit.envelopes.len() != next.members.len() {
-        return Err(MeshError::InvalidCommit(
-            "not one envelope per member".into(),
-        ));
-    }
+    envelopes: &[Option<&[u8]>],
+) -> Result<(OwnEnvelope, Option<usize>), MeshError> {
     let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
-    let mut mine = OwnEnvelope::Absent;
-    let my_peer_id = me.map(|id| id.peer_id());
-    for (env, m) in commit.envelopes.iter().zip(&next.members) {
-        if env.recipient != m.peer_id || env.ciphertext.len() != ENVELOPE_LEN {
-            return Err(MeshError::InvalidCommit(
-                "envelopes do not match the roster".into(),
-            ));
-        }
-        if let Some(id) = me
-            && my_peer_id.as_ref() == Some(&m.peer_id)
-        {
-            let ctx = EnvelopeContext {
-                mesh_id: &next.mesh_id,
-                new_epoch: next.epoch,
-                roster_hash: next_hash,
-                recipient: &m.peer_id,
-            };
-            // The key the next roster names for this node: after a key
-            // update, the new one (held pending until then).
-            let Some(secret) = id.x25519_secret_for(&m.x25519) else {
-                mine = OwnEnvelope::DoesNotOpen;
-                continue;
-            };
-            mine = match envelope::open_envelope(secret, &ephemeral, &ctx, &env.ciphertext) {
-                Ok(s) => OwnEnvelope::Opened(s),
-                Err(_) => OwnEnvelope::DoesNotOpen,
-            };
-        }
-    }
-    Ok(mine)
+    let Some(id) = me else {
+        return Ok((OwnEnvelope::Absent, None));
+    };
+    let peer = id.peer_id();
+    let Some(i) = next.position(&peer) else {
+        return Ok((OwnEnvelope::Absent, None));
+    };
+    let Some(ciphertext) = envelopes.get(i).copied().flatten() else {
+        return Err(MeshError::InvalidCommit(
+            "this node's envelope is withheld".into(),
+        ));
+    };
+    let ctx = EnvelopeContext {
+        mesh_id: &next.mesh_id,
+        new_epoch: next.epoch,
+        roster_hash: next_hash,
+        recipient: &peer,
+    };
+    // The key the next roster names for this node: after a key update,
+    // the new one (held pending until then).
+    let Some(secret) = id.x25519_secret_for(&next.members[i].x25519) else {
+        return Ok((OwnEnvelope::DoesNotOpen, Some(i)));
+    };
+    let mine = match envelope::open_envelope(secret, &ephemeral, &ctx, ciphertext) {
+        Ok(s) => OwnEnvelope::Opened(s),
+        Err(_) => OwnEnvelope::DoesNotOpen,
+    };
+    Ok((mine, Some(i)))
 }
 
 /// This node's envelope in a commit.

@@ -240,6 +240,7 @@ fn a_member_whose_envelope_does_not_open_follows_the_chain_and_keeps_evidence() 
     assert_eq!(after.bad_envelopes, vec![evidence.clone()]);
     assert!(t.effects.contains(&Effect::PutBadEnvelope(evidence)));
     assert!(t.audit.iter().any(|a| a.kind == "mesh.envelope.bad"));
+    // Kept as it came, its own bad envelope included: the evidence.
     assert_eq!(after.rosters[&after.tip].commit, Some(codec::encode(&bad)));
     // The next commit re-keys it.
     mesh.advance(&bad);
@@ -492,4 +493,138 @@ fn a_node_before_protocol_1_2_refuses_a_key_update_as_malformed() {
     ));
     // A proposal it knows decodes there as here.
     assert!(codec::decode_canonical::<ProposalBefore12>(&mesh.proposal.body, "proposal").is_ok());
+}
+
+/// The receiver's stored copy of the commit that made its tip.
+fn stored(state: &MeshState) -> wire::Signed {
+    codec::decode_canonical(state.rosters[&state.tip].commit.as_ref().unwrap(), "stored").unwrap()
+}
+
+#[test]
+fn a_reader_stores_a_commit_without_its_own_envelope_and_the_copy_still_proves_and_serves() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let me = mesh.receiver().peer_id();
+    let commit = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    assert!(commit.envelopes.iter().all(|e| e.len() == ENVELOPE_LEN));
+    let body: wire::Commit = codec::decode_canonical(&commit.body, "commit").unwrap();
+    assert!(body.envelopes.is_empty(), "the body signs hashes only");
+    assert_eq!(body.envelope_hashes.len(), 5);
+    let (after, t) = mesh.receive(&base, Kind::Commit(commit.clone())).unwrap();
+    assert_eq!(after.current_secret(), Some(&EpochSecret::from([9u8; 32])));
+    // What it keeps (and so serves) lacks its own envelope, and only that.
+    let kept = stored(&after);
+    let mine = after.roster().unwrap().position(&me).unwrap();
+    for (i, env) in kept.envelopes.iter().enumerate() {
+        assert_eq!(env.is_empty(), i == mine, "envelope {i}");
+    }
+    assert!(
+        t.effects
+            .iter()
+            .all(|e| !format!("{e:?}").contains(&hex::encode(&commit.envelopes[mine])))
+    );
+    let key = mesh
+        .receiver()
+        .x25519_secret_for(&after.roster().unwrap().members[mine].x25519)
+        .unwrap();
+    assert!(open_envelope_of(&commit, &me, key).is_ok());
+    assert!(
+        open_envelope_of(&kept, &me, key).is_err(),
+        "the stored copy opens nothing with its key"
+    );
+    // Another member takes the kept copy and reads the epoch from it.
+    let (other, _) = mesh
+        .receive_as(2, &mesh.member_state(2), Kind::Commit(kept.clone()))
+        .unwrap();
+    assert_eq!(other.current_secret(), Some(&EpochSecret::from([9u8; 32])));
+    // The receiver itself refuses a copy without its envelope: it would
+    // follow the epoch blind, and any other member's copy carries it.
+    assert_eq!(
+        mesh.receive(&base, Kind::Commit(kept)).err(),
+        Some(MeshError::InvalidCommit(
+            "this node's envelope is withheld".into()
+        ))
+    );
+}
+
+#[test]
+fn an_envelope_changed_beside_a_signed_commit_or_beside_another_kind_is_refused() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let commit = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    for i in 0..5 {
+        let mut altered = commit.clone();
+        altered.envelopes[i][0] ^= 1;
+        assert_eq!(
+            mesh.receive(&base, Kind::Commit(altered)).err(),
+            Some(MeshError::InvalidCommit(
+                "an envelope does not match its signed hash".into()
+            )),
+            "envelope {i}"
+        );
+    }
+    let mut short = commit.clone();
+    short.envelopes.pop();
+    assert!(matches!(
+        mesh.receive(&base, Kind::Commit(short)),
+        Err(MeshError::InvalidCommit(_))
+    ));
+    let mut proposal = mesh.proposal.clone();
+    proposal.envelopes = vec![vec![0u8; ENVELOPE_LEN]];
+    assert!(matches!(
+        mesh.receive(&base, Kind::Proposal(proposal)),
+        Err(MeshError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn a_mesh_made_before_1_3_keeps_signed_envelopes_until_its_members_vote_it_to_form_1() {
+    let mut mesh = Mesh::new(5);
+    mesh.fx.at_form(CommitForm::Inline);
+    let base = mesh.state();
+    let me = mesh.receiver().peer_id();
+    // Form 0: the envelopes are in the signed body, and kept, own included.
+    let commit = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    assert!(commit.envelopes.is_empty());
+    let (after, _) = mesh.receive(&base, Kind::Commit(commit.clone())).unwrap();
+    assert_eq!(after.current_secret(), Some(&EpochSecret::from([9u8; 32])));
+    assert_eq!(stored(&after), commit);
+    // A form-1 commit on a form-0 roster is refused, whoever signs it.
+    let body: wire::Commit = codec::decode_canonical(&commit.body, "commit").unwrap();
+    let wrong = sign_commit(
+        &mesh.ids[0],
+        body.core,
+        body.next_roster,
+        body.envelopes,
+        CommitForm::Hashed,
+    );
+    assert_eq!(
+        mesh.receive(&base, Kind::Commit(wrong)).err(),
+        Some(MeshError::InvalidCommit(
+            "envelope hashes in a commit of form 0".into()
+        ))
+    );
+    // The members vote the mesh to form 1: that commit is still of form 0,
+    // the next roster is of form 1, and the commit after it hashes.
+    mesh.advance(&commit);
+    mesh.fx.propose_form(CommitForm::Hashed);
+    let upgrade = mesh.commit(mesh.votes(), &EpochSecret::from([8u8; 32]));
+    assert!(upgrade.envelopes.is_empty());
+    let (upgraded, _) = mesh.receive(&after, Kind::Commit(upgrade.clone())).unwrap();
+    assert_eq!(upgraded.roster().unwrap().commit_form, CommitForm::Hashed);
+    mesh.advance(&upgrade);
+    let next = mesh.commit(mesh.votes(), &EpochSecret::from([6u8; 32]));
+    assert_eq!(next.envelopes.len(), 5);
+    let (later, _) = mesh.receive(&upgraded, Kind::Commit(next)).unwrap();
+    assert_eq!(later.current_secret(), Some(&EpochSecret::from([6u8; 32])));
+    let kept = stored(&later);
+    let mine = later.roster().unwrap().position(&me).unwrap();
+    assert!(kept.envelopes[mine].is_empty());
+    // No way back down.
+    mesh.advance(&kept);
+    mesh.fx.propose_form(CommitForm::Inline);
+    assert!(matches!(
+        mesh.receive(&later, Kind::Proposal(mesh.proposal.clone())),
+        Err(MeshError::InvalidProposal(_))
+    ));
 }
