@@ -41,6 +41,7 @@ mod scripted_openai;
 mod search;
 #[path = "../src/bin/grove-bench/sim.rs"]
 mod sim;
+mod stolen_disk;
 mod support;
 mod systemd;
 mod vectors;
