@@ -2,7 +2,10 @@
 //! rosters of 10, 100 and 1000 members; prints build time, check-and-apply
 //! time (without fsync), the time to verify the commit's signatures alone
 //! (the committer's, the proposal's and every vote's), the persist time with
-//! and without fsync, and the commit's size in bytes.
+//! and without fsync, the commit's size in bytes as sent and as the receiver
+//! stores it; each size in both commit forms (docs/mesh-protocol.md §7a):
+//! 0, envelopes signed (before protocol 1.3), and 1, their hashes signed
+//! and the receiver's own envelope withheld from what it keeps.
 //!
 //! `grove-bench mesh liveness [seeds] [first seed] [steps]`: runs the seeded
 //! membership simulation (`sim.rs` beside it, 10,000 seeds by default) and
@@ -15,6 +18,7 @@ use crate::sim as state_sim;
 use grove::identity::Identity;
 use grove::mesh::codec::{self, tag};
 use grove::mesh::envelope::EnvelopeSender;
+use grove::mesh::roster::CommitForm;
 use grove::mesh::secret::EpochSecret;
 use grove::mesh::state::fixture::{Fixture, NOW_MS};
 use grove::mesh::state::{self, Effect, MeshState, Transition};
@@ -65,8 +69,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("sizes must be numbers: {e}"))?
     };
     println!(
-        "{:>6} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>12} {:>14} {:>10}",
+        "{:>6} {:>5} {:>7} {:>10} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>12} {:>14} {:>10} {:>10}",
         "members",
+        "form",
         "votes",
         "build ms",
         "(cpu ms)",
@@ -77,10 +82,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "(cpu ms)",
         "persist ms",
         "persist+fsync",
-        "bytes"
+        "bytes",
+        "stored"
     );
     for n in sizes {
-        bench_one(n)?;
+        for form in [CommitForm::Inline, CommitForm::Hashed] {
+            bench_one(n, form)?;
+        }
     }
     println!(
         "threads for envelope wraps: {}",
@@ -118,11 +126,13 @@ struct Timings {
     verify_cpu: Vec<Duration>,
     persist: Vec<Duration>,
     fsync: Vec<Duration>,
+    /// The bytes of the commit as the receiver keeps it.
+    stored: usize,
 }
 
-fn bench_one(n: usize) -> anyhow::Result<()> {
+fn bench_one(n: usize, form: CommitForm) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(n as u64);
-    let setup = Setup::new(n, &mut rng);
+    let setup = Setup::new(n, form, &mut rng);
     let rounds = if n >= 1000 { 7 } else { 21 };
     let (build, build_cpu, commit) = time_builds(&setup, rounds, &mut rng)?;
     let message = wire::MeshMessage {
@@ -148,13 +158,15 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         verify_cpu: Vec::new(),
         persist: Vec::new(),
         fsync: Vec::new(),
+        stored: 0,
     };
     time_check_and_persist(&receipt, &mut rng, &mut t)?;
     t.seen = time_votes_seen(&receipt, &mut rng)?;
     (t.verify, t.verify_cpu) = time_verify(&commit, rounds)?;
     println!(
-        "{:>6} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>10.2} {:>10} {:>12.2} {:>14.2} {:>10}",
+        "{:>6} {:>5} {:>7} {:>10.2} {:>10} {:>12.2} {:>10} {:>12.2} {:>10.2} {:>10} {:>12.2} {:>14.2} {:>10} {:>10}",
         n,
+        form.to_wire(),
         setup.votes.len(),
         ms(median(t.build)),
         t.build_cpu,
@@ -173,14 +185,16 @@ fn bench_one(n: usize) -> anyhow::Result<()> {
         },
         ms(median(t.persist)),
         ms(median(t.fsync)),
-        message.len()
+        message.len(),
+        t.stored
     );
     Ok(())
 }
 
 impl Setup {
-    fn new(n: usize, rng: &mut StdRng) -> Setup {
-        let fx = Fixture::new(n, rng);
+    fn new(n: usize, form: CommitForm, rng: &mut StdRng) -> Setup {
+        let mut fx = Fixture::new(n, rng);
+        fx.at_form(form);
         let votes = fx.votes();
         Setup { fx, votes }
     }
@@ -256,6 +270,11 @@ fn time_check_and_persist(
         {
             anyhow::bail!("commit did not apply");
         }
+        t.stored = after
+            .rosters
+            .get(&after.tip)
+            .and_then(|node| node.commit.as_ref())
+            .map_or(0, Vec::len);
         let dir = std::env::temp_dir().join(format!(
             "grove-bench-mesh-{}-{}-{round}",
             std::process::id(),
