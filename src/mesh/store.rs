@@ -18,8 +18,8 @@ use super::roster::Roster;
 use super::secret::EpochSecret;
 use super::state::{
     BadEnvelope, CloseReason, ClosedRec, Dest, Effect, Evidence, HistoryEntry, InviteRec,
-    InviteStatus, MeshInfo, MeshState, PendingJoin, ProposalRec, RosterNode, SecretEntry, Timing,
-    Transition, VoteRec,
+    InviteStatus, MeshInfo, MeshState, PendingJoin, ProposalRec, ProvenBadEnvelope, RosterNode,
+    SecretEntry, Timing, Transition, VoteRec,
 };
 use crate::db::{self, Access, DbKind, Problem, Put, Schema, Step, StorageError};
 use crate::identity::PublicIdentity;
@@ -166,6 +166,21 @@ CREATE TABLE bad_envelopes (
     commit_hash BLOB NOT NULL CHECK (length(commit_hash) = 32),
     committer BLOB NOT NULL,
     at_ms INTEGER NOT NULL
+);
+",
+    ),
+    Step::sql(
+        "
+-- Checked evidence of envelopes that do not open (docs/mesh-protocol.md §7b).
+CREATE TABLE proven_bad_envelopes (
+    roster_hash BLOB NOT NULL CHECK (length(roster_hash) = 32),
+    accuser BLOB NOT NULL,
+    epoch INTEGER NOT NULL,
+    commit_hash BLOB NOT NULL CHECK (length(commit_hash) = 32),
+    committer BLOB NOT NULL,
+    signed BLOB NOT NULL,
+    at_ms INTEGER NOT NULL,
+    PRIMARY KEY (roster_hash, accuser)
 );
 ",
     ),
@@ -413,6 +428,23 @@ impl MeshStore {
                 at_ms: r.get(4)?,
             })
         })?;
+        let sql = "SELECT roster_hash, accuser, epoch, commit_hash, committer, signed, at_ms \
+                   FROM proven_bad_envelopes";
+        s.proven_bad = self
+            .rows(sql, |r| {
+                Ok(ProvenBadEnvelope {
+                    roster_hash: arr32(r.get(0)?, "proven envelope roster")?,
+                    accuser: r.get(1)?,
+                    epoch: r.get::<_, i64>(2)? as u64,
+                    commit_hash: arr32(r.get(3)?, "proven envelope commit")?,
+                    committer: r.get(4)?,
+                    signed: r.get(5)?,
+                    at_ms: r.get(6)?,
+                })
+            })?
+            .into_iter()
+            .map(|p| ((p.roster_hash, p.accuser.clone()), p))
+            .collect();
         let sql = "SELECT id, signed, created_ms, expires_ms, note, status FROM invites";
         s.invites = self.rows(sql, invite_row)?.into_iter().collect();
         s.revoked = self
@@ -689,6 +721,20 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), Problem> {
                 &b.commit_hash[..],
                 b.committer,
                 b.at_ms
+            ],
+        )?,
+        Effect::PutProvenBadEnvelope(p) => tx.execute(
+            "INSERT OR IGNORE INTO proven_bad_envelopes \
+             (roster_hash, accuser, epoch, commit_hash, committer, signed, at_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                &p.roster_hash[..],
+                p.accuser,
+                p.epoch as i64,
+                &p.commit_hash[..],
+                p.committer,
+                p.signed,
+                p.at_ms
             ],
         )?,
         Effect::PutInvite(i) => tx.execute(

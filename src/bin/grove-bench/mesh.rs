@@ -487,6 +487,8 @@ impl Tally {
                     total.injected += r.injected;
                     total.approved_adds += r.approved_adds;
                     total.key_updates += r.key_updates;
+                    total.bad_envelopes += r.bad_envelopes;
+                    total.evidence += r.evidence;
                 }
                 Err(e @ state_sim::SimError::Stuck { .. }) => stuck.push(e.to_string()),
                 Err(e) => broken.push(e.to_string()),
@@ -515,6 +517,10 @@ impl Tally {
         println!(
             "convergent switches: {}   bad messages injected (all refused): {}   adds on a pre-approved invite: {}   key updates: {}",
             total.switches, total.injected, total.approved_adds, total.key_updates
+        );
+        println!(
+            "commits sent with a bad envelope: {}   checked evidence held (all naming such a committer): {}",
+            total.bad_envelopes, total.evidence
         );
         for e in self.stuck.iter().chain(&self.broken).take(10) {
             println!("  {e}");

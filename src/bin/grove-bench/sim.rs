@@ -24,11 +24,16 @@ use grove::identity::Identity;
 use grove::mesh::MeshError;
 use grove::mesh::codec;
 use grove::mesh::roster::{KeyUpdate, QuorumRule};
+use grove::mesh::state::fixture::with_bad_envelope;
 use grove::mesh::state::{CloseReason, Dest, MeshState, ProposalChange, Timing, Transition};
 use grove::wire::mesh as wire;
 
 /// One simulated step of time.
 pub const STEP_MS: i64 = 1000;
+
+/// How often a commit goes out with one envelope that does not open, in
+/// the random phase (a committer gone bad, §7b).
+const BAD_ENVELOPE_RATE: f64 = 0.03;
 
 /// The timing rules of a simulated mesh: short, so expiry and grace windows
 /// happen within a run.
@@ -186,6 +191,10 @@ pub struct Report {
     pub approved_adds: usize,
     /// Key updates (§8b) committed on the first member's chain.
     pub key_updates: usize,
+    /// Commits sent with one envelope that does not open (§7b), and the
+    /// checked evidence of them all nodes hold.
+    pub bad_envelopes: usize,
+    pub evidence: usize,
 }
 
 struct InFlight {
@@ -214,6 +223,10 @@ pub struct Sim<S: Storage> {
     max_nodes: usize,
     /// The invite text each joiner used, so it can ask again (its welcome may be lost).
     invites: BTreeMap<usize, String>,
+    /// Committers this run made send an envelope that does not open
+    /// (§7b): evidence may name these, and no one else.
+    bad_committers: BTreeSet<Vec<u8>>,
+    pub bad_envelopes_sent: usize,
 }
 
 /// Runs seed `seed` in memory: the random phase with its liveness checks,
@@ -247,6 +260,8 @@ impl<S: Storage> Sim<S> {
             storage,
             max_nodes,
             invites: BTreeMap::new(),
+            bad_committers: BTreeSet::new(),
+            bad_envelopes_sent: 0,
         };
         let setup = |what: String| SimError::Setup { seed, what };
         let founder = sim.add_node();
@@ -420,7 +435,13 @@ impl<S: Storage> Sim<S> {
     }
 
     fn enqueue(&mut self, from: usize, t: Transition) {
-        for o in t.outbound {
+        for mut o in t.outbound {
+            if o.to == Dest::All
+                && self.cfg.inject_rate > 0.0
+                && self.rng.random_bool(BAD_ENVELOPE_RATE)
+            {
+                self.corrupt_an_envelope(from, &mut o.message);
+            }
             let targets: Vec<usize> = match &o.to {
                 Dest::All => (0..self.nodes.len())
                     .filter(|&i| i != from && self.nodes[i].state.mesh.is_some())
@@ -446,6 +467,45 @@ impl<S: Storage> Sim<S> {
                 }
             }
         }
+    }
+
+    /// When `message` is a commit `from` sends: makes its envelope for one
+    /// other member of the next roster not open, signed again by `from`, a
+    /// committer gone bad (§7b).
+    fn corrupt_an_envelope(&mut self, from: usize, message: &mut Vec<u8>) {
+        use prost::Message;
+        let Ok(wire::MeshMessage {
+            kind: Some(wire::mesh_message::Kind::Commit(commit)),
+        }) = wire::MeshMessage::decode(message.as_slice())
+        else {
+            return;
+        };
+        let Some(next) = wire::Commit::decode(commit.body.as_slice())
+            .ok()
+            .and_then(|b| grove::mesh::roster::Roster::decode(&b.next_roster).ok())
+        else {
+            return;
+        };
+        let me = self.nodes[from].id.peer_id();
+        let others: Vec<Vec<u8>> = next
+            .members
+            .iter()
+            .map(|m| m.peer_id.clone())
+            .filter(|p| *p != me)
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        let victim = &others[self.rng.random_range(0..others.len())];
+        let Ok(bad) = with_bad_envelope(&self.nodes[from].id, &commit, victim) else {
+            return;
+        };
+        *message = wire::MeshMessage {
+            kind: Some(wire::mesh_message::Kind::Commit(bad)),
+        }
+        .encode_to_vec();
+        self.bad_committers.insert(me);
+        self.bad_envelopes_sent += 1;
     }
 
     fn peer_index(&self, peer: &[u8]) -> Option<usize> {
@@ -809,6 +869,22 @@ impl<S: Storage> Sim<S> {
                 )));
             }
         }
+        // Evidence names only committers that sent a bad envelope.
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(p) = n
+                .state
+                .proven_bad
+                .values()
+                .find(|p| !self.bad_committers.contains(&p.committer))
+            {
+                return Err(self.unsafe_error(format!(
+                    "node {i}: evidence of epoch {} blames a committer that sent no bad envelope",
+                    p.epoch
+                )));
+            }
+        }
+        report.bad_envelopes = self.bad_envelopes_sent;
+        report.evidence = self.nodes.iter().map(|n| n.state.proven_bad.len()).sum();
         report.end_epoch = first.epoch();
         report.members = members.len();
         report.approved_adds = approved_adds(first);
@@ -825,8 +901,8 @@ impl<S: Storage> Sim<S> {
         }
     }
 
-    /// Every member is on `first`'s roster with its one current secret, and
-    /// their chains agree.
+    /// Every member is on `first`'s roster with the one current secret (or
+    /// none, proven stranded by the tip's envelope), and their chains agree.
     fn check_members_agree(&self, members: &[usize], first: &MeshState) -> Result<(), SimError> {
         for &m in members {
             let s = &self.nodes[m].state;
@@ -835,10 +911,18 @@ impl<S: Storage> Sim<S> {
                     self.unsafe_error(format!("node {m} on another roster: {}", self.describe()))
                 );
             }
-            if s.current_secret().is_none() || s.current_secret() != first.current_secret() {
+            // A member whose envelope of the tip did not open follows it
+            // without the secret until the next commit (§7); any other
+            // holds the one secret.
+            let stranded = s.current_secret().is_none()
+                && s.bad_envelopes.iter().any(|b| b.roster_hash == s.tip);
+            let secret = members
+                .iter()
+                .find_map(|&o| self.nodes[o].state.current_secret());
+            if !stranded && (s.current_secret().is_none() || s.current_secret() != secret) {
                 return Err(self.unsafe_error(format!("node {m}: secrets differ")));
             }
-            if s.secrets.len() != 1 {
+            if s.secrets.len() != usize::from(!stranded) {
                 return Err(self.unsafe_error(format!("node {m}: old secrets not erased")));
             }
             // A joiner's chain starts at the roster it joined from; the rest agrees.
@@ -941,6 +1025,8 @@ impl<S: Storage> Sim<S> {
             storage: Memory,
             max_nodes: self.max_nodes,
             invites: self.invites.clone(),
+            bad_committers: self.bad_committers.clone(),
+            bad_envelopes_sent: 0,
         };
         report.liveness_checks += 1;
         let step_text = if step == usize::MAX {
@@ -1356,6 +1442,7 @@ pub fn forge(bytes: &[u8], outsider: &Identity) -> Vec<u8> {
         Some(Kind::SyncRequest(s)) => resign(s, codec::tag::SYNC_REQUEST),
         Some(Kind::SyncResponse(s)) => resign(s, codec::tag::SYNC_RESPONSE),
         Some(Kind::Withdrawal(s)) => resign(s, codec::tag::WITHDRAWAL),
+        Some(Kind::EnvelopeEvidence(s)) => resign(s, codec::tag::ENVELOPE_EVIDENCE),
         Some(Kind::ReleasedVote(rv)) => {
             if let Some(v) = rv.vote.as_mut() {
                 resign(v, codec::tag::VOTE);

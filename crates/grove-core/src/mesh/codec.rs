@@ -23,6 +23,7 @@ pub mod tag {
     pub const SYNC_REQUEST: &[u8] = b"grove-mesh/v1/sync-request\0";
     pub const SYNC_RESPONSE: &[u8] = b"grove-mesh/v1/sync-response\0";
     pub const WITHDRAWAL: &[u8] = b"grove-mesh/v1/withdrawal\0";
+    pub const ENVELOPE_EVIDENCE: &[u8] = b"grove-mesh/v1/envelope-evidence\0";
 }
 
 /// Hash domain labels.

@@ -210,21 +210,37 @@ pub fn open_envelope(
     ctx: &EnvelopeContext<'_>,
     ciphertext: &[u8],
 ) -> Result<EpochSecret, SealError> {
-    if ciphertext.len() != ENVELOPE_LEN {
-        return Err(SealError::DoesNotOpen);
-    }
     let shared = recipient_secret.diffie_hellman(&x25519_dalek::PublicKey::from(*ephemeral_public));
     if !shared.was_contributory() {
         return Err(SealError::WeakKey);
     }
     let recipient_public = x25519_dalek::PublicKey::from(recipient_secret).to_bytes();
-    let info = ctx.bytes();
-    let key = envelope_key(
+    open_with_shared(
         shared.as_bytes(),
         ephemeral_public,
         &recipient_public,
-        &info,
-    );
+        ctx,
+        ciphertext,
+    )
+}
+
+/// Opens an envelope for `recipient_public` given the X25519 output
+/// `shared` (the recipient's own, or one it proved: `mesh::agreement`).
+pub fn open_with_shared(
+    shared: &[u8; 32],
+    ephemeral_public: &[u8; 32],
+    recipient_public: &[u8; 32],
+    ctx: &EnvelopeContext<'_>,
+    ciphertext: &[u8],
+) -> Result<EpochSecret, SealError> {
+    if ciphertext.len() != ENVELOPE_LEN {
+        return Err(SealError::DoesNotOpen);
+    }
+    if *shared == [0u8; 32] {
+        return Err(SealError::WeakKey);
+    }
+    let info = ctx.bytes();
+    let key = envelope_key(shared, ephemeral_public, recipient_public, &info);
     let plain = ChaCha20Poly1305::new(&(*key).into())
         .decrypt(
             &Nonce::default(),

@@ -11,6 +11,7 @@
 //! transition in `<state_dir>/mesh.db`.
 //! The protocol is written down in docs/mesh-protocol.md.
 
+pub mod agreement;
 pub mod codec;
 pub mod envelope;
 pub mod invite;
@@ -52,6 +53,8 @@ pub enum MeshError {
     InvalidCommit(String),
     #[error("this node's envelope in the commit does not open")]
     EnvelopeDoesNotOpen,
+    #[error("envelope evidence does not hold: {0}")]
+    InvalidEvidence(String),
     #[error("the invite has expired")]
     InviteExpired,
     #[error("the invite was already used")]

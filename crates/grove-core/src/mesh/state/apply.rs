@@ -144,7 +144,7 @@ pub(super) fn tx_apply_commit(
     now_ms: i64,
 ) -> Result<(), MeshError> {
     let checked = tx.s.check_commit(id, signed)?;
-    tx_insert_checked(tx, checked, now_ms);
+    tx_insert_checked(tx, id, checked, now_ms);
     Ok(())
 }
 
@@ -167,7 +167,7 @@ pub(super) fn tx_put_checked(
 }
 
 /// Adds a checked commit to the tree and moves the tip by the fork-choice rule.
-pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64) {
+pub(super) fn tx_insert_checked(tx: &mut Tx, id: &Identity, checked: CheckedCommit, now_ms: i64) {
     let CheckedCommit {
         node,
         proposal_hash,
@@ -208,6 +208,7 @@ pub(super) fn tx_insert_checked(tx: &mut Tx, checked: CheckedCommit, now_ms: i64
                        "commit_hash": h(&node.roster.commit_hash),
                        "committer": identity::peer_id_text(&committer)}),
             );
+            tx_prove_own_bad_envelope(tx, id, &node, now_ms);
         }
         OwnEnvelope::Absent => {}
     }

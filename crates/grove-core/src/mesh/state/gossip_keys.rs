@@ -88,6 +88,17 @@ impl MeshState {
     }
 }
 
+/// The roster a signed commit was built on.
+fn commit_parent(s: &wire::Signed) -> Option<Vec<u8>> {
+    use prost::Message;
+    let commit = wire::Commit::decode(s.body.as_slice()).ok()?;
+    Some(
+        wire::CommitCore::decode(commit.core.as_slice())
+            .ok()?
+            .prev_roster_hash,
+    )
+}
+
 /// The roster an encoded `MeshMessage` is bound to, when it names one.
 pub(super) fn bound_roster(message: &[u8]) -> Option<[u8; 32]> {
     use prost::Message;
@@ -105,12 +116,13 @@ pub(super) fn bound_roster(message: &[u8]) -> Option<[u8; 32]> {
                 .ok()?
                 .roster_hash
         }
-        Kind::Commit(s) => {
-            let commit = wire::Commit::decode(s.body.as_slice()).ok()?;
-            wire::CommitCore::decode(commit.core.as_slice())
+        Kind::Commit(s) => commit_parent(&s)?,
+        // Sent by a member that holds no key of the commit's epoch (§7b).
+        Kind::EnvelopeEvidence(s) => commit_parent(
+            &wire::EnvelopeEvidence::decode(s.body.as_slice())
                 .ok()?
-                .prev_roster_hash
-        }
+                .commit?,
+        )?,
         _ => return None,
     };
     roster.try_into().ok()

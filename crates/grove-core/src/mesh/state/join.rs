@@ -251,7 +251,7 @@ impl MeshState {
         tx_link_roots(tx, id, &body.commits);
         for c in &body.commits {
             match tx.s.check_commit(id, c) {
-                Ok(checked) => tx_insert_checked(tx, checked, now_ms),
+                Ok(checked) => tx_insert_checked(tx, id, checked, now_ms),
                 Err(MeshError::Duplicate(_)) | Err(MeshError::StaleEpoch { .. }) => {}
                 Err(e) => return Err(e),
             }

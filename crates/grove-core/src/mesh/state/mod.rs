@@ -13,6 +13,7 @@ use rand::CryptoRng;
 use serde_json::json;
 
 use super::MeshError;
+use super::agreement;
 use super::codec::{self, SigCheck, bytes16, bytes32, label, tag};
 use super::envelope::{self, ENVELOPE_LEN, EnvelopeContext, EnvelopeSender};
 use super::invite::{self, Invite};
@@ -26,6 +27,7 @@ use crate::wire::mesh::mesh_message::Kind;
 mod apply;
 mod chain;
 mod commands;
+mod evidence;
 pub mod fixture;
 mod gossip_keys;
 mod join;
@@ -42,6 +44,8 @@ pub use self::chain::{
     Anchor, ChainError, VerifiedChain, WELCOME_CHAIN_MAX_BYTES, chain_to, verify_chain,
 };
 use self::commands::*;
+pub use self::evidence::check_envelope_evidence;
+use self::evidence::*;
 use self::join::*;
 pub use self::join::{JoinCheck, invite_hash, parse_join_request, verify_join_request};
 use self::receive::*;
@@ -72,6 +76,9 @@ pub struct MeshState {
     pub evidence: Vec<Evidence>,
     /// Commits whose envelope for this node did not open, oldest first.
     pub bad_envelopes: Vec<BadEnvelope>,
+    /// Checked evidence of envelopes that do not open, this node's own
+    /// and other members', by (roster hash, accuser) (§7b).
+    pub proven_bad: BTreeMap<([u8; 32], Vec<u8>), ProvenBadEnvelope>,
     pub invites: BTreeMap<[u8; 16], InviteRec>,
     pub revoked: BTreeMap<[u8; 16], Vec<u8>>,
     pub used_invites: BTreeMap<[u8; 16], [u8; 32]>,
@@ -102,6 +109,7 @@ impl MeshState {
             closed: BTreeMap::new(),
             evidence: Vec::new(),
             bad_envelopes: Vec::new(),
+            proven_bad: BTreeMap::new(),
             invites: BTreeMap::new(),
             revoked: BTreeMap::new(),
             used_invites: BTreeMap::new(),

@@ -183,6 +183,25 @@ pub struct BadEnvelope {
     pub at_ms: i64,
 }
 
+/// A checked proof that a committer sealed an envelope that does not open
+/// for its recipient (§7b): the accuser's signed `EnvelopeEvidence`, which
+/// anyone holding the commit's parent roster can check again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvenBadEnvelope {
+    /// The epoch the commit made, and the hashes of its roster and commit.
+    pub epoch: u64,
+    pub roster_hash: [u8; 32],
+    pub commit_hash: [u8; 32],
+    /// The committer's peer id: at fault.
+    pub committer: Vec<u8>,
+    /// The recipient's peer id, which signed the evidence.
+    pub accuser: Vec<u8>,
+    /// The signed `EnvelopeEvidence`, as it travels.
+    pub signed: Vec<u8>,
+    /// When this node checked it.
+    pub at_ms: i64,
+}
+
 /// Status of an invite this node issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InviteStatus {
@@ -283,6 +302,7 @@ pub enum Effect {
     DeleteClosed([u8; 32]),
     PutEvidence(Evidence),
     PutBadEnvelope(BadEnvelope),
+    PutProvenBadEnvelope(ProvenBadEnvelope),
     PutInvite(InviteRec),
     PutRevocation { id: [u8; 16], signed: Vec<u8> },
     PutUsedInvite { id: [u8; 16], proposal: [u8; 32] },

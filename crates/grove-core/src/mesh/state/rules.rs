@@ -423,8 +423,9 @@ pub(crate) fn check_commit_against(
     })
 }
 
-/// The commit follows its parent: the same mesh, the next epoch, and a
-/// committer who is a member of the parent roster with that key.
+/// The commit follows its parent: the same mesh, the next epoch, a
+/// committer who is a member of the parent roster with that key, and an
+/// ephemeral key of the prime-order subgroup.
 fn check_lineage(
     prev: &Roster,
     parsed: &codec::Unverified<wire::Commit>,
@@ -441,6 +442,14 @@ fn check_lineage(
         .is_none()
     {
         return Err(MeshError::NotMember("commit"));
+    }
+    // Every honest ephemeral key is of the prime-order subgroup; only for
+    // such a key can a recipient prove its agreement (§7b).
+    let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key")?;
+    if !agreement::in_subgroup(&ephemeral) {
+        return Err(MeshError::InvalidCommit(
+            "the ephemeral key is not of the prime-order subgroup".into(),
+        ));
     }
     Ok(())
 }
@@ -573,7 +582,7 @@ fn check_next_roster(next: &Roster, commit: &wire::Commit) -> Result<Vec<u8>, Me
 /// 48 bytes with its member's peer id; or as signed hashes, each envelope
 /// beside the body either 48 bytes that hash to its member's entry or
 /// empty, withheld (`None`).
-fn commit_envelopes<'a>(
+pub(super) fn commit_envelopes<'a>(
     form: CommitForm,
     next: &Roster,
     commit: &'a wire::Commit,

@@ -628,3 +628,155 @@ fn a_mesh_made_before_1_3_keeps_signed_envelopes_until_its_members_vote_it_to_fo
         Err(MeshError::InvalidProposal(_))
     ));
 }
+
+/// The `EnvelopeEvidence` messages a transition sends.
+fn evidence_sent(t: &Transition) -> Vec<wire::Signed> {
+    t.outbound
+        .iter()
+        .filter_map(|o| {
+            match codec::decode_canonical::<wire::MeshMessage>(&o.message, "out")
+                .ok()?
+                .kind?
+            {
+                Kind::EnvelopeEvidence(s) => Some(s),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Member `i`'s evidence about its own envelope in `commit`, proven with its
+/// real key whether or not the envelope opens.
+fn evidence_of(mesh: &mut Mesh, i: usize, commit: &wire::Signed) -> wire::Signed {
+    let id = &mesh.fx.ids[i];
+    let body: wire::Commit = codec::decode_canonical(&commit.body, "commit").unwrap();
+    let core: wire::CommitCore = codec::decode_canonical(&body.core, "core").unwrap();
+    let next = Roster::decode(&body.next_roster).unwrap();
+    let next_hash = next.hash();
+    let me = id.peer_id();
+    let key = id
+        .x25519_secret_for(&next.member(&me).unwrap().x25519)
+        .unwrap();
+    let eph: [u8; 32] = core.ephemeral_x25519.clone().try_into().unwrap();
+    let ctx = EnvelopeContext {
+        mesh_id: &next.mesh_id,
+        new_epoch: next.epoch,
+        roster_hash: &next_hash,
+        recipient: &me,
+    };
+    let proven = agreement::prove(key, &eph, &ctx, &mut mesh.rng).unwrap();
+    codec::sign(
+        id,
+        tag::ENVELOPE_EVIDENCE,
+        &wire::EnvelopeEvidence {
+            mesh_id: next.mesh_id.to_vec(),
+            commit: Some(commit.clone()),
+            accuser: me,
+            agreement: proven.point.to_vec(),
+            proof: proven.proof.to_vec(),
+        },
+    )
+}
+
+#[test]
+fn a_member_proves_its_envelope_bad_and_another_member_checks_the_proof() {
+    let mut mesh = Mesh::new(5);
+    let me = mesh.receiver().peer_id();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let bad = mesh.bad_envelope_for(&good, &me);
+    // The victim proves it at once and sends the proof to every member,
+    // bound to the parent roster (it holds no key of the new epoch).
+    let (victim, t) = mesh
+        .receive(&mesh.state(), Kind::Commit(bad.clone()))
+        .unwrap();
+    let sent = evidence_sent(&t);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(victim.proven_bad.len(), 1);
+    assert!(t.audit.iter().any(|a| a.kind == "mesh.envelope.proven"));
+    let message = codec::encode(&wire::MeshMessage {
+        kind: Some(Kind::EnvelopeEvidence(sent[0].clone())),
+    });
+    assert_eq!(gossip_keys::bound_roster(&message), Some(mesh.roster_hash));
+    // A member that applied the same commit checks it and keeps it.
+    let (other, _) = mesh
+        .receive_as(2, &mesh.member_state(2), Kind::Commit(bad.clone()))
+        .unwrap();
+    let (checked, t) = mesh
+        .receive_as(2, &other, Kind::EnvelopeEvidence(sent[0].clone()))
+        .unwrap();
+    let proven = checked.proven_bad.values().next().unwrap();
+    assert_eq!(
+        (proven.epoch, &proven.committer, &proven.accuser),
+        (6, &mesh.ids[0].peer_id(), &me)
+    );
+    assert!(
+        t.effects
+            .iter()
+            .any(|e| matches!(e, Effect::PutProvenBadEnvelope(_)))
+    );
+    assert_eq!(
+        mesh.receive_as(2, &checked, Kind::EnvelopeEvidence(sent[0].clone()))
+            .err(),
+        Some(MeshError::Duplicate("envelope evidence"))
+    );
+    // A member whose envelope opened cannot accuse the committer: the
+    // proven agreement opens it.
+    let (honest_2, _) = mesh
+        .receive_as(2, &mesh.member_state(2), Kind::Commit(good.clone()))
+        .unwrap();
+    let false_claim = evidence_of(&mut mesh, 1, &good);
+    assert!(matches!(
+        mesh.receive_as(2, &honest_2, Kind::EnvelopeEvidence(false_claim)),
+        Err(MeshError::InvalidEvidence(why)) if why.contains("opens")
+    ));
+    // An altered agreement or proof, or the evidence signed by another.
+    let mut body: wire::EnvelopeEvidence =
+        codec::decode_canonical(&sent[0].body, "evidence").unwrap();
+    body.proof[5] ^= 1;
+    let altered = codec::sign(mesh.receiver(), tag::ENVELOPE_EVIDENCE, &body);
+    assert!(matches!(
+        mesh.receive_as(2, &other, Kind::EnvelopeEvidence(altered)),
+        Err(MeshError::InvalidEvidence(_))
+    ));
+    let body: wire::EnvelopeEvidence = codec::decode_canonical(&sent[0].body, "evidence").unwrap();
+    let impostor = codec::sign(&mesh.ids[3], tag::ENVELOPE_EVIDENCE, &body);
+    assert_eq!(
+        mesh.receive_as(2, &other, Kind::EnvelopeEvidence(impostor))
+            .err(),
+        Some(MeshError::NotMember("envelope evidence"))
+    );
+}
+
+#[test]
+fn a_commit_whose_ephemeral_key_is_off_the_prime_order_subgroup_is_refused() {
+    let mut mesh = Mesh::new(5);
+    let base = mesh.state();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let body: wire::Commit = codec::decode_canonical(&good.body, "commit").unwrap();
+    let mut core: wire::CommitCore = codec::decode_canonical(&body.core, "core").unwrap();
+    // A point of order 8 added to an honest key: still contributory for
+    // X25519, but no recipient could prove its agreement with it.
+    let honest: [u8; 32] = core.ephemeral_x25519.clone().try_into().unwrap();
+    let p = curve25519_dalek::montgomery::MontgomeryPoint(honest)
+        .to_edwards(0)
+        .unwrap()
+        + curve25519_dalek::constants::EIGHT_TORSION[1];
+    core.ephemeral_x25519 = p.to_montgomery().to_bytes().to_vec();
+    let forged = sign_commit(
+        &mesh.ids[0],
+        codec::encode(&core),
+        body.next_roster.clone(),
+        envelopes_of_commit(&good),
+        CommitForm::Hashed,
+    );
+    assert_eq!(
+        mesh.receive(&base, Kind::Commit(forged)).err(),
+        Some(MeshError::InvalidCommit(
+            "the ephemeral key is not of the prime-order subgroup".into()
+        ))
+    );
+}
+
+fn envelopes_of_commit(c: &wire::Signed) -> Vec<wire::Envelope> {
+    super::fixture::envelopes_of(c).unwrap()
+}

@@ -43,6 +43,11 @@ impl Tx {
             }
             Effect::PutEvidence(ev) => self.s.evidence.push(ev.clone()),
             Effect::PutBadEnvelope(b) => self.s.bad_envelopes.push(b.clone()),
+            Effect::PutProvenBadEnvelope(p) => {
+                self.s
+                    .proven_bad
+                    .insert((p.roster_hash, p.accuser.clone()), p.clone());
+            }
             Effect::PutInvite(i) => {
                 self.s.invites.insert(i.id, i.clone());
             }
