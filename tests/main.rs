@@ -4,6 +4,7 @@
 mod admission;
 mod archs;
 mod ask;
+mod bad_envelope;
 mod books;
 #[path = "../src/bin/grove-bench/cdp.rs"]
 mod cdp;

@@ -579,6 +579,14 @@ fn write_proposal(out: &mut dyn Write, p: &dto::ProposalView) -> io::Result<()> 
     if !yes_by.is_empty() {
         writeln!(out, "    yes from {}", yes_by.join(", "))?;
     }
+    if !p.backed_by.is_empty() {
+        let epochs: Vec<String> = p.backed_by.iter().map(u64::to_string).collect();
+        writeln!(
+            out,
+            "    backed by checked evidence: it sealed an envelope that does not open (epoch {})",
+            epochs.join(", ")
+        )?;
+    }
     Ok(())
 }
 
@@ -680,6 +688,27 @@ impl WriteStatus for dto::MeshStatus {
         if self.evidence > 0 {
             writeln!(out, "equivocation evidence kept: {}", self.evidence)?;
         }
+        if !self.bad_envelopes.is_empty() {
+            writeln!(out, "envelopes that did not open:")?;
+            for b in &self.bad_envelopes {
+                let who = |name: &Option<String>, peer: &str| match name {
+                    Some(n) => format!("{} ({peer})", Escaped(n)),
+                    None => peer.to_string(),
+                };
+                writeln!(
+                    out,
+                    "  epoch {}: sealed by {} for {}: {}",
+                    b.epoch,
+                    who(&b.committer_name, &b.committer),
+                    who(&b.accuser_name, &b.accuser),
+                    if b.proven {
+                        "proven, the committer is at fault"
+                    } else {
+                        "not proven (this node holds no key the roster names for it)"
+                    }
+                )?;
+            }
+        }
         Ok(())
     }
 }
@@ -732,6 +761,7 @@ fn init_offline(
             .collect(),
         proposals: Vec::new(),
         evidence: 0,
+        bad_envelopes: Vec::new(),
         removed: None,
         join: None,
     })

@@ -307,6 +307,20 @@ fn audit_event(
             detail: format!("{what} expired"),
             ..base("expired")
         },
+        "mesh.envelope.proven" => {
+            let committer = body_text(&a.body, "committer");
+            let accuser = body_text(&a.body, "accuser");
+            MeshEvent {
+                detail: format!(
+                    "{} sealed an envelope that does not open for {} at epoch {epoch}: proven",
+                    committer.as_deref().unwrap_or("?"),
+                    accuser.as_deref().unwrap_or("?")
+                ),
+                target: committer,
+                peer: accuser,
+                ..event_at("envelope_proven", now_ms, epoch)
+            }
+        }
         _ => return None,
     })
 }

@@ -34,6 +34,7 @@ pub const EVENTS: &[(&str, Family)] = &[
     ("removed", Family::Membership),
     ("member_online", Family::Membership),
     ("member_offline", Family::Membership),
+    ("envelope_proven", Family::Membership),
     ("moot_started", Family::Moot),
     ("moot_turn", Family::Moot),
     ("moot_paused", Family::Moot),

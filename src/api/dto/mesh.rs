@@ -94,6 +94,10 @@ pub struct ProposalView {
     pub proposer_name: Option<String>,
     pub votes: Votes,
     pub expires: i64,
+    /// For a kick: the epochs of the checked evidence that the member it
+    /// removes sealed an envelope that does not open (§7b).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backed_by: Vec<u64>,
 }
 
 /// `mesh proposals`.
@@ -111,6 +115,21 @@ pub struct MemberView {
     /// Last time a connection to it was seen, Unix ms (null: never; this node: now).
     pub last_seen: Option<i64>,
     pub joined_epoch: u64,
+}
+
+/// An envelope that did not open, in `mesh status` (§7b).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BadEnvelopeView {
+    /// The epoch the commit made.
+    pub epoch: u64,
+    /// Who sealed it (the committer) and for whom (the accuser).
+    pub committer: String,
+    pub committer_name: Option<String>,
+    pub accuser: String,
+    pub accuser_name: Option<String>,
+    /// True when checked evidence proves the envelope, not the accuser's
+    /// key, at fault; false for this node's own that it could not prove.
+    pub proven: bool,
 }
 
 /// The commit that removed this node, in `mesh status`.
@@ -155,6 +174,10 @@ pub struct MeshStatus {
     pub members: Vec<MemberView>,
     pub proposals: Vec<ProposalView>,
     pub evidence: usize,
+    /// Envelopes that did not open for their recipient: this node's own
+    /// (proven or not) and other members' it checked the proof of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bad_envelopes: Vec<BadEnvelopeView>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<RemovalView>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,8 +229,10 @@ pub struct Revoked {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MeshEvent {
     /// proposal_opened, vote_cast, committed, rejected, withdrawn, expired,
-    /// joined, removed, member_online, member_offline; watch_dropped ends a
-    /// watch that fell behind.
+    /// joined, removed, member_online, member_offline, envelope_proven (a
+    /// committer sealed an envelope that does not open: `target` is the
+    /// committer, `peer` its recipient); watch_dropped ends a watch that
+    /// fell behind.
     pub event: String,
     /// When this node saw it, Unix ms.
     pub at: i64,

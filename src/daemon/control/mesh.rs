@@ -66,7 +66,17 @@ fn proposal_views(view: &MeshState) -> Vec<dto::ProposalView> {
                 Change::Kick(peer) => name_of(peer),
                 _ => None,
             };
+            let backed_by = match &p.change {
+                Change::Kick(peer) => view
+                    .proven_bad
+                    .values()
+                    .filter(|e| &e.committer == peer)
+                    .map(|e| e.epoch)
+                    .collect(),
+                _ => Vec::new(),
+            };
             dto::ProposalView {
+                backed_by,
                 id: hex::encode(p.hash),
                 kind: kind.into(),
                 target,
@@ -102,6 +112,39 @@ fn stored_proposal(t: &Transition) -> Option<[u8; 32]> {
     })
 }
 
+/// The envelopes that did not open: checked evidence (this node's own and
+/// other members'), then this node's own it could not prove.
+fn bad_envelope_views(view: &MeshState) -> Vec<dto::BadEnvelopeView> {
+    let name_of = |peer: &[u8]| {
+        view.rosters
+            .values()
+            .find_map(|n| n.roster.member(peer))
+            .map(|m| m.name.clone())
+    };
+    let me = &view.me.peer_id;
+    let view_of = |epoch, committer: &[u8], accuser: &[u8], proven| dto::BadEnvelopeView {
+        epoch,
+        committer: peer_id_text(committer),
+        committer_name: name_of(committer),
+        accuser: peer_id_text(accuser),
+        accuser_name: name_of(accuser),
+        proven,
+    };
+    let mut out: Vec<dto::BadEnvelopeView> = view
+        .proven_bad
+        .values()
+        .map(|p| view_of(p.epoch, &p.committer, &p.accuser, true))
+        .chain(
+            view.bad_envelopes
+                .iter()
+                .filter(|b| !view.proven_bad.contains_key(&(b.roster_hash, me.clone())))
+                .map(|b| view_of(b.epoch, &b.committer, me, false)),
+        )
+        .collect();
+    out.sort_by_key(|v| v.epoch);
+    out
+}
+
 impl MeshOps {
     fn status_now(&self) -> Result<dto::MeshStatus, ApiError> {
         let view = self.link.view();
@@ -122,6 +165,7 @@ impl MeshOps {
                 members: Vec::new(),
                 proposals: Vec::new(),
                 evidence: 0,
+                bad_envelopes: Vec::new(),
                 removed: None,
                 join: Some(dto::PendingJoinView {
                     invite_id: hex::encode(p.invite_id),
@@ -177,6 +221,7 @@ impl MeshOps {
             members,
             proposals: proposal_views(&view),
             evidence: view.evidence.len(),
+            bad_envelopes: bad_envelope_views(&view),
             removed,
             join: None,
         })

@@ -179,12 +179,26 @@ pub(super) fn tx_prove_own_bad_envelope(
     }
 }
 
-/// Another member's evidence: checked, kept once.
+/// Another member's evidence: checked, kept once. It carries the whole
+/// commit (every other member's envelope in it), so a node that has not
+/// seen the commit yet (the evidence overtook it) applies it first.
 pub(super) fn tx_receive_envelope_evidence(
     tx: &mut Tx,
+    id: &Identity,
     signed: &wire::Signed,
     now_ms: i64,
 ) -> Result<(), MeshError> {
+    let body: wire::EnvelopeEvidence = codec::decode_canonical(&signed.body, "envelope evidence")?;
+    if let Some(commit) = &body.commit {
+        let commit_body: wire::Commit = codec::decode_canonical(&commit.body, "commit")?;
+        if !tx
+            .s
+            .rosters
+            .contains_key(&codec::hash(label::ROSTER, &commit_body.next_roster))
+        {
+            tx_apply_commit(tx, id, commit, now_ms)?;
+        }
+    }
     let proven = check_envelope_evidence(&tx.s, signed, now_ms)?;
     if tx
         .s

@@ -127,7 +127,7 @@ impl MeshState {
             Kind::JoinRequest(s) => self.receive_join_request(&mut tx, id, &s, now_ms, rng)?,
             Kind::SyncRequest(s) => self.answer_sync(&mut tx, id, &s)?,
             Kind::SyncResponse(s) => self.receive_sync_response(&mut tx, id, &s, now_ms)?,
-            Kind::EnvelopeEvidence(s) => tx_receive_envelope_evidence(&mut tx, &s, now_ms)?,
+            Kind::EnvelopeEvidence(s) => tx_receive_envelope_evidence(&mut tx, id, &s, now_ms)?,
             Kind::Welcome(_) => {}
         }
         Ok(tx.done())

@@ -780,3 +780,25 @@ fn a_commit_whose_ephemeral_key_is_off_the_prime_order_subgroup_is_refused() {
 fn envelopes_of_commit(c: &wire::Signed) -> Vec<wire::Envelope> {
     super::fixture::envelopes_of(c).unwrap()
 }
+
+#[test]
+fn evidence_that_overtakes_its_commit_brings_the_commit_along() {
+    let mut mesh = Mesh::new(5);
+    let me = mesh.receiver().peer_id();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let bad = mesh.bad_envelope_for(&good, &me);
+    let (_, t) = mesh.receive(&mesh.state(), Kind::Commit(bad)).unwrap();
+    let sent = evidence_sent(&t);
+    // Member 2 gets the evidence before the commit: it applies the commit
+    // the evidence carries (its own envelope is in it), then keeps the proof.
+    let (after, _) = mesh
+        .receive_as(
+            2,
+            &mesh.member_state(2),
+            Kind::EnvelopeEvidence(sent[0].clone()),
+        )
+        .unwrap();
+    assert_eq!(after.epoch(), 6);
+    assert_eq!(after.current_secret(), Some(&EpochSecret::from([9u8; 32])));
+    assert_eq!(after.proven_bad.len(), 1);
+}
