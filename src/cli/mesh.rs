@@ -688,29 +688,35 @@ impl WriteStatus for dto::MeshStatus {
         if self.evidence > 0 {
             writeln!(out, "equivocation evidence kept: {}", self.evidence)?;
         }
-        if !self.bad_envelopes.is_empty() {
-            writeln!(out, "envelopes that did not open:")?;
-            for b in &self.bad_envelopes {
-                let who = |name: &Option<String>, peer: &str| match name {
-                    Some(n) => format!("{} ({peer})", Escaped(n)),
-                    None => peer.to_string(),
-                };
-                writeln!(
-                    out,
-                    "  epoch {}: sealed by {} for {}: {}",
-                    b.epoch,
-                    who(&b.committer_name, &b.committer),
-                    who(&b.accuser_name, &b.accuser),
-                    if b.proven {
-                        "proven, the committer is at fault"
-                    } else {
-                        "not proven (this node holds no key the roster names for it)"
-                    }
-                )?;
-            }
-        }
-        Ok(())
+        write_bad_envelopes(out, &self.bad_envelopes)
     }
+}
+
+/// The envelopes that did not open, in `mesh status`.
+fn write_bad_envelopes(out: &mut dyn Write, bad: &[dto::BadEnvelopeView]) -> io::Result<()> {
+    if bad.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "envelopes that did not open:")?;
+    for b in bad {
+        let who = |name: &Option<String>, peer: &str| match name {
+            Some(n) => format!("{} ({peer})", Escaped(n)),
+            None => peer.to_string(),
+        };
+        writeln!(
+            out,
+            "  epoch {}: sealed by {} for {}: {}",
+            b.epoch,
+            who(&b.committer_name, &b.committer),
+            who(&b.accuser_name, &b.accuser),
+            if b.proven {
+                "proven, the committer is at fault"
+            } else {
+                "not proven (this node holds no key the roster names for it)"
+            }
+        )?;
+    }
+    Ok(())
 }
 
 /// `mesh init` with no daemon: straight to `mesh.db` under the state lock.

@@ -377,6 +377,39 @@ impl MeshStore {
         db::write_private(&self.mark, text.as_bytes(), Put::Replace)
     }
 
+    /// The envelopes that did not open here, and the checked evidence (§7b).
+    fn read_bad_envelopes(&self, s: &mut MeshState) -> Result<(), Problem> {
+        let sql = "SELECT epoch, roster_hash, commit_hash, committer, at_ms FROM bad_envelopes \
+                   ORDER BY id";
+        s.bad_envelopes = self.rows(sql, |r| {
+            Ok(BadEnvelope {
+                epoch: r.get::<_, i64>(0)? as u64,
+                roster_hash: arr32(r.get(1)?, "bad envelope roster")?,
+                commit_hash: arr32(r.get(2)?, "bad envelope commit")?,
+                committer: r.get(3)?,
+                at_ms: r.get(4)?,
+            })
+        })?;
+        let sql = "SELECT roster_hash, accuser, epoch, commit_hash, committer, signed, at_ms \
+                   FROM proven_bad_envelopes";
+        s.proven_bad = self
+            .rows(sql, |r| {
+                Ok(ProvenBadEnvelope {
+                    roster_hash: arr32(r.get(0)?, "proven envelope roster")?,
+                    accuser: r.get(1)?,
+                    epoch: r.get::<_, i64>(2)? as u64,
+                    commit_hash: arr32(r.get(3)?, "proven envelope commit")?,
+                    committer: r.get(4)?,
+                    signed: r.get(5)?,
+                    at_ms: r.get(6)?,
+                })
+            })?
+            .into_iter()
+            .map(|p| ((p.roster_hash, p.accuser.clone()), p))
+            .collect();
+        Ok(())
+    }
+
     /// Loads the state. After a restart the node is not synced (it casts no
     /// vote until a member answered its sync request), unless it is the only
     /// member, so no other copy of the mesh exists to be behind.
@@ -417,34 +450,7 @@ impl MeshStore {
         s.closed = self.rows(sql, closed_row)?.into_iter().collect();
         let sql = "SELECT epoch, voter, first, second, at_ms FROM evidence ORDER BY id";
         s.evidence = self.rows(sql, evidence_row)?;
-        let sql = "SELECT epoch, roster_hash, commit_hash, committer, at_ms FROM bad_envelopes \
-                   ORDER BY id";
-        s.bad_envelopes = self.rows(sql, |r| {
-            Ok(BadEnvelope {
-                epoch: r.get::<_, i64>(0)? as u64,
-                roster_hash: arr32(r.get(1)?, "bad envelope roster")?,
-                commit_hash: arr32(r.get(2)?, "bad envelope commit")?,
-                committer: r.get(3)?,
-                at_ms: r.get(4)?,
-            })
-        })?;
-        let sql = "SELECT roster_hash, accuser, epoch, commit_hash, committer, signed, at_ms \
-                   FROM proven_bad_envelopes";
-        s.proven_bad = self
-            .rows(sql, |r| {
-                Ok(ProvenBadEnvelope {
-                    roster_hash: arr32(r.get(0)?, "proven envelope roster")?,
-                    accuser: r.get(1)?,
-                    epoch: r.get::<_, i64>(2)? as u64,
-                    commit_hash: arr32(r.get(3)?, "proven envelope commit")?,
-                    committer: r.get(4)?,
-                    signed: r.get(5)?,
-                    at_ms: r.get(6)?,
-                })
-            })?
-            .into_iter()
-            .map(|p| ((p.roster_hash, p.accuser.clone()), p))
-            .collect();
+        self.read_bad_envelopes(&mut s)?;
         let sql = "SELECT id, signed, created_ms, expires_ms, note, status FROM invites";
         s.invites = self.rows(sql, invite_row)?.into_iter().collect();
         s.revoked = self
@@ -712,31 +718,8 @@ fn apply_effect(tx: &Connection, e: &Effect) -> Result<(), Problem> {
             "INSERT INTO evidence (epoch, voter, first, second, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![ev.epoch as i64, ev.voter, ev.first, ev.second, ev.at_ms],
         )?,
-        Effect::PutBadEnvelope(b) => tx.execute(
-            "INSERT INTO bad_envelopes (epoch, roster_hash, commit_hash, committer, at_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![
-                b.epoch as i64,
-                &b.roster_hash[..],
-                &b.commit_hash[..],
-                b.committer,
-                b.at_ms
-            ],
-        )?,
-        Effect::PutProvenBadEnvelope(p) => tx.execute(
-            "INSERT OR IGNORE INTO proven_bad_envelopes \
-             (roster_hash, accuser, epoch, commit_hash, committer, signed, at_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                &p.roster_hash[..],
-                p.accuser,
-                p.epoch as i64,
-                &p.commit_hash[..],
-                p.committer,
-                p.signed,
-                p.at_ms
-            ],
-        )?,
+        Effect::PutBadEnvelope(b) => put_bad_envelope(tx, b)?,
+        Effect::PutProvenBadEnvelope(p) => put_proven_bad_envelope(tx, p)?,
         Effect::PutInvite(i) => tx.execute(
             "INSERT OR REPLACE INTO invites (id, signed, created_ms, expires_ms, note, status) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -894,4 +877,35 @@ impl Drop for StateLock {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
     }
+}
+
+fn put_bad_envelope(tx: &Connection, b: &BadEnvelope) -> rusqlite::Result<usize> {
+    tx.execute(
+        "INSERT INTO bad_envelopes (epoch, roster_hash, commit_hash, committer, at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            b.epoch as i64,
+            &b.roster_hash[..],
+            &b.commit_hash[..],
+            b.committer,
+            b.at_ms
+        ],
+    )
+}
+
+fn put_proven_bad_envelope(tx: &Connection, p: &ProvenBadEnvelope) -> rusqlite::Result<usize> {
+    tx.execute(
+        "INSERT OR IGNORE INTO proven_bad_envelopes \
+         (roster_hash, accuser, epoch, commit_hash, committer, signed, at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            &p.roster_hash[..],
+            p.accuser,
+            p.epoch as i64,
+            &p.commit_hash[..],
+            p.committer,
+            p.signed,
+            p.at_ms
+        ],
+    )
 }
