@@ -49,6 +49,7 @@ impl MeshState {
                     tx_try_commit(&mut tx, id, hash, true, now_ms, rng)?;
                 }
             }
+            tx_rekey_if_stranded(&mut tx, id, now_ms, rng);
         }
         Ok(tx.done())
     }
@@ -549,4 +550,52 @@ pub(super) fn tx_end_revoked(tx: &mut Tx, id: &Identity, invite_id: [u8; 16], no
 /// True when the proposal uses or approves an invite this node holds as revoked.
 pub(super) fn revoked_proposal(s: &MeshState, p: &ProposalRec) -> bool {
     p.invite().is_some_and(|i| s.revoked.contains_key(&i))
+}
+
+/// A member whose roster names an X25519 key it no longer holds proposes
+/// its current key again (§8b). This happens when the fork choice moves it
+/// off the branch on which its key update had settled (two commits that
+/// each pass on one yes, a key update and a pre-approved add, can grow a
+/// branch beside a quorum's); every envelope wrapped to the old key is
+/// then one it cannot open, until the update on this branch commits. One
+/// such proposal at a time; one the rules refuse now (a vote of this
+/// node still binding) is tried again on a later tick.
+fn tx_rekey_if_stranded<R: CryptoRng + ?Sized>(
+    tx: &mut Tx,
+    id: &Identity,
+    now_ms: i64,
+    rng: &mut R,
+) {
+    let me = id.peer_id();
+    let Some(named) = tx.s.roster().and_then(|r| r.member(&me)).map(|m| m.x25519) else {
+        return;
+    };
+    if id.x25519_secret_for(&named).is_some()
+        || tx
+            .s
+            .proposals
+            .values()
+            .any(|p| p.proposer == me && matches!(p.change, Change::UpdateKey(_)))
+    {
+        return;
+    }
+    let x25519 = id.x25519_public();
+    let update = KeyUpdate {
+        member: me,
+        x25519,
+        x25519_binding: id.sign(identity::X25519_BINDING_TAG, &x25519),
+    };
+    let mut trial = tx.clone();
+    if tx_propose(
+        &mut trial,
+        id,
+        ProposalChange::UpdateKey(update),
+        now_ms,
+        rng,
+    )
+    .is_ok()
+    {
+        trial.audit("mesh.key.rekey", json!({"epoch": trial.s.epoch()}));
+        *tx = trial;
+    }
 }

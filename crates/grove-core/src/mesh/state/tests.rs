@@ -802,3 +802,29 @@ fn evidence_that_overtakes_its_commit_brings_the_commit_along() {
     assert_eq!(after.current_secret(), Some(&EpochSecret::from([9u8; 32])));
     assert_eq!(after.proven_bad.len(), 1);
 }
+
+#[test]
+fn a_member_whose_roster_names_a_key_it_no_longer_holds_proposes_its_key_again() {
+    let mut mesh = Mesh::new(5);
+    let state = mesh.state();
+    // As after a fork choice that left the branch its update settled on:
+    // the node holds only its new key, the roster names the old one.
+    let receiver = mesh.fx.ids.len() - 1;
+    let id = &mut mesh.fx.ids[receiver];
+    id.set_pending_x25519([7u8; 32]);
+    assert!(id.promote_pending_x25519());
+    let new_key = id.x25519_public();
+    let (after, t) = state
+        .tick(&mesh.fx.ids[receiver], NOW_MS + 1000, &mut mesh.rng)
+        .unwrap();
+    assert!(t.audit.iter().any(|a| a.kind == "mesh.key.rekey"));
+    // A key update passes on its member's yes: committed at once.
+    assert_eq!(after.epoch(), 6);
+    let me = mesh.fx.ids[receiver].peer_id();
+    assert_eq!(after.roster().unwrap().member(&me).unwrap().x25519, new_key);
+    // Re-keyed: the next tick proposes nothing more.
+    let (_, t) = after
+        .tick(&mesh.fx.ids[receiver], NOW_MS + 2000, &mut mesh.rng)
+        .unwrap();
+    assert!(!t.audit.iter().any(|a| a.kind == "mesh.key.rekey"));
+}

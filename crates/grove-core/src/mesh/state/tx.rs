@@ -4,6 +4,7 @@
 use super::*;
 
 /// A working copy plus the effects made on it.
+#[derive(Clone)]
 pub(super) struct Tx {
     pub(super) s: MeshState,
     pub(super) t: Transition,
