@@ -101,6 +101,15 @@ fn a_member_proves_a_bad_envelope_the_others_check_it_and_kick_its_committer() {
         });
     }
     let before = converged(&[&a, &b, &c, &d, &e], 4);
+    // Every member reaches every other before alpha goes down: a joiner
+    // learns the others' addresses through its inviter.
+    for n in [&a, &b, &c, &d, &e] {
+        eventually(&format!("{} to reach every member", n.name), || {
+            n.json(&["mesh", "status"])["members"]
+                .as_array()
+                .is_some_and(|m| m.iter().all(|m| m["online"] == true))
+        });
+    }
 
     // Alpha proposes a rotate and goes down; charlie and delta vote yes.
     a.ok(&["mesh", "propose", "rotate"]);
