@@ -8,9 +8,6 @@
 //! checks the proof and names alpha; a kick of alpha, shown as backed by the
 //! evidence, passes on the others' votes; bravo reads again from there.
 
-use std::path::Path;
-
-use grove::identity::Identity;
 use grove::mesh::codec;
 use grove::mesh::state::fixture::with_bad_envelope;
 use grove::mesh::state::{Dest, Timing, withhold_envelope};
@@ -22,16 +19,6 @@ use serde_json::Value;
 
 use crate::cluster::{Daemon, converged, eventually, invite, open_proposal, vote_yes};
 
-fn identity_of(state: &Path) -> Identity {
-    let read = |name: &str| -> [u8; 32] {
-        std::fs::read(state.join("identity").join(name))
-            .unwrap()
-            .try_into()
-            .unwrap()
-    };
-    Identity::from_secrets(read("ed25519.key"), read("x25519.key"))
-}
-
 /// The signed yes `d` cast on proposal `id` (hex), from its `mesh.db`.
 fn signed_vote(d: &Daemon, id: &str) -> wire::Signed {
     let db = rusqlite::Connection::open_with_flags(
@@ -42,10 +29,7 @@ fn signed_vote(d: &Daemon, id: &str) -> wire::Signed {
     let bytes: Vec<u8> = db
         .query_row(
             "SELECT signed FROM votes WHERE proposal_hash = ?1 AND yes = 1 AND voter = ?2",
-            rusqlite::params![
-                hex::decode(id).unwrap(),
-                identity_of(&d.g.state()).peer_id()
-            ],
+            rusqlite::params![hex::decode(id).unwrap(), d.identity().peer_id()],
             |r| r.get(0),
         )
         .unwrap();
@@ -126,8 +110,8 @@ fn a_member_proves_a_bad_envelope_the_others_check_it_and_kick_its_committer() {
 
     // Alpha's own state machine takes the votes and commits; the commit it
     // sends, and keeps, seals bravo an envelope that does not open.
-    let alpha = identity_of(&a.g.state());
-    let bravo = identity_of(&b.g.state()).peer_id();
+    let alpha = a.identity();
+    let bravo = b.identity().peer_id();
     let mut store = MeshStore::open_in(&a.g.state()).unwrap();
     let mut state = store.load(alpha.public(), Timing::default()).unwrap();
     let now = grove::now_ms();

@@ -162,6 +162,12 @@ impl Daemon {
             .to_string()
     }
 
+    /// This node's keys, read from its state directory's key files, as a
+    /// thief with a copy of them (or a committer gone bad) holds them.
+    pub fn identity(&self) -> grove::identity::Identity {
+        identity_in(&self.g.state())
+    }
+
     pub fn add_book(&self, seed: u64) -> String {
         let text = generated_book(&format!("Book of {}", self.name), "Anon", seed, 30, seed);
         let path = self.g.write("book.txt", text.as_bytes());
@@ -634,4 +640,15 @@ fn sigterm_in_the_middle_of_votes_and_ingests_leaves_consistent_state() {
         }
         converged(&[&a, &b], round + 2);
     }
+}
+
+/// The identity whose key files are in the state directory `state`.
+pub fn identity_in(state: &std::path::Path) -> grove::identity::Identity {
+    let read = |name: &str| -> [u8; 32] {
+        std::fs::read(state.join("identity").join(name))
+            .unwrap()
+            .try_into()
+            .unwrap()
+    };
+    grove::identity::Identity::from_secrets(read("ed25519.key"), read("x25519.key"))
 }

@@ -18,7 +18,7 @@ use grove::mesh::roster::Roster;
 use grove::mesh::state::fixture::envelopes_of;
 use grove::wire::mesh as wire;
 
-use crate::cluster::{Daemon, converged, eventually, invite, vote_yes};
+use crate::cluster::{Daemon, converged, eventually, identity_in, invite, vote_yes};
 
 /// The secret in one envelope, opened as the specification says (§7 step
 /// 4): `ss = X25519(key, e)`, `HKDF-SHA256(salt = e || key's public, ikm =
@@ -105,15 +105,9 @@ struct Keys {
 }
 
 fn keys_of(state: &Path) -> Keys {
-    let read = |name: &str| -> [u8; 32] {
-        std::fs::read(state.join("identity").join(name))
-            .unwrap()
-            .try_into()
-            .unwrap()
-    };
-    let id = grove::identity::Identity::from_secrets(read("ed25519.key"), read("x25519.key"));
+    let id = identity_in(state);
     Keys {
-        x25519: read("x25519.key"),
+        x25519: id.x25519_secret().to_bytes(),
         peer_id: id.peer_id(),
     }
 }
