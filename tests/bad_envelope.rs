@@ -18,6 +18,7 @@ use prost::Message;
 use serde_json::Value;
 
 use crate::cluster::{Daemon, converged, eventually, invite, open_proposal, vote_yes};
+use crate::support::Grove;
 
 /// The signed yes `d` cast on proposal `id` (hex), from its `mesh.db`.
 fn signed_vote(d: &Daemon, id: &str) -> wire::Signed {
@@ -66,7 +67,15 @@ fn reads_tip(d: &Daemon) -> bool {
 fn a_member_proves_a_bad_envelope_the_others_check_it_and_kick_its_committer() {
     // No member commits alpha's proposal as a backup while alpha is down.
     let env = [("GROVE_MESH__COMMIT_BACKUP_SECS", "3600")];
-    let mut a = Daemon::start_with("alpha", &env);
+    // Alpha comes back on the port it left, so the members' dials to it
+    // (and the gossip they carry) resume whoever dials first.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("/ip4/127.0.0.1/tcp/{port}");
+    let mut a = Daemon::start_in(Grove::new(), "alpha", &env, &["--listen", &listen], None);
     let b = Daemon::start_with("bravo", &env);
     let c = Daemon::start_with("charlie", &env);
     let d = Daemon::start_with("delta", &env);

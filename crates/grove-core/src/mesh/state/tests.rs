@@ -828,3 +828,41 @@ fn a_member_whose_roster_names_a_key_it_no_longer_holds_proposes_its_key_again()
         .unwrap();
     assert!(!t.audit.iter().any(|a| a.kind == "mesh.key.rekey"));
 }
+
+#[test]
+fn a_victim_sends_its_evidence_again_while_the_committer_is_a_member() {
+    let mut mesh = Mesh::new(5);
+    let me = mesh.receiver().peer_id();
+    let good = mesh.commit(mesh.votes(), &EpochSecret::from([9u8; 32]));
+    let bad = mesh.bad_envelope_for(&good, &me);
+    let (victim, t) = mesh.receive(&mesh.state(), Kind::Commit(bad)).unwrap();
+    let sent = evidence_sent(&t);
+    let again: Vec<Vec<u8>> = victim
+        .republish()
+        .into_iter()
+        .filter(|m| {
+            matches!(
+                codec::decode_canonical::<wire::MeshMessage>(m, "m").map(|m| m.kind),
+                Ok(Some(Kind::EnvelopeEvidence(_)))
+            )
+        })
+        .collect();
+    assert_eq!(
+        again,
+        vec![codec::encode(&wire::MeshMessage {
+            kind: Some(Kind::EnvelopeEvidence(sent[0].clone()))
+        })]
+    );
+    // A member that checked it does not send it: only the accuser does.
+    let (other, _) = mesh
+        .receive_as(
+            2,
+            &mesh.member_state(2),
+            Kind::EnvelopeEvidence(sent[0].clone()),
+        )
+        .unwrap();
+    assert!(other.republish().iter().all(|m| !matches!(
+        codec::decode_canonical::<wire::MeshMessage>(m, "m").map(|m| m.kind),
+        Ok(Some(Kind::EnvelopeEvidence(_)))
+    )));
+}

@@ -471,7 +471,8 @@ pub fn vote_message(v: &VoteRec) -> Result<Vec<u8>, MeshError> {
 impl MeshState {
     /// The messages this node re-sends while they matter: its own open
     /// proposals, its votes at the current roster (each whole, a later vote
-    /// with its release) and its withdrawals.
+    /// with its release), its withdrawals, and its evidence of bad
+    /// envelopes sealed by a committer still in the roster.
     pub fn republish(&self) -> Vec<Vec<u8>> {
         let me = &self.me.peer_id;
         let mut out = Vec::new();
@@ -503,6 +504,19 @@ impl MeshState {
             if let Some(w) = withdrawal {
                 out.push(codec::encode(&wire::MeshMessage {
                     kind: Some(Kind::Withdrawal(w)),
+                }));
+            }
+        }
+        // Its evidence of bad envelopes (§7b), while their committer is
+        // still a member: a member that was away when it was first sent
+        // gets it, to judge a kick of that committer.
+        let roster = self.roster();
+        for p in self.proven_bad.values().filter(|p| {
+            &p.accuser == me && roster.is_some_and(|r| r.member(&p.committer).is_some())
+        }) {
+            if let Ok(signed) = codec::decode_canonical::<wire::Signed>(&p.signed, "evidence") {
+                out.push(codec::encode(&wire::MeshMessage {
+                    kind: Some(Kind::EnvelopeEvidence(signed)),
                 }));
             }
         }
