@@ -69,12 +69,7 @@ fn a_member_proves_a_bad_envelope_the_others_check_it_and_kick_its_committer() {
     let env = [("GROVE_MESH__COMMIT_BACKUP_SECS", "3600")];
     // Alpha comes back on the port it left, so the members' dials to it
     // (and the gossip they carry) resume whoever dials first.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("/ip4/127.0.0.1/tcp/{port}");
+    let listen = format!("/ip4/127.0.0.1/tcp/{}", crate::support::free_port());
     let mut a = Daemon::start_in(Grove::new(), "alpha", &env, &["--listen", &listen], None);
     let b = Daemon::start_with("bravo", &env);
     let c = Daemon::start_with("charlie", &env);

@@ -213,11 +213,7 @@ fn a_worker_that_panics_ends_the_node_naming_it() {
 /// naming the port, instead of sharing it (libp2p sets port reuse).
 #[test]
 fn a_second_daemon_on_a_used_port_is_refused() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let listen = format!("/ip4/127.0.0.1/tcp/{port}");
     let (a, b) = (Grove::new(), Grove::new());
     let first = Node::start_with(&a, &listen, &[]);

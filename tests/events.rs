@@ -98,7 +98,7 @@ fn json_lines(lines: &Timed) -> Vec<Value> {
 
 #[test]
 fn moot_watch_prints_each_turn_as_it_lands_from_the_event_stream_without_polling() {
-    let port = crate::http::free_port();
+    let port = crate::support::free_port();
     let listen = format!("127.0.0.1:{port}");
     let host_env = [("GROVE_HTTP__LISTEN", listen.as_str())];
     let (_servers, _a, _b, c) =
@@ -261,7 +261,7 @@ fn the_event_stream_carries_reachability_changes_as_a_relay_comes_and_goes() {
     // A relay on 127.0.0.1 (public by configuration, serving anyone, its
     // loopback address its external one so reservations carry it), first
     // run only to learn its peer id.
-    let relay_port = crate::http::free_port();
+    let relay_port = crate::support::free_port();
     let relay_addr = format!("/ip4/127.0.0.1/tcp/{relay_port}");
     let external = format!("[\"{relay_addr}\"]");
     let relay_env = [
@@ -281,7 +281,7 @@ fn the_event_stream_carries_reachability_changes_as_a_relay_comes_and_goes() {
 
     // A private node that uses it, watched from before the relay is back:
     // the reservation's address arrives as an event, and goes as one.
-    let port = crate::http::free_port();
+    let port = crate::support::free_port();
     let listen = format!("127.0.0.1:{port}");
     let relays = format!("[\"{relay_addr}/p2p/{relay_id}\"]");
     let node = Daemon::start_with(
@@ -386,7 +386,7 @@ fn damage_table(file: &std::path::Path, table: &str) -> (u64, Vec<u8>) {
 /// `/health` is ok again.
 #[test]
 fn a_running_node_finds_damage_and_its_repair() {
-    let port = crate::http::free_port();
+    let port = crate::support::free_port();
     let listen = format!("127.0.0.1:{port}");
     let d = Daemon::start_with(
         "alpha",

@@ -4,6 +4,7 @@
 //! `/metrics` of a real three-node moot passing `promtool check metrics`
 //! with its counters moving.
 
+use crate::support::free_port;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -95,15 +96,6 @@ pub(crate) fn get_text(port: u16, path: &str) -> String {
     let a = get(port, path);
     assert_eq!(a.status, 200, "{path}: {}", a.body);
     a.body
-}
-
-/// A port free on 127.0.0.1 now (the listener needs a fixed address).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A daemon with its HTTP listener on `ip:PORT`, and that port.

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use grove::identity::Identity;
 use grove::mesh::codec;
-use grove::mesh::state::fixture::{envelopes_of, open_envelope_of};
+use grove::mesh::state::envelopes_of;
+use grove::mesh::state::fixture::open_envelope_of;
 use grove::mesh::state::verify_chain;
 use grove::wire::mesh as wire;
 

@@ -443,7 +443,7 @@ fn assert_kicked_learns_nothing(
         let c = wire::Commit::decode(&signed.body[..]).unwrap();
         let core = wire::CommitCore::decode(&c.core[..]).unwrap();
         let eph: [u8; 32] = core.ephemeral_x25519.as_slice().try_into().unwrap();
-        let envelopes = grove::mesh::state::fixture::envelopes_of(&signed).unwrap();
+        let envelopes = grove::mesh::state::envelopes_of(&signed).unwrap();
         for env in envelopes.iter().filter(|e| !e.ciphertext.is_empty()) {
             let ctx = EnvelopeContext {
                 mesh_id: &node.roster.mesh_id,

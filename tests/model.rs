@@ -253,10 +253,7 @@ fn openai_retries_429_after_retry_after() {
 #[test]
 fn openai_connection_refused_is_unreachable_after_retries() {
     // A port that was just free: nothing listens there now.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = crate::support::free_port();
     let mut model = OpenAiModel::new(OpenAiConfig {
         endpoint: format!("http://127.0.0.1:{port}/v1/chat/completions"),
         model_name: String::new(),

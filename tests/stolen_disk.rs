@@ -15,7 +15,7 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
 use grove::mesh::codec;
 use grove::mesh::roster::Roster;
-use grove::mesh::state::fixture::envelopes_of;
+use grove::mesh::state::envelopes_of;
 use grove::wire::mesh as wire;
 
 use crate::cluster::{Daemon, converged, eventually, identity_in, invite, vote_yes};

@@ -25,6 +25,16 @@ use serde_json::Value;
 
 /// The spec vectors and corpus the tests read: the repository's own copy in
 /// `tests/data` (see its README), or `$GROVE_SHARED_DIR` when set.
+/// A port free on 127.0.0.1 now (for a listener that needs a fixed
+/// address, or a connection refused there).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn data_dir() -> PathBuf {
     std::env::var_os("GROVE_SHARED_DIR")
         .map(PathBuf::from)

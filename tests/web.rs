@@ -4,6 +4,7 @@
 //! verify page against `grove moot verify`, and the listener's write rules
 //! on the start form. Screenshots go to `target/web-screenshots/`.
 
+use crate::support::free_port;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -26,14 +27,6 @@ fn browser() -> Option<Browser> {
         return None;
     };
     Some(Browser::launch(&bin, 1000, 1300).expect("chromium starts"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Replies of the speakers: an opening quotes passage [s1] as it is

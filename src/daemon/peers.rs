@@ -18,7 +18,7 @@ use crate::db::{self, DbKind, Schema, Step, StorageError};
 use crate::mesh::state::MeshState;
 use crate::net::{NetError, Network};
 use crate::wire::mesh::Signed;
-use crate::wire::node::Announcement;
+use crate::wire::node::{Announcement, BookRoot};
 
 /// `node.db`: `application_id` "gron". Its first step is written with
 /// `IF NOT EXISTS`, so a file from before it had a `user_version` (the
@@ -235,6 +235,15 @@ impl PeerBook {
         Ok(next as u64)
     }
 
+    /// The books `peer` last announced, over all its shards.
+    fn announced_books(&self, peer: &PeerId) -> impl Iterator<Item = &BookRoot> {
+        self.announcements
+            .get(&peer.to_bytes())
+            .into_iter()
+            .flat_map(|known| known.announcement.shards.iter())
+            .flat_map(|s| s.books.iter())
+    }
+
     /// The root and chunk count `peer` last announced for `key` at `version`.
     pub fn announced_root(
         &self,
@@ -242,28 +251,18 @@ impl PeerBook {
         key: &str,
         version: u32,
     ) -> Option<([u8; 32], u64)> {
-        let known = self.announcements.get(&peer.to_bytes())?;
-        known
-            .announcement
-            .shards
-            .iter()
-            .flat_map(|s| s.books.iter())
+        self.announced_books(peer)
             .find(|b| b.key == key && b.version == version)
-            .and_then(|b| Some((b.root.as_slice().try_into().ok()?, b.count)))
+            .and_then(root_and_count)
     }
 
     /// The root and chunk count `peer` last announced for `key`'s newest
     /// version.
     pub fn current_root(&self, peer: &PeerId, key: &str) -> Option<([u8; 32], u64)> {
-        let known = self.announcements.get(&peer.to_bytes())?;
-        known
-            .announcement
-            .shards
-            .iter()
-            .flat_map(|s| s.books.iter())
+        self.announced_books(peer)
             .filter(|b| b.key == key)
             .max_by_key(|b| b.version)
-            .and_then(|b| Some((b.root.as_slice().try_into().ok()?, b.count)))
+            .and_then(root_and_count)
     }
 
     pub fn connected(&mut self, peer: PeerId, now_ms: i64) {
@@ -388,4 +387,9 @@ pub fn resolve_member(view: &MeshState, text: &str) -> Result<Vec<u8>, crate::ap
             many.len()
         ))),
     }
+}
+
+/// An announced book's root and chunk count (a root not 32 bytes long is none).
+fn root_and_count(b: &BookRoot) -> Option<([u8; 32], u64)> {
+    Some((b.root.as_slice().try_into().ok()?, b.count))
 }

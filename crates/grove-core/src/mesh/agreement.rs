@@ -53,14 +53,6 @@ pub struct Agreement {
     pub proof: [u8; PROOF_LEN],
 }
 
-impl Agreement {
-    /// The X25519 output this agreement claims: `Z`'s u-coordinate.
-    pub fn shared(&self) -> Result<[u8; 32], AgreementError> {
-        let z = subgroup_from_edwards(&self.point, "the agreement")?;
-        Ok(EdwardsPoint::from(z).to_montgomery().to_bytes())
-    }
-}
-
 /// The point of the prime-order subgroup whose Montgomery u-coordinate is
 /// `u`, taken with sign 0.
 fn subgroup_from_u(u: &[u8; 32], what: &'static str) -> Result<SubgroupPoint, AgreementError> {
@@ -146,7 +138,8 @@ pub fn verify(
             &[key, z],
         )
         .map_err(|_| AgreementError::BadProof)?;
-    agreement.shared()
+    // `Z`'s u-coordinate: the X25519 output it stands for.
+    Ok(EdwardsPoint::from(z).to_montgomery().to_bytes())
 }
 
 /// Our `rand` generator as the `rand_core` 0.6 generator `dleq` takes.

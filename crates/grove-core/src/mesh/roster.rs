@@ -154,12 +154,13 @@ impl CommitForm {
         }
     }
 
-    pub fn from_wire(n: u32) -> Result<CommitForm, MeshError> {
+    /// The form numbered `n` in `what` (a roster, or a proposal's change).
+    pub fn from_wire(n: u32, what: &'static str) -> Result<CommitForm, MeshError> {
         match n {
             0 => Ok(CommitForm::Inline),
             1 => Ok(CommitForm::Hashed),
             _ => Err(MeshError::malformed(
-                "roster",
+                what,
                 format!("commit form {n} is from a newer protocol"),
             )),
         }
@@ -442,7 +443,7 @@ impl Roster {
         };
         Ok(Roster {
             genesis_nonce,
-            commit_form: CommitForm::from_wire(w.commit_form)?,
+            commit_form: CommitForm::from_wire(w.commit_form, "roster")?,
             mesh_id: bytes16(&w.mesh_id, "roster mesh id")?,
             mesh_name: w.mesh_name,
             epoch: w.epoch,

@@ -22,11 +22,7 @@ fn sign_evidence(id: &Identity, node: &RosterNode) -> Option<wire::Signed> {
     let i = node.roster.position(&me)?;
     let key = id.x25519_secret_for(&node.roster.members[i].x25519)?;
     let ephemeral = bytes32(&core.ephemeral_x25519, "commit ephemeral key").ok()?;
-    let ciphertext = fixture::envelopes_of(&commit)
-        .ok()?
-        .into_iter()
-        .nth(i)?
-        .ciphertext;
+    let ciphertext = envelopes_of(&commit).ok()?.into_iter().nth(i)?.ciphertext;
     let ctx = EnvelopeContext {
         mesh_id: &node.roster.mesh_id,
         new_epoch: node.roster.epoch,

@@ -210,25 +210,6 @@ pub fn with_bad_envelope(
     ))
 }
 
-/// A commit's envelopes with their recipients, in either form (a withheld
-/// one has no ciphertext).
-pub fn envelopes_of(commit: &wire::Signed) -> Result<Vec<wire::Envelope>, MeshError> {
-    let body: wire::Commit = codec::decode_canonical(&commit.body, "commit")?;
-    if body.envelope_hashes.is_empty() {
-        return Ok(body.envelopes);
-    }
-    let next = Roster::decode(&body.next_roster)?;
-    Ok(next
-        .members
-        .iter()
-        .zip(&commit.envelopes)
-        .map(|(m, ciphertext)| wire::Envelope {
-            recipient: m.peer_id.clone(),
-            ciphertext: ciphertext.clone(),
-        })
-        .collect())
-}
-
 /// The secret in `commit`'s envelope for `peer`, opened with `key` (as an
 /// outsider holding that key would): how tests show which keys open which
 /// epochs.

@@ -53,7 +53,7 @@ pub use self::records::*;
 pub use self::rules::proposal_change;
 use self::rules::*;
 pub use self::rules::{
-    approved_add, build_commit, fork_choice, proposer_alone, withhold_all_envelopes,
+    approved_add, build_commit, envelopes_of, fork_choice, proposer_alone, withhold_all_envelopes,
     withhold_envelope,
 };
 use self::tx::*;

@@ -36,9 +36,11 @@ pub fn proposal_change(body: &wire::Proposal) -> Result<ParsedChange, MeshError>
         wire::proposal::Change::UpdateKey(u) => {
             (Change::UpdateKey(KeyUpdate::from_wire(u)?), None, None)
         }
-        wire::proposal::Change::CommitForm(n) => {
-            (Change::CommitForm(CommitForm::from_wire(*n)?), None, None)
-        }
+        wire::proposal::Change::CommitForm(n) => (
+            Change::CommitForm(CommitForm::from_wire(*n, "proposal")?),
+            None,
+            None,
+        ),
     })
 }
 
@@ -116,7 +118,6 @@ pub(super) fn check_proposal_body(
                 Some(join.invite.invite_id),
             )
         }
-        wire::proposal::Change::Kick(peer) => (Change::Kick(peer.clone()), None, None),
         wire::proposal::Change::Rotate(nonce) => {
             if nonce.len() != 16 {
                 return Err(MeshError::malformed(
@@ -125,9 +126,6 @@ pub(super) fn check_proposal_body(
                 ));
             }
             (Change::Rotate, None, None)
-        }
-        wire::proposal::Change::Quorum(q) => {
-            (Change::Quorum(QuorumRule::from_wire(q)?), None, None)
         }
         wire::proposal::Change::Approve(a) => {
             let (approval, inv) = approval_of(a)?;
@@ -145,11 +143,6 @@ pub(super) fn check_proposal_body(
             }
             (Change::Approve(approval), None, None)
         }
-        wire::proposal::Change::RevokeApproval(id) => (
-            Change::RevokeApproval(bytes16(id, "revoked approval id")?),
-            None,
-            None,
-        ),
         wire::proposal::Change::UpdateKey(u) => {
             let update = KeyUpdate::from_wire(u)?;
             if update.member != body.proposer {
@@ -159,9 +152,12 @@ pub(super) fn check_proposal_body(
             }
             (Change::UpdateKey(update), None, None)
         }
-        wire::proposal::Change::CommitForm(n) => {
-            (Change::CommitForm(CommitForm::from_wire(*n)?), None, None)
-        }
+        // Changes whose shape is all there is to check here: read as
+        // everywhere else.
+        wire::proposal::Change::Kick(_)
+        | wire::proposal::Change::Quorum(_)
+        | wire::proposal::Change::RevokeApproval(_)
+        | wire::proposal::Change::CommitForm(_) => (proposal_change(body)?.0, None, None),
     };
     roster.check_change(&change)?;
     Ok((change, joiner, invite_id))
@@ -273,6 +269,25 @@ pub fn withhold_envelope(signed: &wire::Signed, peer: &[u8]) -> Result<wire::Sig
         env.clear();
     }
     Ok(out)
+}
+
+/// A commit's envelopes with their recipients, in either form (a withheld
+/// one has no ciphertext).
+pub fn envelopes_of(commit: &wire::Signed) -> Result<Vec<wire::Envelope>, MeshError> {
+    let body: wire::Commit = codec::decode_canonical(&commit.body, "commit")?;
+    if body.envelope_hashes.is_empty() {
+        return Ok(body.envelopes);
+    }
+    let next = Roster::decode(&body.next_roster)?;
+    Ok(next
+        .members
+        .iter()
+        .zip(&commit.envelopes)
+        .map(|(m, ciphertext)| wire::Envelope {
+            recipient: m.peer_id.clone(),
+            ciphertext: ciphertext.clone(),
+        })
+        .collect())
 }
 
 /// `signed` with every envelope withheld: a form-1 commit as an export

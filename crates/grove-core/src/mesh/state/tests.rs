@@ -778,7 +778,7 @@ fn a_commit_whose_ephemeral_key_is_off_the_prime_order_subgroup_is_refused() {
 }
 
 fn envelopes_of_commit(c: &wire::Signed) -> Vec<wire::Envelope> {
-    super::fixture::envelopes_of(c).unwrap()
+    envelopes_of(c).unwrap()
 }
 
 #[test]
