@@ -29,7 +29,8 @@ else
   # llama.cpp builds with cmake, g++ and libclang: installed when missing.
   deploy/build-deps.sh
   cargo build --release --quiet --bin grove
-  grove=$PWD/target/release/grove
+  # Where cargo put it: a CARGO_TARGET_DIR the caller set counts.
+  grove=${CARGO_TARGET_DIR:-$PWD/target}/release/grove
 fi
 state=${GROVE_DEMO_STATE:-$(mktemp -d -t grove-demo.XXXXXX)}
 turns=${GROVE_DEMO_TURNS:-4}
