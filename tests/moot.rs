@@ -653,14 +653,16 @@ impl grove::moot::host::Speaker for Boastful<'_> {
     fn opening(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, MootError> {
         self.0.opening(query, k)
     }
+    /// Its claim goes through the host's checks like any speaker's: an
+    /// `Accepted` is made there alone.
     fn turn(
         &mut self,
         call: &grove::moot::host::TurnCall,
-    ) -> Result<grove::moot::Utterance, MootError> {
-        let mut u = self.0.turn(call)?;
+    ) -> Result<grove::moot::host::Accepted, MootError> {
+        let mut u = self.0.turn(call)?.into_utterance();
         u.grounded = true;
         u.grounding.counts.quotes_found = u.grounding.counts.quotes_total;
-        Ok(u)
+        grove::moot::host::check_turn(call, u)
     }
 }
 
@@ -1029,13 +1031,14 @@ impl grove::moot::host::Speaker for Passing<'_> {
     fn turn(
         &mut self,
         call: &grove::moot::host::TurnCall,
-    ) -> Result<grove::moot::Utterance, MootError> {
+    ) -> Result<grove::moot::host::Accepted, MootError> {
+        use grove::moot::host::check_turn;
         use grove::moot::policy::{Decision, PolicySettings, decide};
         use grove::moot::speaker;
         if !self.pass_on.contains(&call.request.turn) {
-            let mut u = self.inner.turn(call)?;
+            let mut u = self.inner.turn(call)?.into_utterance();
             u.decision = Some(decide(&PolicySettings::default(), None, 0));
-            return Ok(u);
+            return check_turn(call, u);
         }
         let request = self.inner.prepare(call)?;
         let decision = Decision {
@@ -1048,7 +1051,7 @@ impl grove::moot::host::Speaker for Passing<'_> {
         if self.boast {
             u.grounded = true;
         }
-        Ok(u)
+        check_turn(call, u)
     }
 }
 

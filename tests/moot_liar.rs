@@ -153,7 +153,7 @@ fn index_of(node_id: &str) -> u64 {
 /// `..Default::default()` so that fields added to proto/moot.proto later
 /// do not break this test.
 #[allow(clippy::needless_update)]
-fn answer(store: &Store, identity: &Identity, data: &[u8]) -> wire::TurnAnswer {
+fn answer(store: &mut Store, identity: &Identity, data: &[u8]) -> wire::TurnAnswer {
     let call = wire::TurnCall::decode(data).unwrap();
     let key = call.speaker.as_ref().unwrap().key.clone();
     let k = (call.k as usize).clamp(1, 20);
@@ -286,7 +286,7 @@ impl Liar {
         let identity =
             grove::identity::load_or_create(&grove::state_dir::StateDir::new(state).identity())
                 .unwrap();
-        let store = Store::new(state);
+        let store = std::sync::Mutex::new(Store::new(state));
         let node = crate::support::StandIn::start(
             state,
             listen,
@@ -296,7 +296,7 @@ impl Liar {
                 if protocol == grove::net::Protocol::Turn {
                     let call = wire::TurnCall::decode(data).unwrap();
                     log.lock().unwrap().push((call.topic.clone(), call.opening));
-                    answer(&store, &identity, data).encode_to_vec()
+                    answer(&mut store.lock().unwrap(), &identity, data).encode_to_vec()
                 } else {
                     // Sync, search, join: an empty answer (each decodes as
                     // "nothing"), so the host is not left waiting.

@@ -537,7 +537,7 @@ fn mesh_search_ranks_like_one_index_and_drops_hits_that_fail_their_proof() {
     // An in-process node with bravo's key on bravo's address answers from
     // bravo's store, honestly ranked and proven, but with every hit's text
     // altered.
-    let store = grove::store::Store::new(&nodes[1].g.state());
+    let store = std::sync::Mutex::new(grove::store::Store::new(&nodes[1].g.state()));
     let _impostor = crate::support::StandIn::start(
         &nodes[1].g.state(),
         bravo_addr,
@@ -549,7 +549,7 @@ fn mesh_search_ranks_like_one_index_and_drops_hits_that_fail_their_proof() {
                 return Vec::new();
             }
             let call = grove::wire::node::SearchCall::decode(data).unwrap();
-            altered_answer(&store, call).encode_to_vec()
+            altered_answer(&mut store.lock().unwrap(), call).encode_to_vec()
         },
     );
     let mut shown = Value::Null;
@@ -574,7 +574,7 @@ fn mesh_search_ranks_like_one_index_and_drops_hits_that_fail_their_proof() {
 
 /// Round 1 answered honestly; round 2's hits honest but for their text.
 fn altered_answer(
-    store: &grove::store::Store,
+    store: &mut grove::store::Store,
     call: grove::wire::node::SearchCall,
 ) -> grove::wire::node::SearchAnswer {
     use grove::wire::node as wire;

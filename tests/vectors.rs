@@ -25,8 +25,8 @@ fn book_vectors_reproduce_exactly() {
     let books = v["books"].as_array().unwrap();
     assert!(books.len() >= 12);
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::new(dir.path());
-    let mut shard = store.open_or_create("vectors").unwrap();
+    let mut store = Store::new(dir.path());
+    let shard = store.open_or_create("vectors").unwrap();
     for (n, b) in books.iter().enumerate() {
         let name = b["name"].as_str().unwrap();
         let input = base64::engine::general_purpose::STANDARD

@@ -385,9 +385,9 @@ fn a_pass_shows_its_nodes_reason_and_an_unproven_quote_its_own_badge() {
     // same search on its own store).
     let tree = grove::moot::Tree::new("essays/field-notes", "Field Notes", "Anon");
     let query = grove::moot::speaker::opening_query(Some("the sea"), &tree);
-    let store = grove::store::Store::new(&bravo.g.state());
+    let mut store = grove::store::Store::new(&bravo.g.state());
     let mut retriever =
-        grove::store::retriever::BookRetriever::open(&store, "essays/field-notes").unwrap();
+        grove::store::retriever::BookRetriever::open(&mut store, "essays/field-notes").unwrap();
     let opening = grove::moot::speaker::retrieve(
         &mut retriever,
         "essays/field-notes",

@@ -5,7 +5,7 @@
 //! process's store and model when no daemon runs ([`LocalAsk`]), the
 //! daemon's workers and the mesh when one does.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -202,7 +202,9 @@ pub fn ask(call: &AskCall, parts: &dyn AskParts) -> Result<Answered, ApiError> {
 pub struct LocalAsk<'a> {
     pub state_dir: &'a Path,
     pub model: &'a ModelSettings,
-    store: Store,
+    /// The store handle; borrowed for one call at a time (an ask in this
+    /// process runs its stages in order).
+    store: RefCell<Store>,
     cache: OnceCell<AskCache>,
 }
 
@@ -211,7 +213,7 @@ impl<'a> LocalAsk<'a> {
         LocalAsk {
             state_dir,
             model,
-            store: Store::new(state_dir),
+            store: RefCell::new(Store::new(state_dir)),
             cache: OnceCell::new(),
         }
     }
@@ -249,6 +251,7 @@ impl AskParts for LocalAsk<'_> {
     ) -> Result<BTreeMap<String, Option<String>>, ApiError> {
         Ok(self
             .store
+            .borrow_mut()
             .current_roots(cited.iter().map(|e| e.book.clone()))?)
     }
 
@@ -261,9 +264,11 @@ impl AskParts for LocalAsk<'_> {
         Ok(Retrieved {
             retrieval: Retrieval {
                 books: call.books.clone(),
-                evidence: self
-                    .store
-                    .evidence(question, &call.books, call.k as usize)?,
+                evidence: self.store.borrow_mut().evidence(
+                    question,
+                    &call.books,
+                    call.k as usize,
+                )?,
                 mesh: None,
             },
             errors: Vec::new(),

@@ -10,7 +10,7 @@ pub use super::error::{ApiError, ErrorKind};
 use crate::book::{self, BookText, KeyError, PrepareError};
 use crate::config::Limits;
 use crate::db::{Cause, DbKind};
-use crate::store::{DEFAULT_SHARD, Store, StoreError, audit};
+use crate::store::{DEFAULT_SHARD, Shard, Store, StoreError, audit};
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
@@ -79,25 +79,31 @@ impl SearchRequest {
 /// The book operations, answered as API types.
 pub trait BookApi {
     fn add(
-        &self,
+        &mut self,
         req: &AddRequest,
         bytes: &[u8],
         progress: &mut dyn FnMut(u64),
     ) -> Result<dto::Added, ApiError>;
-    fn list(&self, all: bool) -> Result<dto::BookList, ApiError>;
-    fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError>;
-    fn remove(&self, key: &str) -> Result<dto::Book, ApiError>;
-    fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError>;
-    fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError>;
-    fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError>;
-    fn shards(&self) -> Result<dto::ShardList, ApiError>;
+    fn list(&mut self, all: bool) -> Result<dto::BookList, ApiError>;
+    fn show(&mut self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError>;
+    fn remove(&mut self, key: &str) -> Result<dto::Book, ApiError>;
+    fn proof(
+        &mut self,
+        key: &str,
+        index: u64,
+        version: Option<u32>,
+    ) -> Result<dto::Proof, ApiError>;
+    fn verify(&mut self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError>;
+    fn search(&mut self, req: &SearchRequest) -> Result<dto::Hits, ApiError>;
+    fn shards(&mut self) -> Result<dto::ShardList, ApiError>;
     /// Rewrites one shard (or every shard) without its free pages.
-    fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError>;
-    fn audit(&self) -> Result<dto::AuditReport, ApiError>;
+    fn compact(&mut self, shard: Option<&str>) -> Result<dto::Compacted, ApiError>;
+    fn audit(&mut self) -> Result<dto::AuditReport, ApiError>;
 }
 
-/// The book operations on a state directory, in this process.
-#[derive(Debug, Clone)]
+/// The book operations on a state directory, in this process, on its
+/// store handle.
+#[derive(Debug)]
 pub struct LocalBooks {
     state_dir: PathBuf,
     store: Store,
@@ -116,8 +122,8 @@ impl LocalBooks {
     }
 
     /// The shards behind these operations.
-    pub fn store(&self) -> &Store {
-        &self.store
+    pub fn store(&mut self) -> &mut Store {
+        &mut self.store
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -127,7 +133,7 @@ impl LocalBooks {
 
 impl BookApi for LocalBooks {
     fn add(
-        &self,
+        &mut self,
         req: &AddRequest,
         bytes: &[u8],
         progress: &mut dyn FnMut(u64),
@@ -164,7 +170,7 @@ impl BookApi for LocalBooks {
             }
             .into());
         }
-        let mut shard = self.store.open_or_create(&shard_name)?;
+        let shard = self.store.open_or_create(&shard_name)?;
         let (status, record) = shard
             .ingest(
                 &key,
@@ -181,7 +187,7 @@ impl BookApi for LocalBooks {
         Ok(dto::Added::new(status, &record))
     }
 
-    fn list(&self, all: bool) -> Result<dto::BookList, ApiError> {
+    fn list(&mut self, all: bool) -> Result<dto::BookList, ApiError> {
         let mut books = Vec::new();
         for shard in self.store.open_all()? {
             books.extend(shard.books(all)?);
@@ -192,24 +198,29 @@ impl BookApi for LocalBooks {
         })
     }
 
-    fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
+    fn show(&mut self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
         Ok(dto::Book::from(
             &self.store.shard_of(key)?.book(key, version)?,
         ))
     }
 
-    fn remove(&self, key: &str) -> Result<dto::Book, ApiError> {
-        let mut shard = self.store.shard_of(key)?;
+    fn remove(&mut self, key: &str) -> Result<dto::Book, ApiError> {
+        let shard = self.store.shard_of(key)?;
         Ok(dto::Book::from(&shard.remove(key, crate::now_ms())?))
     }
 
-    fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError> {
+    fn proof(
+        &mut self,
+        key: &str,
+        index: u64,
+        version: Option<u32>,
+    ) -> Result<dto::Proof, ApiError> {
         let shard = self.store.shard_of(key)?;
         let book = shard.book(key, version)?;
         Ok(dto::Proof::new(&book, &shard.proof(&book, index)?))
     }
 
-    fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
+    fn verify(&mut self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
         let shard = self.store.shard_of(key)?;
         let book = shard.book(key, version)?;
         let verified = |chunks_checked, problems: Vec<String>| dto::Verified {
@@ -231,7 +242,7 @@ impl BookApi for LocalBooks {
         Ok(verified(report.chunks_checked, report.problems))
     }
 
-    fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
+    fn search(&mut self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
         req.check()?;
         let hits = self.store.search(
             &req.query,
@@ -244,7 +255,7 @@ impl BookApi for LocalBooks {
         })
     }
 
-    fn shards(&self) -> Result<dto::ShardList, ApiError> {
+    fn shards(&mut self) -> Result<dto::ShardList, ApiError> {
         let mut shards = Vec::new();
         for shard in self.store.open_all()? {
             let books = shard.books(false)?;
@@ -264,13 +275,13 @@ impl BookApi for LocalBooks {
         Ok(dto::ShardList { shards })
     }
 
-    fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
-        let mut shards = match shard {
+    fn compact(&mut self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
+        let shards: Vec<&mut Shard> = match shard {
             Some(name) => vec![self.store.open(name)?],
-            None => self.store.open_all()?,
+            None => self.store.open_all()?.collect(),
         };
         let mut done = Vec::new();
-        for shard in &mut shards {
+        for shard in shards {
             let (bytes_before, bytes_after) = shard.compact()?;
             done.push(dto::ShardCompacted {
                 name: shard.name().to_string(),
@@ -283,7 +294,7 @@ impl BookApi for LocalBooks {
 
     /// Every database keeps its own chain: each shard, and the databases at
     /// the top of the state directory (mesh state).
-    fn audit(&self) -> Result<dto::AuditReport, ApiError> {
+    fn audit(&mut self) -> Result<dto::AuditReport, ApiError> {
         let files = self.store.databases().map_err(StoreError::from)?;
         let chains: Vec<dto::Chain> = files
             .into_iter()

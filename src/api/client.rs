@@ -307,7 +307,7 @@ fn url(path: &str, params: &[(&str, Option<String>)]) -> String {
 
 impl BookApi for Client {
     fn add(
-        &self,
+        &mut self,
         req: &AddRequest,
         bytes: &[u8],
         progress: &mut dyn FnMut(u64),
@@ -326,7 +326,7 @@ impl BookApi for Client {
         Ok(added)
     }
 
-    fn list(&self, all: bool) -> Result<dto::BookList, ApiError> {
+    fn list(&mut self, all: bool) -> Result<dto::BookList, ApiError> {
         self.request(
             Method::GET,
             &url(routes::BOOKS, &[("all", all.then(|| "true".into()))]),
@@ -334,7 +334,7 @@ impl BookApi for Client {
         )
     }
 
-    fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
+    fn show(&mut self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
         let path = url(
             routes::BOOKS_SHOW,
             &[
@@ -345,7 +345,7 @@ impl BookApi for Client {
         self.request(Method::GET, &path, Vec::new())
     }
 
-    fn remove(&self, key: &str) -> Result<dto::Book, ApiError> {
+    fn remove(&mut self, key: &str) -> Result<dto::Book, ApiError> {
         self.request(
             Method::POST,
             &url(routes::BOOKS_REMOVE, &[("key", Some(key.into()))]),
@@ -353,7 +353,12 @@ impl BookApi for Client {
         )
     }
 
-    fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError> {
+    fn proof(
+        &mut self,
+        key: &str,
+        index: u64,
+        version: Option<u32>,
+    ) -> Result<dto::Proof, ApiError> {
         let path = url(
             routes::BOOKS_PROOF,
             &[
@@ -365,7 +370,7 @@ impl BookApi for Client {
         self.request(Method::GET, &path, Vec::new())
     }
 
-    fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
+    fn verify(&mut self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
         let path = url(
             routes::BOOKS_VERIFY,
             &[
@@ -376,15 +381,15 @@ impl BookApi for Client {
         self.request(Method::GET, &path, Vec::new())
     }
 
-    fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
+    fn search(&mut self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
         self.search_call(req, false)
     }
 
-    fn shards(&self) -> Result<dto::ShardList, ApiError> {
+    fn shards(&mut self) -> Result<dto::ShardList, ApiError> {
         self.request(Method::GET, routes::SHARDS, Vec::new())
     }
 
-    fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
+    fn compact(&mut self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
         let path = url(
             routes::SHARDS_COMPACT,
             &[("shard", shard.map(str::to_string))],
@@ -392,7 +397,7 @@ impl BookApi for Client {
         self.request(Method::POST, &path, Vec::new())
     }
 
-    fn audit(&self) -> Result<dto::AuditReport, ApiError> {
+    fn audit(&mut self) -> Result<dto::AuditReport, ApiError> {
         self.request(Method::GET, routes::AUDIT, Vec::new())
     }
 }
@@ -408,11 +413,11 @@ pub struct OrLocal {
 
 impl OrLocal {
     fn either<T>(
-        &self,
-        daemon: impl FnOnce(&Client) -> Result<T, ApiError>,
-        local: impl FnOnce(&LocalBooks) -> Result<T, ApiError>,
+        &mut self,
+        daemon: impl FnOnce(&mut Client) -> Result<T, ApiError>,
+        local: impl FnOnce(&mut LocalBooks) -> Result<T, ApiError>,
     ) -> Result<T, ApiError> {
-        or_local(daemon(&self.client), || local(&self.local))
+        or_local(daemon(&mut self.client), || local(&mut self.local))
     }
 }
 
@@ -434,7 +439,7 @@ pub fn or_local<T>(
 
 impl BookApi for OrLocal {
     fn add(
-        &self,
+        &mut self,
         req: &AddRequest,
         bytes: &[u8],
         progress: &mut dyn FnMut(u64),
@@ -445,42 +450,47 @@ impl BookApi for OrLocal {
         }
     }
 
-    fn list(&self, all: bool) -> Result<dto::BookList, ApiError> {
+    fn list(&mut self, all: bool) -> Result<dto::BookList, ApiError> {
         self.either(|c| c.list(all), |l| l.list(all))
     }
 
-    fn show(&self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
+    fn show(&mut self, key: &str, version: Option<u32>) -> Result<dto::Book, ApiError> {
         self.either(|c| c.show(key, version), |l| l.show(key, version))
     }
 
-    fn remove(&self, key: &str) -> Result<dto::Book, ApiError> {
+    fn remove(&mut self, key: &str) -> Result<dto::Book, ApiError> {
         self.either(|c| c.remove(key), |l| l.remove(key))
     }
 
-    fn proof(&self, key: &str, index: u64, version: Option<u32>) -> Result<dto::Proof, ApiError> {
+    fn proof(
+        &mut self,
+        key: &str,
+        index: u64,
+        version: Option<u32>,
+    ) -> Result<dto::Proof, ApiError> {
         self.either(
             |c| c.proof(key, index, version),
             |l| l.proof(key, index, version),
         )
     }
 
-    fn verify(&self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
+    fn verify(&mut self, key: &str, version: Option<u32>) -> Result<dto::Verified, ApiError> {
         self.either(|c| c.verify(key, version), |l| l.verify(key, version))
     }
 
-    fn search(&self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
+    fn search(&mut self, req: &SearchRequest) -> Result<dto::Hits, ApiError> {
         self.either(|c| c.search(req), |l| l.search(req))
     }
 
-    fn shards(&self) -> Result<dto::ShardList, ApiError> {
+    fn shards(&mut self) -> Result<dto::ShardList, ApiError> {
         self.either(Client::shards, LocalBooks::shards)
     }
 
-    fn compact(&self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
+    fn compact(&mut self, shard: Option<&str>) -> Result<dto::Compacted, ApiError> {
         self.either(|c| c.compact(shard), |l| l.compact(shard))
     }
 
-    fn audit(&self) -> Result<dto::AuditReport, ApiError> {
+    fn audit(&mut self) -> Result<dto::AuditReport, ApiError> {
         self.either(Client::audit, LocalBooks::audit)
     }
 }

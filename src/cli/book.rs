@@ -89,8 +89,8 @@ pub enum BookCmd {
 }
 
 pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
-    let books = ctx.books();
-    let api: &dyn BookApi = books.as_ref();
+    let mut books = ctx.books();
+    let api: &mut dyn BookApi = books.as_mut();
     match cmd {
         BookCmd::Add {
             source,
@@ -134,7 +134,7 @@ pub fn run(cmd: BookCmd, ctx: &Ctx) -> anyhow::Result<()> {
 }
 
 /// `grove book verify`: the report, then a failure when it found problems.
-fn verify(ctx: &Ctx, api: &dyn BookApi, key: &str, version: Option<u32>) -> anyhow::Result<()> {
+fn verify(ctx: &Ctx, api: &mut dyn BookApi, key: &str, version: Option<u32>) -> anyhow::Result<()> {
     let report = api.verify(key, version)?;
     ctx.show(&report)?;
     if !report.ok {
@@ -156,7 +156,7 @@ fn search_mesh(ctx: &Ctx, request: &SearchRequest) -> anyhow::Result<dto::Hits> 
 /// `grove book add`: reads or downloads the source, then stores it.
 fn add(
     ctx: &Ctx,
-    api: &dyn BookApi,
+    api: &mut dyn BookApi,
     source: &str,
     key: Option<String>,
     shard: Option<String>,

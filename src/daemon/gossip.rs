@@ -85,7 +85,7 @@ pub struct Gossip {
 }
 
 /// Every current book of every shard, as announced: name, shard root, books.
-fn shard_roots(store: &Store) -> Result<Vec<node_wire::ShardRoot>, StoreError> {
+fn shard_roots(store: &mut Store) -> Result<Vec<node_wire::ShardRoot>, StoreError> {
     let mut roots = Vec::new();
     for shard in store.open_all()? {
         let books = shard

@@ -22,7 +22,7 @@ impl StoreWorker {
     /// Runs `f` on the store thread and waits for its answer.
     pub async fn call<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&LocalBooks) -> R + Send + 'static,
+        f: impl FnOnce(&mut LocalBooks) -> R + Send + 'static,
     ) -> Result<R, Stopped> {
         self.worker.call(move |books| f(books)).await
     }
@@ -33,6 +33,27 @@ impl StoreWorker {
 
     pub async fn inject_panic(&self) {
         self.worker.inject_panic().await
+    }
+}
+
+/// The store worker as `moot verify`'s check of passages against stored
+/// chunks, for a check running on a blocking thread: each lookup is one
+/// job on the worker, so the check reads the shards the worker keeps open
+/// and holds the worker no longer than a lookup.
+pub struct WorkerChunks {
+    pub store: StoreWorker,
+    pub rt: tokio::runtime::Handle,
+}
+
+impl crate::moot::verify::ChunkLookup for WorkerChunks {
+    fn chunk_text(
+        &mut self,
+        key: &str,
+        index: u64,
+    ) -> Result<Option<String>, crate::moot::verify::LookupError> {
+        let key = key.to_string();
+        self.rt
+            .block_on(self.store.call(move |b| b.store().chunk_text(&key, index)))?
     }
 }
 

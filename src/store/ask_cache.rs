@@ -76,7 +76,7 @@ impl AskCache {
 
     /// The answer stored under `lookup`, judged by the cache's one
     /// freshness rule (`ask::cache::judge`) against this node's own books.
-    pub fn find(&self, lookup: &Hash, store: &Store) -> Result<Found, StoreError> {
+    pub fn find(&self, lookup: &Hash, store: &mut Store) -> Result<Found, StoreError> {
         let stored = self.get(lookup)?;
         let cited = stored.iter().flat_map(|(_, r)| cited_books(r));
         let now = store.current_roots(cited.map(|e| e.book.clone()).collect::<Vec<_>>())?;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::search::hit_order;
-use super::{BookRecord, SearchHit, SearchScope, Shard, Store, StoreError};
+use super::{BookRecord, SearchHit, SearchScope, Store, StoreError};
 use grove_core::ask::{Evidence, PassageProof, evidence_id};
 
 impl Store {
@@ -14,12 +14,12 @@ impl Store {
     /// `books` must name a current book; with no books at all on the node,
     /// [`StoreError::NoBooks`].
     pub fn evidence(
-        &self,
+        &mut self,
         question: &str,
         books: &[String],
         k: usize,
     ) -> Result<Vec<Evidence>, StoreError> {
-        let mut books_of: HashMap<String, (Shard, BookRecord)> = HashMap::new();
+        let mut books_of: HashMap<String, (String, BookRecord)> = HashMap::new();
         let mut hits: Vec<SearchHit> = Vec::new();
         if books.is_empty() {
             hits = self.search(question, None, k)?;
@@ -32,7 +32,7 @@ impl Store {
                 let shard = self.shard_of(key)?;
                 let book = shard.book(key, None)?;
                 hits.extend(shard.search(question, SearchScope::Book(&book), k)?);
-                books_of.insert(key.clone(), (shard, book));
+                books_of.insert(key.clone(), (shard.name().to_string(), book));
             }
             hits.sort_by(hit_order);
             hits.truncate(k);
@@ -42,11 +42,11 @@ impl Store {
 
     /// `hits` (this node's) as evidence, pointers `E1..` in order, each
     /// with its proof against its book version's root. `books_of` holds
-    /// the shards and books already open.
+    /// the books already read, with their shards' names.
     pub fn evidence_of(
-        &self,
+        &mut self,
         hits: Vec<SearchHit>,
-        mut books_of: HashMap<String, (Shard, BookRecord)>,
+        mut books_of: HashMap<String, (String, BookRecord)>,
     ) -> Result<Vec<Evidence>, StoreError> {
         let mut evidence = Vec::with_capacity(hits.len());
         for (i, hit) in hits.into_iter().enumerate() {
@@ -56,10 +56,10 @@ impl Store {
             if !open {
                 let shard = self.shard_of(&hit.key)?;
                 let book = shard.book(&hit.key, Some(hit.version))?;
-                books_of.insert(hit.key.clone(), (shard, book));
+                books_of.insert(hit.key.clone(), (shard.name().to_string(), book));
             }
             let (shard, book) = &books_of[&hit.key];
-            let proof = shard.proof(book, hit.index)?;
+            let proof = self.open(shard)?.proof(book, hit.index)?;
             evidence.push(Evidence {
                 pointer: i as u32 + 1,
                 id: evidence_id(&book.root, &hit.leaf),
@@ -78,7 +78,7 @@ impl Store {
     }
 
     /// Whether any shard holds a current book.
-    fn holds_books(&self) -> Result<bool, StoreError> {
+    fn holds_books(&mut self) -> Result<bool, StoreError> {
         for shard in self.open_all()? {
             if !shard.books(false)?.is_empty() {
                 return Ok(true);
@@ -90,7 +90,7 @@ impl Store {
     /// Each of `books`' current root, hex (`None`: no longer held): what a
     /// cached answer's cited books are judged by (`ask::cache::judge`).
     pub fn current_roots(
-        &self,
+        &mut self,
         books: impl IntoIterator<Item = String>,
     ) -> Result<std::collections::BTreeMap<String, Option<String>>, StoreError> {
         books
@@ -104,7 +104,7 @@ impl Store {
 
     /// The root of `key`'s current version, hex; `None` when the node no
     /// longer holds it (removed, or never added).
-    pub fn current_root(&self, key: &str) -> Result<Option<String>, StoreError> {
+    pub fn current_root(&mut self, key: &str) -> Result<Option<String>, StoreError> {
         let book = match self.shard_of(key).and_then(|shard| shard.book(key, None)) {
             Ok(book) => book,
             Err(StoreError::NoSuchBook(_) | StoreError::Removed(_)) => return Ok(None),

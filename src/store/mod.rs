@@ -15,6 +15,8 @@ mod schema;
 mod search;
 mod shard;
 
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::path::{Path, PathBuf};
 
 pub use rank::{Plan, QueryStats, StatsMismatch};
@@ -134,13 +136,27 @@ pub struct ShardSummary {
     pub books: Vec<BookRecord>,
 }
 
-/// The shards under one state directory.
-#[derive(Debug, Clone)]
+/// The shards under one state directory, each opened once and kept open
+/// for the handle's life: the store worker owns the daemon's one handle, a
+/// command run without a daemon owns its own.
 pub struct Store {
     /// The state directory.
     root: PathBuf,
     /// Its shards folder.
     dir: PathBuf,
+    /// The shards opened so far, by name.
+    open: BTreeMap<String, Shard>,
+    /// How many times a shard file was opened.
+    opens: usize,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.dir)
+            .field("open", &self.open.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl Store {
@@ -148,6 +164,8 @@ impl Store {
         Store {
             root: state_dir.to_path_buf(),
             dir: crate::state_dir::StateDir::new(state_dir).shards(),
+            open: BTreeMap::new(),
+            opens: 0,
         }
     }
 
@@ -192,31 +210,80 @@ impl Store {
         Ok(files)
     }
 
-    /// Opens an existing shard.
-    pub fn open(&self, name: &str) -> Result<Shard, StoreError> {
+    /// How many times this handle has opened a shard file: once per shard
+    /// for the handle's life, however many operations read it.
+    pub fn opens(&self) -> usize {
+        self.opens
+    }
+
+    /// An existing shard, opened on first use.
+    pub fn open(&mut self, name: &str) -> Result<&mut Shard, StoreError> {
         validate_shard_name(name)?;
         let path = self.shard_path(name);
-        if !path.is_file() {
-            return Err(StoreError::NoSuchShard(name.to_string()));
+        match self.open.entry(name.to_string()) {
+            Entry::Occupied(open) => Ok(open.into_mut()),
+            Entry::Vacant(_) if !path.is_file() => Err(StoreError::NoSuchShard(name.to_string())),
+            Entry::Vacant(slot) => {
+                let shard = Shard::open(name, &path)?;
+                self.opens += 1;
+                Ok(slot.insert(shard))
+            }
         }
-        Shard::open(name, &path)
     }
 
-    /// Opens a shard, creating it (and the state directory) when missing.
-    pub fn open_or_create(&self, name: &str) -> Result<Shard, StoreError> {
+    /// A shard, created (with the state directory) when missing.
+    pub fn open_or_create(&mut self, name: &str) -> Result<&mut Shard, StoreError> {
         validate_shard_name(name)?;
-        crate::state_dir::StateDir::new(&self.root).make(crate::state_dir::Folder::Shards)?;
-        Shard::open(name, &self.shard_path(name))
+        let path = self.shard_path(name);
+        match self.open.entry(name.to_string()) {
+            Entry::Occupied(open) => Ok(open.into_mut()),
+            Entry::Vacant(slot) => {
+                crate::state_dir::StateDir::new(&self.root)
+                    .make(crate::state_dir::Folder::Shards)?;
+                let shard = Shard::open(name, &path)?;
+                self.opens += 1;
+                Ok(slot.insert(shard))
+            }
+        }
     }
 
-    /// Opens every shard.
-    pub fn open_all(&self) -> Result<Vec<Shard>, StoreError> {
-        self.shard_names()?.iter().map(|n| self.open(n)).collect()
+    /// Every shard there is now, in name order: the ones already open, and
+    /// any shard file new since (a shard moved aside is let go).
+    pub fn open_all(&mut self) -> Result<impl Iterator<Item = &mut Shard>, StoreError> {
+        self.open_every()?;
+        Ok(self.open.values_mut())
+    }
+
+    /// Opens every shard there is now that is not open yet, and lets go of
+    /// any whose file is gone.
+    fn open_every(&mut self) -> Result<(), StoreError> {
+        let names = self.shard_names()?;
+        self.open.retain(|name, _| names.contains(name));
+        for name in &names {
+            self.open(name)?;
+        }
+        Ok(())
     }
 
     /// The shard holding `key` (any version), if any.
-    pub fn find_book(&self, key: &str) -> Result<Option<Shard>, StoreError> {
-        for shard in self.open_all()? {
+    pub fn find_book(&mut self, key: &str) -> Result<Option<&mut Shard>, StoreError> {
+        self.open_every()?;
+        let name = match self.holding(key)? {
+            Some(shard) => shard.name().to_string(),
+            None => return Ok(None),
+        };
+        Ok(self.open.get_mut(&name))
+    }
+
+    /// The shard holding `key`, or an error naming the key.
+    pub fn shard_of(&mut self, key: &str) -> Result<&mut Shard, StoreError> {
+        self.find_book(key)?
+            .ok_or_else(|| StoreError::NoSuchBook(key.to_string()))
+    }
+
+    /// The shard holding `key` among those already open.
+    fn holding(&self, key: &str) -> Result<Option<&Shard>, StoreError> {
+        for shard in self.open.values() {
             if shard.has_key(key)? {
                 return Ok(Some(shard));
             }
@@ -224,17 +291,31 @@ impl Store {
         Ok(None)
     }
 
-    /// The shard holding `key`, or an error naming the key.
-    pub fn shard_of(&self, key: &str) -> Result<Shard, StoreError> {
-        self.find_book(key)?
-            .ok_or_else(|| StoreError::NoSuchBook(key.to_string()))
+    /// A retriever for the current version of each of `keys`, all reading
+    /// this handle's shards at once (a local moot's two books).
+    pub fn retrievers<const N: usize>(
+        &mut self,
+        keys: [&str; N],
+    ) -> Result<[retriever::BookRetriever<'_>; N], StoreError> {
+        self.open_every()?;
+        let store: &Store = self;
+        let mut found = Vec::with_capacity(N);
+        for key in keys {
+            let shard = store
+                .holding(key)?
+                .ok_or_else(|| StoreError::NoSuchBook(key.to_string()))?;
+            found.push(retriever::BookRetriever::new(shard, key)?);
+        }
+        Ok(found
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one retriever per key")))
     }
 
     /// Searches one book when `key` is given (with that book's own ranking),
     /// or every current book of every shard ranked as one collection; best
     /// first.
     pub fn search(
-        &self,
+        &mut self,
         query: &str,
         key: Option<(&str, Option<u32>)>,
         k: usize,
@@ -251,7 +332,7 @@ impl Store {
     /// Round one of a search across books: what every current book of
     /// every shard knows about `query` for the top `k`, summed. A mesh-wide
     /// search sums this over every member.
-    pub fn query_stats(&self, query: &str, k: usize) -> Result<QueryStats, StoreError> {
+    pub fn query_stats(&mut self, query: &str, k: usize) -> Result<QueryStats, StoreError> {
         let mut total = QueryStats::empty(rank::terms(query));
         for shard in self.open_all()? {
             total.merge(&shard.query_stats(query, k)?)?;
@@ -263,7 +344,7 @@ impl Store {
     /// collection's `stats` (round one, summed over every holder), best
     /// first in [`hit_order`].
     pub fn search_ranked(
-        &self,
+        &mut self,
         query: &str,
         stats: &QueryStats,
         k: usize,
@@ -275,5 +356,77 @@ impl Store {
             hits.truncate(k);
         }
         Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::book::BookText;
+
+    fn add(store: &mut Store, shard: &str, key: &str, text: &str) {
+        let text = BookText::decode(text.as_bytes(), 1 << 20).unwrap();
+        store
+            .open_or_create(shard)
+            .unwrap()
+            .ingest(key, &text, 4096, "test", 1, &mut |_| {})
+            .unwrap();
+    }
+
+    /// A handle opens each shard once, whatever it is asked and how often:
+    /// adds, lookups by key, searches across books and within one,
+    /// evidence, retrievers and chunk lookups.
+    #[test]
+    fn a_handle_opens_each_shard_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::new(dir.path());
+        add(
+            &mut store,
+            "main",
+            "t/sea",
+            "The whale swam in the grey sea.\n\nThe sea was cold.",
+        );
+        add(
+            &mut store,
+            "other",
+            "t/land",
+            "The horse ran over the green hill.\n\nThe hill was steep.",
+        );
+        add(
+            &mut store,
+            "main",
+            "t/river",
+            "The river ran to the sea past the mill.",
+        );
+        for _ in 0..3 {
+            assert!(!store.search("sea", None, 5).unwrap().is_empty());
+            assert!(
+                !store
+                    .search("hill", Some(("t/land", None)), 5)
+                    .unwrap()
+                    .is_empty()
+            );
+            assert_eq!(store.shard_of("t/land").unwrap().name(), "other");
+            assert!(store.find_book("t/none").unwrap().is_none());
+            assert!(!store.evidence("sea", &[], 3).unwrap().is_empty());
+            assert!(store.current_root("t/river").unwrap().is_some());
+            let [a, b] = store.retrievers(["t/sea", "t/land"]).unwrap();
+            assert_eq!(
+                (a.book().key.as_str(), b.book().key.as_str()),
+                ("t/sea", "t/land")
+            );
+            use crate::moot::verify::ChunkLookup;
+            assert!(store.chunk_text("t/sea", 0).unwrap().is_some());
+        }
+        assert_eq!(store.opens(), 2, "two shards, each opened once");
+        // A shard made by another handle is found on the next walk.
+        add(
+            &mut Store::new(dir.path()),
+            "third",
+            "t/air",
+            "The bird flew high in the air.",
+        );
+        assert_eq!(store.shard_of("t/air").unwrap().name(), "third");
+        assert_eq!(store.opens(), 3);
     }
 }

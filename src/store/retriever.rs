@@ -5,18 +5,31 @@ use super::{BookRecord, SearchScope, Shard, Store, StoreError};
 use crate::moot::verify::{ChunkLookup, LookupError};
 use crate::moot::{Passage, RetrieveError, Retriever, Tree};
 
-/// One current book version and the shard it lives in.
-pub struct BookRetriever {
-    shard: Shard,
+/// One current book version and the shard it lives in, borrowed from the
+/// store that keeps it open.
+pub struct BookRetriever<'s> {
+    shard: &'s Shard,
     book: BookRecord,
+    /// The best score of the last search ([`Retriever::search`]), `Some(None)`
+    /// when it matched nothing; `None` before any search.
+    last_best: Option<Option<f64>>,
 }
 
-impl BookRetriever {
-    /// Opens the current version of `key`.
-    pub fn open(store: &Store, key: &str) -> Result<BookRetriever, StoreError> {
-        let shard = store.shard_of(key)?;
+impl<'s> BookRetriever<'s> {
+    /// The current version of `key`.
+    pub fn open(store: &'s mut Store, key: &str) -> Result<BookRetriever<'s>, StoreError> {
+        let [retriever] = store.retrievers([key])?;
+        Ok(retriever)
+    }
+
+    /// The current version of `key` in `shard`.
+    pub(super) fn new(shard: &'s Shard, key: &str) -> Result<BookRetriever<'s>, StoreError> {
         let book = shard.book(key, None)?;
-        Ok(BookRetriever { shard, book })
+        Ok(BookRetriever {
+            shard,
+            book,
+            last_best: None,
+        })
     }
 
     pub fn book(&self) -> &BookRecord {
@@ -50,6 +63,14 @@ impl BookRetriever {
         Ok(hits.iter().map(|h| h.score).reduce(f64::max))
     }
 
+    /// The best score of the last search through [`Retriever::search`] (as
+    /// [`BookRetriever::best_score`] would give it for that query: the top
+    /// hit's), or `None` when there was none: a turn's policy reads the
+    /// turn's own search instead of searching again.
+    pub fn best_of_last_search(&self) -> Option<Option<f64>> {
+        self.last_best
+    }
+
     /// The book as a tree. Missing metadata stays empty: an untitled book is
     /// addressed by its key, and one with no author speaks as itself.
     pub fn tree(&self) -> Tree {
@@ -61,7 +82,7 @@ impl BookRetriever {
     }
 }
 
-impl Retriever for BookRetriever {
+impl Retriever for BookRetriever<'_> {
     /// The book's own search; when no word of the query is in the book (an
     /// opening on a title whose words the text never uses, a line in
     /// another vocabulary), the book speaks from its first `k` chunks
@@ -72,6 +93,7 @@ impl Retriever for BookRetriever {
             .shard
             .search(query, SearchScope::Book(&self.book), k)
             .map_err(err)?;
+        self.last_best = Some(hits.iter().map(|h| h.score).reduce(f64::max));
         if hits.is_empty() {
             return (0..self.book.count.min(k as u64))
                 .map(|i| self.passage(i).map_err(err))

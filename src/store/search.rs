@@ -427,38 +427,38 @@ mod tests {
     #[test]
     fn statistics_follow_every_change_and_old_shards_gain_them() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        let mut shard = store.open_or_create("main").unwrap();
+        let mut store = Store::new(dir.path());
+        let shard = store.open_or_create("main").unwrap();
         let add = |shard: &mut Shard, key: &str, text: &BookText| {
             shard
                 .ingest(key, text, 1 << 16, "test", 0, &mut |_| {})
                 .unwrap()
         };
         add(
-            &mut shard,
+            shard,
             "t/a",
             &generated_text(&["sea", "ship", "whale", "the"], 30),
         );
         add(
-            &mut shard,
+            shard,
             "t/b",
             &generated_text(&["pride", "ball", "the", "sea"], 20),
         );
         add(
-            &mut shard,
+            shard,
             "t/c",
             &generated_text(&["angler", "trout", "river"], 12),
         );
-        let (kept, counted, ..) = statistics(&shard);
+        let (kept, counted, ..) = statistics(shard);
         assert_eq!(kept, counted);
         // A new version and a removal take the old chunks out.
         add(
-            &mut shard,
+            shard,
             "t/b",
             &generated_text(&["pride", "dance", "letter"], 25),
         );
         shard.remove("t/c", 1).unwrap();
-        let (kept, counted, chunks, _) = statistics(&shard);
+        let (kept, counted, chunks, _) = statistics(shard);
         assert_eq!(kept, counted);
         assert!(!kept.contains_key("trout") && !kept.contains_key("ball"));
         for b in shard.books(true).unwrap() {
@@ -484,9 +484,11 @@ mod tests {
                  PRAGMA user_version = 1;"
             ))
             .unwrap();
-        drop(shard);
+        // A new handle opens the file again (this one keeps it open).
+        drop(store);
+        let mut store = Store::new(dir.path());
         let shard = store.open("main").unwrap();
-        let (kept, counted, ..) = statistics(&shard);
+        let (kept, counted, ..) = statistics(shard);
         assert_eq!(kept, counted);
         assert_eq!(
             shard.search("the sea whale", SearchScope::All, 5).unwrap(),
@@ -500,8 +502,8 @@ mod tests {
     #[test]
     fn a_shard_with_per_book_indexes_migrates_to_one() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        let mut shard = store.open_or_create("main").unwrap();
+        let mut store = Store::new(dir.path());
+        let shard = store.open_or_create("main").unwrap();
         for (key, words, n) in [
             ("t/a", ["sea", "ship", "whale", "the"], 30),
             ("t/b", ["pride", "ball", "the", "sea"], 20),
@@ -550,10 +552,12 @@ mod tests {
             .conn()
             .execute_batch("PRAGMA user_version = 2")
             .unwrap();
-        assert_eq!(tables(&shard), 2 * 5, "two tables and their shadow tables");
-        drop(shard);
+        assert_eq!(tables(shard), 2 * 5, "two tables and their shadow tables");
+        // A new handle opens the file again (this one keeps it open).
+        drop(store);
+        let mut store = Store::new(dir.path());
         let shard = store.open("main").unwrap();
-        assert_eq!(tables(&shard), 0, "the per-book tables are dropped");
+        assert_eq!(tables(shard), 0, "the per-book tables are dropped");
         let version: i64 = shard
             .conn()
             .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -79,7 +79,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "# grove ask benchmark: {ingested} books from {}\n",
         o.corpus.display()
     );
-    let store = Store::new(&state);
+    let mut store = Store::new(&state);
     let mut model = grove::model::embedded::EmbeddedModel::load(
         &o.model,
         grove::model::embedded::EmbeddedOptions {
@@ -130,7 +130,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     );
 
     verifier_cost(&records);
-    cache_hits(&cache, &store, &settings, o.questions)?;
+    cache_hits(&cache, &mut store, &settings, o.questions)?;
     mesh_asks(&o)
 }
 
@@ -239,7 +239,7 @@ fn verifier_cost(records: &[grove::ask::AskRecord]) {
 /// answer key.
 fn cache_hits(
     cache: &AskCache,
-    store: &Store,
+    store: &mut Store,
     settings: &AskSettings,
     questions: usize,
 ) -> anyhow::Result<()> {
@@ -299,8 +299,8 @@ fn ingest_parts_from(
         bail!("no .txt books in {}", corpus.display());
     }
     let per_book = books.div_ceil(files.len());
-    let store = Store::new(state);
-    let mut shard = store.open_or_create("main")?;
+    let mut store = Store::new(state);
+    let shard = store.open_or_create("main")?;
     let mut n = 0;
     for file in &files {
         let bytes = std::fs::read(file)?;

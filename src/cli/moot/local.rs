@@ -84,12 +84,10 @@ pub fn run_stored(args: &RunArgs, ctx: &Ctx) -> anyhow::Result<()> {
     if let Some(key) = repeated_book([args.a.as_str(), args.b.as_str()]) {
         bail!("a moot needs two different books; `{key}` was given twice");
     }
-    let store = grove::store::Store::new(&ctx.state_dir);
-    let open = |key: &str| {
-        grove::store::retriever::BookRetriever::open(&store, key)
-            .with_context(|| format!("book `{key}` for the moot"))
-    };
-    let (mut a, mut b) = (open(&args.a)?, open(&args.b)?);
+    let mut store = grove::store::Store::new(&ctx.state_dir);
+    let [mut a, mut b] = store
+        .retrievers([args.a.as_str(), args.b.as_str()])
+        .context("the moot's books")?;
     let trees = [a.tree(), b.tree()];
     let mut model = grove::model::open_model(&ctx.settings().model, &ctx.state_dir)?;
     run_moot(

@@ -16,7 +16,7 @@ use crate::daemon::rpc::turn;
 use crate::daemon::stats::Verdict;
 use crate::merkle::Hash;
 use crate::mesh::names::Escaped;
-use crate::moot::host::{self, Speaker, TurnCall};
+use crate::moot::host::{self, Accepted, Speaker, TurnCall};
 use crate::moot::signed::{self, GENESIS_PREV};
 use crate::moot::transcript::TranscriptRecord;
 use crate::moot::{MootError, MootSettings, Passage, Tree, Utterance};
@@ -221,13 +221,13 @@ impl NodeSpeaker {
         call: &TurnCall,
         signed_turn: &Signed,
         prev: &[u8; 32],
-    ) -> Result<signed::CheckedTurn, String> {
+    ) -> Result<(Hash, Accepted), String> {
         let turn = call.request.turn;
         let expect = self.who.expect(&self.moot_id, turn, prev);
         let checked =
             signed::check(signed_turn, &expect).map_err(|e| format!("turn {turn} refused: {e}"))?;
-        match host::check_turn(call, &checked.utterance) {
-            Ok(_) => Ok(checked),
+        match host::check_turn(call, checked.utterance) {
+            Ok(accepted) => Ok((checked.hash, accepted)),
             Err(MootError::Speaker { reason, .. }) if reason.starts_with("turn ") => Err(reason),
             Err(e) => Err(format!("turn {turn}: {e}")),
         }
@@ -275,16 +275,16 @@ impl Speaker for NodeSpeaker {
         Err(self.fail(last.unwrap_or_default()))
     }
 
-    fn turn(&mut self, call: &TurnCall) -> Result<Utterance, MootError> {
+    fn turn(&mut self, call: &TurnCall) -> Result<Accepted, MootError> {
         let turn = call.request.turn;
         let prev = self.prev();
         let prev_arr: [u8; 32] = prev.as_slice().try_into().unwrap_or(GENESIS_PREV);
         if let Some(done) = self.replay.get(turn as usize - 1) {
-            let expect = self.who.expect(&self.moot_id, turn, &prev_arr);
-            let checked = signed::check(done, &expect)
+            let (hash, accepted) = self
+                .check(call, done, &prev_arr)
                 .map_err(|e| self.fail(format!("turn {turn} as saved: {e}")))?;
-            self.accept(checked.hash, done.clone());
-            return Ok(checked.utterance);
+            self.accept(hash, done.clone());
+            return Ok(accepted);
         }
         let wire_call = self.wire_call(call, prev);
         let started = std::time::Instant::now();
@@ -293,11 +293,11 @@ impl Speaker for NodeSpeaker {
             match self.send(&wire_call)?.kind {
                 Some(wire::turn_answer::Kind::Turn(signed_turn)) => {
                     match self.check(call, &signed_turn, &prev_arr) {
-                        Ok(checked) => {
-                            let turns = self.accept(checked.hash, signed_turn);
+                        Ok((hash, accepted)) => {
+                            let turns = self.accept(hash, signed_turn);
                             let took = started.elapsed();
                             let speaker = if self.who.local { "local" } else { "remote" };
-                            let u = &checked.utterance;
+                            let u = accepted.utterance();
                             let passed = u.decision.as_ref().is_some_and(|d| d.action() == "pass");
                             let verdict = match (passed, u.grounded) {
                                 (true, _) => Verdict::Passed,
@@ -312,8 +312,8 @@ impl Speaker for NodeSpeaker {
                                 (counts.quotes_total, counts.quotes_found),
                             );
                             let ms = took.as_millis() as u64;
-                            (self.on_turn)(&turns, ms, &checked.utterance, self.who.peer);
-                            return Ok(checked.utterance);
+                            (self.on_turn)(&turns, ms, u, self.who.peer);
+                            return Ok(accepted);
                         }
                         Err(reason) => last = reason,
                     }

@@ -57,7 +57,7 @@ fn stats_from_wire(s: node_wire::QueryStats) -> Result<QueryStats, String> {
 
 /// Hits as sent, each with its book version's chunk count and proof.
 fn hits_to_wire(
-    store: &crate::store::Store,
+    store: &mut crate::store::Store,
     hits: Vec<SearchHit>,
 ) -> Result<Vec<node_wire::SearchHit>, crate::store::StoreError> {
     hits.into_iter()

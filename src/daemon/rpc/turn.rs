@@ -9,7 +9,7 @@
 //! decision.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use libp2p::PeerId;
 use prost::Message;
@@ -105,6 +105,9 @@ struct Prepared {
     proofs: BTreeMap<u64, Vec<crate::merkle::ProofStep>>,
     root: [u8; 32],
     count: u64,
+    /// The best score of the turn's search and how long it took, when the
+    /// policy reads it.
+    searched: Option<(Result<Option<f64>, String>, u64)>,
 }
 
 /// Answers one turn request; `peer` is None when this node hosts the moot
@@ -160,43 +163,38 @@ pub fn turn_request(
     })
 }
 
-/// This node's turn policy on one turn: speak or pass, why, and how long
-/// deciding took. A policy that fails or runs past its time bound does not
+/// This node's turn policy on one turn, from the best score of the turn's
+/// own search (`searched`: the score, or why there is none, and how long
+/// it took). A policy that fails or runs past its time bound does not
 /// silence the tree.
-async fn decide(speaking: &Speaking, book: &str, query: &str, k: usize) -> Decision {
-    let settings = speaking.policy.clone();
-    if !policy::needs_search(settings.policy) {
-        return policy::decide(&settings, None, 0);
-    }
-    let started = Instant::now();
-    let (key, query) = (book.to_string(), query.to_string());
-    let search = speaking.store.call(move |b| {
-        let retriever = BookRetriever::open(b.store(), &key)?;
-        retriever.best_score(&query, k)
-    });
-    let bound = Duration::from_millis(settings.decide_timeout_ms);
-    let outcome = tokio::time::timeout(bound, search).await;
-    let ms = started.elapsed().as_millis() as u64;
-    match outcome {
-        Ok(Ok(Ok(best))) => policy::decide(&settings, best, ms),
-        Ok(Ok(Err(e))) => policy::undecided(&settings, &format!("its search failed: {e}"), ms),
-        Ok(Err(e)) => policy::undecided(&settings, &format!("its search failed: {e}"), ms),
-        Err(_) => policy::undecided(
-            &settings,
+fn decide(
+    settings: &PolicySettings,
+    searched: Option<(Result<Option<f64>, String>, u64)>,
+) -> Decision {
+    let Some((best, ms)) = searched else {
+        return policy::decide(settings, None, 0);
+    };
+    match best {
+        _ if ms > settings.decide_timeout_ms => policy::undecided(
+            settings,
             &format!("no decision within {} ms", settings.decide_timeout_ms),
             ms,
         ),
+        Ok(best) => policy::decide(settings, best, ms),
+        Err(e) => policy::undecided(settings, &format!("its search failed: {e}"), ms),
     }
 }
 
 /// The turn's passages (retrieved, or the ones the host gave), the pool
-/// rebuilt from its node ids, and a proof for every passage, read on the
-/// store worker.
+/// rebuilt from its node ids, a proof for every passage and, when the
+/// policy asks for it, the best score of the turn's search: one search of
+/// the book, read on the store worker.
 fn prepare(
-    books: &crate::api::books::LocalBooks,
+    books: &mut crate::api::books::LocalBooks,
     key: &str,
     call: &wire::TurnCall,
     k: usize,
+    scored: bool,
 ) -> Result<Prepared, TurnError> {
     let mut retriever =
         BookRetriever::open(books.store(), key).map_err(|source| TurnError::NotHeld {
@@ -208,6 +206,7 @@ fn prepare(
         pool.push(retriever.passage(index_in(key, id)?)?);
     }
     let cited: BTreeSet<String> = call.cited.iter().cloned().collect();
+    let started = Instant::now();
     let passages = if call.opening {
         speaker::retrieve(&mut retriever, key, &call.query, k, &BTreeSet::new())
     } else if call.given.is_empty() {
@@ -222,6 +221,16 @@ fn prepare(
                 reason: e.to_string(),
             })
     }?;
+    let searched = (scored && !call.opening).then(|| {
+        let best = match retriever.best_of_last_search() {
+            Some(best) => Ok(best),
+            // Given passages: the policy's search is the turn's only one.
+            None => retriever
+                .best_score(&call.query, k)
+                .map_err(|e| e.to_string()),
+        };
+        (best, started.elapsed().as_millis() as u64)
+    });
     let mut proofs = BTreeMap::new();
     for p in &passages {
         proofs.insert(p.index, retriever.proof(p.index)?);
@@ -233,6 +242,7 @@ fn prepare(
         proofs,
         root: record.root,
         count: record.count,
+        searched,
     })
 }
 
@@ -245,9 +255,10 @@ async fn speak(speaking: &Speaking, call: wire::TurnCall) -> Result<wire::TurnAn
     let k = (call.k as usize).clamp(1, crate::moot::MAX_PASSAGES);
     let opening = call.opening;
     let (key, for_store) = (book.clone(), call.clone());
+    let scored = policy::needs_search(speaking.policy.policy);
     let prepared = speaking
         .store
-        .call(move |b| prepare(b, &key, &for_store, k))
+        .call(move |b| prepare(b, &key, &for_store, k, scored))
         .await??;
     if opening {
         let passages = prepared
@@ -266,7 +277,7 @@ async fn speak(speaking: &Speaking, call: wire::TurnCall) -> Result<wire::TurnAn
     let request = turn_request(&call, prepared.passages.clone(), prepared.pool.clone())?;
     // An opening search (answered above) is retrieval only; a turn asks the
     // policy, within its own time bound, whether the tree speaks.
-    let decision = decide(speaking, &book, &call.query, k).await;
+    let decision = decide(&speaking.policy, prepared.searched.clone());
     let utterance = if decision.speak {
         let mut utterance = speaking
             .model

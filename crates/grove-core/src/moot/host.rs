@@ -33,8 +33,28 @@ pub struct TurnCall {
 pub trait Speaker {
     /// The tree's opening passages for `query`.
     fn opening(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, MootError>;
-    /// Runs one turn and returns its utterance.
-    fn turn(&mut self, call: &TurnCall) -> Result<Utterance, MootError>;
+    /// Runs one turn and returns it as the host's checks accepted it
+    /// ([`check_turn`], the one way to an [`Accepted`]): graded once, by
+    /// the host's own rules, whoever spoke.
+    fn turn(&mut self, call: &TurnCall) -> Result<Accepted, MootError>;
+}
+
+/// A turn the host's checks accepted ([`check_turn`]), with the speaking
+/// tree's pool after it.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    utterance: Utterance,
+    pool: Vec<Passage>,
+}
+
+impl Accepted {
+    pub fn utterance(&self) -> &Utterance {
+        &self.utterance
+    }
+
+    pub fn into_utterance(self) -> Utterance {
+        self.utterance
+    }
 }
 
 /// A speaker on this node: its book's retriever and a model.
@@ -49,9 +69,9 @@ impl Speaker for LocalSpeaker<'_> {
         speaker::retrieve(self.retriever, &self.book, query, k, &BTreeSet::new())
     }
 
-    fn turn(&mut self, call: &TurnCall) -> Result<Utterance, MootError> {
+    fn turn(&mut self, call: &TurnCall) -> Result<Accepted, MootError> {
         let request = self.prepare(call)?;
-        speaker::speak(self.model, &request)
+        check_turn(call, speaker::speak(self.model, &request)?)
     }
 }
 
@@ -207,8 +227,8 @@ pub fn run(
             moot.summarize(narrator, turn)?;
         }
         let call = moot.turn_call(turn, t);
-        let utterance = speakers[t].turn(&call)?;
-        moot.pools[t] = check_turn(&call, &utterance)?;
+        let Accepted { utterance, pool } = speakers[t].turn(&call)?;
+        moot.pools[t] = pool;
         moot.cited[t].extend(utterance.cited.values().cloned());
         on_utterance(&utterance);
         moot.utterances.push(utterance);
@@ -395,10 +415,9 @@ pub fn run_local(
 /// The host's checks of a tree's answer to `call`, before it is accepted:
 /// the turn and speaker asked for, passages from the tree's own book with
 /// their true leaf hashes, and the host's own re-grading and re-snapping
-/// (for a pass: that it is exactly a pass). A speaker reached over the
-/// network runs this before the turn is recorded. Returns the tree's pool
-/// after the turn.
-pub fn check_turn(call: &TurnCall, utterance: &Utterance) -> Result<Vec<Passage>, MootError> {
+/// (for a pass: that it is exactly a pass). Every speaker's turn passes
+/// here once before the host records it.
+pub fn check_turn(call: &TurnCall, utterance: Utterance) -> Result<Accepted, MootError> {
     let request = &call.request;
     if utterance.turn != request.turn || utterance.speaker != request.speaker.key {
         return Err(MootError::Speaker {
@@ -418,11 +437,11 @@ pub fn check_turn(call: &TurnCall, utterance: &Utterance) -> Result<Vec<Passage>
     let mut pool = request.pool.clone();
     speaker::extend_pool(&mut pool, &passages);
     if utterance.passed() {
-        recheck_pass(utterance, &pool, request)?;
+        recheck_pass(&utterance, &pool, request)?;
     } else {
-        recheck(utterance, &pool, request)?;
+        recheck(&utterance, &pool, request)?;
     }
-    Ok(pool)
+    Ok(Accepted { utterance, pool })
 }
 
 /// Passages must come from the tree's own book (node ids `KEY#INDEX`) and

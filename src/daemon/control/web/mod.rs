@@ -275,12 +275,14 @@ async fn verify_file(
             return html(StatusCode::OK, verify::verdict(&name, &Err(e)));
         }
     };
-    let state_dir = std::path::PathBuf::from(&state.info.state_dir);
+    let mut chunks = crate::daemon::store::WorkerChunks {
+        store: state.books.store.clone(),
+        rt: tokio::runtime::Handle::current(),
+    };
     let checked = tokio::task::spawn_blocking(move || {
         // Where this node holds a book, its passages are checked against
         // the stored chunks too, as `grove moot verify` on this node does.
-        let mut store = crate::store::Store::new(&state_dir);
-        crate::moot::export::verify_file(&text, None, None, Some(&mut store))
+        crate::moot::export::verify_file(&text, None, None, Some(&mut chunks))
     })
     .await;
     match checked {
