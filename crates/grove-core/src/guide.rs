@@ -78,6 +78,11 @@ pub struct Guidance {
     /// [`GuideRules::topic_before_end`] the turn ends only after one of
     /// them (in free text).
     pub steer_words: Vec<String>,
+    /// A second set of words free text leans towards, the same way and
+    /// until it has written one of them: a chosen quote's own content words
+    /// (a moot turn's, evidence first), so that the turn's own words take
+    /// up what its quote says rather than the topic alone.
+    pub carry_words: Vec<String>,
     /// Words free text may not write (any case): talk about the moot
     /// itself (`moot::reading`'s meta-talk words), which a small model
     /// falls into.
@@ -172,6 +177,8 @@ pub struct GuideRules {
 
 /// The logit added to [`Guidance::steer_words`] tokens.
 pub const STEER_BIAS: f32 = 2.5;
+/// The logit added to [`Guidance::carry_words`] tokens.
+pub const CARRY_BIAS: f32 = 4.0;
 
 impl Default for GuideRules {
     fn default() -> Self {
@@ -297,6 +304,10 @@ pub struct QuoteGuide {
     steer_words: Vec<String>,
     /// Whether free text has written a steer word.
     steered: bool,
+    /// The tokens spelling a carry word, until free text has written one.
+    carry: Vec<u32>,
+    /// [`Guidance::carry_words`], lowercased.
+    carry_words: Vec<String>,
     /// [`Guidance::banned_words`], lowercased.
     banned_words: Vec<String>,
     /// Tokens that start a banned word after a gap they hold themselves
@@ -355,11 +366,14 @@ impl QuoteGuide {
             steer: Vec::new(),
             steer_words: lowercased(&guidance.steer_words),
             steered: false,
+            carry: Vec::new(),
+            carry_words: lowercased(&guidance.carry_words),
             banned_words: lowercased(&guidance.banned_words),
             banned_gap_led: Vec::new(),
             banned_bare: Vec::new(),
         };
         guide.steer = guide.steer_tokens(&guidance.steer_words);
+        guide.carry = guide.steer_tokens(&guidance.carry_words);
         guide.spell_banned_words();
         guide.openers_any = guide.openers(false);
         guide.openers_passages = guide.openers(true);
@@ -617,13 +631,14 @@ impl QuoteGuide {
                 >= self.rules.words_between_quotes
     }
 
-    /// Whether free text (outside quotes, tags blanked) holds a steer word.
-    fn wrote_steer_word(&self) -> bool {
+    /// Whether free text (outside quotes, tags blanked) holds one of
+    /// `wanted` (lowercased words).
+    fn wrote(&self, wanted: &[String]) -> bool {
         let text = String::from_utf8_lossy(&self.text);
         words::outside_quotes(&text)
             .iter()
             .flat_map(|s| words::words(s))
-            .any(|w| self.steer_words.contains(&w))
+            .any(|w| wanted.contains(&w))
     }
 
     /// Whether the next quote must come from a passage: the first one must
@@ -742,13 +757,19 @@ impl DecodeGuide for QuoteGuide {
         if free && self.steer.contains(&token) {
             self.steer.clear();
         }
+        if free && self.carry.contains(&token) {
+            self.carry.clear();
+        }
         for &b in bytes {
             self.step(b);
         }
         self.text.extend_from_slice(bytes);
-        if free && !self.steered && !self.steer_words.is_empty() && self.wrote_steer_word() {
+        if free && !self.steered && !self.steer_words.is_empty() && self.wrote(&self.steer_words) {
             self.steered = true;
             self.steer.clear();
+        }
+        if free && !self.carry.is_empty() && self.wrote(&self.carry_words) {
+            self.carry.clear();
         }
         if self.near_end() && self.may_end() && (self.at_sentence_end() || self.after_closing_tag())
         {

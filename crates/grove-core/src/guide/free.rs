@@ -144,13 +144,16 @@ impl QuoteGuide {
         }
     }
 
-    /// Adds [`STEER_BIAS`] to the steer tokens still allowed.
+    /// Adds [`STEER_BIAS`] to the steer tokens and [`CARRY_BIAS`] to the
+    /// carry tokens still allowed.
     fn steer_to_topic(&self, logits: &mut [f32]) {
-        for &id in &self.steer {
+        let biased = (self.steer.iter().map(|&id| (id, STEER_BIAS)))
+            .chain(self.carry.iter().map(|&id| (id, CARRY_BIAS)));
+        for (id, bias) in biased {
             if let Some(l) = logits.get_mut(id as usize)
                 && l.is_finite()
             {
-                *l += STEER_BIAS;
+                *l += bias;
             }
         }
     }

@@ -824,6 +824,35 @@ fn free_text_leans_towards_a_steer_word_until_it_writes_one() {
 }
 
 #[test]
+fn free_text_leans_towards_a_carry_word_beside_the_topic_until_it_writes_one() {
+    let (mut g, w) = guide_with(
+        Guidance {
+            passages: vec![WHALE.into()],
+            steer_words: vec!["sea".into()],
+            carry_words: vec!["whale".into()],
+            ..Guidance::default()
+        },
+        200,
+        rules(),
+    );
+    let logit = |g: &mut QuoteGuide, t: &str| {
+        let mut logits = vec![0.0f32; g.vocab.len()];
+        g.constrain(&mut logits);
+        logits[id(&w, t) as usize]
+    };
+    feed(&mut g, &w, &["I", " said"]);
+    assert_eq!(logit(&mut g, " whale"), CARRY_BIAS);
+    feed(&mut g, &w, &[" sea"]);
+    assert_eq!(
+        logit(&mut g, " whale"),
+        CARRY_BIAS,
+        "the topic's word ends only its own lean"
+    );
+    feed(&mut g, &w, &[" and", " whale"]);
+    assert_eq!(logit(&mut g, " whale"), 0.0, "written once: no more lean");
+}
+
+#[test]
 fn free_text_cannot_complete_a_run_of_four_words_of_its_prompt() {
     let (mut g, w) = copy_guide("Your move: answer the point directly.", &[]);
     feed(&mut g, &w, &["I", " answer", " the", " point"]);

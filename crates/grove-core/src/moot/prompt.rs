@@ -42,6 +42,15 @@ pub fn persona(topic: Option<&str>, passages: &[TaggedPassage]) -> String {
     s
 }
 
+/// The system message of a turn whose quote is chosen ([`persona`]'s, with
+/// that one line to remember): the model writes its own words about the
+/// book's, not about passages it would have to choose among.
+pub fn persona_of_quote(topic: Option<&str>, tag: &str, quote: &str) -> String {
+    let mut s = persona(topic, &[]);
+    let _ = write!(s, "\n\nYou remember:\n\n[{tag}] {}", quote.trim());
+    s
+}
+
 /// A line spoken earlier, for the recent-lines block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {

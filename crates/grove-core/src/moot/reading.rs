@@ -372,6 +372,17 @@ pub fn read_turn(text: &str, sources: &ReadingSources<'_>) -> TurnReading {
     reading
 }
 
+/// What a turn's quote is read against, and chosen by: the content stems
+/// of the topic and of the other book's last quotes (`last_other`, its
+/// last line).
+pub fn point_stems(topic: Option<&str>, last_other: Option<&str>) -> HashSet<String> {
+    let mut wanted = topic.map(content_stems).unwrap_or_default();
+    for q in last_other.map(quoted_texts).unwrap_or_default() {
+        wanted.extend(content_stems(&q));
+    }
+    wanted
+}
+
 /// The `reading-v5` measures of a turn's quotes: whether they carry its
 /// claim, and how relevant they are beside its passages' clauses.
 fn read_quotes(
@@ -391,10 +402,7 @@ fn read_quotes(
             .iter()
             .any(|s| quoted.contains(s) && !topic.contains(s)),
     );
-    let mut wanted = topic;
-    for q in sources.last_other.map(quoted_texts).unwrap_or_default() {
-        wanted.extend(content_stems(&q));
-    }
+    let wanted = point_stems(sources.topic, sources.last_other);
     if wanted.is_empty() {
         return;
     }

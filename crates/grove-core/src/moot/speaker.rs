@@ -167,12 +167,96 @@ pub fn record_reply(
     (checked, cited)
 }
 
-/// Speaks one turn: prompt, model, grade, one retry, snap.
+/// The most words of a chosen quote: a longer clause is quoted by its last
+/// words (it still ends where the clause does). Guidance gives the quote
+/// no other place to end, so it must fit the turn's tokens with room for
+/// the turn's own words (a turn is at most
+/// [`MAX_REPLY_WORDS`](prompt::MAX_REPLY_WORDS) words).
+pub const CHOSEN_QUOTE_WORDS: usize = 16;
+
+/// The last `n` whitespace-separated words of `text`, as a slice of it.
+fn last_words(text: &str, n: usize) -> &str {
+    let starts: Vec<usize> = text
+        .char_indices()
+        .filter(|&(i, c)| {
+            !c.is_whitespace()
+                && text[..i]
+                    .chars()
+                    .next_back()
+                    .is_none_or(char::is_whitespace)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    match starts.len().checked_sub(n.max(1)) {
+        Some(first) => &text[starts[first]..],
+        None => text,
+    }
+}
+
+/// The clause of a turn's passages the turn quotes, chosen before the
+/// model speaks (evidence first): the model writes its own words around
+/// the book's, rather than picking some clause of some passage to prop up
+/// what it already said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChosenQuote {
+    /// The tag of the passage it is from (`s2`).
+    pub tag: String,
+    /// The clause, verbatim.
+    pub text: String,
+}
+
+/// The quote a turn speaks from: of every clause of its passages
+/// ([`content::clauses`](crate::content::clauses)), the one holding the
+/// most distinct content words of the topic and of the other book's last
+/// quotes ([`reading::point_stems`], the measure `quote_relevance` reads),
+/// then the most content words (a clause that says something), the
+/// passages' rank order breaking ties; a clause of more than
+/// [`CHOSEN_QUOTE_WORDS`] words counts as its last ones. A clause the
+/// speaker quoted before is chosen only when no other is left. `None`
+/// with no clause.
+pub fn choose_quote(request: &TurnRequest, tagged: &[TaggedPassage]) -> Option<ChosenQuote> {
+    let last_other = request.incoming.as_ref().map(|l| l.text.as_str());
+    let wanted = reading::point_stems(request.topic.as_deref(), last_other);
+    let quoted_before: Vec<String> = request
+        .own_turns
+        .values()
+        .flat_map(|t| reading::quoted_texts(t))
+        .map(|q| grounding::norm(&q))
+        .collect();
+    let mut best: Option<((bool, usize, usize), ChosenQuote)> = None;
+    for t in tagged {
+        let text = &t.passage.content;
+        for range in crate::content::clauses(text) {
+            let clause = last_words(text[range].trim(), CHOSEN_QUOTE_WORDS);
+            let norm = grounding::norm(clause);
+            let fresh = !quoted_before.iter().any(|q| norm.contains(q.as_str()));
+            let key = (
+                fresh,
+                crate::content::relevance(clause, &wanted),
+                crate::content::content_stems(clause).len(),
+            );
+            if best.as_ref().is_none_or(|(b, _)| key > *b) {
+                let chosen = ChosenQuote {
+                    tag: t.tag.clone(),
+                    text: clause.to_string(),
+                };
+                best = Some((key, chosen));
+            }
+        }
+    }
+    best.map(|(_, chosen)| chosen)
+}
+
+/// Speaks one turn: the quote chosen, prompt, model, grade, one retry,
+/// snap.
 pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utterance, MootError> {
     let tagged = tag_passages(&request.passages);
-    let messages = turn_messages(request, &tagged);
-    let guidance = turn_guidance(request, &tagged);
     let guided = model.guides_decoding();
+    // Only guidance can hold a model to the chosen quote; a model that is
+    // not guided chooses among its passages as before.
+    let chosen = guided.then(|| choose_quote(request, &tagged)).flatten();
+    let messages = turn_messages(request, &tagged, chosen.as_ref());
+    let guidance = turn_guidance(request, &tagged, chosen.as_ref());
     let mut turn = Turn {
         model,
         request,
@@ -188,8 +272,13 @@ pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utteran
     Ok(turn.utterance(kept, guided))
 }
 
-/// A turn's first messages: the persona with its passages, and the cue.
-fn turn_messages(request: &TurnRequest, tagged: &[TaggedPassage]) -> Vec<ChatMessage> {
+/// A turn's first messages: the persona with its chosen quote (or, with
+/// none, its passages), and the cue.
+fn turn_messages(
+    request: &TurnRequest,
+    tagged: &[TaggedPassage],
+    chosen: Option<&ChosenQuote>,
+) -> Vec<ChatMessage> {
     let cue = match &request.incoming {
         None => Cue::Opening,
         Some(line) => Cue::Reply {
@@ -200,7 +289,10 @@ fn turn_messages(request: &TurnRequest, tagged: &[TaggedPassage]) -> Vec<ChatMes
     vec![
         ChatMessage {
             role: Role::System,
-            content: prompt::persona(request.topic.as_deref(), tagged),
+            content: match chosen {
+                Some(q) => prompt::persona_of_quote(request.topic.as_deref(), &q.tag, &q.text),
+                None => prompt::persona(request.topic.as_deref(), tagged),
+            },
         },
         ChatMessage {
             role: Role::User,
@@ -215,13 +307,31 @@ fn turn_messages(request: &TurnRequest, tagged: &[TaggedPassage]) -> Vec<ChatMes
 /// is how a small model loops. Outside quotes it may copy nothing of its
 /// prompt (the messages sent, added per call, the topic aside:
 /// [`prompt_runs`]) nor of any earlier turn; it may always name the two
-/// books.
-fn turn_guidance(request: &TurnRequest, tagged: &[TaggedPassage]) -> Guidance {
+/// books. With a chosen quote, the one quote is that clause, under its
+/// passage's tag, and it ends the turn: own words, then the book's words
+/// for them; the other book's turns are then texts not to copy.
+fn turn_guidance(
+    request: &TurnRequest,
+    tagged: &[TaggedPassage],
+    chosen: Option<&ChosenQuote>,
+) -> Guidance {
+    let mut avoid: Vec<String> = request.own_turns.values().cloned().collect();
+    let (passages, passage_tags, turns) = match chosen {
+        Some(q) => {
+            avoid.extend(request.other_turns.values().cloned());
+            (vec![q.text.clone()], vec![q.tag.clone()], BTreeMap::new())
+        }
+        None => (
+            tagged.iter().map(|t| t.passage.content.clone()).collect(),
+            Vec::new(),
+            request.other_turns.clone(),
+        ),
+    };
     Guidance {
-        passages: tagged.iter().map(|t| t.passage.content.clone()).collect(),
-        turns: request.other_turns.clone(),
+        passages,
+        turns,
         max_words: prompt::MAX_REPLY_WORDS,
-        avoid: request.own_turns.values().cloned().collect(),
+        avoid,
         exempt: titles(request),
         known_words: Some(known_words(request)),
         steer_words: request
@@ -229,10 +339,27 @@ fn turn_guidance(request: &TurnRequest, tagged: &[TaggedPassage]) -> Guidance {
             .as_deref()
             .map(reading::topic_word_forms)
             .unwrap_or_default(),
+        carry_words: chosen
+            .map(|q| carry_words(&q.text, request.topic.as_deref()))
+            .unwrap_or_default(),
         banned_words: banned_words(request),
-        passage_tags: Vec::new(),
-        claim_line: false,
+        passage_tags,
+        claim_line: chosen.is_some(),
     }
+}
+
+/// The words of a chosen quote its turn's own words should take up: its
+/// content words beyond the topic's (what `quote_carries_claim` reads).
+fn carry_words(quote: &str, topic: Option<&str>) -> Vec<String> {
+    let topic = topic.map(crate::content::content_stems).unwrap_or_default();
+    let mut out: Vec<String> = crate::guide::words::words(quote)
+        .into_iter()
+        .filter(|w| crate::content::is_content_word(w))
+        .filter(|w| !topic.contains(&crate::content::stem(w)))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The stretches of a prompt message whose runs free text may not copy:
@@ -662,6 +789,83 @@ mod tests {
             retrieve(&mut r, "b/x", "q", 3, &BTreeSet::new()),
             Err(MootError::NoPassages { .. })
         ));
+    }
+
+    fn request_with(topic: &str, incoming: Option<&str>, own: &[&str]) -> TurnRequest {
+        TurnRequest {
+            turn: 3,
+            speaker: Tree::new("a/a", "A", ""),
+            other: Tree::new("b/b", "B", ""),
+            topic: Some(topic.into()),
+            query: String::new(),
+            passages: Vec::new(),
+            pool: Vec::new(),
+            other_turns: BTreeMap::new(),
+            own_turns: own
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (i as u64 + 1, t.to_string()))
+                .collect(),
+            incoming: incoming.map(|text| Line {
+                turn: 2,
+                title: "B".into(),
+                text: text.into(),
+            }),
+            recent: Vec::new(),
+            summary: None,
+            mv: Move::Answer,
+            temperature: 0.0,
+            max_tokens: 100,
+            seed: 0,
+        }
+    }
+
+    fn tagged(texts: &[&str]) -> Vec<TaggedPassage> {
+        let passages: Vec<Passage> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Passage {
+                content: t.to_string(),
+                ..passage(i as u64)
+            })
+            .collect();
+        tag_passages(&passages)
+    }
+
+    /// Evidence first: the clause holding most of the topic's and the
+    /// other's last quote's words, not one quoted before, cut to its last
+    /// words when long.
+    #[test]
+    fn the_quote_is_the_clause_that_holds_the_point() {
+        let passages = tagged(&[
+            "The weather was fine that morning, and nobody spoke of anything at all.",
+            "A man of sense keeps his word, for the walls and laws of the city keep him.",
+        ]);
+        let line = "I say \"the walls of a town are its laws\" [s1].";
+        let request = request_with("the law of the city", Some(line), &[]);
+        let chosen = choose_quote(&request, &passages).unwrap();
+        assert_eq!(chosen.tag, "s2");
+        assert_eq!(chosen.text, "for the walls and laws of the city keep him");
+        // Quoted by this speaker before: another clause instead (none other
+        // holds the point: the first that says most).
+        let said = "Yes, \"for the walls and laws of the city keep him\" [s2].";
+        let request = request_with("the law of the city", Some(line), &[said]);
+        let chosen = choose_quote(&request, &passages).unwrap();
+        assert_eq!(chosen.text, "The weather was fine that morning");
+        // A long clause: its last words.
+        let long = tagged(&[
+            "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen law",
+        ]);
+        let chosen = choose_quote(&request_with("law", None, &[]), &long).unwrap();
+        assert_eq!(chosen.text.split_whitespace().count(), CHOSEN_QUOTE_WORDS);
+        assert!(chosen.text.starts_with("three ") && chosen.text.ends_with(" law"));
+    }
+
+    #[test]
+    fn a_long_clause_is_chosen_by_its_last_words() {
+        assert_eq!(last_words("a b  c d", 2), "c d");
+        assert_eq!(last_words("a b", 5), "a b");
+        assert_eq!(last_words("  só é  dito", 2), "é  dito");
     }
 
     #[test]
