@@ -178,7 +178,7 @@ pub struct GuideRules {
 /// The logit added to [`Guidance::steer_words`] tokens.
 pub const STEER_BIAS: f32 = 2.5;
 /// The logit added to [`Guidance::carry_words`] tokens.
-pub const CARRY_BIAS: f32 = 4.0;
+pub const CARRY_BIAS: f32 = 5.0;
 
 impl Default for GuideRules {
     fn default() -> Self {

@@ -444,7 +444,7 @@ pub fn draft_score(r: &TurnReading, grounded: bool, has_text: bool) -> f64 {
         + 2.0 * flag(r.answers_other == Some(true))
         + 3.0 * flag(r.on_topic)
         + 3.0 * r.distinct_2.unwrap_or(0.0)
-        + 3.0 * flag(r.quote_carries_claim == Some(true))
+        + 5.0 * flag(r.quote_carries_claim == Some(true))
         + r.quote_relevance.unwrap_or(0.0).min(3.0)
 }
 

@@ -205,71 +205,125 @@ pub struct ChosenQuote {
     pub text: String,
 }
 
-/// The quote a turn speaks from: of every clause of its passages
-/// ([`content::clauses`](crate::content::clauses)), the one holding the
-/// most distinct content words of the topic and of the other book's last
-/// quotes ([`reading::point_stems`], the measure `quote_relevance` reads),
-/// then the most content words (a clause that says something), the
-/// passages' rank order breaking ties; a clause of more than
-/// [`CHOSEN_QUOTE_WORDS`] words counts as its last ones. A clause the
-/// speaker quoted before is chosen only when no other is left. `None`
-/// with no clause.
-pub fn choose_quote(request: &TurnRequest, tagged: &[TaggedPassage]) -> Option<ChosenQuote> {
+/// How many of the best clauses a guided turn's drafts speak from, in
+/// turn (draft `i` from clause `i mod QUOTES_DRAFTED`): the drafts' reading
+/// then chooses the quote whose own words carry it, which the clause's
+/// count of words cannot foresee.
+pub const QUOTES_DRAFTED: usize = 3;
+
+/// The quotes a turn may speak from, best first: every clause of its
+/// passages ([`content::clauses`](crate::content::clauses); a clause of
+/// more than [`CHOSEN_QUOTE_WORDS`] words as its last ones), ranked by the
+/// distinct content words of the topic and of the other book's last quotes
+/// it holds ([`reading::point_stems`], the measure `quote_relevance`
+/// reads), then of the topic alone, then by its count of content words (a
+/// clause that says something), the passages' rank order breaking ties. A
+/// clause the speaker quoted before comes after every other, and one with
+/// no word for the own words to take up ([`carry_words`]: "Till we marry
+/// thee" on marrying) after every other left. At most `n`, each once.
+pub fn choose_quotes(
+    request: &TurnRequest,
+    tagged: &[TaggedPassage],
+    n: usize,
+) -> Vec<ChosenQuote> {
     let last_other = request.incoming.as_ref().map(|l| l.text.as_str());
     let wanted = reading::point_stems(request.topic.as_deref(), last_other);
+    let topic = reading::point_stems(request.topic.as_deref(), None);
     let quoted_before: Vec<String> = request
         .own_turns
         .values()
         .flat_map(|t| reading::quoted_texts(t))
         .map(|q| grounding::norm(&q))
         .collect();
-    let mut best: Option<((bool, usize, usize), ChosenQuote)> = None;
+    let mut ranked: Vec<((bool, bool, usize, usize, usize), usize, ChosenQuote)> = Vec::new();
     for t in tagged {
         let text = &t.passage.content;
         for range in crate::content::clauses(text) {
             let clause = last_words(text[range].trim(), CHOSEN_QUOTE_WORDS);
             let norm = grounding::norm(clause);
+            if ranked
+                .iter()
+                .any(|(_, _, q)| grounding::norm(&q.text) == norm)
+            {
+                continue;
+            }
             let fresh = !quoted_before.iter().any(|q| norm.contains(q.as_str()));
             let key = (
                 fresh,
+                !carry_words(clause, request.topic.as_deref()).is_empty(),
                 crate::content::relevance(clause, &wanted),
+                crate::content::relevance(clause, &topic),
                 crate::content::content_stems(clause).len(),
             );
-            if best.as_ref().is_none_or(|(b, _)| key > *b) {
-                let chosen = ChosenQuote {
-                    tag: t.tag.clone(),
-                    text: clause.to_string(),
-                };
-                best = Some((key, chosen));
-            }
+            let chosen = ChosenQuote {
+                tag: t.tag.clone(),
+                text: clause.to_string(),
+            };
+            ranked.push((key, ranked.len(), chosen));
         }
     }
-    best.map(|(_, chosen)| chosen)
+    // Best key first; among equals, the first found.
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.into_iter().take(n).map(|(_, _, q)| q).collect()
 }
 
-/// Speaks one turn: the quote chosen, prompt, model, grade, one retry,
-/// snap.
+/// The quote a turn speaks from: the first of [`choose_quotes`].
+pub fn choose_quote(request: &TurnRequest, tagged: &[TaggedPassage]) -> Option<ChosenQuote> {
+    choose_quotes(request, tagged, 1).pop()
+}
+
+/// Speaks one turn: the quotes chosen, prompt, model, drafts, grade, one
+/// retry, snap.
 pub fn speak(model: &mut dyn ChatModel, request: &TurnRequest) -> Result<Utterance, MootError> {
     let tagged = tag_passages(&request.passages);
     let guided = model.guides_decoding();
-    // Only guidance can hold a model to the chosen quote; a model that is
-    // not guided chooses among its passages as before.
-    let chosen = guided.then(|| choose_quote(request, &tagged)).flatten();
-    let messages = turn_messages(request, &tagged, chosen.as_ref());
-    let guidance = turn_guidance(request, &tagged, chosen.as_ref());
+    // Only guidance can hold a model to a chosen quote; a model that is not
+    // guided chooses among its passages as before.
+    let chosen = if guided {
+        choose_quotes(request, &tagged, QUOTES_DRAFTED)
+    } else {
+        Vec::new()
+    };
+    let prompts: Vec<Prompt> = if chosen.is_empty() {
+        vec![Prompt::new(request, &tagged, None)]
+    } else {
+        chosen
+            .iter()
+            .map(|q| Prompt::new(request, &tagged, Some(q)))
+            .collect()
+    };
     let mut turn = Turn {
         model,
         request,
         tagged,
-        guidance,
         titles: titles(request),
     };
     // Under guidance every draft is grounded by construction, so drafts
     // differ in how they read: draft a few and keep the best read.
     let drafts = if guided { CANDIDATES } else { 1 };
-    let first = turn.best_draft(&messages, drafts)?;
-    let kept = turn.keep_or_retry(messages, first)?;
+    let (first, prompt) = turn.best_draft(&prompts, drafts)?;
+    let kept = turn.keep_or_retry(&prompts[prompt], first)?;
     Ok(turn.utterance(kept, guided))
+}
+
+/// What one draft is asked with: the messages and the guidance, for a
+/// chosen quote or (none) the turn's passages.
+struct Prompt {
+    messages: Vec<ChatMessage>,
+    guidance: Guidance,
+}
+
+impl Prompt {
+    fn new(
+        request: &TurnRequest,
+        tagged: &[TaggedPassage],
+        chosen: Option<&ChosenQuote>,
+    ) -> Prompt {
+        Prompt {
+            messages: turn_messages(request, tagged, chosen),
+            guidance: turn_guidance(request, tagged, chosen),
+        }
+    }
 }
 
 /// A turn's first messages: the persona with its chosen quote (or, with
@@ -350,10 +404,21 @@ fn turn_guidance(
 
 /// The words of a chosen quote its turn's own words should take up: its
 /// content words beyond the topic's (what `quote_carries_claim` reads).
+/// Names (capitalised inside the quote) are left out: own words may not
+/// write them.
 fn carry_words(quote: &str, topic: Option<&str>) -> Vec<String> {
     let topic = topic.map(crate::content::content_stems).unwrap_or_default();
-    let mut out: Vec<String> = crate::guide::words::words(quote)
-        .into_iter()
+    let mut out: Vec<String> = quote
+        .split_whitespace()
+        .skip(1)
+        .filter(|w| !w.starts_with(|c: char| c.is_uppercase()))
+        .flat_map(crate::guide::words::words)
+        .chain(
+            quote
+                .split_whitespace()
+                .take(1)
+                .flat_map(crate::guide::words::words),
+        )
         .filter(|w| crate::content::is_content_word(w))
         .filter(|w| !topic.contains(&crate::content::stem(w)))
         .collect();
@@ -381,7 +446,6 @@ struct Turn<'m, 'r> {
     model: &'m mut dyn ChatModel,
     request: &'r TurnRequest,
     tagged: Vec<TaggedPassage>,
-    guidance: Guidance,
     titles: Vec<String>,
 }
 
@@ -396,8 +460,13 @@ struct Kept {
 impl Turn<'_, '_> {
     /// One model call on `messages`, guided so that its own words copy
     /// none of them either.
-    fn call(&mut self, messages: &[ChatMessage], seed: u64) -> Result<String, MootError> {
-        let mut guidance = self.guidance.clone();
+    fn call(
+        &mut self,
+        messages: &[ChatMessage],
+        guidance: &Guidance,
+        seed: u64,
+    ) -> Result<String, MootError> {
+        let mut guidance = guidance.clone();
         let topic = self.request.topic.as_deref();
         guidance
             .avoid
@@ -441,9 +510,14 @@ impl Turn<'_, '_> {
         )
     }
 
-    /// Drafts `drafts` replies and returns the one that reads best (the
-    /// first of equals).
-    fn best_draft(&mut self, messages: &[ChatMessage], drafts: u32) -> Result<String, MootError> {
+    /// Drafts `drafts` replies, draft `i` on prompt `i mod prompts`, and
+    /// returns the one that reads best (the first of equals) with its
+    /// prompt's index.
+    fn best_draft(
+        &mut self,
+        prompts: &[Prompt],
+        drafts: u32,
+    ) -> Result<(String, usize), MootError> {
         let request = self.request;
         let earlier: Vec<&str> = request
             .own_turns
@@ -451,9 +525,14 @@ impl Turn<'_, '_> {
             .chain(request.other_turns.values())
             .map(String::as_str)
             .collect();
-        let mut first: Option<(f64, String)> = None;
+        let mut first: Option<(f64, String, usize)> = None;
         for i in 0..drafts {
-            let reply = self.call(messages, request.seed.wrapping_add(u64::from(i) << 40))?;
+            let p = i as usize % prompts.len().max(1);
+            let Some(prompt) = prompts.get(p) else {
+                break;
+            };
+            let seed = request.seed.wrapping_add(u64::from(i) << 40);
+            let reply = self.call(&prompt.messages, &prompt.guidance, seed)?;
             let (checked, _) = self.grade(&reply);
             let score =
                 reading::draft_score(&self.read(&checked.text), checked.passes, has_text(&reply))
@@ -463,20 +542,16 @@ impl Turn<'_, '_> {
                         &earlier,
                         request.topic.as_deref(),
                     );
-            if first.as_ref().is_none_or(|(best, _)| score > *best) {
-                first = Some((score, reply));
+            if first.as_ref().is_none_or(|(best, ..)| score > *best) {
+                first = Some((score, reply, p));
             }
         }
-        Ok(first.map(|(_, reply)| reply).unwrap_or_default())
+        Ok(first.map(|(_, reply, p)| (reply, p)).unwrap_or_default())
     }
 
     /// Keeps `first` if it passes; else asks once more with a reminder
     /// and keeps the second reply (or the first, if the second is empty).
-    fn keep_or_retry(
-        &mut self,
-        mut messages: Vec<ChatMessage>,
-        first: String,
-    ) -> Result<Kept, MootError> {
+    fn keep_or_retry(&mut self, prompt: &Prompt, first: String) -> Result<Kept, MootError> {
         let (first_checked, first_cited) = self.grade(&first);
         if first_checked.passes {
             return Ok(Kept {
@@ -487,6 +562,7 @@ impl Turn<'_, '_> {
             });
         }
         let tags: Vec<String> = self.tagged.iter().map(|t| t.tag.clone()).collect();
+        let mut messages = prompt.messages.clone();
         messages.push(ChatMessage {
             role: Role::Assistant,
             content: first.clone(),
@@ -495,7 +571,11 @@ impl Turn<'_, '_> {
             role: Role::User,
             content: prompt::reminder(&tags, &first_checked.grounding),
         });
-        let second = self.call(&messages, self.request.seed.wrapping_add(1))?;
+        let second = self.call(
+            &messages,
+            &prompt.guidance,
+            self.request.seed.wrapping_add(1),
+        )?;
         let (raw, checked, cited) = if has_text(&second) {
             let (checked, cited) = self.grade(&second);
             (second, checked, cited)
