@@ -235,7 +235,7 @@ pub fn choose_quotes(
         .flat_map(|t| reading::quoted_texts(t))
         .map(|q| grounding::norm(&q))
         .collect();
-    let mut ranked: Vec<((bool, bool, usize, usize, usize), usize, ChosenQuote)> = Vec::new();
+    let mut ranked: Vec<(QuoteRank, usize, ChosenQuote)> = Vec::new();
     for t in tagged {
         let text = &t.passage.content;
         for range in crate::content::clauses(text) {
@@ -266,6 +266,11 @@ pub fn choose_quotes(
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     ranked.into_iter().take(n).map(|(_, _, q)| q).collect()
 }
+
+/// How a clause ranks as a turn's quote, best highest: not quoted by the
+/// speaker before, holding a word to take up, its relevance to the topic
+/// and the other's point, to the topic alone, its count of content words.
+type QuoteRank = (bool, bool, usize, usize, usize);
 
 /// The quote a turn speaks from: the first of [`choose_quotes`].
 pub fn choose_quote(request: &TurnRequest, tagged: &[TaggedPassage]) -> Option<ChosenQuote> {
