@@ -240,6 +240,10 @@ pub fn choose_quotes(
         let text = &t.passage.content;
         for range in crate::content::clauses(text) {
             let clause = last_words(text[range].trim(), CHOSEN_QUOTE_WORDS);
+            if ends_in_title(clause) {
+                // "…the sentiments which Mr" ends where a name follows.
+                continue;
+            }
             let norm = grounding::norm(clause);
             if ranked
                 .iter()
@@ -265,6 +269,16 @@ pub fn choose_quotes(
     // Best key first; among equals, the first found.
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     ranked.into_iter().take(n).map(|(_, _, q)| q).collect()
+}
+
+/// Whether a clause ends in a title (`Mr`, `Mrs`, `Dr`…): its boundary
+/// is the title's full stop, and the name it belongs to is cut off.
+fn ends_in_title(clause: &str) -> bool {
+    let last = clause
+        .rsplit(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or("");
+    crate::guide::words::TITLE_ABBREVIATIONS.contains(&last)
 }
 
 /// How a clause ranks as a turn's quote, best highest: not quoted by the
@@ -937,6 +951,10 @@ mod tests {
         let request = request_with("the law of the city", Some(line), &[said]);
         let chosen = choose_quote(&request, &passages).unwrap();
         assert_eq!(chosen.text, "The weather was fine that morning");
+        // A clause cut at a title's full stop is no quote.
+        let titled = tagged(&["The law was made by Mr. Bennet in the city."]);
+        let chosen = choose_quote(&request_with("law", None, &[]), &titled).unwrap();
+        assert_eq!(chosen.text, "Bennet in the city");
         // A long clause: its last words.
         let long = tagged(&[
             "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen law",
