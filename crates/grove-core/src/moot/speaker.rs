@@ -214,10 +214,13 @@ pub const QUOTES_DRAFTED: usize = 3;
 /// The quotes a turn may speak from, best first: every clause of its
 /// passages ([`content::clauses`](crate::content::clauses); a clause of
 /// more than [`CHOSEN_QUOTE_WORDS`] words as its last ones), ranked by the
-/// distinct content words of the topic and of the other book's last quotes
-/// it holds ([`reading::point_stems`], the measure `quote_relevance`
-/// reads), then of the topic alone, then by its count of content words (a
-/// clause that says something), the passages' rank order breaking ties. A
+/// distinct content words of the topic it holds, then of the topic and
+/// of the other book's last quotes ([`reading::point_stems`], the measure
+/// `quote_relevance` reads), then by its count of content words (a clause
+/// that says something), the passages' rank order breaking ties. (Ranked
+/// on the other's words first, the quotes chained on a word of the last
+/// one, "double", turn after turn, and the talk followed them off the
+/// topic.) A
 /// clause the speaker quoted before comes after every other, and one with
 /// no word for the own words to take up ([`carry_words`]: "Till we marry
 /// thee" on marrying) after every other left. At most `n`, each once.
@@ -254,9 +257,9 @@ pub fn choose_quotes(
             let fresh = !quoted_before.iter().any(|q| norm.contains(q.as_str()));
             let key = (
                 fresh,
-                !carry_words(clause, request.topic.as_deref()).is_empty(),
-                crate::content::relevance(clause, &wanted),
+                !carry_words(clause, request).is_empty(),
                 crate::content::relevance(clause, &topic),
+                crate::content::relevance(clause, &wanted),
                 crate::content::content_stems(clause).len(),
             );
             let chosen = ChosenQuote {
@@ -282,8 +285,8 @@ fn ends_in_title(clause: &str) -> bool {
 }
 
 /// How a clause ranks as a turn's quote, best highest: not quoted by the
-/// speaker before, holding a word to take up, its relevance to the topic
-/// and the other's point, to the topic alone, its count of content words.
+/// speaker before, holding a word to take up, its relevance to the topic,
+/// to the topic and the other's point, its count of content words.
 type QuoteRank = (bool, bool, usize, usize, usize);
 
 /// The quote a turn speaks from: the first of [`choose_quotes`].
@@ -413,7 +416,7 @@ fn turn_guidance(
             .map(reading::topic_word_forms)
             .unwrap_or_default(),
         carry_words: chosen
-            .map(|q| carry_words(&q.text, request.topic.as_deref()))
+            .map(|q| carry_words(&q.text, request))
             .unwrap_or_default(),
         banned_words: banned_words(request),
         passage_tags,
@@ -424,9 +427,17 @@ fn turn_guidance(
 /// The words of a chosen quote its turn's own words should take up: its
 /// content words beyond the topic's (what `quote_carries_claim` reads).
 /// Names (capitalised inside the quote) are left out: own words may not
-/// write them.
-fn carry_words(quote: &str, topic: Option<&str>) -> Vec<String> {
-    let topic = topic.map(crate::content::content_stems).unwrap_or_default();
+/// write them; so are the words earlier turns' own words hold, so a word
+/// is not taken up turn after turn.
+fn carry_words(quote: &str, request: &TurnRequest) -> Vec<String> {
+    let mut topic = (request.topic.as_deref())
+        .map(crate::content::content_stems)
+        .unwrap_or_default();
+    for earlier in request.own_turns.values().chain(request.other_turns.values()) {
+        for stretch in reading::own_word_stretches(earlier) {
+            topic.extend(stretch.iter().map(|w| crate::content::stem(w)));
+        }
+    }
     let mut out: Vec<String> = quote
         .split_whitespace()
         .skip(1)
