@@ -10,6 +10,8 @@ use anyhow::{Context, bail};
 use grove::book;
 use grove::store::{BookRecord, SearchScope, Shard, Store};
 
+use super::net::grove_bin;
+
 /// The book limits the benchmark ingests under.
 struct Limits {
     max_book_bytes: u64,
@@ -24,7 +26,8 @@ const LIMITS: Limits = Limits {
 /// `grove-bench store [--corpus-mb N] [--book-kb N] [--search-only [--state DIR]]`
 /// (defaults: 100 MB of 1 MiB books; `--search-only` ingests the generated
 /// corpus once, into DIR when given and reusing it when it holds a shard, and
-/// measures only search and proofs)
+/// measures only search and proofs), or `grove-bench store --book-add
+/// [--before BIN]` (`grove book add` into a state directory of 100 books).
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let options = match Invocation::parse(args)? {
         Invocation::Bench(options) => options,
@@ -35,11 +38,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             return Ok(());
         }
     };
+    if options.book_add {
+        return book_add(options.before.as_deref());
+    }
     let Options {
         corpus_mb,
         book_kb,
         search_only,
         kept_state,
+        ..
     } = options;
     let tmp = tempfile::tempdir()?;
     println!("# grove store benchmark (release build recommended)\n");
@@ -84,6 +91,10 @@ struct Options {
     book_kb: usize,
     search_only: bool,
     kept_state: Option<PathBuf>,
+    /// Measure `grove book add` into 100 books instead.
+    book_add: bool,
+    /// The grove binary of the build before, for `--book-add`.
+    before: Option<PathBuf>,
 }
 
 /// How the bench was called: to measure, or as the child ingesting files
@@ -100,6 +111,8 @@ impl Invocation {
             book_kb: 1024,
             search_only: false,
             kept_state: None,
+            book_add: false,
+            before: None,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -107,6 +120,8 @@ impl Invocation {
                 "--corpus-mb" => o.corpus_mb = it.next().context("--corpus-mb N")?.parse()?,
                 "--book-kb" => o.book_kb = it.next().context("--book-kb N")?.parse()?,
                 "--search-only" => o.search_only = true,
+                "--book-add" => o.book_add = true,
+                "--before" => o.before = Some(PathBuf::from(it.next().context("--before BIN")?)),
                 "--state" => o.kept_state = Some(PathBuf::from(it.next().context("--state DIR")?)),
                 "--ingest-child" => {
                     let state = PathBuf::from(it.next().context("state dir")?);
@@ -118,6 +133,48 @@ impl Invocation {
         }
         Ok(Invocation::Bench(o))
     }
+}
+
+/// `grove book add` of one more 100 KiB book into a state directory holding
+/// 100 (the CLI with no daemon, as an operator runs it, process start
+/// included): p50 and p95 over 20 adds, for this build's grove and, with
+/// `before`, another build's, each on its own copy of the same books.
+fn book_add(before: Option<&Path>) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let files = generate_corpus(&tmp.path().join("gen"), 12, 100 << 10)?;
+    anyhow::ensure!(files.len() >= 120, "120 generated books");
+    let (held, added) = files.split_at(100);
+    let mut builds = vec![("this build", grove_bin()?)];
+    if let Some(bin) = before {
+        builds.push(("before", bin.to_path_buf()));
+    }
+    println!("# grove book add into a state directory of 100 books (20 adds, no daemon)\n");
+    for (label, bin) in builds {
+        let state = tmp.path().join(label.replace(' ', "-"));
+        ingest_files(&state, held)?;
+        let mut times = Vec::new();
+        for (i, f) in added.iter().take(20).enumerate() {
+            let key = format!("bench/added-{i}");
+            let args = ["book", "add", &f.to_string_lossy(), "--key", &key];
+            let t = Instant::now();
+            let out = super::net::grove(&bin, &state, &args).output()?;
+            times.push(t.elapsed());
+            anyhow::ensure!(
+                out.status.success(),
+                "{} book add: {}",
+                bin.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        times.sort();
+        println!(
+            "{label} ({}): p50 {:.1} ms, p95 {:.1} ms",
+            bin.display(),
+            percentile(&times, 0.5).as_secs_f64() * 1e3,
+            percentile(&times, 0.95).as_secs_f64() * 1e3,
+        );
+    }
+    Ok(())
 }
 
 /// Peak RSS of ingesting `files` into `state`, in a fresh process.
