@@ -83,23 +83,6 @@ struct NodeSpeaker {
     silent: Arc<Mutex<bool>>,
 }
 
-fn tree_ref(t: &Tree) -> wire::TreeRef {
-    wire::TreeRef {
-        key: t.key.clone(),
-        title: t.title.clone(),
-        author: t.author.clone(),
-        genre: t.genre.clone(),
-    }
-}
-
-fn wire_line(l: &crate::moot::prompt::Line) -> wire::Line {
-    wire::Line {
-        turn: l.turn,
-        title: l.title.clone(),
-        text: l.text.clone(),
-    }
-}
-
 impl NodeSpeaker {
     fn fail(&self, reason: impl Into<String>) -> MootError {
         MootError::Speaker {
@@ -172,39 +155,6 @@ impl NodeSpeaker {
         }
     }
 
-    /// The wire call for one turn of the engine.
-    fn wire_call(&self, call: &TurnCall, prev: Vec<u8>) -> wire::TurnCall {
-        let r = &call.request;
-        wire::TurnCall {
-            moot_id: self.moot_id.clone(),
-            turn: r.turn,
-            r#move: r.mv.as_str().to_string(),
-            speaker: Some(tree_ref(&r.speaker)),
-            other: Some(tree_ref(&r.other)),
-            topic: r.topic.clone().unwrap_or_default(),
-            query: r.query.clone(),
-            given: call
-                .given
-                .iter()
-                .flatten()
-                .map(|p| p.node_id.clone())
-                .collect(),
-            pool: r.pool.iter().map(|p| p.node_id.clone()).collect(),
-            cited: call.cited.iter().cloned().collect(),
-            other_turns: r.other_turns.clone().into_iter().collect(),
-            own_turns: r.own_turns.clone().into_iter().collect(),
-            incoming: r.incoming.as_ref().map(wire_line),
-            recent: r.recent.iter().map(wire_line).collect(),
-            summary: r.summary.clone().unwrap_or_default(),
-            temperature: r.temperature,
-            max_tokens: r.max_tokens,
-            seed: r.seed,
-            k: call.k as u32,
-            prev_hash: prev,
-            opening: false,
-        }
-    }
-
     /// Adds an accepted turn to the chain; returns every turn so far.
     fn accept(&self, hash: Hash, signed_turn: Signed) -> Vec<Signed> {
         let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
@@ -236,14 +186,7 @@ impl NodeSpeaker {
 
 impl Speaker for NodeSpeaker {
     fn opening(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, MootError> {
-        let call = wire::TurnCall {
-            moot_id: self.moot_id.clone(),
-            speaker: Some(tree_ref(&self.who.tree)),
-            query: query.to_string(),
-            k: k as u32,
-            opening: true,
-            ..Default::default()
-        };
+        let call = turn::opening_call(&self.moot_id, &self.who.tree, query, k);
         let mut last = None;
         for _ in 0..TURN_ATTEMPTS {
             match self.send(&call)?.kind {
@@ -286,7 +229,7 @@ impl Speaker for NodeSpeaker {
             self.accept(hash, done.clone());
             return Ok(accepted);
         }
-        let wire_call = self.wire_call(call, prev);
+        let wire_call = turn::wire_call(call, &self.moot_id, prev);
         let started = std::time::Instant::now();
         let mut last = String::new();
         for _ in 0..TURN_ATTEMPTS {

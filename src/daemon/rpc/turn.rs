@@ -1,5 +1,6 @@
-//! `/grove/turn/1`, the speaker's side of a cross-node moot: a member asks
-//! this node to speak for a book it holds. The request carries everything
+//! `/grove/turn/1`, both halves: the host's call for one turn of the engine
+//! ([`wire_call`], [`opening_call`]) and the speaker's side of a cross-node
+//! moot: a member asks this node to speak for a book it holds. The request carries everything
 //! the turn needs (the pool as node ids, the cited set, the lines), so this
 //! node keeps no moot state: it rebuilds the pool from its own store and
 //! retrieves. Its turn policy decides (within its time bound) whether the
@@ -20,6 +21,7 @@ use crate::daemon::store::StoreWorker;
 use crate::daemon::worker::Stopped;
 use crate::model::ModelError;
 use crate::moot::MootError;
+use crate::moot::host;
 use crate::moot::policy::{self, Decision, PolicySettings};
 use crate::moot::prompt::Line;
 use crate::moot::signed;
@@ -66,6 +68,69 @@ pub struct Speaking {
 pub(super) fn refused(reason: impl Into<String>) -> wire::TurnAnswer {
     wire::TurnAnswer {
         kind: Some(wire::turn_answer::Kind::Refused(reason.into())),
+    }
+}
+
+fn tree_ref(t: &Tree) -> wire::TreeRef {
+    wire::TreeRef {
+        key: t.key.clone(),
+        title: t.title.clone(),
+        author: t.author.clone(),
+        genre: t.genre.clone(),
+    }
+}
+
+fn wire_line(l: &Line) -> wire::Line {
+    wire::Line {
+        turn: l.turn,
+        title: l.title.clone(),
+        text: l.text.clone(),
+    }
+}
+
+/// The host's call for a tree's opening search.
+pub fn opening_call(moot_id: &[u8], speaker: &Tree, query: &str, k: usize) -> wire::TurnCall {
+    wire::TurnCall {
+        moot_id: moot_id.to_vec(),
+        speaker: Some(tree_ref(speaker)),
+        query: query.to_string(),
+        k: k as u32,
+        opening: true,
+        ..Default::default()
+    }
+}
+
+/// The host's call for one turn of the engine, chained to `prev` (the
+/// speaker rebuilds the request from it: [`turn_request`]).
+pub fn wire_call(call: &host::TurnCall, moot_id: &[u8], prev: Vec<u8>) -> wire::TurnCall {
+    let r = &call.request;
+    wire::TurnCall {
+        moot_id: moot_id.to_vec(),
+        turn: r.turn,
+        r#move: r.mv.as_str().to_string(),
+        speaker: Some(tree_ref(&r.speaker)),
+        other: Some(tree_ref(&r.other)),
+        topic: r.topic.clone().unwrap_or_default(),
+        query: r.query.clone(),
+        given: call
+            .given
+            .iter()
+            .flatten()
+            .map(|p| p.node_id.clone())
+            .collect(),
+        pool: r.pool.iter().map(|p| p.node_id.clone()).collect(),
+        cited: call.cited.iter().cloned().collect(),
+        other_turns: r.other_turns.clone().into_iter().collect(),
+        own_turns: r.own_turns.clone().into_iter().collect(),
+        incoming: r.incoming.as_ref().map(wire_line),
+        recent: r.recent.iter().map(wire_line).collect(),
+        summary: r.summary.clone().unwrap_or_default(),
+        temperature: r.temperature,
+        max_tokens: r.max_tokens,
+        seed: r.seed,
+        k: call.k as u32,
+        prev_hash: prev,
+        opening: false,
     }
 }
 
@@ -133,18 +198,17 @@ pub async fn answer(speaking: &Speaking, peer: Option<PeerId>, data: &[u8]) -> w
 pub fn turn_request(
     call: &wire::TurnCall,
     passages: Vec<Passage>,
-    mut pool: Vec<Passage>,
+    pool: Vec<Passage>,
 ) -> Result<TurnRequest, TurnError> {
     let mv = Move::parse(&call.r#move)
         .ok_or_else(|| TurnError::BadRequest(format!("unknown move `{}`", call.r#move)))?;
-    speaker::extend_pool(&mut pool, &passages);
-    Ok(TurnRequest {
+    let request = TurnRequest {
         turn: call.turn,
         speaker: tree(call.speaker.as_ref()),
         other: tree(call.other.as_ref()),
         topic: (!call.topic.is_empty()).then(|| call.topic.clone()),
         query: call.query.clone(),
-        passages,
+        passages: Vec::new(),
         pool,
         other_turns: call.other_turns.clone().into_iter().collect(),
         own_turns: call.own_turns.clone().into_iter().collect(),
@@ -160,7 +224,8 @@ pub fn turn_request(
         },
         max_tokens: call.max_tokens.clamp(1, crate::moot::MAX_REPLY_TOKENS),
         seed: call.seed,
-    })
+    };
+    Ok(request.with_passages(passages))
 }
 
 /// This node's turn policy on one turn, from the best score of the turn's

@@ -89,10 +89,7 @@ impl LocalSpeaker<'_> {
                 &call.cited,
             )?,
         };
-        let mut request = call.request.clone();
-        speaker::extend_pool(&mut request.pool, &passages);
-        request.passages = passages;
-        Ok(request)
+        Ok(call.request.clone().with_passages(passages))
     }
 }
 

@@ -53,6 +53,17 @@ pub struct TurnRequest {
     pub seed: u64,
 }
 
+impl TurnRequest {
+    /// The request with this turn's passages, added to the pool: what a
+    /// speaker does with what it retrieved (or was given), on the host's
+    /// node or the book's.
+    pub fn with_passages(mut self, passages: Vec<Passage>) -> TurnRequest {
+        extend_pool(&mut self.pool, &passages);
+        self.passages = passages;
+        self
+    }
+}
+
 /// The query of a later turn: `topic + " " + line`, or the line alone.
 pub fn turn_query(topic: Option<&str>, other_line: &str) -> String {
     match topic.map(str::trim).filter(|t| !t.is_empty()) {
@@ -433,7 +444,11 @@ fn carry_words(quote: &str, request: &TurnRequest) -> Vec<String> {
     let mut topic = (request.topic.as_deref())
         .map(crate::content::content_stems)
         .unwrap_or_default();
-    for earlier in request.own_turns.values().chain(request.other_turns.values()) {
+    for earlier in request
+        .own_turns
+        .values()
+        .chain(request.other_turns.values())
+    {
         for stretch in reading::own_word_stretches(earlier) {
             topic.extend(stretch.iter().map(|w| crate::content::stem(w)));
         }
