@@ -13,6 +13,7 @@ pub use grove_core::{announce, ask, book, events, grounding, merkle, moot, text,
 
 pub mod api;
 pub mod backup;
+pub mod books;
 pub mod config;
 pub mod daemon;
 pub mod db;

@@ -1,7 +1,7 @@
 //! The control API: its JSON shapes (`dto`), its error (`error`), the book
-//! operations both the CLI and the daemon run (`books`), an ask's one
-//! sequence (`ask`), and the client the
-//! CLI reaches a running daemon with (`client`). Nothing here knows the
+//! operations' requests and trait (`books`; the service itself is
+//! `src/books.rs`, beside the store), an ask's one sequence (`ask`), and
+//! the client the CLI reaches a running daemon with (`client`). Nothing here knows the
 //! daemon: the server side of the socket lives in `daemon::control`.
 
 pub mod ask;

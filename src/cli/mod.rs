@@ -13,6 +13,7 @@ pub mod mesh;
 pub mod model;
 pub mod moot;
 pub mod node;
+pub mod or_local;
 pub mod peers;
 pub mod shard;
 pub mod show;
@@ -48,14 +49,14 @@ impl Ctx {
     /// The book operations: through the daemon when one answers on the
     /// control socket (so there is one writer), else directly on the state.
     pub fn books(&self) -> Box<dyn grove::api::books::BookApi> {
-        let local = grove::api::books::LocalBooks::new(
+        let local = grove::books::LocalBooks::new(
             &self.state_dir,
             self.settings().limits.clone(),
             self.settings().default_shard.clone(),
         );
         match grove::api::client::Client::connect(&self.socket) {
             // A daemon gone by the time the request is sent: done here.
-            Some(client) => Box::new(grove::api::client::OrLocal { client, local }),
+            Some(client) => Box::new(or_local::OrLocal { client, local }),
             None => Box::new(local),
         }
     }

@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::api::books::LocalBooks;
 use crate::api::dto;
+use crate::books::LocalBooks;
 use crate::config::{Config, Settings};
 use crate::state_dir::StateDir;
 

@@ -3,7 +3,7 @@
 //! peer's search, a turn's retrieval) runs on a single writer, in order.
 
 use super::worker::{Stopped, Worker};
-use crate::api::books::LocalBooks;
+use crate::books::LocalBooks;
 
 /// A handle to the store worker; cheap to clone.
 #[derive(Clone)]

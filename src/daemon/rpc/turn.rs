@@ -255,7 +255,7 @@ fn decide(
 /// policy asks for it, the best score of the turn's search: one search of
 /// the book, read on the store worker.
 fn prepare(
-    books: &mut crate::api::books::LocalBooks,
+    books: &mut crate::books::LocalBooks,
     key: &str,
     call: &wire::TurnCall,
     k: usize,
