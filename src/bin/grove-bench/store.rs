@@ -39,7 +39,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         }
     };
     if options.book_add {
-        return book_add(options.before.as_deref());
+        book_add(options.before.as_deref())?;
+        return turn_store_time();
     }
     let Options {
         corpus_mb,
@@ -174,6 +175,67 @@ fn book_add(before: Option<&Path>) -> anyhow::Result<()> {
             percentile(&times, 0.95).as_secs_f64() * 1e3,
         );
     }
+    Ok(())
+}
+
+/// The store work of a hosted turn on the speaking node, on a shard of 100
+/// books: as it was (a store per call, so the turn's retrieval opened the
+/// shards and the policy's search opened them again and searched again)
+/// and as it is (the store worker's handle, shards open, one search whose
+/// best score the policy reads). Median over 200 turns each.
+fn turn_store_time() -> anyhow::Result<()> {
+    use grove::moot::speaker;
+    use grove::store::retriever::BookRetriever;
+    let tmp = tempfile::tempdir()?;
+    let files = generate_corpus(&tmp.path().join("gen"), 12, 120 << 10)?;
+    let state = tmp.path().join("state");
+    ingest_files(&state, &files)?;
+    let books: Vec<String> = Store::new(&state)
+        .open("main")?
+        .books(false)?
+        .into_iter()
+        .map(|b| b.key)
+        .collect();
+    let mut words = Words::new(11);
+    let turns: Vec<(String, String)> = (0..200)
+        .map(|i| {
+            let q = (0..3).map(|_| words.word().to_string()).collect::<Vec<_>>();
+            (books[i % books.len()].clone(), q.join(" "))
+        })
+        .collect();
+    let cited = std::collections::BTreeSet::new();
+    let mut before = Vec::new();
+    for (key, query) in &turns {
+        let t = Instant::now();
+        let mut store = Store::new(&state);
+        let mut r = BookRetriever::open(&mut store, key)?;
+        for p in speaker::retrieve(&mut r, key, query, 6, &cited)? {
+            r.proof(p.index)?;
+        }
+        let mut again = Store::new(&state);
+        BookRetriever::open(&mut again, key)?.best_score(query, 6)?;
+        before.push(t.elapsed());
+    }
+    let mut handle = Store::new(&state);
+    let mut after = Vec::new();
+    for (key, query) in &turns {
+        let t = Instant::now();
+        let mut r = BookRetriever::open(&mut handle, key)?;
+        for p in speaker::retrieve(&mut r, key, query, 6, &cited)? {
+            r.proof(p.index)?;
+        }
+        anyhow::ensure!(r.best_of_last_search().is_some(), "the policy's score");
+        after.push(t.elapsed());
+    }
+    before.sort();
+    after.sort();
+    let median = |v: &[Duration]| percentile(v, 0.5).as_secs_f64() * 1e3;
+    println!(
+        "\nhosted turn, the speaker's store work (100 books, 200 turns): median {:.2} ms before \
+         (a store per call: two opens, two searches), {:.2} ms now (one handle, one search)",
+        median(&before),
+        median(&after),
+    );
     Ok(())
 }
 
