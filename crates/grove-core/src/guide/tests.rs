@@ -800,6 +800,13 @@ fn names_inside_a_sentence_and_numerals_must_be_known() {
     assert!(allows(&mut g, &w, "5"));
 }
 
+/// The logit `token` gets from the guide at this step, from 0.
+fn logit_of(g: &mut QuoteGuide, w: &[String], token: &str) -> f32 {
+    let mut logits = vec![0.0f32; g.vocab.len()];
+    g.constrain(&mut logits);
+    logits[id(w, token) as usize]
+}
+
 #[test]
 fn free_text_leans_towards_a_steer_word_until_it_writes_one() {
     let (mut g, w) = guide_with(
@@ -811,16 +818,15 @@ fn free_text_leans_towards_a_steer_word_until_it_writes_one() {
         200,
         rules(),
     );
-    let logit = |g: &mut QuoteGuide, t: &str| {
-        let mut logits = vec![0.0f32; g.vocab.len()];
-        g.constrain(&mut logits);
-        logits[id(&w, t) as usize]
-    };
     feed(&mut g, &w, &["I", " said"]);
-    assert_eq!(logit(&mut g, " sea"), STEER_BIAS);
-    assert_eq!(logit(&mut g, " whale"), 0.0);
+    assert_eq!(logit_of(&mut g, &w, " sea"), STEER_BIAS);
+    assert_eq!(logit_of(&mut g, &w, " whale"), 0.0);
     feed(&mut g, &w, &[" sea"]);
-    assert_eq!(logit(&mut g, " sea"), 0.0, "written once: no more lean");
+    assert_eq!(
+        logit_of(&mut g, &w, " sea"),
+        0.0,
+        "written once: no more lean"
+    );
 }
 
 #[test]
@@ -835,21 +841,20 @@ fn free_text_leans_towards_a_carry_word_beside_the_topic_until_it_writes_one() {
         200,
         rules(),
     );
-    let logit = |g: &mut QuoteGuide, t: &str| {
-        let mut logits = vec![0.0f32; g.vocab.len()];
-        g.constrain(&mut logits);
-        logits[id(&w, t) as usize]
-    };
     feed(&mut g, &w, &["I", " said"]);
-    assert_eq!(logit(&mut g, " whale"), CARRY_BIAS);
+    assert_eq!(logit_of(&mut g, &w, " whale"), CARRY_BIAS);
     feed(&mut g, &w, &[" sea"]);
     assert_eq!(
-        logit(&mut g, " whale"),
+        logit_of(&mut g, &w, " whale"),
         CARRY_BIAS,
         "the topic's word ends only its own lean"
     );
     feed(&mut g, &w, &[" and", " whale"]);
-    assert_eq!(logit(&mut g, " whale"), 0.0, "written once: no more lean");
+    assert_eq!(
+        logit_of(&mut g, &w, " whale"),
+        0.0,
+        "written once: no more lean"
+    );
 }
 
 #[test]
