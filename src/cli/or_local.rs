@@ -3,7 +3,7 @@
 
 use grove::api::books::{AddRequest, BookApi, SearchRequest};
 use grove::api::client::{Client, or_local};
-use grove::api::{ApiError, ErrorKind, dto};
+use grove::api::{ApiError, dto};
 use grove::books::LocalBooks;
 
 /// The book operations through the daemon, done in this process instead
@@ -32,10 +32,8 @@ impl BookApi for OrLocal {
         bytes: &[u8],
         progress: &mut dyn FnMut(u64),
     ) -> Result<dto::Added, ApiError> {
-        match self.client.add(req, bytes, progress) {
-            Err(e) if e.kind == ErrorKind::NotSent => self.local.add(req, bytes, progress),
-            answered => answered,
-        }
+        let answered = self.client.add(req, bytes, progress);
+        or_local(answered, || self.local.add(req, bytes, progress))
     }
 
     fn list(&mut self, all: bool) -> Result<dto::BookList, ApiError> {

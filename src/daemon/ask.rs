@@ -6,7 +6,7 @@
 //! worker writes the claim lines; `ask.db` has its own worker, its one
 //! owner while the node runs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -286,7 +286,7 @@ async fn mesh_evidence(
     let mut own = asker
         .rpc
         .store
-        .call(move |b| b.store().evidence_of(own, HashMap::new()))
+        .call(move |b| b.store().evidence_of(own))
         .await??
         .into_iter();
     let mut evidence: Vec<Evidence> = Vec::new();

@@ -37,13 +37,18 @@ impl Store {
             hits.sort_by(hit_order);
             hits.truncate(k);
         }
-        self.evidence_of(hits, books_of)
+        self.proven(hits, books_of)
     }
 
     /// `hits` (this node's) as evidence, pointers `E1..` in order, each
-    /// with its proof against its book version's root. `books_of` holds
-    /// the books already read, with their shards' names.
-    pub fn evidence_of(
+    /// with its proof against its book version's root.
+    pub fn evidence_of(&mut self, hits: Vec<SearchHit>) -> Result<Vec<Evidence>, StoreError> {
+        self.proven(hits, HashMap::new())
+    }
+
+    /// [`Store::evidence_of`], `books_of` holding the books already read,
+    /// with their shards' names.
+    fn proven(
         &mut self,
         hits: Vec<SearchHit>,
         mut books_of: HashMap<String, (String, BookRecord)>,

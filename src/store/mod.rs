@@ -218,33 +218,30 @@ impl Store {
 
     /// An existing shard, opened on first use.
     pub fn open(&mut self, name: &str) -> Result<&mut Shard, StoreError> {
-        validate_shard_name(name)?;
-        let path = self.shard_path(name);
-        match self.open.entry(name.to_string()) {
-            Entry::Occupied(open) => Ok(open.into_mut()),
-            Entry::Vacant(_) if !path.is_file() => Err(StoreError::NoSuchShard(name.to_string())),
-            Entry::Vacant(slot) => {
-                let shard = Shard::open(name, &path)?;
-                self.opens += 1;
-                Ok(slot.insert(shard))
-            }
-        }
+        self.open_as(name, false)
     }
 
     /// A shard, created (with the state directory) when missing.
     pub fn open_or_create(&mut self, name: &str) -> Result<&mut Shard, StoreError> {
+        self.open_as(name, true)
+    }
+
+    /// The shard `name`, opened (and with `create`, made) on first use.
+    fn open_as(&mut self, name: &str, create: bool) -> Result<&mut Shard, StoreError> {
         validate_shard_name(name)?;
         let path = self.shard_path(name);
-        match self.open.entry(name.to_string()) {
-            Entry::Occupied(open) => Ok(open.into_mut()),
-            Entry::Vacant(slot) => {
-                crate::state_dir::StateDir::new(&self.root)
-                    .make(crate::state_dir::Folder::Shards)?;
-                let shard = Shard::open(name, &path)?;
-                self.opens += 1;
-                Ok(slot.insert(shard))
-            }
+        let slot = match self.open.entry(name.to_string()) {
+            Entry::Occupied(open) => return Ok(open.into_mut()),
+            Entry::Vacant(slot) => slot,
+        };
+        if create {
+            crate::state_dir::StateDir::new(&self.root).make(crate::state_dir::Folder::Shards)?;
+        } else if !path.is_file() {
+            return Err(StoreError::NoSuchShard(name.to_string()));
         }
+        let shard = Shard::open(name, &path)?;
+        self.opens += 1;
+        Ok(slot.insert(shard))
     }
 
     /// Every shard there is now, in name order: the ones already open, and

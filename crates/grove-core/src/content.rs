@@ -52,7 +52,12 @@ pub fn relevance(text: &str, wanted: &HashSet<String>) -> usize {
 /// [`MAX_QUOTE_WORDS`](crate::guide::words::MAX_QUOTE_WORDS), as byte
 /// ranges of `text` (so a clause is quoted verbatim).
 pub fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
-    use crate::guide::words::{MAX_QUOTE_WORDS, MIN_QUOTE_WORDS, gap_is_boundary, is_word_char};
+    clauses_of(text, crate::guide::words::MAX_QUOTE_WORDS)
+}
+
+/// [`clauses`], a longer clause cut to its last `max_words` words.
+pub fn clauses_of(text: &str, max_words: usize) -> Vec<std::ops::Range<usize>> {
+    use crate::guide::words::{MIN_QUOTE_WORDS, gap_is_boundary, is_word_char};
     // The guide's words, so a clause ends where the guide lets a quote end.
     let words = spans_of(text, is_word_char);
     let mut out = Vec::new();
@@ -64,7 +69,7 @@ pub fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
             // longer clause can be quoted by its last words (a quote ends
             // at a boundary, and starts where it will).
             let mut start = first;
-            while text[words[start].start..w.end].split_whitespace().count() > MAX_QUOTE_WORDS {
+            while text[words[start].start..w.end].split_whitespace().count() > max_words {
                 start += 1;
             }
             let range = words[start].start..w.end;

@@ -26,8 +26,10 @@ const LIMITS: Limits = Limits {
 /// `grove-bench store [--corpus-mb N] [--book-kb N] [--search-only [--state DIR]]`
 /// (defaults: 100 MB of 1 MiB books; `--search-only` ingests the generated
 /// corpus once, into DIR when given and reusing it when it holds a shard, and
-/// measures only search and proofs), or `grove-bench store --book-add
-/// [--before BIN]` (`grove book add` into a state directory of 100 books).
+/// measures only search and proofs), or `grove-bench store --handle
+/// [--before BIN]` (what the store handle changes: `grove book add` into a
+/// state directory of 100 books, this build beside BIN's, and a hosted
+/// turn's store work).
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let options = match Invocation::parse(args)? {
         Invocation::Bench(options) => options,
@@ -38,7 +40,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    if options.book_add {
+    if options.handle {
         book_add(options.before.as_deref())?;
         return turn_store_time();
     }
@@ -92,9 +94,9 @@ struct Options {
     book_kb: usize,
     search_only: bool,
     kept_state: Option<PathBuf>,
-    /// Measure `grove book add` into 100 books instead.
-    book_add: bool,
-    /// The grove binary of the build before, for `--book-add`.
+    /// Measure what the store handle changes instead.
+    handle: bool,
+    /// The grove binary of the build before, for `--handle`.
     before: Option<PathBuf>,
 }
 
@@ -112,7 +114,7 @@ impl Invocation {
             book_kb: 1024,
             search_only: false,
             kept_state: None,
-            book_add: false,
+            handle: false,
             before: None,
         };
         let mut it = args.iter();
@@ -121,7 +123,7 @@ impl Invocation {
                 "--corpus-mb" => o.corpus_mb = it.next().context("--corpus-mb N")?.parse()?,
                 "--book-kb" => o.book_kb = it.next().context("--book-kb N")?.parse()?,
                 "--search-only" => o.search_only = true,
-                "--book-add" => o.book_add = true,
+                "--handle" => o.handle = true,
                 "--before" => o.before = Some(PathBuf::from(it.next().context("--before BIN")?)),
                 "--state" => o.kept_state = Some(PathBuf::from(it.next().context("--state DIR")?)),
                 "--ingest-child" => {

@@ -170,9 +170,16 @@ struct Prepared {
     proofs: BTreeMap<u64, Vec<crate::merkle::ProofStep>>,
     root: [u8; 32],
     count: u64,
-    /// The best score of the turn's search and how long it took, when the
-    /// policy reads it.
-    searched: Option<(Result<Option<f64>, String>, u64)>,
+    /// The turn's search as the policy reads it, when it does.
+    searched: Option<PolicySearch>,
+}
+
+/// The best score of a turn's search (`None`: nothing matched), or why
+/// there is none, and how long the search took.
+#[derive(Debug, Clone)]
+struct PolicySearch {
+    best: Result<Option<f64>, String>,
+    ms: u64,
 }
 
 /// Answers one turn request; `peer` is None when this node hosts the moot
@@ -232,20 +239,18 @@ pub fn turn_request(
 /// own search (`searched`: the score, or why there is none, and how long
 /// it took). A policy that fails or runs past its time bound does not
 /// silence the tree.
-fn decide(
-    settings: &PolicySettings,
-    searched: Option<(Result<Option<f64>, String>, u64)>,
-) -> Decision {
-    let Some((best, ms)) = searched else {
+fn decide(settings: &PolicySettings, searched: Option<&PolicySearch>) -> Decision {
+    let Some(PolicySearch { best, ms }) = searched else {
         return policy::decide(settings, None, 0);
     };
+    let ms = *ms;
     match best {
         _ if ms > settings.decide_timeout_ms => policy::undecided(
             settings,
             &format!("no decision within {} ms", settings.decide_timeout_ms),
             ms,
         ),
-        Ok(best) => policy::decide(settings, best, ms),
+        Ok(best) => policy::decide(settings, *best, ms),
         Err(e) => policy::undecided(settings, &format!("its search failed: {e}"), ms),
     }
 }
@@ -294,7 +299,10 @@ fn prepare(
                 .best_score(&call.query, k)
                 .map_err(|e| e.to_string()),
         };
-        (best, started.elapsed().as_millis() as u64)
+        PolicySearch {
+            best,
+            ms: started.elapsed().as_millis() as u64,
+        }
     });
     let mut proofs = BTreeMap::new();
     for p in &passages {
@@ -342,7 +350,7 @@ async fn speak(speaking: &Speaking, call: wire::TurnCall) -> Result<wire::TurnAn
     let request = turn_request(&call, prepared.passages.clone(), prepared.pool.clone())?;
     // An opening search (answered above) is retrieval only; a turn asks the
     // policy, within its own time bound, whether the tree speaks.
-    let decision = decide(&speaking.policy, prepared.searched.clone());
+    let decision = decide(&speaking.policy, prepared.searched.as_ref());
     let utterance = if decision.speak {
         let mut utterance = speaking
             .model

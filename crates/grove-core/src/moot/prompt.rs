@@ -23,6 +23,23 @@ pub const MAX_SUMMARY_WORDS: usize = 80;
 /// invented names); the book's voice comes from its lines. (The books stay
 /// named in the transcript and may be named in a turn.)
 pub fn persona(topic: Option<&str>, passages: &[TaggedPassage]) -> String {
+    let lines: Vec<(&str, &str)> = passages
+        .iter()
+        .map(|p| (p.tag.as_str(), p.passage.content.as_str()))
+        .collect();
+    remembering(topic, &lines)
+}
+
+/// The system message of a turn whose quote is chosen ([`persona`]'s, with
+/// that one line to remember): the model writes its own words about the
+/// book's, not about passages it would have to choose among.
+pub fn persona_of_quote(topic: Option<&str>, tag: &str, quote: &str) -> String {
+    remembering(topic, &[(tag, quote)])
+}
+
+/// The persona and the lines it remembers, each `[tag] text` (the layout
+/// [`passage_first_line`] reads back).
+fn remembering(topic: Option<&str>, lines: &[(&str, &str)]) -> String {
     let mut s = String::from("You are a wise person talking with a friend");
     match topic {
         Some(topic) => {
@@ -33,21 +50,12 @@ pub fn persona(topic: Option<&str>, passages: &[TaggedPassage]) -> String {
     s.push_str(
         " Say what you think of people and their lives in two or three short, plain sentences.",
     );
-    if !passages.is_empty() {
+    if !lines.is_empty() {
         s.push_str("\n\nYou remember:");
-        for p in passages {
-            let _ = write!(s, "\n\n[{}] {}", p.tag, p.passage.content.trim());
+        for (tag, text) in lines {
+            let _ = write!(s, "\n\n[{tag}] {}", text.trim());
         }
     }
-    s
-}
-
-/// The system message of a turn whose quote is chosen ([`persona`]'s, with
-/// that one line to remember): the model writes its own words about the
-/// book's, not about passages it would have to choose among.
-pub fn persona_of_quote(topic: Option<&str>, tag: &str, quote: &str) -> String {
-    let mut s = persona(topic, &[]);
-    let _ = write!(s, "\n\nYou remember:\n\n[{tag}] {}", quote.trim());
     s
 }
 

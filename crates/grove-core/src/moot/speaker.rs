@@ -4,7 +4,7 @@
 //! Pure except for calls through [`Retriever`] and [`ChatModel`]; a later
 //! issue runs this on the node holding the book, unchanged.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::policy::Decision;
 use super::prompt::{self, Cue, Line};
@@ -185,25 +185,6 @@ pub fn record_reply(
 /// [`MAX_REPLY_WORDS`](prompt::MAX_REPLY_WORDS) words).
 pub const CHOSEN_QUOTE_WORDS: usize = 16;
 
-/// The last `n` whitespace-separated words of `text`, as a slice of it.
-fn last_words(text: &str, n: usize) -> &str {
-    let starts: Vec<usize> = text
-        .char_indices()
-        .filter(|&(i, c)| {
-            !c.is_whitespace()
-                && text[..i]
-                    .chars()
-                    .next_back()
-                    .is_none_or(char::is_whitespace)
-        })
-        .map(|(i, _)| i)
-        .collect();
-    match starts.len().checked_sub(n.max(1)) {
-        Some(first) => &text[starts[first]..],
-        None => text,
-    }
-}
-
 /// The clause of a turn's passages the turn quotes, chosen before the
 /// model speaks (evidence first): the model writes its own words around
 /// the book's, rather than picking some clause of some passage to prop up
@@ -223,8 +204,8 @@ pub struct ChosenQuote {
 pub const QUOTES_DRAFTED: usize = 3;
 
 /// The quotes a turn may speak from, best first: every clause of its
-/// passages ([`content::clauses`](crate::content::clauses); a clause of
-/// more than [`CHOSEN_QUOTE_WORDS`] words as its last ones), ranked by the
+/// passages ([`content::clauses_of`](crate::content::clauses_of); a clause
+/// of more than [`CHOSEN_QUOTE_WORDS`] words as its last ones), ranked by the
 /// distinct content words of the topic it holds, then of the topic and
 /// of the other book's last quotes ([`reading::point_stems`], the measure
 /// `quote_relevance` reads), then by its count of content words (a clause
@@ -249,26 +230,22 @@ pub fn choose_quotes(
         .flat_map(|t| reading::quoted_texts(t))
         .map(|q| grounding::norm(&q))
         .collect();
+    let said = not_carried(request);
+    let mut seen = std::collections::HashSet::new();
     let mut ranked: Vec<(QuoteRank, usize, ChosenQuote)> = Vec::new();
     for t in tagged {
         let text = &t.passage.content;
-        for range in crate::content::clauses(text) {
-            let clause = last_words(text[range].trim(), CHOSEN_QUOTE_WORDS);
-            if ends_in_title(clause) {
-                // "…the sentiments which Mr" ends where a name follows.
-                continue;
-            }
+        for range in crate::content::clauses_of(text, CHOSEN_QUOTE_WORDS) {
+            let clause = &text[range];
             let norm = grounding::norm(clause);
-            if ranked
-                .iter()
-                .any(|(_, _, q)| grounding::norm(&q.text) == norm)
-            {
+            // "…the sentiments which Mr" ends where a name follows.
+            if ends_in_title(clause) || !seen.insert(norm.clone()) {
                 continue;
             }
             let fresh = !quoted_before.iter().any(|q| norm.contains(q.as_str()));
             let key = (
                 fresh,
-                !carry_words(clause, request).is_empty(),
+                !carry_words(clause, &said).is_empty(),
                 crate::content::relevance(clause, &topic),
                 crate::content::relevance(clause, &wanted),
                 crate::content::content_stems(clause).len(),
@@ -299,11 +276,6 @@ fn ends_in_title(clause: &str) -> bool {
 /// speaker before, holding a word to take up, its relevance to the topic,
 /// to the topic and the other's point, its count of content words.
 type QuoteRank = (bool, bool, usize, usize, usize);
-
-/// The quote a turn speaks from: the first of [`choose_quotes`].
-pub fn choose_quote(request: &TurnRequest, tagged: &[TaggedPassage]) -> Option<ChosenQuote> {
-    choose_quotes(request, tagged, 1).pop()
-}
 
 /// Speaks one turn: the quotes chosen, prompt, model, drafts, grade, one
 /// retry, snap.
@@ -427,7 +399,7 @@ fn turn_guidance(
             .map(reading::topic_word_forms)
             .unwrap_or_default(),
         carry_words: chosen
-            .map(|q| carry_words(&q.text, request))
+            .map(|q| carry_words(&q.text, &not_carried(request)))
             .unwrap_or_default(),
         banned_words: banned_words(request),
         passage_tags,
@@ -435,37 +407,35 @@ fn turn_guidance(
     }
 }
 
-/// The words of a chosen quote its turn's own words should take up: its
-/// content words beyond the topic's (what `quote_carries_claim` reads).
-/// Names (capitalised inside the quote) are left out: own words may not
-/// write them; so are the words earlier turns' own words hold, so a word
-/// is not taken up turn after turn.
-fn carry_words(quote: &str, request: &TurnRequest) -> Vec<String> {
-    let mut topic = (request.topic.as_deref())
+/// The stems a chosen quote's words are not leaned towards: the topic's,
+/// and those earlier turns' own words hold, so a word is not taken up turn
+/// after turn.
+fn not_carried(request: &TurnRequest) -> HashSet<String> {
+    let mut said = (request.topic.as_deref())
         .map(crate::content::content_stems)
         .unwrap_or_default();
-    for earlier in request
+    let earlier = request
         .own_turns
         .values()
-        .chain(request.other_turns.values())
-    {
-        for stretch in reading::own_word_stretches(earlier) {
-            topic.extend(stretch.iter().map(|w| crate::content::stem(w)));
-        }
+        .chain(request.other_turns.values());
+    for stretch in earlier.flat_map(|t| reading::own_word_stretches(t)) {
+        said.extend(stretch.iter().map(|w| crate::content::stem(w)));
     }
+    said
+}
+
+/// The words of a chosen quote its turn's own words should take up: its
+/// content words beyond the topic's (what `quote_carries_claim` reads) and
+/// beyond `said` ([`not_carried`]). Names (capitalised past the quote's
+/// first word) are left out: own words may not write them.
+fn carry_words(quote: &str, said: &HashSet<String>) -> Vec<String> {
     let mut out: Vec<String> = quote
         .split_whitespace()
-        .skip(1)
-        .filter(|w| !w.starts_with(|c: char| c.is_uppercase()))
-        .flat_map(crate::guide::words::words)
-        .chain(
-            quote
-                .split_whitespace()
-                .take(1)
-                .flat_map(crate::guide::words::words),
-        )
+        .enumerate()
+        .filter(|(i, w)| *i == 0 || !w.starts_with(char::is_uppercase))
+        .flat_map(|(_, w)| crate::guide::words::words(w))
         .filter(|w| crate::content::is_content_word(w))
-        .filter(|w| !topic.contains(&crate::content::stem(w)))
+        .filter(|w| !said.contains(&crate::content::stem(w)))
         .collect();
     out.sort();
     out.dedup();
@@ -990,11 +960,23 @@ mod tests {
         assert!(chosen.text.starts_with("three ") && chosen.text.ends_with(" law"));
     }
 
+    /// The quote a turn speaks from: the first of [`choose_quotes`].
+    fn choose_quote(request: &TurnRequest, tagged: &[TaggedPassage]) -> Option<ChosenQuote> {
+        choose_quotes(request, tagged, 1).pop()
+    }
+
     #[test]
     fn a_long_clause_is_chosen_by_its_last_words() {
-        assert_eq!(last_words("a b  c d", 2), "c d");
-        assert_eq!(last_words("a b", 5), "a b");
-        assert_eq!(last_words("  só é  dito", 2), "é  dito");
+        let last = |text: &str, n| {
+            let ranges = crate::content::clauses_of(text, n);
+            ranges
+                .iter()
+                .map(|r| text[r.clone()].to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(last("a b  c d e", 4), ["b  c d e"]);
+        assert_eq!(last("a b c d", 5), ["a b c d"]);
+        assert_eq!(last("  só é  dito aqui mesmo", 4), ["é  dito aqui mesmo"]);
     }
 
     #[test]
