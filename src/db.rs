@@ -68,6 +68,10 @@ pub struct Schema {
     /// with tables) is taken as this kind and marked; otherwise such a
     /// file is refused as not grove's.
     pub adopt_unmarked: bool,
+    /// What every connection to a file of this kind registers before its
+    /// schema is read or migrated (a shard's FTS5 extensions, which its
+    /// migrations and its index already need).
+    pub connect: Option<fn(&Connection) -> rusqlite::Result<()>>,
 }
 
 impl Schema {
@@ -437,6 +441,9 @@ pub fn open(path: &Path, schema: &Schema, access: Access) -> Result<Connection, 
                 .map_err(|e| StorageError::new(path, "open as immutable", e))?
         }
     };
+    if let Some(connect) = schema.connect {
+        connect(&conn).map_err(|e| StorageError::new(path, "open", e))?;
+    }
     migrate(&mut conn, schema, access)
         .map_err(|(op, problem)| StorageError::new(path, op, problem))?;
     Ok(conn)

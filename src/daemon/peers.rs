@@ -31,6 +31,7 @@ pub const NODE_SCHEMA: Schema = Schema {
     application_id: 0x6772_6f6e,
     steps: &[Step::first(FIRST_STEP)],
     adopt_unmarked: true,
+    connect: None,
 };
 
 const FIRST_STEP: &str = "

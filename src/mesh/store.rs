@@ -68,6 +68,7 @@ pub const MESH_SCHEMA: Schema = Schema {
     application_id: 0x6772_6f6d,
     steps: STEPS,
     adopt_unmarked: true,
+    connect: None,
 };
 
 const STEPS: &[Step] = &[

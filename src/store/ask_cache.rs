@@ -46,6 +46,7 @@ CREATE INDEX kept_by_time ON kept (stored_ms);
         ),
     ],
     adopt_unmarked: false,
+    connect: None,
 };
 
 /// Answers kept for the ask page; older ones are dropped.

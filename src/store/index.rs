@@ -46,41 +46,107 @@ fn rows_of(conn: &Connection, book_id: i64) -> rusqlite::Result<(i64, i64)> {
 #[derive(Default)]
 pub(crate) struct Vocabulary {
     /// Term -> (chunks holding it, the last chunk counted).
-    terms: HashMap<Box<[u8]>, (i64, u64)>,
+    terms: HashMap<TermKey, (i64, u64), foldhash::fast::RandomState>,
     chunks: u64,
 }
 
+/// A term as the vocabulary keys it: a short one (most terms) inline, so a
+/// lookup, once per token of an ingest, compares bytes without following
+/// a pointer.
+enum TermKey {
+    Inline { len: u8, bytes: [u8; INLINE_TERM] },
+    Heap(Box<[u8]>),
+}
+
+const INLINE_TERM: usize = 22;
+
+impl TermKey {
+    fn new(term: &[u8]) -> TermKey {
+        if term.len() <= INLINE_TERM {
+            let mut bytes = [0; INLINE_TERM];
+            bytes[..term.len()].copy_from_slice(term);
+            TermKey::Inline {
+                len: term.len() as u8,
+                bytes,
+            }
+        } else {
+            TermKey::Heap(term.into())
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            TermKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            TermKey::Heap(bytes) => bytes,
+        }
+    }
+}
+
+// Hash and equality are the bytes', as `Borrow<[u8]>` requires.
+impl std::hash::Hash for TermKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state)
+    }
+}
+
+impl PartialEq for TermKey {
+    fn eq(&self, other: &TermKey) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for TermKey {}
+
+impl std::borrow::Borrow<[u8]> for TermKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 impl Vocabulary {
-    /// Counts one chunk's terms, each once.
+    /// Starts counting the next chunk's terms.
+    pub(crate) fn next_chunk(&mut self) {
+        self.chunks += 1;
+    }
+
+    /// Counts one term of the current chunk: each term once per chunk.
+    pub(crate) fn term(&mut self, term: &[u8]) {
+        let chunk = self.chunks;
+        let term = &term[..term.len().min(MAX_TERM_BYTES)];
+        match self.terms.get_mut(term) {
+            Some((held, last)) if *last != chunk => {
+                *held += 1;
+                *last = chunk;
+            }
+            Some(_) => {}
+            None => {
+                self.terms.insert(TermKey::new(term), (1, chunk));
+            }
+        }
+    }
+
+    /// Counts one chunk's terms by tokenizing it (a chunk whose insert did
+    /// not hand its terms over, or one already stored).
     pub(crate) fn add(
         &mut self,
         tokenizer: &fts5::Tokenizer<'_>,
         text: &str,
     ) -> rusqlite::Result<()> {
-        self.chunks += 1;
-        let chunk = self.chunks;
-        let terms = &mut self.terms;
-        tokenizer.for_each_term(text, &mut |term| {
-            let term = &term[..term.len().min(MAX_TERM_BYTES)];
-            match terms.get_mut(term) {
-                Some((held, last)) if *last != chunk => {
-                    *held += 1;
-                    *last = chunk;
-                }
-                Some(_) => {}
-                None => {
-                    terms.insert(term.into(), (1, chunk));
-                }
-            }
-        })
+        self.next_chunk();
+        tokenizer.for_each_term(text, &mut |term| self.term(term))
     }
 
     /// Each term (as FTS5 keeps it: UTF-8, and where the byte limit cuts a
     /// character, its lossy end) with its chunk count.
-    fn counts(&self) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, i64)> {
-        self.terms
+    /// In term order, so the `terms` index is written front to back.
+    fn counts(&self) -> Vec<(std::borrow::Cow<'_, str>, i64)> {
+        let mut counts: Vec<_> = self
+            .terms
             .iter()
-            .map(|(term, (held, _))| (String::from_utf8_lossy(term), *held))
+            .map(|(term, (held, _))| (String::from_utf8_lossy(term.as_bytes()), *held))
+            .collect();
+        counts.sort_unstable();
+        counts
     }
 
     /// A stored version's vocabulary, counted again from its chunks.

@@ -9,6 +9,7 @@ pub const SHARD: Schema = Schema {
     application_id: 0x6772_6f76,
     steps: STEPS,
     adopt_unmarked: false,
+    connect: Some(super::fts5::register),
 };
 
 const STEPS: &[Step] = &[

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde_json::json;
 
 use super::schema;
-use super::{StoreError, audit, fts5, index, rank};
+use super::{StoreError, audit, index, rank};
 use crate::book::BookText;
 use crate::db::{self, Cause, Problem, StorageError};
 use crate::merkle::{self, Hash, ProofStep, ShardEntry};
@@ -105,11 +105,16 @@ pub struct VerifyReport {
     pub problems: Vec<String>,
 }
 
-/// What the chunking thread sends: chunks in order, then its outcome.
+/// What the chunking thread sends: chunks in order, a batch at a time,
+/// then its outcome.
 enum Produced {
-    Chunk(text::Chunk),
+    Chunks(Vec<text::Chunk>),
     Done(Result<u64, ChunkError>),
 }
+
+/// Chunks per batch the chunking thread sends: one hand-over (and thread
+/// wake-up) per batch rather than per chunk.
+const CHUNK_BATCH: usize = 32;
 
 /// Hashes per stored Merkle block (see the schema).
 const PROOF_BLOCK: u64 = 16;
@@ -170,9 +175,8 @@ impl Shard {
     }
 
     fn open_as(path: &Path, access: db::Access) -> Result<Connection, StoreError> {
-        let conn = db::open(path, &schema::SHARD, access)?;
-        fts5::register(&conn).map_err(StorageError::at(path, "open"))?;
-        Ok(conn)
+        // The schema's connect step registers grove's FTS5 extensions.
+        Ok(db::open(path, &schema::SHARD, access)?)
     }
 
     pub fn name(&self) -> &str {
@@ -292,14 +296,22 @@ impl Shard {
         now_ms: i64,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(IngestStatus, BookRecord), StoreError> {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<Produced>(256);
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Produced>(8);
         std::thread::scope(|scope| {
             scope.spawn(move || {
                 // A closed channel means the store side already failed; the
                 // rest of the book is then chunked for nothing, which is harmless.
+                let mut batch = Vec::with_capacity(CHUNK_BATCH);
                 let result = book.chunk(max_chunk_bytes, &mut |c| {
-                    let _ = sender.send(Produced::Chunk(c));
+                    batch.push(c);
+                    if batch.len() == CHUNK_BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(CHUNK_BATCH));
+                        let _ = sender.send(Produced::Chunks(full));
+                    }
                 });
+                if !batch.is_empty() {
+                    let _ = sender.send(Produced::Chunks(batch));
+                }
                 let _ = sender.send(Produced::Done(result));
             });
             self.store_stream(key, book, source, now_ms, receiver, progress)
@@ -808,6 +820,8 @@ fn insert_version(
 struct ChunkWriter<'tx> {
     chunk: rusqlite::CachedStatement<'tx>,
     all: rusqlite::CachedStatement<'tx>,
+    /// The terms the index's insert hands over (a shard connection's).
+    indexed: Option<super::fts5::IndexedTerms<'tx>>,
     tokenizer: super::fts5::Tokenizer<'tx>,
     vocabulary: index::Vocabulary,
 }
@@ -824,12 +838,15 @@ impl<'tx> ChunkWriter<'tx> {
         Ok(ChunkWriter {
             chunk,
             all,
+            indexed: super::fts5::IndexedTerms::of(tx)?,
             tokenizer: super::fts5::Tokenizer::new(tx)?,
             vocabulary: index::Vocabulary::default(),
         })
     }
 
-    /// Stores one chunk of `new`; returns its leaf hash.
+    /// Stores one chunk of `new`; returns its leaf hash. Its terms are
+    /// counted as the index's insert tokenizes it, so each chunk is
+    /// tokenized once.
     fn write(&mut self, new: &NewVersion, chunk: &text::Chunk) -> rusqlite::Result<Hash> {
         let leaf = merkle::leaf_hash(chunk.text.as_bytes());
         let id = new.first_chunk + chunk.index as i64;
@@ -841,8 +858,33 @@ impl<'tx> ChunkWriter<'tx> {
             &leaf[..],
             chunk.text
         ])?;
-        self.all.execute(params![id, chunk.text])?;
-        self.vocabulary.add(&self.tokenizer, &chunk.text)?;
+        let ChunkWriter {
+            all,
+            indexed,
+            vocabulary,
+            ..
+        } = self;
+        vocabulary.next_chunk();
+        let counted = match indexed {
+            Some(indexed) => {
+                let (inserted, counted) = indexed.during(&mut |term| vocabulary.term(term), || {
+                    all.execute(params![id, chunk.text])
+                });
+                inserted?;
+                counted
+            }
+            None => {
+                all.execute(params![id, chunk.text])?;
+                false
+            }
+        };
+        if !counted {
+            // FTS5 did not tokenize through the pass-through: count the
+            // chunk's terms here (the same tokenizer, so the same terms).
+            let vocabulary = &mut self.vocabulary;
+            self.tokenizer
+                .for_each_term(&chunk.text, &mut |term| vocabulary.term(term))?;
+        }
         Ok(leaf)
     }
 }
@@ -861,11 +903,11 @@ fn store_chunks(
     let mut leaves = Vec::new();
     loop {
         match chunks.recv() {
-            Ok(Produced::Chunk(chunk)) => {
-                leaves.push(writer.write(new, &chunk).map_err(&err)?);
-                if leaves.len() % 64 == 0 {
-                    progress(leaves.len() as u64);
+            Ok(Produced::Chunks(batch)) => {
+                for chunk in &batch {
+                    leaves.push(writer.write(new, chunk).map_err(&err)?);
                 }
+                progress(leaves.len() as u64);
             }
             Ok(Produced::Done(Ok(_))) => return Ok((leaves, writer.vocabulary)),
             Ok(Produced::Done(Err(e))) => return Err(StoreError::Chunks(e)),
