@@ -16,6 +16,10 @@ use super::fts5;
 /// across books all of it.
 pub(crate) const COLLECTION_INDEX: &str = "fts_all";
 
+/// Terms upserted by one statement at an ingest (each binds two of
+/// SQLite's 32766 parameters).
+const TERMS_PER_STATEMENT: usize = 256;
+
 /// FTS5 keeps at most this many bytes of a term.
 pub(crate) const MAX_TERM_BYTES: usize = 32768;
 
@@ -48,6 +52,34 @@ pub(crate) struct Vocabulary {
     /// Term -> (chunks holding it, the last chunk counted).
     terms: HashMap<TermKey, (i64, u64), foldhash::fast::RandomState>,
     chunks: u64,
+}
+
+/// The terms of a run of chunks as their inserts handed them over, for
+/// counting on another thread: the terms' bytes end to end, where each
+/// term ends, and after how many terms each chunk ends.
+#[derive(Default)]
+pub(crate) struct TermBatch {
+    bytes: Vec<u8>,
+    term_ends: Vec<u32>,
+    chunk_ends: Vec<u32>,
+}
+
+impl TermBatch {
+    /// One term of the current chunk.
+    pub(crate) fn term(&mut self, term: &[u8]) {
+        self.bytes.extend_from_slice(term);
+        self.term_ends.push(self.bytes.len() as u32);
+    }
+
+    /// Ends the current chunk.
+    pub(crate) fn end_chunk(&mut self) {
+        self.chunk_ends.push(self.term_ends.len() as u32);
+    }
+
+    /// Chunks ended so far.
+    pub(crate) fn chunks(&self) -> usize {
+        self.chunk_ends.len()
+    }
 }
 
 /// A term as the vocabulary keys it: a short one (most terms) inline, so a
@@ -125,6 +157,19 @@ impl Vocabulary {
         }
     }
 
+    /// Counts the terms of a run of chunks.
+    pub(crate) fn add_batch(&mut self, batch: &TermBatch) {
+        let (mut term, mut start) = (0, 0);
+        for &chunk_end in &batch.chunk_ends {
+            self.next_chunk();
+            while term < chunk_end as usize {
+                let end = batch.term_ends[term] as usize;
+                self.term(&batch.bytes[start..end]);
+                (term, start) = (term + 1, end);
+            }
+        }
+    }
+
     /// Counts one chunk's terms by tokenizing it (a chunk whose insert did
     /// not hand its terms over, or one already stored).
     pub(crate) fn add(
@@ -177,12 +222,27 @@ pub(crate) fn count_index(
         "UPDATE books SET tokens = ?1, chunk_tokens = ?2 WHERE id = ?3",
         params![tokens, encode_lengths(&lengths), book_id],
     )?;
-    let mut add = conn.prepare_cached(
-        "INSERT INTO terms (term, chunks) VALUES (?1, ?2)
-         ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks",
-    )?;
-    for (term, chunks) in vocabulary.counts() {
-        add.execute(params![term, chunks])?;
+    // Many rows per statement: a statement's own cost was most of this
+    // step when each term had one.
+    let upsert = |rows: usize| {
+        format!(
+            "INSERT INTO terms (term, chunks) VALUES {}
+             ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks",
+            vec!["(?, ?)"; rows].join(", ")
+        )
+    };
+    let counts = vocabulary.counts();
+    let mut full = conn.prepare_cached(&upsert(TERMS_PER_STATEMENT))?;
+    for rows in counts.chunks(TERMS_PER_STATEMENT) {
+        let values = rows.iter().flat_map(|(term, chunks)| {
+            [term as &dyn rusqlite::ToSql, chunks as &dyn rusqlite::ToSql]
+        });
+        if rows.len() == TERMS_PER_STATEMENT {
+            full.execute(rusqlite::params_from_iter(values))?;
+        } else {
+            conn.prepare(&upsert(rows.len()))?
+                .execute(rusqlite::params_from_iter(values))?;
+        }
     }
     Ok(())
 }

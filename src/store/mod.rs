@@ -51,7 +51,7 @@ pub enum StoreError {
     Removed(String),
     #[error(transparent)]
     Chunks(#[from] crate::text::ChunkError),
-    #[error("chunking stopped unexpectedly; nothing was stored")]
+    #[error("chunking or term counting stopped unexpectedly; nothing was stored")]
     ChunkerFailed,
     #[error("no shard named `{0}`")]
     NoSuchShard(String),

@@ -823,11 +823,17 @@ struct ChunkWriter<'tx> {
     /// The terms the index's insert hands over (a shard connection's).
     indexed: Option<super::fts5::IndexedTerms<'tx>>,
     tokenizer: super::fts5::Tokenizer<'tx>,
-    vocabulary: index::Vocabulary,
+    /// The terms of the chunks written since the last batch went to the
+    /// counting thread.
+    terms: index::TermBatch,
+    counter: std::sync::mpsc::SyncSender<index::TermBatch>,
 }
 
 impl<'tx> ChunkWriter<'tx> {
-    fn prepare(tx: &'tx Transaction<'_>) -> rusqlite::Result<Self> {
+    fn prepare(
+        tx: &'tx Transaction<'_>,
+        counter: std::sync::mpsc::SyncSender<index::TermBatch>,
+    ) -> rusqlite::Result<Self> {
         let chunk = tx.prepare_cached(
             "INSERT INTO chunks (id, book_id, idx, label, leaf, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
@@ -840,13 +846,14 @@ impl<'tx> ChunkWriter<'tx> {
             all,
             indexed: super::fts5::IndexedTerms::of(tx)?,
             tokenizer: super::fts5::Tokenizer::new(tx)?,
-            vocabulary: index::Vocabulary::default(),
+            terms: index::TermBatch::default(),
+            counter,
         })
     }
 
     /// Stores one chunk of `new`; returns its leaf hash. Its terms are
-    /// counted as the index's insert tokenizes it, so each chunk is
-    /// tokenized once.
+    /// taken as the index's insert tokenizes it, so each chunk is
+    /// tokenized once, and counted on the counting thread.
     fn write(&mut self, new: &NewVersion, chunk: &text::Chunk) -> rusqlite::Result<Hash> {
         let leaf = merkle::leaf_hash(chunk.text.as_bytes());
         let id = new.first_chunk + chunk.index as i64;
@@ -861,36 +868,44 @@ impl<'tx> ChunkWriter<'tx> {
         let ChunkWriter {
             all,
             indexed,
-            vocabulary,
+            terms,
             ..
         } = self;
-        vocabulary.next_chunk();
-        let counted = match indexed {
+        let handed_over = match indexed {
             Some(indexed) => {
-                let (inserted, counted) = indexed.during(&mut |term| vocabulary.term(term), || {
+                let (inserted, handed_over) = indexed.during(&mut |term| terms.term(term), || {
                     all.execute(params![id, chunk.text])
                 });
                 inserted?;
-                counted
+                handed_over
             }
             None => {
                 all.execute(params![id, chunk.text])?;
                 false
             }
         };
-        if !counted {
-            // FTS5 did not tokenize through the pass-through: count the
+        if !handed_over {
+            // FTS5 did not tokenize through the pass-through: take the
             // chunk's terms here (the same tokenizer, so the same terms).
-            let vocabulary = &mut self.vocabulary;
+            let terms = &mut self.terms;
             self.tokenizer
-                .for_each_term(&chunk.text, &mut |term| vocabulary.term(term))?;
+                .for_each_term(&chunk.text, &mut |term| terms.term(term))?;
         }
+        self.terms.end_chunk();
         Ok(leaf)
+    }
+
+    /// Sends the chunks' terms taken so far to the counting thread; false
+    /// when it is gone.
+    fn send_terms(&mut self) -> bool {
+        let batch = std::mem::take(&mut self.terms);
+        batch.chunks() == 0 || self.counter.send(batch).is_ok()
     }
 }
 
 /// Stores the chunks the chunking thread sends, in order, until its outcome;
-/// returns their leaves and their terms.
+/// returns their leaves and their terms, counted on a thread of their own
+/// while the chunks are stored.
 fn store_chunks(
     tx: &Transaction<'_>,
     path: &Path,
@@ -899,22 +914,39 @@ fn store_chunks(
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Vec<Hash>, index::Vocabulary), StoreError> {
     let err = StorageError::at(path, "write");
-    let mut writer = ChunkWriter::prepare(tx).map_err(&err)?;
-    let mut leaves = Vec::new();
-    loop {
-        match chunks.recv() {
-            Ok(Produced::Chunks(batch)) => {
-                for chunk in &batch {
-                    leaves.push(writer.write(new, chunk).map_err(&err)?);
-                }
-                progress(leaves.len() as u64);
+    std::thread::scope(|scope| {
+        let (to_counter, batches) = std::sync::mpsc::sync_channel::<index::TermBatch>(4);
+        let counter = scope.spawn(move || {
+            let mut vocabulary = index::Vocabulary::default();
+            for batch in batches {
+                vocabulary.add_batch(&batch);
             }
-            Ok(Produced::Done(Ok(_))) => return Ok((leaves, writer.vocabulary)),
-            Ok(Produced::Done(Err(e))) => return Err(StoreError::Chunks(e)),
-            // The chunking thread ended without its outcome: it panicked.
-            Err(_) => return Err(StoreError::ChunkerFailed),
+            vocabulary
+        });
+        let mut writer = ChunkWriter::prepare(tx, to_counter).map_err(&err)?;
+        let mut leaves = Vec::new();
+        loop {
+            match chunks.recv() {
+                Ok(Produced::Chunks(batch)) => {
+                    for chunk in &batch {
+                        leaves.push(writer.write(new, chunk).map_err(&err)?);
+                    }
+                    if !writer.send_terms() {
+                        return Err(StoreError::ChunkerFailed);
+                    }
+                    progress(leaves.len() as u64);
+                }
+                Ok(Produced::Done(Ok(_))) => break,
+                Ok(Produced::Done(Err(e))) => return Err(StoreError::Chunks(e)),
+                // The chunking thread ended without its outcome: it panicked.
+                Err(_) => return Err(StoreError::ChunkerFailed),
+            }
         }
-    }
+        // Closing the channel ends the counting.
+        drop(writer);
+        let vocabulary = counter.join().map_err(|_| StoreError::ChunkerFailed)?;
+        Ok((leaves, vocabulary))
+    })
 }
 
 /// Records a new version's root and count, its index's counts and its
