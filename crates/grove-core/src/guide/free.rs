@@ -324,12 +324,35 @@ impl QuoteGuide {
                     banned.extend(leads.iter().map(|&i| vocab.word_leads[i].id));
                     continue;
                 }
+                // Once a start of a lead fits no word, neither does any
+                // lead that begins with it: the leads are sorted by their
+                // word, so those come next and are banned unread.
+                let mut dead_start: Option<&str> = None;
                 for lead in leads.iter().map(|&i| &vocab.word_leads[i]) {
+                    if dead_start.is_some_and(|start| lead.word.starts_with(start)) {
+                        banned.push(lead.id);
+                        continue;
+                    }
                     full.truncate(word.len());
                     full.push_str(&lead.word);
-                    if !fits(&full, lead.ends_word) {
-                        banned.push(lead.id);
+                    if fits(&full, lead.ends_word) {
+                        continue;
                     }
+                    banned.push(lead.id);
+                    // Its shortest start (past the first character, which
+                    // fits) that fits no word, if any.
+                    dead_start = lead
+                        .word
+                        .char_indices()
+                        .skip(1)
+                        .map(|(at, _)| at)
+                        .chain(std::iter::once(lead.word.len()))
+                        .map(|end| &lead.word[..end])
+                        .find(|start| {
+                            full.truncate(word.len());
+                            full.push_str(start);
+                            !fits(&full, false)
+                        });
                 }
             }
         }

@@ -1041,7 +1041,7 @@ fn the_english_words_rule_bans_what_reading_every_lead_bans() {
     let vocab = Arc::clone(&g.vocab);
     for word in [
         "", "i", "wha", "whale", "whale'", "qz", "qzx", "ishm", "ishmael", "the", "th", "z",
-        "rose", "dawni",
+        "rose", "dawni", "wh", "whales", "q", "ishmae", "unbelie", "xq", "a", "an", "s",
     ] {
         // Twice each: the second step reads the cached bans.
         for _ in 0..2 {

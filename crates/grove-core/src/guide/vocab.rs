@@ -159,7 +159,8 @@ pub(super) struct LeadGroups {
     /// The ids of the leads with a gap before their word.
     pub(super) after_gap: Vec<u32>,
     /// The leads that continue a word (no gap before it), as indexes into
-    /// [`Vocabulary::word_leads`] grouped by their word's first character.
+    /// [`Vocabulary::word_leads`] grouped by their word's first character,
+    /// each group sorted by word.
     pub(super) continuing_by_first: Vec<(char, Vec<usize>)>,
 }
 
@@ -263,6 +264,11 @@ impl Vocabulary {
                     (false, Some(first)) => by_first.entry(first).or_default().push(i),
                     (false, None) => {}
                 }
+            }
+            // Each group in its words' order, so leads that share a start
+            // are neighbours (the English-words rule skips them together).
+            for leads in by_first.values_mut() {
+                leads.sort_by(|&a, &b| self.word_leads[a].word.cmp(&self.word_leads[b].word));
             }
             LeadGroups {
                 after_gap,
