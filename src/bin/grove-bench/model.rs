@@ -59,6 +59,18 @@ struct Timed<G> {
     constraining: Duration,
 }
 
+impl<G> Timed<G> {
+    /// A guide whose set-up took `setup`.
+    fn set_up(inner: G, setup: Duration) -> Timed<G> {
+        Timed {
+            inner,
+            spent: setup,
+            setup,
+            constraining: Duration::ZERO,
+        }
+    }
+}
+
 impl<G: DecodeGuide> DecodeGuide for Timed<G> {
     fn constrain(&mut self, logits: &mut [f32]) {
         let started = Instant::now();
@@ -221,9 +233,8 @@ fn measure(
     llama_cpp: bool,
     guided: bool,
 ) -> anyhow::Result<(Row, f64, String)> {
-    let started = Instant::now();
-    let mut model = EmbeddedModel::load(path, speed_options(threads))?;
-    let load = started.elapsed();
+    let (model, load) = timed(|| EmbeddedModel::load(path, speed_options(threads)));
+    let mut model = model?;
     let messages = chat(&prompt_text(words));
     let prompt = model.encode_chat(&messages)?;
     let dump_file = dump_prompt(&model, &prompt, args.dump_prompt.as_ref())?;
@@ -258,9 +269,7 @@ fn measure(
     if args.dump_prompt.is_none() {
         let _ = std::fs::remove_file(&dump_file);
     }
-    if !theirs.0.is_empty() {
-        print_run_ratios(&ours, &theirs);
-    }
+    print_run_ratios(&ours, &theirs);
     let grove = Rates {
         prompt: median(&mut ours.0),
         generation: median(&mut ours.1),
@@ -297,10 +306,20 @@ fn measure(
     Ok((row, llama_rss, sample))
 }
 
+/// What `f` returns, and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let out = f();
+    (out, started.elapsed())
+}
+
 /// Each interleaved run's ratios (grove / llama.cpp), in run order, and
 /// how many runs reach 0.95x (the goal holds in every run, not only the
 /// median).
 fn print_run_ratios(ours: &(Vec<f64>, Vec<f64>), theirs: &(Vec<f64>, Vec<f64>)) {
+    if theirs.0.is_empty() {
+        return;
+    }
     let ratios =
         |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(x, y)| x / y).collect() };
     let show = |r: &[f64]| {
@@ -705,7 +724,7 @@ fn guided_overhead(
     let mut per_token = Vec::new();
     let mut shares = Vec::new();
     let mut rates = Vec::new();
-    let mut parts = Vec::new();
+    let mut last_parts = (0.0, 0.0);
     let mut sample = String::new();
     let mut counts = None;
     for _ in 0..runs.max(1) {
@@ -716,30 +735,24 @@ fn guided_overhead(
             gen_tokens,
             GuideRules::default(),
         );
-        let mut timed = Timed {
-            inner: guide,
-            spent: setup.elapsed(),
-            setup: setup.elapsed(),
-            constraining: Duration::ZERO,
-        };
+        let mut timed = Timed::set_up(guide, setup.elapsed());
         let mut sampler = Sampler::new(0, 0.0, None);
         let generation = model.generate(prompt, gen_tokens, &mut sampler, &mut timed)?;
         let tokens = generation.tokens.len().max(1);
         per_token.push(timed.spent.as_secs_f64() * 1e6 / tokens as f64);
-        parts.push((
+        last_parts = (
             timed.setup.as_secs_f64() * 1e3,
             timed.constraining.as_secs_f64() * 1e6 / tokens as f64,
-        ));
+        );
         shares.push(100.0 * timed.spent.as_secs_f64() / generation.generate_time.as_secs_f64());
         rates.push(rate(generation.tokens.len(), generation.generate_time));
         sample = generation.text;
         counts = Some((tokens, timed.inner.counts()));
     }
-    if let Some(&(setup, constraining)) = parts.last() {
-        println!(
-            "  of the guide's time (last run): set-up {setup:.1} ms; constrain {constraining:.0} us/token; the rest in accept"
-        );
-    }
+    let (setup, constraining) = last_parts;
+    println!(
+        "  of the guide's time (last run): set-up {setup:.1} ms; constrain {constraining:.0} us/token; the rest in accept"
+    );
     if let Some((tokens, counts)) = counts {
         println!(
             "guided generation: {tokens} tokens, {:.1} tok/s; guide {:.0} us/token = {:.2}% of generation time (goal at most 5%; median of {}); {} quotes, {} opened by guidance, {} forced tokens",
@@ -752,14 +765,8 @@ fn guided_overhead(
             counts.forced_tokens
         );
     }
-    println!(
-        "guided sample: {}",
-        sample
-            .chars()
-            .take(240)
-            .collect::<String>()
-            .replace('\n', " ")
-    );
+    let sample: String = sample.chars().take(240).collect();
+    println!("guided sample: {}", sample.replace('\n', " "));
     Ok(())
 }
 
