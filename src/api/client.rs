@@ -402,22 +402,6 @@ impl BookApi for Client {
     }
 }
 
-/// A request's answer from the daemon, or, when the daemon stopped before
-/// the request reached it, `local`'s: done in this process instead, as
-/// when no daemon runs.
-pub fn or_local<T>(
-    answered: Result<T, ApiError>,
-    local: impl FnOnce() -> Result<T, ApiError>,
-) -> Result<T, ApiError> {
-    match answered {
-        Err(e) if e.kind == ErrorKind::NotSent => {
-            tracing::info!(error = %e, "the daemon is gone; doing it in this process");
-            local()
-        }
-        answered => answered,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,7 +95,7 @@ pub fn ask(args: &AskArgs, ctx: &Ctx) -> anyhow::Result<()> {
         ctx.daemon()?.ask_call(&call)?
     } else {
         match ctx.daemon_if_running() {
-            Some(client) => grove::api::client::or_local(client.ask_call(&call), local)?,
+            Some(client) => super::or_local::or_local(client.ask_call(&call), local)?,
             None => local()?,
         }
     };

@@ -1,8 +1,8 @@
 //! The book operations through a running daemon, done in this process
 //! instead when the daemon stopped before a request reached it.
 
-use grove::api::books::{AddRequest, BookApi, SearchRequest};
-use grove::api::client::{Client, or_local};
+use grove::api::books::{AddRequest, BookApi, ErrorKind, SearchRequest};
+use grove::api::client::Client;
 use grove::api::{ApiError, dto};
 use grove::books::LocalBooks;
 
@@ -78,5 +78,21 @@ impl BookApi for OrLocal {
 
     fn audit(&mut self) -> Result<dto::AuditReport, ApiError> {
         self.either(Client::audit, LocalBooks::audit)
+    }
+}
+
+/// A request's answer from the daemon, or, when the daemon stopped before
+/// the request reached it, `local`'s: done in this process instead, as
+/// when no daemon runs.
+pub fn or_local<T>(
+    answered: Result<T, ApiError>,
+    local: impl FnOnce() -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    match answered {
+        Err(e) if e.kind == ErrorKind::NotSent => {
+            tracing::info!(error = %e, "the daemon is gone; doing it in this process");
+            local()
+        }
+        answered => answered,
     }
 }

@@ -430,9 +430,11 @@ fn bare_insert(path: &Path, files: &[PathBuf], with_text: bool) -> anyhow::Resul
     conn.pragma_update(None, "journal_mode", "wal")?;
     conn.execute_batch(
         "CREATE VIRTUAL TABLE everything USING fts5 (text, content = '', contentless_delete = 1,
-             tokenize = 'porter unicode61 remove_diacritics 2');
-         CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL);",
+             tokenize = 'porter unicode61 remove_diacritics 2');",
     )?;
+    if with_text {
+        conn.execute_batch("CREATE TABLE texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL);")?;
+    }
     let t = Instant::now();
     let mut prep = Duration::ZERO;
     let mut rowid = 0i64;
@@ -446,11 +448,13 @@ fn bare_insert(path: &Path, files: &[PathBuf], with_text: bool) -> anyhow::Resul
             rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Deferred)?;
         {
             let mut stmt = tx.prepare("INSERT INTO everything (rowid, text) VALUES (?1, ?2)")?;
-            let mut text = tx.prepare("INSERT INTO texts (id, text) VALUES (?1, ?2)")?;
+            let mut text = with_text
+                .then(|| tx.prepare("INSERT INTO texts (id, text) VALUES (?1, ?2)"))
+                .transpose()?;
             for c in &chunks {
                 rowid += 1;
                 stmt.execute(rusqlite::params![rowid, c.text])?;
-                if with_text {
+                if let Some(text) = &mut text {
                     text.execute(rusqlite::params![rowid, c.text])?;
                 }
             }

@@ -195,6 +195,8 @@ pub struct ChosenQuote {
     pub tag: String,
     /// The clause, verbatim.
     pub text: String,
+    /// Its words the turn's own words should take up ([`carry_words`]).
+    pub carry: Vec<String>,
 }
 
 /// How many of the best clauses a guided turn's drafts speak from, in
@@ -243,9 +245,10 @@ pub fn choose_quotes(
                 continue;
             }
             let fresh = !quoted_before.iter().any(|q| norm.contains(q.as_str()));
+            let carry = carry_words(clause, &said);
             let key = (
                 fresh,
-                !carry_words(clause, &said).is_empty(),
+                !carry.is_empty(),
                 crate::content::relevance(clause, &topic),
                 crate::content::relevance(clause, &wanted),
                 crate::content::content_stems(clause).len(),
@@ -253,6 +256,7 @@ pub fn choose_quotes(
             let chosen = ChosenQuote {
                 tag: t.tag.clone(),
                 text: clause.to_string(),
+                carry,
             };
             ranked.push((key, ranked.len(), chosen));
         }
@@ -398,9 +402,7 @@ fn turn_guidance(
             .as_deref()
             .map(reading::topic_word_forms)
             .unwrap_or_default(),
-        carry_words: chosen
-            .map(|q| carry_words(&q.text, &not_carried(request)))
-            .unwrap_or_default(),
+        carry_words: chosen.map(|q| q.carry.clone()).unwrap_or_default(),
         banned_words: banned_words(request),
         passage_tags,
         claim_line: chosen.is_some(),
