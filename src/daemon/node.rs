@@ -23,6 +23,7 @@ use super::stats::Stats;
 use crate::api::dto;
 use crate::mesh::state::MeshState;
 use crate::net::protocol::{mesh_topic, roots_topic};
+use crate::net::reach::{circuits_through, is_relayed};
 use crate::net::{Event, Network};
 
 /// How often the node re-announces its roots even when nothing changed.
@@ -235,12 +236,16 @@ impl NodeLoop {
         }
     }
 
-    /// Dials members that are not connected, at their announced addresses.
+    /// Dials members that are not connected, at their announced addresses;
+    /// a member announced behind a relay also through every relay this
+    /// node holds a reservation on ([`circuits_through`]: the relay its
+    /// announcement names may be gone).
     async fn redial(&self, view: &MeshState) {
         let Some(roster) = view.roster() else {
             return;
         };
         let me = self.net.local_peer_id();
+        let own_relayed = self.net.addresses().relayed;
         let targets: Vec<(PeerId, Vec<Multiaddr>)> = {
             let peers = self.peers.lock();
             roster
@@ -248,7 +253,17 @@ impl NodeLoop {
                 .iter()
                 .filter_map(|m| PeerId::from_bytes(&m.peer_id).ok())
                 .filter(|p| *p != me && !peers.connected.contains(p))
-                .filter_map(|p| peers.addresses.get(&p).map(|a| (p, a.clone())))
+                .filter_map(|p| {
+                    let mut addrs = peers.addresses.get(&p)?.clone();
+                    if addrs.iter().any(is_relayed) {
+                        for circuit in circuits_through(&own_relayed, p) {
+                            if !addrs.contains(&circuit) {
+                                addrs.push(circuit);
+                            }
+                        }
+                    }
+                    Some((p, addrs))
+                })
                 .collect()
         };
         for (peer, addrs) in targets {

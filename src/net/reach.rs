@@ -253,6 +253,32 @@ pub fn is_relayed(addr: &Multiaddr) -> bool {
     addr.iter().any(|p| matches!(p, Protocol::P2pCircuit))
 }
 
+/// Circuits to `peer` through the relays this node holds a reservation on
+/// (its own relayed addresses, `…/p2p/RELAY/p2p-circuit`, with or without
+/// its own id after them). A member behind a NAT reserves on the relays its
+/// config names, as this node does; when the relay its announced address
+/// goes through is gone, its announcement of the one left cannot reach
+/// this node (that relay was their only path), but a circuit through a
+/// relay both hold still can.
+pub fn circuits_through(own_relayed: &[Multiaddr], peer: PeerId) -> Vec<Multiaddr> {
+    let mut circuits = Vec::new();
+    for addr in own_relayed {
+        let mut circuit = Multiaddr::empty();
+        for part in addr.iter() {
+            let done = matches!(part, Protocol::P2pCircuit);
+            circuit.push(part);
+            if done {
+                let circuit = circuit.clone().with(Protocol::P2p(peer));
+                if !circuits.contains(&circuit) {
+                    circuits.push(circuit);
+                }
+                break;
+            }
+        }
+    }
+    circuits
+}
+
 pub fn ip_of(addr: &Multiaddr) -> Option<IpAddr> {
     addr.iter().find_map(|p| match p {
         Protocol::Ip4(ip) => Some(IpAddr::V4(ip)),
@@ -398,6 +424,24 @@ mod tests {
 
     fn conn(n: usize) -> ConnectionId {
         ConnectionId::new_unchecked(n)
+    }
+
+    #[test]
+    fn a_member_is_dialled_through_every_relay_this_node_holds() {
+        let (relay1, relay2, me, member) = (peer(), peer(), peer(), peer());
+        let own = [
+            a(&format!("/ip4/203.0.113.10/tcp/4100/p2p/{relay1}/p2p-circuit")),
+            a(&format!("/ip4/203.0.113.20/tcp/4100/p2p/{relay2}/p2p-circuit/p2p/{me}")),
+            a("/ip4/198.51.100.7/tcp/4100"),
+        ];
+        assert_eq!(
+            circuits_through(&own, member),
+            [
+                a(&format!("/ip4/203.0.113.10/tcp/4100/p2p/{relay1}/p2p-circuit/p2p/{member}")),
+                a(&format!("/ip4/203.0.113.20/tcp/4100/p2p/{relay2}/p2p-circuit/p2p/{member}")),
+            ]
+        );
+        assert!(circuits_through(&[], member).is_empty());
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! `grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words
+//! `grove-bench model [--model FILE] [--runs N] [--reps N] [--gen N] [--prompt-words
 //! N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt
 //! FILE] [--turn-runs N] [--turns-only]`:
 //! the embedded model's load time, prompt and generation speed against
 //! llama.cpp's in the same run (through `model_llama_cpp.py`, when the
 //! python, `$GROVE_BENCH_PYTHON` or `python3`, imports `llama_cpp`), for
 //! each prompt size (120 and 880 words: 224 and 1,353 tokens) and thread
-//! count (1 and 2), runs interleaved; peak RSS of both; and the cost of
+//! count (1 and 2), runs interleaved (each run the medians of `--reps`
+//! generations of each engine, 5 by default); peak RSS of both; and the cost of
 //! guided decoding per token (the guide's own time, measured
 //! around each `constrain` and `accept` call of a guided generation, with
 //! every rule on: verbatim clause-aligned quotes from six passages, and the
@@ -113,9 +114,12 @@ struct Args {
     llama_cpp: bool,
     turn_runs: usize,
     turns_only: bool,
+    /// Samples of each engine in one interleaved run; the run's rates are
+    /// their medians.
+    reps: usize,
 }
 
-const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt FILE] [--turn-runs N] [--turns-only]";
+const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--reps N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt FILE] [--turn-runs N] [--turns-only]";
 
 fn parse_args(args: &[String]) -> anyhow::Result<Args> {
     let mut a = Args {
@@ -129,6 +133,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
         llama_cpp: true,
         turn_runs: 3,
         turns_only: false,
+        reps: 5,
     };
     let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
         value
@@ -142,6 +147,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
         match arg.as_str() {
             "--model" => a.model_path = Some(PathBuf::from(value()?)),
             "--runs" => a.runs = value()?.parse().context("--runs")?,
+            "--reps" => a.reps = value()?.parse().context("--reps")?,
             "--gen" => a.gen_tokens = value()?.parse().context("--gen")?,
             "--prompt-words" => a.prompt_words = list(value()?, "--prompt-words")?,
             "--threads" => a.thread_counts = list(value()?, "--threads")?,
@@ -222,7 +228,10 @@ const LLAMA_CPP_SCRIPT: &str = concat!(
 );
 
 /// One prompt size and thread count: a load, then `runs` interleaved
-/// rounds of grove and llama.cpp (so both see the same machine load), and
+/// rounds of grove and llama.cpp (so both see the same machine load; who
+/// goes first alternates), each engine's rates in a round the medians of
+/// `--reps` generations in one warm process (a single generation on a
+/// shared machine swings by 30 % either way), and
 /// with `guided`, the guide's cost. Also llama.cpp's peak RSS and grove's
 /// last text.
 fn measure(
@@ -249,22 +258,28 @@ fn measure(
     let (mut same_tokens, mut llama_rss, mut sample) = (None, 0f64, String::new());
     // Of grove's time, the share llama.cpp itself spent (its own timings).
     let mut inside = (Vec::new(), Vec::new());
-    for _ in 0..args.runs.max(1) {
-        let (generation, share) = greedy_run(&mut model, &prompt, args.gen_tokens, &mut guide)?;
-        ours.0
-            .push(rate(generation.prompt_tokens, generation.prompt_time));
-        ours.1
-            .push(rate(generation.tokens.len(), generation.generate_time));
-        inside.0.push(share.0);
-        inside.1.push(share.1);
-        if llama_cpp {
-            let run = run_llama_cpp(&args.python, path, &dump_file, threads, args.gen_tokens)?;
+    let reps = args.reps.max(1);
+    for run in 0..args.runs.max(1) {
+        // Who goes first alternates, so a drift in the machine's load
+        // favours neither.
+        let llama_first = llama_cpp && run % 2 == 1;
+        let mut llama_run = None;
+        if llama_first {
+            llama_run = Some(run_llama_cpp(args, path, &dump_file, threads, reps)?);
+        }
+        let (rates, last) = grove_samples(&mut model, &prompt, args, &mut guide, &mut inside)?;
+        ours.0.push(rates.prompt);
+        ours.1.push(rates.generation);
+        sample = last.text;
+        if llama_cpp && !llama_first {
+            llama_run = Some(run_llama_cpp(args, path, &dump_file, threads, reps)?);
+        }
+        if let Some(run) = llama_run {
+            same_tokens = Some(same_tokens.unwrap_or(true) && run.tokens == last.tokens);
             theirs.0.push(run.prompt);
             theirs.1.push(run.generation);
             llama_rss = llama_rss.max(run.rss_mb);
-            same_tokens = Some(run.tokens == generation.tokens);
         }
-        sample = generation.text;
     }
     if args.dump_prompt.is_none() {
         let _ = std::fs::remove_file(&dump_file);
@@ -311,6 +326,33 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let started = Instant::now();
     let out = f();
     (out, started.elapsed())
+}
+
+/// grove's rates in one interleaved run: the medians of `--reps` greedy
+/// generations (llama.cpp's share of each one's time pushed to `inside`),
+/// and the last generation.
+fn grove_samples(
+    model: &mut EmbeddedModel,
+    prompt: &[u32],
+    args: &Args,
+    guide: &mut NoStop,
+    inside: &mut (Vec<f64>, Vec<f64>),
+) -> anyhow::Result<(Rates, grove::model::embedded::Generation)> {
+    let mut rates = (Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..args.reps.max(1) {
+        let (generation, share) = greedy_run(model, prompt, args.gen_tokens, guide)?;
+        rates.0.push(rate(generation.prompt_tokens, generation.prompt_time));
+        rates.1.push(rate(generation.tokens.len(), generation.generate_time));
+        inside.0.push(share.0);
+        inside.1.push(share.1);
+        last = Some(generation);
+    }
+    let rates = Rates {
+        prompt: median(&mut rates.0),
+        generation: median(&mut rates.1),
+    };
+    Ok((rates, last.context("no generation")?))
 }
 
 /// Each interleaved run's ratios (grove / llama.cpp), in run order, and
@@ -631,14 +673,16 @@ struct LlamaRun {
     tokens: Vec<u32>,
 }
 
+/// llama.cpp's rates over `reps` samples in one process (the script's
+/// medians).
 fn run_llama_cpp(
-    python: &str,
+    args: &Args,
     model: &std::path::Path,
     prompt: &std::path::Path,
     threads: usize,
-    gen_tokens: usize,
+    reps: usize,
 ) -> anyhow::Result<LlamaRun> {
-    let out = std::process::Command::new(python)
+    let out = std::process::Command::new(&args.python)
         .arg(LLAMA_CPP_SCRIPT)
         .arg(model)
         .arg(prompt)
@@ -646,9 +690,9 @@ fn run_llama_cpp(
             "--threads",
             &threads.to_string(),
             "--gen",
-            &gen_tokens.to_string(),
+            &args.gen_tokens.to_string(),
             "--runs",
-            "1",
+            &reps.to_string(),
         ])
         .output()
         .context("model_llama_cpp.py")?;
