@@ -430,15 +430,23 @@ mod tests {
     fn a_member_is_dialled_through_every_relay_this_node_holds() {
         let (relay1, relay2, me, member) = (peer(), peer(), peer(), peer());
         let own = [
-            a(&format!("/ip4/203.0.113.10/tcp/4100/p2p/{relay1}/p2p-circuit")),
-            a(&format!("/ip4/203.0.113.20/tcp/4100/p2p/{relay2}/p2p-circuit/p2p/{me}")),
+            a(&format!(
+                "/ip4/203.0.113.10/tcp/4100/p2p/{relay1}/p2p-circuit"
+            )),
+            a(&format!(
+                "/ip4/203.0.113.20/tcp/4100/p2p/{relay2}/p2p-circuit/p2p/{me}"
+            )),
             a("/ip4/198.51.100.7/tcp/4100"),
         ];
         assert_eq!(
             circuits_through(&own, member),
             [
-                a(&format!("/ip4/203.0.113.10/tcp/4100/p2p/{relay1}/p2p-circuit/p2p/{member}")),
-                a(&format!("/ip4/203.0.113.20/tcp/4100/p2p/{relay2}/p2p-circuit/p2p/{member}")),
+                a(&format!(
+                    "/ip4/203.0.113.10/tcp/4100/p2p/{relay1}/p2p-circuit/p2p/{member}"
+                )),
+                a(&format!(
+                    "/ip4/203.0.113.20/tcp/4100/p2p/{relay2}/p2p-circuit/p2p/{member}"
+                )),
             ]
         );
         assert!(circuits_through(&[], member).is_empty());

@@ -342,8 +342,12 @@ fn grove_samples(
     let mut last = None;
     for _ in 0..args.reps.max(1) {
         let (generation, share) = greedy_run(model, prompt, args.gen_tokens, guide)?;
-        rates.0.push(rate(generation.prompt_tokens, generation.prompt_time));
-        rates.1.push(rate(generation.tokens.len(), generation.generate_time));
+        rates
+            .0
+            .push(rate(generation.prompt_tokens, generation.prompt_time));
+        rates
+            .1
+            .push(rate(generation.tokens.len(), generation.generate_time));
         inside.0.push(share.0);
         inside.1.push(share.1);
         last = Some(generation);
