@@ -63,6 +63,8 @@ pub struct EmbeddedOptions {
     /// Layers offloaded to a GPU backend (`model.gpu_layers`; only with a
     /// GPU feature built in).
     pub gpu_layers: u32,
+    /// llama.cpp's flash-attention path (`model.flash_attention`).
+    pub flash_attention: super::FlashAttention,
 }
 
 impl Default for EmbeddedOptions {
@@ -74,6 +76,7 @@ impl Default for EmbeddedOptions {
             no_repeat_ngram: 4,
             prefix_cache: true,
             gpu_layers: 0,
+            flash_attention: super::FlashAttention::Auto,
         }
     }
 }
@@ -289,6 +292,11 @@ impl EmbeddedModel {
             .with_n_threads_batch(threads_i32)
             // llama.cpp's own timings (`engine_time`): a clock read per batch.
             .with_no_perf(false);
+        let params = params.with_flash_attention_policy(match options.flash_attention {
+            super::FlashAttention::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
+            super::FlashAttention::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+            super::FlashAttention::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        });
         // SAFETY: the context borrows the model, which is boxed (its
         // address is stable) and declared after the context in this
         // struct, so it outlives it; neither is handed out by value.

@@ -32,6 +32,20 @@ pub enum Backend {
     Openai,
 }
 
+/// Whether the embedded backend's llama.cpp takes its flash-attention
+/// path (`model.flash_attention`). On a CPU it reads a long prompt faster
+/// and, on a machine without AVX-512, generates after a long prompt
+/// slower (docs/model.md, "Figures").
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlashAttention {
+    /// llama.cpp decides (on, where the backend has the path).
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
 /// The `[model]` settings (env: `GROVE_MODEL__<KEY>`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -66,6 +80,9 @@ pub struct ModelSettings {
     /// binary built with a GPU feature (`cuda`, `vulkan`, `metal`) has a
     /// GPU backend; without one llama.cpp runs every layer on the CPU.
     pub gpu_layers: u32,
+    /// The embedded backend's attention path: `auto` (llama.cpp decides),
+    /// `on` or `off`.
+    pub flash_attention: FlashAttention,
     /// Guided decoding for the embedded backend: in moot turns, quotes are
     /// verbatim passage text and tags valid by construction. `false` turns
     /// it off (for comparison); other backends ignore it.
@@ -92,6 +109,7 @@ impl Default for ModelSettings {
             max_retries: 3,
             threads: 0,
             gpu_layers: 0,
+            flash_attention: FlashAttention::Auto,
             guided: true,
             grammar: false,
             hub_url: hub::DEFAULT_HUB_URL.to_string(),
@@ -262,6 +280,7 @@ pub fn open_model(
                     guided: settings.guided,
                     threads: embedded_threads(settings.threads, usable_cores()),
                     gpu_layers: settings.gpu_layers,
+                    flash_attention: settings.flash_attention,
                     ..embedded::EmbeddedOptions::default()
                 },
             )?))
@@ -344,5 +363,26 @@ mod tests {
         assert_eq!(parsed.model.backend, Backend::Openai);
         let bad = serde_json::from_str::<Wrapper>(r#"{"model":{"bakend":"openai"}}"#);
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn flash_attention_is_auto_on_or_off() {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            model: ModelSettings,
+        }
+        let read = |v: &str| {
+            serde_json::from_str::<Wrapper>(&format!(r#"{{"model":{{"flash_attention":"{v}"}}}}"#))
+                .map(|w| w.model.flash_attention)
+        };
+        assert_eq!(
+            ModelSettings::default().flash_attention,
+            FlashAttention::Auto
+        );
+        assert_eq!(read("auto").unwrap(), FlashAttention::Auto);
+        assert_eq!(read("on").unwrap(), FlashAttention::On);
+        assert_eq!(read("off").unwrap(), FlashAttention::Off);
+        let err = read("sometimes").unwrap_err().to_string();
+        assert!(err.contains("auto") && err.contains("off"), "{err}");
     }
 }

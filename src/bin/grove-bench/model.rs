@@ -1,12 +1,14 @@
-//! `grove-bench model [--model FILE] [--runs N] [--reps N] [--gen N] [--prompt-words
+//! `grove-bench model [--model FILE] [--runs N] [--reps N] [--flash-attn on,off] [--gen N] [--prompt-words
 //! N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt
 //! FILE] [--turn-runs N] [--turns-only]`:
 //! the embedded model's load time, prompt and generation speed against
 //! llama.cpp's in the same run (through `model_llama_cpp.py`, when the
 //! python, `$GROVE_BENCH_PYTHON` or `python3`, imports `llama_cpp`), for
 //! each prompt size (120 and 880 words: 224 and 1,353 tokens) and thread
-//! count (1 and 2), runs interleaved (each run the medians of `--reps`
-//! generations of each engine, 5 by default); peak RSS of both; and the cost of
+//! count (1 and 2), and each of llama.cpp's attention paths (flash
+//! attention on and off, the same in both engines), runs interleaved (each
+//! run the medians of `--reps` generations of each engine, 5 by default);
+//! peak RSS of both; and the cost of
 //! guided decoding per token (the guide's own time, measured
 //! around each `constrain` and `accept` call of a guided generation, with
 //! every rule on: verbatim clause-aligned quotes from six passages, and the
@@ -26,6 +28,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use grove::model::FlashAttention;
 use grove::model::embedded::{EmbeddedModel, EmbeddedOptions};
 use grove::model::guide::{Guidance, GuideRules, QuoteGuide};
 use grove::model::sampling::{DecodeGuide, GuideControl, Sampler, Unguided};
@@ -97,6 +100,7 @@ struct Rates {
 struct Row {
     prompt_tokens: usize,
     threads: usize,
+    flash: bool,
     grove: Rates,
     llama: Option<Rates>,
     same_tokens: Option<bool>,
@@ -117,6 +121,18 @@ struct Args {
     /// Samples of each engine in one interleaved run; the run's rates are
     /// their medians.
     reps: usize,
+    /// llama.cpp's attention paths to measure, each the same in both
+    /// engines (`--flash-attn on,off`).
+    flash: Vec<bool>,
+}
+
+/// One row's setting: the prompt's words, the threads, and whether both
+/// engines take llama.cpp's flash-attention path.
+#[derive(Clone, Copy)]
+struct Setting {
+    words: usize,
+    threads: usize,
+    flash: bool,
 }
 
 const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--reps N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt FILE] [--turn-runs N] [--turns-only]";
@@ -134,6 +150,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
         turn_runs: 3,
         turns_only: false,
         reps: 5,
+        flash: vec![true, false],
     };
     let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
         value
@@ -148,6 +165,15 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
             "--model" => a.model_path = Some(PathBuf::from(value()?)),
             "--runs" => a.runs = value()?.parse().context("--runs")?,
             "--reps" => a.reps = value()?.parse().context("--reps")?,
+            "--flash-attn" => {
+                a.flash = (value()?.split(','))
+                    .map(|v| match v.trim() {
+                        "on" => Ok(true),
+                        "off" => Ok(false),
+                        other => bail!("--flash-attn: on or off, not {other}"),
+                    })
+                    .collect::<anyhow::Result<_>>()?
+            }
             "--gen" => a.gen_tokens = value()?.parse().context("--gen")?,
             "--prompt-words" => a.prompt_words = list(value()?, "--prompt-words")?,
             "--threads" => a.thread_counts = list(value()?, "--threads")?,
@@ -200,11 +226,18 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut sample_text = String::new();
     for &words in &args.prompt_words {
         for &threads in &args.thread_counts {
-            let first = words == args.prompt_words[0] && threads == args.thread_counts[0];
-            let (row, rss, sample) = measure(&args, &path, words, threads, llama_cpp, first)?;
-            table.push(row);
-            llama_rss = llama_rss.max(rss);
-            sample_text = sample;
+            for &flash in &args.flash {
+                let setting = Setting {
+                    words,
+                    threads,
+                    flash,
+                };
+                let first = table.is_empty();
+                let (row, rss, sample) = measure(&args, &path, setting, llama_cpp, first)?;
+                table.push(row);
+                llama_rss = llama_rss.max(rss);
+                sample_text = sample;
+            }
         }
     }
     print_table(&args, &table, llama_rss);
@@ -237,19 +270,20 @@ const LLAMA_CPP_SCRIPT: &str = concat!(
 fn measure(
     args: &Args,
     path: &std::path::Path,
-    words: usize,
-    threads: usize,
+    setting: Setting,
     llama_cpp: bool,
     guided: bool,
 ) -> anyhow::Result<(Row, f64, String)> {
-    let (model, load) = timed(|| EmbeddedModel::load(path, speed_options(threads)));
+    let Setting { words, threads, .. } = setting;
+    let (model, load) = timed(|| EmbeddedModel::load(path, speed_options(setting)));
     let mut model = model?;
     let messages = chat(&prompt_text(words));
     let prompt = model.encode_chat(&messages)?;
     let dump_file = dump_prompt(&model, &prompt, args.dump_prompt.as_ref())?;
     println!(
-        "{} prompt tokens, {threads} threads: {} loaded in {:.3} s",
+        "{} prompt tokens, {threads} threads, flash attention {}: {} loaded in {:.3} s",
         prompt.len(),
+        if setting.flash { "on" } else { "off" },
         grove::model::ChatModel::describe(&model),
         load.as_secs_f64()
     );
@@ -265,14 +299,14 @@ fn measure(
         let llama_first = llama_cpp && run % 2 == 1;
         let mut llama_run = None;
         if llama_first {
-            llama_run = Some(run_llama_cpp(args, path, &dump_file, threads, reps)?);
+            llama_run = Some(run_llama_cpp(args, path, &dump_file, setting, reps)?);
         }
         let (rates, last) = grove_samples(&mut model, &prompt, args, &mut guide, &mut inside)?;
         ours.0.push(rates.prompt);
         ours.1.push(rates.generation);
         sample = last.text;
         if llama_cpp && !llama_first {
-            llama_run = Some(run_llama_cpp(args, path, &dump_file, threads, reps)?);
+            llama_run = Some(run_llama_cpp(args, path, &dump_file, setting, reps)?);
         }
         if let Some(run) = llama_run {
             same_tokens = Some(same_tokens.unwrap_or(true) && run.tokens == last.tokens);
@@ -284,16 +318,7 @@ fn measure(
     if args.dump_prompt.is_none() {
         let _ = std::fs::remove_file(&dump_file);
     }
-    print_run_ratios(&ours, &theirs);
-    let grove = Rates {
-        prompt: median(&mut ours.0),
-        generation: median(&mut ours.1),
-    };
-    let llama = (!theirs.0.is_empty()).then(|| Rates {
-        prompt: median(&mut theirs.0),
-        generation: median(&mut theirs.1),
-    });
-    print_rates(&grove, llama.as_ref());
+    let (grove, llama) = medians(&mut ours, &mut theirs);
     println!(
         "  inside llama.cpp (its own timings): {:.1} % of grove's prompt time, {:.1} % of its \
          generation time; the rest is grove's loop",
@@ -314,6 +339,7 @@ fn measure(
     let row = Row {
         prompt_tokens: prompt.len(),
         threads,
+        flash: setting.flash,
         grove,
         llama,
         same_tokens,
@@ -326,6 +352,25 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let started = Instant::now();
     let out = f();
     (out, started.elapsed())
+}
+
+/// Each engine's medians over the interleaved runs, printed with each
+/// run's ratios.
+fn medians(
+    ours: &mut (Vec<f64>, Vec<f64>),
+    theirs: &mut (Vec<f64>, Vec<f64>),
+) -> (Rates, Option<Rates>) {
+    print_run_ratios(ours, theirs);
+    let grove = Rates {
+        prompt: median(&mut ours.0),
+        generation: median(&mut ours.1),
+    };
+    let llama = (!theirs.0.is_empty()).then(|| Rates {
+        prompt: median(&mut theirs.0),
+        generation: median(&mut theirs.1),
+    });
+    print_rates(&grove, llama.as_ref());
+    (grove, llama)
 }
 
 /// grove's rates in one interleaved run: the medians of `--reps` greedy
@@ -420,10 +465,15 @@ fn print_rates(grove: &Rates, llama: Option<&Rates>) {
 }
 
 /// The options of the speed rounds.
-fn speed_options(threads: usize) -> EmbeddedOptions {
+fn speed_options(setting: Setting) -> EmbeddedOptions {
     EmbeddedOptions {
+        flash_attention: if setting.flash {
+            FlashAttention::On
+        } else {
+            FlashAttention::Off
+        },
         top_p: None,
-        threads,
+        threads: setting.threads,
         guided: true,
         no_repeat_ngram: 0,
         // Each round runs the same prompt: reuse would skip its prefill.
@@ -458,9 +508,9 @@ fn print_table(args: &Args, table: &[Row], llama_rss: f64) {
         args.runs.max(1)
     );
     println!(
-        "| prompt | threads | grove prompt tok/s | llama.cpp | ratio | grove gen tok/s | llama.cpp | ratio | same tokens |"
+        "| prompt | threads | flash attention | grove prompt tok/s | llama.cpp | ratio | grove gen tok/s | llama.cpp | ratio | same tokens |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for row in table {
         let grove = &row.grove;
         let (lp, lg, rp, rg) = match &row.llama {
@@ -473,9 +523,10 @@ fn print_table(args: &Args, table: &[Row], llama_rss: f64) {
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         println!(
-            "| {} | {} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
+            "| {} | {} | {} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
             row.prompt_tokens,
             row.threads,
+            if row.flash { "on" } else { "off" },
             grove.prompt,
             grove.generation,
             row.same_tokens.map_or("-".to_string(), |s| s.to_string())
@@ -683,7 +734,7 @@ fn run_llama_cpp(
     args: &Args,
     model: &std::path::Path,
     prompt: &std::path::Path,
-    threads: usize,
+    setting: Setting,
     reps: usize,
 ) -> anyhow::Result<LlamaRun> {
     let out = std::process::Command::new(&args.python)
@@ -692,7 +743,9 @@ fn run_llama_cpp(
         .arg(prompt)
         .args([
             "--threads",
-            &threads.to_string(),
+            &setting.threads.to_string(),
+            "--flash-attn",
+            if setting.flash { "on" } else { "off" },
             "--gen",
             &args.gen_tokens.to_string(),
             "--runs",

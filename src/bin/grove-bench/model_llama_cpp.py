@@ -29,6 +29,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--gen", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
+    # llama.cpp's flash-attention path, as grove's context resolved it.
+    parser.add_argument("--flash-attn", choices=["on", "off"], default="off")
     args = parser.parse_args()
 
     with open(args.prompt) as f:
@@ -42,6 +44,7 @@ def main():
         n_threads=args.threads,
         n_threads_batch=args.threads,
         n_batch=512,
+        flash_attn=args.flash_attn == "on",
         verbose=False,
     )
     load = time.perf_counter() - started
