@@ -46,6 +46,17 @@ pub enum FlashAttention {
     Off,
 }
 
+impl FlashAttention {
+    /// The setting's name, as the config spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlashAttention::Auto => "auto",
+            FlashAttention::On => "on",
+            FlashAttention::Off => "off",
+        }
+    }
+}
+
 /// The `[model]` settings (env: `GROVE_MODEL__<KEY>`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]

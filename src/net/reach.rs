@@ -261,19 +261,16 @@ pub fn is_relayed(addr: &Multiaddr) -> bool {
 /// this node (that relay was their only path), but a circuit through a
 /// relay both hold still can.
 pub fn circuits_through(own_relayed: &[Multiaddr], peer: PeerId) -> Vec<Multiaddr> {
-    let mut circuits = Vec::new();
+    let mut circuits: Vec<Multiaddr> = Vec::new();
     for addr in own_relayed {
-        let mut circuit = Multiaddr::empty();
-        for part in addr.iter() {
-            let done = matches!(part, Protocol::P2pCircuit);
-            circuit.push(part);
-            if done {
-                let circuit = circuit.clone().with(Protocol::P2p(peer));
-                if !circuits.contains(&circuit) {
-                    circuits.push(circuit);
-                }
-                break;
-            }
+        let parts: Vec<Protocol> = addr.iter().collect();
+        let Some(end) = parts.iter().position(|p| matches!(p, Protocol::P2pCircuit)) else {
+            continue;
+        };
+        let circuit: Multiaddr = parts[..=end].iter().cloned().collect();
+        let circuit = circuit.with(Protocol::P2p(peer));
+        if !circuits.contains(&circuit) {
+            circuits.push(circuit);
         }
     }
     circuits

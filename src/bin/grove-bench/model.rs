@@ -100,7 +100,7 @@ struct Rates {
 struct Row {
     prompt_tokens: usize,
     threads: usize,
-    flash: bool,
+    flash: FlashAttention,
     grove: Rates,
     llama: Option<Rates>,
     same_tokens: Option<bool>,
@@ -118,24 +118,24 @@ struct Args {
     llama_cpp: bool,
     turn_runs: usize,
     turns_only: bool,
-    /// Samples of each engine in one interleaved run; the run's rates are
-    /// their medians.
+    /// Samples of each engine in one interleaved run (at least 1); the
+    /// run's rates are their medians.
     reps: usize,
     /// llama.cpp's attention paths to measure, each the same in both
     /// engines (`--flash-attn on,off`).
-    flash: Vec<bool>,
+    flash: Vec<FlashAttention>,
 }
 
-/// One row's setting: the prompt's words, the threads, and whether both
-/// engines take llama.cpp's flash-attention path.
+/// One row's setting: the prompt's words, the threads, and llama.cpp's
+/// attention path in both engines.
 #[derive(Clone, Copy)]
 struct Setting {
     words: usize,
     threads: usize,
-    flash: bool,
+    flash: FlashAttention,
 }
 
-const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--reps N] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt FILE] [--turn-runs N] [--turns-only]";
+const USAGE: &str = "grove-bench model [--model FILE] [--runs N] [--reps N] [--flash-attn on,off] [--gen N] [--prompt-words N,N] [--threads N,N] [--python PYTHON] [--no-llama-cpp] [--dump-prompt FILE] [--turn-runs N] [--turns-only]";
 
 fn parse_args(args: &[String]) -> anyhow::Result<Args> {
     let mut a = Args {
@@ -150,7 +150,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
         turn_runs: 3,
         turns_only: false,
         reps: 5,
-        flash: vec![true, false],
+        flash: vec![FlashAttention::On, FlashAttention::Off],
     };
     let list = |value: &str, what: &str| -> anyhow::Result<Vec<usize>> {
         value
@@ -164,12 +164,12 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
         match arg.as_str() {
             "--model" => a.model_path = Some(PathBuf::from(value()?)),
             "--runs" => a.runs = value()?.parse().context("--runs")?,
-            "--reps" => a.reps = value()?.parse().context("--reps")?,
+            "--reps" => a.reps = value()?.parse::<usize>().context("--reps")?.max(1),
             "--flash-attn" => {
                 a.flash = (value()?.split(','))
                     .map(|v| match v.trim() {
-                        "on" => Ok(true),
-                        "off" => Ok(false),
+                        "on" => Ok(FlashAttention::On),
+                        "off" => Ok(FlashAttention::Off),
                         other => bail!("--flash-attn: on or off, not {other}"),
                     })
                     .collect::<anyhow::Result<_>>()?
@@ -283,7 +283,7 @@ fn measure(
     println!(
         "{} prompt tokens, {threads} threads, flash attention {}: {} loaded in {:.3} s",
         prompt.len(),
-        if setting.flash { "on" } else { "off" },
+        setting.flash.as_str(),
         grove::model::ChatModel::describe(&model),
         load.as_secs_f64()
     );
@@ -292,21 +292,20 @@ fn measure(
     let (mut same_tokens, mut llama_rss, mut sample) = (None, 0f64, String::new());
     // Of grove's time, the share llama.cpp itself spent (its own timings).
     let mut inside = (Vec::new(), Vec::new());
-    let reps = args.reps.max(1);
     for run in 0..args.runs.max(1) {
         // Who goes first alternates, so a drift in the machine's load
         // favours neither.
         let llama_first = llama_cpp && run % 2 == 1;
         let mut llama_run = None;
         if llama_first {
-            llama_run = Some(run_llama_cpp(args, path, &dump_file, setting, reps)?);
+            llama_run = Some(run_llama_cpp(args, path, &dump_file, setting)?);
         }
         let (rates, last) = grove_samples(&mut model, &prompt, args, &mut guide, &mut inside)?;
         ours.0.push(rates.prompt);
         ours.1.push(rates.generation);
         sample = last.text;
         if llama_cpp && !llama_first {
-            llama_run = Some(run_llama_cpp(args, path, &dump_file, setting, reps)?);
+            llama_run = Some(run_llama_cpp(args, path, &dump_file, setting)?);
         }
         if let Some(run) = llama_run {
             same_tokens = Some(same_tokens.unwrap_or(true) && run.tokens == last.tokens);
@@ -385,7 +384,7 @@ fn grove_samples(
 ) -> anyhow::Result<(Rates, grove::model::embedded::Generation)> {
     let mut rates = (Vec::new(), Vec::new());
     let mut last = None;
-    for _ in 0..args.reps.max(1) {
+    for _ in 0..args.reps {
         let (generation, share) = greedy_run(model, prompt, args.gen_tokens, guide)?;
         rates
             .0
@@ -467,11 +466,7 @@ fn print_rates(grove: &Rates, llama: Option<&Rates>) {
 /// The options of the speed rounds.
 fn speed_options(setting: Setting) -> EmbeddedOptions {
     EmbeddedOptions {
-        flash_attention: if setting.flash {
-            FlashAttention::On
-        } else {
-            FlashAttention::Off
-        },
+        flash_attention: setting.flash,
         top_p: None,
         threads: setting.threads,
         guided: true,
@@ -526,7 +521,7 @@ fn print_table(args: &Args, table: &[Row], llama_rss: f64) {
             "| {} | {} | {} | {:.1} | {lp} | {rp} | {:.1} | {lg} | {rg} | {} |",
             row.prompt_tokens,
             row.threads,
-            if row.flash { "on" } else { "off" },
+            row.flash.as_str(),
             grove.prompt,
             grove.generation,
             row.same_tokens.map_or("-".to_string(), |s| s.to_string())
@@ -728,14 +723,13 @@ struct LlamaRun {
     tokens: Vec<u32>,
 }
 
-/// llama.cpp's rates over `reps` samples in one process (the script's
+/// llama.cpp's rates over `--reps` samples in one process (the script's
 /// medians).
 fn run_llama_cpp(
     args: &Args,
     model: &std::path::Path,
     prompt: &std::path::Path,
     setting: Setting,
-    reps: usize,
 ) -> anyhow::Result<LlamaRun> {
     let out = std::process::Command::new(&args.python)
         .arg(LLAMA_CPP_SCRIPT)
@@ -745,11 +739,11 @@ fn run_llama_cpp(
             "--threads",
             &setting.threads.to_string(),
             "--flash-attn",
-            if setting.flash { "on" } else { "off" },
+            setting.flash.as_str(),
             "--gen",
             &args.gen_tokens.to_string(),
             "--runs",
-            &reps.to_string(),
+            &args.reps.to_string(),
         ])
         .output()
         .context("model_llama_cpp.py")?;
