@@ -3,9 +3,10 @@
 //! proposes a rotate and goes down; charlie and delta vote yes; the test,
 //! holding alpha's keys as a committer gone bad would, lets alpha's own
 //! state machine take those votes and commit, and alters the commit's
-//! envelope for bravo before alpha sends it (its outbox) and keeps it (its
-//! roster table). Bravo proves its agreement output; every other member
-//! checks the proof and names alpha; a kick of alpha, shown as backed by the
+//! envelope for bravo before alpha keeps it (its roster table) and leaves
+//! it out of alpha's outbox, so the others get it only by asking alpha
+//! (sync). Bravo proves its agreement output; every other member checks
+//! the proof and names alpha; a kick of alpha, shown as backed by the
 //! evidence, passes on the others' votes; bravo reads again from there.
 
 use grove::mesh::codec;
@@ -127,22 +128,21 @@ fn a_member_proves_a_bad_envelope_the_others_check_it_and_kick_its_committer() {
         let (next, mut t) = state
             .receive(&alpha, &message, now, &mut rand::rng())
             .unwrap();
-        for out in &mut t.outbound {
+        // The commit leaves alpha's outbox unsent, as a message gossipsub
+        // took over a connection that then closed: members that reconnect
+        // to alpha must fetch it from alpha (by sync), whatever alpha's
+        // place in the roster.
+        t.outbound.retain(|out| {
             let Ok(wire::MeshMessage {
                 kind: Some(Kind::Commit(commit)),
             }) = wire::MeshMessage::decode(out.message.as_slice())
             else {
-                continue;
+                return true;
             };
             assert_eq!(out.to, Dest::All);
-            let bad = with_bad_envelope(&alpha, &commit, &bravo).unwrap();
-            out.message = codec::encode(&wire::MeshMessage {
-                kind: Some(Kind::Commit(
-                    withhold_envelope(&bad, &alpha.peer_id()).unwrap(),
-                )),
-            });
-            bad_commit = Some(bad);
-        }
+            bad_commit = Some(with_bad_envelope(&alpha, &commit, &bravo).unwrap());
+            false
+        });
         store.persist(&t, now).unwrap();
         state = next;
     }

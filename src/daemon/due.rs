@@ -3,13 +3,24 @@
 //! node loop, gossip, moots and the control routes all hold it, and it
 //! knows none of them.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use libp2p::PeerId;
+
+/// Most members remembered as worth asking first in the next sync.
+const MAX_SYNC_FROM: usize = 16;
 
 /// The flags; everything is due at start.
 #[derive(Debug)]
 pub struct Due {
     announce: AtomicBool,
     sync: AtomicBool,
+    /// Members that may hold commits this node lacks (one that reappeared,
+    /// one whose gossip is of a later epoch): the next sync asks them
+    /// first, because a request to members as far behind as this node
+    /// brings nothing.
+    sync_from: Mutex<Vec<PeerId>>,
     republish: AtomicBool,
     redial: AtomicBool,
 }
@@ -19,6 +30,7 @@ impl Default for Due {
         Due {
             announce: AtomicBool::new(true),
             sync: AtomicBool::new(true),
+            sync_from: Mutex::default(),
             republish: AtomicBool::new(true),
             redial: AtomicBool::new(true),
         }
@@ -34,6 +46,22 @@ impl Due {
     /// This node may be behind: ask members for commits.
     pub fn sync(&self) {
         self.sync.store(true, Ordering::Relaxed);
+    }
+
+    /// This node may be behind `peer`: ask members for commits, `peer`
+    /// first.
+    pub fn sync_from(&self, peer: PeerId) {
+        let mut from = self.sync_from.lock().unwrap_or_else(|e| e.into_inner());
+        if !from.contains(&peer) && from.len() < MAX_SYNC_FROM {
+            from.push(peer);
+        }
+        drop(from);
+        self.sync();
+    }
+
+    /// The members to ask first in this sync, clearing them.
+    pub fn take_sync_from(&self) -> Vec<PeerId> {
+        std::mem::take(&mut *self.sync_from.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Re-send this node's open proposals and votes (a member reconnected).

@@ -165,9 +165,9 @@ impl Gossip {
             return Verdict::Reject;
         };
         if sealed.epoch > roster.epoch {
-            // This node is behind: catch up, then the sender's later
-            // messages open.
-            self.due.sync();
+            // This node is behind: catch up, from the sender first (it is
+            // ahead), then the sender's later messages open.
+            self.due.sync_from(author);
             count("future-epoch");
             return Verdict::Ignore;
         }

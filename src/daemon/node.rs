@@ -190,7 +190,9 @@ impl NodeLoop {
             let alone = view.roster().is_some_and(|r| r.members.len() <= 1);
             if !connected_members.is_empty() {
                 self.due.synced();
-                rpc::sync::ask(&self.rpc, connected_members.clone()).await;
+                let first = self.due.take_sync_from();
+                let targets = rpc::sync::targets(&connected_members, &first, &mut rand::rng());
+                rpc::sync::ask(&self.rpc, targets).await;
             } else if alone {
                 self.due.synced();
             }
@@ -363,7 +365,7 @@ impl NodeLoop {
             // A member (re)appeared: it may have missed our roots,
             // commits, proposals and votes.
             self.due.announce();
-            self.due.sync();
+            self.due.sync_from(peer);
             self.due.republish();
             // Moots paused because this member's node did not
             // answer go on, once its roots and commits are in.

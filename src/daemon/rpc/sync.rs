@@ -67,8 +67,36 @@ pub async fn answer(mesh: &MeshLink, peer: PeerId, data: &[u8]) -> node_wire::Sy
     }
 }
 
-/// Asks up to a few connected members for the commits this node lacks;
-/// each response is applied as it comes.
+/// The connected members a sync request goes to: those named first (they
+/// may be ahead of this node) in their order, then the others in random
+/// order, at most [`FANOUT`]. Random, not roster order: members are sorted
+/// by peer id, and the one member that holds a commit must not be the one
+/// no request ever reaches.
+pub fn targets<R: rand::Rng + ?Sized>(
+    connected: &[PeerId],
+    first: &[PeerId],
+    rng: &mut R,
+) -> Vec<PeerId> {
+    use rand::seq::SliceRandom;
+    let mut chosen: Vec<PeerId> = Vec::with_capacity(FANOUT);
+    for p in first {
+        if connected.contains(p) && !chosen.contains(p) {
+            chosen.push(*p);
+        }
+    }
+    let mut rest: Vec<PeerId> = connected
+        .iter()
+        .filter(|p| !chosen.contains(p))
+        .copied()
+        .collect();
+    rest.shuffle(rng);
+    chosen.extend(rest);
+    chosen.truncate(FANOUT);
+    chosen
+}
+
+/// Asks `members` ([`targets`]) for the commits this node lacks; each
+/// response is applied as it comes.
 pub async fn ask(rpc: &Rpc, members: Vec<PeerId>) {
     let request = rpc
         .mesh
@@ -93,7 +121,7 @@ pub async fn ask(rpc: &Rpc, members: Vec<PeerId>) {
         return;
     };
     let bytes = signed.encode_to_vec();
-    for peer in members.into_iter().take(FANOUT) {
+    for peer in members {
         let rpc = rpc.clone();
         let bytes = bytes.clone();
         tokio::spawn(async move {
@@ -120,5 +148,36 @@ pub async fn ask(rpc: &Rpc, members: Vec<PeerId>) {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_named_first_is_always_asked_and_no_member_is_never_asked() {
+        let connected: Vec<PeerId> = (0..6).map(|_| PeerId::random()).collect();
+        let mut sorted = connected.clone();
+        sorted.sort();
+        let last = *sorted.last().unwrap();
+        let mut rng = rand::rng();
+        for _ in 0..50 {
+            let chosen = targets(&sorted, &[last], &mut rng);
+            assert_eq!(chosen.len(), FANOUT);
+            assert_eq!(chosen[0], last);
+        }
+        // Not connected: named in vain, the request goes to the others.
+        let gone = PeerId::random();
+        let chosen = targets(&sorted, &[gone], &mut rng);
+        assert!(!chosen.contains(&gone) && chosen.len() == FANOUT);
+        // With no one named, each connected member is asked some of the time
+        // (roster order would leave the last ones out every time).
+        let mut asked = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            asked.extend(targets(&sorted, &[], &mut rng));
+        }
+        assert_eq!(asked.len(), connected.len());
+        assert!(targets(&[], &[last], &mut rng).is_empty());
     }
 }
