@@ -222,7 +222,7 @@ fn verifier_cost(records: &[grove::ask::AskRecord]) {
                 &r.answer,
                 &r.evidence,
                 &scope,
-                &Policy::V1,
+                &Policy::CURRENT,
             ));
         }
         verifies.push(t.elapsed() / REPS);

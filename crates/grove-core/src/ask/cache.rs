@@ -56,7 +56,7 @@ pub fn lookup_key(
         "model": model_profile,
         "settings": settings,
         "books": books,
-        "policy": Policy::V1.name,
+        "policy": Policy::CURRENT.name,
         "format": ASK_FORMAT,
         "decoding": DECODING,
         "chunking": CHUNKING,

@@ -139,6 +139,11 @@ pub struct Policy {
     pub max_pointers: usize,
     /// Words of the slice shown beside a claim.
     pub slice_words: usize,
+    /// Since `verify-v2`: how far (in words) from a quote, in its passage,
+    /// one of the claim's own content words must stand when the quote
+    /// shares none with them; `None` (v1): a verbatim quote holds up the
+    /// words beside it whatever they say.
+    pub quote_window_words: Option<usize>,
 }
 
 impl Policy {
@@ -152,7 +157,26 @@ impl Policy {
         coverage_min: 0.5,
         max_pointers: 3,
         slice_words: 40,
+        quote_window_words: None,
     };
+
+    /// `verify-v1` and a quote that must bear on the claim's own words:
+    /// "The Cynic." beside a verbatim line about a burden holds up nothing.
+    pub const V2: Policy = Policy {
+        name: "verify-v2",
+        quote_window_words: Some(40),
+        ..Policy::V1
+    };
+
+    /// The policy new answers are verified under.
+    pub const CURRENT: Policy = Policy::V2;
+
+    /// The policy a record names, for checking it as it was made.
+    pub fn named(name: &str) -> Option<&'static Policy> {
+        [&Policy::V1, &Policy::V2]
+            .into_iter()
+            .find(|p| p.name == name)
+    }
 }
 
 #[cfg(test)]

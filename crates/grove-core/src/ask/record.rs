@@ -186,9 +186,12 @@ pub fn check(r: &AskRecord) -> Result<String, Vec<String>> {
     if r.format != ASK_FORMAT {
         problems.push(format!("format {:?}, not {ASK_FORMAT}", r.format));
     }
-    if r.policy != Policy::V1.name {
-        problems.push(format!("verifier policy {:?} is not known here", r.policy));
-    }
+    let Some(policy) = Policy::named(&r.policy) else {
+        return Err(vec![format!(
+            "verifier policy {:?} is not known here",
+            r.policy
+        )]);
+    };
     match check_question(&r.question) {
         Ok(q) if q == r.question => {}
         Ok(_) => problems.push("the question is not in its checked form".into()),
@@ -197,7 +200,7 @@ pub fn check(r: &AskRecord) -> Result<String, Vec<String>> {
     for (i, e) in r.evidence.iter().enumerate() {
         problems.extend(check_evidence(i, e));
     }
-    let recomputed = recompute(r);
+    let recomputed = recompute(r, policy);
     if recomputed != r.verification {
         problems.push("the verification does not follow from the answer and the evidence".into());
     }
@@ -237,12 +240,13 @@ pub fn check(r: &AskRecord) -> Result<String, Vec<String>> {
     }
 }
 
-/// The verification of the record's answer, as the verifier gives it.
-fn recompute(r: &AskRecord) -> Verification {
+/// The verification of the record's answer, as the verifier gives it
+/// under the record's policy.
+fn recompute(r: &AskRecord, policy: &Policy) -> Verification {
     let scope = Scope {
         books: (!r.books.is_empty()).then(|| r.books.clone()),
     };
-    verify(&r.question, &r.answer, &r.evidence, &scope, &Policy::V1)
+    verify(&r.question, &r.answer, &r.evidence, &scope, policy)
 }
 
 fn check_evidence(i: usize, e: &Evidence) -> Vec<String> {

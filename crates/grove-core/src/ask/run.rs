@@ -76,7 +76,7 @@ pub fn answer(
     let scope = Scope {
         books: (!books.is_empty()).then(|| books.clone()),
     };
-    let policy = Policy::V1;
+    let policy = Policy::CURRENT;
     let verification = verify(question, &answer, &evidence, &scope, &policy);
     let mut record = AskRecord {
         format: ASK_FORMAT.to_string(),

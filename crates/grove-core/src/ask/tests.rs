@@ -44,7 +44,7 @@ fn check(question: &str, answer: &str) -> Verification {
     let scope = Scope {
         books: Some(vec!["moby".to_string()]),
     };
-    verify(question, answer, &evidence(), &scope, &Policy::V1)
+    verify(question, answer, &evidence(), &scope, &Policy::CURRENT)
 }
 
 fn only(question: &str, line: &str) -> ClaimVerdict {
@@ -218,4 +218,66 @@ fn evidence_ids_address_content() {
     assert_eq!(a, evidence_id(&[1; 32], &[2; 32]));
     assert_ne!(a, evidence_id(&[1; 32], &[3; 32]));
     assert_eq!(a.len(), 64);
+}
+
+#[test]
+fn a_verbatim_quote_must_bear_on_its_claims_own_words() {
+    const MATES_Q: &str = "Who were the Pequod's mates?";
+    // Near in the book: the quote stands beside the claim's own word.
+    let near = only(MATES_Q, "Starbuck was \"the chief mate\". [E2]");
+    assert_eq!(near.support, Some(Support::Quote), "{near:?}");
+    // A quote that is the claim, or shares a word with it, bears on it.
+    assert_eq!(
+        only(
+            MATES_Q,
+            "\"Starbuck, the chief mate, Stubb, the second\" [E2]"
+        )
+        .support,
+        Some(Support::Quote)
+    );
+
+    // A passage where the claim's word stands `gap + 2` words before the
+    // quote "the dark shape".
+    let scope = Scope { books: None };
+    let verdict = |line: &str, gap: usize, policy: &Policy| {
+        let mut e = evidence();
+        let filler = vec!["and"; gap].join(" ");
+        e[0].text = format!("Fedallah stood {filler} the dark shape on the whaleboat's bow.");
+        verify("Who was Fedallah?", line, &e, &scope, policy)
+            .claims
+            .remove(0)
+    };
+    let claim = "Fedallah was \"the dark shape\". [E1]";
+    assert_eq!(
+        verdict(claim, 38, &Policy::V2).support,
+        Some(Support::Quote)
+    );
+    // 41 words apart: a heading beside a verbatim line about something
+    // else holds nothing up under v2; v1 held it up by its quote.
+    let heading = "Fedallah. \"the dark shape\" [E1]";
+    let off = verdict(heading, 39, &Policy::V2);
+    assert_eq!(off.support, None);
+    assert_eq!(
+        off.violations,
+        vec![Violation::QuoteOffPoint {
+            quote: "the dark shape".into()
+        }]
+    );
+    assert!(
+        off.violations[0]
+            .describe()
+            .contains("not about its own words")
+    );
+    assert_eq!(
+        verdict(heading, 39, &Policy::V1).support,
+        Some(Support::Quote)
+    );
+}
+
+#[test]
+fn a_record_is_checked_under_the_policy_it_names() {
+    assert_eq!(Policy::named("verify-v1"), Some(&Policy::V1));
+    assert_eq!(Policy::named("verify-v2"), Some(&Policy::V2));
+    assert_eq!(Policy::named("verify-v9"), None);
+    assert_eq!(Policy::CURRENT.name, "verify-v2");
 }

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::claims::{ClaimLine, LineShape, parse_answer};
 use super::warrant::{CitedClaim, WarrantClass, names, plain_words, warrant_for};
 use super::{Evidence, Policy, Scope};
-use crate::content::{content_stems, densest_window};
+use crate::content::{content_stems, densest_window, is_content_word, stem};
 use crate::grounding::{Haystack, ParsedReply, is_found, norm};
-use crate::guide::words::outside_quotes;
+use crate::guide::words::{outside_quotes, words};
 
 /// How a claim is held up by its cited passages, strongest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +50,10 @@ pub enum Violation {
     PointersTrimmed { cited: usize, kept: usize },
     /// A quote of the claim is in none of its cited passages.
     Misquote { quote: String },
+    /// Since `verify-v2`: a quote of the claim is the book's, but not
+    /// about the claim's own words: it shares no content word with them,
+    /// and none of them stands near it in its passage.
+    QuoteOffPoint { quote: String },
     /// The answer's cited passages do not hold what the question asks for.
     Warrant { class: WarrantClass, reason: String },
 }
@@ -104,7 +108,7 @@ impl Violation {
             Violation::Coverage { share } => format!(
                 "its passages hold {:.0} % of its words; {:.0} % are needed",
                 share * 100.0,
-                Policy::V1.coverage_min * 100.0
+                Policy::CURRENT.coverage_min * 100.0
             ),
             Violation::PointersTrimmed { cited, kept } => {
                 format!("it cites {cited} passages; it was checked on the {kept} closest")
@@ -112,6 +116,10 @@ impl Violation {
             Violation::Misquote { quote } => {
                 format!("its quote \"{quote}\" is in none of its passages")
             }
+            Violation::QuoteOffPoint { quote } => format!(
+                "its quote \"{quote}\" is the book's, but not about its own words: \
+                 none of them is in it or near it in the passage"
+            ),
             Violation::Warrant { class, reason } => format!(
                 "the question asks for a {} answer, but {reason}",
                 class.as_str().replace('-', " ")
@@ -363,10 +371,10 @@ fn verify_claim(
             .push(Violation::Coverage { share: own_share });
         return verdict;
     }
-    verdict.support = match first_support(line, &cited, &stems, verdict.coverage, policy) {
+    verdict.support = match first_support(line, &cited, &stems, &own, verdict.coverage, policy) {
         Ok(support) => support,
-        Err(misquote) => {
-            verdict.violations.push(misquote);
+        Err(bad_quote) => {
+            verdict.violations.push(bad_quote);
             None
         }
     };
@@ -374,11 +382,14 @@ fn verify_claim(
 }
 
 /// The support strategies, strongest first: the first that holds the
-/// claim up classifies it; a quote in none of its passages is a misquote.
+/// claim up classifies it; a quote in none of its passages is a misquote,
+/// and (since `verify-v2`) one not about the claim's own words (`own`, its
+/// content stems outside its quotes) is off the point.
 fn first_support(
     line: &ClaimLine,
     cited: &[&Evidence],
     stems: &HashSet<String>,
+    own: &HashSet<String>,
     coverage: f64,
     policy: &Policy,
 ) -> Result<Option<Support>, Violation> {
@@ -390,6 +401,15 @@ fn first_support(
         .collect();
     if let Some(q) = quotes.iter().find(|q| !is_found(q, &hay)) {
         return Err(Violation::Misquote {
+            quote: q.text.clone(),
+        });
+    }
+    if let Some(window) = policy.quote_window_words
+        && let Some(q) = quotes
+            .iter()
+            .find(|q| !quote_bears_on(&q.text, own, cited, window))
+    {
+        return Err(Violation::QuoteOffPoint {
             quote: q.text.clone(),
         });
     }
@@ -406,6 +426,37 @@ fn first_support(
         Some(Support::Paraphrase)
     } else {
         None
+    })
+}
+
+/// Whether a quote is about the claim's own words (`own`, content stems):
+/// there are none (the quote is the claim), the quote holds one, or one
+/// stands within `window` words of the quote where a cited passage holds
+/// it (its first fragment, for a quote with an ellipsis). "A cynic is 'a
+/// blackguard whose faulty vision…'" bears on its words (the dictionary
+/// says it under CYNIC); "The Cynic." beside a line about a burden does not.
+fn quote_bears_on(quote: &str, own: &HashSet<String>, cited: &[&Evidence], window: usize) -> bool {
+    if own.is_empty() || content_stems(quote).iter().any(|s| own.contains(s)) {
+        return true;
+    }
+    let first = quote
+        .split("...")
+        .flat_map(|p| p.split('\u{2026}'))
+        .find(|p| !norm(p).is_empty());
+    let needle = words(first.unwrap_or(quote));
+    if needle.is_empty() {
+        return false;
+    }
+    cited.iter().any(|e| {
+        let passage = words(&e.text);
+        (0..passage.len().saturating_sub(needle.len() - 1))
+            .filter(|&at| passage[at..at + needle.len()] == needle[..])
+            .any(|at| {
+                let end = (at + needle.len() + window).min(passage.len());
+                passage[at.saturating_sub(window)..end]
+                    .iter()
+                    .any(|w| is_content_word(w) && own.contains(&stem(w)))
+            })
     })
 }
 
