@@ -176,7 +176,7 @@ fn answer(store: &mut Store, identity: &Identity, data: &[u8]) -> wire::TurnAnsw
         };
     }
     let lie = Lie::of_topic(&call.topic).expect("a topic naming the lie");
-    // An honest turn first, as src/daemon/turns.rs builds it: the pool as
+    // An honest turn first, as src/daemon/rpc/turn.rs builds it: the pool as
     // the host sent it (node ids) rebuilt from the store, and the given or
     // retrieved passages. A speaker of a book it does not hold speaks from
     // that book alone.
