@@ -166,11 +166,13 @@ fn parse_args(args: &[String]) -> anyhow::Result<Args> {
             "--runs" => a.runs = value()?.parse().context("--runs")?,
             "--reps" => a.reps = value()?.parse::<usize>().context("--reps")?.max(1),
             "--flash-attn" => {
+                // The script's two paths, spelled as the config spells them.
                 a.flash = (value()?.split(','))
-                    .map(|v| match v.trim() {
-                        "on" => Ok(FlashAttention::On),
-                        "off" => Ok(FlashAttention::Off),
-                        other => bail!("--flash-attn: on or off, not {other}"),
+                    .map(|v| {
+                        [FlashAttention::On, FlashAttention::Off]
+                            .into_iter()
+                            .find(|f| f.as_str() == v.trim())
+                            .with_context(|| format!("--flash-attn: on or off, not {v}"))
                     })
                     .collect::<anyhow::Result<_>>()?
             }

@@ -77,21 +77,19 @@ pub fn targets<R: rand::Rng + ?Sized>(
     first: &[PeerId],
     rng: &mut R,
 ) -> Vec<PeerId> {
-    use rand::seq::SliceRandom;
+    use rand::seq::IndexedRandom;
     let mut chosen: Vec<PeerId> = Vec::with_capacity(FANOUT);
     for p in first {
-        if connected.contains(p) && !chosen.contains(p) {
+        if chosen.len() < FANOUT && connected.contains(p) && !chosen.contains(p) {
             chosen.push(*p);
         }
     }
-    let mut rest: Vec<PeerId> = connected
+    let rest: Vec<PeerId> = connected
         .iter()
         .filter(|p| !chosen.contains(p))
         .copied()
         .collect();
-    rest.shuffle(rng);
-    chosen.extend(rest);
-    chosen.truncate(FANOUT);
+    chosen.extend(rest.sample(rng, FANOUT - chosen.len()).copied());
     chosen
 }
 

@@ -12,7 +12,7 @@ use super::claims::{ClaimLine, LineShape, parse_answer};
 use super::warrant::{CitedClaim, WarrantClass, names, plain_words, warrant_for};
 use super::{Evidence, Policy, Scope};
 use crate::content::{content_stems, densest_window, is_content_word, stem};
-use crate::grounding::{Haystack, ParsedReply, is_found, norm};
+use crate::grounding::{Haystack, ParsedReply, QuoteSpan, is_found, norm};
 use crate::guide::words::{outside_quotes, words};
 
 /// How a claim is held up by its cited passages, strongest first.
@@ -407,7 +407,7 @@ fn first_support(
     if let Some(window) = policy.quote_window_words
         && let Some(q) = quotes
             .iter()
-            .find(|q| !quote_bears_on(&q.text, own, cited, window))
+            .find(|q| !quote_bears_on(q, own, cited, window))
     {
         return Err(Violation::QuoteOffPoint {
             quote: q.text.clone(),
@@ -435,23 +435,26 @@ fn first_support(
 /// it (its first fragment, for a quote with an ellipsis). "A cynic is 'a
 /// blackguard whose faulty vision…'" bears on its words (the dictionary
 /// says it under CYNIC); "The Cynic." beside a line about a burden does not.
-fn quote_bears_on(quote: &str, own: &HashSet<String>, cited: &[&Evidence], window: usize) -> bool {
-    if own.is_empty() || content_stems(quote).iter().any(|s| own.contains(s)) {
+fn quote_bears_on(
+    quote: &QuoteSpan,
+    own: &HashSet<String>,
+    cited: &[&Evidence],
+    window: usize,
+) -> bool {
+    if own.is_empty() || content_stems(&quote.text).iter().any(|s| own.contains(s)) {
         return true;
     }
-    let first = quote
-        .split("...")
-        .flat_map(|p| p.split('\u{2026}'))
-        .find(|p| !norm(p).is_empty());
-    let needle = words(first.unwrap_or(quote));
-    if needle.is_empty() {
+    let Some(first) = quote.fragments().into_iter().next() else {
         return false;
-    }
+    };
+    let needle: Vec<&str> = first.split(' ').collect();
     cited.iter().any(|e| {
         let passage = words(&e.text);
-        (0..passage.len().saturating_sub(needle.len() - 1))
-            .filter(|&at| passage[at..at + needle.len()] == needle[..])
-            .any(|at| {
+        passage
+            .windows(needle.len())
+            .enumerate()
+            .filter(|(_, run)| *run == needle.as_slice())
+            .any(|(at, _)| {
                 let end = (at + needle.len() + window).min(passage.len());
                 passage[at.saturating_sub(window)..end]
                     .iter()

@@ -220,13 +220,7 @@ fn source_of<'s>(span: &QuoteSpan, sources: &TurnSources<'s>) -> (QuoteSource, V
 /// Whether a quote is found in one of its texts (§6).
 pub fn is_found(span: &QuoteSpan, texts: &[Haystack]) -> bool {
     if span.has_ellipsis() {
-        let fragments: Vec<String> = span
-            .text
-            .split("...")
-            .flat_map(|part| part.split('\u{2026}'))
-            .map(norm)
-            .filter(|f| !f.is_empty())
-            .collect();
+        let fragments = span.fragments();
         if fragments.is_empty() {
             return false;
         }

@@ -3,7 +3,7 @@
 //! Everything works on the reply as a vector of characters, so positions are
 //! character positions and edits apply to the reply as written.
 
-use super::text::{is_edge, is_quote_char};
+use super::text::{is_edge, is_quote_char, norm};
 
 /// One citation tag, lowercased, e.g. `s2` or `o3`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +62,17 @@ impl QuoteSpan {
     /// Whether `q` holds an ellipsis (`...` or `…`).
     pub fn has_ellipsis(&self) -> bool {
         self.text.contains("...") || self.text.contains('\u{2026}')
+    }
+
+    /// The parts of `q` between its ellipses, each `norm()`ed, empty ones
+    /// left out (§6); a quote without an ellipsis is one part.
+    pub fn fragments(&self) -> Vec<String> {
+        self.text
+            .split("...")
+            .flat_map(|part| part.split('\u{2026}'))
+            .map(norm)
+            .filter(|f| !f.is_empty())
+            .collect()
     }
 }
 
