@@ -184,10 +184,23 @@ impl Drop for Daemon {
 }
 
 /// Polls `check` until it holds, or panics with `what` after the deadline.
-pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+pub fn eventually(what: &str, check: impl FnMut() -> bool) {
+    eventually_explained(what, check, String::new);
+}
+
+/// [`eventually`], adding to the panic what `explain` says of the last
+/// look (a state, a reason, a log), so a timeout under load names its
+/// cause.
+pub fn eventually_explained(
+    what: &str,
+    mut check: impl FnMut() -> bool,
+    explain: impl FnOnce() -> String,
+) {
     let start = Instant::now();
     while !check() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        if start.elapsed() >= DEADLINE {
+            panic!("timed out waiting for {what}\n{}", explain());
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }

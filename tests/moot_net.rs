@@ -6,7 +6,7 @@
 use prost::Message;
 use serde_json::Value;
 
-use crate::cluster::{Daemon, converged, eventually, invite, vote_yes};
+use crate::cluster::{Daemon, converged, eventually, eventually_explained, invite, vote_yes};
 use crate::scripted_openai::{RecordedRequest, Reply, ScriptedServer};
 use crate::support::{Grove, generated_book};
 
@@ -222,12 +222,28 @@ pub(crate) fn wait_turns(host: &Daemon, id: &str, n: u64) {
 
 /// Polls a hosted moot until it is in `state`.
 pub(crate) fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
-    let mut shown = Value::Null;
-    eventually(&format!("moot {id} to be {state}"), || {
-        shown = host.json(&["moot", "show", id]);
-        shown["state"] == state
-    });
-    shown
+    let shown = std::cell::RefCell::new(Value::Null);
+    eventually_explained(
+        &format!("moot {id} to be {state}"),
+        || {
+            *shown.borrow_mut() = host.json(&["moot", "show", id]);
+            shown.borrow()["state"] == state
+        },
+        || {
+            let last = shown.borrow();
+            let log = host.log();
+            let lines: Vec<&str> = log.lines().filter(|l| l.contains("moot")).collect();
+            format!(
+                "it is {} ({}) after {} of {} turns; the host's last moot lines:\n{}",
+                last["state"],
+                last["reason"],
+                last["turns_done"],
+                last["turns"],
+                lines[lines.len().saturating_sub(30)..].join("\n")
+            )
+        },
+    );
+    shown.into_inner()
 }
 
 #[test]
