@@ -103,6 +103,18 @@ impl Daemon {
         std::fs::read_to_string(self.g.dir.path().join("node.log")).unwrap_or_default()
     }
 
+    /// The log's last `n` lines, headed by the node's name (for a timeout's
+    /// explanation).
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        format!(
+            "{}'s last {n} log lines:\n{}",
+            self.name,
+            lines[lines.len().saturating_sub(n)..].join("\n")
+        )
+    }
+
     /// SIGTERM, then waits (at most 10 s) for a clean exit.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {

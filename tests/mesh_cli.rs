@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::cluster::{Daemon, converged, eventually, invite, open_proposal};
+use crate::cluster::{Daemon, converged, eventually, eventually_explained, invite, open_proposal};
 
 /// `grove mesh watch --json` on `d`, its lines collected as they come.
 fn watch(d: &Daemon) -> (std::process::Child, Arc<Mutex<Vec<Value>>>) {
@@ -36,13 +36,25 @@ fn watch(d: &Daemon) -> (std::process::Child, Arc<Mutex<Vec<Value>>>) {
     (child, seen)
 }
 
-fn no_open_proposals(d: &Daemon) {
-    eventually(&format!("{} to hold no open proposal", d.name), || {
-        d.json(&["mesh", "proposals"])["proposals"]
-            .as_array()
-            .unwrap()
-            .is_empty()
-    });
+/// Waits until `d` holds no open proposal; a timeout shows the logs of
+/// `d` and of `others`.
+fn no_open_proposals(d: &Daemon, others: &[&Daemon]) {
+    eventually_explained(
+        &format!("{} to hold no open proposal", d.name),
+        || {
+            d.json(&["mesh", "proposals"])["proposals"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        },
+        || {
+            std::iter::once(d)
+                .chain(others.iter().copied())
+                .map(|n| n.log_tail(40))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+    );
 }
 
 fn status(d: &Daemon) -> Value {
@@ -97,7 +109,7 @@ fn membership_never_wedges_through_the_cli() {
     let voted = b.json(&["mesh", "vote", &p[..1], "no"]);
     assert_eq!(voted["rejected"], true, "{voted}");
     assert_eq!(voted["committed"], false);
-    no_open_proposals(&a);
+    no_open_proposals(&a, &[&b]);
     let again = a.fails(&["mesh", "vote", &p[..8], "yes"]);
     assert!(again.contains("was rejected"), "{again}");
     // Both can go on at once: a fresh proposal commits.
@@ -113,7 +125,7 @@ fn membership_never_wedges_through_the_cli() {
     assert!(not_mine.contains("only the proposer"), "{not_mine}");
     let w = b.ok(&["mesh", "withdraw", &p[..6]]);
     assert!(w.contains("withdrew"), "{w}");
-    no_open_proposals(&a);
+    no_open_proposals(&a, &[&b]);
     a.ok(&["mesh", "propose", "rotate"]);
     let p = open_proposal(&b, "rotate");
     b.ok(&["mesh", "vote", &p[..6], "yes"]);
@@ -283,5 +295,5 @@ fn bad_quorum_rules_are_refused_with_what_is_wrong() {
             "quorum {rule}: {err}"
         );
     }
-    no_open_proposals(&a);
+    no_open_proposals(&a, &[]);
 }

@@ -150,3 +150,114 @@ async fn gossip_requests_limits_and_blocking() {
     );
     answering.abort();
 }
+
+/// A member that comes back under the same identity while the other side
+/// still holds its old connection: gossipsub tells a peer its topics only
+/// on the first connection, so the returning node never hears the other's
+/// subscription and can publish to nobody. The network finds that out from
+/// the gossip it still receives, or from the member's silence, and
+/// reconnects, and both hear each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_back_before_its_old_connection_closed_is_heard_again() {
+    back_before_old_connection_closed(true).await;
+}
+
+/// The same, when the other side sends nothing: the member's silence on
+/// its topics shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_back_before_its_old_connection_closed_is_heard_though_nobody_speaks() {
+    back_before_old_connection_closed(false).await;
+}
+
+async fn back_before_old_connection_closed(a_speaks: bool) {
+    let (a, mut ea) = Network::start(Keypair::generate_ed25519(), config())
+        .await
+        .unwrap();
+    let kb = Keypair::generate_ed25519();
+    let (b_old, mut eb_old) = Network::start(kb.clone(), config()).await.unwrap();
+    let (pa, pb) = (a.local_peer_id(), b_old.local_peer_id());
+    let addr = a.listeners().await.unwrap()[0].clone();
+    for n in [&a, &b_old] {
+        n.set_peers(vec![pa, pb], vec![]).await.unwrap();
+        n.subscribe(TOPIC).await.unwrap();
+    }
+    // As a node started with its roster does: the roster is set before any
+    // member is connected, so the reconnect a new member makes after its
+    // welcome finds nobody to reconnect.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    b_old.dial(addr.clone()).await.unwrap();
+    next(&mut eb_old, |e| {
+        matches!(e, Event::PeerConnected(p) if p == pa).then_some(())
+    })
+    .await;
+    // A heard B's subscription (its publish reaches B).
+    timeout(Duration::from_secs(20), async {
+        while a.publish(TOPIC, b"before".to_vec()).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("A hears B's subscription");
+
+    // B comes back (same key) while its old connection is still up.
+    let (b, mut eb) = Network::start(kb, config()).await.unwrap();
+    b.set_peers(vec![pa, pb], vec![]).await.unwrap();
+    b.subscribe(TOPIC).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    b.dial(addr.clone()).await.unwrap();
+    next(&mut eb, |e| {
+        matches!(e, Event::PeerConnected(p) if p == pa).then_some(())
+    })
+    .await;
+    // The state this test is about (should gossipsub ever re-announce
+    // topics on a later connection, this fails and the repair can go).
+    assert!(
+        b.publish(TOPIC, rand_payload()).await.is_err(),
+        "the new B heard A's topics over A's second connection to it"
+    );
+    drop(b_old);
+    drop(eb_old);
+    // A's gossip still reaches the new B over the new connection (in
+    // process, the old one is seen closed only when its pings fail).
+    if a_speaks {
+        reaches(&a, &mut eb, "A's gossip reaches the new B").await;
+    }
+    // And the new B's gossip reaches A, once B found it was not heard.
+    reaches(&b, &mut ea, "the new B's gossip reaches A").await;
+    if !a_speaks {
+        reaches(&a, &mut eb, "A's gossip reaches the new B").await;
+    }
+}
+
+/// Publishes fresh payloads from `from` until one reaches `to` (its
+/// events), within 60 s.
+async fn reaches(from: &Network, to: &mut mpsc::Receiver<Event>, what: &str) {
+    let author = from.local_peer_id();
+    timeout(Duration::from_secs(60), async {
+        loop {
+            let _ = from.publish(TOPIC, rand_payload()).await;
+            let got = timeout(Duration::from_millis(500), async {
+                loop {
+                    match to.recv().await.expect("network task alive") {
+                        Event::Gossip { author: a, .. } if a == Some(author) => return,
+                        _ => {}
+                    }
+                }
+            })
+            .await;
+            if got.is_ok() {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what} within 60 s"));
+}
+
+const TOPIC: &str = "grove/test/1";
+
+/// A payload gossipsub has not seen (message ids are content hashes).
+fn rand_payload() -> Vec<u8> {
+    use rand::RngExt;
+    rand::rng().random::<[u8; 16]>().to_vec()
+}

@@ -2,7 +2,7 @@
 //! events into [`Event`]s. Every failure becomes an event or an error reply.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
@@ -22,6 +22,15 @@ use super::{Command, DropReason, Event, NetConfig, NetError, Protocol, Verdict};
 const RECONNECT_AFTER_WELCOME: Duration = Duration::from_millis(500);
 /// How often reachability is judged again and relay slots are sought.
 const CONNECTIVITY_TICK: Duration = Duration::from_secs(2);
+/// How long a peer may send gossip on a topic it never told this node it
+/// subscribes to before its connections are replaced ([`EventLoop::note_unheard`]).
+const UNHEARD_GRACE: Duration = Duration::from_secs(2);
+/// How long a member may stay connected without telling this node any
+/// topic before its connections are replaced (members subscribe to their
+/// mesh's topics as they start or are welcomed).
+const SILENT_MEMBER_GRACE: Duration = Duration::from_secs(10);
+/// Least time between two such replacements for one peer.
+const UNHEARD_RETRY: Duration = Duration::from_secs(15);
 
 type Pending = oneshot::Sender<Result<Vec<u8>, NetError>>;
 
@@ -51,6 +60,13 @@ struct EventLoop {
     reconnect_at: Option<tokio::time::Instant>,
     /// libp2p's own metrics, fed every swarm event.
     metrics: libp2p_metrics::Metrics,
+    /// Peers whose gossip came on a topic they never told this node they
+    /// subscribe to: the topic and when it was first seen.
+    unheard: HashMap<PeerId, (gossipsub::TopicHash, Instant)>,
+    /// When each peer's connections were last replaced for that.
+    replaced: HashMap<PeerId, Instant>,
+    /// Since when each connected peer has been connected without a break.
+    connected_since: HashMap<PeerId, Instant>,
 }
 
 type Connecting = oneshot::Sender<Result<(), NetError>>;
@@ -84,6 +100,9 @@ pub(super) async fn spawn(
         redial_after_close: HashMap::new(),
         reconnect_at: None,
         metrics,
+        unheard: HashMap::new(),
+        replaced: HashMap::new(),
+        connected_since: HashMap::new(),
     };
     tokio::spawn(event_loop.run());
     Ok(watched)
@@ -128,13 +147,87 @@ impl EventLoop {
         }
         self.connectivity.dial_relays(&mut self.swarm);
         self.punch_again();
+        self.replace_unheard();
+    }
+
+    /// gossipsub tells a peer this node's topics over its first connection
+    /// only. A node that comes back under the same identity before the
+    /// other side saw its old connection close never hears the other's
+    /// topics: their gossip still reaches it, but it can publish to nobody
+    /// (its votes and answers are lost for good). Gossip from a peer on a
+    /// topic it never said it subscribes to shows that state.
+    fn note_unheard(&mut self, peer: PeerId, topic: &gossipsub::TopicHash) {
+        let heard = self
+            .swarm
+            .behaviour_mut()
+            .gossip()
+            .all_peers()
+            .any(|(p, topics)| *p == peer && topics.contains(&topic));
+        if !heard {
+            self.unheard
+                .entry(peer)
+                .or_insert_with(|| (topic.clone(), Instant::now()));
+        }
+    }
+
+    /// Replaces the connections of each peer still unheard after
+    /// [`UNHEARD_GRACE`], and of each member connected for
+    /// [`SILENT_MEMBER_GRACE`] that told this node no topic at all (its
+    /// first connection then tells both sides' topics), at most once per
+    /// [`UNHEARD_RETRY`].
+    fn replace_unheard(&mut self) {
+        let now = Instant::now();
+        self.replaced
+            .retain(|_, at| now.duration_since(*at) < UNHEARD_RETRY);
+        let gossip = self.swarm.behaviour_mut().gossip();
+        let heard: HashMap<PeerId, Vec<gossipsub::TopicHash>> = gossip
+            .all_peers()
+            .map(|(p, topics)| (*p, topics.into_iter().cloned().collect()))
+            .collect();
+        let told = |peer: &PeerId, topic: Option<&gossipsub::TopicHash>| {
+            heard
+                .get(peer)
+                .is_some_and(|topics| topic.map_or(!topics.is_empty(), |t| topics.contains(t)))
+        };
+        self.unheard
+            .retain(|peer, (topic, _)| !told(peer, Some(topic)));
+        let local = *self.swarm.local_peer_id();
+        let silent = self.members.iter().filter(|p| {
+            **p != local
+                && self
+                    .connected_since
+                    .get(p)
+                    .is_some_and(|since| now.duration_since(*since) >= SILENT_MEMBER_GRACE)
+                && !told(p, None)
+        });
+        let mut due: Vec<PeerId> = self
+            .unheard
+            .iter()
+            .filter(|(_, (_, since))| now.duration_since(*since) >= UNHEARD_GRACE)
+            .map(|(peer, _)| *peer)
+            .chain(silent.copied())
+            .filter(|peer| !self.replaced.contains_key(peer))
+            .collect();
+        due.sort();
+        due.dedup();
+        for peer in due {
+            self.unheard.remove(&peer);
+            self.replaced.insert(peer, now);
+            tracing::info!(%peer, "this member's gossip topics never reached this node (it came back before its old connection was seen closed, or was connected before it was a member): reconnecting");
+            if let Some(addr) = self.connectivity.dialled_address(&peer) {
+                self.redial_after_close.insert(peer, addr);
+            }
+            for id in self.connectivity.connections_of(&peer) {
+                self.swarm.close_connection(id);
+            }
+        }
     }
 
     /// Opens a fresh circuit to each member whose hole punch is due again
     /// (DCUtR starts on every new relayed connection), and closes relayed
     /// connections a direct one replaced.
     fn punch_again(&mut self) {
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         let own = self.connectivity.mapping();
         let punching = &mut self.swarm.behaviour_mut().punching;
         let closes = punching.due_closes(now);
@@ -414,6 +507,7 @@ impl EventLoop {
                 message_id,
                 message,
             })) => {
+                self.note_unheard(propagation_source, &message.topic);
                 self.emit(Event::Gossip {
                     // The raw id (our content ids are ASCII hex), so the
                     // verdict reported back names the same message.
@@ -518,6 +612,8 @@ impl EventLoop {
     fn on_closed(&mut self, peer_id: PeerId, connection_id: ConnectionId, num_established: u32) {
         self.connectivity.closed(peer_id, connection_id);
         if num_established == 0 {
+            self.unheard.remove(&peer_id);
+            self.connected_since.remove(&peer_id);
             if let Some(addr) = self.redial_after_close.remove(&peer_id) {
                 let opts = DialOpts::peer_id(peer_id)
                     .condition(PeerCondition::Disconnected)
@@ -558,6 +654,7 @@ impl EventLoop {
         let punched = self.swarm.behaviour().punching.beside_relayed(&peer);
         self.connectivity.connected(peer, id, endpoint, punched);
         if established == 1 {
+            self.connected_since.insert(peer, Instant::now());
             self.settle_connects(peer, None);
             self.emit(Event::PeerConnected(peer));
         }
