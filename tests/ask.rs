@@ -71,7 +71,7 @@ fn lines_that_copy_their_passages_make_a_strict_answer() {
         ],
     );
     verify_and_tamper(&g, &out_file);
-    assert_eq!(record["format"], "ask-v1");
+    assert_eq!(record["format"], "ask-v2");
     assert_eq!(record["evidence"].as_array().unwrap().len(), 3);
     assert_eq!(server.requests().len(), 3, "one model call per passage");
     for e in record["evidence"].as_array().unwrap() {

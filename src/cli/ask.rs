@@ -187,7 +187,7 @@ fn verify(file: &std::path::Path, expect_mesh: Option<&str>, ctx: &Ctx) -> anyho
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let record: AskRecord = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not an ask record (ask-v1)", file.display()))?;
+        .with_context(|| format!("{} is not an ask record (ask-v1 or ask-v2)", file.display()))?;
     let (mut root, mut problems) = match grove::ask::check(&record) {
         Ok(root) => (Some(root), Vec::new()),
         Err(problems) => (None, problems),

@@ -57,11 +57,32 @@ pub fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
 
 /// [`clauses`], a longer clause cut to its last `max_words` words.
 pub fn clauses_of(text: &str, max_words: usize) -> Vec<std::ops::Range<usize>> {
+    clauses_with_lead(text, max_words)
+        .into_iter()
+        .map(|c| c.range)
+        .collect()
+}
+
+/// A clause a quote could be, and what it is read with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clause {
+    /// The clause ([`clauses_of`]).
+    pub range: std::ops::Range<usize>,
+    /// The words before it back to the last clause that could be quoted:
+    /// fragments too short to quote (a dictionary's headword, "CYNIC, n.",
+    /// before its definition) and the head a long clause was cut from;
+    /// empty when there are none.
+    pub lead: std::ops::Range<usize>,
+}
+
+/// [`clauses_of`], each clause with its lead.
+pub fn clauses_with_lead(text: &str, max_words: usize) -> Vec<Clause> {
     use crate::guide::words::{MIN_QUOTE_WORDS, gap_is_boundary, is_word_char};
     // The guide's words, so a clause ends where the guide lets a quote end.
     let words = spans_of(text, is_word_char);
     let mut out = Vec::new();
     let mut first = 0;
+    let mut lead_start = None;
     for (i, w) in words.iter().enumerate() {
         let gap = words.get(i + 1).map_or("", |next| &text[w.end..next.start]);
         if i + 1 == words.len() || gap_is_boundary(gap) {
@@ -74,12 +95,56 @@ pub fn clauses_of(text: &str, max_words: usize) -> Vec<std::ops::Range<usize>> {
             }
             let range = words[start].start..w.end;
             if text[range.clone()].split_whitespace().count() >= MIN_QUOTE_WORDS {
-                out.push(range);
+                let lead = lead_start.unwrap_or(words[first].start)..range.start;
+                out.push(Clause { range, lead });
+                lead_start = None;
+            } else if lead_start.is_some() || opens_sentence(text, words[first].start) {
+                // A fragment that opens a sentence starts a lead; one that
+                // ends another ("…," sneered the cynic) belongs to that.
+                lead_start.get_or_insert(words[first].start);
             }
             first = i + 1;
         }
     }
     out
+}
+
+/// Whether the word at byte `at` of `text` opens a sentence: it is
+/// capitalised, and only white space, quote marks and brackets stand
+/// between it and the text's start or a sentence's end.
+fn opens_sentence(text: &str, at: usize) -> bool {
+    if !text[at..].starts_with(|c: char| c.is_uppercase()) {
+        return false;
+    }
+    let before = text[..at].trim_end_matches(|c: char| {
+        c.is_whitespace() || matches!(c, '"' | '\'' | '“' | '‘' | '(' | '[' | '_')
+    });
+    before.is_empty() || before.ends_with(['.', '!', '?', ':', ';'])
+}
+
+/// The clauses of `text` best first for a reader who looks for `wanted`:
+/// by the distinct stems of `wanted` the clause and its lead hold, the
+/// first of equals first; clauses holding none are left out.
+pub fn clauses_by_relevance(
+    text: &str,
+    wanted: &HashSet<String>,
+    max_words: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let mut scored: Vec<(usize, std::ops::Range<usize>)> = clauses_with_lead(text, max_words)
+        .into_iter()
+        .map(|c| {
+            let mut stems = content_stems(&text[c.range.clone()]);
+            stems.extend(content_stems(&text[c.lead.clone()]));
+            (
+                stems.iter().filter(|s| wanted.contains(*s)).count(),
+                c.range,
+            )
+        })
+        .filter(|(score, _)| *score > 0)
+        .collect();
+    // Stable: among equals, the first found stays first.
+    scored.sort_by_key(|(score, _)| std::cmp::Reverse(*score));
+    scored.into_iter().map(|(_, range)| range).collect()
 }
 
 /// A slice of a text chosen by [`densest_window`].
@@ -337,5 +402,38 @@ mod tests {
         assert_eq!(&text[w.range.clone()], "Ahab, swore revenge on the whale");
         assert_eq!(w.score, 3);
         assert_eq!(densest_window("nothing here", &wanted, 12), None);
+    }
+
+    #[test]
+    fn a_clause_is_read_with_its_headword() {
+        // Bierce's entry: the headword is too short to quote, so the
+        // definition after it is read with it.
+        let text = "CURIOSITY, n. An objectionable quality of the female mind. \
+                    CYNIC, n. A blackguard whose faulty vision sees things as they are, \
+                    not as they ought to be. Hence the custom among the Scythians of \
+                    plucking out a cynic's eyes to improve his vision.";
+        let wanted = content_stems("What is a cynic?");
+        let best: Vec<&str> = clauses_by_relevance(text, &wanted, 16)
+            .into_iter()
+            .map(|r| &text[r])
+            .collect();
+        assert_eq!(
+            best,
+            [
+                "A blackguard whose faulty vision sees things as they are",
+                "Hence the custom among the Scythians of plucking out a cynic's eyes to improve his vision",
+            ]
+        );
+        let clauses = clauses_with_lead(text, 16);
+        assert_eq!(&text[clauses[1].lead.clone()], "CYNIC, n. ");
+        assert_eq!(&text[clauses[2].lead.clone()], "");
+        // An attribution ends the sentence before; it leads nothing.
+        let text = "\"All men are ingrates,\" sneered the cynic. \"Nay,\" The good philanthropist replied.";
+        let clauses = clauses_with_lead(text, 16);
+        assert_eq!(
+            &text[clauses[1].range.clone()],
+            "The good philanthropist replied"
+        );
+        assert_eq!(&text[clauses[1].lead.clone()], "Nay,\" ");
     }
 }

@@ -1,4 +1,4 @@
-//! Asking the books (`ask-v1`): the evidence an answer is given, the
+//! Asking the books (`ask-v2`): the evidence an answer is given, the
 //! answer read as claim lines, the layered verifier with its warrants, and
 //! the label and rung it earns. Pure, no IO: retrieval, the model and the
 //! store are the daemon's.
@@ -64,8 +64,14 @@ pub fn evidence_id(root: &Hash, leaf: &Hash) -> String {
     hex::encode(h.finalize())
 }
 
-/// The version of the ask record's format.
-pub const ASK_FORMAT: &str = "ask-v1";
+/// The version of the ask record's format this build writes: `ask-v2`
+/// lines are drafted around chosen clauses of their passage
+/// ([`prompt::line_drafts`]), and its run record holds every draft's
+/// prompt; `ask-v1` asked each line once over the whole passage. Both
+/// check.
+pub const ASK_FORMAT: &str = "ask-v2";
+/// The first format, whose records still check.
+pub const ASK_FORMAT_V1: &str = "ask-v1";
 
 /// An asked question and its verified answer: what `grove ask --json`
 /// prints and `--out` writes.

@@ -6,8 +6,10 @@
 
 use super::Evidence;
 use crate::chat::{ChatMessage, Guidance, Role};
+use crate::content::{clauses_by_relevance, content_stems};
 use crate::guide::words::words;
 use crate::moot::reading::{ReadingVersion, topic_word_forms};
+use crate::moot::speaker::CHOSEN_QUOTE_WORDS;
 
 /// The longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 500;
@@ -56,16 +58,55 @@ left it hungry.\n\
 Question: Who ran the inn?\n\
 Answer: It was kept by Mrs. Hale, \"and no traveller ever left it hungry\" [E7].";
 
-/// The chat for the claim line of one evidence passage.
-pub fn line_messages(question: &str, e: &Evidence) -> Vec<ChatMessage> {
+/// How many of a passage's clauses, best first, a guided line is drafted
+/// around when the model's own choice of quote is not held up.
+pub const LINE_CLAUSE_DRAFTS: usize = 2;
+
+/// The quotes the claim line of `e` is drafted around, in the order they
+/// are tried: first the model's own choice over the whole passage
+/// (`None`), then, where the backend guides, the passage's clauses that
+/// hold the question's words ([`clauses_by_relevance`], a clause read with
+/// the headword before it), best first, each the one quote of a draft.
+/// The model's own choice comes first because it reads what the
+/// question's words do not say (a "why" is answered by a clause without
+/// them); the chosen clauses mend its misses (asked what a cynic is, it
+/// paraphrased Bierce's CYNIC entry and quoted the CURIOSITY entry beside
+/// it). A model that does not guide could not be held to a clause.
+pub fn line_drafts<'e>(question: &str, e: &'e Evidence, guided: bool) -> Vec<Option<&'e str>> {
+    let mut drafts = vec![None];
+    if guided {
+        drafts.extend(
+            clauses_by_relevance(&e.text, &content_stems(question), CHOSEN_QUOTE_WORDS)
+                .into_iter()
+                .take(LINE_CLAUSE_DRAFTS)
+                .map(|r| Some(&e.text[r])),
+        );
+    }
+    drafts
+}
+
+/// The chat for the claim line of one evidence passage; with `quote`
+/// (a clause of it chosen for the question), the line is written around
+/// those words.
+pub fn line_messages(question: &str, e: &Evidence, quote: Option<&str>) -> Vec<ChatMessage> {
     let source = if e.title.is_empty() {
         e.book.clone()
     } else {
         e.title.clone()
     };
+    let ask = match quote {
+        Some(q) => format!(
+            "The passage's words that answer it: \"{q}\"\n\
+             Answer in one sentence in your own words, then quote those words, then write [E{n}].",
+            n = e.pointer
+        ),
+        None => format!(
+            "Answer in one sentence, quoting the passage, then write [E{n}].",
+            n = e.pointer
+        ),
+    };
     let user = format!(
-        "Passage [E{n}] from {source}:\n{text}\n\nQuestion: {question}\n\
-         Answer in one sentence, quoting the passage, then write [E{n}].",
+        "Passage [E{n}] from {source}:\n{text}\n\nQuestion: {question}\n{ask}",
         n = e.pointer,
         text = e.text,
     );
@@ -82,10 +123,16 @@ pub fn line_messages(question: &str, e: &Evidence) -> Vec<ChatMessage> {
 }
 
 /// How a guiding backend decodes that line: quotes verbatim from the
-/// passage and tagged with its pointer, own words that copy no run of the
-/// prompt, names only from the question, the passage and its title, no
-/// talk about passages and quotes, leaning to the question's words.
-pub fn line_guidance(question: &str, e: &Evidence, messages: &[ChatMessage]) -> Guidance {
+/// passage (with `quote`, from those words only) and tagged with its
+/// pointer, own words that copy no run of the prompt, names only from the
+/// question, the passage and its title, no talk about passages and
+/// quotes, leaning to the question's words.
+pub fn line_guidance(
+    question: &str,
+    e: &Evidence,
+    quote: Option<&str>,
+    messages: &[ChatMessage],
+) -> Guidance {
     let known: Vec<String> = [question, e.text.as_str(), e.title.as_str()]
         .iter()
         .flat_map(|t| words(t))
@@ -93,7 +140,7 @@ pub fn line_guidance(question: &str, e: &Evidence, messages: &[ChatMessage]) -> 
     let asked: Vec<String> = words(question);
     let (meta, _) = ReadingVersion::CURRENT.meta_talk_lists();
     Guidance {
-        passages: vec![e.text.clone()],
+        passages: vec![quote.unwrap_or(&e.text).to_string()],
         passage_tags: vec![format!("E{}", e.pointer)],
         claim_line: true,
         max_words: LINE_MAX_WORDS,
@@ -154,13 +201,23 @@ mod tests {
             proof: None,
             holder: None,
         };
-        let m = line_messages("Who tells the story?", &e);
+        let m = line_messages("Who tells the story?", &e, None);
         assert!(
             m[1].content
                 .starts_with("Passage [E3] from Moby-Dick:\nCall me Ishmael.")
         );
-        let g = line_guidance("Who tells the story?", &e, &m);
+        let g = line_guidance("Who tells the story?", &e, None, &m);
         assert_eq!(g.passage_tags, vec!["E3"]);
+        assert_eq!(g.passages, vec!["Call me Ishmael."]);
+        // Evidence first: the line is written around a chosen clause, the
+        // only words it may quote.
+        let m = line_messages("Who tells the story?", &e, Some("Call me Ishmael"));
+        assert!(
+            m[1].content
+                .contains("The passage's words that answer it: \"Call me Ishmael\"")
+        );
+        let g = line_guidance("Who tells the story?", &e, Some("Call me Ishmael"), &m);
+        assert_eq!(g.passages, vec!["Call me Ishmael"]);
         assert!(g.known_words.unwrap().contains(&"ishmael".to_string()));
         assert!(g.steer_words.contains(&"story".to_string()));
         assert_eq!(claim_line(" He is\nIshmael. [E3] "), "He is Ishmael. [E3]");

@@ -11,9 +11,12 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::claims::parse_answer;
-use super::prompt::{check_question, line_messages};
+use super::prompt::{check_question, line_drafts, line_messages};
 use super::render::render;
-use super::{ASK_FORMAT, AskRecord, Evidence, Policy, Scope, Verification, evidence_id, verify};
+use super::{
+    ASK_FORMAT, ASK_FORMAT_V1, AskRecord, Evidence, Policy, Scope, Verification, evidence_id,
+    verify,
+};
 use crate::merkle::{self, Hash, ProofStep};
 use crate::moot::verify::chunk_label;
 
@@ -117,14 +120,24 @@ pub fn run_record(r: &AskRecord) -> RunRecord {
         .iter()
         .map(|e| json!({"book": e.book, "index": e.index, "leaf": hex::encode(merkle::leaf_hash(e.text.as_bytes()))}))
         .collect();
+    let chat = |e: &Evidence, quote: Option<&str>| {
+        line_messages(&r.question, e, quote)
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+            .collect::<Vec<_>>()
+    };
+    // Each line's prompt (`ask-v1`), or each line's drafts' prompts.
     let prompts: Vec<_> = r
         .evidence
         .iter()
-        .map(|e| {
-            line_messages(&r.question, e)
-                .iter()
-                .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-                .collect::<Vec<_>>()
+        .map(|e| match r.format.as_str() {
+            ASK_FORMAT_V1 => json!(chat(e, None)),
+            _ => json!(
+                line_drafts(&r.question, e, r.guided)
+                    .into_iter()
+                    .map(|quote| chat(e, quote))
+                    .collect::<Vec<_>>()
+            ),
         })
         .collect();
     let contents = [
@@ -183,8 +196,11 @@ pub fn run_record(r: &AskRecord) -> RunRecord {
 /// run's root. `Ok(root)` when all agree; else every disagreement.
 pub fn check(r: &AskRecord) -> Result<String, Vec<String>> {
     let mut problems = Vec::new();
-    if r.format != ASK_FORMAT {
-        problems.push(format!("format {:?}, not {ASK_FORMAT}", r.format));
+    if r.format != ASK_FORMAT && r.format != ASK_FORMAT_V1 {
+        problems.push(format!(
+            "format {:?}, not {ASK_FORMAT} or {ASK_FORMAT_V1}",
+            r.format
+        ));
     }
     let Some(policy) = Policy::named(&r.policy) else {
         return Err(vec![format!(

@@ -2,10 +2,14 @@
 //! line per passage from the model (guided where the backend guides), the
 //! lines verified together, the record.
 
-use super::prompt::{claim_line, line_guidance, line_messages};
+use super::prompt::{claim_line, line_drafts, line_guidance, line_messages};
 use super::record::{RunRecord, run_record};
 use super::{ASK_FORMAT, AskRecord, Evidence, MeshAnchor, Policy, Scope, verify};
+use std::collections::HashSet;
+
 use crate::chat::{ChatModel, ChatRequest, ModelError};
+use crate::content::content_stems;
+use crate::guide::words::outside_quotes;
 
 /// How an ask runs: how many passages, and how the model is called for
 /// each line.
@@ -55,28 +59,19 @@ pub fn answer(
         evidence,
         mesh,
     } = retrieval;
+    let scope = Scope {
+        books: (!books.is_empty()).then(|| books.clone()),
+    };
+    let policy = Policy::CURRENT;
     let mut lines: Vec<String> = Vec::new();
     for (i, e) in evidence.iter().enumerate() {
-        let messages = line_messages(question, e);
-        let guidance = line_guidance(question, e, &messages);
-        let reply = model.complete(&ChatRequest {
-            messages,
-            max_tokens: settings.max_tokens,
-            temperature: settings.temperature as f32,
-            seed: settings.seed.wrapping_add(i as u64),
-            guidance: Some(guidance),
-        })?;
-        let line = claim_line(&reply);
+        let line = passage_line(model, question, e, &evidence, &scope, &policy, settings, i)?;
         // An empty reply says nothing; the same line twice says it once.
         if !line.is_empty() && !lines.contains(&line) {
             lines.push(line);
         }
     }
     let answer = lines.join("\n");
-    let scope = Scope {
-        books: (!books.is_empty()).then(|| books.clone()),
-    };
-    let policy = Policy::CURRENT;
     let verification = verify(question, &answer, &evidence, &scope, &policy);
     let mut record = AskRecord {
         format: ASK_FORMAT.to_string(),
@@ -94,4 +89,79 @@ pub fn answer(
     };
     record.run = run_record(&record);
     Ok(record)
+}
+
+/// The claim line of passage `e` (the `i`th): a draft around each of its
+/// [`line_drafts`] in turn. The first the verifier holds up and whose own
+/// words [answer](says_something) the question is the line; else the
+/// first that answers it (shown with why it is not held up); else the
+/// first draft.
+#[allow(clippy::too_many_arguments)]
+fn passage_line(
+    model: &mut dyn ChatModel,
+    question: &str,
+    e: &Evidence,
+    evidence: &[Evidence],
+    scope: &Scope,
+    policy: &Policy,
+    settings: &AskSettings,
+    i: usize,
+) -> Result<String, ModelError> {
+    let (mut first, mut first_answer) = (None, None);
+    for quote in line_drafts(question, e, model.guides_decoding()) {
+        let messages = line_messages(question, e, quote);
+        let guidance = line_guidance(question, e, quote, &messages);
+        let reply = model.complete(&ChatRequest {
+            messages,
+            max_tokens: settings.max_tokens,
+            temperature: settings.temperature as f32,
+            seed: settings.seed.wrapping_add(i as u64),
+            guidance: Some(guidance),
+        })?;
+        let line = claim_line(&reply);
+        if says_something(question, &line) {
+            if verify(question, &line, evidence, scope, policy).supported == 1 {
+                return Ok(line);
+            }
+            first_answer.get_or_insert(line.clone());
+        }
+        first.get_or_insert(line);
+    }
+    Ok(first_answer.or(first).unwrap_or_default())
+}
+
+/// Whether a line's own words (outside its quotes) answer `question`:
+/// they hold one of its content words, and one of their own ("A cynic."
+/// beside a quote only names what was asked; "The good philanthropist."
+/// does not name it).
+pub fn says_something(question: &str, line: &str) -> bool {
+    let asked = content_stems(question);
+    let own: HashSet<String> = outside_quotes(line)
+        .iter()
+        .flat_map(|stretch| content_stems(stretch))
+        .collect();
+    own.iter().any(|s| asked.contains(s)) && own.iter().any(|s| !asked.contains(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::says_something;
+
+    #[test]
+    fn a_line_says_something_when_its_own_words_answer() {
+        let q = "What is a cynic?";
+        assert!(says_something(
+            q,
+            "A cynic is a blackguard who sees things. \"A blackguard whose faulty vision sees things as they are\" [E2]."
+        ));
+        // Naming what was asked, or something else, is not an answer.
+        assert!(!says_something(
+            q,
+            "A cynic. \"The title The Cynic's Word Book\" [E1]."
+        ));
+        assert!(!says_something(
+            q,
+            "The good philanthropist. \"The good philanthropist replied\" [E3]."
+        ));
+    }
 }

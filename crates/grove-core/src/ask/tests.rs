@@ -281,3 +281,76 @@ fn a_record_is_checked_under_the_policy_it_names() {
     assert_eq!(Policy::named("verify-v9"), None);
     assert_eq!(Policy::CURRENT.name, "verify-v2");
 }
+
+/// A guiding model scripted by the quote it is held to: over a whole
+/// passage it invents a reason; held to a chosen clause, it writes its own
+/// words around that clause.
+struct Scripted {
+    calls: Vec<Option<String>>,
+}
+
+impl crate::chat::ChatModel for Scripted {
+    fn complete(
+        &mut self,
+        request: &crate::chat::ChatRequest,
+    ) -> Result<String, crate::chat::ModelError> {
+        let g = request.guidance.as_ref().expect("a guided request");
+        let whole = g.passages[0] == HATE;
+        self.calls.push((!whole).then(|| g.passages[0].clone()));
+        Ok(if whole {
+            "Ahab hunts it for the gold of the Nantucket merchants [E1].".into()
+        } else {
+            format!(
+                "Ahab chases the whale because it dismasted him. \"{}\" [E1].",
+                g.passages[0]
+            )
+        })
+    }
+
+    fn describe(&self) -> String {
+        "scripted".into()
+    }
+
+    fn guides_decoding(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_line_the_verifier_refuses_is_drafted_again_around_the_clause_that_answers() {
+    let question = "Why would Ahab chase the whale?";
+    let mut e = evidence()[2].clone();
+    e.pointer = 1;
+    let mut model = Scripted { calls: Vec::new() };
+    let record = answer(
+        &mut model,
+        question,
+        Retrieval {
+            books: Vec::new(),
+            evidence: vec![e],
+            mesh: None,
+        },
+        &AskSettings::default(),
+    )
+    .unwrap();
+    // The model's own choice first, then the best clause by the
+    // question's words: held up, so no third draft.
+    assert_eq!(
+        model.calls,
+        [
+            None,
+            Some("Ahab would chase the whale because the whale had dismasted him".to_string())
+        ]
+    );
+    assert_eq!(
+        record.answer,
+        "Ahab chases the whale because it dismasted him. \"Ahab would chase the whale because the whale had dismasted him\" [E1]."
+    );
+    assert_eq!(
+        record.verification.supported, 1,
+        "{:?}",
+        record.verification
+    );
+    // The run record names both drafts' prompts, and recomputes.
+    assert_eq!(record::run_record(&record), record.run);
+}
