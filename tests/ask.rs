@@ -493,3 +493,25 @@ fn a_mesh_answers_from_two_peers_books_with_proofs() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("no mesh anchor"));
 }
+
+/// A record written before `ask-v2` (each line asked once over its whole
+/// passage) still verifies offline: its prompt stage is recomputed as its
+/// format wrote it. Relabelled `ask-v2`, the same record fails there.
+#[test]
+fn an_ask_v1_record_still_verifies() {
+    let g = Grove::new();
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ask-v1-record.json");
+    let text = std::fs::read_to_string(&file).expect("tests/data/ask-v1-record.json");
+    let verdict = g.json(&["ask", "verify", file.to_str().unwrap()]);
+    assert_eq!(verdict["valid"], true, "{verdict}");
+    let mut record: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(record["format"], "ask-v1");
+    record["format"] = Value::String("ask-v2".into());
+    let relabelled = g.write("relabelled.json", record.to_string().as_bytes());
+    let out = g.run(&["ask", "verify", relabelled.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("stage prompt"), "{said}");
+}
