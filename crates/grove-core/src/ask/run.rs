@@ -92,10 +92,11 @@ pub fn answer(
 }
 
 /// The claim line of passage `e` (the `i`th): a draft around each of its
-/// [`line_drafts`] in turn. The first the verifier holds up and whose own
-/// words [answer](says_something) the question is the line; else the
-/// first that answers it (shown with why it is not held up); else the
-/// first draft.
+/// [`line_drafts`] in turn, the model's own choice first. That one is the
+/// line when the verifier holds it up; a draft around a chosen clause must
+/// also [answer](says_something) the question (held to words that hold
+/// the question's, it can name what was asked and say nothing). When no
+/// draft is taken, the first is the line, shown with why it is refused.
 #[allow(clippy::too_many_arguments)]
 fn passage_line(
     model: &mut dyn ChatModel,
@@ -107,7 +108,7 @@ fn passage_line(
     settings: &AskSettings,
     i: usize,
 ) -> Result<String, ModelError> {
-    let (mut first, mut first_answer) = (None, None);
+    let mut first = None;
     for quote in line_drafts(question, e, model.guides_decoding()) {
         let messages = line_messages(question, e, quote);
         let guidance = line_guidance(question, e, quote, &messages);
@@ -119,15 +120,14 @@ fn passage_line(
             guidance: Some(guidance),
         })?;
         let line = claim_line(&reply);
-        if says_something(question, &line) {
-            if verify(question, &line, evidence, scope, policy).supported == 1 {
-                return Ok(line);
-            }
-            first_answer.get_or_insert(line.clone());
+        let held =
+            !line.is_empty() && verify(question, &line, evidence, scope, policy).supported == 1;
+        if held && (quote.is_none() || says_something(question, &line)) {
+            return Ok(line);
         }
         first.get_or_insert(line);
     }
-    Ok(first_answer.or(first).unwrap_or_default())
+    Ok(first.unwrap_or_default())
 }
 
 /// Whether a line's own words (outside its quotes) answer `question`:
