@@ -2,11 +2,11 @@
 //! line per passage from the model (guided where the backend guides), the
 //! lines verified together, the record.
 
+use std::collections::HashSet;
+
 use super::prompt::{claim_line, line_drafts, line_guidance, line_messages};
 use super::record::{RunRecord, run_record};
 use super::{ASK_FORMAT, AskRecord, Evidence, MeshAnchor, Policy, Scope, verify};
-use std::collections::HashSet;
-
 use crate::chat::{ChatModel, ChatRequest, ModelError};
 use crate::content::content_stems;
 use crate::guide::words::outside_quotes;
@@ -63,9 +63,16 @@ pub fn answer(
         books: (!books.is_empty()).then(|| books.clone()),
     };
     let policy = Policy::CURRENT;
+    let ask = Lines {
+        question,
+        evidence: &evidence,
+        scope: &scope,
+        policy: &policy,
+        settings,
+    };
     let mut lines: Vec<String> = Vec::new();
-    for (i, e) in evidence.iter().enumerate() {
-        let line = passage_line(model, question, e, &evidence, &scope, &policy, settings, i)?;
+    for i in 0..evidence.len() {
+        let line = ask.line(model, i)?;
         // An empty reply says nothing; the same line twice says it once.
         if !line.is_empty() && !lines.contains(&line) {
             lines.push(line);
@@ -91,43 +98,46 @@ pub fn answer(
     Ok(record)
 }
 
-/// The claim line of passage `e` (the `i`th): a draft around each of its
-/// [`line_drafts`] in turn, the model's own choice first. That one is the
-/// line when the verifier holds it up; a draft around a chosen clause must
-/// also [answer](says_something) the question (held to words that hold
-/// the question's, it can name what was asked and say nothing). When no
-/// draft is taken, the first is the line, shown with why it is refused.
-#[allow(clippy::too_many_arguments)]
-fn passage_line(
-    model: &mut dyn ChatModel,
-    question: &str,
-    e: &Evidence,
-    evidence: &[Evidence],
-    scope: &Scope,
-    policy: &Policy,
-    settings: &AskSettings,
-    i: usize,
-) -> Result<String, ModelError> {
-    let mut first = None;
-    for quote in line_drafts(question, e, model.guides_decoding()) {
-        let messages = line_messages(question, e, quote);
-        let guidance = line_guidance(question, e, quote, &messages);
-        let reply = model.complete(&ChatRequest {
-            messages,
-            max_tokens: settings.max_tokens,
-            temperature: settings.temperature as f32,
-            seed: settings.seed.wrapping_add(i as u64),
-            guidance: Some(guidance),
-        })?;
-        let line = claim_line(&reply);
-        let held =
-            !line.is_empty() && verify(question, &line, evidence, scope, policy).supported == 1;
-        if held && (quote.is_none() || says_something(question, &line)) {
-            return Ok(line);
+/// What every claim line of one ask is drafted from and checked against.
+struct Lines<'a> {
+    question: &'a str,
+    evidence: &'a [Evidence],
+    scope: &'a Scope,
+    policy: &'a Policy,
+    settings: &'a AskSettings,
+}
+
+impl Lines<'_> {
+    /// The claim line of the `i`th passage: a draft around each of its
+    /// [`line_drafts`] in turn, the model's own choice first. That one is
+    /// the line when the verifier holds it up; a draft around a chosen
+    /// clause must also [answer](says_something) the question (held to
+    /// words that hold the question's, it can name what was asked and say
+    /// nothing). When no draft is taken, the first is the line, shown with
+    /// why it is refused.
+    fn line(&self, model: &mut dyn ChatModel, i: usize) -> Result<String, ModelError> {
+        let (question, e) = (self.question, &self.evidence[i]);
+        let mut first = None;
+        for quote in line_drafts(question, e, model.guides_decoding()) {
+            let messages = line_messages(question, e, quote);
+            let guidance = line_guidance(question, e, quote, &messages);
+            let reply = model.complete(&ChatRequest {
+                messages,
+                max_tokens: self.settings.max_tokens,
+                temperature: self.settings.temperature as f32,
+                seed: self.settings.seed.wrapping_add(i as u64),
+                guidance: Some(guidance),
+            })?;
+            let line = claim_line(&reply);
+            let held = !line.is_empty()
+                && verify(question, &line, self.evidence, self.scope, self.policy).supported == 1;
+            if held && (quote.is_none() || says_something(question, &line)) {
+                return Ok(line);
+            }
+            first.get_or_insert(line);
         }
-        first.get_or_insert(line);
+        Ok(first.unwrap_or_default())
     }
-    Ok(first.unwrap_or_default())
 }
 
 /// Whether a line's own words (outside its quotes) answer `question`:
