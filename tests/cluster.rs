@@ -103,11 +103,11 @@ impl Daemon {
         std::fs::read_to_string(self.g.dir.path().join("node.log")).unwrap_or_default()
     }
 
-    /// The log's last `n` lines, headed by the node's name (for a timeout's
-    /// explanation).
-    pub fn log_tail(&self, n: usize) -> String {
+    /// The log's last `n` lines that contain `containing` (every line for
+    /// ""), headed by the node's name (for a timeout's explanation).
+    pub fn log_tail(&self, n: usize, containing: &str) -> String {
         let log = self.log();
-        let lines: Vec<&str> = log.lines().collect();
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(containing)).collect();
         format!(
             "{}'s last {n} log lines:\n{}",
             self.name,

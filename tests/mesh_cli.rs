@@ -50,7 +50,7 @@ fn no_open_proposals(d: &Daemon, others: &[&Daemon]) {
         || {
             std::iter::once(d)
                 .chain(others.iter().copied())
-                .map(|n| n.log_tail(40))
+                .map(|n| n.log_tail(40, ""))
                 .collect::<Vec<_>>()
                 .join("\n")
         },

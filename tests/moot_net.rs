@@ -231,15 +231,13 @@ pub(crate) fn wait_state(host: &Daemon, id: &str, state: &str) -> Value {
         },
         || {
             let last = shown.borrow();
-            let log = host.log();
-            let lines: Vec<&str> = log.lines().filter(|l| l.contains("moot")).collect();
             format!(
-                "it is {} ({}) after {} of {} turns; the host's last moot lines:\n{}",
+                "it is {} ({}) after {} of {} turns; {}",
                 last["state"],
                 last["reason"],
                 last["turns_done"],
                 last["turns"],
-                lines[lines.len().saturating_sub(30)..].join("\n")
+                host.log_tail(30, "moot")
             )
         },
     );

@@ -170,26 +170,16 @@ async fn a_member_back_before_its_old_connection_closed_is_heard_though_nobody_s
 }
 
 async fn back_before_old_connection_closed(a_speaks: bool) {
+    let kb = Keypair::generate_ed25519();
+    let pb = kb.public().to_peer_id();
     let (a, mut ea) = Network::start(Keypair::generate_ed25519(), config())
         .await
         .unwrap();
-    let kb = Keypair::generate_ed25519();
-    let (b_old, mut eb_old) = Network::start(kb.clone(), config()).await.unwrap();
-    let (pa, pb) = (a.local_peer_id(), b_old.local_peer_id());
+    let pa = a.local_peer_id();
+    a.set_peers(vec![pa, pb], vec![]).await.unwrap();
+    a.subscribe(TOPIC).await.unwrap();
     let addr = a.listeners().await.unwrap()[0].clone();
-    for n in [&a, &b_old] {
-        n.set_peers(vec![pa, pb], vec![]).await.unwrap();
-        n.subscribe(TOPIC).await.unwrap();
-    }
-    // As a node started with its roster does: the roster is set before any
-    // member is connected, so the reconnect a new member makes after its
-    // welcome finds nobody to reconnect.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    b_old.dial(addr.clone()).await.unwrap();
-    next(&mut eb_old, |e| {
-        matches!(e, Event::PeerConnected(p) if p == pa).then_some(())
-    })
-    .await;
+    let (b_old, eb_old) = member_dials(&kb, pa, &addr).await;
     // A heard B's subscription (its publish reaches B).
     timeout(Duration::from_secs(20), async {
         while a.publish(TOPIC, b"before".to_vec()).await.is_err() {
@@ -200,15 +190,7 @@ async fn back_before_old_connection_closed(a_speaks: bool) {
     .expect("A hears B's subscription");
 
     // B comes back (same key) while its old connection is still up.
-    let (b, mut eb) = Network::start(kb, config()).await.unwrap();
-    b.set_peers(vec![pa, pb], vec![]).await.unwrap();
-    b.subscribe(TOPIC).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    b.dial(addr.clone()).await.unwrap();
-    next(&mut eb, |e| {
-        matches!(e, Event::PeerConnected(p) if p == pa).then_some(())
-    })
-    .await;
+    let (b, mut eb) = member_dials(&kb, pa, &addr).await;
     // The state this test is about (should gossipsub ever re-announce
     // topics on a later connection, this fails and the repair can go).
     assert!(
@@ -227,6 +209,30 @@ async fn back_before_old_connection_closed(a_speaks: bool) {
     if !a_speaks {
         reaches(&a, &mut eb, "A's gossip reaches the new B").await;
     }
+}
+
+/// A network under key `key`, a member beside `pa` on [`TOPIC`], dialled
+/// to `pa` at `addr` and connected.
+async fn member_dials(
+    key: &Keypair,
+    pa: libp2p::PeerId,
+    addr: &libp2p::Multiaddr,
+) -> (Network, mpsc::Receiver<Event>) {
+    let (n, mut events) = Network::start(key.clone(), config()).await.unwrap();
+    n.set_peers(vec![pa, n.local_peer_id()], vec![])
+        .await
+        .unwrap();
+    n.subscribe(TOPIC).await.unwrap();
+    // As a node started with its roster does: the roster is set before any
+    // member is connected, so the reconnect a new member makes after its
+    // welcome finds nobody to reconnect.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    n.dial(addr.clone()).await.unwrap();
+    next(&mut events, |e| {
+        matches!(e, Event::PeerConnected(p) if p == pa).then_some(())
+    })
+    .await;
+    (n, events)
 }
 
 /// Publishes fresh payloads from `from` until one reaches `to` (its

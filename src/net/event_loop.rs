@@ -214,12 +214,7 @@ impl EventLoop {
             self.unheard.remove(&peer);
             self.replaced.insert(peer, now);
             tracing::info!(%peer, "this member's gossip topics never reached this node (it came back before its old connection was seen closed, or was connected before it was a member): reconnecting");
-            if let Some(addr) = self.connectivity.dialled_address(&peer) {
-                self.redial_after_close.insert(peer, addr);
-            }
-            for id in self.connectivity.connections_of(&peer) {
-                self.swarm.close_connection(id);
-            }
+            self.replace_connections(peer);
         }
     }
 
@@ -388,17 +383,27 @@ impl EventLoop {
     /// connect afresh) makes this node a member on the wire at once.
     fn reconnect_members(&mut self) {
         let local = *self.swarm.local_peer_id();
-        let targets: Vec<(PeerId, Multiaddr)> = self
+        let targets: Vec<PeerId> = self
             .members
             .iter()
             .filter(|p| **p != local && self.swarm.is_connected(p))
-            .filter_map(|p| Some((*p, self.connectivity.dialled_address(p)?)))
+            .filter(|p| self.connectivity.dialled_address(p).is_some())
+            .copied()
             .collect();
-        for (peer, addr) in targets {
-            for id in self.connectivity.connections_of(&peer) {
-                self.swarm.close_connection(id);
-            }
+        for peer in targets {
+            self.replace_connections(peer);
+        }
+    }
+
+    /// Closes every connection to `peer`, to dial it again at the address
+    /// it was dialled at (if any) once the last is down: the fresh first
+    /// connection is one gossipsub tells both sides' topics over.
+    fn replace_connections(&mut self, peer: PeerId) {
+        if let Some(addr) = self.connectivity.dialled_address(&peer) {
             self.redial_after_close.insert(peer, addr);
+        }
+        for id in self.connectivity.connections_of(&peer) {
+            self.swarm.close_connection(id);
         }
     }
 

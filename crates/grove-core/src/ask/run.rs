@@ -2,14 +2,12 @@
 //! line per passage from the model (guided where the backend guides), the
 //! lines verified together, the record.
 
-use std::collections::HashSet;
-
 use super::prompt::{claim_line, line_drafts, line_guidance, line_messages};
 use super::record::{RunRecord, run_record};
+use super::verify::own_stems;
 use super::{ASK_FORMAT, AskRecord, Evidence, MeshAnchor, Policy, Scope, verify};
 use crate::chat::{ChatModel, ChatRequest, ModelError};
 use crate::content::content_stems;
-use crate::guide::words::outside_quotes;
 
 /// How an ask runs: how many passages, and how the model is called for
 /// each line.
@@ -144,12 +142,9 @@ impl Lines<'_> {
 /// they hold one of its content words, and one of their own ("A cynic."
 /// beside a quote only names what was asked; "The good philanthropist."
 /// does not name it).
-pub fn says_something(question: &str, line: &str) -> bool {
+fn says_something(question: &str, line: &str) -> bool {
     let asked = content_stems(question);
-    let own: HashSet<String> = outside_quotes(line)
-        .iter()
-        .flat_map(|stretch| content_stems(stretch))
-        .collect();
+    let own = own_stems(line);
     own.iter().any(|s| asked.contains(s)) && own.iter().any(|s| !asked.contains(s))
 }
 

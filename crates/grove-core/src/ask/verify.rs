@@ -363,7 +363,7 @@ fn verify_claim(
 
     // Check 6, coverage, on what the claim says in its own words (outside
     // its quotes): a verbatim quote does not hold up the words beside it.
-    let own = content_stems(&outside_quotes(&line.text).join(" "));
+    let own = own_stems(&line.text);
     let own_share = if own.is_empty() { 1.0 } else { share(&own) };
     if own_share < policy.coverage_min {
         verdict
@@ -427,6 +427,12 @@ fn first_support(
     } else {
         None
     })
+}
+
+/// The content stems of what a claim line says in its own words, outside
+/// its quotes (its pointers read as spaces).
+pub fn own_stems(line: &str) -> HashSet<String> {
+    content_stems(&outside_quotes(line).join(" "))
 }
 
 /// Whether a quote is about the claim's own words (`own`, content stems):
