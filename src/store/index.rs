@@ -2,23 +2,19 @@
 //! current chunk of the shard, rowid = chunk id; a book's chunks are a
 //! contiguous rowid range, so a book-scoped search is a range of it) and
 //! the statistics searches rank with (each version's token count and chunk
-//! lengths, and the `terms` table), changed in the transaction that changes
+//! lengths, and each term's chunk count, `term_counts`), changed in the transaction that changes
 //! the books. Queries over them are `search`.
 
 use std::collections::HashMap;
 
 use rusqlite::{Connection, params};
 
-use super::fts5;
+use super::{fts5, term_counts};
 
 /// The FTS5 table holding every current chunk of the shard (rowid =
 /// chunks.id): book-scoped searches match a rowid range of it, searches
 /// across books all of it.
 pub(crate) const COLLECTION_INDEX: &str = "fts_all";
-
-/// Terms upserted by one statement at an ingest (each binds two of
-/// SQLite's 32766 parameters).
-const TERMS_PER_STATEMENT: usize = 256;
 
 /// FTS5 keeps at most this many bytes of a term.
 pub(crate) const MAX_TERM_BYTES: usize = 32768;
@@ -222,29 +218,11 @@ pub(crate) fn count_index(
         "UPDATE books SET tokens = ?1, chunk_tokens = ?2 WHERE id = ?3",
         params![tokens, encode_lengths(&lengths), book_id],
     )?;
-    // Many rows per statement: a statement's own cost was most of this
-    // step when each term had one.
-    let upsert = |rows: usize| {
-        format!(
-            "INSERT INTO terms (term, chunks) VALUES {}
-             ON CONFLICT (term) DO UPDATE SET chunks = chunks + excluded.chunks",
-            vec!["(?, ?)"; rows].join(", ")
-        )
-    };
-    let counts = vocabulary.counts();
-    let mut full = conn.prepare_cached(&upsert(TERMS_PER_STATEMENT))?;
-    for rows in counts.chunks(TERMS_PER_STATEMENT) {
-        let values = rows.iter().flat_map(|(term, chunks)| {
-            [term as &dyn rusqlite::ToSql, chunks as &dyn rusqlite::ToSql]
-        });
-        if rows.len() == TERMS_PER_STATEMENT {
-            full.execute(rusqlite::params_from_iter(values))?;
-        } else {
-            conn.prepare(&upsert(rows.len()))?
-                .execute(rusqlite::params_from_iter(values))?;
-        }
-    }
-    Ok(())
+    term_counts::add(conn, &as_bytes(&vocabulary.counts()), 1)
+}
+
+fn as_bytes<'a>(counts: &'a [(std::borrow::Cow<'_, str>, i64)]) -> Vec<(&'a [u8], i64)> {
+    counts.iter().map(|(t, n)| (t.as_bytes(), *n)).collect()
 }
 
 /// Takes a current version out of search when it is superseded or removed
@@ -253,11 +231,8 @@ pub(crate) fn count_index(
 /// and both callers (a new version, a removal) pass the current one.
 pub(crate) fn drop_index(conn: &Connection, book_id: i64) -> rusqlite::Result<()> {
     let (first, last) = rows_of(conn, book_id)?;
-    let mut take = conn.prepare_cached("UPDATE terms SET chunks = chunks - ?2 WHERE term = ?1")?;
-    for (term, chunks) in Vocabulary::of_stored(conn, book_id)?.counts() {
-        take.execute(params![term, chunks])?;
-    }
-    conn.execute("DELETE FROM terms WHERE chunks <= 0", [])?;
+    let vocabulary = Vocabulary::of_stored(conn, book_id)?;
+    term_counts::add(conn, &as_bytes(&vocabulary.counts()), -1)?;
     conn.execute(
         &format!("DELETE FROM {COLLECTION_INDEX} WHERE rowid BETWEEN ?1 AND ?2"),
         params![first, last],

@@ -14,6 +14,7 @@ pub mod retriever;
 mod schema;
 mod search;
 mod shard;
+mod term_counts;
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;

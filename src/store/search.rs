@@ -307,12 +307,7 @@ impl Shard {
 
     /// Current chunks holding an indexed term.
     fn term_chunks(&self, term: &str) -> Result<u64, StoreError> {
-        use rusqlite::OptionalExtension;
-        self.conn()
-            .prepare_cached("SELECT chunks FROM terms WHERE term = ?1")
-            .and_then(|mut s| s.query_row([term], |r| r.get::<_, i64>(0)).optional())
-            .map(|n| n.unwrap_or(0) as u64)
-            .map_err(self.err("search"))
+        super::term_counts::chunks_holding(self.conn(), term).map_err(self.err("search"))
     }
 
     /// One chunk as a hit with `score`.
@@ -376,13 +371,7 @@ mod tests {
     /// FTS5 index over its current chunks.
     fn statistics(shard: &Shard) -> (BTreeMap<String, i64>, BTreeMap<String, i64>, i64, i64) {
         let conn = shard.conn();
-        let kept = conn
-            .prepare("SELECT term, chunks FROM terms")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let kept = super::super::term_counts::all(conn).unwrap();
         let fresh = Connection::open_in_memory().unwrap();
         fresh
             .execute_batch(&format!(
@@ -479,7 +468,7 @@ mod tests {
         shard
             .conn()
             .execute_batch(&format!(
-                "DROP TABLE {COLLECTION_INDEX}; DROP TABLE terms;
+                "DROP TABLE {COLLECTION_INDEX}; DROP TABLE term_blocks;
                  ALTER TABLE books DROP COLUMN tokens; ALTER TABLE books DROP COLUMN chunk_tokens;
                  PRAGMA user_version = 1;"
             ))
@@ -496,8 +485,55 @@ mod tests {
         );
     }
 
+    /// Schema objects of a shard whose name matches `glob`.
+    fn tables(shard: &Shard, glob: &str) -> i64 {
+        shard
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name GLOB ?1",
+                [glob],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
+    /// Makes a shard's file what schema 2 kept: a per-book FTS5 table
+    /// beside the collection index, and a row of `terms` per term; returns
+    /// the term counts.
+    fn as_schema_2(shard: &Shard) -> BTreeMap<String, i64> {
+        for b in shard.books(false).unwrap() {
+            shard
+                .conn()
+                .execute_batch(&format!(
+                    "CREATE VIRTUAL TABLE fts_{} USING fts5 (text, content = '', tokenize = '{}');
+                     INSERT INTO fts_{} (rowid, text) SELECT id, text FROM chunks WHERE book_id = {};",
+                    b.id,
+                    fts5::TOKENIZE,
+                    b.id,
+                    b.id
+                ))
+                .unwrap();
+        }
+        let counts = super::super::term_counts::all(shard.conn()).unwrap();
+        shard
+            .conn()
+            .execute_batch(
+                "CREATE TABLE terms (term TEXT PRIMARY KEY, chunks INTEGER NOT NULL CHECK (chunks >= 0)) WITHOUT ROWID;
+                 DROP TABLE term_blocks; PRAGMA user_version = 2;",
+            )
+            .unwrap();
+        for (term, chunks) in &counts {
+            shard
+                .conn()
+                .execute("INSERT INTO terms VALUES (?1, ?2)", params![term, chunks])
+                .unwrap();
+        }
+        counts
+    }
+
     /// A shard of schema 2 kept a per-book FTS5 table beside the
-    /// collection index: opened, it drops them in one step, and every
+    /// collection index and a row per term: opened, it drops the tables
+    /// in one step, moves the counts into blocks in the next, and every
     /// search answers as before.
     #[test]
     fn a_shard_with_per_book_indexes_migrates_to_one() {
@@ -525,44 +561,34 @@ mod tests {
             .search("sea whale", SearchScope::Book(&book), 4)
             .unwrap();
         assert_eq!(scoped.len(), 4);
-        let tables = |shard: &Shard| -> i64 {
-            shard
-                .conn()
-                .query_row(
-                    "SELECT count(*) FROM sqlite_schema WHERE name GLOB 'fts_[0-9]*'",
-                    [],
-                    |r| r.get(0),
-                )
-                .unwrap()
-        };
-        for b in shard.books(false).unwrap() {
-            shard
-                .conn()
-                .execute_batch(&format!(
-                    "CREATE VIRTUAL TABLE fts_{} USING fts5 (text, content = '', tokenize = '{}');
-                     INSERT INTO fts_{} (rowid, text) SELECT id, text FROM chunks WHERE book_id = {};",
-                    b.id,
-                    fts5::TOKENIZE,
-                    b.id,
-                    b.id
-                ))
-                .unwrap();
-        }
-        shard
-            .conn()
-            .execute_batch("PRAGMA user_version = 2")
-            .unwrap();
-        assert_eq!(tables(shard), 2 * 5, "two tables and their shadow tables");
+        let counts = as_schema_2(shard);
+        assert_eq!(
+            tables(shard, "fts_[0-9]*"),
+            2 * 5,
+            "two tables and their shadow tables"
+        );
         // A new handle opens the file again (this one keeps it open).
         drop(store);
         let mut store = Store::new(dir.path());
         let shard = store.open("main").unwrap();
-        assert_eq!(tables(shard), 0, "the per-book tables are dropped");
+        assert_eq!(
+            tables(shard, "fts_[0-9]*"),
+            0,
+            "the per-book tables are dropped"
+        );
         let version: i64 = shard
             .conn()
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
+        let (kept, counted, ..) = statistics(shard);
+        assert_eq!(kept, counted, "each term's count moved to its block");
+        assert_eq!(kept, counts);
+        assert_eq!(
+            tables(shard, "terms"),
+            0,
+            "the table of a row per term is dropped"
+        );
         assert_eq!(
             shard
                 .search("sea whale", SearchScope::Book(&book), 4)
