@@ -2,8 +2,8 @@
 //! current chunk of the shard, rowid = chunk id; a book's chunks are a
 //! contiguous rowid range, so a book-scoped search is a range of it) and
 //! the statistics searches rank with (each version's token count and chunk
-//! lengths, and each term's chunk count, `term_counts`), changed in the transaction that changes
-//! the books. Queries over them are `search`.
+//! lengths, and each term's chunk count, `term_counts`), changed in the
+//! transaction that changes the books. Queries over them are `search`.
 
 use std::collections::HashMap;
 
@@ -221,6 +221,7 @@ pub(crate) fn count_index(
     term_counts::add(conn, &as_bytes(&vocabulary.counts()), 1)
 }
 
+/// A vocabulary's counts as [`term_counts::add`] takes them.
 fn as_bytes<'a>(counts: &'a [(std::borrow::Cow<'_, str>, i64)]) -> Vec<(&'a [u8], i64)> {
     counts.iter().map(|(t, n)| (t.as_bytes(), *n)).collect()
 }
@@ -285,6 +286,7 @@ fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
 /// version's token count and terms.
 pub(crate) fn backfill_statistics(conn: &Connection) -> rusqlite::Result<()> {
     create_collection_index(conn)?;
+    term_counts::create_table(conn)?;
     let ids: Vec<i64> = conn
         .prepare("SELECT id FROM books WHERE status = 'current' ORDER BY id")?
         .query_map([], |r| r.get(0))?

@@ -70,11 +70,7 @@ const STEPS: &[Step] = &[
     CREATE TABLE terms (
         term   TEXT PRIMARY KEY,
         chunks INTEGER NOT NULL CHECK (chunks >= 0)
-    ) WITHOUT ROWID;
-    CREATE TABLE term_blocks (
-        block INTEGER PRIMARY KEY,
-        terms BLOB NOT NULL
-    );",
+    ) WITHOUT ROWID;",
         audit: false,
         then: Some(super::index::backfill_statistics),
     },
@@ -87,15 +83,12 @@ const STEPS: &[Step] = &[
         then: Some(super::index::drop_book_indexes),
     },
     // 4: each term's chunk count moves from a row per term (`terms`) to
-    // blocks of terms (`term_blocks`, see term_counts.rs): an ingest then
-    // writes about a thousand rows instead of one per distinct term. (From
-    // schema 1, step 2 counts into `term_blocks` already and `terms` is
-    // empty.)
+    // blocks of terms (`term_blocks`, made by term_counts.rs): an ingest
+    // then writes about a thousand rows instead of one per distinct term.
+    // (From schema 1, step 2 counts into `term_blocks` already and `terms`
+    // is empty.)
     Step {
-        sql: "CREATE TABLE IF NOT EXISTS term_blocks (
-        block INTEGER PRIMARY KEY,
-        terms BLOB NOT NULL
-    );",
+        sql: "",
         audit: false,
         then: Some(super::term_counts::move_from_terms_table),
     },

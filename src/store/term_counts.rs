@@ -13,7 +13,20 @@ use rusqlite::{Connection, params};
 
 /// Rows the terms spread over: a term's block is its FNV-1a hash modulo
 /// this. Stored data: changing it needs a migration.
-pub(crate) const TERM_BLOCKS: u32 = 1024;
+const TERM_BLOCKS: u32 = 1024;
+
+/// Creates the table, unless the shard has it. A block's blob holds, per
+/// term, in term order, its length (u16 LE), its bytes and its count (u32
+/// LE); a term is at most [`MAX_TERM_BYTES`](super::index::MAX_TERM_BYTES),
+/// 32 KiB.
+pub(crate) fn create_table(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS term_blocks (
+            block INTEGER PRIMARY KEY,
+            terms BLOB NOT NULL
+        )",
+    )
+}
 
 /// The block of a term.
 fn block_of(term: &[u8]) -> i64 {
@@ -31,11 +44,8 @@ type Entry<'a> = (&'a [u8], u32);
 #[cfg(test)]
 type Entries = Vec<(Vec<u8>, i64)>;
 
-/// A block's blob: per term, in term order, its length (u16 LE), its bytes
-/// and its count (u32 LE). (A term is at most
-/// [`MAX_TERM_BYTES`](super::index::MAX_TERM_BYTES), 32 KiB.)
-///
-/// The first entry of a blob and the rest; `None` for a blob cut short.
+/// The first entry of a block's blob and the rest; `None` for a blob cut
+/// short.
 fn next_entry(blob: &[u8]) -> Option<(Entry<'_>, &[u8])> {
     let len = usize::from(u16::from_le_bytes(blob.get(..2)?.try_into().ok()?));
     let term = blob.get(2..2 + len)?;
@@ -69,6 +79,22 @@ fn find(blob: &[u8], wanted: &[u8]) -> Option<u64> {
         }
     }
     Some(0)
+}
+
+/// `f` of a block's stored blob (an empty one when the block has no row);
+/// `f` answers `None` for a blob that is not a block's, an error here.
+fn read_block<T>(
+    conn: &Connection,
+    block: i64,
+    f: impl FnOnce(&[u8]) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let mut stmt = conn.prepare_cached("SELECT terms FROM term_blocks WHERE block = ?1")?;
+    let mut rows = stmt.query([block])?;
+    let stored = match rows.next()? {
+        Some(r) => r.get_ref(0)?.as_blob()?,
+        None => &[],
+    };
+    f(stored).ok_or_else(|| malformed(block))
 }
 
 fn malformed(block: i64) -> rusqlite::Error {
@@ -126,7 +152,6 @@ pub(crate) fn add(conn: &Connection, counts: &[(&[u8], i64)], sign: i64) -> rusq
             .or_default()
             .push((term, sign * count));
     }
-    let mut read = conn.prepare_cached("SELECT terms FROM term_blocks WHERE block = ?1")?;
     let mut write = conn.prepare_cached(
         "INSERT INTO term_blocks (block, terms) VALUES (?1, ?2)
          ON CONFLICT (block) DO UPDATE SET terms = excluded.terms",
@@ -134,14 +159,9 @@ pub(crate) fn add(conn: &Connection, counts: &[(&[u8], i64)], sign: i64) -> rusq
     let mut blob = Vec::new();
     for (block, changes) in blocks {
         blob.clear();
-        {
-            let mut rows = read.query([block])?;
-            let stored = match rows.next()? {
-                Some(r) => r.get_ref(0)?.as_blob()?,
-                None => &[],
-            };
-            merge_into(stored, &changes, &mut blob).ok_or_else(|| malformed(block))?;
-        }
+        read_block(conn, block, |stored| {
+            merge_into(stored, &changes, &mut blob)
+        })?;
         if blob.is_empty() {
             conn.prepare_cached("DELETE FROM term_blocks WHERE block = ?1")?
                 .execute([block])?;
@@ -155,18 +175,13 @@ pub(crate) fn add(conn: &Connection, counts: &[(&[u8], i64)], sign: i64) -> rusq
 /// Current chunks holding an indexed term.
 pub(crate) fn chunks_holding(conn: &Connection, term: &str) -> rusqlite::Result<u64> {
     let term = term.as_bytes();
-    let block = block_of(term);
-    let mut stmt = conn.prepare_cached("SELECT terms FROM term_blocks WHERE block = ?1")?;
-    let mut rows = stmt.query([block])?;
-    match rows.next()? {
-        None => Ok(0),
-        Some(r) => find(r.get_ref(0)?.as_blob()?, term).ok_or_else(|| malformed(block)),
-    }
+    read_block(conn, block_of(term), |blob| find(blob, term))
 }
 
 /// Moves the counts of the `terms` table (one row per term, schemas 2 and
 /// 3) into blocks and drops it (schema step 4).
 pub(crate) fn move_from_terms_table(conn: &Connection) -> rusqlite::Result<()> {
+    create_table(conn)?;
     let rows: Vec<(String, i64)> = conn
         .prepare("SELECT term, chunks FROM terms WHERE chunks > 0 ORDER BY term")?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?

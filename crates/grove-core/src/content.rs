@@ -132,14 +132,8 @@ pub fn clauses_by_relevance(
 ) -> Vec<std::ops::Range<usize>> {
     let mut scored: Vec<(usize, std::ops::Range<usize>)> = clauses_with_lead(text, max_words)
         .into_iter()
-        .map(|c| {
-            let mut stems = content_stems(&text[c.range.clone()]);
-            stems.extend(content_stems(&text[c.lead.clone()]));
-            (
-                stems.iter().filter(|s| wanted.contains(*s)).count(),
-                c.range,
-            )
-        })
+        // The lead ends where its clause starts: read together.
+        .map(|c| (relevance(&text[c.lead.start..c.range.end], wanted), c.range))
         .filter(|(score, _)| *score > 0)
         .collect();
     // Stable: among equals, the first found stays first.
